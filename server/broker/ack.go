@@ -1,0 +1,211 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/offset"
+)
+
+// leaseRef is a valid receipt whose lease is live, handed to a receiptOp
+// under the lease's popState lock.
+type leaseRef struct {
+	index  int // position in the request
+	cursor *cursor
+	lease  *lease
+	r      receipt
+	key    offset.Key
+}
+
+// receiptOp acts on one live lease and returns the outcome for the client.
+type receiptOp func(ref leaseRef, now time.Time) ReceiptStatus
+
+// forEachReceipt validates each receipt and runs op on its live lease
+// under the lease's lock. Invalid, stale and gone receipts get their
+// status without op.
+func (b *Broker) forEachReceipt(group string, receipts []string, op receiptOp) []ReceiptResult {
+	results := make([]ReceiptResult, len(receipts))
+	now := time.Now()
+	for i, raw := range receipts {
+		results[i].Receipt = raw
+		r, err := b.receipts.decode(raw)
+		if err != nil || r.Group != group {
+			results[i].Status, results[i].Error = ReceiptInvalid, "malformed, forged or of another group"
+			continue
+		}
+		key := offset.Key{Group: r.Group, Topic: r.Topic, QueueID: r.QueueID}
+		ps := b.existingPopState(r.Group, r.Topic)
+		if ps == nil {
+			results[i].Status, results[i].Error = b.goneStatus(key, r.Offset)
+			continue
+		}
+		ps.mu.Lock()
+		c := ps.queues[r.QueueID]
+		var l *lease
+		if c != nil {
+			l = c.inflight[r.Offset]
+		}
+		switch {
+		case l == nil && c != nil && c.wasSentBack(r.Offset):
+			results[i].Status, results[i].Error = ReceiptExpired, "the delivery failed (nack or lease expiry); a retry copy will be delivered"
+		case l == nil:
+			results[i].Status, results[i].Error = b.goneStatus(key, r.Offset)
+		case l.epoch != r.Epoch:
+			results[i].Status, results[i].Error = ReceiptExpired, "the message was redelivered under a newer receipt"
+		default:
+			results[i].Status = op(leaseRef{index: i, cursor: c, lease: l, r: r, key: key}, now)
+		}
+		ps.mu.Unlock()
+	}
+	return results
+}
+
+func (c *cursor) wasSentBack(off int64) bool {
+	_, ok := c.sentBack[off]
+	return ok
+}
+
+// goneStatus answers for a receipt whose lease is no longer held: a
+// repeated ack of an acknowledged message is fine (idempotent); anything
+// else lost its lease.
+func (b *Broker) goneStatus(key offset.Key, off int64) (ReceiptStatus, string) {
+	if b.progress.IsAcked(key, off) {
+		return ReceiptOK, ""
+	}
+	return ReceiptExpired, "the lease expired (or the broker restarted); the message will be delivered again"
+}
+
+func (b *Broker) checkBatch(group string, n int) error {
+	if b.closed.Load() {
+		return ErrShuttingDown
+	}
+	if err := ValidateGroupName(group); err != nil {
+		return err
+	}
+	if n == 0 || n > maxBatch {
+		return fmt.Errorf("%w: 1 to %d items", ErrInvalidArgument, maxBatch)
+	}
+	return nil
+}
+
+// Ack acknowledges leased messages. The acknowledgements are durable (in
+// sync flush mode) before Ack returns: after any restart an acknowledged
+// message is not delivered to the group again.
+func (b *Broker) Ack(ctx context.Context, group string, receipts []string) ([]ReceiptResult, error) {
+	if err := b.checkBatch(group, len(receipts)); err != nil {
+		return nil, err
+	}
+	var rec offset.Record
+	results := b.forEachReceipt(group, receipts, func(ref leaseRef, _ time.Time) ReceiptStatus {
+		delete(ref.cursor.inflight, ref.r.Offset)
+		rec.Entries = append(rec.Entries, b.markDone(ref.key, []int64{ref.r.Offset}))
+		return ReceiptOK
+	})
+	if err := b.appendProgress(rec); err != nil {
+		return nil, err
+	}
+	b.metrics.add(b.metrics.acked, group, len(rec.Entries))
+	return results, nil
+}
+
+// progressMessage wraps a progress record as a system-topic message.
+func progressMessage(rec offset.Record) (*message.Message, error) {
+	body, err := offset.EncodeRecord(rec)
+	if err != nil {
+		return nil, err
+	}
+	return &message.Message{Topic: offsetTopic, Body: body, BornTimestamp: time.Now().UnixMilli()}, nil
+}
+
+// appendProgress makes a progress record durable through the CommitLog.
+func (b *Broker) appendProgress(rec offset.Record) error {
+	if len(rec.Entries) == 0 {
+		return nil
+	}
+	m, err := progressMessage(rec)
+	if err != nil {
+		return err
+	}
+	_, err = b.store.Put(m)
+	return mapStoreErr(err)
+}
+
+// commit durably sets key's committed offset (a reset: a new generation).
+func (b *Broker) commit(key offset.Key, off int64) error {
+	_, gen, _ := b.progress.Get(key)
+	rec := offset.Record{Entries: []offset.Entry{{Kind: offset.KindCommit, Key: key, Generation: gen + 1, Offset: off}}}
+	b.progress.Apply(rec)
+	return b.appendProgress(rec)
+}
+
+// ChangeLease extends or shortens leases (changeInvisibleTime). It never
+// counts as a failed attempt: a lease shortened to 0 makes the message
+// visible again with the same reconsume count.
+func (b *Broker) ChangeLease(ctx context.Context, group string, items []LeaseItem) ([]ReceiptResult, error) {
+	if err := b.checkBatch(group, len(items)); err != nil {
+		return nil, err
+	}
+	receipts := make([]string, len(items))
+	for i, it := range items {
+		if it.Invisible < 0 || it.Invisible > b.opts.MaxInvisible {
+			return nil, fmt.Errorf("%w: item %d: invisibility must be 0..%v", ErrInvalidArgument, i, b.opts.MaxInvisible)
+		}
+		receipts[i] = it.Receipt
+	}
+	results := b.forEachReceipt(group, receipts, func(ref leaseRef, now time.Time) ReceiptStatus {
+		inv := items[ref.index].Invisible
+		if inv == 0 {
+			// Visible again at once, as a postponement: not a failure, so
+			// it is re-offered from the cursor rather than sent back.
+			delete(ref.cursor.inflight, ref.r.Offset)
+			if ref.r.Offset < ref.cursor.next {
+				ref.cursor.next = ref.r.Offset
+			}
+			return ReceiptOK
+		}
+		ref.lease.deadline = now.Add(inv)
+		return ReceiptOK
+	})
+	return results, nil
+}
+
+// Nack gives leased messages back as failed: each goes to the group's
+// retry topic through the delay-level scheduler (level 3 + reconsumeTimes
+// by default, or the item's level), or to the dead-letter queue when the
+// item says -1 or the message has used up the group's retryMaxTimes.
+func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]ReceiptResult, error) {
+	if err := b.checkBatch(group, len(items)); err != nil {
+		return nil, err
+	}
+	receipts := make([]string, len(items))
+	for i, it := range items {
+		if it.DelayLevel < -1 {
+			return nil, fmt.Errorf("%w: item %d: delayLevel must be -1, 0 or 1..%d", ErrInvalidArgument, i, len(b.opts.DelayLevels))
+		}
+		if len(it.Reason) > 4096 {
+			return nil, fmt.Errorf("%w: item %d: reason longer than 4096 bytes", ErrInvalidArgument, i)
+		}
+		receipts[i] = it.Receipt
+	}
+	var failed []sendBack
+	results := b.forEachReceipt(group, receipts, func(ref leaseRef, _ time.Time) ReceiptStatus {
+		delete(ref.cursor.inflight, ref.r.Offset)
+		ref.cursor.markSentBack(ref.r.Offset)
+		b.markDone(ref.key, []int64{ref.r.Offset})
+		it := items[ref.index]
+		failed = append(failed, sendBack{
+			view:    b.view(group, ref.r.Topic, ref.r.QueueID, nil),
+			offset:  ref.r.Offset,
+			level:   it.DelayLevel,
+			reason:  it.Reason,
+			outcome: "nack",
+		})
+		return ReceiptOK
+	})
+	if err := b.sendBack(group, failed); err != nil {
+		return nil, err
+	}
+	return results, nil
+}

@@ -1,0 +1,359 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/offset"
+)
+
+const maxQueues = 1024
+
+// PutTopic creates or updates a topic (idempotent).
+func (b *Broker) PutTopic(ctx context.Context, t TopicConfig) (TopicConfig, bool, error) {
+	if err := ValidateTopicName(t.Name); err != nil {
+		return t, false, err
+	}
+	if t.Queues == 0 {
+		t.Queues = b.opts.DefaultQueues
+	}
+	if t.Queues < 1 || t.Queues > maxQueues {
+		return t, false, fmt.Errorf("%w: queues must be 1..%d", ErrInvalidArgument, maxQueues)
+	}
+	if t.RetentionHours < 0 {
+		return t, false, fmt.Errorf("%w: retentionHours must be >= 0", ErrInvalidArgument)
+	}
+	switch t.Perm {
+	case "":
+		t.Perm = "rw"
+	case "rw", "r", "w":
+	default:
+		return t, false, fmt.Errorf("%w: perm must be rw, r or w", ErrInvalidArgument)
+	}
+	t.CreatedAt = time.Time{}
+	return b.registry.putTopic(t, false)
+}
+
+// GetTopic returns a topic's configuration.
+func (b *Broker) GetTopic(ctx context.Context, name string) (TopicConfig, error) {
+	if err := ValidateTopicName(name); err != nil {
+		return TopicConfig{}, err
+	}
+	t, ok := b.registry.topic(name)
+	if !ok {
+		return t, fmt.Errorf("%w: %s", ErrTopicNotFound, name)
+	}
+	return t, nil
+}
+
+// ListTopics lists the user topics.
+func (b *Broker) ListTopics(ctx context.Context) ([]TopicConfig, error) {
+	return b.registry.listTopics(), nil
+}
+
+// DeleteTopic removes a topic's configuration. Its stored messages stay
+// until retention deletes them.
+func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
+	if err := ValidateTopicName(name); err != nil {
+		return err
+	}
+	ok, err := b.registry.deleteTopic(name)
+	if err == nil && !ok {
+		err = fmt.Errorf("%w: %s", ErrTopicNotFound, name)
+	}
+	return err
+}
+
+// PutGroup creates or updates a consumer group (idempotent).
+func (b *Broker) PutGroup(ctx context.Context, g GroupConfig) (GroupConfig, bool, error) {
+	if err := ValidateGroupName(g.Name); err != nil {
+		return g, false, err
+	}
+	switch g.ConsumeMode {
+	case "":
+		g.ConsumeMode = "clustering"
+	case "clustering", "broadcasting":
+	default:
+		return g, false, fmt.Errorf("%w: consumeMode must be clustering or broadcasting", ErrInvalidArgument)
+	}
+	if g.RetryMaxTimes == 0 {
+		g.RetryMaxTimes = 16
+	}
+	if g.RetryMaxTimes < 0 || g.RetryMaxTimes > 64 {
+		return g, false, fmt.Errorf("%w: retryMaxTimes must be 1..64", ErrInvalidArgument)
+	}
+	if g.Invisible < 0 || g.Invisible > b.opts.MaxInvisible {
+		return g, false, fmt.Errorf("%w: invisibility must be 0..%v", ErrInvalidArgument, b.opts.MaxInvisible)
+	}
+	for i, s := range g.Subscriptions {
+		if err := ValidateTopicName(s.Topic); err != nil {
+			return g, false, fmt.Errorf("subscription %d: %w", i, err)
+		}
+		if _, err := tagMatcher(s.TagExpression); err != nil {
+			return g, false, fmt.Errorf("subscription %d: %w", i, err)
+		}
+	}
+	g.CreatedAt = time.Time{}
+	return b.registry.putGroup(g, false)
+}
+
+// GetGroup returns a group's configuration.
+func (b *Broker) GetGroup(ctx context.Context, name string) (GroupConfig, error) {
+	if err := ValidateGroupName(name); err != nil {
+		return GroupConfig{}, err
+	}
+	g, ok := b.registry.group(name)
+	if !ok {
+		return g, fmt.Errorf("%w: %s", ErrGroupNotFound, name)
+	}
+	return g, nil
+}
+
+// ListGroups lists the consumer groups.
+func (b *Broker) ListGroups(ctx context.Context) ([]GroupConfig, error) {
+	return b.registry.listGroups(), nil
+}
+
+// DeleteGroup removes a group with its progress and leases.
+func (b *Broker) DeleteGroup(ctx context.Context, name string) error {
+	if err := ValidateGroupName(name); err != nil {
+		return err
+	}
+	ok, err := b.registry.deleteGroup(name)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrGroupNotFound, name)
+	}
+	b.popsMu.Lock()
+	for k := range b.pops {
+		if k.group == name {
+			delete(b.pops, k)
+		}
+	}
+	b.popsMu.Unlock()
+	b.progress.Forget(name)
+	return nil
+}
+
+// groupTopics lists the topics a group has progress in, subscribes to or
+// pops from.
+func (b *Broker) groupTopics(g GroupConfig) []string {
+	set := map[string]struct{}{}
+	for _, s := range g.Subscriptions {
+		set[s.Topic] = struct{}{}
+	}
+	for _, k := range b.progress.Keys() {
+		if k.Group == g.Name {
+			set[k.Topic] = struct{}{}
+		}
+	}
+	b.popsMu.Lock()
+	for k := range b.pops {
+		if k.group == g.Name {
+			set[k.topic] = struct{}{}
+		}
+	}
+	b.popsMu.Unlock()
+	out := make([]string, 0, len(set))
+	for t := range set {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Progress reports, per queue, the broker's max offset, the group's
+// committed offset, the lag and the leases in flight (mqadmin
+// consumerProgress). Queue id -1 is the topic's view of the group's retry
+// topic %RETRY%<group>; it is listed once retries exist.
+func (b *Broker) Progress(ctx context.Context, group string) ([]QueueProgress, error) {
+	g, err := b.GetGroup(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	var out []QueueProgress
+	for _, topic := range b.groupTopics(g) {
+		t, ok := b.registry.topic(topic)
+		if !ok {
+			continue
+		}
+		ps := b.existingPopState(group, topic)
+		for q := int32(retryQueueID); q < int32(t.Queues); q++ {
+			v := b.view(group, topic, q, nil)
+			committed, _, _ := b.progress.Get(v.key)
+			qp := QueueProgress{Topic: topic, QueueID: q, BrokerOffset: b.store.MaxOffset(v.storeTopic, v.storeQueue)}
+			qp.ConsumerOffset = max(committed, b.store.MinOffset(v.storeTopic, v.storeQueue))
+			qp.Lag = max(qp.BrokerOffset-qp.ConsumerOffset, 0)
+			if ps != nil {
+				ps.mu.Lock()
+				if c := ps.queues[q]; c != nil {
+					qp.InFlight = len(c.inflight)
+				}
+				ps.mu.Unlock()
+			}
+			if q == retryQueueID && qp.BrokerOffset == 0 && qp.InFlight == 0 {
+				continue // no retries: keep the view out of the listing
+			}
+			if qp.BrokerOffset > 0 {
+				if res, err := b.store.ReadQueue(v.storeTopic, v.storeQueue, qp.BrokerOffset-1, 1, nil); err == nil && len(res.Messages) == 1 {
+					qp.LastStoredAt = time.UnixMilli(res.Messages[0].StoreTimestamp).UTC()
+				}
+			}
+			out = append(out, qp)
+		}
+	}
+	return out, nil
+}
+
+// GetOffsets reports the group's committed offsets (the progress view).
+func (b *Broker) GetOffsets(ctx context.Context, group string) ([]QueueProgress, error) {
+	return b.Progress(ctx, group)
+}
+
+// CommitOffsets sets committed offsets (offset-mode consumers, resets).
+// A commit also resets the group's pop cursor and drops its leases on that
+// queue, so pop consumers continue from the committed offset.
+func (b *Broker) CommitOffsets(ctx context.Context, group string, commits []OffsetCommit) error {
+	if b.closed.Load() {
+		return ErrShuttingDown
+	}
+	if _, err := b.groupForPull(group); err != nil {
+		return err
+	}
+	if len(commits) == 0 || len(commits) > maxBatch {
+		return fmt.Errorf("%w: 1 to %d commits", ErrInvalidArgument, maxBatch)
+	}
+	for i, c := range commits {
+		t, err := b.GetTopic(ctx, c.Topic)
+		if err != nil {
+			return fmt.Errorf("commit %d: %w", i, err)
+		}
+		if c.QueueID < 0 || int(c.QueueID) >= t.Queues {
+			return fmt.Errorf("%w: commit %d: queue %d does not exist", ErrInvalidArgument, i, c.QueueID)
+		}
+		if min, top := b.store.MinOffset(c.Topic, c.QueueID), b.store.MaxOffset(c.Topic, c.QueueID); c.Offset < min || c.Offset > top {
+			return fmt.Errorf("%w: commit %d: offset %d outside [%d, %d]", ErrOffsetOutOfRange, i, c.Offset, min, top)
+		}
+	}
+	for _, c := range commits {
+		key := offset.Key{Group: group, Topic: c.Topic, QueueID: c.QueueID}
+		ps := b.popState(group, c.Topic)
+		ps.mu.Lock()
+		err := b.commit(key, c.Offset)
+		if cur := ps.queues[c.QueueID]; cur != nil {
+			cur.next = c.Offset
+			cur.inflight = make(map[int64]*lease)
+		}
+		ps.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ResetOffset moves the group's offsets of topic to the first message
+// stored at or after t (resetOffsetByTime).
+func (b *Broker) ResetOffset(ctx context.Context, group, topic string, t time.Time) ([]QueueProgress, error) {
+	cfg, err := b.GetTopic(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	commits := make([]OffsetCommit, 0, cfg.Queues)
+	for q := int32(0); q < int32(cfg.Queues); q++ {
+		off, err := b.store.SearchOffsetByTime(topic, q, t.UnixMilli())
+		if err != nil {
+			return nil, mapStoreErr(err)
+		}
+		commits = append(commits, OffsetCommit{Topic: topic, QueueID: q, Offset: off})
+	}
+	if err := b.CommitOffsets(ctx, group, commits); err != nil {
+		return nil, err
+	}
+	all, err := b.Progress(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, p := range all {
+		if p.Topic == topic {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// ReadQueue reads messages by offset (offset-mode consumers); nothing is
+// leased. It returns the next offset to read.
+func (b *Broker) ReadQueue(ctx context.Context, topic string, queueID int32, from int64, max int) ([]QueueMessage, int64, error) {
+	cfg, err := b.GetTopic(ctx, topic)
+	if err != nil {
+		return nil, from, err
+	}
+	if queueID < 0 || int(queueID) >= cfg.Queues {
+		return nil, from, fmt.Errorf("%w: queue %d does not exist", ErrInvalidArgument, queueID)
+	}
+	if max <= 0 || max > maxPullMessages*8 {
+		return nil, from, fmt.Errorf("%w: max must be 1..%d", ErrInvalidArgument, maxPullMessages*8)
+	}
+	if err := b.store.AwaitDispatch(ctx); err != nil && !errors.Is(err, ctx.Err()) {
+		return nil, from, mapStoreErr(err)
+	}
+	res, err := b.store.ReadQueue(topic, queueID, from, max, nil)
+	if err != nil {
+		return nil, from, mapStoreErr(err)
+	}
+	out := make([]QueueMessage, len(res.Messages))
+	for i, m := range res.Messages {
+		out[i] = toReceived(m)
+	}
+	return out, res.Next, nil
+}
+
+// GetMessage looks a message up by id.
+func (b *Broker) GetMessage(ctx context.Context, id string) (ReceivedMessage, error) {
+	mid, err := message.ParseID(id)
+	if err != nil {
+		return ReceivedMessage{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	m, err := b.store.LookupID(mid)
+	if err != nil {
+		if errors.Is(err, storage.ErrCorrupt) {
+			return ReceivedMessage{}, fmt.Errorf("%w: %s", ErrMessageNotFound, id)
+		}
+		return ReceivedMessage{}, mapStoreErr(err)
+	}
+	if m.Topic == offsetTopic {
+		return ReceivedMessage{}, fmt.Errorf("%w: %s", ErrMessageNotFound, id)
+	}
+	return toReceived(m), nil
+}
+
+// QueryByKey finds messages of topic by business key, newest first.
+func (b *Broker) QueryByKey(ctx context.Context, topic, key string, max int) ([]ReceivedMessage, error) {
+	if _, err := b.GetTopic(ctx, topic); err != nil {
+		return nil, err
+	}
+	if key == "" {
+		return nil, fmt.Errorf("%w: key is required", ErrInvalidArgument)
+	}
+	if max <= 0 || max > 256 {
+		max = 32
+	}
+	ms, err := b.store.QueryByKey(topic, key, 0, 0, max)
+	if err != nil {
+		return nil, mapStoreErr(err)
+	}
+	out := make([]ReceivedMessage, len(ms))
+	for i, m := range ms {
+		out[i] = toReceived(m)
+	}
+	return out, nil
+}

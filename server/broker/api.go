@@ -1,0 +1,275 @@
+package broker
+
+// This file is the contract between the HTTP transport (package api) and the
+// messaging semantics (this package): the value types that cross the
+// boundary and the sentinel errors the transport maps to HTTP statuses. It
+// holds types and errors only, no logic. The api package declares the
+// method set it needs as the interface api.Broker, which *Broker satisfies.
+
+import (
+	"errors"
+	"time"
+)
+
+// SendMessage is one message handed to Broker.Send.
+type SendMessage struct {
+	// Body is the opaque payload; it must not be empty.
+	Body []byte
+	// Tag is the single filterable label of the message ("" = none).
+	Tag string
+	// Keys are business keys indexed for QueryByKey.
+	Keys []string
+	// Properties are user properties carried with the message.
+	Properties map[string]string
+	// ShardingKey, when set, selects the queue (hash mod queues) so that
+	// messages with the same key stay in order.
+	ShardingKey string
+	// DelayLevel is a delay level 1..len(levels); 0 = not delayed.
+	DelayLevel int
+	// DelayMs delays delivery by this many milliseconds; 0 = not delayed.
+	DelayMs int64
+	// DeliverAt delays delivery until this instant; zero = not delayed.
+	DeliverAt time.Time
+	// DedupID makes the send idempotent within the dedup window: a second
+	// send with the same id returns the first result with Duplicate set.
+	DedupID string
+}
+
+// SendResult is where one sent message was stored.
+type SendResult struct {
+	// MessageID is the 32-hex-character message id.
+	MessageID string
+	// QueueID is the queue of the topic the message went to.
+	QueueID int32
+	// QueueOffset is the message's logical offset in that queue.
+	QueueOffset int64
+	// Duplicate reports that DedupID matched an earlier send and this
+	// result is that earlier send's result (nothing new was stored).
+	Duplicate bool
+}
+
+// PullRequest asks for leased (pop) messages of one topic for one group.
+type PullRequest struct {
+	// Group is the consumer group.
+	Group string
+	// Topic is the topic to pop from (plus the group's retry topic).
+	Topic string
+	// MaxMessages is the most messages to return (≥ 1).
+	MaxMessages int
+	// Wait is how long to long-poll when nothing is available; 0 returns
+	// at once.
+	Wait time.Duration
+	// Invisible is the lease length; 0 = the group's configured default.
+	Invisible time.Duration
+	// TagExpression filters by tag ("" or "*" = all, "a || b").
+	TagExpression string
+}
+
+// ReceivedMessage is a message as delivered to a consumer or read by an admin.
+type ReceivedMessage struct {
+	// MessageID is the 32-hex-character message id.
+	MessageID string
+	// Receipt is the opaque lease handle for ack/nack/lease ("" for reads
+	// that lease nothing).
+	Receipt string
+	// Topic is the message's (original) topic.
+	Topic string
+	// QueueID is the queue the message was read from.
+	QueueID int32
+	// QueueOffset is the message's logical offset in that queue.
+	QueueOffset int64
+	// ReconsumeTimes counts earlier failed deliveries.
+	ReconsumeTimes int32
+	// OriginMessageID is the id of the very first copy of a retried
+	// message ("" for a first delivery).
+	OriginMessageID string
+	// Tag is the message's tag.
+	Tag string
+	// Keys are the message's business keys.
+	Keys []string
+	// Properties are the user properties.
+	Properties map[string]string
+	// Body is the payload.
+	Body []byte
+	// BornAt is when the producer's request reached the gateway.
+	BornAt time.Time
+	// StoredAt is when the message was appended to the CommitLog.
+	StoredAt time.Time
+}
+
+// ReceiptStatus is the outcome of one ack, nack or lease change.
+type ReceiptStatus string
+
+// Receipt statuses.
+const (
+	// ReceiptOK means the operation took effect (or had already, for a
+	// repeated ack).
+	ReceiptOK ReceiptStatus = "ok"
+	// ReceiptExpired means the lease behind the receipt is over: the
+	// message was or will be redelivered under a newer receipt.
+	ReceiptExpired ReceiptStatus = "expired"
+	// ReceiptInvalid means the receipt is malformed, forged or belongs to
+	// another group.
+	ReceiptInvalid ReceiptStatus = "invalid"
+)
+
+// ReceiptResult is the per-receipt outcome of Ack, Nack and ChangeLease.
+type ReceiptResult struct {
+	// Receipt is the receipt the caller sent.
+	Receipt string
+	// Status is the outcome.
+	Status ReceiptStatus
+	// NewReceipt is the receipt to use from now on, when a lease change
+	// issued one.
+	NewReceipt string
+	// Error explains a non-ok status for humans.
+	Error string
+}
+
+// NackItem asks for one leased message to be retried later.
+type NackItem struct {
+	// Receipt is the lease handle from Pull.
+	Receipt string
+	// DelayLevel: -1 = straight to the DLQ, 0 = broker-controlled
+	// (3 + reconsumeTimes), > 0 = that level.
+	DelayLevel int
+	// Reason is a free-text failure reason kept with retries and in the DLQ.
+	Reason string
+}
+
+// LeaseItem changes the invisibility of one leased message.
+type LeaseItem struct {
+	// Receipt is the lease handle from Pull.
+	Receipt string
+	// Invisible is the new lease length counted from now.
+	Invisible time.Duration
+}
+
+// TopicConfig describes a topic.
+type TopicConfig struct {
+	// Name is the topic name.
+	Name string
+	// Queues is the number of queues (default 4).
+	Queues int
+	// RetentionHours is how long CommitLog data of the topic is kept
+	// (0 = the store's default).
+	RetentionHours int
+	// Perm is "rw" (default), "r" or "w".
+	Perm string
+	// CreatedAt is when the topic was created.
+	CreatedAt time.Time
+}
+
+// Subscription is one topic a group consumes, with a tag filter.
+type Subscription struct {
+	// Topic is the subscribed topic.
+	Topic string
+	// TagExpression filters by tag ("" or "*" = all).
+	TagExpression string
+}
+
+// GroupConfig describes a consumer group.
+type GroupConfig struct {
+	// Name is the group name.
+	Name string
+	// ConsumeMode is "clustering" (default) or "broadcasting".
+	ConsumeMode string
+	// Orderly makes the group deliver at most one message per sharding key
+	// at a time.
+	Orderly bool
+	// RetryMaxTimes is how many retries a message gets before the DLQ
+	// (default 16).
+	RetryMaxTimes int
+	// Invisible is the default lease length of a pull.
+	Invisible time.Duration
+	// Subscriptions are the topics the group consumes.
+	Subscriptions []Subscription
+	// CreatedAt is when the group was created.
+	CreatedAt time.Time
+}
+
+// QueueMessage is a message read by offset (Receipt is empty).
+type QueueMessage = ReceivedMessage
+
+// OffsetCommit sets a group's consumer offset of one queue.
+type OffsetCommit struct {
+	// Topic is the topic of the queue.
+	Topic string
+	// QueueID is the queue.
+	QueueID int32
+	// Offset is the next offset to consume.
+	Offset int64
+}
+
+// QueueProgress is a group's position in one queue.
+type QueueProgress struct {
+	// Topic is the topic of the queue.
+	Topic string
+	// QueueID is the queue.
+	QueueID int32
+	// BrokerOffset is the queue's max offset (next offset to be written).
+	BrokerOffset int64
+	// ConsumerOffset is the group's committed offset.
+	ConsumerOffset int64
+	// Lag is BrokerOffset - ConsumerOffset.
+	Lag int64
+	// InFlight counts messages leased and not yet acked.
+	InFlight int
+	// LastStoredAt is the store time of the newest message in the queue.
+	LastStoredAt time.Time
+}
+
+// BrokerStatus is a snapshot of the broker's state (mqadmin brokerStatus).
+type BrokerStatus struct {
+	// FlushMode is "sync" or "async".
+	FlushMode string
+	// StoreBytes is the disk space used by the store.
+	StoreBytes int64
+	// Uptime is how long the broker has been open.
+	Uptime time.Duration
+	// CommitLogMin is the lowest CommitLog offset still kept.
+	CommitLogMin int64
+	// CommitLogMax is the CommitLog's write offset.
+	CommitLogMax int64
+}
+
+// Sentinel errors. Wrap them with context (fmt.Errorf("...: %w", err)); the
+// HTTP layer classifies them with errors.Is.
+var (
+	// ErrInvalidName: a topic or group name breaks the naming rules.
+	ErrInvalidName = errors.New("broker: invalid name")
+	// ErrInvalidArgument: a request field is out of range or inconsistent.
+	ErrInvalidArgument = errors.New("broker: invalid argument")
+	// ErrTopicNotFound: the topic does not exist (and auto-create is off).
+	ErrTopicNotFound = errors.New("broker: topic not found")
+	// ErrGroupNotFound: the group does not exist.
+	ErrGroupNotFound = errors.New("broker: group not found")
+	// ErrMessageNotFound: no message has that id (or key).
+	ErrMessageNotFound = errors.New("broker: message not found")
+	// ErrReservedName: the name is reserved for system topics/groups.
+	ErrReservedName = errors.New("broker: reserved name")
+	// ErrTooLarge: a message body exceeds the maximum message size.
+	ErrTooLarge = errors.New("broker: message too large")
+	// ErrEmptyBody: a message body is empty.
+	ErrEmptyBody = errors.New("broker: empty message body")
+	// ErrShuttingDown: the broker is closing and accepts no new work.
+	ErrShuttingDown = errors.New("broker: shutting down")
+	// ErrReadOnly: the store failed a flush and is read-only until restart.
+	ErrReadOnly = errors.New("broker: store is read-only")
+	// ErrDiskFull: disk usage passed the ceiling; sends are refused.
+	ErrDiskFull = errors.New("broker: disk full")
+	// ErrFlushTimeout: the write was appended but its flush did not finish
+	// in time; the outcome is unknown to the caller.
+	ErrFlushTimeout = errors.New("broker: flush timeout")
+	// ErrOffsetOutOfRange: the requested queue offset is outside the
+	// queue's kept range.
+	ErrOffsetOutOfRange = errors.New("broker: offset out of range")
+	// ErrIdempotencyKeyReused: a dedup id was reused with a different
+	// payload.
+	ErrIdempotencyKeyReused = errors.New("broker: idempotency key reused with a different request")
+	// ErrIdempotencyInFlight: a send with the same dedup id is still being
+	// processed.
+	ErrIdempotencyInFlight = errors.New("broker: idempotency key in flight")
+	// ErrNotImplemented: the operation is not implemented (yet).
+	ErrNotImplemented = errors.New("broker: not implemented")
+)

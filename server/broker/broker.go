@@ -1,0 +1,383 @@
+// Package broker holds mqgate's messaging semantics over the storage
+// engine: send (with idempotency keys), pop-style pull with leases and
+// receipts, ack / nack / lease changes with durable consumer progress, and
+// the admin operations. It knows nothing about HTTP; package api maps its
+// types and errors onto the wire.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/commitlog"
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/offset"
+	"github.com/mqgate/mqgate/storage/schedule"
+)
+
+// Options configures a Broker. Zero values take the documented defaults.
+type Options struct {
+	// DataDir is the directory holding the store. Required.
+	DataDir string
+	// FlushMode is "sync" (default) or "async".
+	FlushMode string
+	// SegmentSize is the CommitLog segment size in bytes (default 1 GiB).
+	SegmentSize int64
+	// MaxMessageSize is the largest message body in bytes (default 4 MiB).
+	MaxMessageSize int
+	// AutoCreate creates unknown topics on first send and unknown groups on
+	// first pull.
+	AutoCreate bool
+	// DelayLevels is the delay of each level, level 1 first (default
+	// RocketMQ's 18 levels).
+	DelayLevels []time.Duration
+	// DefaultQueues is the queue count of auto-created topics (default 4).
+	DefaultQueues int
+	// DefaultInvisible is the lease length when neither the pull nor the
+	// group sets one (default 30 s).
+	DefaultInvisible time.Duration
+	// MaxInvisible caps a lease (default 12 h, as SQS).
+	MaxInvisible time.Duration
+	// DedupWindow is how long an idempotency key is remembered (default 5 min, as SQS).
+	DedupWindow time.Duration
+	// SnapshotInterval is how often consumer progress is snapshotted (default 5 s).
+	SnapshotInterval time.Duration
+	// StoreHost is the address written into message ids (default 127.0.0.1:8080).
+	StoreHost netip.AddrPort
+	// Storage carries advanced storage options (tiny files in tests,
+	// retention); its Dir, FlushMode, SegmentSize, MaxMessageSize,
+	// StoreHost and Logger are filled from the fields above.
+	Storage storage.Options
+	// Logger receives the broker's logs (default zerolog.Nop()).
+	Logger zerolog.Logger
+}
+
+// DefaultDelayLevels is RocketMQ's messageDelayLevel.
+var DefaultDelayLevels = []time.Duration{
+	time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
+	time.Minute, 2 * time.Minute, 3 * time.Minute, 4 * time.Minute, 5 * time.Minute,
+	6 * time.Minute, 7 * time.Minute, 8 * time.Minute, 9 * time.Minute, 10 * time.Minute,
+	20 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour,
+}
+
+// propertyOverhead is what the store allows above MaxMessageSize for the
+// record's topic, tag, keys and properties.
+const propertyOverhead = 64 << 10
+
+func (o Options) withDefaults() Options {
+	if o.MaxMessageSize == 0 {
+		o.MaxMessageSize = 4 << 20
+	}
+	if len(o.DelayLevels) == 0 {
+		o.DelayLevels = DefaultDelayLevels
+	}
+	if o.DefaultQueues == 0 {
+		o.DefaultQueues = 4
+	}
+	if o.DefaultInvisible == 0 {
+		o.DefaultInvisible = 30 * time.Second
+	}
+	if o.MaxInvisible == 0 {
+		o.MaxInvisible = 12 * time.Hour
+	}
+	if o.DedupWindow == 0 {
+		o.DedupWindow = 5 * time.Minute
+	}
+	if o.SnapshotInterval == 0 {
+		o.SnapshotInterval = 5 * time.Second
+	}
+	if !o.StoreHost.IsValid() {
+		o.StoreHost = netip.MustParseAddrPort("127.0.0.1:8080")
+	}
+	return o
+}
+
+func (o Options) storageOptions() (storage.Options, error) {
+	so := o.Storage
+	so.Dir = o.DataDir
+	if o.SegmentSize != 0 {
+		so.SegmentSize = o.SegmentSize
+	}
+	mode := o.FlushMode
+	if mode == "" {
+		mode = "sync"
+	}
+	fm, err := commitlog.ParseFlushMode(mode)
+	if err != nil {
+		return so, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	so.FlushMode = fm
+	so.MaxMessageSize = o.MaxMessageSize + propertyOverhead
+	so.StoreHost = o.StoreHost
+	so.Logger = o.Logger
+	return so, nil
+}
+
+// Broker implements the messaging semantics. Safe for concurrent use.
+type Broker struct {
+	opts     Options
+	log      zerolog.Logger
+	store    *storage.Store
+	registry *registry
+	receipts *receiptCodec
+	progress *offset.Table
+
+	popsMu sync.Mutex
+	pops   map[popKey]*popState
+	epoch  atomic.Uint64 // lease epochs: unique across restarts (seeded from the clock)
+	rr     atomic.Uint32 // round-robin queue choice for sends
+
+	dedup     dedupTable
+	metrics   counters
+	dlqStatus dlqStatuses
+	scheduler *schedule.Scheduler
+
+	started  time.Time
+	closing  chan struct{}
+	closed   atomic.Bool
+	workers  sync.WaitGroup
+	closeMu  sync.Mutex
+	closeErr error
+}
+
+const offsetsSnapshot = "offsets.snapshot"
+
+// Open opens the store in opts.DataDir, recovers consumer progress and
+// starts the background workers.
+func Open(ctx context.Context, opts Options) (*Broker, error) {
+	opts = opts.withDefaults()
+	if opts.DataDir == "" {
+		return nil, fmt.Errorf("%w: data dir is required", ErrInvalidArgument)
+	}
+	so, err := opts.storageOptions()
+	if err != nil {
+		return nil, err
+	}
+	store, err := storage.Open(so)
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{
+		opts:    opts,
+		log:     opts.Logger.With().Str("component", "broker").Logger(),
+		store:   store,
+		pops:    make(map[popKey]*popState),
+		started: time.Now(),
+		closing: make(chan struct{}),
+	}
+	b.dedup.init()
+	b.metrics.init()
+	b.epoch.Store(uint64(time.Now().UnixNano()))
+	if err := b.recover(ctx); err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	b.start()
+	return b, nil
+}
+
+func (b *Broker) recover(ctx context.Context) error {
+	var err error
+	if b.registry, err = openRegistry(b.store); err != nil {
+		return err
+	}
+	if b.receipts, err = loadReceiptKey(b.store); err != nil {
+		return err
+	}
+	table, from, err := offset.Load(b.store.MetaPath(offsetsSnapshot))
+	if errors.Is(err, offset.ErrBadSnap) {
+		b.log.Warn().Err(err).Msg("offset snapshot unreadable; replaying every retained offset record")
+		table, from, err = offset.NewTable(), 0, nil
+	}
+	if err != nil {
+		return err
+	}
+	b.progress = table
+	start := time.Now()
+	replayed := 0
+	if min := b.store.MinOffset(offsetTopic, 0); from < min {
+		from = min
+	}
+	for from < b.store.MaxOffset(offsetTopic, 0) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		res, err := b.store.ReadQueue(offsetTopic, 0, from, 256, nil)
+		if err != nil {
+			return fmt.Errorf("replay offset records at %d: %w", from, err)
+		}
+		for _, m := range res.Messages {
+			rec, err := offset.DecodeRecord(m.Body)
+			if err != nil {
+				b.log.Error().Err(err).Int64("queueOffset", m.QueueOffset).Msg("skipping undecodable offset record")
+				continue
+			}
+			table.Apply(rec)
+			replayed++
+		}
+		if res.Next == from {
+			break
+		}
+		from = res.Next
+	}
+	for _, k := range table.Keys() {
+		if _, ok := b.registry.group(k.Group); !ok {
+			table.Forget(k.Group)
+		}
+	}
+	b.log.Info().Int("records", replayed).Dur("took", time.Since(start)).Msg("consumer progress recovered")
+
+	if err := b.replayDLQStatuses(); err != nil {
+		return err
+	}
+	b.scheduler, err = schedule.New(schedule.Config{
+		Levels:       b.opts.DelayLevels,
+		ProgressPath: b.store.MetaPath(delayProgress),
+		OnDeliver:    func(_ int, late time.Duration) { b.metrics.late(late) },
+		Logger:       b.opts.Logger,
+	}, b.store.ScheduleSource(), b.store.ScheduleSink())
+	return err
+}
+
+const delayProgress = "delay.progress"
+
+func (b *Broker) start() {
+	b.scheduler.Start(context.Background())
+	b.workers.Add(3)
+	go b.every(200*time.Millisecond, b.reapExpired)
+	go b.every(b.opts.SnapshotInterval, func() {
+		if err := b.snapshot(); err != nil {
+			b.log.Error().Err(err).Msg("offset snapshot failed")
+		}
+	})
+	go b.every(time.Minute, func() { b.dedup.expire(time.Now().Add(-b.opts.DedupWindow)) })
+}
+
+func (b *Broker) every(d time.Duration, fn func()) {
+	defer b.workers.Done()
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.closing:
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
+func (b *Broker) snapshot() error {
+	return b.progress.Save(b.store.MetaPath(offsetsSnapshot), func() int64 {
+		return b.store.MaxOffset(offsetTopic, 0)
+	})
+}
+
+// Close stops the workers, snapshots consumer progress and closes the
+// store. Pending long polls return. It is idempotent.
+func (b *Broker) Close(ctx context.Context) error {
+	b.closeMu.Lock()
+	defer b.closeMu.Unlock()
+	if b.closed.Swap(true) {
+		return b.closeErr
+	}
+	close(b.closing)
+	b.workers.Wait()
+	var errs []error
+	errs = append(errs, b.scheduler.Stop())
+	errs = append(errs, b.snapshot())
+	errs = append(errs, b.store.Close())
+	b.closeErr = errors.Join(errs...)
+	return b.closeErr
+}
+
+// Ready reports whether the broker can take traffic.
+func (b *Broker) Ready() error {
+	if b.closed.Load() {
+		return ErrShuttingDown
+	}
+	if err := b.store.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrReadOnly, err)
+	}
+	return nil
+}
+
+// Status reports the broker's state (mqadmin brokerStatus).
+func (b *Broker) Status(ctx context.Context) (BrokerStatus, error) {
+	st := b.store.Stats()
+	return BrokerStatus{
+		FlushMode:    b.store.FlushMode().String(),
+		StoreBytes:   st.DiskBytes,
+		Uptime:       time.Since(b.started),
+		CommitLogMin: st.CommitLogMin,
+		CommitLogMax: st.CommitLogMax,
+	}, nil
+}
+
+// mapStoreErr turns storage errors into broker sentinels.
+func mapStoreErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, storage.ErrReadOnly):
+		return fmt.Errorf("%w: %w", ErrReadOnly, err)
+	case errors.Is(err, storage.ErrDiskFull):
+		return fmt.Errorf("%w: %w", ErrDiskFull, err)
+	case errors.Is(err, storage.ErrClosed):
+		return fmt.Errorf("%w: %w", ErrShuttingDown, err)
+	case errors.Is(err, storage.ErrMessageTooLarge):
+		return fmt.Errorf("%w: %w", ErrTooLarge, err)
+	case errors.Is(err, storage.ErrOffsetTooSmall), errors.Is(err, storage.ErrOffsetOutOfRange):
+		return fmt.Errorf("%w: %w", ErrOffsetOutOfRange, err)
+	case errors.Is(err, storage.ErrNotFound):
+		return fmt.Errorf("%w: %w", ErrMessageNotFound, err)
+	}
+	return err
+}
+
+// toReceived converts a stored message for the wire.
+func toReceived(m *message.Message) ReceivedMessage {
+	out := ReceivedMessage{
+		MessageID:       message.NewID(m.StoreHost, m.PhysicalOffset).String(),
+		Topic:           m.Topic,
+		QueueID:         m.QueueID,
+		QueueOffset:     m.QueueOffset,
+		ReconsumeTimes:  m.ReconsumeTimes,
+		OriginMessageID: m.Property(message.PropertyOriginMessageID),
+		Tag:             m.Tag(),
+		Keys:            m.Keys(),
+		Body:            m.Body,
+		BornAt:          time.UnixMilli(m.BornTimestamp).UTC(),
+		StoredAt:        time.UnixMilli(m.StoreTimestamp).UTC(),
+	}
+	if rt := m.Property(message.PropertyRetryTopic); rt != "" {
+		out.Topic = rt
+	}
+	for k, v := range m.Properties {
+		if _, sys := systemProperties[k]; sys {
+			continue
+		}
+		if out.Properties == nil {
+			out.Properties = make(map[string]string)
+		}
+		out.Properties[k] = v
+	}
+	return out
+}
+
+// systemProperties are set by the broker; clients cannot set them.
+var systemProperties = map[string]struct{}{
+	message.PropertyTags: {}, message.PropertyKeys: {}, message.PropertyUniqKey: {},
+	message.PropertyRetryTopic: {}, message.PropertyOriginMessageID: {}, message.PropertyRealTopic: {},
+	message.PropertyRealQueueID: {}, message.PropertyDelayLevel: {}, message.PropertyMaxReconsumeTimes: {},
+	message.PropertyDeliverTimeMs: {}, message.PropertyShardingKey: {}, message.PropertyDedupID: {},
+	propAttempts: {}, propDLQReason: {},
+}

@@ -1,0 +1,388 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/message"
+)
+
+// Dead letters you can work with. A group's dead letters are the messages
+// of %DLQ%<group> (queue 0); they are never delivered to pulls. Each can be
+// resent to its original topic or discarded; those status changes are
+// records in the system topic rmq_sys_DLQ, replayed at start-up.
+
+// dlqStatusTopic carries dead-letter status changes.
+const dlqStatusTopic = systemPrefix + "DLQ"
+
+// Dead-letter statuses.
+const (
+	DLQDead      = "dead"
+	DLQResent    = "resent"
+	DLQDiscarded = "discarded"
+)
+
+// DeadLetter is one message in a group's dead-letter queue.
+type DeadLetter struct {
+	MessageID       string
+	OriginMessageID string
+	OriginalTopic   string
+	ReconsumeTimes  int32
+	Reason          string
+	FirstFailedAt   time.Time
+	DeadAt          time.Time
+	Status          string
+	StatusAt        time.Time
+	Attempts        []Attempt
+	Tag             string
+	Keys            []string
+	Properties      map[string]string
+	Body            []byte // only filled by GetDeadLetter
+}
+
+// DLQFilter selects dead letters; zero fields match everything.
+type DLQFilter struct {
+	OriginalTopic  string
+	From, To       time.Time // DeadAt range, inclusive
+	ReasonContains string
+	Status         string // "" = any
+}
+
+func (f DLQFilter) match(d DeadLetter) bool {
+	switch {
+	case f.OriginalTopic != "" && d.OriginalTopic != f.OriginalTopic:
+	case !f.From.IsZero() && d.DeadAt.Before(f.From):
+	case !f.To.IsZero() && d.DeadAt.After(f.To):
+	case f.ReasonContains != "" && !strings.Contains(strings.ToLower(d.Reason), strings.ToLower(f.ReasonContains)):
+	case f.Status != "" && d.Status != f.Status:
+	default:
+		return true
+	}
+	return false
+}
+
+// dlqStatusRecord is one status change of a dead letter (the body of an
+// rmq_sys_DLQ record is a JSON array of them).
+type dlqStatusRecord struct {
+	Group     string    `json:"group"`
+	MessageID string    `json:"messageId"`
+	Status    string    `json:"status"`
+	At        time.Time `json:"at"`
+}
+
+type dlqStatuses struct {
+	mu sync.RWMutex
+	m  map[string]dlqStatusRecord // group + "/" + messageId
+}
+
+func (s *dlqStatuses) get(group, id string) (dlqStatusRecord, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, ok := s.m[group+"/"+id]
+	return r, ok
+}
+
+func (s *dlqStatuses) set(r dlqStatusRecord) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = make(map[string]dlqStatusRecord)
+	}
+	s.m[r.Group+"/"+r.MessageID] = r
+}
+
+// replayDLQStatuses rebuilds the status table from rmq_sys_DLQ.
+func (b *Broker) replayDLQStatuses() error {
+	for from := b.store.MinOffset(dlqStatusTopic, 0); from < b.store.MaxOffset(dlqStatusTopic, 0); {
+		res, err := b.store.ReadQueue(dlqStatusTopic, 0, from, 256, nil)
+		if err != nil {
+			return fmt.Errorf("replay dead-letter statuses: %w", err)
+		}
+		for _, m := range res.Messages {
+			var recs []dlqStatusRecord
+			if err := json.Unmarshal(m.Body, &recs); err != nil {
+				b.log.Error().Err(err).Int64("queueOffset", m.QueueOffset).Msg("skipping undecodable dead-letter status")
+				continue
+			}
+			for _, r := range recs {
+				b.dlqStatus.set(r)
+			}
+		}
+		if res.Next == from {
+			break
+		}
+		from = res.Next
+	}
+	return nil
+}
+
+func (b *Broker) deadLetter(group string, m *message.Message, withBody bool) DeadLetter {
+	d := DeadLetter{
+		MessageID:       message.NewID(m.StoreHost, m.PhysicalOffset).String(),
+		OriginMessageID: m.Property(message.PropertyOriginMessageID),
+		OriginalTopic:   m.Property(message.PropertyRetryTopic),
+		ReconsumeTimes:  m.ReconsumeTimes,
+		Reason:          m.Property(propDLQReason),
+		DeadAt:          time.UnixMilli(m.StoreTimestamp).UTC(),
+		Status:          DLQDead,
+		Attempts:        parseAttempts(m.Property(propAttempts)),
+		Tag:             m.Tag(),
+		Keys:            m.Keys(),
+	}
+	if len(d.Attempts) > 0 {
+		d.FirstFailedAt = d.Attempts[0].At
+	} else {
+		d.FirstFailedAt = d.DeadAt
+	}
+	if r, ok := b.dlqStatus.get(group, d.MessageID); ok {
+		d.Status, d.StatusAt = r.Status, r.At
+	}
+	d.Properties = toReceived(m).Properties
+	for k := range d.Properties {
+		if k == propAttempts || k == propDLQReason {
+			delete(d.Properties, k)
+		}
+	}
+	if withBody {
+		d.Body = m.Body
+	}
+	return d
+}
+
+const maxDLQPage = 500
+
+// ListDeadLetters lists a group's dead letters matching f, oldest first,
+// starting at cursor ("" = the beginning); next is the cursor of the next
+// page ("" = no more).
+func (b *Broker) ListDeadLetters(ctx context.Context, group string, f DLQFilter, cursor string, limit int) ([]DeadLetter, string, error) {
+	if _, err := b.GetGroup(ctx, group); err != nil {
+		return nil, "", err
+	}
+	if limit <= 0 || limit > maxDLQPage {
+		limit = 100
+	}
+	topic := DLQTopic(group)
+	from := b.store.MinOffset(topic, 0)
+	if cursor != "" {
+		c, err := strconv.ParseInt(cursor, 10, 64)
+		if err != nil || c < 0 {
+			return nil, "", fmt.Errorf("%w: bad cursor %q", ErrInvalidArgument, cursor)
+		}
+		from = max(from, c)
+	}
+	if err := b.store.AwaitDispatch(ctx); err != nil && !errors.Is(err, ctx.Err()) {
+		return nil, "", mapStoreErr(err)
+	}
+	top := b.store.MaxOffset(topic, 0)
+	var out []DeadLetter
+	for from < top && len(out) < limit {
+		if err := ctx.Err(); err != nil {
+			return nil, "", err
+		}
+		res, err := b.store.ReadQueue(topic, 0, from, 256, nil)
+		if err != nil {
+			return nil, "", mapStoreErr(err)
+		}
+		if res.Next == from {
+			break
+		}
+		next := res.Next
+		for _, m := range res.Messages {
+			d := b.deadLetter(group, m, false)
+			if !f.match(d) {
+				continue
+			}
+			out = append(out, d)
+			if len(out) == limit {
+				next = m.QueueOffset + 1
+				break
+			}
+		}
+		from = next
+	}
+	if from >= top {
+		return out, "", nil
+	}
+	return out, strconv.FormatInt(from, 10), nil
+}
+
+// GetDeadLetter returns one dead letter with its body.
+func (b *Broker) GetDeadLetter(ctx context.Context, group, id string) (DeadLetter, error) {
+	m, err := b.lookupDeadLetter(ctx, group, id)
+	if err != nil {
+		return DeadLetter{}, err
+	}
+	return b.deadLetter(group, m, true), nil
+}
+
+func (b *Broker) lookupDeadLetter(ctx context.Context, group, id string) (*message.Message, error) {
+	if _, err := b.GetGroup(ctx, group); err != nil {
+		return nil, err
+	}
+	mid, err := message.ParseID(id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	m, err := b.store.LookupID(mid)
+	if err != nil {
+		if errors.Is(err, storage.ErrCorrupt) || errors.Is(err, storage.ErrOffsetTooSmall) {
+			return nil, fmt.Errorf("%w: %s", ErrMessageNotFound, id)
+		}
+		return nil, mapStoreErr(err)
+	}
+	if m.Topic != DLQTopic(group) {
+		return nil, fmt.Errorf("%w: %s is not a dead letter of %s", ErrMessageNotFound, id, group)
+	}
+	return m, nil
+}
+
+// ResendResult reports a resend.
+type ResendResult struct {
+	Resent  []string // dead-letter ids resent
+	Skipped []string // ids already resent or discarded
+}
+
+// resendChunk and resendPause bound the resend rate (about 5 000 messages
+// per second) so a bulk resend cannot starve live traffic.
+const (
+	resendChunk   = 256
+	resendPause   = 50 * time.Millisecond
+	maxResendByID = 10000
+)
+
+// ResendDeadLetters sends dead letters back to their original topics with
+// a fresh attempt count (ORIGIN_MESSAGE_ID kept): the ones named by ids,
+// or, when ids is empty, every dead one matching f.
+func (b *Broker) ResendDeadLetters(ctx context.Context, group string, ids []string, f *DLQFilter) (ResendResult, error) {
+	var res ResendResult
+	if b.closed.Load() {
+		return res, ErrShuttingDown
+	}
+	if len(ids) > maxResendByID {
+		return res, fmt.Errorf("%w: at most %d ids per resend", ErrInvalidArgument, maxResendByID)
+	}
+	var letters []*message.Message
+	if len(ids) > 0 {
+		for _, id := range ids {
+			m, err := b.lookupDeadLetter(ctx, group, id)
+			if err != nil {
+				return res, err
+			}
+			letters = append(letters, m)
+		}
+	} else {
+		if f == nil {
+			return res, fmt.Errorf("%w: name messageIds or a filter", ErrInvalidArgument)
+		}
+		filter := *f
+		filter.Status = DLQDead
+		cursor := ""
+		for len(letters) < maxResendByID {
+			page, next, err := b.ListDeadLetters(ctx, group, filter, cursor, maxDLQPage)
+			if err != nil {
+				return res, err
+			}
+			for _, d := range page {
+				mid, _ := message.ParseID(d.MessageID)
+				m, err := b.store.LookupID(mid)
+				if err != nil {
+					return res, mapStoreErr(err)
+				}
+				letters = append(letters, m)
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+	}
+	for start := 0; start < len(letters); start += resendChunk {
+		if start > 0 {
+			select {
+			case <-ctx.Done():
+				return res, ctx.Err()
+			case <-time.After(resendPause):
+			}
+		}
+		chunk := letters[start:min(start+resendChunk, len(letters))]
+		if err := b.resendChunk(ctx, group, chunk, &res); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func (b *Broker) resendChunk(ctx context.Context, group string, letters []*message.Message, res *ResendResult) error {
+	now := time.Now()
+	var msgs []*message.Message
+	var recs []dlqStatusRecord
+	for _, m := range letters {
+		id := message.NewID(m.StoreHost, m.PhysicalOffset).String()
+		if st, ok := b.dlqStatus.get(group, id); ok && st.Status != DLQDead {
+			res.Skipped = append(res.Skipped, id)
+			continue
+		}
+		topic := m.Property(message.PropertyRetryTopic)
+		cfg, err := b.GetTopic(ctx, topic)
+		if err != nil {
+			return fmt.Errorf("resend %s: %w", id, err)
+		}
+		out := &message.Message{Topic: topic, Body: m.Body, Flag: m.Flag, BornTimestamp: m.BornTimestamp, BornHost: m.BornHost}
+		for k, v := range m.Properties {
+			switch k {
+			case propAttempts, propDLQReason, message.PropertyRetryTopic, message.PropertyMaxReconsumeTimes:
+				continue
+			}
+			out.SetProperty(k, v)
+		}
+		if sk := m.Property(message.PropertyShardingKey); sk != "" {
+			out.QueueID = b.shardQueue(sk, cfg.Queues)
+		} else {
+			out.QueueID = int32(b.rr.Add(1) % uint32(cfg.Queues))
+		}
+		msgs = append(msgs, out)
+		recs = append(recs, dlqStatusRecord{Group: group, MessageID: id, Status: DLQResent, At: now.UTC()})
+		res.Resent = append(res.Resent, id)
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	return b.appendDLQStatus(recs, msgs)
+}
+
+// appendDLQStatus makes status changes durable, in one batch with extra
+// messages (the resent copies), then applies them.
+func (b *Broker) appendDLQStatus(recs []dlqStatusRecord, extra []*message.Message) error {
+	body, err := json.Marshal(recs)
+	if err != nil {
+		return err
+	}
+	msgs := append(extra, &message.Message{Topic: dlqStatusTopic, Body: body, BornTimestamp: time.Now().UnixMilli()})
+	if err := b.store.PutBatch(msgs, make([]storage.PutResult, len(msgs))); err != nil {
+		return mapStoreErr(err)
+	}
+	for _, r := range recs {
+		b.dlqStatus.set(r)
+	}
+	return nil
+}
+
+// DiscardDeadLetter marks a dead letter discarded.
+func (b *Broker) DiscardDeadLetter(ctx context.Context, group, id string) error {
+	if b.closed.Load() {
+		return ErrShuttingDown
+	}
+	m, err := b.lookupDeadLetter(ctx, group, id)
+	if err != nil {
+		return err
+	}
+	id = message.NewID(m.StoreHost, m.PhysicalOffset).String()
+	return b.appendDLQStatus([]dlqStatusRecord{{Group: group, MessageID: id, Status: DLQDiscarded, At: time.Now().UTC()}}, nil)
+}

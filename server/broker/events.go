@@ -1,0 +1,92 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/mqgate/mqgate/storage/offset"
+)
+
+// Projection feeds: read-only access to the system streams that durable
+// projections (the PostgreSQL mirror) follow. Each stream is a queue in
+// the CommitLog with dense offsets, so a projection keeps one cursor per
+// stream, stores it in the same transaction as what it derived, and after
+// any crash of either side resumes from it: exactly-once. Nothing here is
+// fed by in-memory callbacks.
+
+// OffsetRecords reads the progress records (acks and commits; see package
+// offset) of queue offsets [from, from+max). Apply them, in order, to an
+// offset.Table to follow every group's committed offset. next is the
+// cursor after the last record read.
+func (b *Broker) OffsetRecords(ctx context.Context, from int64, max int) (recs []offset.Record, next int64, err error) {
+	if err := b.store.AwaitDispatch(ctx); err != nil && !errors.Is(err, ctx.Err()) {
+		return nil, from, mapStoreErr(err)
+	}
+	res, err := b.store.ReadQueue(offsetTopic, 0, from, max, nil)
+	if err != nil {
+		return nil, from, mapStoreErr(err)
+	}
+	for _, m := range res.Messages {
+		rec, err := offset.DecodeRecord(m.Body)
+		if err != nil {
+			b.log.Error().Err(err).Int64("queueOffset", m.QueueOffset).Msg("projection: skipping undecodable offset record")
+			continue
+		}
+		recs = append(recs, rec)
+	}
+	return recs, res.Next, nil
+}
+
+// OffsetRecordsMin is the oldest readable offset of the progress stream
+// (retention deletes older records; a projection that fell below it must
+// re-seed from Progress).
+func (b *Broker) OffsetRecordsMin() int64 { return b.store.MinOffset(offsetTopic, 0) }
+
+// DeadLetterArrivals reads a group's dead letters by DLQ queue offset
+// [from, from+max), without bodies.
+func (b *Broker) DeadLetterArrivals(ctx context.Context, group string, from int64, max int) ([]DeadLetter, int64, error) {
+	if err := b.store.AwaitDispatch(ctx); err != nil && !errors.Is(err, ctx.Err()) {
+		return nil, from, mapStoreErr(err)
+	}
+	res, err := b.store.ReadQueue(DLQTopic(group), 0, from, max, nil)
+	if err != nil {
+		return nil, from, mapStoreErr(err)
+	}
+	out := make([]DeadLetter, len(res.Messages))
+	for i, m := range res.Messages {
+		out[i] = b.deadLetter(group, m, false)
+	}
+	return out, res.Next, nil
+}
+
+// DLQStatusChange is one dead letter resent or discarded.
+type DLQStatusChange = dlqStatusRecord
+
+// DeadLetterStatusChanges reads dead-letter status changes by stream
+// offset [from, from+max), in order.
+func (b *Broker) DeadLetterStatusChanges(ctx context.Context, from int64, max int) ([]DLQStatusChange, int64, error) {
+	if err := b.store.AwaitDispatch(ctx); err != nil && !errors.Is(err, ctx.Err()) {
+		return nil, from, mapStoreErr(err)
+	}
+	res, err := b.store.ReadQueue(dlqStatusTopic, 0, from, max, nil)
+	if err != nil {
+		return nil, from, mapStoreErr(err)
+	}
+	var out []DLQStatusChange
+	for _, m := range res.Messages {
+		var recs []dlqStatusRecord
+		if err := json.Unmarshal(m.Body, &recs); err != nil {
+			continue
+		}
+		out = append(out, recs...)
+	}
+	return out, res.Next, nil
+}
+
+// ProjectionSignal returns a channel closed when any system stream grows
+// (offset records, dead letters of any group, status changes), for a
+// projection to wait on instead of polling.
+func (b *Broker) ProjectionSignal() <-chan struct{} {
+	return b.store.NewDataSignal(offsetTopic)
+}

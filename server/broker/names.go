@@ -1,0 +1,50 @@
+package broker
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Naming rules (DESIGN §1; RocketMQ TopicValidator): topics up to 127 and
+// groups up to 120 characters of [a-zA-Z0-9_-]; the "%" and "rmq_sys_"
+// prefixes and SCHEDULE_TOPIC_XXXX are reserved for system topics.
+const (
+	maxTopicLen = 127
+	maxGroupLen = 120
+
+	retryPrefix  = "%RETRY%"
+	dlqPrefix    = "%DLQ%"
+	systemPrefix = "rmq_sys_"
+
+	// offsetTopic carries ack and offset-commit records (package offset).
+	offsetTopic = systemPrefix + "OFFSET"
+)
+
+var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+func validateName(kind, name string, max int) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: %s name is empty", ErrInvalidName, kind)
+	case len(name) > max:
+		return fmt.Errorf("%w: %s name is %d characters long; the limit is %d", ErrInvalidName, kind, len(name), max)
+	case strings.HasPrefix(name, "%") || strings.HasPrefix(name, systemPrefix) || name == "SCHEDULE_TOPIC_XXXX":
+		return fmt.Errorf("%w: %s name %q uses a reserved prefix (%%, %s) or name", ErrReservedName, kind, name, systemPrefix)
+	case !namePattern.MatchString(name):
+		return fmt.Errorf("%w: %s name %q may only contain letters, digits, '_' and '-'", ErrInvalidName, kind, name)
+	}
+	return nil
+}
+
+// ValidateTopicName checks a client-supplied topic name.
+func ValidateTopicName(name string) error { return validateName("topic", name, maxTopicLen) }
+
+// ValidateGroupName checks a client-supplied group name.
+func ValidateGroupName(name string) error { return validateName("group", name, maxGroupLen) }
+
+// RetryTopic is the retry topic of a group.
+func RetryTopic(group string) string { return retryPrefix + group }
+
+// DLQTopic is the dead-letter topic of a group.
+func DLQTopic(group string) string { return dlqPrefix + group }

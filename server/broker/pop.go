@@ -1,0 +1,410 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/offset"
+)
+
+// Pop consumption (RocketMQ 5 POP, SQS, Pub/Sub pull). Per (group, topic)
+// a popState holds, for each queue, a cursor (the next offset never handed
+// out) and the in-flight leases. What was acknowledged lives in the
+// durable progress table (package offset); leases are memory only, so
+// after a restart every unacknowledged message is delivered again — never
+// lost, possibly duplicated, which is at-least-once.
+
+const (
+	maxPullMessages = 32
+	maxPullWait     = 30 * time.Second
+)
+
+type popKey struct{ group, topic string }
+
+type popState struct {
+	mu     sync.Mutex
+	queues map[int32]*cursor
+	rr     int
+}
+
+type cursor struct {
+	next     int64
+	inflight map[int64]*lease
+	// sentBack holds offsets whose delivery failed and was handed to the
+	// retry path: a late ack of such a receipt is refused as expired. Past
+	// maxSentBack entries, those below the committed offset are pruned
+	// (a very late ack may then read ok: it has no effect either way).
+	sentBack map[int64]struct{}
+}
+
+const maxSentBack = 4096
+
+type lease struct {
+	epoch      uint64
+	deadline   time.Time
+	deliveries int32 // how often this stored message was handed out
+}
+
+func (b *Broker) popState(group, topic string) *popState {
+	b.popsMu.Lock()
+	defer b.popsMu.Unlock()
+	key := popKey{group, topic}
+	ps := b.pops[key]
+	if ps == nil {
+		ps = &popState{queues: make(map[int32]*cursor)}
+		b.pops[key] = ps
+	}
+	return ps
+}
+
+func (b *Broker) existingPopState(group, topic string) *popState {
+	b.popsMu.Lock()
+	defer b.popsMu.Unlock()
+	return b.pops[popKey{group, topic}]
+}
+
+// tagMatcher compiles a tag expression ("", "*", "a", "a || b") into a
+// tagsCode filter; nil accepts everything.
+func tagMatcher(expr string) (func(int64) bool, error) {
+	expr = strings.TrimSpace(expr)
+	if expr == "" || expr == "*" {
+		return nil, nil
+	}
+	codes := map[int64]struct{}{}
+	for _, part := range strings.Split(expr, "||") {
+		tag := strings.TrimSpace(part)
+		if tag == "" || strings.ContainsAny(tag, " \t") {
+			return nil, fmt.Errorf("%w: tag expression %q", ErrInvalidArgument, expr)
+		}
+		if tag == "*" {
+			return nil, nil
+		}
+		codes[message.TagsCode(tag)] = struct{}{}
+	}
+	return func(code int64) bool { _, ok := codes[code]; return ok }, nil
+}
+
+// Pull leases up to req.MaxMessages messages of req.Topic to req.Group,
+// long-polling up to req.Wait for the first one.
+func (b *Broker) Pull(ctx context.Context, req PullRequest) ([]ReceivedMessage, error) {
+	if b.closed.Load() {
+		return nil, ErrShuttingDown
+	}
+	if err := ValidateGroupName(req.Group); err != nil {
+		return nil, err
+	}
+	if err := ValidateTopicName(req.Topic); err != nil {
+		return nil, err
+	}
+	if req.MaxMessages == 0 {
+		req.MaxMessages = maxPullMessages
+	}
+	if req.MaxMessages < 0 || req.MaxMessages > maxPullMessages {
+		return nil, fmt.Errorf("%w: maxMessages must be 1..%d", ErrInvalidArgument, maxPullMessages)
+	}
+	if req.Wait < 0 || req.Wait > maxPullWait {
+		return nil, fmt.Errorf("%w: wait must be 0..%v", ErrInvalidArgument, maxPullWait)
+	}
+	if req.Invisible < 0 || req.Invisible > b.opts.MaxInvisible {
+		return nil, fmt.Errorf("%w: invisibility must be 0..%v", ErrInvalidArgument, b.opts.MaxInvisible)
+	}
+	topic, ok := b.registry.topic(req.Topic)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrTopicNotFound, req.Topic)
+	}
+	group, err := b.groupForPull(req.Group)
+	if err != nil {
+		return nil, err
+	}
+	invisible := req.Invisible
+	if invisible == 0 {
+		invisible = group.Invisible
+	}
+	if invisible == 0 {
+		invisible = b.opts.DefaultInvisible
+	}
+	expr := req.TagExpression
+	if expr == "" {
+		for _, s := range group.Subscriptions {
+			if s.Topic == req.Topic {
+				expr = s.TagExpression
+			}
+		}
+	}
+	match, err := tagMatcher(expr)
+	if err != nil {
+		return nil, err
+	}
+	ps := b.popState(req.Group, req.Topic)
+	deadline := time.Now().Add(req.Wait)
+	// Read-your-writes: what was sent before this pull is visible to it.
+	catchUp, cancel := context.WithTimeout(ctx, time.Second)
+	err = b.store.AwaitDispatch(catchUp)
+	cancel()
+	if errors.Is(err, storage.ErrClosed) {
+		return nil, ErrShuttingDown
+	}
+	for {
+		signal := b.store.NewDataSignal(req.Topic)
+		retrySignal := b.store.NewDataSignal(RetryTopic(req.Group))
+		msgs, nextExpiry, err := b.popOnce(ps, req.Group, topic, req.MaxMessages, invisible, match)
+		if err != nil || len(msgs) > 0 {
+			b.metrics.add(b.metrics.delivered, req.Group, len(msgs))
+			return msgs, err
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return []ReceivedMessage{}, nil
+		}
+		if !nextExpiry.IsZero() {
+			if d := time.Until(nextExpiry); d < wait {
+				wait = max(d, time.Millisecond)
+			}
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-signal:
+		case <-retrySignal:
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return []ReceivedMessage{}, nil
+		case <-b.closing:
+			timer.Stop()
+			return []ReceivedMessage{}, nil
+		}
+		timer.Stop()
+	}
+}
+
+func (b *Broker) groupForPull(name string) (GroupConfig, error) {
+	g, ok := b.registry.group(name)
+	if ok {
+		return g, nil
+	}
+	if !b.opts.AutoCreate {
+		return g, fmt.Errorf("%w: %s", ErrGroupNotFound, name)
+	}
+	g, _, err := b.registry.putGroup(GroupConfig{Name: name, ConsumeMode: "clustering", RetryMaxTimes: 16}, true)
+	return g, err
+}
+
+// retryQueueID is the queue id under which a (group, topic) keeps its
+// view of the group's retry topic %RETRY%<group> (queue 0): the store
+// indexes retry messages by their original topic, so each topic's view
+// skips the others' retries without reading them.
+const retryQueueID = -1
+
+// queueView is one queue a (group, topic) pops from: a queue of the topic
+// itself or the topic's view of the group's retry queue.
+type queueView struct {
+	key        offset.Key // progress key (QueueID retryQueueID for the retry view)
+	storeTopic string
+	storeQueue int32
+	match      func(int64) bool            // store-level filter on tagsCode
+	accept     func(*message.Message) bool // in-memory filter; nil accepts all
+}
+
+func (b *Broker) view(group, topic string, qid int32, match func(int64) bool) queueView {
+	v := queueView{key: offset.Key{Group: group, Topic: topic, QueueID: qid}, storeTopic: topic, storeQueue: qid, match: match}
+	if qid == retryQueueID {
+		code := message.TagsCode(topic)
+		v.storeTopic, v.storeQueue = RetryTopic(group), 0
+		v.match = func(c int64) bool { return c == code }
+		if match != nil {
+			v.accept = func(m *message.Message) bool { return match(message.TagsCode(m.Tag())) }
+		}
+	}
+	return v
+}
+
+// sendBack is one leased message that failed (nack or expired lease).
+type sendBack struct {
+	view    queueView
+	offset  int64 // queue offset in view.storeTopic/storeQueue
+	level   int   // -1 DLQ, 0 broker-controlled, >0 that level
+	reason  string
+	outcome string // "nack" or "expired"
+}
+
+// popOnce leases what is available now: due retries first, then the
+// topic's queues round-robin. Leases found expired on the way take the
+// failure path (send-back). It returns the earliest lease deadline still
+// pending, so a long poll can wake for it.
+func (b *Broker) popOnce(ps *popState, group string, topic TopicConfig, max int, invisible time.Duration, match func(int64) bool) ([]ReceivedMessage, time.Time, error) {
+	ps.mu.Lock()
+	now := time.Now()
+	var out []ReceivedMessage
+	var nextExpiry time.Time
+	var failed []sendBack
+	var err error
+	n := topic.Queues
+	start := ps.rr
+	ps.rr++
+	for i := -1; i < n && len(out) < max; i++ {
+		qid := int32(retryQueueID)
+		if i >= 0 {
+			qid = int32((start + i) % n)
+		}
+		v := b.view(group, topic.Name, qid, match)
+		got, expiry, expired, qerr := b.popQueue(ps, v, max-len(out), now, invisible)
+		out = append(out, got...)
+		failed = append(failed, expired...)
+		if !expiry.IsZero() && (nextExpiry.IsZero() || expiry.Before(nextExpiry)) {
+			nextExpiry = expiry
+		}
+		if qerr != nil {
+			err = qerr
+			break
+		}
+	}
+	ps.mu.Unlock()
+	if len(failed) > 0 {
+		if serr := b.sendBack(group, failed); serr != nil && err == nil {
+			err = serr
+		}
+	}
+	return out, nextExpiry, err
+}
+
+func (b *Broker) cursor(ps *popState, key offset.Key) *cursor {
+	c := ps.queues[key.QueueID]
+	if c == nil {
+		committed, _, _ := b.progress.Get(key)
+		c = &cursor{next: committed, inflight: make(map[int64]*lease)}
+		ps.queues[key.QueueID] = c
+	}
+	return c
+}
+
+func (c *cursor) markSentBack(off int64) {
+	if c.sentBack == nil {
+		c.sentBack = make(map[int64]struct{})
+	}
+	c.sentBack[off] = struct{}{}
+}
+
+// takeExpired removes c's expired leases, marks them done for the view
+// (their retry copy takes over) and returns them for send-back. The caller
+// holds the popState's lock.
+func (b *Broker) takeExpired(c *cursor, v queueView, now time.Time) (expired []sendBack, nextExpiry time.Time) {
+	var offs []int64
+	for off, l := range c.inflight {
+		switch {
+		case b.progress.IsAcked(v.key, off):
+			delete(c.inflight, off)
+		case !now.Before(l.deadline):
+			delete(c.inflight, off)
+			c.markSentBack(off)
+			offs = append(offs, off)
+			expired = append(expired, sendBack{view: v, offset: off, reason: "lease expired without ack", outcome: "expired"})
+		case nextExpiry.IsZero() || l.deadline.Before(nextExpiry):
+			nextExpiry = l.deadline
+		}
+	}
+	if len(offs) > 0 {
+		b.markDone(v.key, offs)
+	}
+	return expired, nextExpiry
+}
+
+// markDone records offsets as consumed in memory (the caller makes it
+// durable: an ack record, or a retry copy plus an ack record).
+func (b *Broker) markDone(key offset.Key, offs []int64) offset.Entry {
+	_, gen, _ := b.progress.Get(key)
+	e := offset.Entry{Kind: offset.KindAck, Key: key, Generation: gen, Offsets: offs}
+	b.progress.Apply(offset.Record{Entries: []offset.Entry{e}})
+	return e
+}
+
+func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, invisible time.Duration) ([]ReceivedMessage, time.Time, []sendBack, error) {
+	key := v.key
+	c := b.cursor(ps, key)
+	committed, _, _ := b.progress.Get(key)
+	if low := b.store.MinOffset(v.storeTopic, v.storeQueue); committed < low {
+		// Retention deleted messages this group never consumed: move up.
+		if err := b.commit(key, low); err != nil {
+			return nil, time.Time{}, nil, err
+		}
+		b.log.Warn().Str("group", key.Group).Str("topic", v.storeTopic).Int32("queue", v.storeQueue).
+			Int64("from", committed).Int64("to", low).Msg("consumer offset below the retained minimum; skipped ahead")
+		committed = low
+	}
+	if c.next < committed {
+		c.next = committed
+	}
+	if len(c.sentBack) > maxSentBack {
+		for off := range c.sentBack {
+			if off < committed {
+				delete(c.sentBack, off)
+			}
+		}
+	}
+	expired, nextExpiry := b.takeExpired(c, v, now)
+	var out []ReceivedMessage
+
+	// Fresh messages from the cursor (a bounded number of reads, so a
+	// selective tag filter over a long backlog cannot hold the lock long).
+	for reads := 0; len(out) < max && reads < 8; reads++ {
+		from := c.next
+		res, err := b.store.ReadQueue(v.storeTopic, v.storeQueue, from, max-len(out), v.match)
+		if errors.Is(err, storage.ErrOffsetTooSmall) {
+			c.next = b.store.MinOffset(v.storeTopic, v.storeQueue)
+			continue
+		}
+		if err != nil {
+			return out, nextExpiry, expired, mapStoreErr(err)
+		}
+		if res.Next == from {
+			break
+		}
+		leased := make(map[int64]bool, len(res.Messages))
+		for _, m := range res.Messages {
+			if v.accept != nil && !v.accept(m) {
+				continue
+			}
+			leased[m.QueueOffset] = true
+			if _, busy := c.inflight[m.QueueOffset]; busy || b.progress.IsAcked(key, m.QueueOffset) {
+				continue
+			}
+			l := &lease{}
+			c.inflight[m.QueueOffset] = l
+			out = append(out, b.grant(key, l, m, now, invisible))
+		}
+		// Entries the filters skipped (or retention removed) are done for
+		// this group: mark them so the committed offset moves on.
+		var skipped []int64
+		for off := from; off < res.Next; off++ {
+			if !leased[off] {
+				skipped = append(skipped, off)
+			}
+		}
+		if len(skipped) > 0 {
+			b.markDone(key, skipped)
+		}
+		c.next = res.Next
+	}
+	for _, l := range c.inflight {
+		if nextExpiry.IsZero() || l.deadline.Before(nextExpiry) {
+			nextExpiry = l.deadline
+		}
+	}
+	return out, nextExpiry, expired, nil
+}
+
+// grant starts a new lease on m and returns it as delivered.
+func (b *Broker) grant(key offset.Key, l *lease, m *message.Message, now time.Time, invisible time.Duration) ReceivedMessage {
+	l.epoch = b.epoch.Add(1)
+	l.deadline = now.Add(invisible)
+	l.deliveries++
+	rm := toReceived(m)
+	rm.ReconsumeTimes = m.ReconsumeTimes + l.deliveries - 1
+	rm.Receipt = b.receipts.encode(receipt{Group: key.Group, Topic: key.Topic, QueueID: key.QueueID, Offset: m.QueueOffset, Epoch: l.epoch})
+	return rm
+}

@@ -1,0 +1,195 @@
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/offset"
+)
+
+// The consume-failure path (DESIGN §4; RocketMQ's sendMessageBack and
+// asyncConsumerSendMsgBack). A failed delivery — a nack, or a lease that
+// expired — becomes a new message: to %RETRY%<group> through the delay
+// scheduler with reconsumeTimes+1, or to %DLQ%<group> once the message has
+// used up the group's retryMaxTimes (or the nack said -1). The copy and the
+// ack of the failed delivery are appended in one batch (one flush).
+
+// Broker-owned properties carried by retries and dead letters.
+const (
+	propAttempts  = "ATTEMPTS"   // JSON attempt history
+	propDLQReason = "DLQ_REASON" // last failure reason of a dead letter
+)
+
+// Attempt is one failed delivery in a message's history.
+type Attempt struct {
+	At      time.Time `json:"at"`
+	Outcome string    `json:"outcome"` // "nack" or "expired"
+	Reason  string    `json:"reason,omitempty"`
+	Level   int       `json:"delayLevel"` // the level chosen (-1 = straight to the DLQ)
+}
+
+const maxAttemptsKept = 64
+
+func parseAttempts(s string) []Attempt {
+	var out []Attempt
+	if s != "" {
+		_ = json.Unmarshal([]byte(s), &out) // a damaged history is dropped, not fatal
+	}
+	return out
+}
+
+// sendBack writes the retry (or dead-letter) copy of every failed delivery
+// plus one progress record acknowledging the originals. The originals
+// were already marked done in memory by the caller.
+func (b *Broker) sendBack(group string, items []sendBack) error {
+	if len(items) == 0 {
+		return nil
+	}
+	cfg, _ := b.registry.group(group)
+	if cfg.RetryMaxTimes == 0 {
+		cfg.RetryMaxTimes = 16
+	}
+	now := time.Now()
+	msgs := make([]*message.Message, 0, len(items)+1)
+	var rec offset.Record
+	for _, it := range items {
+		_, gen, _ := b.progress.Get(it.view.key)
+		rec.Entries = append(rec.Entries, offset.Entry{Kind: offset.KindAck, Key: it.view.key, Generation: gen, Offsets: []int64{it.offset}})
+		res, err := b.store.ReadQueue(it.view.storeTopic, it.view.storeQueue, it.offset, 1, nil)
+		if errors.Is(err, storage.ErrOffsetTooSmall) || (err == nil && len(res.Messages) == 0) {
+			continue // deleted by retention meanwhile: nothing to retry
+		}
+		if err != nil {
+			return mapStoreErr(err)
+		}
+		msgs = append(msgs, b.retryCopy(cfg, res.Messages[0], it, now))
+	}
+	pm, err := progressMessage(rec)
+	if err != nil {
+		return err
+	}
+	msgs = append(msgs, pm)
+	if err := b.store.PutBatch(msgs, make([]storage.PutResult, len(msgs))); err != nil {
+		return mapStoreErr(err)
+	}
+	for _, m := range msgs[:len(msgs)-1] {
+		if m.Topic == DLQTopic(group) {
+			b.metrics.dlq(group)
+		} else {
+			lvl, _ := strconv.Atoi(m.Property(message.PropertyDelayLevel))
+			b.metrics.retry(group, lvl)
+		}
+	}
+	return nil
+}
+
+// retryCopy builds the next incarnation of a failed message.
+func (b *Broker) retryCopy(cfg GroupConfig, m *message.Message, it sendBack, now time.Time) *message.Message {
+	reconsume := m.ReconsumeTimes
+	origin := m.Property(message.PropertyOriginMessageID)
+	if origin == "" {
+		origin = message.NewID(m.StoreHost, m.PhysicalOffset).String()
+	}
+	originalTopic := m.Property(message.PropertyRetryTopic)
+	if originalTopic == "" {
+		originalTopic = m.Topic
+	}
+	levels := b.opts.DelayLevels
+	level := it.level
+	dead := level < 0 || int(reconsume) >= cfg.RetryMaxTimes
+	if !dead {
+		if level == 0 {
+			level = 3 + int(reconsume)
+		}
+		level = min(level, len(levels))
+	}
+	attempts := append(parseAttempts(m.Property(propAttempts)), Attempt{At: now.UTC(), Outcome: it.outcome, Reason: it.reason, Level: it.level})
+	if len(attempts) > maxAttemptsKept {
+		attempts = attempts[len(attempts)-maxAttemptsKept:]
+	}
+	history, _ := json.Marshal(attempts)
+
+	out := &message.Message{
+		Body:           m.Body,
+		Flag:           m.Flag,
+		BornTimestamp:  m.BornTimestamp,
+		BornHost:       m.BornHost,
+		ReconsumeTimes: reconsume + 1,
+	}
+	for k, v := range m.Properties {
+		switch k {
+		case message.PropertyDedupID, message.PropertyRealTopic, message.PropertyRealQueueID,
+			message.PropertyDelayLevel, message.PropertyDeliverTimeMs, propDLQReason:
+			continue
+		}
+		out.SetProperty(k, v)
+	}
+	out.SetProperty(message.PropertyRetryTopic, originalTopic)
+	out.SetProperty(message.PropertyOriginMessageID, origin)
+	out.SetProperty(message.PropertyMaxReconsumeTimes, strconv.Itoa(cfg.RetryMaxTimes))
+	out.SetProperty(propAttempts, string(history))
+	if dead {
+		out.Topic = DLQTopic(cfg.Name)
+		out.SetProperty(propDLQReason, it.reason)
+		return out
+	}
+	out.Topic = message.ScheduleTopic
+	out.QueueID = int32(level - 1)
+	out.SetProperty(message.PropertyRealTopic, RetryTopic(cfg.Name))
+	out.SetProperty(message.PropertyRealQueueID, "0")
+	out.SetProperty(message.PropertyDelayLevel, strconv.Itoa(level))
+	out.SetProperty(message.PropertyDeliverTimeMs, dueMs(now.Add(levels[level-1])))
+	return out
+}
+
+// dueMs formats a due time in unix milliseconds, rounded up so that a
+// message is never delivered before its delay has fully passed.
+func dueMs(t time.Time) string {
+	return strconv.FormatInt((t.UnixNano()+int64(time.Millisecond)-1)/int64(time.Millisecond), 10)
+}
+
+// delayed wraps a producer's message for the scheduler (send with a delay level).
+func (b *Broker) delayed(m *message.Message, level int, now time.Time) (*message.Message, error) {
+	if level < 1 || level > len(b.opts.DelayLevels) {
+		return nil, fmt.Errorf("%w: delayLevel must be 1..%d", ErrInvalidArgument, len(b.opts.DelayLevels))
+	}
+	m.SetProperty(message.PropertyRealTopic, m.Topic)
+	m.SetProperty(message.PropertyRealQueueID, strconv.Itoa(int(m.QueueID)))
+	m.SetProperty(message.PropertyDelayLevel, strconv.Itoa(level))
+	m.SetProperty(message.PropertyDeliverTimeMs, dueMs(now.Add(b.opts.DelayLevels[level-1])))
+	m.Topic = message.ScheduleTopic
+	m.QueueID = int32(level - 1)
+	return m, nil
+}
+
+// reapExpired sends back every lease that expired, in every pop state, so
+// a consume timeout starts its retry delay without waiting for a pull.
+func (b *Broker) reapExpired() {
+	b.popsMu.Lock()
+	states := make(map[popKey]*popState, len(b.pops))
+	for k, ps := range b.pops {
+		states[k] = ps
+	}
+	b.popsMu.Unlock()
+	now := time.Now()
+	for k, ps := range states {
+		var failed []sendBack
+		ps.mu.Lock()
+		for qid, c := range ps.queues {
+			if len(c.inflight) == 0 {
+				continue
+			}
+			expired, _ := b.takeExpired(c, b.view(k.group, k.topic, qid, nil), now)
+			failed = append(failed, expired...)
+		}
+		ps.mu.Unlock()
+		if err := b.sendBack(k.group, failed); err != nil {
+			b.log.Error().Err(err).Str("group", k.group).Msg("sending back expired leases failed")
+		}
+	}
+}

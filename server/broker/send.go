@@ -1,0 +1,269 @@
+package broker
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/message"
+)
+
+// maxBatch caps the messages of one send.
+const maxBatch = 1000
+
+// Send stores msgs on topic in order, as one CommitLog batch (one flush).
+// Messages with a DedupID already seen within the dedup window are not
+// stored again: their earlier result comes back with Duplicate set.
+func (b *Broker) Send(ctx context.Context, topic string, msgs []SendMessage) ([]SendResult, error) {
+	if b.closed.Load() {
+		return nil, ErrShuttingDown
+	}
+	if err := ValidateTopicName(topic); err != nil {
+		return nil, err
+	}
+	if len(msgs) == 0 || len(msgs) > maxBatch {
+		return nil, fmt.Errorf("%w: a send carries 1 to %d messages, got %d", ErrInvalidArgument, maxBatch, len(msgs))
+	}
+	cfg, err := b.topicForSend(topic)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	stored := make([]*message.Message, len(msgs))
+	for i := range msgs {
+		if stored[i], err = b.buildMessage(cfg, &msgs[i], now); err != nil {
+			if len(msgs) > 1 {
+				return nil, fmt.Errorf("message %d: %w", i, err)
+			}
+			return nil, err
+		}
+	}
+
+	results := make([]SendResult, len(msgs))
+	claims, err := b.claimDedup(topic, msgs, results, now)
+	if err != nil {
+		return nil, err
+	}
+	var fresh []*message.Message
+	var freshIdx []int
+	for i, m := range stored {
+		if !results[i].Duplicate {
+			fresh = append(fresh, m)
+			freshIdx = append(freshIdx, i)
+		}
+	}
+	var putErr error
+	if len(fresh) > 0 {
+		put := make([]storage.PutResult, len(fresh))
+		if len(fresh) == 1 {
+			put[0], putErr = b.store.Put(fresh[0])
+		} else {
+			putErr = b.store.PutBatch(fresh, put)
+		}
+		if putErr == nil {
+			for j, i := range freshIdx {
+				results[i] = SendResult{MessageID: put[j].ID.String(), QueueID: put[j].QueueID, QueueOffset: put[j].QueueOffset}
+			}
+		}
+	}
+	b.dedup.settle(claims, results, putErr)
+	if putErr != nil {
+		return nil, mapStoreErr(putErr)
+	}
+	b.metrics.add(b.metrics.sent, topic, len(fresh))
+	return results, nil
+}
+
+func (b *Broker) topicForSend(topic string) (TopicConfig, error) {
+	cfg, ok := b.registry.topic(topic)
+	if !ok {
+		if !b.opts.AutoCreate {
+			return cfg, fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
+		}
+		var err error
+		if cfg, _, err = b.registry.putTopic(TopicConfig{Name: topic, Queues: b.opts.DefaultQueues, Perm: "rw"}, true); err != nil {
+			return cfg, err
+		}
+	}
+	if cfg.Perm == "r" {
+		return cfg, fmt.Errorf("%w: topic %s is read-only", ErrInvalidArgument, topic)
+	}
+	return cfg, nil
+}
+
+func (b *Broker) buildMessage(cfg TopicConfig, in *SendMessage, now time.Time) (*message.Message, error) {
+	if len(in.Body) == 0 {
+		return nil, ErrEmptyBody
+	}
+	if len(in.Body) > b.opts.MaxMessageSize {
+		return nil, fmt.Errorf("%w: body is %d bytes; the limit is %d", ErrTooLarge, len(in.Body), b.opts.MaxMessageSize)
+	}
+	if in.DelayMs != 0 || !in.DeliverAt.IsZero() {
+		return nil, fmt.Errorf("%w: delayMs and deliverAt are not available yet; use delayLevel", ErrInvalidArgument)
+	}
+	if strings.Contains(in.Tag, "||") || strings.ContainsAny(in.Tag, " \t\r\n") || len(in.Tag) > 255 {
+		return nil, fmt.Errorf("%w: tag %q may not contain whitespace or '||' and is at most 255 bytes", ErrInvalidArgument, in.Tag)
+	}
+	m := &message.Message{Topic: cfg.Name, Body: in.Body, BornTimestamp: now.UnixMilli()}
+	for k, v := range in.Properties {
+		if k == "" || strings.ContainsAny(k, " \t\r\n") {
+			return nil, fmt.Errorf("%w: property name %q", ErrInvalidArgument, k)
+		}
+		if _, sys := systemProperties[k]; sys {
+			return nil, fmt.Errorf("%w: property %s is reserved for the broker", ErrInvalidArgument, k)
+		}
+		m.SetProperty(k, v)
+	}
+	if in.Tag != "" {
+		m.SetTag(in.Tag)
+	}
+	if len(in.Keys) > 0 {
+		for _, k := range in.Keys {
+			if k == "" || strings.ContainsAny(k, " \t\r\n") || len(k) > 1024 {
+				return nil, fmt.Errorf("%w: key %q may not be empty or contain whitespace", ErrInvalidArgument, k)
+			}
+		}
+		m.SetKeys(in.Keys)
+	}
+	if in.DedupID != "" {
+		if len(in.DedupID) > 256 {
+			return nil, fmt.Errorf("%w: idempotency key longer than 256 bytes", ErrInvalidArgument)
+		}
+		m.SetProperty(message.PropertyDedupID, in.DedupID)
+	}
+	queues := uint32(cfg.Queues)
+	if in.ShardingKey != "" {
+		m.QueueID = b.shardQueue(in.ShardingKey, cfg.Queues)
+		m.SetProperty(message.PropertyShardingKey, in.ShardingKey)
+	} else {
+		m.QueueID = int32(b.rr.Add(1) % queues)
+	}
+	if in.DelayLevel != 0 {
+		return b.delayed(m, in.DelayLevel, now)
+	}
+	return m, nil
+}
+
+// shardQueue is the queue of a sharding key (MessageQueueSelector: hash mod queues).
+func (b *Broker) shardQueue(key string, queues int) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return int32(h.Sum32() % uint32(queues))
+}
+
+// dedupTable remembers recent idempotency keys. An entry is pending while
+// its send is being written; concurrent sends with the same key get
+// ErrIdempotencyInFlight. After a restart the store's index answers for
+// keys the table no longer holds.
+type dedupTable struct {
+	mu      sync.Mutex
+	entries map[dedupKey]*dedupEntry
+}
+
+type dedupKey struct{ topic, id string }
+
+type dedupEntry struct {
+	pending bool
+	body    [sha256.Size]byte // the request body's hash: same key + other body = 422
+	result  SendResult
+	at      time.Time
+}
+
+type dedupClaim struct {
+	key   dedupKey
+	index int
+	entry *dedupEntry
+}
+
+func (d *dedupTable) init() { d.entries = make(map[dedupKey]*dedupEntry) }
+
+// claimDedup resolves every DedupID of the request: duplicates fill their
+// result (Duplicate set); new keys are claimed as pending.
+func (b *Broker) claimDedup(topic string, msgs []SendMessage, results []SendResult, now time.Time) ([]dedupClaim, error) {
+	var claims []dedupClaim
+	d := &b.dedup
+	since := now.Add(-b.opts.DedupWindow)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	release := func() {
+		for _, c := range claims {
+			delete(d.entries, c.key)
+		}
+	}
+	for i := range msgs {
+		id := msgs[i].DedupID
+		if id == "" {
+			continue
+		}
+		key := dedupKey{topic, id}
+		e, ok := d.entries[key]
+		if ok && e.at.Before(since) && !e.pending {
+			ok = false
+		}
+		if !ok {
+			// Not in memory: the key may predate a restart.
+			m, err := b.store.FindByDedupID(topic, id, since.UnixMilli())
+			if err == nil {
+				e = &dedupEntry{body: sha256.Sum256(m.Body), at: time.UnixMilli(m.StoreTimestamp), result: SendResult{
+					MessageID: message.NewID(m.StoreHost, m.PhysicalOffset).String(), QueueID: m.QueueID, QueueOffset: m.QueueOffset,
+				}}
+				d.entries[key] = e
+				ok = true
+			} else if !errors.Is(err, storage.ErrNotFound) {
+				release()
+				return nil, mapStoreErr(err)
+			}
+		}
+		switch {
+		case !ok:
+			e = &dedupEntry{pending: true, body: sha256.Sum256(msgs[i].Body), at: now}
+			d.entries[key] = e
+			claims = append(claims, dedupClaim{key: key, index: i, entry: e})
+		case e.pending:
+			release()
+			return nil, fmt.Errorf("%w: %s", ErrIdempotencyInFlight, id)
+		case e.body != sha256.Sum256(msgs[i].Body):
+			release()
+			return nil, fmt.Errorf("%w: %s", ErrIdempotencyKeyReused, id)
+		default:
+			results[i] = e.result
+			results[i].Duplicate = true
+		}
+	}
+	return claims, nil
+}
+
+// settle records the outcome of claimed keys: on success they answer
+// later duplicates; on failure they are released so a retry can store.
+func (d *dedupTable) settle(claims []dedupClaim, results []SendResult, err error) {
+	if len(claims) == 0 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range claims {
+		if err != nil {
+			delete(d.entries, c.key)
+			continue
+		}
+		c.entry.pending = false
+		c.entry.result = results[c.index]
+	}
+}
+
+// expire forgets settled keys older than before.
+func (d *dedupTable) expire(before time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, e := range d.entries {
+		if !e.pending && e.at.Before(before) {
+			delete(d.entries, k)
+		}
+	}
+}

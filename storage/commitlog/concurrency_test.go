@@ -1,0 +1,217 @@
+package commitlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestConcurrentAppends has many goroutines append at once while a reader
+// follows the log. Results must be distinct, contiguous and readable, and
+// in FlushSync no Append may return before Flushed covers its record.
+func TestConcurrentAppends(t *testing.T) {
+	t.Parallel()
+	forEachConfig(t, func(t *testing.T, segSize int64, mode FlushMode) {
+		const writers, perWriter = 12, 40
+		l := mustOpen(t, testOptions(t, segSize, mode))
+		type appended struct {
+			res     AppendResult
+			payload []byte
+		}
+		results := make([][]appended, writers)
+		var wg sync.WaitGroup
+		var early atomic.Int64 // appends that returned before being flushed
+		for g := range writers {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(g), uint64(segSize)))
+				for i := range perWriter {
+					p := randomPayload(rng, 8+rng.IntN(maxTestPayload(segSize)-8))
+					binary.BigEndian.PutUint32(p, uint32(g))
+					binary.BigEndian.PutUint32(p[4:], uint32(i))
+					var res AppendResult
+					var err error
+					if i%5 == 4 {
+						rs := make([]AppendResult, 1)
+						err = l.AppendBatch([]Encoder{bytesPayload(p)}, rs)
+						res = rs[0]
+					} else {
+						res, err = l.Append(bytesPayload(p))
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if mode == FlushSync && l.Flushed() < res.end() {
+						early.Add(1)
+					}
+					results[g] = append(results[g], appended{res, p})
+				}
+			})
+		}
+		// A reader follows the writers with Next, as the dispatcher does.
+		total := writers * perWriter
+		readerDone := make(chan int)
+		go func() {
+			seen, off := 0, int64(0)
+			var buf []byte
+			for seen < total {
+				rec, next, err := l.Next(off, buf)
+				if errors.Is(err, ErrNoData) {
+					select { // wait for the writers, as the dispatcher does
+					case <-l.Notify():
+					case <-time.After(10 * time.Second):
+						t.Errorf("no nudge while waiting at %d", off)
+						readerDone <- seen
+						return
+					}
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					break
+				}
+				buf, off = rec.Payload, next
+				seen++
+			}
+			readerDone <- seen
+		}()
+		wg.Wait()
+		require.Equal(t, total, <-readerDone)
+		require.Zero(t, early.Load(), "appends returned before their flush")
+
+		var all []appended
+		for _, rs := range results {
+			require.Len(t, rs, perWriter)
+			all = append(all, rs...)
+		}
+		slices.SortFunc(all, func(a, b appended) int { return int(a.res.Offset - b.res.Offset) })
+		var w written
+		for _, a := range all {
+			w.payloads, w.results = append(w.payloads, a.payload), append(w.results, a.res)
+		}
+		requireLogHolds(t, l, w) // distinct, contiguous (Next finds nothing between them), readable
+	})
+}
+
+// TestDeleteSegmentsWhileReading deletes segments under readers that loop
+// over Read: no crash (no SIGBUS from an unmapped segment), and reads of
+// deleted ranges get ErrOffsetTooSmall.
+func TestDeleteSegmentsWhileReading(t *testing.T) {
+	t.Parallel()
+	for _, mode := range flushModes {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			opts := testOptions(t, 1000, mode)
+			l := mustOpen(t, opts)
+			w := appendRandom(t, l, rand.New(rand.NewPCG(12, 12)), 200)
+			require.NoError(t, l.Flush())
+
+			stop := make(chan struct{})
+			var readers sync.WaitGroup
+			var okReads, tooSmall atomic.Int64
+			for r := range 4 {
+				readers.Go(func() {
+					rng := rand.New(rand.NewPCG(uint64(r), 99))
+					buf := make([]byte, 0, 4096)
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						i := rng.IntN(len(w.results))
+						rec, err := l.Read(w.results[i].Offset, buf)
+						switch {
+						case err == nil:
+							if !slices.Equal(rec.Payload, w.payloads[i]) {
+								t.Errorf("record %d: wrong payload", i)
+								return
+							}
+							okReads.Add(1)
+						case errors.Is(err, ErrOffsetTooSmall):
+							if w.results[i].Offset >= l.MinOffset() {
+								t.Errorf("record %d at %d: ErrOffsetTooSmall above MinOffset %d", i, w.results[i].Offset, l.MinOffset())
+								return
+							}
+							tooSmall.Add(1)
+						default:
+							t.Errorf("record %d: %v", i, err)
+							return
+						}
+					}
+				})
+			}
+			deleted := 0
+			for i := 10; i < len(w.results); i += 10 {
+				n, err := l.DeleteSegmentsBelow(w.results[i].Offset)
+				require.NoError(t, err)
+				deleted += n
+				// Keep appending meanwhile: the active segment moves on.
+				_, err = l.Append(bytesPayload([]byte("more")))
+				require.NoError(t, err)
+			}
+			close(stop)
+			readers.Wait()
+			require.Positive(t, deleted)
+			require.Positive(t, okReads.Load())
+			require.Positive(t, tooSmall.Load())
+
+			// Removed from disk and from Segments; MinOffset is the oldest base.
+			segs := l.Segments()
+			require.Equal(t, segs[0].Base, l.MinOffset())
+			entries, err := os.ReadDir(opts.Dir)
+			require.NoError(t, err)
+			for _, e := range entries {
+				base, ok := parseSegmentName(e.Name())
+				if ok {
+					require.GreaterOrEqual(t, base, l.MinOffset(), e.Name())
+				}
+			}
+			_, err = l.Read(0, nil)
+			require.ErrorIs(t, err, ErrOffsetTooSmall)
+			_, _, err = l.Next(0, nil)
+			require.ErrorIs(t, err, ErrOffsetTooSmall)
+
+			// Never the active segment, whatever the offset.
+			_, err = l.DeleteSegmentsBelow(1 << 50)
+			require.NoError(t, err)
+			require.Len(t, l.Segments(), 1)
+			_, err = l.Append(bytesPayload([]byte("still writable")))
+			require.NoError(t, err)
+			require.NoError(t, l.Close())
+
+			// Reopen starts at the retained minimum.
+			l2 := mustOpen(t, Options{Dir: opts.Dir, SegmentSize: 1000, FlushMode: mode})
+			require.Equal(t, l.MinOffset(), l2.MinOffset())
+			require.Equal(t, l.Written(), l2.Written())
+			_, err = os.Stat(filepath.Join(opts.Dir, segmentName(0)))
+			require.ErrorIs(t, err, os.ErrNotExist)
+		})
+	}
+}
+
+// TestDeleteNeverRemovesUnflushedData: in FlushAsync the offset is capped
+// at Flushed.
+func TestDeleteNeverRemovesUnflushedData(t *testing.T) {
+	t.Parallel()
+	opts := testOptions(t, 256, FlushAsync)
+	opts.FlushInterval = 1 << 40 // only explicit flushes
+	l := mustOpen(t, opts)
+	appendRandom(t, l, rand.New(rand.NewPCG(13, 13)), 20)
+	n, err := l.DeleteSegmentsBelow(l.Written())
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.NoError(t, l.Flush())
+	n, err = l.DeleteSegmentsBelow(l.Written())
+	require.NoError(t, err)
+	require.Positive(t, n)
+}

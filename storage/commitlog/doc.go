@@ -1,0 +1,94 @@
+// Package commitlog is mqgate's CommitLog: an append-only log of opaque,
+// framed records stored in fixed-size, preallocated, memory-mapped segment
+// files (RocketMQ's CommitLog with etcd-WAL-style framing and recovery).
+//
+// The package knows nothing about messages. A caller hands Append an
+// Encoder; the log reserves a frame, lets the Encoder write the payload
+// straight into the mapping (stamping it with the frame's log offset),
+// checksums the frame and, in FlushSync mode, returns only once an msync
+// covering the frame has succeeded.
+//
+// # Files
+//
+// All files live directly in Options.Dir:
+//
+//	00000000000000000000            segment whose first byte is log offset 0
+//	00000000001073741824            next segment (base = previous base + previous size)
+//	00000000001073741824.tmp        a segment being created (removed on Open)
+//	00000000000000000000.broken     forensic copy of a torn tail, or a quarantined segment
+//	00000000000000000000.broken.1   further ones get a numeric suffix; never deleted by the log
+//
+// A segment file is named by its base offset printed as %020d, so lexical
+// order is log order. Its length is its size: new segments are created with
+// Options.SegmentSize bytes (fallocate'd, so they read as zeros and writes
+// through the mapping never hit ENOSPC), but a segment written under an
+// older setting keeps its own length. Segments are contiguous: the next
+// segment's base is this segment's base plus its length. Log offsets are
+// global byte offsets: the frame at offset o lives at byte o-base of the
+// segment containing o.
+//
+// # Frame
+//
+// Integers are big-endian. Every frame starts with a 20-byte header:
+//
+//	off len field
+//	0   4   totalSize uint32  whole frame including this header
+//	4   4   magic     uint32  RecordMagic 0xDAA320A7, or BlankMagic 0xCBD43194
+//	8   4   crc       uint32  CRC-32C (Castagnoli) over frame[0:8] then frame[12:totalSize]
+//	12  8   offset    int64   the frame's own log offset
+//	20  ... payload           totalSize-20 opaque bytes (records only)
+//
+// A Blank frame fills the rest of a segment that cannot take the next
+// record: totalSize is the number of bytes left in the segment, and its
+// crc covers its header only (frame[0:8] then frame[12:20]); the bytes after
+// its header are not written (they stay zero). A frame whose stored offset
+// differs from its position is invalid (this catches misdirected or stale
+// writes, RELIABILITY §2.8 rule 3). A header whose totalSize is 0 ends the
+// data: segments are preallocated zeros.
+//
+// Placement invariant: a record never spans segments. It goes into the
+// current segment only if it fills the segment exactly or leaves at least
+// HeaderSize bytes; otherwise a Blank frame covers the rest and the record
+// starts the next segment. Consequently a frame larger than SegmentSize, or
+// one that would leave 1..HeaderSize-1 bytes of an empty segment, is
+// refused with ErrRecordTooLarge. A segment shorter than HeaderSize bytes
+// after its last frame (possible only for a segment an operator truncated)
+// ends there implicitly when those bytes are zero; the writer then starts
+// the next segment without a Blank frame.
+//
+// # Lifecycle
+//
+// Create: a segment is created as <name>.tmp, fallocate'd to full size,
+// fdatasync'd, renamed to <name>, and the directory is fsync'd (etcd
+// cut()). A background goroutine owned by the Log prepares the next segment
+// this way while the current one fills, so a roll is a pointer swap.
+//
+// Append: one appender at a time (a mutex). The header and payload are
+// written into the mapping, the CRC is computed over the mapped bytes, and
+// Written advances. FlushSync: a flusher goroutine msyncs [Flushed, Written)
+// of the segments involved and wakes every appender whose frame ends at or
+// below the new Flushed (group commit). FlushAsync: the flusher runs every
+// FlushInterval; the loss window after a crash is one interval. A failed
+// msync or segment creation kills the write path for good (fsyncgate):
+// waiting and later appends get ErrReadOnly and Err reports the cause.
+//
+// Open/recover: .tmp leftovers are removed. The scan starts at the segment
+// containing Options.RecoverFrom (a checkpointed frame boundary; segments
+// before it are trusted) and walks frames, checking size bounds, magic,
+// stored offset and CRC, following Blank frames into the next segment. It
+// stops at the first frame that is not valid (a zero header included); that
+// position is the end of the log. If the end lies below Options.HighWater
+// (data known to have been durable) the log is corrupt: Open fails with
+// ErrCorrupt unless Options.AllowCorrupt. Otherwise everything after the end
+// is a torn tail and is cut off, never deleted: the non-zero bytes after the
+// end in its segment are copied to <segment>.broken and zeroed (msync'd),
+// and every later segment file that holds any non-zero byte is renamed to
+// <segment>.broken (all-zero ones, i.e. preallocated but unused, are
+// removed). A valid-looking frame after an invalid one is never trusted:
+// the kernel may write mmap pages back in any order (rule 6).
+//
+// Retention is decided by the caller: Segments lists the files and
+// DeleteSegmentsBelow removes whole sealed segments. A segment's mapping is
+// released only when no reader is inside it, so deleting under readers
+// never raises SIGBUS.
+package commitlog

@@ -1,0 +1,130 @@
+package commitlog
+
+import (
+	"fmt"
+	"time"
+)
+
+// runFlusher is the flusher goroutine. FlushSync: it flushes whenever an
+// appender kicks it; appenders that arrive during a flush are covered by
+// the next one (group commit). FlushAsync: it flushes every FlushInterval.
+func (l *Log) runFlusher() {
+	var tick <-chan time.Time
+	if l.opts.FlushMode == FlushAsync {
+		t := time.NewTicker(l.opts.FlushInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-l.kick:
+		case <-tick:
+		}
+		_, _ = l.flushOnce() // a failure is recorded in l.failure and logged
+	}
+}
+
+// flushResult describes one flush, for tests and logs.
+type flushResult struct {
+	From, To int64
+	Took     time.Duration
+}
+
+// Flush makes everything written so far durable. It is used at Close and
+// by the checkpointer; in FlushSync mode appends need not call it.
+func (l *Log) Flush() error {
+	if l.isClosed.Load() {
+		return ErrClosed
+	}
+	_, err := l.flushOnce()
+	return err
+}
+
+// flushOnce msyncs [Flushed, Written) segment by segment, then publishes
+// Flushed and wakes the appenders it covers. A failure is fatal to the
+// write path (RELIABILITY §2.8 rule 9): the range is never retried, since
+// Linux may have marked the failed pages clean.
+func (l *Log) flushOnce() (flushResult, error) {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if f := l.failure.Load(); f != nil {
+		return flushResult{}, f.err
+	}
+	from, to := l.flushed.Load(), l.written.Load()
+	if to <= from {
+		return flushResult{From: from, To: from}, nil
+	}
+	start := time.Now()
+	for pos := from; pos < to; {
+		s, err := l.pin(pos)
+		if err != nil {
+			return flushResult{}, l.fail(fmt.Errorf("flush at %d: %w", pos, err))
+		}
+		stop := min(to, s.end())
+		err = s.mapping.Sync(int(pos-s.base), int(stop-s.base))
+		s.mu.RUnlock()
+		if err != nil {
+			return flushResult{}, l.fail(fmt.Errorf("flush [%d,%d): %w", pos, stop, err))
+		}
+		pos = stop
+	}
+	took := time.Since(start)
+
+	l.flushed.Store(to)
+	l.flushMu.Lock()
+	l.flushCond.Broadcast()
+	l.flushMu.Unlock()
+	if l.opts.FlushMode == FlushSync {
+		l.nudge()
+	}
+
+	l.stats.flushes.Add(1)
+	l.stats.flushNanos.Add(int64(took))
+	if int64(took) > l.stats.maxFlushNanos.Load() {
+		l.stats.maxFlushNanos.Store(int64(took)) // only flushOnce writes it, under syncMu
+	}
+	if took > l.opts.SlowFlush {
+		l.log.Warn().Dur("took", took).Int64("from", from).Int64("to", to).Msg("slow flush")
+	}
+	return flushResult{From: from, To: to, Took: took}, nil
+}
+
+// waitFlushed kicks the flusher and waits until Flushed >= end, the write
+// path fails, or Close has done its final flush. It does not allocate.
+func (l *Log) waitFlushed(end int64) error {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+	if l.flushed.Load() >= end {
+		return nil
+	}
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	for l.flushed.Load() < end {
+		if f := l.failure.Load(); f != nil {
+			return f.err
+		}
+		if l.waitDone {
+			return ErrClosed
+		}
+		l.flushCond.Wait()
+	}
+	return nil
+}
+
+// fail makes the write path dead for good: it records the first cause,
+// wakes every waiting appender and returns the error they all get.
+func (l *Log) fail(cause error) error {
+	f := &failure{err: fmt.Errorf("%w: %w", ErrReadOnly, cause)}
+	if l.failure.CompareAndSwap(nil, f) {
+		l.stats.flushFailures.Add(1)
+		l.log.Error().Err(cause).Msg("write path failed; the log is read-only until restart")
+	}
+	l.flushMu.Lock()
+	l.flushCond.Broadcast()
+	l.flushMu.Unlock()
+	return l.failure.Load().err
+}

@@ -1,0 +1,261 @@
+package commitlog
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mqgate/mqgate/storage/internal/vfs"
+	"github.com/rs/zerolog"
+)
+
+// Sentinel errors. Returned errors wrap them with context; classify with
+// errors.Is.
+var (
+	// ErrClosed is returned by every operation after Close.
+	ErrClosed = errors.New("commitlog: closed")
+	// ErrReadOnly is returned by appends once the write path is dead: a
+	// flush or segment creation failed (fsyncgate: never retried). Err
+	// reports the cause; a restart re-reads the log from disk.
+	ErrReadOnly = errors.New("commitlog: read-only after a write failure")
+	// ErrRecordTooLarge is returned when a frame (payload + HeaderSize)
+	// cannot be placed in an empty segment: it is larger than SegmentSize,
+	// or would leave 1..HeaderSize-1 bytes of it.
+	ErrRecordTooLarge = errors.New("commitlog: record too large for segment")
+	// ErrOffsetTooSmall is returned for an offset below MinOffset (its
+	// segment was deleted by retention).
+	ErrOffsetTooSmall = errors.New("commitlog: offset below the oldest retained segment")
+	// ErrNoData is returned for an offset at or after Written.
+	ErrNoData = errors.New("commitlog: no data at offset")
+	// ErrEndOfSegment is returned by Read and Verify at a Blank frame: the
+	// next record starts at the next segment's base.
+	ErrEndOfSegment = errors.New("commitlog: end of segment")
+	// ErrCorrupt is returned by Open for an invalid frame below HighWater,
+	// and by Read/Verify for a frame that fails validation (or an offset
+	// that is not a frame start).
+	ErrCorrupt = errors.New("commitlog: corrupt frame")
+	// ErrInvalidArgument is returned for invalid Options or arguments.
+	ErrInvalidArgument = errors.New("commitlog: invalid argument")
+)
+
+// Encoder writes one record's payload straight into the log's mapping.
+type Encoder interface {
+	// Len is the payload length in bytes (excluding the frame header). It
+	// must return the same value every time it is called for one append.
+	Len() int
+	// Encode writes the payload into dst (len(dst) == Len()). offset is the
+	// frame's log offset, so the caller can stamp offsets, timestamps or
+	// sequence numbers. It is called under the append lock and must not
+	// retain dst.
+	Encode(dst []byte, offset int64)
+}
+
+// AppendResult locates an appended record.
+type AppendResult struct {
+	Offset int64 // log offset of the frame
+	Size   int32 // whole frame size including the header
+}
+
+// Record is a frame read back from the log.
+type Record struct {
+	Offset  int64  // log offset of the frame
+	Size    int32  // whole frame size including the header
+	Payload []byte // the payload, copied into the caller's buffer
+}
+
+// SegmentInfo describes one segment file, for retention decisions.
+type SegmentInfo struct {
+	Base    int64     // log offset of the segment's first byte
+	Size    int64     // length of the segment file
+	ModTime time.Time // the file's modification time (zero if stat failed)
+}
+
+// RecoveryReport says what Open found.
+type RecoveryReport struct {
+	ScannedFrom    int64         // where frame validation started
+	End            int64         // recovered end of the log (Written = Flushed = End)
+	Records        int64         // records validated by the scan
+	TruncatedBytes int64         // bytes cut off after End (copied to .broken files first)
+	Torn           bool          // something after End was cut off
+	Corrupt        bool          // End is below HighWater (only with AllowCorrupt)
+	Reason         string        // why the scan stopped
+	Quarantined    []string      // .broken files written (base names)
+	Duration       time.Duration // time Open spent recovering
+}
+
+// Stats are cumulative counters, for metrics.
+type Stats struct {
+	Appends       int64         // records appended
+	Flushes       int64         // successful flushes (msync batches)
+	FlushFailures int64         // write-path failures (a failed flush or segment creation): 0 or 1, the log then goes read-only
+	FlushTime     time.Duration // total time spent in successful flushes
+	MaxFlush      time.Duration // longest successful flush
+	Rolls         int64         // segment rolls
+}
+
+// Log is a segmented, memory-mapped, append-only log. All methods are safe
+// for concurrent use; appends are serialised.
+type Log struct {
+	opts Options
+	fs   vfs.FS
+	log  zerolog.Logger
+
+	// Append path, guarded by mu.
+	mu       sync.Mutex
+	active   *segment // the segment being written: the last of segments
+	writePos int64    // end of the last frame written
+	closed   bool
+
+	// segments is the ordered, contiguous list of mapped segments. Readers
+	// hold segMu.RLock only while locating a segment and pinning it.
+	segMu    sync.RWMutex
+	segments []*segment
+
+	written   atomic.Int64 // published writePos: frames below are complete
+	flushed   atomic.Int64 // frames below are durable
+	minOffset atomic.Int64
+	isClosed  atomic.Bool
+
+	// Group commit. syncMu serialises flushes; flushMu+flushCond wake
+	// appenders waiting for Flushed to pass their frame.
+	syncMu    sync.Mutex
+	flushMu   sync.Mutex
+	flushCond sync.Cond
+	waitDone  bool // guarded by flushMu: Close has done its final flush
+	failure   atomic.Pointer[failure]
+	kick      chan struct{} // cap 1: appenders wake the flusher
+	notify    chan struct{} // cap 1: see Notify
+
+	alloc *allocator
+	stop  chan struct{}
+	wg    sync.WaitGroup
+
+	recovery RecoveryReport
+	stats    struct {
+		appends, flushes, flushFailures, flushNanos, maxFlushNanos, rolls atomic.Int64
+	}
+}
+
+type failure struct{ err error }
+
+// Open opens (or creates) the log in opts.Dir, recovers its end (see the
+// package documentation) and starts the flusher and the segment
+// preallocator.
+func Open(opts Options) (*Log, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	l := &Log{
+		opts:   opts,
+		fs:     opts.FS,
+		log:    opts.Logger.With().Str("component", "commitlog").Logger(),
+		kick:   make(chan struct{}, 1),
+		notify: make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+	}
+	l.flushCond.L = &l.flushMu
+	if err := l.recover(); err != nil {
+		return nil, err
+	}
+	l.alloc = newAllocator(l.fs, opts.Dir, opts.SegmentSize, l.log)
+	l.alloc.request(l.active.end())
+	l.wg.Add(2)
+	go func() {
+		defer l.wg.Done()
+		l.alloc.run(l.stop)
+	}()
+	go func() {
+		defer l.wg.Done()
+		l.runFlusher()
+	}()
+	return l, nil
+}
+
+// Recovery reports what Open found.
+func (l *Log) Recovery() RecoveryReport { return l.recovery }
+
+// Written is the end of the appended data: every frame below it is complete
+// in the mapping (and readable).
+func (l *Log) Written() int64 { return l.written.Load() }
+
+// Flushed is the end of the durable data.
+func (l *Log) Flushed() int64 { return l.flushed.Load() }
+
+// MinOffset is the base of the oldest retained segment.
+func (l *Log) MinOffset() int64 { return l.minOffset.Load() }
+
+// Notify returns a channel (capacity 1) that receives a nudge whenever
+// Written (FlushAsync) or Flushed (FlushSync) advances. It is meant for a
+// single consumer, the dispatcher.
+func (l *Log) Notify() <-chan struct{} { return l.notify }
+
+// FlushMode is the configured flush mode.
+func (l *Log) FlushMode() FlushMode { return l.opts.FlushMode }
+
+// SegmentSize is the size of new segment files.
+func (l *Log) SegmentSize() int64 { return l.opts.SegmentSize }
+
+// Err is non-nil (and wraps ErrReadOnly and the cause) once the write path
+// is dead.
+func (l *Log) Err() error {
+	if f := l.failure.Load(); f != nil {
+		return f.err
+	}
+	return nil
+}
+
+// Stats returns cumulative counters.
+func (l *Log) Stats() Stats {
+	return Stats{
+		Appends:       l.stats.appends.Load(),
+		Flushes:       l.stats.flushes.Load(),
+		FlushFailures: l.stats.flushFailures.Load(),
+		FlushTime:     time.Duration(l.stats.flushNanos.Load()),
+		MaxFlush:      time.Duration(l.stats.maxFlushNanos.Load()),
+		Rolls:         l.stats.rolls.Load(),
+	}
+}
+
+// Close flushes everything written, stops the background goroutines,
+// unmaps and closes the segments. It is idempotent; it returns the final
+// flush's error (or the error that made the log read-only).
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+
+	close(l.stop)
+	l.wg.Wait()
+
+	var errs []error
+	if _, err := l.flushOnce(); err != nil {
+		errs = append(errs, err)
+	}
+	l.flushMu.Lock()
+	l.waitDone = true
+	l.flushCond.Broadcast()
+	l.flushMu.Unlock()
+
+	l.isClosed.Store(true)
+	if err := l.alloc.discard(); err != nil {
+		errs = append(errs, fmt.Errorf("discard preallocated segment: %w", err))
+	}
+	l.segMu.Lock()
+	segs := l.segments
+	l.segments = nil
+	l.segMu.Unlock()
+	for _, s := range segs {
+		if err := s.release(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	l.log.Info().Int64("written", l.written.Load()).Int64("flushed", l.flushed.Load()).Msg("closed")
+	return errors.Join(errs...)
+}

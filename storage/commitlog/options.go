@@ -1,0 +1,137 @@
+package commitlog
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/mqgate/mqgate/storage/internal/vfs"
+	"github.com/rs/zerolog"
+)
+
+// FlushMode says when an append is durable.
+type FlushMode int
+
+const (
+	// FlushSync makes Append return only after the msync that covers the
+	// record (group commit). This is the default.
+	FlushSync FlushMode = iota
+	// FlushAsync makes Append return once the record is in the mapping; a
+	// background flush runs every FlushInterval, which is the loss window
+	// after a machine crash.
+	FlushAsync
+)
+
+// String is "sync" or "async".
+func (m FlushMode) String() string {
+	switch m {
+	case FlushSync:
+		return "sync"
+	case FlushAsync:
+		return "async"
+	default:
+		return fmt.Sprintf("FlushMode(%d)", int(m))
+	}
+}
+
+// ParseFlushMode parses "sync" or "async" (case-insensitive).
+func ParseFlushMode(s string) (FlushMode, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "sync":
+		return FlushSync, nil
+	case "async":
+		return FlushAsync, nil
+	default:
+		return 0, fmt.Errorf("%w: flush mode %q (want sync or async)", ErrInvalidArgument, s)
+	}
+}
+
+// Defaults and limits of Options.
+const (
+	// DefaultSegmentSize is the size of a new segment file: 1 GiB.
+	DefaultSegmentSize int64 = 1 << 30
+	// MinSegmentSize is the smallest SegmentSize accepted (tests use tiny
+	// segments to force rolls).
+	MinSegmentSize int64 = 4 * HeaderSize
+	// MaxSegmentSize is the largest SegmentSize accepted: frame sizes
+	// (including a Blank frame filling a segment) must fit the uint32 size
+	// field and AppendResult's int32.
+	MaxSegmentSize int64 = math.MaxInt32
+	// DefaultFlushInterval is the FlushAsync flush period.
+	DefaultFlushInterval = 500 * time.Millisecond
+	// DefaultSlowFlush is the flush duration above which a warning is logged.
+	DefaultSlowFlush = time.Second
+)
+
+// Options configures a Log. Zero values take the documented defaults.
+type Options struct {
+	// Dir is the segment directory; it is created if missing.
+	Dir string
+	// SegmentSize is the size of each new segment file in bytes. Default
+	// DefaultSegmentSize; range [MinSegmentSize, MaxSegmentSize].
+	SegmentSize int64
+	// FlushMode is FlushSync (default) or FlushAsync.
+	FlushMode FlushMode
+	// FlushInterval is the FlushAsync flush period. Default 500 ms.
+	FlushInterval time.Duration
+	// SlowFlush is the flush duration above which a warning is logged.
+	// Default 1 s.
+	SlowFlush time.Duration
+	// RecoverFrom is the log offset of a frame boundary known to be good (a
+	// checkpoint), at or below the end of the data: the recovery scan starts
+	// there and trusts everything before it without reading it. 0 scans
+	// from the first segment. A RecoverFrom that does not hold a valid frame
+	// (or lies past the last segment) falls back to a full scan.
+	RecoverFrom int64
+	// HighWater is the log offset below which data was durable (the
+	// checkpointed flushed offset). An invalid frame below it is
+	// corruption, not a torn tail.
+	HighWater int64
+	// AllowCorrupt is the operator override: corruption below HighWater is
+	// cut off like a torn tail (and quarantined) instead of failing Open.
+	AllowCorrupt bool
+	// Logger receives the log's messages with component=commitlog. Default
+	// zerolog.Nop().
+	Logger zerolog.Logger
+	// FS is the file system. Default vfs.OS(); tests wrap it to inject
+	// errors.
+	FS vfs.FS
+}
+
+// withDefaults returns o with zero values replaced by defaults.
+func (o Options) withDefaults() Options {
+	if o.SegmentSize == 0 {
+		o.SegmentSize = DefaultSegmentSize
+	}
+	if o.FlushInterval == 0 {
+		o.FlushInterval = DefaultFlushInterval
+	}
+	if o.SlowFlush == 0 {
+		o.SlowFlush = DefaultSlowFlush
+	}
+	if o.FS == nil {
+		o.FS = vfs.OS()
+	}
+	// The zero zerolog.Logger is disabled, which is the documented Nop default.
+	return o
+}
+
+// Validate reports the first invalid field of o (after defaults).
+func (o Options) Validate() error { return o.withDefaults().validate() }
+
+func (o Options) validate() error {
+	switch {
+	case o.Dir == "":
+		return fmt.Errorf("%w: Dir is empty", ErrInvalidArgument)
+	case o.SegmentSize < MinSegmentSize || o.SegmentSize > MaxSegmentSize:
+		return fmt.Errorf("%w: SegmentSize %d outside [%d, %d]", ErrInvalidArgument, o.SegmentSize, MinSegmentSize, MaxSegmentSize)
+	case o.FlushMode != FlushSync && o.FlushMode != FlushAsync:
+		return fmt.Errorf("%w: %v", ErrInvalidArgument, o.FlushMode)
+	case o.FlushInterval < 0:
+		return fmt.Errorf("%w: negative FlushInterval %v", ErrInvalidArgument, o.FlushInterval)
+	case o.RecoverFrom < 0 || o.HighWater < 0:
+		return fmt.Errorf("%w: negative RecoverFrom %d or HighWater %d", ErrInvalidArgument, o.RecoverFrom, o.HighWater)
+	}
+	return nil
+}

@@ -1,0 +1,321 @@
+package commitlog
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mqgate/mqgate/storage/internal/vfs"
+	"github.com/rs/zerolog"
+)
+
+// segmentNameWidth is the number of digits of a segment file name; part of
+// the on-disk format; never change.
+const segmentNameWidth = 20
+
+// File name suffixes; part of the on-disk format; never change.
+const (
+	tmpSuffix    = ".tmp"
+	brokenSuffix = ".broken"
+)
+
+// segment is one mapped segment file. base and size never change. data is
+// read under mu.RLock (readers, the flusher) and written by the single
+// appender below Written; release takes mu.Lock, so a mapping is never
+// unmapped while someone is inside it.
+type segment struct {
+	base int64
+	size int64
+	path string
+
+	mu      sync.RWMutex
+	mapping vfs.Mapping // nil for an empty file or after release
+	data    []byte      // mapping.Bytes(); nil after release
+}
+
+func (s *segment) end() int64 { return s.base + s.size }
+
+// release unmaps the segment once no reader is inside it.
+func (s *segment) release() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mapping == nil {
+		s.data = nil
+		return nil
+	}
+	err := s.mapping.Unmap()
+	s.mapping, s.data = nil, nil
+	if err != nil {
+		return fmt.Errorf("unmap %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// segmentName is the file name of the segment starting at base.
+func segmentName(base int64) string {
+	return fmt.Sprintf("%0*d", segmentNameWidth, base)
+}
+
+// parseSegmentName returns the base of a segment file name (exactly 20
+// decimal digits).
+func parseSegmentName(name string) (int64, bool) {
+	if len(name) != segmentNameWidth {
+		return 0, false
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] < '0' || name[i] > '9' {
+			return 0, false
+		}
+	}
+	base, err := strconv.ParseInt(name, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return base, true
+}
+
+// createSegment makes a new, zero-filled, fully preallocated segment the
+// durable way: <name>.tmp, fallocate, fdatasync, rename, fsync the directory
+// (etcd cut(); RELIABILITY §2.8 rule 2). The segment is returned mapped.
+func createSegment(fs vfs.FS, dir string, base, size int64) (_ *segment, err error) {
+	path := filepath.Join(dir, segmentName(base))
+	if _, err := fs.Stat(path); err == nil {
+		return nil, fmt.Errorf("create segment %s: %w", path, os.ErrExist)
+	}
+	tmp := path + tmpSuffix
+	f, err := fs.Create(tmp)
+	if err != nil {
+		return nil, fmt.Errorf("create segment %s: %w", tmp, err)
+	}
+	var mapping vfs.Mapping
+	defer func() {
+		if err != nil {
+			if mapping != nil {
+				_ = mapping.Unmap()
+			}
+			_ = f.Close()
+			_ = fs.Remove(tmp)
+		}
+	}()
+	if err := f.Preallocate(size); err != nil {
+		return nil, fmt.Errorf("preallocate segment %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		return nil, fmt.Errorf("sync segment %s: %w", tmp, err)
+	}
+	if mapping, err = f.Map(int(size)); err != nil {
+		return nil, fmt.Errorf("map segment %s: %w", tmp, err)
+	}
+	if err := fs.Rename(tmp, path); err != nil {
+		return nil, fmt.Errorf("rename segment %s: %w", tmp, err)
+	}
+	if err := fs.SyncDir(dir); err != nil {
+		return nil, fmt.Errorf("sync dir after creating %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("close segment %s: %w", path, err)
+	}
+	return &segment{base: base, size: size, path: path, mapping: mapping, data: mapping.Bytes()}, nil
+}
+
+// openSegment opens and maps an existing segment file. The file stays open
+// for recovery (hole detection); the caller closes it.
+func openSegment(fs vfs.FS, dir string, base int64) (*segment, vfs.File, error) {
+	path := filepath.Join(dir, segmentName(base))
+	f, err := fs.OpenReadWrite(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open segment %s: %w", path, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, fmt.Errorf("stat segment %s: %w", path, err)
+	}
+	size := st.Size()
+	if size > MaxSegmentSize {
+		_ = f.Close()
+		return nil, nil, fmt.Errorf("%w: segment %s is %d bytes, more than %d", ErrCorrupt, path, size, MaxSegmentSize)
+	}
+	s := &segment{base: base, size: size, path: path}
+	if size > 0 {
+		m, err := f.Map(int(size))
+		if err != nil {
+			_ = f.Close()
+			return nil, nil, fmt.Errorf("map segment %s: %w", path, err)
+		}
+		s.mapping, s.data = m, m.Bytes()
+	}
+	return s, f, nil
+}
+
+// zeroChunk is compared against to find non-zero bytes quickly.
+var zeroChunk = make([]byte, 64<<10)
+
+// nonZeroSpan returns the first non-zero byte at or after from in data and
+// one past the last one; ok is false when data[from:] is all zeros. When f
+// is not nil its holes (SEEK_DATA/SEEK_HOLE) are skipped without reading
+// them, so checking the unused tail of a big preallocated segment is cheap.
+// The regions are listed before any is read: reading faults pages (and
+// read-ahead) into the page cache, which SEEK_DATA would then report as
+// data.
+func nonZeroSpan(f vfs.File, data []byte, from int64) (first, end int64, ok bool, err error) {
+	size := int64(len(data))
+	regions := [][2]int64{{from, size}}
+	if f != nil {
+		regions = regions[:0]
+		for off := from; off < size; {
+			start, err := f.SeekData(off)
+			if err != nil {
+				return 0, 0, false, err
+			}
+			if start < 0 || start >= size {
+				break
+			}
+			start = max(start, off)
+			stop, err := f.SeekHole(start)
+			if err != nil {
+				return 0, 0, false, err
+			}
+			if stop <= start || stop > size {
+				stop = size
+			}
+			regions = append(regions, [2]int64{start, stop})
+			off = stop
+		}
+	}
+	first, end = -1, -1
+	for _, r := range regions {
+		lo, hi := r[0], r[1]
+		if lo >= hi {
+			continue
+		}
+		if i := firstNonZero(data[lo:hi]); i >= 0 {
+			if first < 0 {
+				first = lo + int64(i)
+			}
+			end = lo + int64(lastNonZero(data[lo:hi])) + 1
+		}
+	}
+	return first, end, first >= 0, nil
+}
+
+func firstNonZero(b []byte) int {
+	for i := 0; i < len(b); i += len(zeroChunk) {
+		chunk := b[i:min(i+len(zeroChunk), len(b))]
+		if bytes.Equal(chunk, zeroChunk[:len(chunk)]) {
+			continue
+		}
+		for j, c := range chunk {
+			if c != 0 {
+				return i + j
+			}
+		}
+	}
+	return -1
+}
+
+func lastNonZero(b []byte) int {
+	for hi := len(b); hi > 0; hi -= len(zeroChunk) {
+		lo := max(hi-len(zeroChunk), 0)
+		chunk := b[lo:hi]
+		if bytes.Equal(chunk, zeroChunk[:len(chunk)]) {
+			continue
+		}
+		for j := len(chunk) - 1; j >= 0; j-- {
+			if chunk[j] != 0 {
+				return lo + j
+			}
+		}
+	}
+	return -1
+}
+
+// allocator prepares the next segment in the background (etcd
+// file_pipeline, RocketMQ AllocateMappedFileService) so that a roll only
+// swaps pointers. At most one request is outstanding: the appender takes a
+// result and immediately asks for the following segment.
+type allocator struct {
+	fs       vfs.FS
+	dir      string
+	size     int64
+	log      zerolog.Logger
+	requests chan int64       // base of the segment wanted; cap 1
+	results  chan allocResult // cap 1
+}
+
+type allocResult struct {
+	seg *segment
+	err error
+}
+
+func newAllocator(fs vfs.FS, dir string, size int64, log zerolog.Logger) *allocator {
+	return &allocator{fs: fs, dir: dir, size: size, log: log,
+		requests: make(chan int64, 1), results: make(chan allocResult, 1)}
+}
+
+// run serves requests until stop is closed.
+func (a *allocator) run(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case base := <-a.requests:
+			seg, err := a.runOnce(base)
+			a.results <- allocResult{seg: seg, err: err}
+		}
+	}
+}
+
+// runOnce creates the segment starting at base.
+func (a *allocator) runOnce(base int64) (*segment, error) {
+	start := time.Now()
+	seg, err := createSegment(a.fs, a.dir, base, a.size)
+	if err != nil {
+		a.log.Error().Err(err).Int64("base", base).Msg("preallocating next segment failed")
+		return nil, err
+	}
+	a.log.Debug().Int64("base", base).Dur("took", time.Since(start)).Msg("next segment preallocated")
+	return seg, nil
+}
+
+// request asks for the segment starting at base.
+func (a *allocator) request(base int64) { a.requests <- base }
+
+// take waits for the segment requested last, which must start at base.
+func (a *allocator) take(base int64) (*segment, error) {
+	r := <-a.results
+	if r.err != nil {
+		return nil, r.err
+	}
+	if r.seg.base != base {
+		err := fmt.Errorf("commitlog: preallocated segment starts at %d, want %d", r.seg.base, base)
+		_ = r.seg.release()
+		return nil, err
+	}
+	return r.seg, nil
+}
+
+// discard removes a prepared segment nobody took (after run has returned).
+// It was never written, so removing it loses nothing.
+func (a *allocator) discard() error {
+	select {
+	case r := <-a.results:
+		if r.seg == nil {
+			return nil
+		}
+		err := r.seg.release()
+		if rerr := a.fs.Remove(r.seg.path); rerr != nil && err == nil {
+			err = rerr
+		}
+		if serr := a.fs.SyncDir(a.dir); serr != nil && err == nil {
+			err = serr
+		}
+		return err
+	default:
+		return nil
+	}
+}

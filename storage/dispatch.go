@@ -1,0 +1,240 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mqgate/mqgate/storage/commitlog"
+	"github.com/mqgate/mqgate/storage/consumequeue"
+	"github.com/mqgate/mqgate/storage/message"
+)
+
+// dispatcher is the state owned by the goroutine that follows the
+// CommitLog (RocketMQ's ReputMessageService). Only dispatchAvailable uses
+// it, and it is only ever called by one goroutine at a time: Open (before
+// the workers start), the dispatch loop, and Close (after they stopped).
+type dispatcher struct {
+	buf        []byte
+	keyBuf     []byte
+	names      map[string]string // interned topic names
+	touched    []string          // topics that got entries in this pass
+	indexFloor int64             // the index already holds every offset <= this
+}
+
+// dispatchLimit is how far consumers may see: the flushed offset in sync
+// mode (a consumer never sees a message a crash could take back), the
+// written offset in async mode.
+func (s *Store) dispatchLimit() int64 {
+	if s.commitLog.FlushMode() == commitlog.FlushSync {
+		return s.commitLog.Flushed()
+	}
+	return s.commitLog.Written()
+}
+
+// redispatch rebuilds derived entries from CommitLog offset from to the end.
+func (s *Store) redispatch(from int64) (int64, error) {
+	s.disp = dispatcher{names: make(map[string]string), indexFloor: s.index.MaxPhysicalOffset()}
+	s.dispatched.Store(from)
+	return s.dispatchAvailable(s.commitLog.Written())
+}
+
+// dispatchAvailable dispatches every record below limit, then wakes the
+// long-polling readers of the topics it touched.
+func (s *Store) dispatchAvailable(limit int64) (int64, error) {
+	d := &s.disp
+	var n int64
+	defer s.notifyTouched()
+	for off := s.dispatched.Load(); off < limit; {
+		rec, next, err := s.commitLog.Next(off, d.buf)
+		if errors.Is(err, commitlog.ErrNoData) {
+			break
+		}
+		if err != nil {
+			return n, fmt.Errorf("dispatch at %d: %w", off, err)
+		}
+		if cap(rec.Payload) > cap(d.buf) {
+			d.buf = rec.Payload[:0]
+		}
+		if err := s.dispatchRecord(rec); err != nil {
+			return n, err
+		}
+		n++
+		off = next
+		s.dispatched.Store(off)
+	}
+	return n, nil
+}
+
+func (s *Store) dispatchRecord(rec commitlog.Record) error {
+	d := &s.disp
+	var info message.DispatchInfo
+	if err := message.DecodeDispatch(rec.Payload, &info); err != nil {
+		return fmt.Errorf("%w: record at %d: %w", ErrCorrupt, rec.Offset, err)
+	}
+	topic, ok := d.names[string(info.Topic)]
+	if !ok {
+		topic = string(info.Topic)
+		d.names[topic] = topic
+	}
+	q, err := s.queue(topic, info.QueueID, true)
+	if err != nil {
+		return err
+	}
+	entry := consumequeue.Entry{CommitLogOffset: rec.Offset, Size: rec.Size, TagsCode: info.TagsCode}
+	if err := putQueueEntry(q, info.QueueOffset, entry); err != nil {
+		return fmt.Errorf("consume queue %s/%d offset %d: %w", topic, info.QueueID, info.QueueOffset, err)
+	}
+	if rec.Offset > d.indexFloor {
+		if err := s.indexRecord(topic, rec.Offset, &info); err != nil {
+			return err
+		}
+	}
+	if len(d.touched) == 0 || d.touched[len(d.touched)-1] != topic {
+		d.touched = append(d.touched, topic)
+	}
+	return nil
+}
+
+// putQueueEntry writes entry at queue offset off. A queue that is empty
+// below off (its files were lost, or retention moved past its start) is
+// restarted at off; an entry below a minimum that retention already
+// recorded is skipped (re-dispatch after a crash).
+func putQueueEntry(q *consumequeue.Queue, off int64, e consumequeue.Entry) error {
+	err := q.Put(off, e)
+	if errors.Is(err, consumequeue.ErrOffsetTooSmall) {
+		return nil
+	}
+	if errors.Is(err, consumequeue.ErrGap) && q.MaxOffset() == q.MinOffset() {
+		if err := q.Reset(off); err != nil {
+			return err
+		}
+		return q.Put(off, e)
+	}
+	return err
+}
+
+func (s *Store) indexRecord(topic string, offset int64, info *message.DispatchInfo) error {
+	d := &s.disp
+	keys := info.Keys
+	for len(keys) > 0 {
+		var k []byte
+		if i := bytes.IndexByte(keys, ' '); i >= 0 {
+			k, keys = keys[:i], keys[i+1:]
+		} else {
+			k, keys = keys, nil
+		}
+		if len(k) == 0 {
+			continue
+		}
+		d.keyBuf = indexKey(d.keyBuf, topic, indexKindKey, k)
+		if err := s.index.Add(d.keyBuf, offset, info.StoreTimestamp); err != nil {
+			return fmt.Errorf("index key at %d: %w", offset, err)
+		}
+	}
+	for _, kk := range [...]struct {
+		kind byte
+		v    []byte
+	}{{indexKindUniq, info.UniqKey}, {indexKindDup, info.DedupID}} {
+		if len(kk.v) == 0 {
+			continue
+		}
+		d.keyBuf = indexKey(d.keyBuf, topic, kk.kind, kk.v)
+		if err := s.index.Add(d.keyBuf, offset, info.StoreTimestamp); err != nil {
+			return fmt.Errorf("index key at %d: %w", offset, err)
+		}
+	}
+	return nil
+}
+
+// NewDataSignal returns a channel that is closed the next time the
+// dispatcher adds entries to any queue of topic (or the store closes).
+// Long polls take the channel, re-check their queues, then wait on it.
+func (s *Store) NewDataSignal(topic string) <-chan struct{} {
+	s.signalsMu.Lock()
+	defer s.signalsMu.Unlock()
+	ch, ok := s.signals[topic]
+	if !ok {
+		ch = make(chan struct{})
+		if s.closed.Load() {
+			close(ch)
+			return ch
+		}
+		s.signals[topic] = ch
+	}
+	return ch
+}
+
+func (s *Store) notifyTouched() {
+	d := &s.disp
+	if len(d.touched) == 0 {
+		return
+	}
+	s.signalsMu.Lock()
+	if s.dispatchSignal != nil {
+		close(s.dispatchSignal)
+		s.dispatchSignal = nil
+	}
+	for _, t := range d.touched {
+		if ch, ok := s.signals[t]; ok {
+			close(ch)
+			delete(s.signals, t)
+		}
+	}
+	s.signalsMu.Unlock()
+	d.touched = d.touched[:0]
+}
+
+// AwaitDispatch waits until everything appended (and, in sync mode,
+// flushed) before the call is visible in the ConsumeQueues, or ctx ends.
+// A consumer that calls it before reading sees every message whose send
+// had returned: read-your-writes across the asynchronous dispatcher.
+func (s *Store) AwaitDispatch(ctx context.Context) error {
+	target := s.dispatchLimit()
+	for s.dispatched.Load() < target {
+		s.signalsMu.Lock()
+		if s.dispatchSignal == nil {
+			s.dispatchSignal = make(chan struct{})
+		}
+		ch := s.dispatchSignal
+		s.signalsMu.Unlock()
+		if s.dispatched.Load() >= target {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-s.closing:
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Dispatched is the CommitLog offset below which every record is visible
+// in its ConsumeQueue.
+func (s *Store) Dispatched() int64 { return s.dispatched.Load() }
+
+// dispatchLoop follows the CommitLog until the store closes. A failed pass
+// (which would mean a bug or a damaged record) is logged and retried.
+func (s *Store) dispatchLoop() {
+	defer s.workers.Done()
+	notify := s.commitLog.Notify()
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-s.closing:
+			return
+		case <-notify:
+		case <-retry:
+		}
+		retry = nil
+		if _, err := s.dispatchAvailable(s.dispatchLimit()); err != nil {
+			s.log.Error().Err(err).Msg("dispatch failed; retrying")
+			retry = time.After(100 * time.Millisecond)
+		}
+	}
+}

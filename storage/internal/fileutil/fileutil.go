@@ -1,0 +1,141 @@
+// Package fileutil holds the file primitives the storage engines share:
+// preallocation, fdatasync, directory fsync, atomic file replacement and a
+// directory lock. Everything here is Linux/Unix first; it is deliberately
+// small and has no knowledge of mqgate's formats.
+package fileutil
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrLocked is returned by LockDir when another process holds the lock.
+var ErrLocked = errors.New("fileutil: directory is locked by another process")
+
+// Preallocate reserves size bytes for f with fallocate(2), so that later
+// writes through a memory mapping can never hit ENOSPC (which would surface
+// as SIGBUS). Filesystems without fallocate fall back to writing zeros.
+func Preallocate(f *os.File, size int64) error {
+	err := unix.Fallocate(int(f.Fd()), 0, 0, size)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
+		return fmt.Errorf("fallocate %s: %w", f.Name(), err)
+	}
+	return zeroFill(f, size)
+}
+
+func zeroFill(f *os.File, size int64) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 1<<20)
+	for off := st.Size(); off < size; {
+		n := int64(len(buf))
+		if size-off < n {
+			n = size - off
+		}
+		if _, err := f.WriteAt(buf[:n], off); err != nil {
+			return fmt.Errorf("zero-fill %s: %w", f.Name(), err)
+		}
+		off += n
+	}
+	return nil
+}
+
+// Fdatasync flushes f's data (and the metadata needed to read it back).
+func Fdatasync(f *os.File) error {
+	return unix.Fdatasync(int(f.Fd()))
+}
+
+// SyncDir fsyncs a directory so that creates, renames and removes inside it
+// are durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// WriteFileAtomic replaces path with data: write a temporary file, fsync
+// it, rename it over path and fsync the directory (etcd's cut()).
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
+// DirLock is an exclusive advisory lock on a directory (flock on a LOCK
+// file inside it), so that two processes never open one store.
+type DirLock struct{ f *os.File }
+
+// LockDir takes the lock or returns ErrLocked.
+func LockDir(dir string) (*DirLock, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+		}
+		return nil, err
+	}
+	return &DirLock{f: f}, nil
+}
+
+// Unlock releases the lock. It is safe to call more than once.
+func (l *DirLock) Unlock() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	err := l.f.Close() // closing the descriptor drops the flock
+	l.f = nil
+	return err
+}
+
+// DiskUsage returns the fraction of the filesystem holding dir that is in
+// use (0..1), as df computes it for an unprivileged user.
+func DiskUsage(dir string) (float64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	total := float64(st.Blocks) * float64(st.Bsize)
+	avail := float64(st.Bavail) * float64(st.Bsize)
+	free := float64(st.Bfree) * float64(st.Bsize)
+	used := total - free
+	if used+avail <= 0 {
+		return 0, nil
+	}
+	return used / (used + avail), nil
+}

@@ -1,0 +1,187 @@
+package offset
+
+import (
+	"errors"
+	"sort"
+	"sync"
+)
+
+// Sentinel errors.
+var (
+	ErrCorrupt   = errors.New("offset: corrupt record")
+	ErrTooLong   = errors.New("offset: name too long")
+	ErrBadSnap   = errors.New("offset: invalid snapshot")
+	errTooMany   = errors.New("offset: too many entries in one record")
+	errBadOffset = errors.New("offset: negative offset")
+)
+
+// Key names one queue of one group.
+type Key struct {
+	Group   string
+	Topic   string
+	QueueID int32
+}
+
+// State is the durable progress of one Key.
+type State struct {
+	// Committed is the lowest offset not acknowledged: everything below it
+	// is done.
+	Committed int64
+	// Generation increases with every explicit commit (reset).
+	Generation uint32
+	// acked holds acknowledged offsets >= Committed.
+	acked map[int64]struct{}
+}
+
+// Acked reports whether offset is acknowledged.
+func (s *State) Acked(offset int64) bool {
+	if offset < s.Committed {
+		return true
+	}
+	_, ok := s.acked[offset]
+	return ok
+}
+
+// AckedAbove is how many offsets above Committed are acknowledged.
+func (s *State) AckedAbove() int { return len(s.acked) }
+
+// Table is the progress of every known key. Safe for concurrent use.
+type Table struct {
+	mu     sync.RWMutex
+	states map[Key]*State
+}
+
+// NewTable returns an empty table.
+func NewTable() *Table { return &Table{states: make(map[Key]*State)} }
+
+func (t *Table) state(k Key) *State {
+	s := t.states[k]
+	if s == nil {
+		s = &State{}
+		t.states[k] = s
+	}
+	return s
+}
+
+// Change reports a key whose committed offset moved.
+type Change struct {
+	Key       Key
+	Committed int64
+}
+
+// Apply applies one decoded record and returns the keys whose committed
+// offset changed.
+func (t *Table) Apply(r Record) []Change {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var changes []Change
+	for _, e := range r.Entries {
+		s := t.state(e.Key)
+		before := s.Committed
+		switch e.Kind {
+		case KindAck:
+			if e.Generation != s.Generation {
+				continue // acks of an older generation were overtaken by a reset
+			}
+			for _, off := range e.Offsets {
+				if off < s.Committed {
+					continue
+				}
+				if s.acked == nil {
+					s.acked = make(map[int64]struct{})
+				}
+				s.acked[off] = struct{}{}
+			}
+			for {
+				if _, ok := s.acked[s.Committed]; !ok {
+					break
+				}
+				delete(s.acked, s.Committed)
+				s.Committed++
+			}
+		case KindCommit:
+			if e.Generation <= s.Generation {
+				continue // already applied, or superseded
+			}
+			s.Generation = e.Generation
+			s.Committed = e.Offset
+			for off := range s.acked {
+				if off < s.Committed {
+					delete(s.acked, off)
+				}
+			}
+		}
+		if s.Committed != before {
+			changes = append(changes, Change{Key: e.Key, Committed: s.Committed})
+		}
+	}
+	return changes
+}
+
+// Get returns a copy of the state of k (zero when unknown).
+func (t *Table) Get(k Key) (committed int64, generation uint32, ok bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	s := t.states[k]
+	if s == nil {
+		return 0, 0, false
+	}
+	return s.Committed, s.Generation, true
+}
+
+// IsAcked reports whether offset of k is acknowledged.
+func (t *Table) IsAcked(k Key, offset int64) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	s := t.states[k]
+	return s != nil && s.Acked(offset)
+}
+
+// AckedAbove returns the acknowledged offsets of k above its committed
+// offset, ascending.
+func (t *Table) AckedAbove(k Key) []int64 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	s := t.states[k]
+	if s == nil {
+		return nil
+	}
+	out := make([]int64, 0, len(s.acked))
+	for off := range s.acked {
+		out = append(out, off)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Keys lists every key, sorted by group, topic, queue.
+func (t *Table) Keys() []Key {
+	t.mu.RLock()
+	out := make([]Key, 0, len(t.states))
+	for k := range t.states {
+		out = append(out, k)
+	}
+	t.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Group != b.Group {
+			return a.Group < b.Group
+		}
+		if a.Topic != b.Topic {
+			return a.Topic < b.Topic
+		}
+		return a.QueueID < b.QueueID
+	})
+	return out
+}
+
+// Forget drops every key of group (group deletion).
+func (t *Table) Forget(group string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k := range t.states {
+		if k.Group == group {
+			delete(t.states, k)
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package offset
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+)
+
+var k = Key{Group: "g", Topic: "t", QueueID: 1}
+
+func ack(gen uint32, offs ...int64) Record {
+	return Record{Entries: []Entry{{Kind: KindAck, Key: k, Generation: gen, Offsets: offs}}}
+}
+
+func TestCommittedIsLowestUnacked(t *testing.T) {
+	tb := NewTable()
+	require.Empty(t, tb.Apply(ack(0, 1, 2)), "offset 0 is still open")
+	c, _, _ := tb.Get(k)
+	require.Equal(t, int64(0), c)
+	require.True(t, tb.IsAcked(k, 2))
+	require.False(t, tb.IsAcked(k, 0))
+	ch := tb.Apply(ack(0, 0))
+	require.Equal(t, []Change{{Key: k, Committed: 3}}, ch)
+	require.Empty(t, tb.AckedAbove(k))
+	require.Empty(t, tb.Apply(ack(0, 0, 1)), "re-applying is a no-op")
+}
+
+func TestCommitGenerationsMakeReplayIdempotent(t *testing.T) {
+	tb := NewTable()
+	tb.Apply(ack(0, 0, 1, 2, 5))
+	reset := Record{Entries: []Entry{{Kind: KindCommit, Key: k, Generation: 1, Offset: 1}}}
+	tb.Apply(reset)
+	c, g, _ := tb.Get(k)
+	require.Equal(t, int64(1), c)
+	require.Equal(t, uint32(1), g)
+	require.True(t, tb.IsAcked(k, 5), "acks above a rewind target survive")
+	tb.Apply(ack(1, 1))
+	tb.Apply(ack(0, 3)) // from before the reset: ignored
+	require.False(t, tb.IsAcked(k, 3))
+	c, _, _ = tb.Get(k)
+	require.Equal(t, int64(2), c)
+	tb.Apply(reset) // replayed: must not rewind again
+	c, _, _ = tb.Get(k)
+	require.Equal(t, int64(2), c)
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var r Record
+		for i, n := 0, rapid.IntRange(0, 5).Draw(t, "n"); i < n; i++ {
+			e := Entry{
+				Key: Key{
+					Group:   rapid.StringN(0, 20, 255).Draw(t, "g"),
+					Topic:   rapid.StringN(0, 20, 255).Draw(t, "t"),
+					QueueID: rapid.Int32().Draw(t, "q"),
+				},
+				Generation: rapid.Uint32().Draw(t, "gen"),
+			}
+			if rapid.Bool().Draw(t, "ack") {
+				e.Kind = KindAck
+				e.Offsets = rapid.SliceOfN(rapid.Int64(), 0, 10).Draw(t, "offs")
+			} else {
+				e.Kind = KindCommit
+				e.Offset = rapid.Int64Min(0).Draw(t, "off")
+			}
+			r.Entries = append(r.Entries, e)
+		}
+		b, err := EncodeRecord(r)
+		require.NoError(t, err)
+		got, err := DecodeRecord(b)
+		require.NoError(t, err)
+		require.Equal(t, len(r.Entries), len(got.Entries))
+		b2, err := EncodeRecord(got)
+		require.NoError(t, err)
+		require.Equal(t, b, b2)
+	})
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	b, _ := EncodeRecord(ack(3, 1, 2, 3))
+	f.Add(b)
+	b, _ = EncodeRecord(Record{Entries: []Entry{{Kind: KindCommit, Key: k, Generation: 9, Offset: 7}}})
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := DecodeRecord(b)
+		if err != nil {
+			return
+		}
+		again, err := EncodeRecord(r)
+		if err != nil {
+			t.Fatalf("decoded record does not re-encode: %v", err)
+		}
+		if string(again) != string(b) {
+			t.Fatalf("re-encoding differs")
+		}
+	})
+}
+
+func TestSnapshotRoundTripAndDamage(t *testing.T) {
+	tb := NewTable()
+	tb.Apply(ack(0, 0, 1, 4, 9))
+	tb.Apply(Record{Entries: []Entry{{Kind: KindCommit, Key: Key{"h", "u", 0}, Generation: 2, Offset: 40}}})
+	path := filepath.Join(t.TempDir(), "offsets")
+	require.NoError(t, tb.Save(path, func() int64 { return 77 }))
+	got, sys, err := Load(path)
+	require.NoError(t, err)
+	require.Equal(t, int64(77), sys)
+	c, _, _ := got.Get(k)
+	require.Equal(t, int64(2), c)
+	require.Equal(t, []int64{4, 9}, got.AckedAbove(k))
+	c, g, _ := got.Get(Key{"h", "u", 0})
+	require.Equal(t, int64(40), c)
+	require.Equal(t, uint32(2), g)
+
+	b, err := tb.encodeSnapshot(func() int64 { return 77 })
+	require.NoError(t, err)
+	for i := 0; i < len(b); i += 3 {
+		flipped := append([]byte(nil), b...)
+		flipped[i] ^= 0x10
+		_, _, err := decodeSnapshot(flipped)
+		require.ErrorIs(t, err, ErrBadSnap, "flip at %d", i)
+		_, _, err = decodeSnapshot(b[:i])
+		require.ErrorIs(t, err, ErrBadSnap, "torn at %d", i)
+	}
+	empty, sys, err := Load(filepath.Join(t.TempDir(), "missing"))
+	require.NoError(t, err)
+	require.Zero(t, sys)
+	require.Empty(t, empty.Keys())
+}

@@ -1,0 +1,172 @@
+package offset
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Kind is the kind of a record entry. Part of the on-disk format.
+type Kind uint8
+
+// Entry kinds.
+const (
+	KindAck    Kind = 1
+	KindCommit Kind = 2
+)
+
+const (
+	recordVersion = 1
+	maxEntries    = 1<<16 - 1
+	maxName       = 255
+)
+
+// Entry is one change to one key.
+type Entry struct {
+	Kind       Kind
+	Key        Key
+	Generation uint32
+	Offsets    []int64 // KindAck
+	Offset     int64   // KindCommit
+}
+
+// Record is the body of one system-topic message.
+type Record struct{ Entries []Entry }
+
+// EncodeRecord encodes r.
+func EncodeRecord(r Record) ([]byte, error) {
+	if len(r.Entries) > maxEntries {
+		return nil, errTooMany
+	}
+	size := 3
+	for _, e := range r.Entries {
+		if len(e.Key.Group) > maxName || len(e.Key.Topic) > maxName {
+			return nil, ErrTooLong
+		}
+		size += 1 + 1 + len(e.Key.Group) + 1 + len(e.Key.Topic) + 4 + 4
+		switch e.Kind {
+		case KindAck:
+			if len(e.Offsets) > maxEntries {
+				return nil, errTooMany
+			}
+			size += 2 + 8*len(e.Offsets)
+		case KindCommit:
+			if e.Offset < 0 {
+				return nil, errBadOffset
+			}
+			size += 8
+		default:
+			return nil, fmt.Errorf("%w: kind %d", ErrCorrupt, e.Kind)
+		}
+	}
+	b := make([]byte, 0, size)
+	b = append(b, recordVersion)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(r.Entries)))
+	for _, e := range r.Entries {
+		b = append(b, byte(e.Kind), byte(len(e.Key.Group)))
+		b = append(b, e.Key.Group...)
+		b = append(b, byte(len(e.Key.Topic)))
+		b = append(b, e.Key.Topic...)
+		b = binary.BigEndian.AppendUint32(b, uint32(e.Key.QueueID))
+		b = binary.BigEndian.AppendUint32(b, e.Generation)
+		if e.Kind == KindAck {
+			b = binary.BigEndian.AppendUint16(b, uint16(len(e.Offsets)))
+			for _, off := range e.Offsets {
+				b = binary.BigEndian.AppendUint64(b, uint64(off))
+			}
+		} else {
+			b = binary.BigEndian.AppendUint64(b, uint64(e.Offset))
+		}
+	}
+	return b, nil
+}
+
+type reader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *reader) take(n int) []byte {
+	if r.bad || n > len(r.b) {
+		r.bad = true
+		return nil
+	}
+	out := r.b[:n]
+	r.b = r.b[n:]
+	return out
+}
+
+func (r *reader) u8() uint8 {
+	if b := r.take(1); b != nil {
+		return b[0]
+	}
+	return 0
+}
+
+func (r *reader) u16() uint16 {
+	if b := r.take(2); b != nil {
+		return binary.BigEndian.Uint16(b)
+	}
+	return 0
+}
+
+func (r *reader) u32() uint32 {
+	if b := r.take(4); b != nil {
+		return binary.BigEndian.Uint32(b)
+	}
+	return 0
+}
+
+func (r *reader) u64() uint64 {
+	if b := r.take(8); b != nil {
+		return binary.BigEndian.Uint64(b)
+	}
+	return 0
+}
+
+// DecodeRecord decodes a record body. It never panics and returns
+// ErrCorrupt for anything EncodeRecord would not produce.
+func DecodeRecord(b []byte) (Record, error) {
+	r := &reader{b: b}
+	if v := r.u8(); v != recordVersion {
+		return Record{}, fmt.Errorf("%w: version %d", ErrCorrupt, v)
+	}
+	n := int(r.u16())
+	if r.bad || n > len(r.b)/13 {
+		return Record{}, fmt.Errorf("%w: entry count %d", ErrCorrupt, n)
+	}
+	rec := Record{Entries: make([]Entry, 0, n)}
+	for i := 0; i < n; i++ {
+		var e Entry
+		e.Kind = Kind(r.u8())
+		e.Key.Group = string(r.take(int(r.u8())))
+		e.Key.Topic = string(r.take(int(r.u8())))
+		e.Key.QueueID = int32(r.u32())
+		e.Generation = r.u32()
+		switch e.Kind {
+		case KindAck:
+			m := int(r.u16())
+			if r.bad || m*8 > len(r.b) {
+				return Record{}, fmt.Errorf("%w: entry %d", ErrCorrupt, i)
+			}
+			e.Offsets = make([]int64, m)
+			for j := range e.Offsets {
+				e.Offsets[j] = int64(r.u64())
+			}
+		case KindCommit:
+			e.Offset = int64(r.u64())
+			if e.Offset < 0 {
+				r.bad = true
+			}
+		default:
+			r.bad = true
+		}
+		if r.bad {
+			return Record{}, fmt.Errorf("%w: entry %d", ErrCorrupt, i)
+		}
+		rec.Entries = append(rec.Entries, e)
+	}
+	if len(r.b) != 0 {
+		return Record{}, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(r.b))
+	}
+	return rec, nil
+}

@@ -1,0 +1,148 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mqgate/mqgate/storage/commitlog"
+	"github.com/mqgate/mqgate/storage/message"
+)
+
+// RetryTopicPrefix starts every retry topic (%RETRY%<group>).
+const RetryTopicPrefix = "%RETRY%"
+
+// putEncoder adapts a Message to commitlog.Encoder. Encode runs under the
+// CommitLog's append lock, which is what makes the queue-offset assignment
+// and the store timestamp monotonic per queue (RocketMQ assigns both inside
+// CommitLog.putMessage's lock too).
+type putEncoder struct {
+	store *Store
+	msg   *message.Message
+	size  int
+}
+
+func (e *putEncoder) Len() int { return e.size }
+
+func (e *putEncoder) Encode(dst []byte, offset int64) {
+	s, m := e.store, e.msg
+	key := queueKey{m.Topic, m.QueueID}
+	m.QueueOffset = s.queueOffsets[key]
+	s.queueOffsets[key] = m.QueueOffset + 1
+	m.PhysicalOffset = offset
+	m.StoreTimestamp = time.Now().UnixMilli()
+	m.StoreHost = s.storeHost
+	m.EncodePayload(dst)
+}
+
+// prepare validates m and fills what the store computes before the append.
+func (s *Store) prepare(m *message.Message) (int, error) {
+	if m.Topic == "" || len(m.Topic) > message.MaxTopicLen || m.QueueID < 0 {
+		return 0, fmt.Errorf("%w: topic %q queue %d", ErrInvalidMessage, m.Topic, m.QueueID)
+	}
+	if m.Topic == message.ScheduleTopic {
+		due, err := strconv.ParseInt(m.Property(message.PropertyDeliverTimeMs), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%w: schedule message without %s", ErrInvalidMessage, message.PropertyDeliverTimeMs)
+		}
+		m.TagsCode = due
+	} else if strings.HasPrefix(m.Topic, RetryTopicPrefix) {
+		// A retry topic is shared by every topic of its group: index the
+		// original topic, so a consumer of one topic skips the others'
+		// retries without reading them.
+		m.TagsCode = message.TagsCode(m.Property(message.PropertyRetryTopic))
+	} else {
+		m.TagsCode = message.TagsCode(m.Tag())
+	}
+	size := m.PayloadSize()
+	if size > s.opts.MaxMessageSize {
+		return 0, fmt.Errorf("%w: %d bytes > %d", ErrMessageTooLarge, size, s.opts.MaxMessageSize)
+	}
+	return size, nil
+}
+
+func (s *Store) checkWritable() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if s.diskFull.Load() {
+		return ErrDiskFull
+	}
+	return nil
+}
+
+// Put appends one message. The store assigns QueueOffset, PhysicalOffset,
+// StoreTimestamp, StoreHost and TagsCode (written back into m). In sync
+// flush mode it returns only once the message is durable.
+func (s *Store) Put(m *message.Message) (PutResult, error) {
+	if err := s.checkWritable(); err != nil {
+		return PutResult{}, err
+	}
+	size, err := s.prepare(m)
+	if err != nil {
+		return PutResult{}, err
+	}
+	enc := s.encoders.Get().(*putEncoder)
+	enc.msg, enc.size = m, size
+	res, err := s.commitLog.Append(enc)
+	enc.msg = nil
+	s.encoders.Put(enc)
+	if err != nil {
+		return PutResult{}, s.mapAppendErr(err)
+	}
+	return s.result(m, res), nil
+}
+
+// PutBatch appends messages under one lock acquisition and one flush wait.
+// res must have len(ms). On error no result is valid (some messages may
+// still have been written: the caller must treat the outcome as unknown,
+// which is what Idempotency-Key retries are for).
+func (s *Store) PutBatch(ms []*message.Message, res []PutResult) error {
+	if len(res) != len(ms) {
+		return fmt.Errorf("%w: %d results for %d messages", ErrInvalidMessage, len(res), len(ms))
+	}
+	if err := s.checkWritable(); err != nil {
+		return err
+	}
+	encs := make([]commitlog.Encoder, len(ms))
+	for i, m := range ms {
+		size, err := s.prepare(m)
+		if err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
+		}
+		encs[i] = &putEncoder{store: s, msg: m, size: size}
+	}
+	appended := make([]commitlog.AppendResult, len(ms))
+	if err := s.commitLog.AppendBatch(encs, appended); err != nil {
+		return s.mapAppendErr(err)
+	}
+	for i, m := range ms {
+		res[i] = s.result(m, appended[i])
+	}
+	return nil
+}
+
+func (s *Store) result(m *message.Message, r commitlog.AppendResult) PutResult {
+	return PutResult{
+		ID:             message.NewID(s.storeHost, r.Offset),
+		PhysicalOffset: r.Offset,
+		Size:           r.Size,
+		QueueID:        m.QueueID,
+		QueueOffset:    m.QueueOffset,
+		StoreTimestamp: m.StoreTimestamp,
+	}
+}
+
+func (s *Store) mapAppendErr(err error) error {
+	switch {
+	case errors.Is(err, commitlog.ErrReadOnly):
+		return fmt.Errorf("%w: %w", ErrReadOnly, err)
+	case errors.Is(err, commitlog.ErrClosed):
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	case errors.Is(err, commitlog.ErrRecordTooLarge):
+		return fmt.Errorf("%w: %w", ErrMessageTooLarge, err)
+	}
+	return err
+}

@@ -1,0 +1,329 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/mqgate/mqgate/storage/commitlog"
+	"github.com/mqgate/mqgate/storage/consumequeue"
+	"github.com/mqgate/mqgate/storage/message"
+)
+
+var readBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// Lookup returns the message stored at a CommitLog offset taken from a
+// ConsumeQueue entry (trusted input).
+func (s *Store) Lookup(offset int64) (*message.Message, error) {
+	return s.lookup(offset, false)
+}
+
+// LookupID returns the message a message id names. The id comes from a
+// client, so the frame at its offset is fully verified (size, magic, stored
+// offset, CRC) before it is decoded.
+func (s *Store) LookupID(id message.ID) (*message.Message, error) {
+	return s.lookup(id.Offset(), true)
+}
+
+func (s *Store) lookup(offset int64, verify bool) (*message.Message, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	bp := readBuffers.Get().(*[]byte)
+	defer readBuffers.Put(bp)
+	var (
+		rec commitlog.Record
+		err error
+	)
+	if verify {
+		rec, err = s.commitLog.Verify(offset, *bp)
+	} else {
+		rec, err = s.commitLog.Read(offset, *bp)
+	}
+	if err != nil {
+		return nil, s.mapReadErr(offset, err)
+	}
+	if cap(rec.Payload) > cap(*bp) {
+		*bp = rec.Payload[:0]
+	}
+	m := new(message.Message)
+	if err := message.DecodePayload(rec.Payload, m); err != nil {
+		return nil, fmt.Errorf("%w: record at %d: %w", ErrCorrupt, offset, err)
+	}
+	m.PhysicalOffset = offset
+	return m, nil
+}
+
+func (s *Store) mapReadErr(offset int64, err error) error {
+	switch {
+	case errors.Is(err, commitlog.ErrOffsetTooSmall):
+		return fmt.Errorf("%w: commitlog offset %d < %d", ErrOffsetTooSmall, offset, s.commitLog.MinOffset())
+	case errors.Is(err, commitlog.ErrNoData), errors.Is(err, commitlog.ErrEndOfSegment),
+		errors.Is(err, commitlog.ErrCorrupt):
+		return fmt.Errorf("%w: no message at commitlog offset %d", ErrNotFound, offset)
+	case errors.Is(err, commitlog.ErrClosed):
+		return ErrClosed
+	}
+	return err
+}
+
+// MinOffset is the lowest readable queue offset of (topic, queueID).
+func (s *Store) MinOffset(topic string, queueID int32) int64 {
+	q, _ := s.queue(topic, queueID, false)
+	if q == nil {
+		return 0
+	}
+	return q.MinOffset()
+}
+
+// MaxOffset is the next queue offset to be dispatched for (topic, queueID):
+// every offset below it is readable (or below MinOffset).
+func (s *Store) MaxOffset(topic string, queueID int32) int64 {
+	q, _ := s.queue(topic, queueID, false)
+	if q == nil {
+		return 0
+	}
+	return q.MaxOffset()
+}
+
+// QueueIDs lists the queues of a topic that hold or held messages.
+func (s *Store) QueueIDs(topic string) []int32 {
+	s.queuesMu.RLock()
+	defer s.queuesMu.RUnlock()
+	return append([]int32(nil), s.topics[topic]...)
+}
+
+// Topics lists every topic with at least one ConsumeQueue, sorted.
+func (s *Store) Topics() []string {
+	s.queuesMu.RLock()
+	out := make([]string, 0, len(s.topics))
+	for t := range s.topics {
+		out = append(out, t)
+	}
+	s.queuesMu.RUnlock()
+	sort.Strings(out)
+	return out
+}
+
+// ReadResult is one batch read from a queue.
+type ReadResult struct {
+	Messages []*message.Message
+	// Next is the queue offset after the last entry examined: pass it to
+	// the next call. Entries that did not match the filter are skipped.
+	Next int64
+	// Skipped counts entries whose CommitLog record was already deleted by
+	// retention (their queue offsets are passed over).
+	Skipped int
+}
+
+// maxScan bounds how many ConsumeQueue entries one read examines, so a
+// selective tag filter cannot turn one pull into a full scan.
+const maxScan = 1024
+
+// ReadQueue reads up to max messages of (topic, queueID) from offset,
+// keeping those whose tagsCode match accepts (nil accepts all).
+// An offset below MinOffset gives ErrOffsetTooSmall; above MaxOffset,
+// ErrOffsetOutOfRange; at MaxOffset, an empty result.
+func (s *Store) ReadQueue(topic string, queueID int32, offset int64, max int, match func(tagsCode int64) bool) (ReadResult, error) {
+	if s.closed.Load() {
+		return ReadResult{}, ErrClosed
+	}
+	res := ReadResult{Next: offset}
+	q, _ := s.queue(topic, queueID, false)
+	if q == nil {
+		if offset != 0 {
+			return res, fmt.Errorf("%w: %s/%d has no messages", ErrOffsetOutOfRange, topic, queueID)
+		}
+		return res, nil
+	}
+	if min := q.MinOffset(); offset < min {
+		return res, fmt.Errorf("%w: %s/%d offset %d < %d", ErrOffsetTooSmall, topic, queueID, offset, min)
+	}
+	if top := q.MaxOffset(); offset > top {
+		return res, fmt.Errorf("%w: %s/%d offset %d > %d", ErrOffsetOutOfRange, topic, queueID, offset, top)
+	}
+	var entries [32]consumequeue.Entry
+	for scanned := 0; len(res.Messages) < max && scanned < maxScan; {
+		n, err := q.Read(res.Next, entries[:])
+		if err != nil && !errors.Is(err, consumequeue.ErrOffsetOutOfRange) {
+			if errors.Is(err, consumequeue.ErrOffsetTooSmall) {
+				return res, fmt.Errorf("%w: %w", ErrOffsetTooSmall, err)
+			}
+			return res, err
+		}
+		if n == 0 {
+			break
+		}
+		for _, e := range entries[:n] {
+			if len(res.Messages) == max {
+				break
+			}
+			res.Next++
+			scanned++
+			if match != nil && !match(e.TagsCode) {
+				continue
+			}
+			m, err := s.Lookup(e.CommitLogOffset)
+			if errors.Is(err, ErrOffsetTooSmall) {
+				res.Skipped++
+				continue
+			}
+			if err != nil {
+				return res, err
+			}
+			res.Messages = append(res.Messages, m)
+		}
+	}
+	return res, nil
+}
+
+// SearchOffsetByTime returns the first queue offset of (topic, queueID)
+// whose store time is >= ts (unix ms), or MaxOffset when none is
+// (RocketMQ's getOffsetInQueueByTime, used by reset-offset-by-time).
+func (s *Store) SearchOffsetByTime(topic string, queueID int32, ts int64) (int64, error) {
+	q, _ := s.queue(topic, queueID, false)
+	if q == nil {
+		return 0, nil
+	}
+	lo, hi := q.MinOffset(), q.MaxOffset()
+	var searchErr error
+	bp := readBuffers.Get().(*[]byte)
+	defer readBuffers.Put(bp)
+	n := sort.Search(int(hi-lo), func(i int) bool {
+		if searchErr != nil {
+			return true
+		}
+		e, err := q.Get(lo + int64(i))
+		if err != nil {
+			if !errors.Is(err, consumequeue.ErrOffsetTooSmall) {
+				searchErr = err
+			}
+			return errors.Is(err, consumequeue.ErrOffsetOutOfRange)
+		}
+		rec, err := s.commitLog.Read(e.CommitLogOffset, *bp)
+		if err != nil {
+			if errors.Is(err, commitlog.ErrOffsetTooSmall) {
+				return false // deleted by retention: older than anything left
+			}
+			searchErr = err
+			return true
+		}
+		var d message.DispatchInfo
+		if err := message.DecodeDispatch(rec.Payload, &d); err != nil {
+			searchErr = fmt.Errorf("%w: %w", ErrCorrupt, err)
+			return true
+		}
+		return d.StoreTimestamp >= ts
+	})
+	if searchErr != nil {
+		return 0, searchErr
+	}
+	return lo + int64(n), nil
+}
+
+// QueryByKey returns up to max messages of topic carrying key in their KEYS
+// property, stored within [begin, end] (unix ms; end 0 = no bound), newest
+// first. Hash collisions are resolved against the messages themselves.
+func (s *Store) QueryByKey(topic, key string, begin, end int64, max int) ([]*message.Message, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	cands, err := s.index.Lookup(indexKey(nil, topic, indexKindKey, []byte(key)), begin, end, max*4+16)
+	if err != nil {
+		return nil, err
+	}
+	var out []*message.Message
+	for _, off := range cands {
+		if len(out) == max {
+			break
+		}
+		m, err := s.Lookup(off)
+		if errors.Is(err, ErrOffsetTooSmall) || errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		if m.Topic != topic || !hasKey(m.Property(message.PropertyKeys), key) {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func hasKey(keys, key string) bool {
+	for _, k := range strings.Fields(keys) {
+		if k == key {
+			return true
+		}
+	}
+	return false
+}
+
+// Index key kinds: the byte between topic and key in an index key.
+const (
+	indexKindKey  = 0 // a business key from KEYS
+	indexKindUniq = 1 // UNIQ_KEY
+	indexKindDup  = 2 // DEDUP_ID
+)
+
+// indexKey composes "<topic>\x00<kind><key>" into dst.
+func indexKey(dst []byte, topic string, kind byte, key []byte) []byte {
+	dst = append(dst[:0], topic...)
+	dst = append(dst, 0, kind)
+	return append(dst, key...)
+}
+
+// FindByDedupID returns the newest message of topic whose DEDUP_ID property
+// is id and that was stored at or after since (unix ms), or ErrNotFound.
+func (s *Store) FindByDedupID(topic, id string, since int64) (*message.Message, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	cands, err := s.index.Lookup(indexKey(nil, topic, indexKindDup, []byte(id)), since, 0, 16)
+	if err != nil {
+		return nil, err
+	}
+	for _, off := range cands {
+		m, err := s.Lookup(off)
+		if errors.Is(err, ErrOffsetTooSmall) || errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m.Topic == topic && m.Property(message.PropertyDedupID) == id {
+			return m, nil
+		}
+	}
+	return nil, ErrNotFound
+}
+
+// Stats is a snapshot of the store's extent.
+type Stats struct {
+	CommitLogMin int64 // lowest retained CommitLog offset
+	CommitLogMax int64 // CommitLog write offset
+	Flushed      int64 // CommitLog durable offset
+	Dispatched   int64 // CommitLog offset visible through ConsumeQueues
+	Segments     int   // CommitLog segment files
+	DiskBytes    int64 // bytes allocated by CommitLog segments
+}
+
+// Stats reports the store's extent.
+func (s *Store) Stats() Stats {
+	segs := s.commitLog.Segments()
+	st := Stats{
+		CommitLogMin: s.commitLog.MinOffset(),
+		CommitLogMax: s.commitLog.Written(),
+		Flushed:      s.commitLog.Flushed(),
+		Dispatched:   s.dispatched.Load(),
+		Segments:     len(segs),
+	}
+	for _, seg := range segs {
+		st.DiskBytes += seg.Size
+	}
+	return st
+}

@@ -1,0 +1,333 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mqgate/mqgate/storage/message"
+)
+
+// Source reads the schedule topic. The store implements it through an
+// adapter; the scheduler never sees the store itself.
+type Source interface {
+	// ReadLevel reads up to max messages of the level's queue (queue
+	// level-1) from offset and returns the offset after the last entry
+	// examined (entries lost to retention are passed over).
+	ReadLevel(level int, offset int64, max int) (msgs []*message.Message, next int64, err error)
+	// LevelRange returns the min and max offsets of the level's queue.
+	LevelRange(level int) (min, max int64)
+	// Signal returns a channel that is closed when new schedule entries land.
+	Signal() <-chan struct{}
+}
+
+// Sink stores due messages at their real destination.
+type Sink interface {
+	Deliver(msgs []*message.Message) error
+}
+
+// Config configures a Scheduler.
+type Config struct {
+	// Levels is the delay of each level, level 1 first. Required.
+	Levels []time.Duration
+	// ProgressPath is the file holding per-level offsets. Required.
+	ProgressPath string
+	// SaveInterval is how often changed progress is saved (default 1 s;
+	// RocketMQ saves every 15 s — more often only narrows what a crash
+	// re-delivers).
+	SaveInterval time.Duration
+	// BatchSize is how many messages one read/deliver step handles (default 256).
+	BatchSize int
+	// OnDeliver, if set, is called for every delivered message with its
+	// level and how late it was (metrics).
+	OnDeliver func(level int, late time.Duration)
+	// Logger receives logs (default zerolog.Nop()).
+	Logger zerolog.Logger
+}
+
+// LevelStatus is one level's position (mqadmin brokerStatus's
+// scheduleMessageOffset).
+type LevelStatus struct {
+	Level     int
+	Delay     time.Duration
+	Offset    int64     // next entry to deliver
+	MaxOffset int64     // entries written to the level's queue
+	Backlog   int64     // MaxOffset - Offset
+	NextDue   time.Time // due time of the head entry (zero when idle)
+}
+
+// RunResult is what one runOnce pass did.
+type RunResult struct {
+	Delivered int
+	NextDue   time.Time // zero: the level's queue is drained
+}
+
+// Scheduler runs one worker per delay level.
+type Scheduler struct {
+	cfg  Config
+	src  Source
+	sink Sink
+	log  zerolog.Logger
+
+	mu      sync.Mutex
+	offsets []int64
+	nextDue []time.Time
+	dirty   bool
+	saveMu  sync.Mutex
+
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	started bool
+	stopped bool
+}
+
+// New loads saved progress and returns a scheduler that is not yet running.
+func New(cfg Config, src Source, sink Sink) (*Scheduler, error) {
+	if len(cfg.Levels) == 0 || len(cfg.Levels) > MaxLevels {
+		return nil, fmt.Errorf("%w: %d levels", ErrBadLevels, len(cfg.Levels))
+	}
+	if cfg.ProgressPath == "" {
+		return nil, errors.New("schedule: ProgressPath is required")
+	}
+	if cfg.SaveInterval == 0 {
+		cfg.SaveInterval = time.Second
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = 256
+	}
+	offsets, err := loadProgress(cfg.ProgressPath, len(cfg.Levels))
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", cfg.ProgressPath, err)
+	}
+	return &Scheduler{
+		cfg:     cfg,
+		src:     src,
+		sink:    sink,
+		log:     cfg.Logger.With().Str("component", "schedule").Logger(),
+		offsets: offsets,
+		nextDue: make([]time.Time, len(cfg.Levels)),
+		stop:    make(chan struct{}),
+	}, nil
+}
+
+// Levels returns the configured delays, level 1 first.
+func (s *Scheduler) Levels() []time.Duration { return s.cfg.Levels }
+
+// Start launches the level workers and the progress saver.
+func (s *Scheduler) Start(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return
+	}
+	s.started = true
+	for level := 1; level <= len(s.cfg.Levels); level++ {
+		s.wg.Add(1)
+		go s.work(ctx, level)
+	}
+	s.wg.Add(1)
+	go s.saveLoop(ctx)
+}
+
+// Stop stops the workers, waits for them and saves progress. Idempotent.
+func (s *Scheduler) Stop() error {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopped = true
+	close(s.stop)
+	s.mu.Unlock()
+	s.wg.Wait()
+	return s.save()
+}
+
+func (s *Scheduler) work(ctx context.Context, level int) {
+	defer s.wg.Done()
+	backoff := 100 * time.Millisecond
+	for {
+		signal := s.src.Signal()
+		res, err := s.runOnce(level, time.Now())
+		var wait <-chan time.Time
+		switch {
+		case err != nil:
+			s.log.Error().Err(err).Int("level", level).Dur("retryIn", backoff).Msg("delivering due messages failed; will retry")
+			wait = time.After(backoff)
+			backoff = min(backoff*2, 5*time.Second)
+			signal = nil
+		case !res.NextDue.IsZero():
+			// The head is not due yet. Later entries of this level are due
+			// later still, so new data cannot change when to wake.
+			backoff = 100 * time.Millisecond
+			wait = time.After(time.Until(res.NextDue))
+			signal = nil
+		default:
+			backoff = 100 * time.Millisecond
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-signal:
+		case <-wait:
+		}
+	}
+}
+
+// runOnce delivers every due message of one level and reports the head's
+// due time when it stops at one that is not due.
+func (s *Scheduler) runOnce(level int, now time.Time) (RunResult, error) {
+	var res RunResult
+	s.mu.Lock()
+	off := s.offsets[level-1]
+	s.mu.Unlock()
+	low, top := s.src.LevelRange(level)
+	if off < low {
+		s.log.Warn().Int("level", level).Int64("from", off).Int64("to", low).Msg("schedule progress below the retained minimum")
+		off = low
+		s.advance(level, off, time.Time{})
+	}
+	for off < top {
+		msgs, next, err := s.src.ReadLevel(level, off, s.cfg.BatchSize)
+		if err != nil {
+			return res, err
+		}
+		due := len(msgs)
+		for i, m := range msgs {
+			if at := DueTime(m); at.After(now) {
+				due, res.NextDue = i, at
+				break
+			}
+		}
+		if due > 0 {
+			out := make([]*message.Message, due)
+			for i, m := range msgs[:due] {
+				out[i] = Restore(m)
+			}
+			if err := s.sink.Deliver(out); err != nil {
+				return res, fmt.Errorf("deliver %d messages of level %d: %w", due, level, err)
+			}
+			if s.cfg.OnDeliver != nil {
+				delivered := time.Now()
+				for _, m := range msgs[:due] {
+					s.cfg.OnDeliver(level, delivered.Sub(DueTime(m)))
+				}
+			}
+			res.Delivered += due
+		}
+		if due < len(msgs) {
+			off = msgs[due].QueueOffset
+			s.advance(level, off, res.NextDue)
+			return res, nil
+		}
+		if next <= off {
+			break
+		}
+		off = next
+		s.advance(level, off, time.Time{})
+		_, top = s.src.LevelRange(level)
+	}
+	return res, nil
+}
+
+func (s *Scheduler) advance(level int, off int64, nextDue time.Time) {
+	s.mu.Lock()
+	if s.offsets[level-1] != off {
+		s.offsets[level-1] = off
+		s.dirty = true
+	}
+	s.nextDue[level-1] = nextDue
+	s.mu.Unlock()
+}
+
+func (s *Scheduler) saveLoop(ctx context.Context) {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.SaveInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.save(); err != nil {
+				s.log.Error().Err(err).Msg("saving schedule progress failed")
+			}
+		}
+	}
+}
+
+func (s *Scheduler) save() error {
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
+	s.mu.Lock()
+	if !s.dirty {
+		s.mu.Unlock()
+		return nil
+	}
+	offsets := append([]int64(nil), s.offsets...)
+	s.dirty = false
+	s.mu.Unlock()
+	if err := saveProgress(s.cfg.ProgressPath, offsets); err != nil {
+		s.mu.Lock()
+		s.dirty = true
+		s.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// Status reports every level's position.
+func (s *Scheduler) Status() []LevelStatus {
+	out := make([]LevelStatus, len(s.cfg.Levels))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, d := range s.cfg.Levels {
+		_, top := s.src.LevelRange(i + 1)
+		out[i] = LevelStatus{Level: i + 1, Delay: d, Offset: s.offsets[i], MaxOffset: top, Backlog: max(0, top-s.offsets[i]), NextDue: s.nextDue[i]}
+	}
+	return out
+}
+
+// DueTime is when a schedule message is due (zero if it carries no time:
+// deliver at once).
+func DueTime(m *message.Message) time.Time {
+	ms, err := strconv.ParseInt(m.Property(message.PropertyDeliverTimeMs), 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// Restore turns a schedule message back into its real message: topic and
+// queue from REAL_TOPIC / REAL_QID, the delay properties cleared.
+func Restore(m *message.Message) *message.Message {
+	out := &message.Message{
+		Topic:          m.Property(message.PropertyRealTopic),
+		Flag:           m.Flag,
+		SysFlag:        m.SysFlag,
+		BornTimestamp:  m.BornTimestamp,
+		BornHost:       m.BornHost,
+		ReconsumeTimes: m.ReconsumeTimes,
+		Body:           m.Body,
+	}
+	if qid, err := strconv.ParseInt(m.Property(message.PropertyRealQueueID), 10, 32); err == nil {
+		out.QueueID = int32(qid)
+	}
+	for k, v := range m.Properties {
+		switch k {
+		case message.PropertyRealTopic, message.PropertyRealQueueID, message.PropertyDelayLevel, message.PropertyDeliverTimeMs:
+			continue
+		}
+		out.SetProperty(k, v)
+	}
+	return out
+}

@@ -1,0 +1,35 @@
+package storage
+
+import (
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/schedule"
+)
+
+// ScheduleSource adapts the store to the scheduler's Source: level L is
+// queue L-1 of message.ScheduleTopic.
+func (s *Store) ScheduleSource() schedule.Source { return scheduleAdapter{s} }
+
+// ScheduleSink adapts the store to the scheduler's Sink: due messages are
+// stored with one batch append.
+func (s *Store) ScheduleSink() schedule.Sink { return scheduleAdapter{s} }
+
+type scheduleAdapter struct{ s *Store }
+
+func (a scheduleAdapter) ReadLevel(level int, offset int64, max int) ([]*message.Message, int64, error) {
+	res, err := a.s.ReadQueue(message.ScheduleTopic, int32(level-1), offset, max, nil)
+	return res.Messages, res.Next, err
+}
+
+func (a scheduleAdapter) LevelRange(level int) (int64, int64) {
+	return a.s.MinOffset(message.ScheduleTopic, int32(level-1)), a.s.MaxOffset(message.ScheduleTopic, int32(level-1))
+}
+
+func (a scheduleAdapter) Signal() <-chan struct{} { return a.s.NewDataSignal(message.ScheduleTopic) }
+
+func (a scheduleAdapter) Deliver(msgs []*message.Message) error {
+	if len(msgs) == 1 {
+		_, err := a.s.Put(msgs[0])
+		return err
+	}
+	return a.s.PutBatch(msgs, make([]PutResult, len(msgs)))
+}

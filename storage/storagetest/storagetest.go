@@ -1,0 +1,129 @@
+// Package storagetest holds test helpers for the storage engine: a store in
+// a temporary directory with tiny files, message fixtures and helpers that
+// damage files on disk the way crashes do. Test code only.
+package storagetest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/message"
+)
+
+// SmallOptions returns Options for a store in dir with files small enough
+// that tests roll segments, queue files and index files constantly.
+func SmallOptions(dir string) storage.Options {
+	return storage.Options{
+		Dir:                 dir,
+		SegmentSize:         64 << 10,
+		MaxMessageSize:      16 << 10,
+		QueueEntriesPerFile: 64,
+		IndexSlots:          64,
+		IndexEntries:        256,
+	}
+}
+
+// MustOpen opens a store with opts (Dir defaults to a fresh t.TempDir())
+// and closes it when the test ends (a second Close is harmless).
+func MustOpen(t testing.TB, opts storage.Options) *storage.Store {
+	t.Helper()
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	s, err := storage.Open(opts)
+	if err != nil {
+		t.Fatalf("open store in %s: %v", opts.Dir, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// NewMessage builds a message for topic/queue with a tag and keys.
+func NewMessage(topic string, queueID int32, body string, tag string, keys ...string) *message.Message {
+	m := &message.Message{Topic: topic, QueueID: queueID, Body: []byte(body), BornTimestamp: 1}
+	if tag != "" {
+		m.SetTag(tag)
+	}
+	if len(keys) > 0 {
+		m.SetKeys(keys)
+	}
+	return m
+}
+
+// MustPut stores m or fails the test.
+func MustPut(t testing.TB, s *storage.Store, m *message.Message) storage.PutResult {
+	t.Helper()
+	r, err := s.Put(m)
+	if err != nil {
+		t.Fatalf("put %s/%d: %v", m.Topic, m.QueueID, err)
+	}
+	return r
+}
+
+// Segments lists the CommitLog segment files of the store in dir, oldest first.
+func Segments(t testing.TB, dir string) []string {
+	t.Helper()
+	matches, err := filepath.Glob(filepath.Join(dir, "commitlog", "[0-9]*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range matches {
+		if filepath.Ext(m) == "" {
+			out = append(out, m)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ZeroFrom zeroes path from byte offset off to its end, keeping its size
+// (a preallocated file whose tail never reached the disk).
+func ZeroFrom(t testing.TB, path string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off < st.Size() {
+		if _, err := f.WriteAt(make([]byte, st.Size()-off), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// FlipBit flips one bit of path at byte offset off.
+func FlipBit(t testing.TB, path string, off int64, bit uint) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(fmt.Errorf("read %s at %d: %w", path, off, err))
+	}
+	b[0] ^= 1 << (bit % 8)
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// SimulateCrash leaves dir as a killed process would: the abort marker in
+// place. Call it after Close to turn a clean image into an unclean one.
+func SimulateCrash(t testing.TB, dir string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "abort"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

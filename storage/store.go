@@ -1,0 +1,363 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mqgate/mqgate/storage/commitlog"
+	"github.com/mqgate/mqgate/storage/consumequeue"
+	"github.com/mqgate/mqgate/storage/index"
+	"github.com/mqgate/mqgate/storage/internal/fileutil"
+	"github.com/mqgate/mqgate/storage/message"
+)
+
+// queueKey names one ConsumeQueue.
+type queueKey struct {
+	topic string
+	id    int32
+}
+
+// PutResult is where a message landed.
+type PutResult struct {
+	ID             message.ID
+	PhysicalOffset int64
+	Size           int32
+	QueueID        int32
+	QueueOffset    int64
+	StoreTimestamp int64
+}
+
+// RecoveryInfo describes what Open had to do.
+type RecoveryInfo struct {
+	Abnormal        bool // the abort marker survived: the last run did not close cleanly
+	CheckpointValid bool
+	CommitLog       commitlog.RecoveryReport
+	Redispatched    int64 // records re-dispatched into ConsumeQueues/index
+	Duration        time.Duration
+}
+
+// Store is the message store facade. All methods are safe for concurrent use.
+type Store struct {
+	opts      Options
+	log       zerolog.Logger
+	lock      *fileutil.DirLock
+	commitLog *commitlog.Log
+	index     *index.Index
+	storeHost message.Host
+	recovery  RecoveryInfo
+
+	// queueOffsets is the next queue offset per queue. Only the commitlog
+	// encoder touches it, under the commitlog's append lock.
+	queueOffsets map[queueKey]int64
+
+	queuesMu sync.RWMutex
+	queues   map[queueKey]*consumequeue.Queue
+	topics   map[string][]int32 // queue ids per topic, sorted
+
+	signalsMu      sync.Mutex
+	signals        map[string]chan struct{} // per topic: closed when entries land
+	dispatchSignal chan struct{}            // closed after every dispatch pass that added entries
+
+	disp       dispatcher   // owned by whoever dispatches (see dispatcher)
+	dispatched atomic.Int64 // CommitLog offset the dispatcher has processed up to
+	diskFull   atomic.Bool  // set by the retention cleaner above the hard ceiling
+	encoders   sync.Pool
+
+	closing  chan struct{}
+	workers  sync.WaitGroup
+	closed   atomic.Bool
+	closeMu  sync.Mutex
+	closeErr error
+}
+
+// Open opens (creating if needed) the store in opts.Dir and recovers it.
+func Open(opts Options) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	start := time.Now()
+	logger := opts.Logger.With().Str("component", "storage").Logger()
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	lock, err := fileutil.LockDir(opts.Dir)
+	if err != nil {
+		if errors.Is(err, fileutil.ErrLocked) {
+			return nil, fmt.Errorf("%w: %s", ErrLocked, opts.Dir)
+		}
+		return nil, err
+	}
+	s := &Store{
+		opts:         opts,
+		log:          logger,
+		lock:         lock,
+		storeHost:    message.HostFrom(opts.StoreHost),
+		queueOffsets: make(map[queueKey]int64),
+		queues:       make(map[queueKey]*consumequeue.Queue),
+		topics:       make(map[string][]int32),
+		signals:      make(map[string]chan struct{}),
+		closing:      make(chan struct{}),
+	}
+	s.encoders.New = func() any { return &putEncoder{store: s} }
+	if err := s.open(); err != nil {
+		s.closeEngines()
+		lock.Unlock()
+		return nil, err
+	}
+	s.recovery.Duration = time.Since(start)
+	ev := logger.Info()
+	if s.recovery.Abnormal {
+		ev = logger.Warn()
+	}
+	ev.Bool("abnormal", s.recovery.Abnormal).
+		Bool("checkpointValid", s.recovery.CheckpointValid).
+		Int64("end", s.commitLog.Written()).
+		Int64("truncatedBytes", s.recovery.CommitLog.TruncatedBytes).
+		Int64("redispatched", s.recovery.Redispatched).
+		Dur("took", s.recovery.Duration).
+		Msg("store opened")
+	s.start()
+	return s, nil
+}
+
+func (s *Store) open() error {
+	dir := s.opts.Dir
+	ckpt, ckErr := readCheckpoint(dir)
+	s.recovery.CheckpointValid = ckErr == nil
+	if ckErr != nil && !errors.Is(ckErr, os.ErrNotExist) {
+		s.log.Warn().Err(ckErr).Msg("checkpoint unreadable; recovering from a full scan")
+	}
+	_, abortErr := os.Stat(filepath.Join(dir, abortFile))
+	s.recovery.Abnormal = abortErr == nil
+	if err := os.WriteFile(filepath.Join(dir, abortFile), nil, 0o644); err != nil {
+		return err
+	}
+	if err := fileutil.SyncDir(dir); err != nil {
+		return err
+	}
+
+	clOpts := commitlog.Options{
+		Dir:           filepath.Join(dir, "commitlog"),
+		SegmentSize:   s.opts.SegmentSize,
+		FlushMode:     s.opts.FlushMode,
+		FlushInterval: s.opts.FlushInterval,
+		AllowCorrupt:  s.opts.AllowCorrupt,
+		Logger:        s.opts.Logger,
+	}
+	if s.recovery.CheckpointValid {
+		clOpts.HighWater = ckpt.Flushed
+		clOpts.RecoverFrom = ckpt.Flushed
+		if s.recovery.Abnormal || !ckpt.Clean {
+			// Verify the whole segment the last durable byte lives in.
+			clOpts.RecoverFrom = ckpt.Flushed - ckpt.Flushed%s.opts.SegmentSize
+		}
+	}
+	cl, err := commitlog.Open(clOpts)
+	if err != nil {
+		if errors.Is(err, commitlog.ErrCorrupt) {
+			return fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		return fmt.Errorf("open commitlog: %w", err)
+	}
+	s.commitLog = cl
+	s.recovery.CommitLog = cl.Recovery()
+
+	idx, err := index.Open(index.Options{
+		Dir:        filepath.Join(dir, "index"),
+		SlotCount:  s.opts.IndexSlots,
+		EntryCount: s.opts.IndexEntries,
+		Logger:     s.opts.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("open index: %w", err)
+	}
+	s.index = idx
+	if err := s.loadQueues(); err != nil {
+		return err
+	}
+
+	from := cl.MinOffset()
+	if s.recovery.CheckpointValid && ckpt.Dispatched > from {
+		from = ckpt.Dispatched
+	}
+	if end := cl.Written(); from > end {
+		from = end
+	}
+	n, err := s.redispatch(from)
+	if err != nil {
+		return fmt.Errorf("re-dispatch from %d: %w", from, err)
+	}
+	s.recovery.Redispatched = n
+	end := cl.Written()
+	for key, q := range s.queues {
+		max, err := q.TruncateByPhysical(end)
+		if err != nil {
+			return fmt.Errorf("truncate consume queue %s/%d: %w", key.topic, key.id, err)
+		}
+		s.queueOffsets[key] = max
+	}
+	return nil
+}
+
+// loadQueues opens every ConsumeQueue directory found on disk.
+func (s *Store) loadQueues() error {
+	root := filepath.Join(s.opts.Dir, "consumequeue")
+	topics, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, t := range topics {
+		if !t.IsDir() {
+			continue
+		}
+		ids, err := os.ReadDir(filepath.Join(root, t.Name()))
+		if err != nil {
+			return err
+		}
+		for _, d := range ids {
+			id, err := strconv.ParseInt(d.Name(), 10, 32)
+			if err != nil || !d.IsDir() {
+				continue
+			}
+			if _, err := s.queue(t.Name(), int32(id), true); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// queue returns the ConsumeQueue for (topic, id), opening or creating it
+// when create is set; nil without error when it does not exist.
+func (s *Store) queue(topic string, id int32, create bool) (*consumequeue.Queue, error) {
+	key := queueKey{topic, id}
+	s.queuesMu.RLock()
+	q := s.queues[key]
+	s.queuesMu.RUnlock()
+	if q != nil || !create {
+		return q, nil
+	}
+	s.queuesMu.Lock()
+	defer s.queuesMu.Unlock()
+	if q = s.queues[key]; q != nil {
+		return q, nil
+	}
+	q, err := consumequeue.Open(consumequeue.Options{
+		Dir:            filepath.Join(s.opts.Dir, "consumequeue", topic, strconv.Itoa(int(id))),
+		EntriesPerFile: s.opts.QueueEntriesPerFile,
+		Logger:         s.opts.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open consume queue %s/%d: %w", topic, id, err)
+	}
+	s.queues[key] = q
+	ids := append(s.topics[topic], id)
+	for i := len(ids) - 1; i > 0 && ids[i] < ids[i-1]; i-- {
+		ids[i], ids[i-1] = ids[i-1], ids[i]
+	}
+	s.topics[topic] = ids
+	return q, nil
+}
+
+// Recovery reports what Open did.
+func (s *Store) Recovery() RecoveryInfo { return s.recovery }
+
+// FlushMode reports the flush policy in force.
+func (s *Store) FlushMode() commitlog.FlushMode { return s.commitLog.FlushMode() }
+
+// Err is non-nil once the write path has failed (the store is read-only).
+func (s *Store) Err() error {
+	if err := s.commitLog.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrReadOnly, err)
+	}
+	return nil
+}
+
+// Close flushes everything, writes a clean checkpoint and releases the
+// directory. It is idempotent.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closed.Swap(true) {
+		return s.closeErr
+	}
+	close(s.closing)
+	s.workers.Wait()
+	var errs []error
+	// Drain: dispatch whatever was appended, then flush and checkpoint.
+	if err := s.commitLog.Flush(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := s.dispatchAvailable(s.commitLog.Written()); err != nil {
+		errs = append(errs, err)
+	}
+	clean := len(errs) == 0 && s.commitLog.Err() == nil
+	if err := s.flushDerived(); err != nil {
+		errs = append(errs, err)
+		clean = false
+	}
+	end := s.commitLog.Flushed()
+	if clean {
+		if err := writeCheckpoint(s.opts.Dir, checkpoint{Clean: true, Flushed: end, Dispatched: s.dispatched.Load(), WrittenAt: time.Now().UnixMilli()}); err != nil {
+			errs = append(errs, err)
+			clean = false
+		}
+	}
+	errs = append(errs, s.closeEngines())
+	if clean {
+		if err := os.Remove(filepath.Join(s.opts.Dir, abortFile)); err != nil {
+			errs = append(errs, err)
+		} else if err := fileutil.SyncDir(s.opts.Dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, s.lock.Unlock())
+	s.closeErr = errors.Join(errs...)
+	s.signalsMu.Lock()
+	for topic, ch := range s.signals {
+		close(ch)
+		delete(s.signals, topic)
+	}
+	s.signalsMu.Unlock()
+	return s.closeErr
+}
+
+func (s *Store) closeEngines() error {
+	var errs []error
+	s.queuesMu.Lock()
+	for _, q := range s.queues {
+		errs = append(errs, q.Close())
+	}
+	s.queuesMu.Unlock()
+	if s.index != nil {
+		errs = append(errs, s.index.Close())
+	}
+	if s.commitLog != nil {
+		errs = append(errs, s.commitLog.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// flushDerived msyncs every ConsumeQueue and the index.
+func (s *Store) flushDerived() error {
+	var errs []error
+	s.queuesMu.RLock()
+	for _, q := range s.queues {
+		errs = append(errs, q.Flush())
+	}
+	s.queuesMu.RUnlock()
+	errs = append(errs, s.index.Flush())
+	return errors.Join(errs...)
+}

@@ -1,0 +1,121 @@
+package storage
+
+import (
+	"time"
+
+	"github.com/mqgate/mqgate/storage/internal/fileutil"
+)
+
+// start launches the background workers; Close stops and waits for them.
+func (s *Store) start() {
+	s.workers.Add(3)
+	go s.dispatchLoop()
+	go s.every(s.opts.CheckpointInterval, func() {
+		if err := s.runCheckpoint(); err != nil {
+			s.log.Error().Err(err).Msg("checkpoint failed")
+		}
+	})
+	go s.every(s.opts.RetentionInterval, func() {
+		res, err := s.runRetention(time.Now())
+		if err != nil {
+			s.log.Error().Err(err).Msg("retention failed")
+			return
+		}
+		if res.DeletedSegments > 0 {
+			s.log.Info().Int("segments", res.DeletedSegments).Int64("minOffset", res.MinOffset).
+				Float64("diskUsage", res.DiskUsage).Msg("retention deleted segments")
+		}
+	})
+}
+
+func (s *Store) every(d time.Duration, fn func()) {
+	defer s.workers.Done()
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.closing:
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
+// runCheckpoint flushes the derived files and records how far they and the
+// CommitLog are durable. The dispatched offset is read before the flush, so
+// the checkpoint never claims more than what was flushed.
+func (s *Store) runCheckpoint() error {
+	dispatched := s.dispatched.Load()
+	flushed := s.commitLog.Flushed()
+	if err := s.flushDerived(); err != nil {
+		return err
+	}
+	return writeCheckpoint(s.opts.Dir, checkpoint{Flushed: flushed, Dispatched: dispatched, WrittenAt: time.Now().UnixMilli()})
+}
+
+// RetentionResult is what one retention pass did.
+type RetentionResult struct {
+	DeletedSegments int
+	MinOffset       int64   // CommitLog minimum after the pass
+	DiskUsage       float64 // fraction of the filesystem in use before the pass
+}
+
+// runRetention deletes the oldest CommitLog segments that are older than
+// FileReservedTime, or — while disk usage is above DiskMaxUsedRatio — the
+// oldest ones regardless of age (never the active segment), then drops
+// ConsumeQueue and index files wholly below the new minimum. It also sets
+// the disk-full flag that makes Put refuse writes.
+func (s *Store) runRetention(now time.Time) (RetentionResult, error) {
+	var res RetentionResult
+	usage, err := fileutil.DiskUsage(s.opts.Dir)
+	if err != nil {
+		return res, err
+	}
+	res.DiskUsage = usage
+	hard := s.opts.DiskMaxUsedRatio + 0.10
+	if hard > 0.95 {
+		hard = 0.95
+	}
+	segs := s.commitLog.Segments()
+	cut := int64(-1)
+	pressure := usage > s.opts.DiskMaxUsedRatio
+	for i, seg := range segs {
+		if i == len(segs)-1 {
+			break // the active segment stays
+		}
+		expired := now.Sub(seg.ModTime) > s.opts.FileReservedTime
+		if !expired && !pressure {
+			break
+		}
+		cut = seg.Base + seg.Size
+		if pressure && !expired {
+			// Under pressure delete one old segment per pass; the next pass
+			// re-measures (RocketMQ deletes a bounded batch per round too).
+			break
+		}
+	}
+	if cut > 0 {
+		n, err := s.commitLog.DeleteSegmentsBelow(cut)
+		res.DeletedSegments = n
+		if err != nil {
+			return res, err
+		}
+	}
+	res.MinOffset = s.commitLog.MinOffset()
+	if res.DeletedSegments > 0 {
+		s.queuesMu.RLock()
+		for _, q := range s.queues {
+			if _, err := q.DeleteBelowPhysical(res.MinOffset); err != nil {
+				s.queuesMu.RUnlock()
+				return res, err
+			}
+		}
+		s.queuesMu.RUnlock()
+		if _, err := s.index.DeleteBelow(res.MinOffset); err != nil {
+			return res, err
+		}
+	}
+	s.diskFull.Store(usage > hard)
+	return res, nil
+}
