@@ -1,0 +1,406 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/mqgate/mqgate/server/broker"
+)
+
+// Bounds the transport checks on admin payloads; the broker applies its own.
+const (
+	maxQueues       = 1024
+	messageIDLength = 32
+)
+
+// TopicRequest creates or updates a topic. Every field is optional.
+type TopicRequest struct {
+	// Queues is the number of queues (default 4).
+	Queues int `json:"queues,omitempty" minimum:"0" maximum:"1024" example:"4"`
+	// RetentionHours is how long messages are kept (0 = the store default, 72).
+	RetentionHours int `json:"retentionHours,omitempty" minimum:"0" example:"72"`
+	// Perm is "rw" (default), "r" (no sends) or "w" (no consumption).
+	Perm string `json:"perm,omitempty" enums:"rw,r,w" example:"rw"`
+} //	@name	TopicRequest
+
+// Topic describes a topic.
+type Topic struct {
+	Name           string `json:"name" example:"orders"`
+	Queues         int    `json:"queues" example:"4"`
+	RetentionHours int    `json:"retentionHours" example:"72"`
+	Perm           string `json:"perm" example:"rw"`
+	CreatedAt      string `json:"createdAt,omitempty" format:"date-time"`
+} //	@name	Topic
+
+// TopicList lists topics.
+type TopicList struct {
+	Topics []Topic `json:"topics"`
+} //	@name	TopicList
+
+// MessageList lists messages.
+type MessageList struct {
+	Messages []Message `json:"messages"`
+} //	@name	MessageList
+
+// QueueMessages is a batch read from one queue by offset.
+type QueueMessages struct {
+	Messages []Message `json:"messages"`
+	// NextOffset is the offset to read next.
+	NextOffset int64 `json:"nextOffset" example:"74"`
+} //	@name	QueueMessages
+
+// BrokerStatus is the broker's state (mqadmin brokerStatus).
+type BrokerStatus struct {
+	FlushMode          string `json:"flushMode" enums:"sync,async" example:"sync"`
+	StoreBytes         int64  `json:"storeBytes" example:"1073741824"`
+	UptimeMs           int64  `json:"uptimeMs" example:"3600000"`
+	CommitLogMinOffset int64  `json:"commitLogMinOffset" example:"0"`
+	CommitLogMaxOffset int64  `json:"commitLogMaxOffset" example:"123456"`
+} //	@name	BrokerStatus
+
+// registerTopicRoutes registers topic administration and the queue read.
+func (h *handler) registerTopicRoutes(r chi.Router) {
+	// GET /v1/topics — list topics.
+	r.Get("/topics", h.listTopics)
+	// GET /v1/topics/{topic} — one topic.
+	r.Get("/topics/{topic}", h.getTopic)
+	// PUT /v1/topics/{topic} — create or update a topic.
+	r.With(bodyLimit(smallBodyLimit), requireJSON).Put("/topics/{topic}", h.putTopic)
+	// DELETE /v1/topics/{topic} — delete a topic.
+	r.Delete("/topics/{topic}", h.deleteTopic)
+	// GET /v1/topics/{topic}/queues/{queueId}/messages — read by offset.
+	r.Get("/topics/{topic}/queues/{queueId}/messages", h.readQueue)
+}
+
+// registerMessageRoutes registers the message lookups.
+func (h *handler) registerMessageRoutes(r chi.Router) {
+	// GET /v1/messages/{messageId} — by id.
+	r.Get("/messages/{messageId}", h.getMessage)
+	// GET /v1/messages?topic=&key= — by key.
+	r.Get("/messages", h.queryMessages)
+}
+
+// registerBrokerRoutes registers the broker status route.
+func (h *handler) registerBrokerRoutes(r chi.Router) {
+	// GET /v1/broker/status — broker state.
+	r.Get("/broker/status", h.brokerStatus)
+}
+
+// listTopics lists topics.
+//
+//	@Summary	List topics
+//	@Tags		topics
+//	@Produce	json
+//	@Produce	application/problem+json
+//	@Success	200	{object}	TopicList
+//	@Failure	500	{object}	Problem	"internal"
+//	@Failure	503	{object}	Problem	"shutting-down"
+//	@Router		/topics [get]
+func (h *handler) listTopics(w http.ResponseWriter, r *http.Request) {
+	topics, err := h.deps.Broker.ListTopics(r.Context())
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	resp := TopicList{Topics: make([]Topic, 0, len(topics))}
+	for _, t := range topics {
+		resp.Topics = append(resp.Topics, toTopic(t))
+	}
+	writeJSON(w, r, http.StatusOK, resp)
+}
+
+// getTopic returns one topic.
+//
+//	@Summary	Get a topic
+//	@Tags		topics
+//	@Produce	json
+//	@Produce	application/problem+json
+//	@Param		topic	path		string	true	"Topic name"
+//	@Success	200		{object}	Topic
+//	@Failure	400		{object}	Problem	"invalid-name"
+//	@Failure	404		{object}	Problem	"topic-not-found"
+//	@Failure	500		{object}	Problem	"internal"
+//	@Failure	503		{object}	Problem	"shutting-down"
+//	@Router		/topics/{topic} [get]
+func (h *handler) getTopic(w http.ResponseWriter, r *http.Request) {
+	name, err := nameParam(r, "topic", "topic")
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	t, err := h.deps.Broker.GetTopic(r.Context(), name)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, toTopic(t))
+}
+
+// putTopic creates or updates a topic.
+//
+//	@Summary		Create or update a topic
+//	@Description	Creates the topic (201) or updates it (200). An empty body takes the defaults.
+//	@Tags			topics
+//	@Accept			json
+//	@Produce		json
+//	@Produce		application/problem+json
+//	@Param			topic	path		string			true	"Topic name"
+//	@Param			request	body		TopicRequest	false	"Topic settings"
+//	@Success		200		{object}	Topic			"updated"
+//	@Success		201		{object}	Topic			"created"
+//	@Failure		400		{object}	Problem			"invalid-name, invalid-argument, malformed-request"
+//	@Failure		413		{object}	Problem			"body-too-large"
+//	@Failure		415		{object}	Problem			"unsupported-media-type"
+//	@Failure		500		{object}	Problem			"internal"
+//	@Failure		503		{object}	Problem			"storage-read-only, shutting-down"
+//	@Router			/topics/{topic} [put]
+func (h *handler) putTopic(w http.ResponseWriter, r *http.Request) {
+	name, err := nameParam(r, "topic", "topic")
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	var req TopicRequest
+	if err := readJSON(r, &req, true); err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	switch {
+	case req.Queues < 0 || req.Queues > maxQueues:
+		WriteError(w, r, invalidArgument("queues %d must be between 1 and %d (0 = default)", req.Queues, maxQueues))
+		return
+	case req.RetentionHours < 0:
+		WriteError(w, r, invalidArgument("retentionHours %d must not be negative", req.RetentionHours))
+		return
+	case req.Perm != "" && req.Perm != "rw" && req.Perm != "r" && req.Perm != "w":
+		WriteError(w, r, invalidArgument(`perm %q must be "rw", "r" or "w"`, req.Perm))
+		return
+	}
+	t, created, err := h.deps.Broker.PutTopic(r.Context(), broker.TopicConfig{
+		Name: name, Queues: req.Queues, RetentionHours: req.RetentionHours, Perm: req.Perm,
+	})
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", "/v1/topics/"+url.PathEscape(t.Name))
+	}
+	writeJSON(w, r, status, toTopic(t))
+}
+
+// deleteTopic deletes a topic.
+//
+//	@Summary	Delete a topic
+//	@Tags		topics
+//	@Produce	application/problem+json
+//	@Param		topic	path	string	true	"Topic name"
+//	@Success	204
+//	@Failure	400	{object}	Problem	"invalid-name"
+//	@Failure	404	{object}	Problem	"topic-not-found"
+//	@Failure	500	{object}	Problem	"internal"
+//	@Failure	503	{object}	Problem	"storage-read-only, shutting-down"
+//	@Router		/topics/{topic} [delete]
+func (h *handler) deleteTopic(w http.ResponseWriter, r *http.Request) {
+	name, err := nameParam(r, "topic", "topic")
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	if err := h.deps.Broker.DeleteTopic(r.Context(), name); err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// readQueue reads messages of one queue by offset.
+//
+//	@Summary		Read a queue by offset
+//	@Description	Offset-based consumption (RocketMQ PullConsumer style): read up to max messages of one queue from offset. Nothing is leased; commit progress with PUT /groups/{group}/offsets.
+//	@Tags			offsets
+//	@Produce		json
+//	@Produce		application/problem+json
+//	@Param			topic	path		string	true	"Topic name"
+//	@Param			queueId	path		integer	true	"Queue id"
+//	@Param			offset	query		integer	false	"First offset to read (default 0)"	minimum(0)
+//	@Param			max		query		integer	false	"Most messages to return (default 32)"	minimum(1)	maximum(32)
+//	@Success		200		{object}	QueueMessages
+//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, offset-out-of-range"
+//	@Failure		404		{object}	Problem	"topic-not-found"
+//	@Failure		500		{object}	Problem	"internal"
+//	@Failure		503		{object}	Problem	"shutting-down"
+//	@Router			/topics/{topic}/queues/{queueId}/messages [get]
+func (h *handler) readQueue(w http.ResponseWriter, r *http.Request) {
+	topic, err := nameParam(r, "topic", "topic")
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	queueID, err := strconv.ParseInt(chi.URLParam(r, "queueId"), 10, 32)
+	if err != nil || queueID < 0 {
+		WriteError(w, r, invalidArgument("queueId %q must be a non-negative integer", chi.URLParam(r, "queueId")))
+		return
+	}
+	query := r.URL.Query()
+	offset, err := queryInt(query, "offset", 0, 0, 1<<62)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	max, err := queryInt(query, "max", MaxReadMessages, 1, MaxReadMessages)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	msgs, next, err := h.deps.Broker.ReadQueue(r.Context(), topic, int32(queueID), offset, int(max))
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, QueueMessages{Messages: toMessages(msgs), NextOffset: next})
+}
+
+// getMessage looks a message up by id.
+//
+//	@Summary	Get a message by id
+//	@Tags		messages
+//	@Produce	json
+//	@Produce	application/problem+json
+//	@Param		messageId	path		string	true	"32-hex-character message id"
+//	@Success	200			{object}	Message
+//	@Failure	400			{object}	Problem	"invalid-argument"
+//	@Failure	404			{object}	Problem	"message-not-found"
+//	@Failure	500			{object}	Problem	"internal"
+//	@Failure	503			{object}	Problem	"shutting-down"
+//	@Router		/messages/{messageId} [get]
+func (h *handler) getMessage(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "messageId")
+	if !isMessageID(id) {
+		WriteError(w, r, invalidArgument("messageId %q must be %d hexadecimal characters", id, messageIDLength))
+		return
+	}
+	m, err := h.deps.Broker.GetMessage(r.Context(), strings.ToUpper(id))
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, toMessage(m))
+}
+
+// queryMessages looks messages up by key.
+//
+//	@Summary	Find messages by key
+//	@Tags		messages
+//	@Produce	json
+//	@Produce	application/problem+json
+//	@Param		topic	query		string	true	"Topic name"
+//	@Param		key		query		string	true	"Business key"
+//	@Param		max		query		integer	false	"Most messages to return (default 32)"	minimum(1)	maximum(32)
+//	@Success	200		{object}	MessageList
+//	@Failure	400		{object}	Problem	"invalid-name, invalid-argument"
+//	@Failure	404		{object}	Problem	"topic-not-found"
+//	@Failure	500		{object}	Problem	"internal"
+//	@Failure	503		{object}	Problem	"shutting-down"
+//	@Router		/messages [get]
+func (h *handler) queryMessages(w http.ResponseWriter, r *http.Request) {
+	query := r.URL.Query()
+	topic, key := query.Get("topic"), query.Get("key")
+	if !validName(topic) {
+		WriteError(w, r, fmt.Errorf("%w: query parameter topic %q", broker.ErrInvalidName, topic))
+		return
+	}
+	if key == "" {
+		WriteError(w, r, invalidArgument("query parameter key is required"))
+		return
+	}
+	max, err := queryInt(query, "max", MaxReadMessages, 1, MaxReadMessages)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	msgs, err := h.deps.Broker.QueryByKey(r.Context(), topic, key, int(max))
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, MessageList{Messages: toMessages(msgs)})
+}
+
+// brokerStatus reports the broker's state.
+//
+//	@Summary	Broker status
+//	@Tags		broker
+//	@Produce	json
+//	@Produce	application/problem+json
+//	@Success	200	{object}	BrokerStatus
+//	@Failure	500	{object}	Problem	"internal"
+//	@Failure	503	{object}	Problem	"shutting-down"
+//	@Router		/broker/status [get]
+func (h *handler) brokerStatus(w http.ResponseWriter, r *http.Request) {
+	s, err := h.deps.Broker.Status(r.Context())
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, BrokerStatus{
+		FlushMode:          s.FlushMode,
+		StoreBytes:         s.StoreBytes,
+		UptimeMs:           s.Uptime.Milliseconds(),
+		CommitLogMinOffset: s.CommitLogMin,
+		CommitLogMaxOffset: s.CommitLogMax,
+	})
+}
+
+// queryInt parses an optional integer query parameter within [min, max].
+func queryInt(query url.Values, name string, def, min, max int64) (int64, error) {
+	raw := query.Get(name)
+	if raw == "" {
+		return def, nil
+	}
+	v, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || v < min || v > max {
+		return 0, invalidArgument("query parameter %s %q must be an integer between %d and %d", name, raw, min, max)
+	}
+	return v, nil
+}
+
+// isMessageID reports whether s looks like a message id (32 hex characters).
+func isMessageID(s string) bool {
+	if len(s) != messageIDLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// toMessages converts broker messages to their wire form ([] when none).
+func toMessages(msgs []broker.ReceivedMessage) []Message {
+	out := make([]Message, 0, len(msgs))
+	for _, m := range msgs {
+		out = append(out, toMessage(m))
+	}
+	return out
+}
+
+// toTopic converts a topic to its wire form ("" perm is the default "rw").
+func toTopic(t broker.TopicConfig) Topic {
+	if t.Perm == "" {
+		t.Perm = "rw"
+	}
+	return Topic{
+		Name: t.Name, Queues: t.Queues, RetentionHours: t.RetentionHours, Perm: t.Perm, CreatedAt: formatTime(t.CreatedAt),
+	}
+}

@@ -1,0 +1,206 @@
+package api_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/api"
+	"github.com/mqgate/mqgate/server/broker"
+)
+
+func TestTopics(t *testing.T) {
+	t.Parallel()
+
+	t.Run("OKCreate", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.broker.created = true
+		rec := b.doJSON(t, http.MethodPut, "/v1/topics/orders", `{"queues":8,"retentionHours":24,"perm":"r"}`)
+		topic := decode[api.Topic](t, rec, http.StatusCreated)
+		require.Equal(t, api.Topic{Name: "orders", Queues: 8, RetentionHours: 24, Perm: "r", CreatedAt: "2026-11-29T10:00:00.000Z"}, topic)
+		require.Equal(t, "/v1/topics/orders", rec.Header().Get("Location"))
+		require.Equal(t, []any{broker.TopicConfig{Name: "orders", Queues: 8, RetentionHours: 24, Perm: "r"}}, b.broker.args)
+	})
+	t.Run("OKUpdateWithEmptyBody", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		rec := b.do(t, http.MethodPut, "/v1/topics/orders", "")
+		require.Equal(t, 4, decode[api.Topic](t, rec, http.StatusOK).Queues)
+		require.Empty(t, rec.Header().Get("Location"))
+	})
+	t.Run("OKListGetDelete", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		list := decode[api.TopicList](t, b.do(t, http.MethodGet, "/v1/topics", ""), http.StatusOK)
+		require.Equal(t, []api.Topic{{Name: "orders", Queues: 4, RetentionHours: 72, Perm: "rw"}}, list.Topics)
+		require.Equal(t, "orders", decode[api.Topic](t, b.do(t, http.MethodGet, "/v1/topics/orders", ""), http.StatusOK).Name)
+		rec := b.do(t, http.MethodDelete, "/v1/topics/orders", "")
+		require.Equal(t, http.StatusNoContent, rec.Code)
+		require.Empty(t, rec.Body.String())
+		require.Equal(t, []any{"orders"}, b.broker.args)
+	})
+	for _, tc := range []struct{ name, body string }{
+		{"NegativeQueues", `{"queues":-1}`},
+		{"TooManyQueues", `{"queues":1025}`},
+		{"NegativeRetention", `{"retentionHours":-1}`},
+		{"BadPerm", `{"perm":"x"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			requireProblem(t, b.doJSON(t, http.MethodPut, "/v1/topics/orders", tc.body), http.StatusBadRequest, "invalid-argument")
+			require.Nil(t, b.broker.args)
+		})
+	}
+	t.Run("ReadQueue", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		resp := decode[api.QueueMessages](t, b.do(t, http.MethodGet, "/v1/topics/orders/queues/3/messages?offset=10&max=5", ""), http.StatusOK)
+		require.Equal(t, int64(11), resp.NextOffset)
+		require.Len(t, resp.Messages, 1)
+		require.Empty(t, resp.Messages[0].Receipt)
+		require.Equal(t, []any{"orders", int32(3), int64(10), 5}, b.broker.args)
+
+		decode[api.QueueMessages](t, b.do(t, http.MethodGet, "/v1/topics/orders/queues/0/messages", ""), http.StatusOK)
+		require.Equal(t, []any{"orders", int32(0), int64(0), api.MaxReadMessages}, b.broker.args)
+		for _, target := range []string{
+			"/v1/topics/orders/queues/-1/messages", "/v1/topics/orders/queues/x/messages",
+			"/v1/topics/orders/queues/99999999999/messages", "/v1/topics/orders/queues/0/messages?offset=-1",
+			"/v1/topics/orders/queues/0/messages?max=33", "/v1/topics/orders/queues/0/messages?max=0",
+		} {
+			requireProblem(t, b.do(t, http.MethodGet, target, ""), http.StatusBadRequest, "invalid-argument")
+		}
+	})
+}
+
+func TestGroups(t *testing.T) {
+	t.Parallel()
+
+	t.Run("OKCreate", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.broker.created = true
+		rec := b.doJSON(t, http.MethodPut, "/v1/groups/billing", `{"consumeMode":"broadcasting","orderly":true,"retryMaxTimes":3,
+			"invisibleMs":60000,"subscriptions":[{"topic":"orders","tagExpression":"a || b"}],"push":null}`)
+		g := decode[api.Group](t, rec, http.StatusCreated)
+		require.Equal(t, api.Group{Name: "billing", ConsumeMode: "broadcasting", Orderly: true, RetryMaxTimes: 3, InvisibleMs: 60000,
+			Subscriptions: []api.Subscription{{Topic: "orders", TagExpression: "a || b"}}}, g)
+		require.Equal(t, "/v1/groups/billing", rec.Header().Get("Location"))
+		require.Equal(t, []any{broker.GroupConfig{Name: "billing", ConsumeMode: "broadcasting", Orderly: true, RetryMaxTimes: 3,
+			Invisible: time.Minute, Subscriptions: []broker.Subscription{{Topic: "orders", TagExpression: "a || b"}}}}, b.broker.args)
+	})
+	t.Run("OKListGetDelete", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		require.Equal(t, "billing", decode[api.GroupList](t, b.do(t, http.MethodGet, "/v1/groups", ""), http.StatusOK).Groups[0].Name)
+		g := decode[api.Group](t, b.do(t, http.MethodGet, "/v1/groups/billing", ""), http.StatusOK)
+		require.Equal(t, int64(30000), g.InvisibleMs)
+		require.Equal(t, http.StatusNoContent, b.do(t, http.MethodDelete, "/v1/groups/billing", "").Code)
+	})
+	for _, tc := range []struct{ name, body, code string }{
+		{"BadMode", `{"consumeMode":"fanout"}`, "invalid-argument"},
+		{"NegativeRetries", `{"retryMaxTimes":-1}`, "invalid-argument"},
+		{"BadSubscriptionTopic", `{"subscriptions":[{"topic":"a b"}]}`, "invalid-name"},
+		{"SQLNotImplemented", `{"subscriptions":[{"topic":"orders","sql":"a > 1"}]}`, "not-implemented"},
+		{"PushNotImplemented", `{"push":{"url":"http://example.invalid"}}`, "not-implemented"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			status := http.StatusBadRequest
+			if tc.code == "not-implemented" {
+				status = http.StatusNotImplemented
+			}
+			requireProblem(t, b.doJSON(t, http.MethodPut, "/v1/groups/billing", tc.body), status, tc.code)
+			require.Nil(t, b.broker.args)
+		})
+	}
+}
+
+func TestOffsets(t *testing.T) {
+	t.Parallel()
+
+	t.Run("OKGet", func(t *testing.T) {
+		t.Parallel()
+		got := decode[api.Offsets](t, setup(t).do(t, http.MethodGet, "/v1/groups/billing/offsets", ""), http.StatusOK)
+		require.Equal(t, []api.QueueOffset{
+			{Topic: "orders", QueueID: 0, Offset: 7, BrokerOffset: 10, Lag: 3},
+			{Topic: "orders", QueueID: 1, Offset: 5, BrokerOffset: 5},
+		}, got.Offsets)
+	})
+	t.Run("OKCommit", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		rec := b.doJSON(t, http.MethodPut, "/v1/groups/billing/offsets", `{"offsets":[{"topic":"orders","queueId":1,"offset":9,"lag":4}]}`)
+		require.Equal(t, http.StatusNoContent, rec.Code)
+		require.Equal(t, []broker.OffsetCommit{{Topic: "orders", QueueID: 1, Offset: 9}}, b.broker.commits)
+	})
+	t.Run("CommitRejects", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		requireProblem(t, b.doJSON(t, http.MethodPut, "/v1/groups/billing/offsets", `{"offsets":[]}`), 400, "invalid-argument")
+		requireProblem(t, b.doJSON(t, http.MethodPut, "/v1/groups/billing/offsets", `{"offsets":[{"topic":"orders","queueId":0,"offset":-1}]}`), 400, "invalid-argument")
+		requireProblem(t, b.doJSON(t, http.MethodPut, "/v1/groups/billing/offsets", `{"offsets":[{"topic":"","queueId":0,"offset":1}]}`), 400, "invalid-name")
+		require.Nil(t, b.broker.commits)
+	})
+	t.Run("OKProgress", func(t *testing.T) {
+		t.Parallel()
+		p := decode[api.Progress](t, setup(t).do(t, http.MethodGet, "/v1/groups/billing/progress", ""), http.StatusOK)
+		require.Equal(t, "billing", p.Group)
+		require.Equal(t, int64(3), p.TotalLag)
+		require.Equal(t, api.QueueProgress{Topic: "orders", QueueID: 0, BrokerOffset: 10, ConsumerOffset: 7, Lag: 3, InFlight: 1}, p.Queues[0])
+	})
+	t.Run("OKResetOffset", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		p := decode[api.Progress](t, b.doJSON(t, http.MethodPost, "/v1/groups/billing/reset-offset", `{"timestamp":"2026-11-29T08:00:00Z","topic":"orders"}`), http.StatusOK)
+		require.Len(t, p.Queues, 2)
+		require.Equal(t, []any{"billing", "orders", time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)}, b.broker.args)
+	})
+	t.Run("ResetOffsetRejects", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		requireProblem(t, b.doJSON(t, http.MethodPost, "/v1/groups/billing/reset-offset", `{"timestamp":"yesterday"}`), 400, "invalid-argument")
+		requireProblem(t, b.doJSON(t, http.MethodPost, "/v1/groups/billing/reset-offset", `{"timestamp":"2026-11-29T08:00:00Z","topic":"a/b"}`), 400, "invalid-name")
+		require.Nil(t, b.broker.args)
+	})
+}
+
+func TestMessagesAndStatus(t *testing.T) {
+	t.Parallel()
+
+	t.Run("OKByID", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		m := decode[api.Message](t, b.do(t, http.MethodGet, "/v1/messages/7f00000100001f9000000000000004d2", ""), http.StatusOK)
+		require.Equal(t, "7F00000100001F9000000000000004D2", m.MessageID)
+		require.Equal(t, "found", m.Body)
+		require.Equal(t, []any{"7F00000100001F9000000000000004D2"}, b.broker.args)
+	})
+	t.Run("BadID", func(t *testing.T) {
+		t.Parallel()
+		requireProblem(t, setup(t).do(t, http.MethodGet, "/v1/messages/xyz", ""), 400, "invalid-argument")
+	})
+	t.Run("OKByKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		list := decode[api.MessageList](t, b.do(t, http.MethodGet, "/v1/messages?topic=orders&key=order%201&max=3", ""), http.StatusOK)
+		require.NotNil(t, list.Messages)
+		require.Equal(t, []any{"orders", "order 1", 3}, b.broker.args)
+	})
+	t.Run("ByKeyRejects", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		requireProblem(t, b.do(t, http.MethodGet, "/v1/messages?key=k", ""), 400, "invalid-name")
+		requireProblem(t, b.do(t, http.MethodGet, "/v1/messages?topic=orders", ""), 400, "invalid-argument")
+		requireProblem(t, b.do(t, http.MethodGet, "/v1/messages?topic=orders&key=k&max=100", ""), 400, "invalid-argument")
+	})
+	t.Run("OKBrokerStatus", func(t *testing.T) {
+		t.Parallel()
+		s := decode[api.BrokerStatus](t, setup(t).do(t, http.MethodGet, "/v1/broker/status", ""), http.StatusOK)
+		require.Equal(t, api.BrokerStatus{FlushMode: "sync", StoreBytes: 1 << 20, UptimeMs: 90_000, CommitLogMaxOffset: 4096}, s)
+	})
+}

@@ -1,0 +1,226 @@
+// Package api is mqgate's HTTP transport: the /v1 routes, their request and
+// response payloads, validation, the one error-to-HTTP mapping (errors.go)
+// and the swag annotations the OpenAPI spec under docs/ is generated from.
+//
+// Handlers are thin: decode a request payload, validate it, call one method
+// of the Broker interface, render a response payload. Broker types never go
+// on the wire. Errors are RFC 9457 application/problem+json bodies with a
+// stable `code`.
+//
+//	@title						mqgate API
+//	@version					1
+//	@description				HTTP/REST message gateway over a RocketMQ-style store: topics with queues, consumer groups with leased (pop) and offset-based consumption, retries through delay levels and dead-letter queues.
+//	@description				Errors are RFC 9457 `application/problem+json` objects (schema Problem) with a stable `code`.
+//	@description				Times are RFC 3339 strings; durations are integer milliseconds in fields ending in `Ms`.
+//	@license.name				Apache-2.0
+//	@license.url				https://www.apache.org/licenses/LICENSE-2.0
+//	@BasePath					/v1
+//	@accept						json
+//	@produce					json
+//	@tag.name					messages
+//	@tag.description			Send, and look messages up by id or key.
+//	@tag.name					consume
+//	@tag.description			Leased (pop) consumption: pull, ack, nack, lease changes.
+//	@tag.name					offsets
+//	@tag.description			Offset-based consumption and consumer progress.
+//	@tag.name					topics
+//	@tag.description			Topic administration.
+//	@tag.name					groups
+//	@tag.description			Consumer group administration.
+//	@tag.name					broker
+//	@tag.description			Broker status.
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/rs/zerolog"
+
+	"github.com/mqgate/mqgate/server/broker"
+)
+
+// Producer is the sending half of the broker.
+type Producer interface {
+	// Send stores msgs in topic and returns one result per message, in order.
+	Send(ctx context.Context, topic string, msgs []broker.SendMessage) ([]broker.SendResult, error)
+}
+
+// Consumer is the leased (pop) and offset-based consuming half of the broker.
+type Consumer interface {
+	// Pull leases up to req.MaxMessages messages, long-polling up to
+	// req.Wait; it honours ctx.
+	Pull(ctx context.Context, req broker.PullRequest) ([]broker.ReceivedMessage, error)
+	// Ack settles leased messages.
+	Ack(ctx context.Context, group string, receipts []string) ([]broker.ReceiptResult, error)
+	// Nack sends leased messages back for a later retry (or to the DLQ).
+	Nack(ctx context.Context, group string, items []broker.NackItem) ([]broker.ReceiptResult, error)
+	// ChangeLease extends or shortens leases.
+	ChangeLease(ctx context.Context, group string, items []broker.LeaseItem) ([]broker.ReceiptResult, error)
+	// ReadQueue reads up to max messages of one queue from offset and
+	// returns them with the next offset to read.
+	ReadQueue(ctx context.Context, topic string, queueID int32, offset int64, max int) ([]broker.QueueMessage, int64, error)
+	// GetOffsets returns the group's committed offsets.
+	GetOffsets(ctx context.Context, group string) ([]broker.QueueProgress, error)
+	// CommitOffsets stores offsets for an offset-mode group.
+	CommitOffsets(ctx context.Context, group string, commits []broker.OffsetCommit) error
+}
+
+// Admin is the administrative half of the broker.
+type Admin interface {
+	// PutTopic creates or updates a topic; created reports a creation.
+	PutTopic(ctx context.Context, cfg broker.TopicConfig) (broker.TopicConfig, bool, error)
+	// GetTopic returns one topic.
+	GetTopic(ctx context.Context, name string) (broker.TopicConfig, error)
+	// ListTopics returns all user topics.
+	ListTopics(ctx context.Context) ([]broker.TopicConfig, error)
+	// DeleteTopic deletes a topic.
+	DeleteTopic(ctx context.Context, name string) error
+	// PutGroup creates or updates a group; created reports a creation.
+	PutGroup(ctx context.Context, cfg broker.GroupConfig) (broker.GroupConfig, bool, error)
+	// GetGroup returns one group.
+	GetGroup(ctx context.Context, name string) (broker.GroupConfig, error)
+	// ListGroups returns all groups.
+	ListGroups(ctx context.Context) ([]broker.GroupConfig, error)
+	// DeleteGroup deletes a group.
+	DeleteGroup(ctx context.Context, name string) error
+	// Progress returns per-queue broker offset, consumer offset, lag and
+	// in-flight count of a group.
+	Progress(ctx context.Context, group string) ([]broker.QueueProgress, error)
+	// ResetOffset moves the group's offsets of topic to the first message
+	// stored at or after t.
+	ResetOffset(ctx context.Context, group, topic string, t time.Time) ([]broker.QueueProgress, error)
+	// GetMessage looks a message up by id.
+	GetMessage(ctx context.Context, id string) (broker.ReceivedMessage, error)
+	// QueryByKey looks messages up by business key.
+	QueryByKey(ctx context.Context, topic, key string, max int) ([]broker.ReceivedMessage, error)
+	// Status reports the broker's state.
+	Status(ctx context.Context) (broker.BrokerStatus, error)
+	// Ready returns nil when the broker has recovered and is writable.
+	Ready() error
+}
+
+// Broker is everything the transport needs from the messaging layer;
+// *broker.Broker satisfies it and handler tests use fakes.
+type Broker interface {
+	Producer
+	Consumer
+	Admin
+}
+
+// Limits and defaults of the transport. MaxWaitMs and MaxPullMessages are
+// part of the API contract.
+const (
+	// MaxWaitMs is the longest long poll a pull may ask for (RocketMQ's
+	// broker suspend limit).
+	MaxWaitMs = 30_000
+	// MaxPullMessages is the most messages one pull returns.
+	MaxPullMessages = 32
+	// DefaultPullMessages is maxMessages when a pull leaves it out.
+	DefaultPullMessages = 16
+	// MaxInvisibleMs is the longest lease a pull or lease change may ask for (12 h).
+	MaxInvisibleMs = 12 * 60 * 60 * 1000
+	// MaxBatchMessages is the most messages one send request may carry.
+	MaxBatchMessages = 256
+	// MaxBatchItems is the most receipts or items one ack, nack, lease or
+	// offset request may carry.
+	MaxBatchItems = 1024
+	// MaxReadMessages is the most messages one queue read or key query returns.
+	MaxReadMessages = 32
+	// DefaultMaxMessageSize is Deps.MaxMessageSize when zero (4 MiB).
+	DefaultMaxMessageSize = 4 << 20
+	// DefaultMaxRequestSize is Deps.MaxRequestSize when zero (8 MiB).
+	DefaultMaxRequestSize = 8 << 20
+	// DefaultMaxWaiters is Deps.MaxWaiters when zero.
+	DefaultMaxWaiters = 10_000
+	// DefaultWriteTimeout is Deps.WriteTimeout when zero.
+	DefaultWriteTimeout = 30 * time.Second
+	// smallBodyLimit caps the body of every route but send (bytes).
+	smallBodyLimit = 1 << 20
+)
+
+// Deps is what the transport is built from. Zero values take the defaults
+// above.
+type Deps struct {
+	// Broker serves every request.
+	Broker Broker
+	// Logger receives access logs and error causes; each request logs
+	// through a child carrying its request id.
+	Logger zerolog.Logger
+	// MaxMessageSize is the largest message body in bytes.
+	MaxMessageSize int
+	// MaxRequestSize is the largest JSON send request body in bytes (a
+	// base64 body is 4/3 of its decoded size, so keep it above
+	// MaxMessageSize×4/3 plus the envelope).
+	MaxRequestSize int64
+	// MaxWaiters caps the number of concurrent long polls (waitMs > 0);
+	// the next one gets 429 too-many-waiters.
+	MaxWaiters int
+	// WriteTimeout is the http.Server's WriteTimeout. A pull moves its own
+	// write (and read) deadline to now + wait + WriteTimeout so that a long
+	// poll outlives the server-wide timeout.
+	WriteTimeout time.Duration
+	// PollContext ends every waiting pull when cancelled (at shutdown); the
+	// pulls answer 200 with the messages they have (none). Default:
+	// context.Background().
+	PollContext context.Context
+	// Draining, when it returns true, makes every request answer 503
+	// shutting-down with Retry-After. Default: never.
+	Draining func() bool
+}
+
+// withDefaults returns d with zero values replaced by defaults.
+func (d Deps) withDefaults() Deps {
+	if d.MaxMessageSize <= 0 {
+		d.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if d.MaxRequestSize <= 0 {
+		d.MaxRequestSize = DefaultMaxRequestSize
+	}
+	if d.MaxWaiters <= 0 {
+		d.MaxWaiters = DefaultMaxWaiters
+	}
+	if d.WriteTimeout <= 0 {
+		d.WriteTimeout = DefaultWriteTimeout
+	}
+	if d.PollContext == nil {
+		d.PollContext = context.Background()
+	}
+	if d.Draining == nil {
+		d.Draining = func() bool { return false }
+	}
+	return d
+}
+
+// handler holds what every route handler needs.
+type handler struct {
+	deps Deps
+	// waiters is a semaphore of MaxWaiters slots taken by long polls.
+	waiters chan struct{}
+}
+
+// NewHandler returns the /v1 router; mount it at "/v1". It carries its own
+// middleware: request id, access log, panic recovery and the shutdown gate.
+func NewHandler(d Deps) http.Handler {
+	d = d.withDefaults()
+	h := &handler{deps: d, waiters: make(chan struct{}, d.MaxWaiters)}
+
+	r := chi.NewRouter()
+	r.Use(requestLogging(d.Logger)...)
+	r.Use(recoverer, h.drainGate)
+	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
+		WriteError(w, req, ErrRouteNotFound)
+	})
+	r.MethodNotAllowed(methodNotAllowed(r))
+
+	h.registerSendRoutes(r)
+	h.registerPullRoutes(r)
+	h.registerAckRoutes(r)
+	h.registerTopicRoutes(r)
+	h.registerGroupRoutes(r)
+	h.registerMessageRoutes(r)
+	h.registerBrokerRoutes(r)
+	return r
+}

@@ -1,0 +1,390 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/api"
+	"github.com/mqgate/mqgate/server/broker"
+)
+
+// fakeBroker is an api.Broker that records what it is asked and answers
+// with canned values, or with err when it is set.
+type fakeBroker struct {
+	mu sync.Mutex
+	// err, when set, is returned by every method.
+	err error
+	// pull, when set, replaces the canned Pull.
+	pull func(ctx context.Context, req broker.PullRequest) ([]broker.ReceivedMessage, error)
+	// panicWith, when set, makes every method panic with it.
+	panicWith any
+	// duplicate marks every send result as a dedup replay.
+	duplicate bool
+	// created is what PutTopic and PutGroup report.
+	created bool
+
+	topic    string
+	sent     []broker.SendMessage
+	pulls    []broker.PullRequest
+	receipts []string
+	nacks    []broker.NackItem
+	leases   []broker.LeaseItem
+	commits  []broker.OffsetCommit
+	group    string
+	args     []any
+}
+
+func (f *fakeBroker) check() error {
+	if f.panicWith != nil {
+		panic(f.panicWith)
+	}
+	return f.err
+}
+
+func (f *fakeBroker) record(args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.args = args
+}
+
+func (f *fakeBroker) Send(ctx context.Context, topic string, msgs []broker.SendMessage) ([]broker.SendResult, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.topic, f.sent = topic, msgs
+	out := make([]broker.SendResult, len(msgs))
+	for i := range msgs {
+		out[i] = broker.SendResult{MessageID: strings.Repeat("A", 31) + string(rune('0'+i%10)), QueueID: int32(i % 4), QueueOffset: int64(100 + i), Duplicate: f.duplicate}
+	}
+	return out, nil
+}
+
+func (f *fakeBroker) Pull(ctx context.Context, req broker.PullRequest) ([]broker.ReceivedMessage, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.pulls = append(f.pulls, req)
+	pull := f.pull
+	f.mu.Unlock()
+	if pull != nil {
+		return pull(ctx, req)
+	}
+	return nil, nil
+}
+
+func (f *fakeBroker) settle(group string, receipts []string) ([]broker.ReceiptResult, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.group, f.receipts = group, receipts
+	out := make([]broker.ReceiptResult, len(receipts))
+	for i, r := range receipts {
+		out[i] = broker.ReceiptResult{Receipt: r, Status: broker.ReceiptOK}
+		if strings.HasPrefix(r, "old") {
+			out[i] = broker.ReceiptResult{Receipt: r, Status: broker.ReceiptExpired, Error: "lease expired"}
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeBroker) Ack(ctx context.Context, group string, receipts []string) ([]broker.ReceiptResult, error) {
+	return f.settle(group, receipts)
+}
+
+func (f *fakeBroker) Nack(ctx context.Context, group string, items []broker.NackItem) ([]broker.ReceiptResult, error) {
+	f.mu.Lock()
+	f.nacks = items
+	f.mu.Unlock()
+	receipts := make([]string, len(items))
+	for i, it := range items {
+		receipts[i] = it.Receipt
+	}
+	return f.settle(group, receipts)
+}
+
+func (f *fakeBroker) ChangeLease(ctx context.Context, group string, items []broker.LeaseItem) ([]broker.ReceiptResult, error) {
+	f.mu.Lock()
+	f.leases = items
+	f.mu.Unlock()
+	receipts := make([]string, len(items))
+	for i, it := range items {
+		receipts[i] = it.Receipt
+	}
+	out, err := f.settle(group, receipts)
+	for i := range out {
+		if out[i].Status == broker.ReceiptOK {
+			out[i].NewReceipt = "new-" + out[i].Receipt
+		}
+	}
+	return out, err
+}
+
+func (f *fakeBroker) ReadQueue(ctx context.Context, topic string, queueID int32, offset int64, max int) ([]broker.QueueMessage, int64, error) {
+	if err := f.check(); err != nil {
+		return nil, 0, err
+	}
+	f.record(topic, queueID, offset, max)
+	return []broker.QueueMessage{sampleMessage("", []byte("q"))}, offset + 1, nil
+}
+
+func (f *fakeBroker) PutTopic(ctx context.Context, cfg broker.TopicConfig) (broker.TopicConfig, bool, error) {
+	if err := f.check(); err != nil {
+		return broker.TopicConfig{}, false, err
+	}
+	f.record(cfg)
+	if cfg.Queues == 0 {
+		cfg.Queues = 4
+	}
+	cfg.CreatedAt = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	return cfg, f.created, nil
+}
+
+func (f *fakeBroker) GetTopic(ctx context.Context, name string) (broker.TopicConfig, error) {
+	if err := f.check(); err != nil {
+		return broker.TopicConfig{}, err
+	}
+	f.record(name)
+	return broker.TopicConfig{Name: name, Queues: 4, Perm: "rw"}, nil
+}
+
+func (f *fakeBroker) ListTopics(ctx context.Context) ([]broker.TopicConfig, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	return []broker.TopicConfig{{Name: "orders", Queues: 4, Perm: "rw", RetentionHours: 72}}, nil
+}
+
+func (f *fakeBroker) DeleteTopic(ctx context.Context, name string) error {
+	f.record(name)
+	return f.check()
+}
+
+func (f *fakeBroker) PutGroup(ctx context.Context, cfg broker.GroupConfig) (broker.GroupConfig, bool, error) {
+	if err := f.check(); err != nil {
+		return broker.GroupConfig{}, false, err
+	}
+	f.record(cfg)
+	return cfg, f.created, nil
+}
+
+func (f *fakeBroker) GetGroup(ctx context.Context, name string) (broker.GroupConfig, error) {
+	if err := f.check(); err != nil {
+		return broker.GroupConfig{}, err
+	}
+	f.record(name)
+	return broker.GroupConfig{Name: name, ConsumeMode: "clustering", RetryMaxTimes: 16, Invisible: 30 * time.Second,
+		Subscriptions: []broker.Subscription{{Topic: "orders", TagExpression: "*"}}}, nil
+}
+
+func (f *fakeBroker) ListGroups(ctx context.Context) ([]broker.GroupConfig, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	return []broker.GroupConfig{{Name: "billing", ConsumeMode: "clustering"}}, nil
+}
+
+func (f *fakeBroker) DeleteGroup(ctx context.Context, name string) error {
+	f.record(name)
+	return f.check()
+}
+
+func (f *fakeBroker) progressRows() []broker.QueueProgress {
+	return []broker.QueueProgress{
+		{Topic: "orders", QueueID: 0, BrokerOffset: 10, ConsumerOffset: 7, Lag: 3, InFlight: 1},
+		{Topic: "orders", QueueID: 1, BrokerOffset: 5, ConsumerOffset: 5, Lag: 0},
+	}
+}
+
+func (f *fakeBroker) GetOffsets(ctx context.Context, group string) ([]broker.QueueProgress, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	return f.progressRows(), nil
+}
+
+func (f *fakeBroker) CommitOffsets(ctx context.Context, group string, commits []broker.OffsetCommit) error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.group, f.commits = group, commits
+	return nil
+}
+
+func (f *fakeBroker) Progress(ctx context.Context, group string) ([]broker.QueueProgress, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	return f.progressRows(), nil
+}
+
+func (f *fakeBroker) ResetOffset(ctx context.Context, group, topic string, t time.Time) ([]broker.QueueProgress, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	f.record(group, topic, t)
+	return f.progressRows(), nil
+}
+
+func (f *fakeBroker) GetMessage(ctx context.Context, id string) (broker.ReceivedMessage, error) {
+	if err := f.check(); err != nil {
+		return broker.ReceivedMessage{}, err
+	}
+	f.record(id)
+	m := sampleMessage("", []byte("found"))
+	m.MessageID = id
+	return m, nil
+}
+
+func (f *fakeBroker) QueryByKey(ctx context.Context, topic, key string, max int) ([]broker.ReceivedMessage, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	f.record(topic, key, max)
+	return nil, nil
+}
+
+func (f *fakeBroker) Status(ctx context.Context) (broker.BrokerStatus, error) {
+	if err := f.check(); err != nil {
+		return broker.BrokerStatus{}, err
+	}
+	return broker.BrokerStatus{FlushMode: "sync", StoreBytes: 1 << 20, Uptime: 90 * time.Second, CommitLogMin: 0, CommitLogMax: 4096}, nil
+}
+
+func (f *fakeBroker) Ready() error { return f.check() }
+
+// sampleMessage is a delivered message with the given receipt and body.
+func sampleMessage(receipt string, body []byte) broker.ReceivedMessage {
+	return broker.ReceivedMessage{
+		MessageID: "7F00000100001F9000000000000004D2", Receipt: receipt, Topic: "orders", QueueID: 1, QueueOffset: 42,
+		ReconsumeTimes: 2, OriginMessageID: "7F00000100001F900000000000000001", Tag: "created", Keys: []string{"k1"},
+		Properties: map[string]string{"p": "v"}, Body: body,
+		BornAt:   time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC),
+		StoredAt: time.Date(2026, 11, 29, 10, 0, 0, 5_000_000, time.UTC),
+	}
+}
+
+// testBundle is one handler under test with its fake broker.
+type testBundle struct {
+	broker  *fakeBroker
+	handler http.Handler
+}
+
+// setup builds the /v1 handler over a fake broker, mounted as the server
+// mounts it; opts adjust the dependencies.
+func setup(t *testing.T, opts ...func(*api.Deps)) *testBundle {
+	t.Helper()
+	fake := &fakeBroker{}
+	deps := api.Deps{Broker: fake, Logger: zerolog.New(io.Discard), MaxMessageSize: 1024, MaxRequestSize: 4096}
+	for _, opt := range opts {
+		opt(&deps)
+	}
+	// The root router answers like the server's: chi rejects unknown methods
+	// there, before the /v1 router sees them.
+	root := chi.NewRouter()
+	root.NotFound(func(w http.ResponseWriter, r *http.Request) { api.WriteError(w, r, api.ErrRouteNotFound) })
+	root.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) { api.WriteError(w, r, api.ErrMethodNotAllowed) })
+	root.Mount("/v1", api.NewHandler(deps))
+	return &testBundle{broker: fake, handler: root}
+}
+
+// do serves one request; headers alternate name, value.
+func (b *testBundle) do(t *testing.T, method, target, body string, headers ...string) *httptest.ResponseRecorder {
+	t.Helper()
+	var reader io.Reader
+	if body != "" {
+		reader = strings.NewReader(body)
+	}
+	req := httptest.NewRequest(method, target, reader)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Add(headers[i], headers[i+1])
+	}
+	rec := httptest.NewRecorder()
+	b.handler.ServeHTTP(rec, req)
+	return rec
+}
+
+// doJSON serves one request with a JSON body.
+func (b *testBundle) doJSON(t *testing.T, method, target, body string, headers ...string) *httptest.ResponseRecorder {
+	t.Helper()
+	return b.do(t, method, target, body, append([]string{"Content-Type", "application/json"}, headers...)...)
+}
+
+// requireProblem checks that rec is a problem+json response with the given
+// status and code, and returns it.
+func requireProblem(t *testing.T, rec *httptest.ResponseRecorder, status int, code string) api.Problem {
+	t.Helper()
+	require.Equal(t, status, rec.Code, "body: %s", rec.Body.String())
+	require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
+	var p api.Problem
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &p))
+	require.Equal(t, status, p.Status)
+	require.Equal(t, code, p.Code)
+	require.Equal(t, "urn:mqgate:problem:"+code, p.Type)
+	require.NotEmpty(t, p.Title)
+	require.NotEmpty(t, p.RequestID)
+	require.Equal(t, rec.Header().Get("X-Request-Id"), p.RequestID)
+	return p
+}
+
+// decode decodes a 2xx JSON response.
+func decode[T any](t *testing.T, rec *httptest.ResponseRecorder, status int) T {
+	t.Helper()
+	require.Equal(t, status, rec.Code, "body: %s", rec.Body.String())
+	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	var v T
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &v))
+	return v
+}
+
+func TestRouting(t *testing.T) {
+	t.Parallel()
+
+	t.Run("NotFound", func(t *testing.T) {
+		t.Parallel()
+		requireProblem(t, setup(t).do(t, http.MethodGet, "/v1/nope", ""), http.StatusNotFound, "not-found")
+	})
+	t.Run("MethodNotAllowed", func(t *testing.T) {
+		t.Parallel()
+		rec := setup(t).do(t, http.MethodPatch, "/v1/topics/orders", "")
+		requireProblem(t, rec, http.StatusMethodNotAllowed, "method-not-allowed")
+		require.Equal(t, "GET, PUT, DELETE", rec.Header().Get("Allow"))
+	})
+	t.Run("Draining", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(d *api.Deps) { d.Draining = func() bool { return true } })
+		rec := b.do(t, http.MethodGet, "/v1/topics", "")
+		requireProblem(t, rec, http.StatusServiceUnavailable, "shutting-down")
+		require.Equal(t, "5", rec.Header().Get("Retry-After"))
+	})
+	t.Run("PanicIsLogged500", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.broker.panicWith = "boom"
+		p := requireProblem(t, b.do(t, http.MethodGet, "/v1/topics", ""), http.StatusInternalServerError, "internal")
+		require.NotContains(t, p.Detail, "boom")
+	})
+	t.Run("AbortHandlerPanicPropagates", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.broker.panicWith = http.ErrAbortHandler
+		require.PanicsWithValue(t, http.ErrAbortHandler, func() { b.do(t, http.MethodGet, "/v1/topics", "") })
+	})
+}

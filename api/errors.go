@@ -1,0 +1,189 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/rs/zerolog/hlog"
+
+	"github.com/mqgate/mqgate/server/broker"
+)
+
+// Errors raised by the transport itself (the broker's own sentinels live in
+// server/broker). All of them, and the broker's, are turned into HTTP
+// responses by classify, the one mapping in this package.
+var (
+	// ErrMalformedRequest: the request body or a header cannot be parsed
+	// (invalid JSON, unknown field, bad base64, bad number).
+	ErrMalformedRequest = errors.New("api: malformed request")
+	// ErrUnsupportedMediaType: the Content-Type is not one the route accepts.
+	ErrUnsupportedMediaType = errors.New("api: unsupported media type")
+	// ErrTooManyWaiters: the limit of concurrent long polls is reached.
+	ErrTooManyWaiters = errors.New("api: too many waiting pulls")
+	// ErrRouteNotFound: no route matches the path.
+	ErrRouteNotFound = errors.New("api: no such route")
+	// ErrMethodNotAllowed: the path exists but not for this method.
+	ErrMethodNotAllowed = errors.New("api: method not allowed")
+	// ErrNotReady: the process cannot take traffic yet (readiness probe).
+	ErrNotReady = errors.New("api: not ready")
+)
+
+// problemMediaType is the RFC 9457 media type of error bodies.
+const problemMediaType = "application/problem+json"
+
+// problemTypePrefix prefixes every problem code to form the RFC 9457 `type`
+// URI. The URN is stable and not meant to be dereferenced.
+const problemTypePrefix = "urn:mqgate:problem:"
+
+// Problem is an RFC 9457 problem details object, the body of every 4xx and
+// 5xx response (media type application/problem+json).
+type Problem struct {
+	// Type is a URI naming the problem kind: "urn:mqgate:problem:" + code.
+	Type string `json:"type" example:"urn:mqgate:problem:topic-not-found"`
+	// Title is the short, fixed human summary of the problem kind.
+	Title string `json:"title" example:"Topic not found"`
+	// Status repeats the HTTP status code.
+	Status int `json:"status" example:"404"`
+	// Detail explains this occurrence.
+	Detail string `json:"detail,omitempty" example:"broker: topic not found"`
+	// Instance is the request path the problem occurred on.
+	Instance string `json:"instance,omitempty" example:"/v1/topics/orders"`
+	// Code is the stable machine-readable problem code (the last part of Type).
+	Code string `json:"code" example:"topic-not-found"`
+	// RequestID is the id of the request (also in the X-Request-Id header and the server logs).
+	RequestID string `json:"requestId,omitempty" example:"d4m1c8sl0s73b0h3ds2g"`
+} //	@name	Problem
+
+// problemKind is one entry of the problem catalogue.
+type problemKind struct {
+	status int
+	code   string
+	title  string
+	// retryAfter, when > 0, is sent as a Retry-After header (seconds).
+	retryAfter int
+}
+
+// The problem catalogue. Codes are part of the API: never change or reuse one.
+var (
+	kindInvalidName     = problemKind{http.StatusBadRequest, "invalid-name", "Invalid topic or group name", 0}
+	kindInvalidArgument = problemKind{http.StatusBadRequest, "invalid-argument", "Invalid argument", 0}
+	kindMalformed       = problemKind{http.StatusBadRequest, "malformed-request", "Malformed request", 0}
+	kindEmptyBody       = problemKind{http.StatusBadRequest, "empty-body", "Message body is empty", 0}
+	kindOffsetRange     = problemKind{http.StatusBadRequest, "offset-out-of-range", "Offset out of range", 0}
+	kindNotFound        = problemKind{http.StatusNotFound, "not-found", "Not found", 0}
+	kindTopicNotFound   = problemKind{http.StatusNotFound, "topic-not-found", "Topic not found", 0}
+	kindGroupNotFound   = problemKind{http.StatusNotFound, "group-not-found", "Group not found", 0}
+	kindMessageNotFound = problemKind{http.StatusNotFound, "message-not-found", "Message not found", 0}
+	kindMethod          = problemKind{http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed", 0}
+	kindInFlight        = problemKind{http.StatusConflict, "idempotency-request-in-flight", "A request with this idempotency key is in progress", 1}
+	kindTooLarge        = problemKind{http.StatusRequestEntityTooLarge, "body-too-large", "Body too large", 0}
+	kindMediaType       = problemKind{http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type", 0}
+	kindKeyReused       = problemKind{http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency key reused with a different request", 0}
+	kindTooManyWaiters  = problemKind{http.StatusTooManyRequests, "too-many-waiters", "Too many waiting pulls", 1}
+	kindClientClosed    = problemKind{499, "request-canceled", "Request canceled by the client", 0}
+	kindInternal        = problemKind{http.StatusInternalServerError, "internal", "Internal server error", 0}
+	kindNotImplemented  = problemKind{http.StatusNotImplemented, "not-implemented", "Not implemented", 0}
+	kindShuttingDown    = problemKind{http.StatusServiceUnavailable, "shutting-down", "Shutting down", 5}
+	kindNotReady        = problemKind{http.StatusServiceUnavailable, "not-ready", "Not ready", 1}
+	kindReadOnly        = problemKind{http.StatusServiceUnavailable, "storage-read-only", "Storage is read-only", 0}
+	kindFlushTimeout    = problemKind{http.StatusServiceUnavailable, "flush-timeout", "Flush timeout: write outcome unknown, retry with the same Idempotency-Key", 1}
+	kindTimeout         = problemKind{http.StatusGatewayTimeout, "timeout", "Request timed out", 1}
+	kindDiskFull        = problemKind{http.StatusInsufficientStorage, "disk-full", "Disk full", 0}
+)
+
+// sentinelKinds maps sentinel errors to problem kinds, checked in order
+// with errors.Is.
+var sentinelKinds = []struct {
+	err  error
+	kind problemKind
+}{
+	{broker.ErrInvalidName, kindInvalidName},
+	{broker.ErrReservedName, kindInvalidName},
+	{broker.ErrInvalidArgument, kindInvalidArgument},
+	{ErrMalformedRequest, kindMalformed},
+	{broker.ErrEmptyBody, kindEmptyBody},
+	{broker.ErrOffsetOutOfRange, kindOffsetRange},
+	{ErrRouteNotFound, kindNotFound},
+	{broker.ErrTopicNotFound, kindTopicNotFound},
+	{broker.ErrGroupNotFound, kindGroupNotFound},
+	{broker.ErrMessageNotFound, kindMessageNotFound},
+	{ErrMethodNotAllowed, kindMethod},
+	{broker.ErrIdempotencyInFlight, kindInFlight},
+	{broker.ErrTooLarge, kindTooLarge},
+	{ErrUnsupportedMediaType, kindMediaType},
+	{broker.ErrIdempotencyKeyReused, kindKeyReused},
+	{ErrTooManyWaiters, kindTooManyWaiters},
+	{broker.ErrNotImplemented, kindNotImplemented},
+	{broker.ErrShuttingDown, kindShuttingDown},
+	{ErrNotReady, kindNotReady},
+	{broker.ErrReadOnly, kindReadOnly},
+	{broker.ErrFlushTimeout, kindFlushTimeout},
+	{broker.ErrDiskFull, kindDiskFull},
+	{context.Canceled, kindClientClosed},
+	{context.DeadlineExceeded, kindTimeout},
+}
+
+// classify is the one function that maps an error to its HTTP status and
+// stable problem code. Unknown errors are internal (500).
+func classify(err error) problemKind {
+	var maxBytes *http.MaxBytesError
+	if errors.As(err, &maxBytes) {
+		return kindTooLarge
+	}
+	for _, s := range sentinelKinds {
+		if errors.Is(err, s.err) {
+			return s.kind
+		}
+	}
+	return kindInternal
+}
+
+// WriteError renders err as an application/problem+json response with the
+// status and code classify assigns. Causes of 5xx responses are logged with
+// the request id; the body of a 500 carries a generic message only.
+func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	kind := classify(err)
+	p := Problem{
+		Type:     problemTypePrefix + kind.code,
+		Title:    kind.title,
+		Status:   kind.status,
+		Code:     kind.code,
+		Instance: r.URL.Path,
+	}
+	if id, ok := hlog.IDFromRequest(r); ok {
+		p.RequestID = id.String()
+	}
+	log := hlog.FromRequest(r)
+	switch {
+	case kind == kindInternal:
+		p.Detail = "internal error; the server log has the cause under this request id"
+		log.Error().Err(err).Str("code", kind.code).Msg("request failed")
+	case kind.status >= 500:
+		p.Detail = err.Error()
+		log.Warn().Err(err).Str("code", kind.code).Msg("request failed")
+	default:
+		p.Detail = err.Error()
+		log.Debug().Err(err).Str("code", kind.code).Msg("request rejected")
+	}
+	if kind.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(kind.retryAfter))
+	}
+	if kind.status == http.StatusRequestEntityTooLarge {
+		// The rest of the body stays unread: do not reuse the connection.
+		w.Header().Set("Connection", "close")
+	}
+	writeProblem(w, p)
+}
+
+// writeProblem writes p with its status and the problem media type.
+func writeProblem(w http.ResponseWriter, p Problem) {
+	h := w.Header()
+	h.Set("Content-Type", problemMediaType)
+	h.Set("Cache-Control", "no-store")
+	h.Del("Content-Length")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}

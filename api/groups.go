@@ -1,0 +1,476 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/mqgate/mqgate/server/broker"
+)
+
+// maxRetryMaxTimes bounds a group's retryMaxTimes; the broker applies its own.
+const maxRetryMaxTimes = 1000
+
+// Subscription is one topic a group consumes.
+type Subscription struct {
+	// Topic is the subscribed topic.
+	Topic string `json:"topic" example:"orders"`
+	// TagExpression filters by tag: "*" (default) or "a || b".
+	TagExpression string `json:"tagExpression,omitempty" example:"*"`
+	// SQL is an SQL92 filter (not supported yet: must be empty).
+	SQL string `json:"sql,omitempty"`
+} //	@name	Subscription
+
+// GroupRequest creates or updates a consumer group. Every field is optional.
+type GroupRequest struct {
+	// ConsumeMode is "clustering" (default: members share the work) or "broadcasting" (each member sees everything).
+	ConsumeMode string `json:"consumeMode,omitempty" enums:"clustering,broadcasting" example:"clustering"`
+	// Orderly delivers at most one message per sharding key at a time.
+	Orderly bool `json:"orderly,omitempty"`
+	// RetryMaxTimes is how many retries a message gets before the dead-letter queue (0 = default 16).
+	RetryMaxTimes int `json:"retryMaxTimes,omitempty" minimum:"0" maximum:"1000" example:"16"`
+	// InvisibleMs is the default lease length of a pull (0 = broker default).
+	InvisibleMs int64 `json:"invisibleMs,omitempty" minimum:"0" maximum:"43200000" example:"30000"`
+	// Subscriptions are the topics the group consumes.
+	Subscriptions []Subscription `json:"subscriptions,omitempty"`
+	// Push configures webhook delivery (not supported yet: must be absent).
+	Push json.RawMessage `json:"push,omitempty" swaggertype:"object"`
+} //	@name	GroupRequest
+
+// Group describes a consumer group.
+type Group struct {
+	Name          string         `json:"name" example:"billing"`
+	ConsumeMode   string         `json:"consumeMode" enums:"clustering,broadcasting" example:"clustering"`
+	Orderly       bool           `json:"orderly"`
+	RetryMaxTimes int            `json:"retryMaxTimes" example:"16"`
+	InvisibleMs   int64          `json:"invisibleMs" example:"30000"`
+	Subscriptions []Subscription `json:"subscriptions"`
+	CreatedAt     string         `json:"createdAt,omitempty" format:"date-time"`
+} //	@name	Group
+
+// GroupList lists consumer groups.
+type GroupList struct {
+	Groups []Group `json:"groups"`
+} //	@name	GroupList
+
+// QueueOffset is a group's committed offset in one queue.
+type QueueOffset struct {
+	Topic   string `json:"topic" example:"orders"`
+	QueueID int32  `json:"queueId" example:"0"`
+	// Offset is the next offset the group consumes.
+	Offset int64 `json:"offset" example:"42"`
+	// BrokerOffset is the queue's max offset (read-only, ignored on commit).
+	BrokerOffset int64 `json:"brokerOffset,omitempty" example:"50"`
+	// Lag is brokerOffset - offset (read-only, ignored on commit).
+	Lag int64 `json:"lag,omitempty" example:"8"`
+} //	@name	QueueOffset
+
+// Offsets lists committed offsets; it is also the commit request.
+type Offsets struct {
+	Offsets []QueueOffset `json:"offsets"`
+} //	@name	Offsets
+
+// QueueProgress is a group's progress in one queue (mqadmin consumerProgress).
+type QueueProgress struct {
+	Topic          string `json:"topic" example:"orders"`
+	QueueID        int32  `json:"queueId" example:"0"`
+	BrokerOffset   int64  `json:"brokerOffset" example:"50"`
+	ConsumerOffset int64  `json:"consumerOffset" example:"42"`
+	Lag            int64  `json:"lag" example:"8"`
+	InFlight       int    `json:"inFlight" example:"2"`
+	LastStoredAt   string `json:"lastStoredAt,omitempty" format:"date-time"`
+} //	@name	QueueProgress
+
+// Progress is a group's progress over all its queues.
+type Progress struct {
+	Group    string          `json:"group" example:"billing"`
+	TotalLag int64           `json:"totalLag" example:"8"`
+	Queues   []QueueProgress `json:"queues"`
+} //	@name	Progress
+
+// ResetOffsetRequest moves a group's offsets by store time.
+type ResetOffsetRequest struct {
+	// Timestamp: the group resumes at the first message stored at or after it (RFC 3339).
+	Timestamp string `json:"timestamp" format:"date-time" example:"2026-11-29T00:00:00Z"`
+	// Topic limits the reset to one topic (default: every subscribed topic).
+	Topic string `json:"topic,omitempty" example:"orders"`
+} //	@name	ResetOffsetRequest
+
+// registerGroupRoutes registers group administration and offsets.
+func (h *handler) registerGroupRoutes(r chi.Router) {
+	// GET /v1/groups — list groups.
+	r.Get("/groups", h.listGroups)
+	// GET /v1/groups/{group} — one group.
+	r.Get("/groups/{group}", h.getGroup)
+	// DELETE /v1/groups/{group} — delete a group.
+	r.Delete("/groups/{group}", h.deleteGroup)
+	// GET /v1/groups/{group}/offsets — committed offsets.
+	r.Get("/groups/{group}/offsets", h.getOffsets)
+	// GET /v1/groups/{group}/progress — per-queue lag.
+	r.Get("/groups/{group}/progress", h.progress)
+	r.Group(func(r chi.Router) {
+		r.Use(bodyLimit(smallBodyLimit), requireJSON)
+		// PUT /v1/groups/{group} — create or update a group.
+		r.Put("/groups/{group}", h.putGroup)
+		// PUT /v1/groups/{group}/offsets — commit offsets.
+		r.Put("/groups/{group}/offsets", h.commitOffsets)
+		// POST /v1/groups/{group}/reset-offset — move offsets by time.
+		r.Post("/groups/{group}/reset-offset", h.resetOffset)
+	})
+}
+
+// listGroups lists consumer groups.
+//
+//	@Summary	List groups
+//	@Tags		groups
+//	@Produce	json
+//	@Produce	application/problem+json
+//	@Success	200	{object}	GroupList
+//	@Failure	500	{object}	Problem	"internal"
+//	@Failure	503	{object}	Problem	"shutting-down"
+//	@Router		/groups [get]
+func (h *handler) listGroups(w http.ResponseWriter, r *http.Request) {
+	groups, err := h.deps.Broker.ListGroups(r.Context())
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	resp := GroupList{Groups: make([]Group, 0, len(groups))}
+	for _, g := range groups {
+		resp.Groups = append(resp.Groups, toGroup(g))
+	}
+	writeJSON(w, r, http.StatusOK, resp)
+}
+
+// getGroup returns one consumer group.
+//
+//	@Summary	Get a group
+//	@Tags		groups
+//	@Produce	json
+//	@Produce	application/problem+json
+//	@Param		group	path		string	true	"Group name"
+//	@Success	200		{object}	Group
+//	@Failure	400		{object}	Problem	"invalid-name"
+//	@Failure	404		{object}	Problem	"group-not-found"
+//	@Failure	500		{object}	Problem	"internal"
+//	@Failure	503		{object}	Problem	"shutting-down"
+//	@Router		/groups/{group} [get]
+func (h *handler) getGroup(w http.ResponseWriter, r *http.Request) {
+	name, err := nameParam(r, "group", "group")
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	g, err := h.deps.Broker.GetGroup(r.Context(), name)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, toGroup(g))
+}
+
+// putGroup creates or updates a consumer group.
+//
+//	@Summary		Create or update a group
+//	@Description	Creates the group (201) or updates it (200). An empty body takes the defaults. `sql` filters and `push` endpoints are not supported yet (501).
+//	@Tags			groups
+//	@Accept			json
+//	@Produce		json
+//	@Produce		application/problem+json
+//	@Param			group	path		string			true	"Group name"
+//	@Param			request	body		GroupRequest	false	"Group settings"
+//	@Success		200		{object}	Group			"updated"
+//	@Success		201		{object}	Group			"created"
+//	@Failure		400		{object}	Problem			"invalid-name, invalid-argument, malformed-request"
+//	@Failure		404		{object}	Problem			"topic-not-found"
+//	@Failure		413		{object}	Problem			"body-too-large"
+//	@Failure		415		{object}	Problem			"unsupported-media-type"
+//	@Failure		500		{object}	Problem			"internal"
+//	@Failure		501		{object}	Problem			"not-implemented"
+//	@Failure		503		{object}	Problem			"storage-read-only, shutting-down"
+//	@Router			/groups/{group} [put]
+func (h *handler) putGroup(w http.ResponseWriter, r *http.Request) {
+	name, err := nameParam(r, "group", "group")
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	var req GroupRequest
+	if err := readJSON(r, &req, true); err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	cfg, err := groupConfig(name, req)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	g, created, err := h.deps.Broker.PutGroup(r.Context(), cfg)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", "/v1/groups/"+url.PathEscape(g.Name))
+	}
+	writeJSON(w, r, status, toGroup(g))
+}
+
+// groupConfig validates a group request and converts it.
+func groupConfig(name string, req GroupRequest) (broker.GroupConfig, error) {
+	switch {
+	case req.ConsumeMode != "" && req.ConsumeMode != "clustering" && req.ConsumeMode != "broadcasting":
+		return broker.GroupConfig{}, invalidArgument(`consumeMode %q must be "clustering" or "broadcasting"`, req.ConsumeMode)
+	case req.RetryMaxTimes < 0 || req.RetryMaxTimes > maxRetryMaxTimes:
+		return broker.GroupConfig{}, invalidArgument("retryMaxTimes %d must be between 0 and %d", req.RetryMaxTimes, maxRetryMaxTimes)
+	case req.InvisibleMs < 0 || req.InvisibleMs > MaxInvisibleMs:
+		return broker.GroupConfig{}, invalidArgument("invisibleMs %d must be between 0 and %d", req.InvisibleMs, MaxInvisibleMs)
+	case len(req.Push) > 0 && string(req.Push) != "null":
+		return broker.GroupConfig{}, fmt.Errorf("%w: push subscriptions", broker.ErrNotImplemented)
+	}
+	cfg := broker.GroupConfig{
+		Name:          name,
+		ConsumeMode:   req.ConsumeMode,
+		Orderly:       req.Orderly,
+		RetryMaxTimes: req.RetryMaxTimes,
+		Invisible:     time.Duration(req.InvisibleMs) * time.Millisecond,
+	}
+	for i, s := range req.Subscriptions {
+		if !validName(s.Topic) {
+			return broker.GroupConfig{}, fmt.Errorf("%w: subscriptions[%d].topic %q", broker.ErrInvalidName, i, s.Topic)
+		}
+		if s.SQL != "" {
+			return broker.GroupConfig{}, fmt.Errorf("%w: SQL filters (subscriptions[%d].sql)", broker.ErrNotImplemented, i)
+		}
+		cfg.Subscriptions = append(cfg.Subscriptions, broker.Subscription{Topic: s.Topic, TagExpression: s.TagExpression})
+	}
+	return cfg, nil
+}
+
+// deleteGroup deletes a consumer group.
+//
+//	@Summary	Delete a group
+//	@Tags		groups
+//	@Produce	application/problem+json
+//	@Param		group	path	string	true	"Group name"
+//	@Success	204
+//	@Failure	400	{object}	Problem	"invalid-name"
+//	@Failure	404	{object}	Problem	"group-not-found"
+//	@Failure	500	{object}	Problem	"internal"
+//	@Failure	503	{object}	Problem	"storage-read-only, shutting-down"
+//	@Router		/groups/{group} [delete]
+func (h *handler) deleteGroup(w http.ResponseWriter, r *http.Request) {
+	name, err := nameParam(r, "group", "group")
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	if err := h.deps.Broker.DeleteGroup(r.Context(), name); err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// getOffsets returns a group's committed offsets.
+//
+//	@Summary	Get committed offsets
+//	@Tags		offsets
+//	@Produce	json
+//	@Produce	application/problem+json
+//	@Param		group	path		string	true	"Group name"
+//	@Success	200		{object}	Offsets
+//	@Failure	400		{object}	Problem	"invalid-name"
+//	@Failure	404		{object}	Problem	"group-not-found"
+//	@Failure	500		{object}	Problem	"internal"
+//	@Failure	503		{object}	Problem	"shutting-down"
+//	@Router		/groups/{group}/offsets [get]
+func (h *handler) getOffsets(w http.ResponseWriter, r *http.Request) {
+	group, err := nameParam(r, "group", "group")
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	progress, err := h.deps.Broker.GetOffsets(r.Context(), group)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	resp := Offsets{Offsets: make([]QueueOffset, 0, len(progress))}
+	for _, p := range progress {
+		resp.Offsets = append(resp.Offsets, QueueOffset{
+			Topic: p.Topic, QueueID: p.QueueID, Offset: p.ConsumerOffset, BrokerOffset: p.BrokerOffset, Lag: p.Lag,
+		})
+	}
+	writeJSON(w, r, http.StatusOK, resp)
+}
+
+// commitOffsets stores offsets of an offset-mode group.
+//
+//	@Summary		Commit offsets
+//	@Description	Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored).
+//	@Tags			offsets
+//	@Accept			json
+//	@Produce		application/problem+json
+//	@Param			group	path	string	true	"Group name"
+//	@Param			request	body	Offsets	true	"Offsets to commit"
+//	@Success		204
+//	@Failure		400	{object}	Problem	"invalid-name, invalid-argument, malformed-request, offset-out-of-range"
+//	@Failure		404	{object}	Problem	"group-not-found, topic-not-found"
+//	@Failure		413	{object}	Problem	"body-too-large"
+//	@Failure		415	{object}	Problem	"unsupported-media-type"
+//	@Failure		500	{object}	Problem	"internal"
+//	@Failure		503	{object}	Problem	"storage-read-only, shutting-down"
+//	@Router			/groups/{group}/offsets [put]
+func (h *handler) commitOffsets(w http.ResponseWriter, r *http.Request) {
+	group, err := nameParam(r, "group", "group")
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	var req Offsets
+	if err := readJSON(r, &req, false); err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	if err := checkItems("offsets", len(req.Offsets)); err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	commits := make([]broker.OffsetCommit, 0, len(req.Offsets))
+	for i, o := range req.Offsets {
+		switch {
+		case !validName(o.Topic):
+			WriteError(w, r, fmt.Errorf("%w: offsets[%d].topic %q", broker.ErrInvalidName, i, o.Topic))
+			return
+		case o.QueueID < 0 || o.Offset < 0:
+			WriteError(w, r, invalidArgument("offsets[%d]: queueId and offset must not be negative", i))
+			return
+		}
+		commits = append(commits, broker.OffsetCommit{Topic: o.Topic, QueueID: o.QueueID, Offset: o.Offset})
+	}
+	if err := h.deps.Broker.CommitOffsets(r.Context(), group, commits); err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// progress returns a group's per-queue progress.
+//
+//	@Summary		Consumer progress
+//	@Description	Per queue: broker offset, consumer offset, lag and in-flight leases (mqadmin consumerProgress).
+//	@Tags			offsets
+//	@Produce		json
+//	@Produce		application/problem+json
+//	@Param			group	path		string	true	"Group name"
+//	@Success		200		{object}	Progress
+//	@Failure		400		{object}	Problem	"invalid-name"
+//	@Failure		404		{object}	Problem	"group-not-found"
+//	@Failure		500		{object}	Problem	"internal"
+//	@Failure		503		{object}	Problem	"shutting-down"
+//	@Router			/groups/{group}/progress [get]
+func (h *handler) progress(w http.ResponseWriter, r *http.Request) {
+	group, err := nameParam(r, "group", "group")
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	queues, err := h.deps.Broker.Progress(r.Context(), group)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, toProgress(group, queues))
+}
+
+// resetOffset moves a group's offsets to a store time.
+//
+//	@Summary		Reset offsets by time
+//	@Description	Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress.
+//	@Tags			offsets
+//	@Accept			json
+//	@Produce		json
+//	@Produce		application/problem+json
+//	@Param			group	path		string				true	"Group name"
+//	@Param			request	body		ResetOffsetRequest	true	"Target time"
+//	@Success		200		{object}	Progress
+//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request"
+//	@Failure		404		{object}	Problem	"group-not-found, topic-not-found"
+//	@Failure		413		{object}	Problem	"body-too-large"
+//	@Failure		415		{object}	Problem	"unsupported-media-type"
+//	@Failure		500		{object}	Problem	"internal"
+//	@Failure		503		{object}	Problem	"storage-read-only, shutting-down"
+//	@Router			/groups/{group}/reset-offset [post]
+func (h *handler) resetOffset(w http.ResponseWriter, r *http.Request) {
+	group, err := nameParam(r, "group", "group")
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	var req ResetOffsetRequest
+	if err := readJSON(r, &req, false); err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	at, err := time.Parse(time.RFC3339Nano, req.Timestamp)
+	if err != nil {
+		WriteError(w, r, invalidArgument("timestamp %q is not an RFC 3339 time", req.Timestamp))
+		return
+	}
+	if req.Topic != "" && !validName(req.Topic) {
+		WriteError(w, r, fmt.Errorf("%w: topic %q", broker.ErrInvalidName, req.Topic))
+		return
+	}
+	queues, err := h.deps.Broker.ResetOffset(r.Context(), group, req.Topic, at)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, toProgress(group, queues))
+}
+
+// toGroup converts a group to its wire form ("" consume mode is the
+// default "clustering").
+func toGroup(g broker.GroupConfig) Group {
+	if g.ConsumeMode == "" {
+		g.ConsumeMode = "clustering"
+	}
+	out := Group{
+		Name:          g.Name,
+		ConsumeMode:   g.ConsumeMode,
+		Orderly:       g.Orderly,
+		RetryMaxTimes: g.RetryMaxTimes,
+		InvisibleMs:   g.Invisible.Milliseconds(),
+		Subscriptions: make([]Subscription, 0, len(g.Subscriptions)),
+		CreatedAt:     formatTime(g.CreatedAt),
+	}
+	for _, s := range g.Subscriptions {
+		out.Subscriptions = append(out.Subscriptions, Subscription{Topic: s.Topic, TagExpression: s.TagExpression})
+	}
+	return out
+}
+
+// toProgress converts per-queue progress to its wire form.
+func toProgress(group string, queues []broker.QueueProgress) Progress {
+	out := Progress{Group: group, Queues: make([]QueueProgress, 0, len(queues))}
+	for _, q := range queues {
+		out.TotalLag += q.Lag
+		out.Queues = append(out.Queues, QueueProgress{
+			Topic:          q.Topic,
+			QueueID:        q.QueueID,
+			BrokerOffset:   q.BrokerOffset,
+			ConsumerOffset: q.ConsumerOffset,
+			Lag:            q.Lag,
+			InFlight:       q.InFlight,
+			LastStoredAt:   formatTime(q.LastStoredAt),
+		})
+	}
+	return out
+}

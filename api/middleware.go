@@ -1,0 +1,293 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/rs/zerolog"
+	"github.com/rs/zerolog/hlog"
+
+	"github.com/mqgate/mqgate/server/broker"
+)
+
+// requestLogging is the logging chain: a request-scoped child logger, a
+// request id (xid, echoed in X-Request-Id and in problem bodies) and one
+// access-log line per request with method, path, route pattern, status,
+// bytes and latency.
+func requestLogging(log zerolog.Logger) []func(http.Handler) http.Handler {
+	return []func(http.Handler) http.Handler{
+		hlog.NewHandler(log),
+		hlog.RequestIDHandler("req_id", "X-Request-Id"),
+		hlog.RemoteIPHandler("ip"),
+		hlog.AccessHandler(accessLine),
+	}
+}
+
+// accessLine logs one finished request.
+func accessLine(r *http.Request, status, size int, duration time.Duration) {
+	if status == 0 {
+		status = http.StatusOK // nothing written: net/http sends 200
+	}
+	log := hlog.FromRequest(r)
+	event := log.Info()
+	if status >= 500 {
+		event = log.Warn()
+	}
+	route := ""
+	if rctx := chi.RouteContext(r.Context()); rctx != nil {
+		route = rctx.RoutePattern()
+	}
+	event.
+		Str("method", r.Method).
+		Str("path", r.URL.Path).
+		Str("route", route).
+		Int("status", status).
+		Int("bytes", size).
+		Float64("latency_ms", float64(duration.Microseconds())/1000).
+		Msg("http request")
+}
+
+// recoverer turns a handler panic into a logged 500 problem. It re-panics
+// http.ErrAbortHandler, which net/http uses to abort a response on purpose.
+func recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
+				panic(v)
+			}
+			hlog.FromRequest(r).Error().
+				Str("panic", fmt.Sprint(v)).
+				Bytes("stack", debug.Stack()).
+				Msg("handler panicked")
+			WriteError(w, r, fmt.Errorf("panic: %v", v))
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// drainGate answers 503 shutting-down (with Retry-After) while the server
+// drains.
+func (h *handler) drainGate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h.deps.Draining() {
+			WriteError(w, r, fmt.Errorf("%w: the server is draining; retry on another instance or later", broker.ErrShuttingDown))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// methodNotAllowed answers 405 with the Allow header listing the methods
+// the path does have.
+func methodNotAllowed(routes chi.Routes) http.HandlerFunc {
+	candidates := []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodDelete, http.MethodPatch}
+	return func(w http.ResponseWriter, r *http.Request) {
+		path := r.URL.Path
+		if r.URL.RawPath != "" {
+			path = r.URL.RawPath
+		}
+		if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.RoutePath != "" {
+			path = rctx.RoutePath
+		}
+		var allowed []string
+		for _, m := range candidates {
+			if routes.Match(chi.NewRouteContext(), m, path) {
+				allowed = append(allowed, m)
+			}
+		}
+		if len(allowed) > 0 {
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+		}
+		WriteError(w, r, fmt.Errorf("%w: %s %s", ErrMethodNotAllowed, r.Method, r.URL.Path))
+	}
+}
+
+// bodyLimit caps the request body at n bytes: a declared Content-Length
+// above n is refused with 413 before anything is read, and reading past n
+// fails with *http.MaxBytesError (also 413).
+func bodyLimit(n int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ContentLength > n {
+				WriteError(w, r, &http.MaxBytesError{Limit: n})
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, n)
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// requireJSON refuses with 415 a request whose body is not declared as JSON
+// (application/json or application/*+json). A request without a body and
+// without a Content-Type passes.
+func requireJSON(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ct := r.Header.Get("Content-Type")
+		switch {
+		case ct == "" && r.ContentLength == 0 && len(r.TransferEncoding) == 0:
+		case ct == "":
+			WriteError(w, r, fmt.Errorf("%w: Content-Type application/json is required", ErrUnsupportedMediaType))
+			return
+		case !isJSON(ct):
+			WriteError(w, r, fmt.Errorf("%w: %q; this route accepts application/json", ErrUnsupportedMediaType, ct))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// isJSON reports whether a Content-Type value is application/json or an
+// application/*+json type.
+func isJSON(contentType string) bool {
+	mediaType, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	return mediaType == "application/json" ||
+		(strings.HasPrefix(mediaType, "application/") && strings.HasSuffix(mediaType, "+json"))
+}
+
+// readBody reads the whole (already size-limited) request body.
+func readBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var maxBytes *http.MaxBytesError
+		if errors.As(err, &maxBytes) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: reading body: %v", ErrMalformedRequest, err)
+	}
+	return body, nil
+}
+
+// readJSON decodes the request body into dst, refusing unknown fields and
+// trailing data. An empty body is an error unless optional is set, in which
+// case dst keeps its zero value.
+func readJSON(r *http.Request, dst any, optional bool) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		if optional {
+			return nil
+		}
+		return fmt.Errorf("%w: the request body is empty; a JSON object is required", ErrMalformedRequest)
+	}
+	return decodeJSON(body, dst)
+}
+
+// decodeJSON strictly decodes one JSON value from body into dst.
+func decodeJSON(body []byte, dst any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: unexpected data after the JSON value", ErrMalformedRequest)
+	}
+	return nil
+}
+
+// jsonError turns a decoding error into an ErrMalformedRequest with a
+// helpful detail.
+func jsonError(err error) error {
+	var syntax *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return fmt.Errorf("%w: invalid JSON at byte %d: %v", ErrMalformedRequest, syntax.Offset, err)
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			field = "(root)"
+		}
+		return fmt.Errorf("%w: field %s: expected %s, got JSON %s", ErrMalformedRequest, field, typeErr.Type, typeErr.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w: truncated JSON", ErrMalformedRequest)
+	default:
+		return fmt.Errorf("%w: %v", ErrMalformedRequest, err)
+	}
+}
+
+// writeJSON renders v as a JSON response with the given status.
+func writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		WriteError(w, r, fmt.Errorf("encode response: %w", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// maxNameLength is the longest name the transport lets through; the broker
+// applies the exact rules (127 for topics, 120 for groups, reserved names).
+const maxNameLength = 255
+
+// nameParam returns the path parameter key, unescaped, after a cheap check
+// that it could be a topic or group name (1-255 of A-Z a-z 0-9 _ - %); the
+// broker applies the exact naming rules.
+func nameParam(r *http.Request, key, what string) (string, error) {
+	value := chi.URLParam(r, key)
+	if r.URL.RawPath != "" {
+		// chi routed on the escaped path, so the parameter is still escaped.
+		unescaped, err := url.PathUnescape(value)
+		if err != nil {
+			return "", fmt.Errorf("%w: %s %q is not a valid path segment", broker.ErrInvalidName, what, value)
+		}
+		value = unescaped
+	}
+	if !validName(value) {
+		return "", fmt.Errorf("%w: %s %q must be 1-%d characters of A-Z a-z 0-9 _ - (and %% for system names)",
+			broker.ErrInvalidName, what, value, maxNameLength)
+	}
+	return value, nil
+}
+
+// validName reports whether s passes the transport's coarse name check.
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > maxNameLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-', c == '%':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// invalidArgument returns a broker.ErrInvalidArgument with a detail.
+func invalidArgument(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", broker.ErrInvalidArgument, fmt.Sprintf(format, args...))
+}
+
+// formatTime renders t as RFC 3339 with milliseconds in UTC, or "" for the
+// zero time.
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}

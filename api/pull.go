@@ -1,0 +1,200 @@
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/mqgate/mqgate/server/broker"
+)
+
+// pollGrace is how much longer than waitMs a pull lets the broker take
+// before its context ends.
+const pollGrace = 5 * time.Second
+
+// PullRequest asks for leased messages.
+type PullRequest struct {
+	// MaxMessages is the most messages to return (default 16).
+	MaxMessages int `json:"maxMessages,omitempty" minimum:"1" maximum:"32" default:"16" example:"16"`
+	// WaitMs is how long to long-poll when nothing is available (0 = answer at once).
+	WaitMs int64 `json:"waitMs,omitempty" minimum:"0" maximum:"30000" default:"0" example:"20000"`
+	// InvisibleMs is the lease length (0 = the group's default).
+	InvisibleMs int64 `json:"invisibleMs,omitempty" minimum:"0" maximum:"43200000" example:"30000"`
+	// TagExpression filters by tag: "*" (default) or "a || b".
+	TagExpression string `json:"tagExpression,omitempty" example:"created || paid"`
+} //	@name	PullRequest
+
+// Message is a delivered or looked-up message.
+type Message struct {
+	// MessageID is the 32-hex-character message id.
+	MessageID string `json:"messageId" example:"7F00000100001F9000000000000004D2"`
+	// Receipt is the lease handle for ack, nack and lease changes (pull only).
+	Receipt string `json:"receipt,omitempty"`
+	// Topic is the message's original topic.
+	Topic string `json:"topic" example:"orders"`
+	// QueueID is the queue the message was read from.
+	QueueID int32 `json:"queueId" example:"1"`
+	// QueueOffset is the message's offset in that queue.
+	QueueOffset int64 `json:"queueOffset" example:"42"`
+	// ReconsumeTimes counts earlier failed deliveries.
+	ReconsumeTimes int32 `json:"reconsumeTimes" example:"0"`
+	// OriginMessageID is the id of the first copy of a retried message.
+	OriginMessageID string `json:"originMessageId,omitempty"`
+	// Tag is the message's tag.
+	Tag string `json:"tag,omitempty" example:"created"`
+	// Keys are the message's business keys.
+	Keys []string `json:"keys,omitempty" example:"order-1001"`
+	// Properties are the user properties.
+	Properties map[string]string `json:"properties,omitempty"`
+	// Body is the payload: the text itself when it is valid UTF-8, else base64.
+	Body string `json:"body" example:"hello"`
+	// BodyEncoding is "utf8" or "base64".
+	BodyEncoding string `json:"bodyEncoding" enums:"utf8,base64" example:"utf8"`
+	// BornAt is when the gateway received the message (RFC 3339).
+	BornAt string `json:"bornAt,omitempty" format:"date-time" example:"2026-11-29T10:00:00.000Z"`
+	// StoredAt is when the message was stored (RFC 3339).
+	StoredAt string `json:"storedAt,omitempty" format:"date-time" example:"2026-11-29T10:00:00.001Z"`
+} //	@name	Message
+
+// PullResponse lists the leased messages (empty when the wait ran out).
+type PullResponse struct {
+	Messages []Message `json:"messages"`
+} //	@name	PullResponse
+
+// registerPullRoutes registers the pull route.
+func (h *handler) registerPullRoutes(r chi.Router) {
+	// POST /v1/groups/{group}/topics/{topic}/pull — lease messages (long poll).
+	r.With(bodyLimit(smallBodyLimit), requireJSON).Post("/groups/{group}/topics/{topic}/pull", h.pull)
+}
+
+// pull leases messages of a topic for a group, long-polling when none is
+// available.
+//
+//	@Summary		Pull (pop) messages
+//	@Description	Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
+//	@Description	When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
+//	@Tags			consume
+//	@Accept			json
+//	@Produce		json
+//	@Produce		application/problem+json
+//	@Param			group	path		string		true	"Consumer group"
+//	@Param			topic	path		string		true	"Topic"
+//	@Param			request	body		PullRequest	false	"Pull options"
+//	@Success		200		{object}	PullResponse
+//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request"
+//	@Failure		404		{object}	Problem	"topic-not-found, group-not-found"
+//	@Failure		413		{object}	Problem	"body-too-large"
+//	@Failure		415		{object}	Problem	"unsupported-media-type"
+//	@Failure		429		{object}	Problem	"too-many-waiters"
+//	@Failure		500		{object}	Problem	"internal"
+//	@Failure		503		{object}	Problem	"shutting-down"
+//	@Router			/groups/{group}/topics/{topic}/pull [post]
+func (h *handler) pull(w http.ResponseWriter, r *http.Request) {
+	group, err := nameParam(r, "group", "group")
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	topic, err := nameParam(r, "topic", "topic")
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	var req PullRequest
+	if err := readJSON(r, &req, true); err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	if req.MaxMessages == 0 {
+		req.MaxMessages = DefaultPullMessages
+	}
+	switch {
+	case req.MaxMessages < 1 || req.MaxMessages > MaxPullMessages:
+		WriteError(w, r, invalidArgument("maxMessages %d must be between 1 and %d", req.MaxMessages, MaxPullMessages))
+		return
+	case req.WaitMs < 0 || req.WaitMs > MaxWaitMs:
+		WriteError(w, r, invalidArgument("waitMs %d must be between 0 and %d", req.WaitMs, MaxWaitMs))
+		return
+	case req.InvisibleMs < 0 || req.InvisibleMs > MaxInvisibleMs:
+		WriteError(w, r, invalidArgument("invisibleMs %d must be between 0 and %d", req.InvisibleMs, MaxInvisibleMs))
+		return
+	}
+	wait := time.Duration(req.WaitMs) * time.Millisecond
+
+	if wait > 0 {
+		select {
+		case h.waiters <- struct{}{}:
+			defer func() { <-h.waiters }()
+		default:
+			WriteError(w, r, fmt.Errorf("%w: %d pulls are already waiting", ErrTooManyWaiters, cap(h.waiters)))
+			return
+		}
+		// Let this response outlive the server-wide WriteTimeout (and keep
+		// the read deadline, whose expiry would cancel the request context,
+		// out of the way). Not every ResponseWriter supports deadlines.
+		rc := http.NewResponseController(w)
+		deadline := time.Now().Add(wait + h.deps.WriteTimeout)
+		_ = rc.SetWriteDeadline(deadline)
+		_ = rc.SetReadDeadline(deadline)
+	}
+
+	ctx, cancel := context.WithTimeout(r.Context(), wait+pollGrace)
+	defer cancel()
+	stop := context.AfterFunc(h.deps.PollContext, cancel)
+	defer stop()
+
+	msgs, err := h.deps.Broker.Pull(ctx, broker.PullRequest{
+		Group:         group,
+		Topic:         topic,
+		MaxMessages:   req.MaxMessages,
+		Wait:          wait,
+		Invisible:     time.Duration(req.InvisibleMs) * time.Millisecond,
+		TagExpression: req.TagExpression,
+	})
+	if err != nil {
+		// A wait cut short by shutdown or by the server-side limit is an
+		// empty answer, not an error; a client that went away gets nothing.
+		ended := errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+		if !ended || r.Context().Err() != nil {
+			WriteError(w, r, err)
+			return
+		}
+		msgs = nil
+	}
+	resp := PullResponse{Messages: make([]Message, 0, len(msgs))}
+	for _, m := range msgs {
+		resp.Messages = append(resp.Messages, toMessage(m))
+	}
+	writeJSON(w, r, http.StatusOK, resp)
+}
+
+// toMessage converts a broker message to its wire form. The body goes out
+// as text when it is valid UTF-8 and as base64 otherwise.
+func toMessage(m broker.ReceivedMessage) Message {
+	out := Message{
+		MessageID:       m.MessageID,
+		Receipt:         m.Receipt,
+		Topic:           m.Topic,
+		QueueID:         m.QueueID,
+		QueueOffset:     m.QueueOffset,
+		ReconsumeTimes:  m.ReconsumeTimes,
+		OriginMessageID: m.OriginMessageID,
+		Tag:             m.Tag,
+		Keys:            m.Keys,
+		Properties:      m.Properties,
+		BornAt:          formatTime(m.BornAt),
+		StoredAt:        formatTime(m.StoredAt),
+	}
+	if utf8.Valid(m.Body) {
+		out.Body, out.BodyEncoding = string(m.Body), encodingUTF8
+	} else {
+		out.Body, out.BodyEncoding = base64.StdEncoding.EncodeToString(m.Body), encodingBase64
+	}
+	return out
+}

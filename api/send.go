@@ -1,0 +1,404 @@
+package api
+
+import (
+	"encoding/base64"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/mqgate/mqgate/server/broker"
+)
+
+// Headers of a raw (non-JSON) send.
+const (
+	headerIdempotencyKey = "Idempotency-Key"
+	headerReplayed       = "Idempotent-Replayed"
+	headerTag            = "X-Mqgate-Tag"
+	headerKeys           = "X-Mqgate-Keys"
+	headerPropertyPrefix = "X-Mqgate-Property-"
+	headerShardingKey    = "X-Mqgate-Sharding-Key"
+	headerDelayLevel     = "X-Mqgate-Delay-Level"
+	headerDelayMs        = "X-Mqgate-Delay-Ms"
+	headerDeliverAt      = "X-Mqgate-Deliver-At"
+)
+
+// Body encodings of SendMessage.body and Message.body.
+const (
+	encodingUTF8   = "utf8"
+	encodingBase64 = "base64"
+)
+
+// maxDedupIDLength bounds Idempotency-Key and dedupId (bytes).
+const maxDedupIDLength = 255
+
+// maxDelayMs is the longest delayMs a send may ask for (one year; the
+// broker may apply a lower configured maximum).
+const maxDelayMs = 366 * 24 * 60 * 60 * 1000
+
+// SendMessage is one message of a send request.
+type SendMessage struct {
+	// Body is the payload: UTF-8 text, or base64 when bodyEncoding is "base64". Must not be empty.
+	Body string `json:"body" example:"hello"`
+	// BodyEncoding says how body is encoded: "utf8" (default) or "base64".
+	BodyEncoding string `json:"bodyEncoding,omitempty" enums:"utf8,base64" example:"utf8"`
+	// Tag is one filterable label.
+	Tag string `json:"tag,omitempty" example:"created"`
+	// Keys are business keys for lookup by key.
+	Keys []string `json:"keys,omitempty" example:"order-1001"`
+	// Properties are user properties carried with the message.
+	Properties map[string]string `json:"properties,omitempty"`
+	// ShardingKey routes the message to queue hash(shardingKey) mod queues, keeping messages with one key in order.
+	ShardingKey string `json:"shardingKey,omitempty" example:"customer-42"`
+	// DelayLevel delays delivery by a configured delay level (1 = 1s … 18 = 2h by default).
+	DelayLevel int `json:"delayLevel,omitempty" minimum:"0" example:"0"`
+	// DeliverAt delays delivery until this RFC 3339 time. At most one of delayLevel, delayMs, deliverAt.
+	DeliverAt string `json:"deliverAt,omitempty" format:"date-time" example:"2026-12-01T10:00:00Z"`
+	// DelayMs delays delivery by this many milliseconds.
+	DelayMs int64 `json:"delayMs,omitempty" minimum:"0" example:"0"`
+	// DedupID makes retries of this message idempotent within the dedup window.
+	DedupID string `json:"dedupId,omitempty" maxLength:"255" example:"order-1001-created"`
+} //	@name	SendMessage
+
+// SendRequest is the JSON body of a send: either the fields of one
+// SendMessage, or only `messages` for a batch.
+type SendRequest struct {
+	SendMessage
+	// Messages is a batch of messages, stored in order. Leave the single-message fields out when it is set.
+	Messages *[]SendMessage `json:"messages,omitempty"`
+} //	@name	SendRequest
+
+// SendResult is where one message was stored.
+type SendResult struct {
+	// MessageID is the 32-hex-character message id.
+	MessageID string `json:"messageId" example:"7F00000100001F9000000000000004D2"`
+	// QueueID is the queue the message went to.
+	QueueID int32 `json:"queueId" example:"1"`
+	// QueueOffset is the message's offset in that queue.
+	QueueOffset int64 `json:"queueOffset" example:"42"`
+	// Duplicate is true when the dedup id matched an earlier send; the result is that send's.
+	Duplicate bool `json:"duplicate,omitempty"`
+} //	@name	SendResult
+
+// SendResponse lists one result per message, in request order.
+type SendResponse struct {
+	Results []SendResult `json:"results"`
+} //	@name	SendResponse
+
+// registerSendRoutes registers the send route.
+func (h *handler) registerSendRoutes(r chi.Router) {
+	// POST /v1/topics/{topic}/messages — send one message or a batch.
+	r.With(bodyLimit(h.deps.MaxRequestSize)).Post("/topics/{topic}/messages", h.send)
+}
+
+// send stores one message or a batch in a topic.
+//
+//	@Summary		Send messages
+//	@Description	Send one message or a batch to a topic.
+//	@Description
+//	@Description	With `Content-Type: application/json` the body is one SendMessage, or `{"messages":[…]}` for a batch (at most 256 messages, stored in order).
+//	@Description	With any other Content-Type the body is one raw message; its tag, keys and properties come from the `X-Mqgate-*` headers.
+//	@Description
+//	@Description	`Idempotency-Key` makes a retry safe: within the dedup window a repeated send returns the first result (with `Idempotent-Replayed: true`), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own `dedupId` uses `<key>:<i>`.
+//	@Description	A 503 `flush-timeout` means the outcome is unknown: retry with the same key.
+//	@Tags			messages
+//	@Accept			json
+//	@Accept			octet-stream
+//	@Accept			plain
+//	@Produce		json
+//	@Produce		application/problem+json
+//	@Param			topic					path		string		true	"Topic name"
+//	@Param			request					body		SendRequest	true	"One message, or {messages:[…]}"
+//	@Param			Idempotency-Key			header		string		false	"Idempotency key (at most 255 printable ASCII characters)"
+//	@Param			X-Mqgate-Tag			header		string		false	"Raw send: tag"
+//	@Param			X-Mqgate-Keys			header		string		false	"Raw send: comma-separated keys"
+//	@Param			X-Mqgate-Sharding-Key	header		string		false	"Raw send: sharding key"
+//	@Param			X-Mqgate-Delay-Level	header		integer		false	"Raw send: delay level"
+//	@Param			X-Mqgate-Delay-Ms		header		integer		false	"Raw send: delay in milliseconds"
+//	@Param			X-Mqgate-Deliver-At		header		string		false	"Raw send: RFC 3339 delivery time"
+//	@Success		200						{object}	SendResponse
+//	@Failure		400						{object}	Problem	"invalid-name, invalid-argument, malformed-request, empty-body"
+//	@Failure		404						{object}	Problem	"topic-not-found"
+//	@Failure		409						{object}	Problem	"idempotency-request-in-flight"
+//	@Failure		413						{object}	Problem	"body-too-large"
+//	@Failure		422						{object}	Problem	"idempotency-key-reused"
+//	@Failure		500						{object}	Problem	"internal"
+//	@Failure		503						{object}	Problem	"flush-timeout, storage-read-only, shutting-down"
+//	@Failure		507						{object}	Problem	"disk-full"
+//	@Router			/topics/{topic}/messages [post]
+func (h *handler) send(w http.ResponseWriter, r *http.Request) {
+	topic, err := nameParam(r, "topic", "topic")
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	key, err := idempotencyKey(r)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	var msgs []broker.SendMessage
+	batch := false
+	if isEnvelope(r.Header.Get("Content-Type")) {
+		msgs, batch, err = h.decodeEnvelope(r)
+	} else {
+		msgs, err = h.decodeRaw(r)
+	}
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	if err := applyIdempotencyKey(msgs, batch, key); err != nil {
+		WriteError(w, r, err)
+		return
+	}
+
+	results, err := h.deps.Broker.Send(r.Context(), topic, msgs)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	resp := SendResponse{Results: make([]SendResult, 0, len(results))}
+	replayed := len(results) > 0
+	for _, res := range results {
+		resp.Results = append(resp.Results, SendResult{
+			MessageID:   res.MessageID,
+			QueueID:     res.QueueID,
+			QueueOffset: res.QueueOffset,
+			Duplicate:   res.Duplicate,
+		})
+		replayed = replayed && res.Duplicate
+	}
+	if replayed {
+		w.Header().Set(headerReplayed, "true")
+	}
+	writeJSON(w, r, http.StatusOK, resp)
+}
+
+// isEnvelope reports whether a send body is the JSON envelope: exactly
+// application/json. Any other type, application/*+json included, is a
+// raw message body.
+func isEnvelope(contentType string) bool {
+	mediaType, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mediaType == "application/json"
+}
+
+// decodeEnvelope decodes a JSON send body: one message, or a batch (then
+// batch is true).
+func (h *handler) decodeEnvelope(r *http.Request) (msgs []broker.SendMessage, batch bool, err error) {
+	body, err := readBody(r)
+	if err != nil {
+		return nil, false, err
+	}
+	var req SendRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, false, fmt.Errorf("%w (the JSON body is a message {body, tag, …} or {messages:[…]}; "+
+			"to store a JSON document as-is, send it with another Content-Type such as application/octet-stream)", err)
+	}
+	if req.Messages == nil {
+		msg, err := h.convertMessage(req.SendMessage, "")
+		if err != nil {
+			return nil, false, err
+		}
+		return []broker.SendMessage{msg}, false, nil
+	}
+	if !reflect.ValueOf(req.SendMessage).IsZero() {
+		return nil, true, invalidArgument("a send is either one message or {messages:[…]}, not both")
+	}
+	list := *req.Messages
+	if len(list) == 0 {
+		return nil, true, invalidArgument("messages must hold at least one message")
+	}
+	if len(list) > MaxBatchMessages {
+		return nil, true, invalidArgument("messages holds %d messages; at most %d are allowed", len(list), MaxBatchMessages)
+	}
+	msgs = make([]broker.SendMessage, 0, len(list))
+	for i, m := range list {
+		msg, err := h.convertMessage(m, fmt.Sprintf("messages[%d].", i))
+		if err != nil {
+			return nil, true, err
+		}
+		msgs = append(msgs, msg)
+	}
+	return msgs, true, nil
+}
+
+// convertMessage validates one JSON message and converts it; prefix names
+// the message in error details ("messages[3].").
+func (h *handler) convertMessage(m SendMessage, prefix string) (broker.SendMessage, error) {
+	var body []byte
+	switch m.BodyEncoding {
+	case "", encodingUTF8:
+		body = []byte(m.Body)
+	case encodingBase64:
+		decoded, err := base64.StdEncoding.DecodeString(m.Body)
+		if err != nil {
+			return broker.SendMessage{}, fmt.Errorf("%w: %sbody is not valid base64: %v", ErrMalformedRequest, prefix, err)
+		}
+		body = decoded
+	default:
+		return broker.SendMessage{}, invalidArgument("%sbodyEncoding %q must be %q or %q", prefix, m.BodyEncoding, encodingUTF8, encodingBase64)
+	}
+	msg := broker.SendMessage{
+		Body:        body,
+		Tag:         m.Tag,
+		Keys:        m.Keys,
+		Properties:  m.Properties,
+		ShardingKey: m.ShardingKey,
+		DelayLevel:  m.DelayLevel,
+		DelayMs:     m.DelayMs,
+		DedupID:     m.DedupID,
+	}
+	if m.DeliverAt != "" {
+		at, err := time.Parse(time.RFC3339Nano, m.DeliverAt)
+		if err != nil {
+			return broker.SendMessage{}, invalidArgument("%sdeliverAt %q is not an RFC 3339 time", prefix, m.DeliverAt)
+		}
+		msg.DeliverAt = at
+	}
+	return msg, h.checkMessage(msg, prefix)
+}
+
+// checkMessage applies the transport's checks to one message.
+func (h *handler) checkMessage(m broker.SendMessage, prefix string) error {
+	switch {
+	case len(m.Body) == 0:
+		return fmt.Errorf("%w: %sbody is empty", broker.ErrEmptyBody, prefix)
+	case len(m.Body) > h.deps.MaxMessageSize:
+		return fmt.Errorf("%w: %sbody is %d bytes; the limit is %d", broker.ErrTooLarge, prefix, len(m.Body), h.deps.MaxMessageSize)
+	case m.DelayLevel < 0:
+		return invalidArgument("%sdelayLevel %d must not be negative", prefix, m.DelayLevel)
+	case m.DelayMs < 0 || m.DelayMs > maxDelayMs:
+		return invalidArgument("%sdelayMs %d must be between 0 and %d", prefix, m.DelayMs, int64(maxDelayMs))
+	case len(m.DedupID) > maxDedupIDLength:
+		return invalidArgument("%sdedupId is longer than %d bytes", prefix, maxDedupIDLength)
+	}
+	delays := 0
+	for _, set := range []bool{m.DelayLevel > 0, m.DelayMs > 0, !m.DeliverAt.IsZero()} {
+		if set {
+			delays++
+		}
+	}
+	if delays > 1 {
+		return invalidArgument("%suse at most one of delayLevel, delayMs and deliverAt", prefix)
+	}
+	for i, k := range m.Keys {
+		if k == "" {
+			return invalidArgument("%skeys[%d] is empty", prefix, i)
+		}
+	}
+	return nil
+}
+
+// decodeRaw reads a non-JSON send body as one message whose attributes come
+// from X-Mqgate-* headers.
+func (h *handler) decodeRaw(r *http.Request) ([]broker.SendMessage, error) {
+	limit := int64(h.deps.MaxMessageSize)
+	if r.ContentLength > limit {
+		return nil, fmt.Errorf("%w: body is %d bytes; the limit is %d", broker.ErrTooLarge, r.ContentLength, limit)
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading body: %w", ErrMalformedRequest, err)
+	}
+	msg := broker.SendMessage{
+		Body:        body,
+		Tag:         r.Header.Get(headerTag),
+		ShardingKey: r.Header.Get(headerShardingKey),
+	}
+	for _, line := range r.Header.Values(headerKeys) {
+		for _, k := range strings.Split(line, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				msg.Keys = append(msg.Keys, k)
+			}
+		}
+	}
+	for name, values := range r.Header {
+		if len(name) > len(headerPropertyPrefix) && strings.EqualFold(name[:len(headerPropertyPrefix)], headerPropertyPrefix) && len(values) > 0 {
+			if msg.Properties == nil {
+				msg.Properties = make(map[string]string)
+			}
+			// Header names are case-insensitive, so property names from headers are lower-cased.
+			msg.Properties[strings.ToLower(name[len(headerPropertyPrefix):])] = values[0]
+		}
+	}
+	if v := r.Header.Get(headerDelayLevel); v != "" {
+		level, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s %q is not an integer", ErrMalformedRequest, headerDelayLevel, v)
+		}
+		msg.DelayLevel = level
+	}
+	if v := r.Header.Get(headerDelayMs); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s %q is not an integer", ErrMalformedRequest, headerDelayMs, v)
+		}
+		msg.DelayMs = ms
+	}
+	if v := r.Header.Get(headerDeliverAt); v != "" {
+		at, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s %q is not an RFC 3339 time", ErrMalformedRequest, headerDeliverAt, v)
+		}
+		msg.DeliverAt = at
+	}
+	if err := h.checkMessage(msg, ""); err != nil {
+		return nil, err
+	}
+	return []broker.SendMessage{msg}, nil
+}
+
+// idempotencyKey returns the Idempotency-Key header ("" when absent). The
+// draft standard makes it a structured-field string ("…"); a bare token is
+// accepted too.
+func idempotencyKey(r *http.Request) (string, error) {
+	values := r.Header.Values(headerIdempotencyKey)
+	if len(values) == 0 {
+		return "", nil
+	}
+	if len(values) > 1 {
+		return "", invalidArgument("%s must appear once", headerIdempotencyKey)
+	}
+	key := strings.TrimSpace(values[0])
+	if len(key) >= 2 && key[0] == '"' && key[len(key)-1] == '"' {
+		key = key[1 : len(key)-1]
+	}
+	if key == "" || len(key) > maxDedupIDLength {
+		return "", invalidArgument("%s must be 1-%d characters", headerIdempotencyKey, maxDedupIDLength)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return "", invalidArgument("%s must be printable ASCII", headerIdempotencyKey)
+		}
+	}
+	return key, nil
+}
+
+// applyIdempotencyKey turns the request's idempotency key into per-message
+// dedup ids: the key itself for a single message, "<key>:<i>" for message i
+// of a batch that has no dedupId of its own.
+func applyIdempotencyKey(msgs []broker.SendMessage, batch bool, key string) error {
+	if key == "" {
+		return nil
+	}
+	if !batch {
+		if msgs[0].DedupID != "" && msgs[0].DedupID != key {
+			return invalidArgument("dedupId %q differs from %s %q", msgs[0].DedupID, headerIdempotencyKey, key)
+		}
+		msgs[0].DedupID = key
+		return nil
+	}
+	for i := range msgs {
+		if msgs[i].DedupID == "" {
+			msgs[i].DedupID = key + ":" + strconv.Itoa(i)
+		}
+	}
+	return nil
+}

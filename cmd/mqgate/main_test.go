@@ -1,0 +1,71 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/alecthomas/kong"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/server"
+)
+
+// parse parses args as main does, without running the command.
+func parse(t *testing.T, args ...string) (*cli, *kong.Context) {
+	t.Helper()
+	var c cli
+	parser, err := kong.New(&c, kong.Name("mqgate"), kong.Vars(server.DefaultConfig().FlagDefaults()))
+	require.NoError(t, err)
+	ctx, err := parser.Parse(args)
+	require.NoError(t, err)
+	return &c, ctx
+}
+
+func TestServeIsTheDefaultWithDefaults(t *testing.T) {
+	c, ctx := parse(t)
+	require.Equal(t, "serve", ctx.Command())
+	want := server.DefaultConfig()
+	want.Version = "" // set by Run
+	require.Equal(t, want, c.Serve.Config)
+}
+
+func TestFlagsAndEnvironment(t *testing.T) {
+	t.Setenv("MQGATE_DATA_DIR", "/var/lib/mqgate")
+	t.Setenv("MQGATE_FLUSH", "async")
+	t.Setenv("DATABASE_URL", "postgres://db/mq")
+	t.Setenv("MQGATE_LISTEN", ":9000")
+	c, _ := parse(t, "--listen", "127.0.0.1:7000", "--segment-size", "64MiB", "--delay-levels", "1s,5s",
+		"--no-auto-create", "--max-waiters", "5", "--write-timeout", "90s")
+	cfg := c.Serve.Config
+	require.Equal(t, "127.0.0.1:7000", cfg.Listen, "flags win over the environment")
+	require.Equal(t, "/var/lib/mqgate", cfg.DataDir)
+	require.Equal(t, "async", cfg.Flush)
+	require.Equal(t, "postgres://db/mq", cfg.DatabaseURL, "DATABASE_URL is the twin of --database-url")
+	require.Equal(t, server.ByteSize(64<<20), cfg.SegmentSize)
+	require.Equal(t, server.DelayLevels{time.Second, 5 * time.Second}, cfg.DelayLevels)
+	require.False(t, cfg.AutoCreate)
+	require.Equal(t, 5, cfg.MaxWaiters)
+	require.Equal(t, 90*time.Second, cfg.WriteTimeout)
+	require.NoError(t, cfg.Validate())
+}
+
+func TestHealthcheckUsesListen(t *testing.T) {
+	t.Setenv("MQGATE_LISTEN", ":9000")
+	c, ctx := parse(t, "healthcheck")
+	require.Equal(t, "healthcheck", ctx.Command())
+	require.Equal(t, ":9000", c.Healthcheck.Listen)
+}
+
+func TestInvalidFlagValues(t *testing.T) {
+	for _, args := range [][]string{
+		{"--flush", "sometimes"},
+		{"--segment-size", "big"},
+		{"--log-format", "xml"},
+	} {
+		var c cli
+		parser, err := kong.New(&c, kong.Vars(server.DefaultConfig().FlagDefaults()))
+		require.NoError(t, err)
+		_, err = parser.Parse(args)
+		require.Error(t, err, args)
+	}
+}

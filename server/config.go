@@ -1,0 +1,336 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the whole process configuration (DESIGN §8). Every field that
+// is a flag has an environment twin; flags win. The struct tags are read by
+// the command line parser (kong); their ${…} defaults come from
+// DefaultConfig through FlagDefaults, so defaults live in one place.
+type Config struct {
+	// Listen is the HTTP listen address (host:port; port 0 picks a free one).
+	Listen string `help:"HTTP listen address (host:port)." env:"MQGATE_LISTEN" default:"${listen}"`
+	// DataDir is the directory of the store.
+	DataDir string `help:"Directory of the message store." env:"MQGATE_DATA_DIR" default:"${data_dir}"`
+	// Flush is "sync" (a send returns after the fsync that covers it) or
+	// "async" (flush every 500 ms).
+	Flush string `help:"Flush mode: sync (fsync before the 200) or async (periodic)." env:"MQGATE_FLUSH" enum:"sync,async" default:"${flush}"`
+	// SegmentSize is the CommitLog segment size in bytes.
+	SegmentSize ByteSize `help:"CommitLog segment size (e.g. 1GiB)." env:"MQGATE_SEGMENT_SIZE" default:"${segment_size}"`
+	// DelayLevels is the delay of each level, level 1 first.
+	DelayLevels DelayLevels `help:"Delay of each delay level, space- or comma-separated (e.g. \"1s 5s 10s\"; ms allowed)." env:"MQGATE_DELAY_LEVELS" default:"${delay_levels}"`
+	// DatabaseURL is the PostgreSQL mirror's URL; empty runs embedded.
+	DatabaseURL string `help:"PostgreSQL URL of the offsets/DLQ mirror (empty: embedded mode)." env:"MQGATE_DATABASE_URL,DATABASE_URL"`
+	// AutoCreate creates unknown topics on first send.
+	AutoCreate bool `help:"Create unknown topics on first send." env:"MQGATE_AUTO_CREATE" negatable:"" default:"${auto_create}"`
+	// MaxMessageSize is the largest message body in bytes.
+	MaxMessageSize ByteSize `help:"Largest message body (e.g. 4MiB)." env:"MQGATE_MAX_MESSAGE_SIZE" default:"${max_message_size}"`
+	// MaxRequestSize is the largest JSON send request body in bytes.
+	MaxRequestSize ByteSize `help:"Largest JSON send request body (base64 bodies and batches)." env:"MQGATE_MAX_REQUEST_SIZE" default:"${max_request_size}"`
+	// MaxHeaderBytes caps the request header block in bytes (431 above).
+	MaxHeaderBytes ByteSize `help:"Largest request header block." env:"MQGATE_MAX_HEADER_BYTES" default:"${max_header_bytes}"`
+	// MaxWaiters caps concurrent long polls (429 above).
+	MaxWaiters int `help:"Most concurrent long-polling pulls; more get 429." env:"MQGATE_MAX_WAITERS" default:"${max_waiters}"`
+	// ReadHeaderTimeout bounds reading a request's headers (slowloris).
+	ReadHeaderTimeout time.Duration `help:"Time to read request headers." env:"MQGATE_READ_HEADER_TIMEOUT" default:"${read_header_timeout}"`
+	// ReadTimeout bounds reading a whole request, body included.
+	ReadTimeout time.Duration `help:"Time to read a whole request." env:"MQGATE_READ_TIMEOUT" default:"${read_timeout}"`
+	// WriteTimeout bounds writing a response; long polls extend their own.
+	WriteTimeout time.Duration `help:"Time to write a response (long polls get waitMs more)." env:"MQGATE_WRITE_TIMEOUT" default:"${write_timeout}"`
+	// IdleTimeout bounds an idle keep-alive connection.
+	IdleTimeout time.Duration `help:"Keep-alive idle timeout." env:"MQGATE_IDLE_TIMEOUT" default:"${idle_timeout}"`
+	// ShutdownDelay is how long, after readiness turns 503, the server
+	// keeps its listener open (answering 503 shutting-down) so load
+	// balancers notice before connections are refused.
+	ShutdownDelay time.Duration `help:"Drain delay between readiness 503 and closing the listener." env:"MQGATE_SHUTDOWN_DELAY" default:"${shutdown_delay}"`
+	// ShutdownTimeout bounds waiting for in-flight requests at shutdown.
+	ShutdownTimeout time.Duration `help:"Time in-flight requests get to finish at shutdown." env:"MQGATE_SHUTDOWN_TIMEOUT" default:"${shutdown_timeout}"`
+	// Pprof serves /debug/pprof/ on the API port.
+	Pprof bool `help:"Serve /debug/pprof/ (keep the port private when on)." env:"MQGATE_PPROF"`
+	// LogFormat is "auto" (console on a terminal, else json), "console" or "json".
+	LogFormat string `help:"Log format: auto, console or json." env:"MQGATE_LOG_FORMAT" enum:"auto,console,json" default:"${log_format}"`
+	// LogLevel is the minimum level logged.
+	LogLevel string `help:"Minimum log level." env:"MQGATE_LOG_LEVEL" enum:"trace,debug,info,warn,error" default:"${log_level}"`
+
+	// LogOutput receives the logs (default os.Stderr). Not a flag.
+	LogOutput io.Writer `kong:"-"`
+	// Version is reported by mqgate_build_info and the start-up log. Not a flag.
+	Version string `kong:"-"`
+}
+
+// defaultDelayLevels is RocketMQ's messageDelayLevel.
+const defaultDelayLevels = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+
+// DefaultConfig returns the configuration with every default filled in;
+// it is the one place defaults are written down.
+func DefaultConfig() Config {
+	var levels DelayLevels
+	if err := levels.UnmarshalText([]byte(defaultDelayLevels)); err != nil {
+		panic(err) // a constant that parses
+	}
+	return Config{
+		Listen:            ":8080",
+		DataDir:           "./data",
+		Flush:             "sync",
+		SegmentSize:       1 << 30,
+		DelayLevels:       levels,
+		AutoCreate:        true,
+		MaxMessageSize:    4 << 20,
+		MaxRequestSize:    8 << 20,
+		MaxHeaderBytes:    64 << 10,
+		MaxWaiters:        10_000,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ShutdownDelay:     0,
+		ShutdownTimeout:   30 * time.Second,
+		LogFormat:         "auto",
+		LogLevel:          "info",
+		Version:           "dev",
+	}
+}
+
+// FlagDefaults returns c's values as the ${…} variables the flag tags
+// reference (use it with kong.Vars(DefaultConfig().FlagDefaults())).
+func (c Config) FlagDefaults() map[string]string {
+	return map[string]string{
+		"listen":              c.Listen,
+		"data_dir":            c.DataDir,
+		"flush":               c.Flush,
+		"segment_size":        c.SegmentSize.String(),
+		"delay_levels":        c.DelayLevels.String(),
+		"auto_create":         strconv.FormatBool(c.AutoCreate),
+		"max_message_size":    c.MaxMessageSize.String(),
+		"max_request_size":    c.MaxRequestSize.String(),
+		"max_header_bytes":    c.MaxHeaderBytes.String(),
+		"max_waiters":         strconv.Itoa(c.MaxWaiters),
+		"read_header_timeout": c.ReadHeaderTimeout.String(),
+		"read_timeout":        c.ReadTimeout.String(),
+		"write_timeout":       c.WriteTimeout.String(),
+		"idle_timeout":        c.IdleTimeout.String(),
+		"shutdown_delay":      c.ShutdownDelay.String(),
+		"shutdown_timeout":    c.ShutdownTimeout.String(),
+		"log_format":          c.LogFormat,
+		"log_level":           c.LogLevel,
+	}
+}
+
+// withDefaults returns c with zero values replaced by DefaultConfig's, so
+// a test can fill in only what it cares about. Booleans and ShutdownDelay
+// keep their zero value (false, 0), which is meaningful.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	orString := func(v *string, def string) {
+		if *v == "" {
+			*v = def
+		}
+	}
+	orSize := func(v *ByteSize, def ByteSize) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	orDuration := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	orString(&c.Listen, d.Listen)
+	orString(&c.DataDir, d.DataDir)
+	orString(&c.Flush, d.Flush)
+	orString(&c.LogFormat, d.LogFormat)
+	orString(&c.LogLevel, d.LogLevel)
+	orString(&c.Version, d.Version)
+	orSize(&c.SegmentSize, d.SegmentSize)
+	orSize(&c.MaxMessageSize, d.MaxMessageSize)
+	orSize(&c.MaxRequestSize, d.MaxRequestSize)
+	orSize(&c.MaxHeaderBytes, d.MaxHeaderBytes)
+	orDuration(&c.ReadHeaderTimeout, d.ReadHeaderTimeout)
+	orDuration(&c.ReadTimeout, d.ReadTimeout)
+	orDuration(&c.WriteTimeout, d.WriteTimeout)
+	orDuration(&c.IdleTimeout, d.IdleTimeout)
+	orDuration(&c.ShutdownTimeout, d.ShutdownTimeout)
+	if c.MaxWaiters == 0 {
+		c.MaxWaiters = d.MaxWaiters
+	}
+	if len(c.DelayLevels) == 0 {
+		c.DelayLevels = d.DelayLevels
+	}
+	return c
+}
+
+// ErrInvalidConfig is wrapped by every Validate error.
+var ErrInvalidConfig = errors.New("server: invalid config")
+
+// Validate reports every problem of c at once.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...)))
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		bad("listen %q: %v", c.Listen, err)
+	}
+	if c.DataDir == "" {
+		bad("data-dir is empty")
+	}
+	if c.Flush != "sync" && c.Flush != "async" {
+		bad("flush %q must be sync or async", c.Flush)
+	}
+	if c.MaxMessageSize < 1 || c.MaxMessageSize > 1<<30 {
+		bad("max-message-size %s must be between 1B and 1GiB", c.MaxMessageSize)
+	}
+	if c.SegmentSize <= c.MaxMessageSize {
+		bad("segment-size %s must be larger than max-message-size %s", c.SegmentSize, c.MaxMessageSize)
+	}
+	if c.MaxRequestSize < c.MaxMessageSize {
+		bad("max-request-size %s must be at least max-message-size %s", c.MaxRequestSize, c.MaxMessageSize)
+	}
+	if c.MaxHeaderBytes < 4<<10 || c.MaxHeaderBytes > 1<<20 {
+		bad("max-header-bytes %s must be between 4KiB and 1MiB", c.MaxHeaderBytes)
+	}
+	if c.MaxWaiters < 1 {
+		bad("max-waiters %d must be positive", c.MaxWaiters)
+	}
+	if len(c.DelayLevels) == 0 || len(c.DelayLevels) > maxDelayLevels {
+		bad("delay-levels must list 1-%d delays", maxDelayLevels)
+	}
+	for i, d := range c.DelayLevels {
+		if d <= 0 {
+			bad("delay level %d is %s; it must be positive", i+1, d)
+		}
+	}
+	if c.ReadHeaderTimeout <= 0 || c.ReadTimeout <= 0 || c.WriteTimeout <= 0 || c.ShutdownTimeout <= 0 {
+		bad("read-header-timeout, read-timeout, write-timeout and shutdown-timeout must be positive")
+	}
+	if c.ReadTimeout < c.ReadHeaderTimeout {
+		bad("read-timeout %s must be at least read-header-timeout %s", c.ReadTimeout, c.ReadHeaderTimeout)
+	}
+	if c.IdleTimeout < 0 || c.ShutdownDelay < 0 {
+		bad("idle-timeout and shutdown-delay must not be negative")
+	}
+	switch c.LogFormat {
+	case "auto", "console", "json":
+	default:
+		bad("log-format %q must be auto, console or json", c.LogFormat)
+	}
+	switch c.LogLevel {
+	case "trace", "debug", "info", "warn", "error":
+	default:
+		bad("log-level %q must be trace, debug, info, warn or error", c.LogLevel)
+	}
+	if c.DatabaseURL != "" {
+		if u, err := url.Parse(c.DatabaseURL); err != nil || u.Scheme == "" {
+			bad("database-url is not a URL")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// redactedDatabaseURL is DatabaseURL with any password masked, for logs.
+func (c Config) redactedDatabaseURL() string {
+	if c.DatabaseURL == "" {
+		return ""
+	}
+	u, err := url.Parse(c.DatabaseURL)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return u.Redacted()
+}
+
+// ByteSize is a size in bytes that parses and prints with units: a plain
+// number of bytes, or a number followed by KiB/MiB/GiB/TiB (also K/M/G/T,
+// powers of 1024) or KB/MB/GB/TB (powers of 1000).
+type ByteSize int64
+
+// byteUnits are the accepted suffixes, longest first for parsing.
+var byteUnits = []struct {
+	suffix string
+	factor int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40},
+	{"B", 1},
+}
+
+// UnmarshalText parses "4MiB", "1GiB", "512KiB", "1048576", "1GB".
+func (b *ByteSize) UnmarshalText(text []byte) error {
+	s := strings.TrimSpace(string(text))
+	factor := int64(1)
+	for _, u := range byteUnits {
+		if strings.HasSuffix(s, u.suffix) {
+			s, factor = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.factor
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || (factor > 1 && n > (1<<62)/factor) {
+		return fmt.Errorf("size %q: want a number of bytes or a number with KiB, MiB, GiB, TiB, KB, MB, GB or TB", string(text))
+	}
+	*b = ByteSize(n * factor)
+	return nil
+}
+
+// String prints the size with the largest binary unit that divides it.
+func (b ByteSize) String() string {
+	for _, u := range []struct {
+		suffix string
+		factor int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if b != 0 && int64(b)%u.factor == 0 {
+			return strconv.FormatInt(int64(b)/u.factor, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(int64(b), 10) + "B"
+}
+
+// maxDelayLevels bounds the number of delay levels.
+const maxDelayLevels = 64
+
+// DelayLevels is the delay of each delay level, level 1 first. It parses
+// from a space- or comma-separated list of Go durations ("1s 5s 10s", "500ms").
+type DelayLevels []time.Duration
+
+// UnmarshalText parses a space- or comma-separated list of durations.
+func (d *DelayLevels) UnmarshalText(text []byte) error {
+	fields := strings.FieldsFunc(string(text), func(r rune) bool { return r == ' ' || r == ',' || r == '\t' })
+	levels := make(DelayLevels, 0, len(fields))
+	for _, f := range fields {
+		v, err := time.ParseDuration(f)
+		if err != nil {
+			return fmt.Errorf("delay level %q: %w", f, err)
+		}
+		levels = append(levels, v)
+	}
+	*d = levels
+	return nil
+}
+
+// String prints the levels in the form UnmarshalText reads ("1s 5s 1m 2h").
+func (d DelayLevels) String() string {
+	parts := make([]string, len(d))
+	for i, v := range d {
+		switch {
+		case v%time.Hour == 0:
+			parts[i] = strconv.FormatInt(int64(v/time.Hour), 10) + "h"
+		case v%time.Minute == 0:
+			parts[i] = strconv.FormatInt(int64(v/time.Minute), 10) + "m"
+		case v%time.Second == 0:
+			parts[i] = strconv.FormatInt(int64(v/time.Second), 10) + "s"
+		default:
+			parts[i] = v.String()
+		}
+	}
+	return strings.Join(parts, " ")
+}

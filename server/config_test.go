@@ -1,0 +1,146 @@
+package server
+
+import (
+	"reflect"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestDefaultConfigIsValid(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	require.NoError(t, cfg.Validate())
+	require.Equal(t, ":8080", cfg.Listen)
+	require.Equal(t, "./data", cfg.DataDir)
+	require.Equal(t, "sync", cfg.Flush)
+	require.Equal(t, ByteSize(1<<30), cfg.SegmentSize)
+	require.Equal(t, ByteSize(4<<20), cfg.MaxMessageSize)
+	require.True(t, cfg.AutoCreate)
+	require.Len(t, cfg.DelayLevels, 18)
+	require.Equal(t, 2*time.Hour, cfg.DelayLevels[17])
+}
+
+// TestFlagDefaultsCoverTags checks that every ${var} a flag tag uses has a
+// value in FlagDefaults, and that each default prints back to the value
+// DefaultConfig holds.
+func TestFlagDefaultsCoverTags(t *testing.T) {
+	t.Parallel()
+	vars := DefaultConfig().FlagDefaults()
+	ref := regexp.MustCompile(`\$\{(\w+)\}`)
+	used := map[string]bool{}
+	typ := reflect.TypeOf(Config{})
+	for i := 0; i < typ.NumField(); i++ {
+		for _, m := range ref.FindAllStringSubmatch(string(typ.Field(i).Tag), -1) {
+			require.Contains(t, vars, m[1], "field %s", typ.Field(i).Name)
+			used[m[1]] = true
+		}
+	}
+	require.Len(t, used, len(vars), "every default is used by a tag")
+
+	var size ByteSize
+	require.NoError(t, size.UnmarshalText([]byte(vars["segment_size"])))
+	require.Equal(t, DefaultConfig().SegmentSize, size)
+	var levels DelayLevels
+	require.NoError(t, levels.UnmarshalText([]byte(vars["delay_levels"])))
+	require.Equal(t, DefaultConfig().DelayLevels, levels)
+	require.Equal(t, defaultDelayLevels, vars["delay_levels"])
+}
+
+func TestConfigWithDefaults(t *testing.T) {
+	t.Parallel()
+	cfg := Config{DataDir: "/tmp/x", MaxWaiters: 7}.withDefaults()
+	require.NoError(t, cfg.Validate())
+	require.Equal(t, "/tmp/x", cfg.DataDir)
+	require.Equal(t, 7, cfg.MaxWaiters)
+	require.Equal(t, DefaultConfig().ReadHeaderTimeout, cfg.ReadHeaderTimeout)
+	require.False(t, cfg.AutoCreate, "a boolean keeps its zero value")
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		change func(*Config)
+	}{
+		{"ListenWithoutPort", func(c *Config) { c.Listen = "localhost" }},
+		{"EmptyDataDir", func(c *Config) { c.DataDir = "" }},
+		{"BadFlush", func(c *Config) { c.Flush = "never" }},
+		{"ZeroMaxMessageSize", func(c *Config) { c.MaxMessageSize = 0 }},
+		{"SegmentNotAboveMessage", func(c *Config) { c.SegmentSize = c.MaxMessageSize }},
+		{"RequestBelowMessage", func(c *Config) { c.MaxRequestSize = c.MaxMessageSize - 1 }},
+		{"TinyHeaderLimit", func(c *Config) { c.MaxHeaderBytes = 100 }},
+		{"NoWaiters", func(c *Config) { c.MaxWaiters = 0 }},
+		{"NoDelayLevels", func(c *Config) { c.DelayLevels = nil }},
+		{"NegativeDelayLevel", func(c *Config) { c.DelayLevels = DelayLevels{time.Second, -time.Second} }},
+		{"NoReadHeaderTimeout", func(c *Config) { c.ReadHeaderTimeout = 0 }},
+		{"ReadTimeoutBelowHeaderTimeout", func(c *Config) { c.ReadTimeout = time.Second; c.ReadHeaderTimeout = 2 * time.Second }},
+		{"NegativeShutdownDelay", func(c *Config) { c.ShutdownDelay = -1 }},
+		{"BadLogFormat", func(c *Config) { c.LogFormat = "xml" }},
+		{"BadLogLevel", func(c *Config) { c.LogLevel = "loud" }},
+		{"BadDatabaseURL", func(c *Config) { c.DatabaseURL = "not a url" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := DefaultConfig()
+			tc.change(&cfg)
+			require.ErrorIs(t, cfg.Validate(), ErrInvalidConfig)
+		})
+	}
+
+	t.Run("ReportsEveryProblem", func(t *testing.T) {
+		t.Parallel()
+		cfg := DefaultConfig()
+		cfg.Flush, cfg.LogLevel = "x", "y"
+		err := cfg.Validate()
+		require.ErrorContains(t, err, "flush")
+		require.ErrorContains(t, err, "log-level")
+	})
+}
+
+func TestByteSize(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want ByteSize
+		out  string
+	}{
+		{"1GiB", 1 << 30, "1GiB"},
+		{"4MiB", 4 << 20, "4MiB"},
+		{"512KiB", 512 << 10, "512KiB"},
+		{"1536KiB", 1536 << 10, "1536KiB"},
+		{"64K", 64 << 10, "64KiB"},
+		{"2G", 2 << 30, "2GiB"},
+		{"1GB", 1_000_000_000, "1000000000B"},
+		{"1048576", 1 << 20, "1MiB"},
+		{" 80B ", 80, "80B"},
+		{"0", 0, "0B"},
+	} {
+		var got ByteSize
+		require.NoError(t, got.UnmarshalText([]byte(tc.in)), tc.in)
+		require.Equal(t, tc.want, got, tc.in)
+		require.Equal(t, tc.out, got.String(), tc.in)
+	}
+	for _, bad := range []string{"", "GiB", "-1MiB", "1.5GiB", "1PiB", "99999999999TiB", "ten"} {
+		var got ByteSize
+		require.Error(t, got.UnmarshalText([]byte(bad)), bad)
+	}
+}
+
+func TestDelayLevels(t *testing.T) {
+	t.Parallel()
+	var levels DelayLevels
+	require.NoError(t, levels.UnmarshalText([]byte("100ms, 1s\t90s 2h")))
+	require.Equal(t, DelayLevels{100 * time.Millisecond, time.Second, 90 * time.Second, 2 * time.Hour}, levels)
+	require.Equal(t, "100ms 1s 90s 2h", levels.String())
+	require.Error(t, levels.UnmarshalText([]byte("1s 5x")))
+}
+
+func TestRedactedDatabaseURL(t *testing.T) {
+	t.Parallel()
+	cfg := Config{DatabaseURL: "postgres://mq:hunter2@db:5432/mq?sslmode=disable"}
+	require.NotContains(t, cfg.redactedDatabaseURL(), "hunter2")
+	require.Contains(t, cfg.redactedDatabaseURL(), "db:5432")
+}

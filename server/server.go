@@ -1,0 +1,344 @@
+// Package server is mqgate's composition root: it turns a Config into a
+// running process — logger, broker, HTTP router (the /v1 API, health,
+// metrics, API docs, web console) and http.Server — and takes it down again
+// in reverse order.
+//
+// Lifecycle: Open builds everything and listens; Serve serves until Close;
+// Close drains (readiness 503, new API requests 503 shutting-down with
+// Retry-After, waiting long polls answered empty), waits up to the context
+// deadline for in-flight requests, then closes the broker. Run wraps the
+// three for main and end-to-end tests.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	stdlog "log"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+	httpSwagger "github.com/swaggo/http-swagger/v2"
+
+	"github.com/mqgate/mqgate/api"
+	"github.com/mqgate/mqgate/docs"
+	"github.com/mqgate/mqgate/server/broker"
+	"github.com/mqgate/mqgate/web"
+)
+
+// Lifecycle states of a Server.
+const (
+	stateRunning int32 = iota
+	stateDraining
+	stateClosed
+)
+
+// backend is what the server needs from the broker: the API's method set
+// plus Close. *broker.Broker satisfies it.
+type backend interface {
+	api.Broker
+	Close(ctx context.Context) error
+}
+
+// Server is one running mqgate process.
+type Server struct {
+	cfg Config
+	// rootLog is the process logger; log is its "server" child.
+	rootLog  zerolog.Logger
+	log      zerolog.Logger
+	broker   backend
+	registry *prometheus.Registry
+	listener net.Listener
+	http     *http.Server
+
+	// state is stateRunning, stateDraining or stateClosed.
+	state atomic.Int32
+	// pollCtx ends waiting long polls when cancelPolls is called.
+	pollCtx     context.Context
+	cancelPolls context.CancelFunc
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open validates cfg, opens the broker and starts listening on cfg.Listen
+// (use "127.0.0.1:0" for a free port; Addr reports it). Call Serve to serve
+// and Close to stop.
+func Open(ctx context.Context, cfg Config) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := newLogger(cfg)
+	b, err := broker.Open(ctx, broker.Options{
+		DataDir:        cfg.DataDir,
+		FlushMode:      cfg.Flush,
+		SegmentSize:    int64(cfg.SegmentSize),
+		MaxMessageSize: int(cfg.MaxMessageSize),
+		AutoCreate:     cfg.AutoCreate,
+		DelayLevels:    cfg.DelayLevels,
+		Logger:         log, // the broker names its own components
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open broker: %w", err)
+	}
+	s, err := newServer(cfg, log, b)
+	if err != nil {
+		return nil, errors.Join(err, b.Close(ctx))
+	}
+	return s, nil
+}
+
+// newServer wires an opened broker into a listening server. Open uses it
+// with the real broker; tests use it with fakes.
+func newServer(cfg Config, log zerolog.Logger, b backend) (*Server, error) {
+	s := &Server{cfg: cfg, rootLog: log, log: log.With().Str("component", "server").Logger(), broker: b}
+	s.pollCtx, s.cancelPolls = context.WithCancel(context.Background())
+	s.registry = newRegistry(cfg.Version)
+
+	listener, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		s.cancelPolls()
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	s.listener = listener
+	s.http = &http.Server{
+		Handler:           s.routes(),
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    int(cfg.MaxHeaderBytes),
+		ErrorLog:          stdlog.New(log.With().Str("component", "net/http").Logger(), "", 0),
+	}
+	s.log.Info().
+		Str("addr", s.Addr()).
+		Str("version", cfg.Version).
+		Str("data_dir", cfg.DataDir).
+		Str("flush", cfg.Flush).
+		Str("segment_size", cfg.SegmentSize.String()).
+		Str("max_message_size", cfg.MaxMessageSize.String()).
+		Str("delay_levels", cfg.DelayLevels.String()).
+		Bool("auto_create", cfg.AutoCreate).
+		Str("database_url", cfg.redactedDatabaseURL()).
+		Bool("pprof", cfg.Pprof).
+		Msg("mqgate configured")
+	if cfg.DatabaseURL != "" {
+		s.log.Warn().Msg("database-url is set but the PostgreSQL mirror is not wired in yet; running embedded")
+	}
+	return s, nil
+}
+
+// routes builds the root router.
+func (s *Server) routes() http.Handler {
+	metrics := newHTTPMetrics(s.registry)
+	r := chi.NewRouter()
+	r.Use(metrics.middleware)
+	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
+		api.WriteError(w, req, api.ErrRouteNotFound)
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		api.WriteError(w, req, fmt.Errorf("%w: %s %s", api.ErrMethodNotAllowed, req.Method, req.URL.Path))
+	})
+
+	// GET /livez, /healthz — the process serves HTTP (no dependency checks).
+	r.Get("/livez", livez)
+	r.Get("/healthz", livez)
+	// GET /readyz — recovered, writable and not shutting down.
+	r.Get("/readyz", s.readyz)
+	// GET /metrics — Prometheus exposition.
+	r.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
+	// GET /openapi.json — the OpenAPI 3.0 spec.
+	r.Get("/openapi.json", openAPI)
+	// GET /swagger/ — Swagger UI over the swag (Swagger 2.0) spec.
+	r.Get("/swagger", redirect("/swagger/index.html"))
+	r.Get("/swagger/*", httpSwagger.Handler(httpSwagger.URL("doc.json")))
+	// GET /ui/ — the web console.
+	r.Get("/", redirect("/ui/"))
+	r.Get("/ui", redirect("/ui/"))
+	r.Handle("/ui/*", http.StripPrefix("/ui", web.Handler()))
+	if s.cfg.Pprof {
+		// /debug/pprof/ — profiles (only with --pprof).
+		r.Mount("/debug", middleware.Profiler())
+	}
+	// /v1 — the REST API.
+	r.Mount("/v1", api.NewHandler(api.Deps{
+		Broker:         s.broker,
+		Logger:         s.rootLog.With().Str("component", "http").Logger(),
+		MaxMessageSize: int(s.cfg.MaxMessageSize),
+		MaxRequestSize: int64(s.cfg.MaxRequestSize),
+		MaxWaiters:     s.cfg.MaxWaiters,
+		WriteTimeout:   s.cfg.WriteTimeout,
+		PollContext:    s.pollCtx,
+		Draining:       func() bool { return s.state.Load() != stateRunning },
+	}))
+	return r
+}
+
+// Addr is the address the server listens on (with the real port when the
+// configured one was 0).
+func (s *Server) Addr() string { return s.listener.Addr().String() }
+
+// Registry is the Prometheus registry served at /metrics; components may
+// register their collectors into it.
+func (s *Server) Registry() *prometheus.Registry { return s.registry }
+
+// Serve serves HTTP until Close; it returns nil after a graceful Close.
+func (s *Server) Serve() error {
+	s.log.Info().Str("addr", s.Addr()).Msg("serving")
+	if err := s.http.Serve(s.listener); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// Close shuts the server down gracefully and is idempotent:
+//
+//  1. readiness turns 503, new API requests get 503 shutting-down with
+//     Retry-After, and waiting long polls return their (empty) answer;
+//  2. for ShutdownDelay the listener stays open so load balancers notice;
+//  3. the listener closes and in-flight requests get until ctx's deadline
+//     to finish (then their connections are closed);
+//  4. the broker closes (flushing), with a fresh ShutdownTimeout if ctx
+//     has already expired, so that an impatient caller never skips the
+//     final flush.
+func (s *Server) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() { s.closeErr = s.close(ctx) })
+	return s.closeErr
+}
+
+func (s *Server) close(ctx context.Context) error {
+	start := time.Now()
+	s.state.Store(stateDraining)
+	s.cancelPolls()
+	s.log.Info().Dur("delay", s.cfg.ShutdownDelay).Msg("shutting down: draining")
+
+	if s.cfg.ShutdownDelay > 0 {
+		timer := time.NewTimer(s.cfg.ShutdownDelay)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+		}
+	}
+
+	var errs []error
+	if err := s.http.Shutdown(ctx); err != nil {
+		s.log.Warn().Err(err).Msg("in-flight requests did not finish in time; closing their connections")
+		errs = append(errs, fmt.Errorf("shutdown http: %w", err), s.http.Close())
+	}
+
+	brokerCtx := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		brokerCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+		defer cancel()
+	}
+	if err := s.broker.Close(brokerCtx); err != nil {
+		errs = append(errs, fmt.Errorf("close broker: %w", err))
+	}
+	s.state.Store(stateClosed)
+	err := errors.Join(errs...)
+	s.log.Info().Err(err).Dur("took", time.Since(start)).Msg("shut down")
+	return err
+}
+
+// Run opens a server, serves until ctx is cancelled (SIGINT/SIGTERM in
+// main), then closes it within cfg.ShutdownDelay + cfg.ShutdownTimeout.
+// started, when not nil, is called with the server once it listens (tests
+// read the address from it).
+func Run(ctx context.Context, cfg Config, started func(*Server)) error {
+	s, err := Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if started != nil {
+		started(s)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve() }()
+
+	var serveErr error
+	select {
+	case serveErr = <-served:
+		served = nil
+	case <-ctx.Done():
+	}
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownDelay+s.cfg.ShutdownTimeout)
+	defer cancel()
+	closeErr := s.Close(closeCtx)
+	if served != nil {
+		serveErr = <-served
+	}
+	return errors.Join(serveErr, closeErr)
+}
+
+// livez answers 200 while the process can serve HTTP.
+func livez(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// readyz answers 200 when the broker is recovered and writable and the
+// server is not shutting down, else 503 not-ready.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.state.Load() != stateRunning {
+		api.WriteError(w, r, fmt.Errorf("%w: shutting down", api.ErrNotReady))
+		return
+	}
+	if err := s.broker.Ready(); err != nil {
+		api.WriteError(w, r, fmt.Errorf("%w: broker: %v", api.ErrNotReady, err))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// openAPI serves the embedded OpenAPI 3.0 spec.
+func openAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(docs.OpenAPI)
+}
+
+// redirect answers with a permanent redirect to target.
+func redirect(target string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target, http.StatusMovedPermanently)
+	}
+}
+
+// newLogger builds the process logger from the log flags.
+func newLogger(cfg Config) zerolog.Logger {
+	out := cfg.LogOutput
+	if out == nil {
+		out = os.Stderr
+	}
+	format := cfg.LogFormat
+	if format == "auto" {
+		format = "json"
+		if f, ok := out.(*os.File); ok {
+			if info, err := f.Stat(); err == nil && info.Mode()&os.ModeCharDevice != 0 {
+				format = "console"
+			}
+		}
+	}
+	if format == "console" {
+		out = zerolog.ConsoleWriter{Out: out, TimeFormat: time.RFC3339}
+	}
+	level, err := zerolog.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		level = zerolog.InfoLevel
+	}
+	return zerolog.New(out).Level(level).With().Timestamp().Logger()
+}

@@ -1,0 +1,357 @@
+// mqgate console: a small no-build client of the /v1 REST API.
+"use strict";
+
+const API = "../v1";
+
+// ---------- helpers ----------
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "class") node.className = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+function notice(text, kind) {
+  const box = document.getElementById("notice");
+  box.textContent = text;
+  box.className = "notice " + (kind || "error");
+  clearTimeout(notice.timer);
+  notice.timer = setTimeout(() => box.classList.add("hidden"), kind === "info" ? 3000 : 8000);
+}
+
+class ProblemError extends Error {
+  constructor(problem, status) {
+    super((problem.title || "HTTP " + status) + (problem.detail ? ": " + problem.detail : ""));
+    this.problem = problem;
+    this.status = status;
+  }
+}
+
+async function api(method, path, body, headers) {
+  const init = { method, headers: Object.assign({ Accept: "application/json" }, headers || {}) };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const res = await fetch(API + path, init);
+  const text = await res.text();
+  let data = null;
+  if (text) {
+    try { data = JSON.parse(text); } catch (e) { data = { detail: text }; }
+  }
+  if (!res.ok) throw new ProblemError(data || {}, res.status);
+  return data;
+}
+
+// guarded runs an async action and reports its error.
+function guarded(fn) {
+  return async (ev) => {
+    if (ev && ev.preventDefault) ev.preventDefault();
+    try { await fn(ev); } catch (err) { notice(err.message || String(err)); }
+  };
+}
+
+function formValues(form) {
+  const out = {};
+  for (const [k, v] of new FormData(form).entries()) out[k] = typeof v === "string" ? v.trim() : v;
+  for (const box of form.querySelectorAll("input[type=checkbox]")) out[box.name] = box.checked;
+  return out;
+}
+
+function int(v) { return v === "" || v === undefined ? undefined : Number.parseInt(v, 10); }
+function enc(name) { return encodeURIComponent(name); }
+function fmtTime(s) { return s ? new Date(s).toLocaleString() : "—"; }
+function fmtBytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return n.toFixed(i ? 1 : 0) + " " + units[i];
+}
+function fmtDuration(ms) {
+  const s = Math.floor(ms / 1000), d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60);
+  return (d ? d + "d " : "") + (d || h ? h + "h " : "") + m + "m " + (s % 60) + "s";
+}
+function fillTable(table, rows) {
+  const body = table.tBodies[0];
+  body.replaceChildren(...rows);
+  if (!rows.length) body.append(el("tr", {}, el("td", { colspan: table.tHead.rows[0].cells.length, class: "muted" }, "none")));
+}
+
+// ---------- tabs ----------
+
+const loaders = {};
+function showTab(name) {
+  for (const b of document.querySelectorAll("#tabs button")) b.classList.toggle("active", b.dataset.tab === name);
+  for (const s of document.querySelectorAll("section.tab")) s.classList.toggle("hidden", s.id !== name);
+  if (loaders[name]) guarded(loaders[name])();
+  history.replaceState(null, "", "#" + name);
+}
+
+// ---------- health ----------
+
+async function health() {
+  const badge = document.getElementById("health");
+  try {
+    const res = await fetch("../readyz", { headers: { Accept: "application/json" } });
+    badge.textContent = res.ok ? "ready" : "not ready";
+    badge.className = "badge " + (res.ok ? "ok" : "bad");
+  } catch (e) {
+    badge.textContent = "unreachable";
+    badge.className = "badge bad";
+  }
+}
+
+// ---------- overview ----------
+
+// groupProgress loads every group's progress; per (topic, queue) the
+// highest broker offset seen gives the queue's max offset.
+async function groupProgress(groups) {
+  const progress = {};
+  const maxOffsets = {};
+  await Promise.all(groups.map(async (g) => {
+    try {
+      const p = await api("GET", "/groups/" + enc(g.name) + "/progress");
+      progress[g.name] = p;
+      for (const q of p.queues) {
+        const key = q.topic + "\u0000" + q.queueId;
+        maxOffsets[key] = Math.max(maxOffsets[key] || 0, q.brokerOffset);
+      }
+    } catch (e) { progress[g.name] = null; }
+  }));
+  const perTopic = {};
+  for (const [key, off] of Object.entries(maxOffsets)) {
+    const topic = key.split("\u0000")[0];
+    perTopic[topic] = (perTopic[topic] || 0) + off;
+  }
+  return { progress, perTopic };
+}
+
+loaders.overview = async () => {
+  health();
+  const status = document.getElementById("status");
+  try {
+    const s = await api("GET", "/broker/status");
+    const cards = [
+      ["Flush mode", s.flushMode], ["Store size", fmtBytes(s.storeBytes)], ["Uptime", fmtDuration(s.uptimeMs)],
+      ["CommitLog min offset", s.commitLogMinOffset], ["CommitLog max offset", s.commitLogMaxOffset],
+    ];
+    status.replaceChildren(...cards.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, v))));
+  } catch (err) {
+    status.replaceChildren(el("div", {}, el("dt", {}, "Broker status"), el("dd", {}, err.message)));
+  }
+  const [topics, groups] = await Promise.all([api("GET", "/topics"), api("GET", "/groups")]);
+  const { progress, perTopic } = await groupProgress(groups.groups);
+  fillTable(document.getElementById("overview-topics"), topics.topics.map((t) => el("tr", {},
+    el("td", {}, t.name), el("td", { class: "num" }, t.queues),
+    el("td", { class: "num" }, perTopic[t.name] !== undefined ? perTopic[t.name] : "—"), el("td", {}, t.perm))));
+  fillTable(document.getElementById("overview-groups"), groups.groups.map((g) => {
+    const p = progress[g.name];
+    const inFlight = p ? p.queues.reduce((n, q) => n + q.inFlight, 0) : "—";
+    return el("tr", {}, el("td", {}, g.name), el("td", {}, g.consumeMode),
+      el("td", { class: "num" }, p ? p.totalLag : "—"), el("td", { class: "num" }, inFlight));
+  }));
+};
+
+// ---------- topics ----------
+
+loaders.topics = async () => {
+  const { topics } = await api("GET", "/topics");
+  fillTable(document.getElementById("topic-list"), topics.map((t) => el("tr", {},
+    el("td", {}, t.name), el("td", { class: "num" }, t.queues), el("td", { class: "num" }, t.retentionHours),
+    el("td", {}, t.perm), el("td", {}, fmtTime(t.createdAt)),
+    el("td", {}, el("button", { class: "danger", onclick: guarded(async () => {
+      if (!confirm("Delete topic " + t.name + "?")) return;
+      await api("DELETE", "/topics/" + enc(t.name));
+      notice("Topic " + t.name + " deleted", "info");
+      await loaders.topics();
+    }) }, "Delete")))));
+};
+
+function messageTable(messages) {
+  if (!messages.length) return el("p", { class: "muted" }, "No messages.");
+  return el("table", {},
+    el("thead", {}, el("tr", {}, ["Offset", "Message id", "Tag", "Keys", "Stored", "Body"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, messages.map((m) => el("tr", {},
+      el("td", { class: "num" }, m.queueId + ":" + m.queueOffset), el("td", {}, m.messageId), el("td", {}, m.tag || ""),
+      el("td", {}, (m.keys || []).join(", ")), el("td", {}, fmtTime(m.storedAt)),
+      el("td", {}, el("pre", { class: "body" }, bodyText(m)))))));
+}
+
+function bodyText(m) {
+  const text = m.bodyEncoding === "base64" ? "[base64] " + m.body : m.body;
+  return text.length > 2000 ? text.slice(0, 2000) + " …" : text;
+}
+
+// ---------- groups ----------
+
+loaders.groups = async () => {
+  const { groups } = await api("GET", "/groups");
+  const { progress } = await groupProgress(groups);
+  fillTable(document.getElementById("group-list"), groups.map((g) => el("tr", { class: "clickable", onclick: guarded(() => showGroup(g.name)) },
+    el("td", {}, g.name), el("td", {}, g.consumeMode), el("td", {}, g.orderly ? "yes" : "no"),
+    el("td", { class: "num" }, g.retryMaxTimes),
+    el("td", {}, g.subscriptions.map((s) => s.topic + (s.tagExpression && s.tagExpression !== "*" ? " [" + s.tagExpression + "]" : "")).join(", ")),
+    el("td", { class: "num" }, progress[g.name] ? progress[g.name].totalLag : "—"),
+    el("td", {}, el("button", { class: "danger", onclick: guarded(async (ev) => {
+      ev.stopPropagation();
+      if (!confirm("Delete group " + g.name + "?")) return;
+      await api("DELETE", "/groups/" + enc(g.name));
+      notice("Group " + g.name + " deleted", "info");
+      await loaders.groups();
+    }) }, "Delete")))));
+};
+
+async function showGroup(name) {
+  const p = await api("GET", "/groups/" + enc(name) + "/progress");
+  document.getElementById("group-detail").replaceChildren(
+    el("h3", {}, "Progress of " + name + " (total lag " + p.totalLag + ")"),
+    el("table", {},
+      el("thead", {}, el("tr", {}, ["Topic", "Queue", "Broker offset", "Consumer offset", "Lag", "In flight", "Last stored"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, p.queues.map((q) => el("tr", {},
+        el("td", {}, q.topic), el("td", { class: "num" }, q.queueId), el("td", { class: "num" }, q.brokerOffset),
+        el("td", { class: "num" }, q.consumerOffset), el("td", { class: "num" }, q.lag), el("td", { class: "num" }, q.inFlight),
+        el("td", {}, fmtTime(q.lastStoredAt)))))));
+  document.querySelector("#reset-form [name=group]").value = name;
+}
+
+// ---------- consume ----------
+
+let leased = [];
+
+function renderLeased() {
+  const box = document.getElementById("pulled");
+  if (!leased.length) { box.replaceChildren(el("p", { class: "muted" }, "Nothing leased.")); return; }
+  box.replaceChildren(...leased.map((m) => {
+    const delay = el("input", { type: "number", min: "-1", max: "18", value: "0", title: "delay level (-1 = DLQ)" });
+    const lease = el("input", { type: "number", min: "0", value: "30000", title: "invisible ms" });
+    return el("div", { class: "msg" },
+      el("header", {}, el("strong", {}, m.messageId), el("span", { class: "meta" }, m.topic + " q" + m.queueId + "@" + m.queueOffset),
+        el("span", { class: "meta" }, "reconsumed " + m.reconsumeTimes + "×"), m.tag ? el("span", { class: "meta" }, "tag " + m.tag) : null,
+        m.state ? el("span", { class: "status " + m.state }, m.state) : null),
+      el("pre", { class: "body" }, bodyText(m)),
+      m.properties && Object.keys(m.properties).length ? el("div", { class: "meta" }, "properties: " + JSON.stringify(m.properties)) : null,
+      el("div", { class: "actions" },
+        el("button", { onclick: guarded(() => settle("ack", [m])) }, "Ack"),
+        el("button", { class: "secondary", onclick: guarded(() => settle("nack", [m], int(delay.value))) }, "Nack"), delay,
+        el("button", { class: "secondary", onclick: guarded(() => settle("leases", [m], int(lease.value))) }, "Set lease"), lease));
+  }));
+}
+
+async function settle(kind, msgs, arg) {
+  const group = document.querySelector("#pull-form [name=group]").value.trim();
+  let body;
+  if (kind === "ack") body = { receipts: msgs.map((m) => m.receipt) };
+  else if (kind === "nack") body = { items: msgs.map((m) => ({ receipt: m.receipt, delayLevel: arg || 0, reason: "nacked from console" })) };
+  else body = { items: msgs.map((m) => ({ receipt: m.receipt, invisibleMs: arg || 0 })) };
+  const { results } = await api("POST", "/groups/" + enc(group) + "/" + kind, body);
+  results.forEach((r, i) => {
+    const m = msgs[i];
+    if (r.newReceipt) m.receipt = r.newReceipt;
+    m.state = r.status === "ok" ? (kind === "leases" ? "ok" : kind + "ed") : r.status;
+  });
+  if (kind !== "leases") leased = leased.filter((m) => !(msgs.includes(m) && m.state !== "expired" && m.state !== "invalid"));
+  renderLeased();
+  notice(kind + ": " + results.map((r) => r.status).join(", "), "info");
+}
+
+// ---------- wiring ----------
+
+document.addEventListener("DOMContentLoaded", () => {
+  for (const b of document.querySelectorAll("#tabs button")) b.addEventListener("click", () => showTab(b.dataset.tab));
+  document.getElementById("overview-refresh").addEventListener("click", guarded(loaders.overview));
+  document.getElementById("topics-refresh").addEventListener("click", guarded(loaders.topics));
+  document.getElementById("groups-refresh").addEventListener("click", guarded(loaders.groups));
+
+  document.getElementById("topic-form").addEventListener("submit", guarded(async (ev) => {
+    const v = formValues(ev.target);
+    const t = await api("PUT", "/topics/" + enc(v.name), { queues: int(v.queues), retentionHours: int(v.retentionHours), perm: v.perm || undefined });
+    notice("Topic " + t.name + " saved (" + t.queues + " queues)", "info");
+    await loaders.topics();
+  }));
+
+  document.getElementById("browse-form").addEventListener("submit", guarded(async (ev) => {
+    const v = formValues(ev.target);
+    const q = new URLSearchParams({ offset: v.offset || "0", max: v.max || "32" });
+    const r = await api("GET", "/topics/" + enc(v.topic) + "/queues/" + int(v.queueId) + "/messages?" + q);
+    document.getElementById("browse-result").replaceChildren(el("p", { class: "muted" }, "next offset " + r.nextOffset), messageTable(r.messages));
+    ev.target.querySelector("[name=offset]").value = r.nextOffset;
+  }));
+
+  document.getElementById("group-form").addEventListener("submit", guarded(async (ev) => {
+    const v = formValues(ev.target);
+    const body = { consumeMode: v.consumeMode || undefined, orderly: v.orderly, retryMaxTimes: int(v.retryMaxTimes), invisibleMs: int(v.invisibleMs) };
+    if (v.topic) body.subscriptions = [{ topic: v.topic, tagExpression: v.tagExpression || undefined }];
+    const g = await api("PUT", "/groups/" + enc(v.name), body);
+    notice("Group " + g.name + " saved", "info");
+    await loaders.groups();
+  }));
+
+  document.getElementById("reset-form").addEventListener("submit", guarded(async (ev) => {
+    const v = formValues(ev.target);
+    const p = await api("POST", "/groups/" + enc(v.group) + "/reset-offset", { timestamp: new Date(v.timestamp).toISOString(), topic: v.topic || undefined });
+    notice("Offsets of " + v.group + " reset; lag now " + p.totalLag, "info");
+    await showGroup(v.group);
+  }));
+
+  document.getElementById("send-form").addEventListener("submit", guarded(async (ev) => {
+    const v = formValues(ev.target);
+    const properties = {};
+    for (const line of v.properties.split("\n")) {
+      const i = line.indexOf("=");
+      if (i > 0) properties[line.slice(0, i).trim()] = line.slice(i + 1).trim();
+    }
+    const msg = {
+      body: v.body, bodyEncoding: v.base64 ? "base64" : undefined, tag: v.tag || undefined,
+      keys: v.keys ? v.keys.split(",").map((k) => k.trim()).filter(Boolean) : undefined,
+      properties: Object.keys(properties).length ? properties : undefined, shardingKey: v.shardingKey || undefined,
+      delayLevel: int(v.delayLevel) || undefined, delayMs: int(v.delayMs) || undefined,
+    };
+    const headers = v.idempotencyKey ? { "Idempotency-Key": v.idempotencyKey } : undefined;
+    const r = await api("POST", "/topics/" + enc(v.topic) + "/messages", msg, headers);
+    document.getElementById("send-result").textContent = JSON.stringify(r, null, 2);
+    notice("Sent " + r.results.length + " message(s)", "info");
+  }));
+
+  document.getElementById("pull-form").addEventListener("submit", guarded(async (ev) => {
+    const v = formValues(ev.target);
+    const button = ev.target.querySelector("button");
+    button.disabled = true;
+    try {
+      const r = await api("POST", "/groups/" + enc(v.group) + "/topics/" + enc(v.topic) + "/pull", {
+        maxMessages: int(v.maxMessages), waitMs: int(v.waitMs), invisibleMs: int(v.invisibleMs), tagExpression: v.tagExpression || undefined,
+      });
+      leased = leased.concat(r.messages);
+      renderLeased();
+      notice("Leased " + r.messages.length + " message(s)", "info");
+    } finally { button.disabled = false; }
+  }));
+  document.getElementById("ack-all").addEventListener("click", guarded(async () => {
+    if (leased.length) await settle("ack", leased.slice());
+  }));
+
+  document.getElementById("byid-form").addEventListener("submit", guarded(async (ev) => {
+    const m = await api("GET", "/messages/" + enc(formValues(ev.target).id));
+    document.getElementById("found").replaceChildren(messageTable([m]));
+  }));
+  document.getElementById("bykey-form").addEventListener("submit", guarded(async (ev) => {
+    const v = formValues(ev.target);
+    const r = await api("GET", "/messages?" + new URLSearchParams({ topic: v.topic, key: v.key }));
+    document.getElementById("found").replaceChildren(messageTable(r.messages));
+  }));
+
+  renderLeased();
+  health();
+  const first = location.hash.slice(1);
+  const known = [...document.querySelectorAll("section.tab")].some((s) => s.id === first);
+  showTab(known ? first : "overview");
+  setInterval(health, 10000);
+});
