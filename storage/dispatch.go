@@ -36,7 +36,10 @@ func (s *Store) dispatchLimit() int64 {
 
 // redispatch rebuilds derived entries from CommitLog offset from to the end.
 func (s *Store) redispatch(from int64) (int64, error) {
-	s.disp = dispatcher{names: make(map[string]string), indexFloor: s.index.MaxPhysicalOffset()}
+	// The index may claim more than the recovered log holds (an async-mode
+	// crash loses unflushed log bytes): never skip indexing past the end.
+	floor := min(s.index.MaxPhysicalOffset(), s.commitLog.Written()-1)
+	s.disp = dispatcher{names: make(map[string]string), indexFloor: floor}
 	s.dispatched.Store(from)
 	return s.dispatchAvailable(s.commitLog.Written())
 }

@@ -42,11 +42,16 @@ func (s *Store) every(d time.Duration, fn func()) {
 	}
 }
 
-// runCheckpoint flushes the derived files and records how far they and the
-// CommitLog are durable. The dispatched offset is read before the flush, so
-// the checkpoint never claims more than what was flushed.
+// runCheckpoint flushes the CommitLog, then the derived files, and records
+// how far each is durable. The dispatched offset is read first and the
+// CommitLog flushed before the derived files, so neither the checkpoint nor
+// the index ever claims CommitLog bytes that a crash could still lose
+// (which matters in async flush mode).
 func (s *Store) runCheckpoint() error {
 	dispatched := s.dispatched.Load()
+	if err := s.commitLog.Flush(); err != nil {
+		return err
+	}
 	flushed := s.commitLog.Flushed()
 	if err := s.flushDerived(); err != nil {
 		return err

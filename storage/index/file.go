@@ -194,26 +194,34 @@ func createFile(fs vfs.FS, dir string, base int64, slotCount, capacity uint32, i
 		_ = fs.Remove(path + ".tmp")
 		return nil, fmt.Errorf("rename %s.tmp: %w", path, err)
 	}
-	if err := fs.SyncDir(dir); err != nil {
-		return nil, fmt.Errorf("sync dir %s: %w", dir, err)
-	}
-	// Map through a descriptor opened by the final name, so msync errors
-	// and error injection name the real file.
-	fh, err := fs.OpenReadWrite(path)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	err = f.mapFile(fh)
-	if cerr := fh.Close(); err == nil && cerr != nil {
-		_ = f.release()
-		err = fmt.Errorf("close %s: %w", path, cerr)
-	}
-	if err != nil {
+	if err := mapNewFile(fs, dir, f); err != nil {
+		// Best effort: an empty orphan would sit between this file's
+		// predecessor and the one a retry creates (Open skips it anyway).
+		_ = fs.Remove(path)
 		return nil, err
 	}
 	f.hdr = h
 	f.dirty = true // the header has no FlagClean
 	return f, nil
+}
+
+// mapNewFile fsyncs the directory after the rename and maps f through a
+// descriptor opened by its final name, so msync errors and error injection
+// name the real file.
+func mapNewFile(fs vfs.FS, dir string, f *file) error {
+	if err := fs.SyncDir(dir); err != nil {
+		return fmt.Errorf("sync dir %s: %w", dir, err)
+	}
+	fh, err := fs.OpenReadWrite(f.path)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", f.path, err)
+	}
+	err = f.mapFile(fh)
+	if cerr := fh.Close(); err == nil && cerr != nil {
+		_ = f.release()
+		err = fmt.Errorf("close %s: %w", f.path, cerr)
+	}
+	return err
 }
 
 // writeNewFile creates tmp with size bytes (fallocate'd zeros) and both

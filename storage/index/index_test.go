@@ -437,3 +437,73 @@ func TestInjectedErrors(t *testing.T) {
 		require.Equal(t, []int64{1}, got)
 	})
 }
+
+// TestRollFailures fails each step of creating the next file once: Add
+// reports it, the index stays writable (nothing was lost that a later msync
+// could claim), the retry succeeds and no .tmp file is left behind.
+func TestRollFailures(t *testing.T) {
+	t.Parallel()
+	for _, op := range []vfs.Op{vfs.OpCreate, vfs.OpPreallocate, vfs.OpWrite, vfs.OpSync, vfs.OpRename, vfs.OpSyncDir, vfs.OpOpen, vfs.OpMap} {
+		t.Run(op.String(), func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			armed := false
+			fs := vfs.NewErrorFS(vfs.OS(), vfs.InjectorFunc(func(o vfs.Op, path string) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if armed && o == op {
+					armed = false
+					return vfs.ErrInjected
+				}
+				return nil
+			}))
+			opts := Options{Dir: t.TempDir(), SlotCount: 3, EntryCount: 2, FS: fs}
+			x := mustOpen(t, opts)
+			var m model
+			m.add(t, x, []byte("a"), 1, baseTS)
+			m.add(t, x, []byte("b"), 2, baseTS)
+			mu.Lock()
+			armed = true
+			mu.Unlock()
+			err := x.Add([]byte("a"), 3, baseTS+1)
+			require.ErrorIs(t, err, vfs.ErrInjected)
+			require.NotErrorIs(t, err, ErrFailed)
+			m.add(t, x, []byte("a"), 3, baseTS+1000) // another name than the failed attempt
+			m.add(t, x, []byte("a"), 4, baseTS+2)
+			m.checkExact(t, x)
+			require.NoError(t, x.Close())
+			ents, err := os.ReadDir(opts.Dir)
+			require.NoError(t, err)
+			for _, e := range ents {
+				require.False(t, filepath.Ext(e.Name()) == ".tmp", e.Name())
+			}
+			require.Len(t, indexFiles(t, opts.Dir), 2, "no orphan of the failed attempt")
+			x = mustOpen(t, opts)
+			require.Equal(t, int64(4), x.MaxPhysicalOffset())
+			m.checkExact(t, x)
+		})
+	}
+}
+
+// TestOpenSkipsOrphan: an empty file between two others (a roll that
+// failed after its rename, then succeeded under another name) is removed,
+// not taken for an unclean file that would cut the index short.
+func TestOpenSkipsOrphan(t *testing.T) {
+	t.Parallel()
+	opts := Options{Dir: t.TempDir(), SlotCount: 3, EntryCount: 2}
+	x := mustOpen(t, opts)
+	var m model
+	for i := int64(1); i <= 4; i++ {
+		m.add(t, x, []byte("a"), i, baseTS+i*10)
+	}
+	require.NoError(t, x.Close())
+	orphan, err := createFile(vfs.OS(), opts.Dir, baseTS+15, 3, 2, 2)
+	require.NoError(t, err)
+	require.NoError(t, orphan.release())
+	require.Len(t, indexFiles(t, opts.Dir), 3)
+
+	x = mustOpen(t, opts)
+	require.Equal(t, int64(4), x.MaxPhysicalOffset())
+	m.checkExact(t, x)
+	require.Len(t, indexFiles(t, opts.Dir), 2)
+}

@@ -91,6 +91,15 @@ func (x *Index) recover() error {
 		if reason != "" {
 			return x.quarantine(cands[i:], reason)
 		}
+		if c.hdrOK && c.hdr.entryCount == 0 && !last {
+			// An empty file with a newer one after it: left by a roll that
+			// failed after its rename. It holds nothing.
+			if err := x.fs.Remove(c.path); err != nil {
+				return fmt.Errorf("remove empty %s: %w", c.path, err)
+			}
+			x.log.Info().Str("file", filepath.Base(c.path)).Msg("removed empty index file left by a failed roll")
+			continue
+		}
 
 		f := newFile(c.path, c.base, g.slots, g.capacity)
 		if err := f.mapFile(c.fh); err != nil {
@@ -230,8 +239,9 @@ type rebuildResult struct {
 // rebuild rebuilds f's slot table from entries 1..limit, checking each
 // entry, and sets f's writer state. trusted is the header whose entry count
 // limit comes from (nil when scanning a file without a valid header).
-// trimTail drops trailing entries above the resulting indexedPhyOffset (a
-// message whose keys may be incomplete).
+// trimTail (implied when an invalid entry ends the scan: the file then has
+// to be the newest) drops trailing entries above the resulting
+// indexedPhyOffset (a message whose keys may be incomplete).
 func (x *Index) rebuild(f *file, limit uint32, trusted *header, prevEnd, prevComplete int64, trimTail bool) rebuildResult {
 	clear(f.data[HeaderRegionSize:f.entriesOff])
 	res := rebuildResult{stop: "entry count", rebuilt: true}
@@ -272,7 +282,7 @@ func (x *Index) rebuild(f *file, limit uint32, trusted *header, prevEnd, prevCom
 			res.complete = min(res.complete, trusted.indexedPhy)
 		}
 	}
-	if trimTail {
+	if trimTail || res.last {
 		res.last = true
 		for n > 0 {
 			e := f.readEntry(n)

@@ -257,6 +257,17 @@ func TestHeaderGarbling(t *testing.T) {
 		m.readdAbove(t, x)
 		m.checkExact(t, x)
 	})
+	t.Run("OlderFileScanHitsGarbage", func(t *testing.T) {
+		opts, m, paths := setup(t)
+		patch(t, paths[1], 0, garbage(rng, HeaderRegionSize))
+		patch(t, paths[1], HeaderRegionSize+3*SlotSize+2*EntrySize, garbage(rng, EntrySize)) // entry 3 of 60..100
+		x := mustOpen(t, opts)
+		require.Equal(t, int64(60), x.MaxPhysicalOffset(), "entries 1-2 survive; 70 may have lost keys; newer files quarantined")
+		require.Len(t, indexFiles(t, opts.Dir), 2)
+		m.checkRecovered(t, x)
+		m.readdAbove(t, x)
+		m.checkExact(t, x)
+	})
 	t.Run("GeometryFromAnotherHeader", func(t *testing.T) {
 		opts, m, paths := setup(t)
 		opts.SlotCount, opts.EntryCount = 11, 13 // Options no longer describe the files
