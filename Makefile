@@ -3,7 +3,9 @@ GO            ?= go
 STATICCHECK   ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS          := ./...
 
-.PHONY: all build run test lint fmt-check vet staticcheck test-race bench fuzz clean
+SWAG          ?= $(GO) run github.com/swaggo/swag/cmd/swag@v1.16.6
+
+.PHONY: all build run test lint fmt-check vet staticcheck docs docs-check test-race bench fuzz clean
 
 all: build
 
@@ -16,7 +18,16 @@ run:
 ## test: formatting, vet, staticcheck, then every test under the race detector.
 test: lint test-race
 
-lint: fmt-check vet staticcheck
+lint: fmt-check vet staticcheck docs-check
+
+## docs: regenerate the OpenAPI spec (swag -> Swagger 2.0 -> OpenAPI 3). Never hand-edit docs/.
+docs:
+	$(SWAG) init --quiet -g api/api.go -o docs
+	$(GO) run ./tools/openapi3 -in docs/swagger.json -out docs/openapi.json
+
+## docs-check: fail when the committed spec is stale.
+docs-check: docs
+	@git diff --exit-code -- docs/ || { echo "docs/ is stale: run 'make docs' and commit"; exit 1; }
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -61,7 +62,25 @@ type BrokerStatus struct {
 	UptimeMs           int64  `json:"uptimeMs" example:"3600000"`
 	CommitLogMinOffset int64  `json:"commitLogMinOffset" example:"0"`
 	CommitLogMaxOffset int64  `json:"commitLogMaxOffset" example:"123456"`
+	// Levels is the delay scheduler per level (RocketMQ's scheduleMessageOffset).
+	Levels []DelayLevel `json:"delayLevels"`
+	// ScheduledTotal counts messages the scheduler delivered since start.
+	ScheduledTotal uint64 `json:"scheduledTotal" example:"1200"`
+	// Lateness of recent scheduler deliveries, in milliseconds.
+	LatenessP50Ms float64 `json:"schedulerLatenessP50Ms" example:"1.5"`
+	LatenessP99Ms float64 `json:"schedulerLatenessP99Ms" example:"12"`
+	LatenessMaxMs float64 `json:"schedulerLatenessMaxMs" example:"40"`
 } //	@name	BrokerStatus
+
+// DelayLevel is one delay level's scheduler position.
+type DelayLevel struct {
+	Level     int    `json:"level" example:"3"`
+	DelayMs   int64  `json:"delayMs" example:"10000"`
+	Offset    int64  `json:"offset" example:"120"`
+	MaxOffset int64  `json:"maxOffset" example:"125"`
+	Backlog   int64  `json:"backlog" example:"5"`
+	NextDueAt string `json:"nextDueAt,omitempty" format:"date-time"`
+} //	@name	DelayLevel
 
 // registerTopicRoutes registers topic administration and the queue read.
 func (h *handler) registerTopicRoutes(r chi.Router) {
@@ -350,13 +369,23 @@ func (h *handler) brokerStatus(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, err)
 		return
 	}
-	writeJSON(w, r, http.StatusOK, BrokerStatus{
+	resp := BrokerStatus{
 		FlushMode:          s.FlushMode,
 		StoreBytes:         s.StoreBytes,
 		UptimeMs:           s.Uptime.Milliseconds(),
 		CommitLogMinOffset: s.CommitLogMin,
 		CommitLogMaxOffset: s.CommitLogMax,
-	})
+		Levels:             make([]DelayLevel, 0, len(s.Levels)),
+		ScheduledTotal:     s.Scheduled,
+		LatenessP50Ms:      float64(s.LatenessP50) / float64(time.Millisecond),
+		LatenessP99Ms:      float64(s.LatenessP99) / float64(time.Millisecond),
+		LatenessMaxMs:      float64(s.LatenessMax) / float64(time.Millisecond),
+	}
+	for _, l := range s.Levels {
+		resp.Levels = append(resp.Levels, DelayLevel{Level: l.Level, DelayMs: l.Delay.Milliseconds(), Offset: l.Offset,
+			MaxOffset: l.MaxOffset, Backlog: l.Backlog, NextDueAt: formatTime(l.NextDue)})
+	}
+	writeJSON(w, r, http.StatusOK, resp)
 }
 
 // queryInt parses an optional integer query parameter within [min, max].

@@ -108,6 +108,7 @@ type Broker interface {
 	Producer
 	Consumer
 	Admin
+	DeadLetters
 }
 
 // Limits and defaults of the transport. MaxWaitMs and MaxPullMessages are
@@ -222,5 +223,6 @@ func NewHandler(d Deps) http.Handler {
 	h.registerGroupRoutes(r)
 	h.registerMessageRoutes(r)
 	h.registerBrokerRoutes(r)
+	h.registerDLQRoutes(r)
 	return r
 }

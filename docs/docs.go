@@ -354,6 +354,288 @@ const docTemplate = `{
                 }
             }
         },
+        "/groups/{group}/dlq": {
+            "get": {
+                "description": "Dead letters never reach pulls. Each carries its attempt history; resend or discard it by messageId. Filters combine; pages follow ` + "`" + `next` + "`" + `.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "dlq"
+                ],
+                "summary": "List dead letters",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Group name",
+                        "name": "group",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "Only letters of this topic",
+                        "name": "originalTopic",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "Dead at or after (RFC 3339)",
+                        "name": "from",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "Dead at or before (RFC 3339)",
+                        "name": "to",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "Case-insensitive text in the last reason",
+                        "name": "reasonContains",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "dead, resent or discarded",
+                        "name": "status",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "Cursor from the previous page",
+                        "name": "cursor",
+                        "in": "query"
+                    },
+                    {
+                        "type": "integer",
+                        "description": "Page size (1-500, default 100)",
+                        "name": "limit",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/DeadLetterList"
+                        }
+                    },
+                    "400": {
+                        "description": "invalid-name, invalid-argument",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "group-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
+        "/groups/{group}/dlq/resend": {
+            "post": {
+                "description": "Resends the named dead letters (or every dead one matching the filter, up to 10 000, at about 5 000 messages/s) to their original topics with a fresh attempt count; ORIGIN_MESSAGE_ID is kept. A letter is resent once: later requests list it under skipped.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "dlq"
+                ],
+                "summary": "Resend dead letters",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Group name",
+                        "name": "group",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "description": "Ids or a filter",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/ResendRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/ResendResponse"
+                        }
+                    },
+                    "400": {
+                        "description": "invalid-name, invalid-argument, malformed-request",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "group-not-found, message-not-found, topic-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "413": {
+                        "description": "body-too-large",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "415": {
+                        "description": "unsupported-media-type",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "storage-read-only, shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
+        "/groups/{group}/dlq/{messageId}": {
+            "get": {
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "dlq"
+                ],
+                "summary": "Get a dead letter",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Group name",
+                        "name": "group",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "Dead letter id",
+                        "name": "messageId",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/DeadLetter"
+                        }
+                    },
+                    "400": {
+                        "description": "invalid-name, invalid-argument",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "group-not-found, message-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            },
+            "delete": {
+                "tags": [
+                    "dlq"
+                ],
+                "summary": "Discard a dead letter",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Group name",
+                        "name": "group",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "description": "Dead letter id",
+                        "name": "messageId",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "204": {
+                        "description": "No Content"
+                    },
+                    "400": {
+                        "description": "invalid-name, invalid-argument",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "group-not-found, message-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "storage-read-only, shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
         "/groups/{group}/leases": {
             "post": {
                 "description": "Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. A result may carry a newReceipt to use from then on.",
@@ -1409,6 +1691,32 @@ const docTemplate = `{
                 }
             }
         },
+        "Attempt": {
+            "type": "object",
+            "properties": {
+                "at": {
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:10.000Z"
+                },
+                "delayLevel": {
+                    "type": "integer",
+                    "example": 0
+                },
+                "outcome": {
+                    "type": "string",
+                    "enum": [
+                        "nack",
+                        "expired"
+                    ],
+                    "example": "nack"
+                },
+                "reason": {
+                    "type": "string",
+                    "example": "payment service unavailable"
+                }
+            }
+        },
         "BrokerStatus": {
             "type": "object",
             "properties": {
@@ -1420,6 +1728,13 @@ const docTemplate = `{
                     "type": "integer",
                     "example": 0
                 },
+                "delayLevels": {
+                    "description": "Levels is the delay scheduler per level (RocketMQ's scheduleMessageOffset).",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/DelayLevel"
+                    }
+                },
                 "flushMode": {
                     "type": "string",
                     "enum": [
@@ -1428,6 +1743,24 @@ const docTemplate = `{
                     ],
                     "example": "sync"
                 },
+                "scheduledTotal": {
+                    "description": "ScheduledTotal counts messages the scheduler delivered since start.",
+                    "type": "integer",
+                    "example": 1200
+                },
+                "schedulerLatenessMaxMs": {
+                    "type": "number",
+                    "example": 40
+                },
+                "schedulerLatenessP50Ms": {
+                    "description": "Lateness of recent scheduler deliveries, in milliseconds.",
+                    "type": "number",
+                    "example": 1.5
+                },
+                "schedulerLatenessP99Ms": {
+                    "type": "number",
+                    "example": 12
+                },
                 "storeBytes": {
                     "type": "integer",
                     "example": 1073741824
@@ -1435,6 +1768,151 @@ const docTemplate = `{
                 "uptimeMs": {
                     "type": "integer",
                     "example": 3600000
+                }
+            }
+        },
+        "DLQFilter": {
+            "type": "object",
+            "properties": {
+                "from": {
+                    "type": "string",
+                    "format": "date-time"
+                },
+                "originalTopic": {
+                    "type": "string",
+                    "example": "orders"
+                },
+                "reasonContains": {
+                    "type": "string",
+                    "example": "timeout"
+                },
+                "to": {
+                    "type": "string",
+                    "format": "date-time"
+                }
+            }
+        },
+        "DeadLetter": {
+            "type": "object",
+            "properties": {
+                "attempts": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/Attempt"
+                    }
+                },
+                "body": {
+                    "description": "Body and BodyEncoding are only in the single-letter view.",
+                    "type": "string"
+                },
+                "bodyEncoding": {
+                    "type": "string",
+                    "enum": [
+                        "utf8",
+                        "base64"
+                    ]
+                },
+                "deadAt": {
+                    "type": "string",
+                    "format": "date-time"
+                },
+                "firstFailedAt": {
+                    "type": "string",
+                    "format": "date-time"
+                },
+                "keys": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "messageId": {
+                    "description": "MessageID identifies the dead letter: resend or discard it by this id.",
+                    "type": "string",
+                    "example": "7F00000100001F9000000000000009A4"
+                },
+                "originMessageId": {
+                    "type": "string",
+                    "example": "7F00000100001F9000000000000004D2"
+                },
+                "originalTopic": {
+                    "type": "string",
+                    "example": "orders"
+                },
+                "properties": {
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "string"
+                    }
+                },
+                "reason": {
+                    "type": "string",
+                    "example": "payment service unavailable"
+                },
+                "reconsumeTimes": {
+                    "type": "integer",
+                    "example": 17
+                },
+                "status": {
+                    "type": "string",
+                    "enum": [
+                        "dead",
+                        "resent",
+                        "discarded"
+                    ],
+                    "example": "dead"
+                },
+                "statusAt": {
+                    "type": "string",
+                    "format": "date-time"
+                },
+                "tag": {
+                    "type": "string",
+                    "example": "created"
+                }
+            }
+        },
+        "DeadLetterList": {
+            "type": "object",
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/DeadLetter"
+                    }
+                },
+                "next": {
+                    "description": "Next is the cursor of the next page; absent on the last page.",
+                    "type": "string"
+                }
+            }
+        },
+        "DelayLevel": {
+            "type": "object",
+            "properties": {
+                "backlog": {
+                    "type": "integer",
+                    "example": 5
+                },
+                "delayMs": {
+                    "type": "integer",
+                    "example": 10000
+                },
+                "level": {
+                    "type": "integer",
+                    "example": 3
+                },
+                "maxOffset": {
+                    "type": "integer",
+                    "example": 125
+                },
+                "nextDueAt": {
+                    "type": "string",
+                    "format": "date-time"
+                },
+                "offset": {
+                    "type": "integer",
+                    "example": 120
                 }
             }
         },
@@ -1914,6 +2392,37 @@ const docTemplate = `{
                         "invalid"
                     ],
                     "example": "ok"
+                }
+            }
+        },
+        "ResendRequest": {
+            "type": "object",
+            "properties": {
+                "filter": {
+                    "$ref": "#/definitions/DLQFilter"
+                },
+                "messageIds": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                }
+            }
+        },
+        "ResendResponse": {
+            "type": "object",
+            "properties": {
+                "resent": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "skipped": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
                 }
             }
         },

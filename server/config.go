@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mqgate/mqgate/storage/commitlog"
 )
 
 // Config is the whole process configuration (DESIGN §8). Every field that
@@ -189,8 +191,11 @@ func (c Config) Validate() error {
 	if c.MaxMessageSize < 1 || c.MaxMessageSize > 1<<30 {
 		bad("max-message-size %s must be between 1B and 1GiB", c.MaxMessageSize)
 	}
-	if c.SegmentSize <= c.MaxMessageSize {
-		bad("segment-size %s must be larger than max-message-size %s", c.SegmentSize, c.MaxMessageSize)
+	if c.SegmentSize <= c.MaxMessageSize+128<<10 {
+		bad("segment-size %s must exceed max-message-size %s by more than 128KiB (room for properties)", c.SegmentSize, c.MaxMessageSize)
+	}
+	if int64(c.SegmentSize) > commitlog.MaxSegmentSize {
+		bad("segment-size %s must be at most %s", c.SegmentSize, ByteSize(commitlog.MaxSegmentSize))
 	}
 	if c.MaxRequestSize < c.MaxMessageSize {
 		bad("max-request-size %s must be at least max-message-size %s", c.MaxRequestSize, c.MaxMessageSize)

@@ -259,23 +259,39 @@ func (b *Broker) CommitOffsets(ctx context.Context, group string, commits []Offs
 	return nil
 }
 
-// ResetOffset moves the group's offsets of topic to the first message
-// stored at or after t (resetOffsetByTime).
+// ResetOffset moves the group's offsets of topic (every topic of the group
+// when topic is "") to the first message stored at or after t
+// (resetOffsetByTime).
 func (b *Broker) ResetOffset(ctx context.Context, group, topic string, t time.Time) ([]QueueProgress, error) {
-	cfg, err := b.GetTopic(ctx, topic)
+	g, err := b.GetGroup(ctx, group)
 	if err != nil {
 		return nil, err
 	}
-	commits := make([]OffsetCommit, 0, cfg.Queues)
-	for q := int32(0); q < int32(cfg.Queues); q++ {
-		off, err := b.store.SearchOffsetByTime(topic, q, t.UnixMilli())
-		if err != nil {
-			return nil, mapStoreErr(err)
-		}
-		commits = append(commits, OffsetCommit{Topic: topic, QueueID: q, Offset: off})
+	topics := []string{topic}
+	if topic == "" {
+		topics = b.groupTopics(g)
 	}
-	if err := b.CommitOffsets(ctx, group, commits); err != nil {
-		return nil, err
+	var commits []OffsetCommit
+	for _, name := range topics {
+		cfg, err := b.GetTopic(ctx, name)
+		if err != nil {
+			if topic == "" && errors.Is(err, ErrTopicNotFound) {
+				continue // a deleted topic the group once consumed
+			}
+			return nil, err
+		}
+		for q := int32(0); q < int32(cfg.Queues); q++ {
+			off, err := b.store.SearchOffsetByTime(name, q, t.UnixMilli())
+			if err != nil {
+				return nil, mapStoreErr(err)
+			}
+			commits = append(commits, OffsetCommit{Topic: name, QueueID: q, Offset: off})
+		}
+	}
+	if len(commits) > 0 {
+		if err := b.CommitOffsets(ctx, group, commits); err != nil {
+			return nil, err
+		}
 	}
 	all, err := b.Progress(ctx, group)
 	if err != nil {
@@ -283,7 +299,7 @@ func (b *Broker) ResetOffset(ctx context.Context, group, topic string, t time.Ti
 	}
 	out := all[:0]
 	for _, p := range all {
-		if p.Topic == topic {
+		if topic == "" || p.Topic == topic {
 			out = append(out, p)
 		}
 	}

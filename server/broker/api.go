@@ -231,6 +231,29 @@ type BrokerStatus struct {
 	CommitLogMin int64
 	// CommitLogMax is the CommitLog's write offset.
 	CommitLogMax int64
+	// Levels is the delay scheduler's position per delay level.
+	Levels []DelayLevelStatus
+	// Scheduled counts messages the scheduler delivered since start.
+	Scheduled uint64
+	// LatenessP50, LatenessP99 and LatenessMax summarise how late the
+	// scheduler delivered its recent messages.
+	LatenessP50, LatenessP99, LatenessMax time.Duration
+}
+
+// DelayLevelStatus is one delay level's scheduler position.
+type DelayLevelStatus struct {
+	// Level is the delay level (1-based).
+	Level int
+	// Delay is the level's delay.
+	Delay time.Duration
+	// Offset is the next schedule entry to deliver.
+	Offset int64
+	// MaxOffset is the number of entries written to the level's queue.
+	MaxOffset int64
+	// Backlog is MaxOffset - Offset.
+	Backlog int64
+	// NextDue is when the head entry is due (zero when idle).
+	NextDue time.Time
 }
 
 // Sentinel errors. Wrap them with context (fmt.Errorf("...: %w", err)); the

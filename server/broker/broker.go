@@ -313,13 +313,22 @@ func (b *Broker) Ready() error {
 // Status reports the broker's state (mqadmin brokerStatus).
 func (b *Broker) Status(ctx context.Context) (BrokerStatus, error) {
 	st := b.store.Stats()
-	return BrokerStatus{
+	stats := b.Stats()
+	out := BrokerStatus{
 		FlushMode:    b.store.FlushMode().String(),
 		StoreBytes:   st.DiskBytes,
 		Uptime:       time.Since(b.started),
 		CommitLogMin: st.CommitLogMin,
 		CommitLogMax: st.CommitLogMax,
-	}, nil
+		Scheduled:    stats.Scheduled,
+		LatenessP50:  stats.LatenessP50,
+		LatenessP99:  stats.LatenessP99,
+		LatenessMax:  stats.LatenessMax,
+	}
+	for _, l := range b.scheduler.Status() {
+		out.Levels = append(out.Levels, DelayLevelStatus{Level: l.Level, Delay: l.Delay, Offset: l.Offset, MaxOffset: l.MaxOffset, Backlog: l.Backlog, NextDue: l.NextDue})
+	}
+	return out, nil
 }
 
 // mapStoreErr turns storage errors into broker sentinels.
