@@ -95,6 +95,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, errors.Join(err, b.Close(ctx))
 	}
+	s.registry.MustRegister(newBrokerCollector(b))
 	return s, nil
 }
 

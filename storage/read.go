@@ -280,10 +280,16 @@ func indexKey(dst []byte, topic string, kind byte, key []byte) []byte {
 // FindByDedupID returns the newest message of topic whose DEDUP_ID property
 // is id and that was stored at or after since (unix ms), or ErrNotFound.
 func (s *Store) FindByDedupID(topic, id string, since int64) (*message.Message, error) {
+	return s.findByIndexedKey(topic, indexKindDup, message.PropertyDedupID, id, since)
+}
+
+// findByIndexedKey looks up the newest message of topic whose property
+// prop equals value, through the index entries of kind.
+func (s *Store) findByIndexedKey(topic string, kind byte, prop, value string, since int64) (*message.Message, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
-	cands, err := s.index.Lookup(indexKey(nil, topic, indexKindDup, []byte(id)), since, 0, 16)
+	cands, err := s.index.Lookup(indexKey(nil, topic, kind, []byte(value)), since, 0, 16)
 	if err != nil {
 		return nil, err
 	}
@@ -295,7 +301,7 @@ func (s *Store) FindByDedupID(topic, id string, since int64) (*message.Message, 
 		if err != nil {
 			return nil, err
 		}
-		if m.Topic == topic && m.Property(message.PropertyDedupID) == id {
+		if m.Topic == topic && m.Property(prop) == value {
 			return m, nil
 		}
 	}

@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"errors"
+
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/schedule"
 )
@@ -32,4 +34,12 @@ func (a scheduleAdapter) Deliver(msgs []*message.Message) error {
 		return err
 	}
 	return a.s.PutBatch(msgs, make([]PutResult, len(msgs)))
+}
+
+func (a scheduleAdapter) Delivered(topic, uniqKey string) (bool, error) {
+	m, err := a.s.findByIndexedKey(topic, indexKindUniq, message.PropertyUniqKey, uniqKey, 0)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return m != nil, err
 }

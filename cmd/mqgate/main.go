@@ -32,6 +32,7 @@ type cli struct {
 	Serve       serveCmd       `cmd:"" default:"withargs" help:"Run the gateway (the default command)."`
 	Healthcheck healthcheckCmd `cmd:"" help:"Exit 0 when the server on --listen answers GET /livez with 200, else 1."`
 	Version     versionCmd     `cmd:"" help:"Print the version and exit."`
+	Bench       benchCmd       `cmd:"" help:"Load-test a running gateway (sends; optional net/http baseline)."`
 }
 
 // serveCmd runs the server until SIGINT or SIGTERM.

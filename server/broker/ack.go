@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
 )
@@ -100,10 +101,10 @@ func (b *Broker) Ack(ctx context.Context, group string, receipts []string) ([]Re
 	var rec offset.Record
 	results := b.forEachReceipt(group, receipts, func(ref leaseRef, _ time.Time) ReceiptStatus {
 		delete(ref.cursor.inflight, ref.r.Offset)
-		rec.Entries = append(rec.Entries, b.markDone(ref.key, []int64{ref.r.Offset}))
+		rec.Entries = append(rec.Entries, b.ackEntry(ref.key, ref.r.Offset))
 		return ReceiptOK
 	})
-	if err := b.appendProgress(rec); err != nil {
+	if err := b.persist(rec, nil); err != nil {
 		return nil, err
 	}
 	b.metrics.add(b.metrics.acked, group, len(rec.Entries))
@@ -119,25 +120,48 @@ func progressMessage(rec offset.Record) (*message.Message, error) {
 	return &message.Message{Topic: offsetTopic, Body: body, BornTimestamp: time.Now().UnixMilli()}, nil
 }
 
-// appendProgress makes a progress record durable through the CommitLog.
-func (b *Broker) appendProgress(rec offset.Record) error {
-	if len(rec.Entries) == 0 {
+// ackEntry is the progress entry acknowledging off of key.
+func (b *Broker) ackEntry(key offset.Key, off int64) offset.Entry {
+	_, gen, _ := b.progress.Get(key)
+	return offset.Entry{Kind: offset.KindAck, Key: key, Generation: gen, Offsets: []int64{off}}
+}
+
+// persist appends rec (after the messages in extra, in one batch and one
+// flush) and only then applies it to the progress table: the table — and
+// so every snapshot of it — never holds a change the log might not. The
+// snapshot takes progressMu exclusively, so it never sees a record that is
+// appended but not yet applied either.
+func (b *Broker) persist(rec offset.Record, extra []*message.Message) error {
+	if len(rec.Entries) == 0 && len(extra) == 0 {
 		return nil
 	}
-	m, err := progressMessage(rec)
-	if err != nil {
-		return err
+	msgs := extra
+	if len(rec.Entries) > 0 {
+		m, err := progressMessage(rec)
+		if err != nil {
+			return err
+		}
+		msgs = append(msgs, m)
 	}
-	_, err = b.store.Put(m)
-	return mapStoreErr(err)
+	b.progressMu.RLock()
+	defer b.progressMu.RUnlock()
+	var err error
+	if len(msgs) == 1 {
+		_, err = b.store.Put(msgs[0])
+	} else {
+		err = b.store.PutBatch(msgs, make([]storage.PutResult, len(msgs)))
+	}
+	if err != nil {
+		return mapStoreErr(err)
+	}
+	b.progress.Apply(rec)
+	return nil
 }
 
 // commit durably sets key's committed offset (a reset: a new generation).
 func (b *Broker) commit(key offset.Key, off int64) error {
 	_, gen, _ := b.progress.Get(key)
-	rec := offset.Record{Entries: []offset.Entry{{Kind: offset.KindCommit, Key: key, Generation: gen + 1, Offset: off}}}
-	b.progress.Apply(rec)
-	return b.appendProgress(rec)
+	return b.persist(offset.Record{Entries: []offset.Entry{{Kind: offset.KindCommit, Key: key, Generation: gen + 1, Offset: off}}}, nil)
 }
 
 // ChangeLease extends or shortens leases (changeInvisibleTime). It never
@@ -193,7 +217,6 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 	results := b.forEachReceipt(group, receipts, func(ref leaseRef, _ time.Time) ReceiptStatus {
 		delete(ref.cursor.inflight, ref.r.Offset)
 		ref.cursor.markSentBack(ref.r.Offset)
-		b.markDone(ref.key, []int64{ref.r.Offset})
 		it := items[ref.index]
 		failed = append(failed, sendBack{
 			view:    b.view(group, ref.r.Topic, ref.r.QueueID, nil),

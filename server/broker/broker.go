@@ -129,6 +129,9 @@ type Broker struct {
 	registry *registry
 	receipts *receiptCodec
 	progress *offset.Table
+	// progressMu orders appends of progress records against snapshots
+	// (see persist).
+	progressMu sync.RWMutex
 
 	popsMu sync.Mutex
 	pops   map[popKey]*popState
@@ -276,6 +279,8 @@ func (b *Broker) every(d time.Duration, fn func()) {
 }
 
 func (b *Broker) snapshot() error {
+	b.progressMu.Lock()
+	defer b.progressMu.Unlock()
 	return b.progress.Save(b.store.MetaPath(offsetsSnapshot), func() int64 {
 		return b.store.MaxOffset(offsetTopic, 0)
 	})

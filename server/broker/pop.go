@@ -290,11 +290,10 @@ func (c *cursor) markSentBack(off int64) {
 	c.sentBack[off] = struct{}{}
 }
 
-// takeExpired removes c's expired leases, marks them done for the view
-// (their retry copy takes over) and returns them for send-back. The caller
-// holds the popState's lock.
+// takeExpired takes c's expired leases out of flight and returns them for
+// send-back (their retry copy takes over; sendBack marks them done). The
+// caller holds the popState's lock.
 func (b *Broker) takeExpired(c *cursor, v queueView, now time.Time) (expired []sendBack, nextExpiry time.Time) {
-	var offs []int64
 	for off, l := range c.inflight {
 		switch {
 		case b.progress.IsAcked(v.key, off):
@@ -302,25 +301,20 @@ func (b *Broker) takeExpired(c *cursor, v queueView, now time.Time) (expired []s
 		case !now.Before(l.deadline):
 			delete(c.inflight, off)
 			c.markSentBack(off)
-			offs = append(offs, off)
 			expired = append(expired, sendBack{view: v, offset: off, reason: "lease expired without ack", outcome: "expired"})
 		case nextExpiry.IsZero() || l.deadline.Before(nextExpiry):
 			nextExpiry = l.deadline
 		}
 	}
-	if len(offs) > 0 {
-		b.markDone(v.key, offs)
-	}
 	return expired, nextExpiry
 }
 
-// markDone records offsets as consumed in memory (the caller makes it
-// durable: an ack record, or a retry copy plus an ack record).
-func (b *Broker) markDone(key offset.Key, offs []int64) offset.Entry {
+// markSkipped records offsets the filters passed over as consumed, in
+// memory only: they are facts a replay derives again, so they need no
+// record of their own.
+func (b *Broker) markSkipped(key offset.Key, offs []int64) {
 	_, gen, _ := b.progress.Get(key)
-	e := offset.Entry{Kind: offset.KindAck, Key: key, Generation: gen, Offsets: offs}
-	b.progress.Apply(offset.Record{Entries: []offset.Entry{e}})
-	return e
+	b.progress.Apply(offset.Record{Entries: []offset.Entry{{Kind: offset.KindAck, Key: key, Generation: gen, Offsets: offs}}})
 }
 
 func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, invisible time.Duration) ([]ReceivedMessage, time.Time, []sendBack, error) {
@@ -386,7 +380,7 @@ func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, inv
 			}
 		}
 		if len(skipped) > 0 {
-			b.markDone(key, skipped)
+			b.markSkipped(key, skipped)
 		}
 		c.next = res.Next
 	}

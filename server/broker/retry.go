@@ -44,8 +44,9 @@ func parseAttempts(s string) []Attempt {
 }
 
 // sendBack writes the retry (or dead-letter) copy of every failed delivery
-// plus one progress record acknowledging the originals. The originals
-// were already marked done in memory by the caller.
+// plus one progress record acknowledging the originals, in one batch, and
+// then marks the originals done. The caller already took them out of
+// flight.
 func (b *Broker) sendBack(group string, items []sendBack) error {
 	if len(items) == 0 {
 		return nil
@@ -58,8 +59,7 @@ func (b *Broker) sendBack(group string, items []sendBack) error {
 	msgs := make([]*message.Message, 0, len(items)+1)
 	var rec offset.Record
 	for _, it := range items {
-		_, gen, _ := b.progress.Get(it.view.key)
-		rec.Entries = append(rec.Entries, offset.Entry{Kind: offset.KindAck, Key: it.view.key, Generation: gen, Offsets: []int64{it.offset}})
+		rec.Entries = append(rec.Entries, b.ackEntry(it.view.key, it.offset))
 		res, err := b.store.ReadQueue(it.view.storeTopic, it.view.storeQueue, it.offset, 1, nil)
 		if errors.Is(err, storage.ErrOffsetTooSmall) || (err == nil && len(res.Messages) == 0) {
 			continue // deleted by retention meanwhile: nothing to retry
@@ -69,15 +69,10 @@ func (b *Broker) sendBack(group string, items []sendBack) error {
 		}
 		msgs = append(msgs, b.retryCopy(cfg, res.Messages[0], it, now))
 	}
-	pm, err := progressMessage(rec)
-	if err != nil {
+	if err := b.persist(rec, msgs); err != nil {
 		return err
 	}
-	msgs = append(msgs, pm)
-	if err := b.store.PutBatch(msgs, make([]storage.PutResult, len(msgs))); err != nil {
-		return mapStoreErr(err)
-	}
-	for _, m := range msgs[:len(msgs)-1] {
+	for _, m := range msgs {
 		if m.Topic == DLQTopic(group) {
 			b.metrics.dlq(group)
 		} else {

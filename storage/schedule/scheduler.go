@@ -24,6 +24,10 @@ type Source interface {
 	LevelRange(level int) (min, max int64)
 	// Signal returns a channel that is closed when new schedule entries land.
 	Signal() <-chan struct{}
+	// Delivered reports whether a message carrying uniqKey (UNIQ_KEY) is
+	// already stored in topic. The scheduler asks only after a restart, for
+	// the entries its saved progress did not cover.
+	Delivered(topic, uniqKey string) (bool, error)
 }
 
 // Sink stores due messages at their real destination.
@@ -77,6 +81,10 @@ type Scheduler struct {
 	mu      sync.Mutex
 	offsets []int64
 	nextDue []time.Time
+	// verifyBelow[level-1]: entries below this offset may have been
+	// delivered before a crash (the saved progress lags); each is checked
+	// by its UNIQ_KEY before it is delivered again.
+	verifyBelow []int64
 	dirty   bool
 	saveMu  sync.Mutex
 
@@ -104,14 +112,19 @@ func New(cfg Config, src Source, sink Sink) (*Scheduler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", cfg.ProgressPath, err)
 	}
+	verify := make([]int64, len(cfg.Levels))
+	for i := range verify {
+		_, verify[i] = src.LevelRange(i + 1)
+	}
 	return &Scheduler{
-		cfg:     cfg,
-		src:     src,
-		sink:    sink,
-		log:     cfg.Logger.With().Str("component", "schedule").Logger(),
-		offsets: offsets,
-		nextDue: make([]time.Time, len(cfg.Levels)),
-		stop:    make(chan struct{}),
+		cfg:         cfg,
+		src:         src,
+		sink:        sink,
+		log:         cfg.Logger.With().Str("component", "schedule").Logger(),
+		offsets:     offsets,
+		nextDue:     make([]time.Time, len(cfg.Levels)),
+		verifyBelow: verify,
+		stop:        make(chan struct{}),
 	}, nil
 }
 
@@ -207,12 +220,24 @@ func (s *Scheduler) runOnce(level int, now time.Time) (RunResult, error) {
 			}
 		}
 		if due > 0 {
-			out := make([]*message.Message, due)
-			for i, m := range msgs[:due] {
-				out[i] = Restore(m)
+			out := make([]*message.Message, 0, due)
+			for _, m := range msgs[:due] {
+				r := Restore(m)
+				if m.QueueOffset < s.verifyBelow[level-1] {
+					done, err := s.src.Delivered(r.Topic, r.Property(message.PropertyUniqKey))
+					if err != nil {
+						return res, err
+					}
+					if done {
+						continue // delivered before the restart
+					}
+				}
+				out = append(out, r)
 			}
-			if err := s.sink.Deliver(out); err != nil {
-				return res, fmt.Errorf("deliver %d messages of level %d: %w", due, level, err)
+			if len(out) > 0 {
+				if err := s.sink.Deliver(out); err != nil {
+					return res, fmt.Errorf("deliver %d messages of level %d: %w", len(out), level, err)
+				}
 			}
 			if s.cfg.OnDeliver != nil {
 				delivered := time.Now()
@@ -307,8 +332,17 @@ func DueTime(m *message.Message) time.Time {
 	return time.UnixMilli(ms)
 }
 
+// UniqKey identifies the delivery of one schedule entry: "sched:<queue>:<offset>"
+// of the entry in SCHEDULE_TOPIC_XXXX. The delivered message carries it as
+// UNIQ_KEY, which the store indexes, so a delivery repeated after a crash
+// can be recognised.
+func UniqKey(scheduled *message.Message) string {
+	return "sched:" + strconv.Itoa(int(scheduled.QueueID)) + ":" + strconv.FormatInt(scheduled.QueueOffset, 10)
+}
+
 // Restore turns a schedule message back into its real message: topic and
-// queue from REAL_TOPIC / REAL_QID, the delay properties cleared.
+// queue from REAL_TOPIC / REAL_QID, the delay properties cleared, and
+// UNIQ_KEY set to the entry's identity (UniqKey).
 func Restore(m *message.Message) *message.Message {
 	out := &message.Message{
 		Topic:          m.Property(message.PropertyRealTopic),
@@ -329,5 +363,6 @@ func Restore(m *message.Message) *message.Message {
 		}
 		out.SetProperty(k, v)
 	}
+	out.SetProperty(message.PropertyUniqKey, UniqKey(m))
 	return out
 }

@@ -1,0 +1,89 @@
+package server
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mqgate/mqgate/server/broker"
+)
+
+// statsSource is what the broker collector reads; *broker.Broker has it.
+type statsSource interface {
+	Stats() broker.Stats
+	Status(ctx context.Context) (broker.BrokerStatus, error)
+}
+
+// brokerCollector exposes the broker's counters at scrape time, so the
+// broker itself stays free of the metrics library.
+type brokerCollector struct {
+	src statsSource
+
+	sent, delivered, acked, retries, dead, inflight *prometheus.Desc
+	scheduled, lateness, backlog, storeBytes        *prometheus.Desc
+	commitLogMin, commitLogMax                      *prometheus.Desc
+}
+
+func newBrokerCollector(src statsSource) *brokerCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("mqgate_"+name, help, labels, nil)
+	}
+	return &brokerCollector{
+		src:          src,
+		sent:         d("messages_sent_total", "Messages stored by sends, per topic.", "topic"),
+		delivered:    d("messages_delivered_total", "Leases granted to pulls, per group.", "group"),
+		acked:        d("messages_acked_total", "Acknowledged deliveries, per group.", "group"),
+		retries:      d("messages_retried_total", "Failed deliveries sent to the retry topic, per group and delay level.", "group", "level"),
+		dead:         d("messages_dlq_total", "Messages moved to the dead-letter queue, per group.", "group"),
+		inflight:     d("inflight_leases", "Leased messages not yet acknowledged, per group.", "group"),
+		scheduled:    d("scheduler_delivered_total", "Messages the delay scheduler delivered."),
+		lateness:     d("scheduler_lateness_seconds", "How late the scheduler delivered its recent messages.", "quantile"),
+		backlog:      d("scheduler_backlog_messages", "Schedule entries not yet delivered, per delay level.", "level"),
+		storeBytes:   d("store_bytes", "Disk space of CommitLog segments."),
+		commitLogMin: d("commitlog_min_offset_bytes", "Lowest CommitLog offset still kept."),
+		commitLogMax: d("commitlog_max_offset_bytes", "CommitLog write offset."),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.sent, c.delivered, c.acked, c.retries, c.dead, c.inflight,
+		c.scheduled, c.lateness, c.backlog, c.storeBytes, c.commitLogMin, c.commitLogMax} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.src.Stats()
+	counter := func(d *prometheus.Desc, m map[string]uint64) {
+		for k, v := range m {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), k)
+		}
+	}
+	counter(c.sent, st.Sent)
+	counter(c.delivered, st.Delivered)
+	counter(c.acked, st.Acked)
+	counter(c.dead, st.DeadLetters)
+	for _, r := range st.Retries {
+		ch <- prometheus.MustNewConstMetric(c.retries, prometheus.CounterValue, float64(r.Count), r.Group, strconv.Itoa(r.Level))
+	}
+	for g, n := range st.InFlight {
+		ch <- prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, float64(n), g)
+	}
+	ch <- prometheus.MustNewConstMetric(c.scheduled, prometheus.CounterValue, float64(st.Scheduled))
+	for q, v := range map[string]float64{"0.5": st.LatenessP50.Seconds(), "0.99": st.LatenessP99.Seconds(), "1": st.LatenessMax.Seconds()} {
+		ch <- prometheus.MustNewConstMetric(c.lateness, prometheus.GaugeValue, v, q)
+	}
+	status, err := c.src.Status(context.Background())
+	if err != nil {
+		return
+	}
+	for _, l := range status.Levels {
+		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(l.Backlog), strconv.Itoa(l.Level))
+	}
+	ch <- prometheus.MustNewConstMetric(c.storeBytes, prometheus.GaugeValue, float64(status.StoreBytes))
+	ch <- prometheus.MustNewConstMetric(c.commitLogMin, prometheus.GaugeValue, float64(status.CommitLogMin))
+	ch <- prometheus.MustNewConstMetric(c.commitLogMax, prometheus.GaugeValue, float64(status.CommitLogMax))
+}

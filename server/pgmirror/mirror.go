@@ -1,0 +1,295 @@
+package pgmirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/mqgate/mqgate/server/broker"
+	"github.com/mqgate/mqgate/storage/offset"
+)
+
+// Sentinel errors.
+var (
+	// ErrConfig: the configuration cannot work.
+	ErrConfig = errors.New("pgmirror: invalid configuration")
+	// ErrDegraded wraps the last failure while the mirror is not keeping up.
+	ErrDegraded = errors.New("pgmirror: degraded")
+	// ErrLogBehind: a cursor is past the end of its stream, so the log is
+	// not the one the mirror followed (a restored or replaced data dir).
+	// The mirror writes nothing until SeedOffsets resets it.
+	ErrLogBehind = errors.New("pgmirror: the log is behind the mirror (restored or replaced data dir? start once with offset seeding)")
+	// ErrConcurrentWriter: a cursor moved under the mirror's feet: another
+	// mqgate mirrors into the same schema.
+	ErrConcurrentWriter = errors.New("pgmirror: another writer moved a mirror cursor")
+	// ErrBadCursor: a listing cursor does not parse.
+	ErrBadCursor = errors.New("pgmirror: bad cursor")
+	// ErrUnknownCommand: Migrate got a command other than up, down, version.
+	ErrUnknownCommand = errors.New("pgmirror: unknown migrate command")
+	// ErrClosed: the mirror is closed.
+	ErrClosed = errors.New("pgmirror: closed")
+)
+
+// Source is what the mirror reads from the broker: its projection feeds
+// (server/broker events.go). *broker.Broker satisfies it.
+type Source interface {
+	OffsetRecords(ctx context.Context, from int64, max int) ([]offset.Record, int64, error)
+	OffsetRecordsMin() int64
+	DeadLetterArrivals(ctx context.Context, group string, from int64, max int) ([]broker.DeadLetter, int64, error)
+	DeadLetterStatusChanges(ctx context.Context, from int64, max int) ([]broker.DLQStatusChange, int64, error)
+	ProjectionSignal() <-chan struct{}
+	ListGroups(ctx context.Context) ([]broker.GroupConfig, error)
+	Progress(ctx context.Context, group string) ([]broker.QueueProgress, error)
+}
+
+// offsetRecordsMaxer is implemented by a Source that can tell the end of
+// the progress stream directly; without it the mirror finds the end with
+// a few one-record probes.
+type offsetRecordsMaxer interface{ OffsetRecordsMax() int64 }
+
+// Stream names (mirror_cursors.stream). Part of the schema; never change.
+const (
+	streamOffsets   = "offsets"
+	streamDLQStatus = "dlq_status"
+	streamDLQPrefix = "dlq:"
+)
+
+// Mirror follows the broker's log into PostgreSQL. Open it, Start its
+// writer, and Close it before the broker.
+type Mirror struct {
+	cfg  Config
+	log  zerolog.Logger
+	src  Source
+	pool *pgxpool.Pool
+
+	// passMu serialises passes, SeedOffsets and state reloads.
+	passMu    sync.Mutex
+	migrated  bool
+	st        *state    // nil: (re)load from PostgreSQL before the next pass
+	nextSweep time.Time // when every group's DLQ is read again
+	sweepDue  bool      // the last DLQ read was cut by BatchSize
+
+	health   sync.Mutex
+	lastErr  error
+	errSince time.Time
+
+	lagRecords   atomic.Int64
+	caughtUpAt   atomic.Int64 // unix nanos of the start of the last caught-up pass
+	offsetCursor atomic.Int64 // last committed 'offsets' cursor (-1 unknown)
+	counters     struct{ passes, failures, records, deadLetters, statuses, rows atomic.Int64 }
+
+	startOnce sync.Once
+	stopOnce  sync.Once
+	cancel    context.CancelFunc
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// Open validates cfg and prepares a mirror of src. It does not need
+// PostgreSQL to be up: the pool connects lazily, and the first pass
+// (runOnce, or the writer started by Start) runs the migrations and loads
+// the mirror's state, retrying until the database answers. Only a
+// configuration that can never work is an error.
+func Open(ctx context.Context, cfg Config, src Source) (*Mirror, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	pc, err := cfg.poolConfig()
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("pgmirror: pool: %w", err)
+	}
+	m := &Mirror{
+		cfg:  cfg,
+		log:  cfg.Logger.With().Str("component", "pgmirror").Logger(),
+		src:  src,
+		pool: pool,
+		done: make(chan struct{}),
+	}
+	m.lastErr, m.errSince = fmt.Errorf("%w: not caught up yet", ErrDegraded), time.Now()
+	m.caughtUpAt.Store(time.Now().UnixNano())
+	m.offsetCursor.Store(-1)
+	return m, nil
+}
+
+// Pool is the mirror's connection pool (for read models elsewhere).
+func (m *Mirror) Pool() *pgxpool.Pool { return m.pool }
+
+// Start runs the writer goroutine until ctx ends or Stop is called. It is
+// a no-op after the first call.
+func (m *Mirror) Start(ctx context.Context) {
+	m.startOnce.Do(func() {
+		ctx, m.cancel = context.WithCancel(ctx)
+		go m.loop(ctx)
+	})
+}
+
+// Stop stops the writer and waits for it; an unfinished pass is rolled
+// back (its records are mirrored by the next run). Idempotent.
+func (m *Mirror) Stop() {
+	m.stopOnce.Do(func() {
+		m.startOnce.Do(func() {}) // a later Start does nothing
+		if m.cancel != nil {
+			m.cancel()
+			<-m.done
+		}
+	})
+}
+
+// Close stops the writer and closes the pool. Idempotent. Close the mirror
+// before the broker it follows.
+func (m *Mirror) Close() error {
+	m.closeOnce.Do(func() {
+		m.Stop()
+		m.pool.Close()
+		m.setHealth(ErrClosed)
+	})
+	return nil
+}
+
+// loop is the writer: a pass whenever the log signals new progress
+// records (after BatchDelay, to batch a burst), at least every
+// PollInterval, at once again while a pass was cut by BatchSize, and with
+// exponential backoff after failures.
+func (m *Mirror) loop(ctx context.Context) {
+	defer close(m.done)
+	poll := time.NewTicker(m.cfg.PollInterval)
+	defer poll.Stop()
+	backoff := m.cfg.RetryMin
+	for {
+		signal := m.src.ProjectionSignal() // before reading: no lost wake-up
+		res, err := m.runOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			m.log.Warn().Err(err).Dur("retry_in", backoff).Msg("mirror pass failed")
+			if !sleep(ctx, jitter(backoff)) {
+				return
+			}
+			backoff = min(2*backoff, m.cfg.RetryMax)
+			continue
+		}
+		if backoff > m.cfg.RetryMin {
+			m.log.Info().Msg("mirror recovered")
+		}
+		backoff = m.cfg.RetryMin
+		if res.Written() {
+			m.log.Debug().Object("pass", res).Msg("mirror pass")
+		}
+		if res.More {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-poll.C:
+		case <-signal:
+			if !sleep(ctx, m.cfg.BatchDelay) {
+				return
+			}
+		}
+	}
+}
+
+// sleep waits d or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// jitter spreads d over [d/2, d).
+func jitter(d time.Duration) time.Duration {
+	return d/2 + rand.N(d/2+1)
+}
+
+// Health is nil while the last pass succeeded, else an error wrapping
+// ErrDegraded (or ErrClosed) that says since when and why. For /readyz
+// detail: the broker serves at full speed either way.
+func (m *Mirror) Health() error {
+	m.health.Lock()
+	defer m.health.Unlock()
+	if m.lastErr == nil {
+		return nil
+	}
+	if errors.Is(m.lastErr, ErrClosed) {
+		return m.lastErr
+	}
+	return fmt.Errorf("%w since %s: %w", ErrDegraded, m.errSince.UTC().Format(time.RFC3339), m.lastErr)
+}
+
+func (m *Mirror) setHealth(err error) {
+	m.health.Lock()
+	defer m.health.Unlock()
+	if err == nil {
+		m.lastErr = nil
+		return
+	}
+	if m.lastErr == nil {
+		m.errSince = time.Now()
+	}
+	m.lastErr = err
+}
+
+// Lag reports how far the mirror is behind the log: progress records not
+// yet mirrored, and how long ago the mirror was last fully caught up
+// (0 when it is). Updated by every pass, failed or not.
+func (m *Mirror) Lag() (records int64, age time.Duration) {
+	records = m.lagRecords.Load()
+	if records == 0 && m.Health() == nil {
+		return 0, 0
+	}
+	return records, time.Since(time.Unix(0, m.caughtUpAt.Load()))
+}
+
+// Stats are the mirror's counters and gauges, for metrics.
+type Stats struct {
+	// Passes and Failures count passes run and passes failed.
+	Passes, Failures int64
+	// Records counts progress records applied; DeadLetters and
+	// StatusChanges the dead-letter arrivals and status changes mirrored.
+	Records, DeadLetters, StatusChanges int64
+	// Rows counts rows written (after coalescing).
+	Rows int64
+	// LagRecords and LagSeconds are Lag's two numbers.
+	LagRecords int64
+	LagSeconds float64
+	// Healthy is Health() == nil.
+	Healthy bool
+}
+
+// Stats returns a snapshot of the counters.
+func (m *Mirror) Stats() Stats {
+	records, age := m.Lag()
+	return Stats{
+		Passes:        m.counters.passes.Load(),
+		Failures:      m.counters.failures.Load(),
+		Records:       m.counters.records.Load(),
+		DeadLetters:   m.counters.deadLetters.Load(),
+		StatusChanges: m.counters.statuses.Load(),
+		Rows:          m.counters.rows.Load(),
+		LagRecords:    records,
+		LagSeconds:    age.Seconds(),
+		Healthy:       m.Health() == nil,
+	}
+}
