@@ -85,8 +85,8 @@ type Scheduler struct {
 	// delivered before a crash (the saved progress lags); each is checked
 	// by its UNIQ_KEY before it is delivered again.
 	verifyBelow []int64
-	dirty   bool
-	saveMu  sync.Mutex
+	dirty       bool
+	saveMu      sync.Mutex
 
 	stop    chan struct{}
 	wg      sync.WaitGroup
