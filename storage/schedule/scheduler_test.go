@@ -246,6 +246,7 @@ func TestManyDueAtOnce(t *testing.T) {
 	defer sc.Stop()
 	got := drain(t, s, "burst", 0, n, 60*time.Second)
 	require.Len(t, got, n)
+	require.NoError(t, sc.Stop()) // no more OnDeliver calls after this
 	close(lateCh)
 	for d := range lateCh {
 		late = append(late, d)
