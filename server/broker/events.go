@@ -90,3 +90,6 @@ func (b *Broker) DeadLetterStatusChanges(ctx context.Context, from int64, max in
 func (b *Broker) ProjectionSignal() <-chan struct{} {
 	return b.store.NewDataSignal(offsetTopic)
 }
+
+// OffsetRecordsMax is the end of the progress stream (the next offset).
+func (b *Broker) OffsetRecordsMax() int64 { return b.store.MaxOffset(offsetTopic, 0) }

@@ -71,6 +71,19 @@ AND tablename IN ('consumer_offsets', 'dead_letters', 'mirror_cursors')`)
 	})
 }
 
+func TestOpenMigrates(t *testing.T) {
+	url := pgtest.URL(t)
+	m := mustOpenMirror(t, url, mustOpenBroker(t, t.TempDir(), "sync"))
+	st, err := Migrate(context.Background(), url, "version")
+	require.NoError(t, err)
+	require.Positive(t, st.Version, "Open ran the migrations")
+	require.False(t, st.Dirty)
+	require.ErrorIs(t, m.Health(), ErrDegraded, "degraded until the first pass")
+	_, err = m.runOnce(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, m.Health())
+}
+
 func TestOpenValidates(t *testing.T) {
 	for name, cfg := range map[string]Config{
 		"NoURL":       {},

@@ -92,11 +92,11 @@ type Mirror struct {
 	closeOnce sync.Once
 }
 
-// Open validates cfg and prepares a mirror of src. It does not need
-// PostgreSQL to be up: the pool connects lazily, and the first pass
-// (runOnce, or the writer started by Start) runs the migrations and loads
-// the mirror's state, retrying until the database answers. Only a
-// configuration that can never work is an error.
+// Open validates cfg, prepares a mirror of src and, if PostgreSQL
+// answers within ConnectTimeout, runs the migrations ("up") and loads the
+// mirror's state. It does not need PostgreSQL to be up: on failure the
+// mirror starts degraded (Health says why) and the first passes of the
+// writer retry. Only a configuration that can never work is an error.
 func Open(ctx context.Context, cfg Config, src Source) (*Mirror, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -120,6 +120,16 @@ func Open(ctx context.Context, cfg Config, src Source) (*Mirror, error) {
 	m.lastErr, m.errSince = fmt.Errorf("%w: not caught up yet", ErrDegraded), time.Now()
 	m.caughtUpAt.Store(time.Now().UnixNano())
 	m.offsetCursor.Store(-1)
+
+	initCtx, cancel := context.WithTimeout(ctx, 2*cfg.ConnectTimeout)
+	defer cancel()
+	m.passMu.Lock()
+	err = m.load(initCtx)
+	m.passMu.Unlock()
+	if err != nil {
+		m.setHealth(err)
+		m.log.Warn().Err(err).Msg("PostgreSQL mirror unavailable at start; serving anyway and retrying")
+	}
 	return m, nil
 }
 
