@@ -31,6 +31,9 @@ type Config struct {
 	DelayLevels DelayLevels `help:"Delay of each delay level, space- or comma-separated (e.g. \"1s 5s 10s\"; ms allowed)." env:"MQGATE_DELAY_LEVELS" default:"${delay_levels}"`
 	// DatabaseURL is the PostgreSQL mirror's URL; empty runs embedded.
 	DatabaseURL string `help:"PostgreSQL URL of the offsets/DLQ mirror (empty: embedded mode)." env:"MQGATE_DATABASE_URL,DATABASE_URL"`
+	// SeedOffsets commits the offsets mirrored in PostgreSQL into the data
+	// dir at start (disaster recovery for a lost or restored disk).
+	SeedOffsets bool `help:"Commit the consumer offsets mirrored in PostgreSQL into this data dir at start (disaster recovery)." env:"MQGATE_SEED_OFFSETS"`
 	// AutoCreate creates unknown topics on first send.
 	AutoCreate bool `help:"Create unknown topics on first send." env:"MQGATE_AUTO_CREATE" negatable:"" default:"${auto_create}"`
 	// MaxMessageSize is the largest message body in bytes.
@@ -196,6 +199,9 @@ func (c Config) Validate() error {
 	}
 	if int64(c.SegmentSize) > commitlog.MaxSegmentSize {
 		bad("segment-size %s must be at most %s", c.SegmentSize, ByteSize(commitlog.MaxSegmentSize))
+	}
+	if c.SeedOffsets && c.DatabaseURL == "" {
+		bad("seed-offsets needs database-url")
 	}
 	if c.MaxRequestSize < c.MaxMessageSize {
 		bad("max-request-size %s must be at least max-message-size %s", c.MaxRequestSize, c.MaxMessageSize)

@@ -32,6 +32,7 @@ import (
 	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/docs"
 	"github.com/mqgate/mqgate/server/broker"
+	"github.com/mqgate/mqgate/server/pgmirror"
 	"github.com/mqgate/mqgate/web"
 )
 
@@ -56,6 +57,7 @@ type Server struct {
 	rootLog  zerolog.Logger
 	log      zerolog.Logger
 	broker   backend
+	mirror   *pgmirror.Mirror // nil in embedded mode
 	registry *prometheus.Registry
 	listener net.Listener
 	http     *http.Server
@@ -91,11 +93,26 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open broker: %w", err)
 	}
-	s, err := newServer(cfg, log, b)
+	mirror, err := openMirror(ctx, cfg, b, log)
 	if err != nil {
 		return nil, errors.Join(err, b.Close(ctx))
 	}
+	var be backend = b
+	if mirror != nil {
+		be = mirroredBroker{Broker: b, mirror: mirror}
+	}
+	s, err := newServer(cfg, log, be)
+	if err != nil {
+		if mirror != nil {
+			err = errors.Join(err, mirror.Close())
+		}
+		return nil, errors.Join(err, b.Close(ctx))
+	}
 	s.registry.MustRegister(newBrokerCollector(b))
+	if mirror != nil {
+		s.mirror = mirror
+		registerMirrorMetrics(s.registry, mirror)
+	}
 	return s, nil
 }
 
@@ -133,9 +150,6 @@ func newServer(cfg Config, log zerolog.Logger, b backend) (*Server, error) {
 		Str("database_url", cfg.redactedDatabaseURL()).
 		Bool("pprof", cfg.Pprof).
 		Msg("mqgate configured")
-	if cfg.DatabaseURL != "" {
-		s.log.Warn().Msg("database-url is set but the PostgreSQL mirror is not wired in yet; running embedded")
-	}
 	return s, nil
 }
 
@@ -244,6 +258,11 @@ func (s *Server) close(ctx context.Context) error {
 		brokerCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 		defer cancel()
 	}
+	if s.mirror != nil {
+		if err := s.mirror.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close postgres mirror: %w", err))
+		}
+	}
 	if err := s.broker.Close(brokerCtx); err != nil {
 		errs = append(errs, fmt.Errorf("close broker: %w", err))
 	}
@@ -303,6 +322,14 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	// The PostgreSQL mirror is a projection: it never makes mqgate unready,
+	// but a degraded mirror is reported.
+	if s.mirror != nil {
+		if err := s.mirror.Health(); err != nil {
+			_, _ = fmt.Fprintf(w, "ok (postgres mirror degraded: %v)\n", err)
+			return
+		}
+	}
 	_, _ = w.Write([]byte("ok\n"))
 }
 

@@ -33,6 +33,7 @@ type cli struct {
 	Healthcheck healthcheckCmd `cmd:"" help:"Exit 0 when the server on --listen answers GET /livez with 200, else 1."`
 	Version     versionCmd     `cmd:"" help:"Print the version and exit."`
 	Bench       benchCmd       `cmd:"" help:"Load-test a running gateway (sends; optional net/http baseline)."`
+	Migrate     migrateCmd     `cmd:"" help:"Run the PostgreSQL mirror's migrations: up, down (one step) or version."`
 }
 
 // serveCmd runs the server until SIGINT or SIGTERM.

@@ -1,0 +1,85 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/rs/zerolog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mqgate/mqgate/server/broker"
+	"github.com/mqgate/mqgate/server/pgmirror"
+)
+
+// Migrate runs `mqgate migrate up|down|version` against databaseURL and
+// returns the schema version it leaves.
+func Migrate(ctx context.Context, databaseURL, command string) (string, error) {
+	st, err := pgmirror.Migrate(ctx, databaseURL, command)
+	return st.String(), err
+}
+
+// mirroredBroker is the broker with the dead-letter listing answered from
+// PostgreSQL (SQL filters, keyset pagination) while the mirror is healthy.
+// It falls back to the log when the mirror is degraded, so the listing
+// never depends on PostgreSQL being up.
+type mirroredBroker struct {
+	*broker.Broker
+	mirror *pgmirror.Mirror
+}
+
+// ListDeadLetters lists from PostgreSQL when the mirror is healthy.
+func (m mirroredBroker) ListDeadLetters(ctx context.Context, group string, f broker.DLQFilter, cursor string, limit int) ([]broker.DeadLetter, string, error) {
+	if m.mirror.Health() == nil {
+		if _, err := m.Broker.GetGroup(ctx, group); err != nil {
+			return nil, "", err
+		}
+		return m.mirror.ListDeadLetters(ctx, group, f, cursor, limit)
+	}
+	return m.Broker.ListDeadLetters(ctx, group, f, cursor, limit)
+}
+
+// openMirror starts the PostgreSQL mirror when a database is configured
+// (nil in embedded mode).
+func openMirror(ctx context.Context, cfg Config, b *broker.Broker, log zerolog.Logger) (*pgmirror.Mirror, error) {
+	if cfg.DatabaseURL == "" {
+		return nil, nil
+	}
+	m, err := pgmirror.Open(ctx, pgmirror.Config{DatabaseURL: cfg.DatabaseURL, Logger: log}, b)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres mirror: %w", err)
+	}
+	if cfg.SeedOffsets {
+		res, err := m.SeedOffsets(ctx, b)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("seed offsets from postgres: %w", err), m.Close())
+		}
+		log.Info().Interface("result", res).Msg("consumer offsets seeded from the postgres mirror")
+	}
+	m.Start(context.Background())
+	return m, nil
+}
+
+// registerMirrorMetrics exports the mirror's lag and health.
+func registerMirrorMetrics(reg prometheus.Registerer, m *pgmirror.Mirror) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mqgate_mirror_lag_records", Help: "Progress records not yet mirrored to PostgreSQL."},
+			func() float64 { r, _ := m.Lag(); return float64(r) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mqgate_mirror_lag_seconds", Help: "Seconds since the mirror was last caught up (0 when it is)."},
+			func() float64 { _, a := m.Lag(); return a.Seconds() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mqgate_mirror_healthy", Help: "1 when the last mirror pass succeeded."},
+			func() float64 {
+				if m.Health() == nil {
+					return 1
+				}
+				return 0
+			}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "mqgate_mirror_passes_total", Help: "Mirror passes."},
+			func() float64 { return float64(m.Stats().Passes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "mqgate_mirror_failures_total", Help: "Failed mirror passes."},
+			func() float64 { return float64(m.Stats().Failures) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "mqgate_mirror_records_total", Help: "Progress records mirrored."},
+			func() float64 { return float64(m.Stats().Records) }),
+	)
+}

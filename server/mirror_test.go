@@ -1,0 +1,73 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/server/pgmirror/pgtest"
+)
+
+func postJSON(t *testing.T, url string, body any, out any) int {
+	t.Helper()
+	b, err := json.Marshal(body)
+	require.NoError(t, err)
+	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	if out != nil {
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
+	}
+	return resp.StatusCode
+}
+
+// With --database-url the server mirrors into PostgreSQL: the DLQ listing
+// is answered from SQL, /readyz and /metrics report the mirror, and the
+// migrations ran at start.
+func TestServerWithPostgresMirror(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.DatabaseURL = pgtest.URL(t)
+	b := mustOpen(t, cfg)
+	require.NotNil(t, b.server.mirror)
+
+	require.Equal(t, http.StatusOK, postJSON(t, b.url+"/v1/topics/pg/messages", map[string]any{"body": "poison"}, nil))
+	var pulled struct {
+		Messages []struct {
+			Receipt string `json:"receipt"`
+		} `json:"messages"`
+	}
+	require.Equal(t, http.StatusOK, postJSON(t, b.url+"/v1/groups/g/topics/pg/pull", map[string]any{"waitMs": 2000}, &pulled))
+	require.Len(t, pulled.Messages, 1)
+	require.Equal(t, http.StatusOK, postJSON(t, b.url+"/v1/groups/g/nack",
+		map[string]any{"items": []map[string]any{{"receipt": pulled.Messages[0].Receipt, "delayLevel": -1, "reason": "bad input"}}}, nil))
+
+	// The mirrored listing converges (the mirror follows the log asynchronously).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var list struct {
+			Items []struct {
+				Reason string `json:"reason"`
+			} `json:"items"`
+		}
+		status, _, body := get(t, b.url+"/v1/groups/g/dlq?reasonContains=BAD")
+		require.Equal(t, http.StatusOK, status, body)
+		require.NoError(t, json.Unmarshal([]byte(body), &list))
+		if len(list.Items) == 1 {
+			require.Equal(t, "bad input", list.Items[0].Reason)
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "dead letter never mirrored: %s", body)
+		time.Sleep(50 * time.Millisecond)
+	}
+	status, _, body := get(t, b.url+"/readyz")
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, "ok\n", body, "a healthy mirror adds nothing")
+	_, _, metrics := get(t, b.url+"/metrics")
+	require.True(t, strings.Contains(metrics, "mqgate_mirror_healthy 1"), "mirror metrics exported")
+	require.True(t, strings.Contains(metrics, "mqgate_messages_dlq_total{group=\"g\"} 1"))
+}
