@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/rs/zerolog"
-
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"github.com/mqgate/mqgate/server/broker"
 	"github.com/mqgate/mqgate/server/pgmirror"
