@@ -283,6 +283,12 @@ func (s *Store) FindByDedupID(topic, id string, since int64) (*message.Message, 
 	return s.findByIndexedKey(topic, indexKindDup, message.PropertyDedupID, id, since)
 }
 
+// FindByUniqKey returns the newest message of topic whose UNIQ_KEY
+// property is key, or ErrNotFound.
+func (s *Store) FindByUniqKey(topic, key string) (*message.Message, error) {
+	return s.findByIndexedKey(topic, indexKindUniq, message.PropertyUniqKey, key, 0)
+}
+
 // findByIndexedKey looks up the newest message of topic whose property
 // prop equals value, through the index entries of kind.
 func (s *Store) findByIndexedKey(topic string, kind byte, prop, value string, since int64) (*message.Message, error) {

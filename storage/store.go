@@ -69,7 +69,9 @@ type Store struct {
 	disp       dispatcher   // owned by whoever dispatches (see dispatcher)
 	dispatched atomic.Int64 // CommitLog offset the dispatcher has processed up to
 	diskFull   atomic.Bool  // set by the retention cleaner above the hard ceiling
-	encoders   sync.Pool
+
+	retentionHook atomic.Pointer[func(cut int64) error]
+	encoders      sync.Pool
 
 	closing  chan struct{}
 	workers  sync.WaitGroup

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/mqgate/mqgate/storage/internal/fileutil"
@@ -59,6 +60,11 @@ func (s *Store) runCheckpoint() error {
 	return writeCheckpoint(s.opts.Dir, checkpoint{Flushed: flushed, Dispatched: dispatched, WrittenAt: time.Now().UnixMilli()})
 }
 
+// OnRetention registers fn to run before each retention pass deletes the
+// CommitLog below cut. The owner of records that must outlive retention
+// (dead letters) re-appends them there; an error skips the deletion.
+func (s *Store) OnRetention(fn func(cut int64) error) { s.retentionHook.Store(&fn) }
+
 // RetentionResult is what one retention pass did.
 type RetentionResult struct {
 	DeletedSegments int
@@ -101,6 +107,11 @@ func (s *Store) runRetention(now time.Time) (RetentionResult, error) {
 		}
 	}
 	if cut > 0 {
+		if hook := s.retentionHook.Load(); hook != nil {
+			if err := (*hook)(cut); err != nil {
+				return res, fmt.Errorf("retention hook below %d: %w", cut, err)
+			}
+		}
 		n, err := s.commitLog.DeleteSegmentsBelow(cut)
 		res.DeletedSegments = n
 		if err != nil {

@@ -141,7 +141,10 @@ type Broker struct {
 	dedup     dedupTable
 	metrics   counters
 	dlqStatus dlqStatuses
-	scheduler *schedule.Scheduler
+	// carriedBelow: dead letters below this CommitLog offset have been
+	// carried forward (their originals are about to be deleted).
+	carriedBelow atomic.Int64
+	scheduler    *schedule.Scheduler
 
 	started  time.Time
 	closing  chan struct{}
@@ -253,6 +256,7 @@ func (b *Broker) recover(ctx context.Context) error {
 const delayProgress = "delay.progress"
 
 func (b *Broker) start() {
+	b.store.OnRetention(b.carryDeadLetters)
 	b.scheduler.Start(context.Background())
 	b.workers.Add(3)
 	go b.every(200*time.Millisecond, b.reapExpired)
@@ -393,5 +397,5 @@ var systemProperties = map[string]struct{}{
 	message.PropertyRetryTopic: {}, message.PropertyOriginMessageID: {}, message.PropertyRealTopic: {},
 	message.PropertyRealQueueID: {}, message.PropertyDelayLevel: {}, message.PropertyMaxReconsumeTimes: {},
 	message.PropertyDeliverTimeMs: {}, message.PropertyShardingKey: {}, message.PropertyDedupID: {},
-	propAttempts: {}, propDLQReason: {},
+	propAttempts: {}, propDLQReason: {}, propDLQID: {}, propDLQDeadAt: {},
 }

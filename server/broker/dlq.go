@@ -123,9 +123,27 @@ func (b *Broker) replayDLQStatuses() error {
 	return nil
 }
 
+// Dead letters outlive CommitLog retention: before retention deletes a
+// segment, every dead letter still "dead" in it is re-appended to its DLQ
+// (carryDeadLetters). The copy keeps the letter's identity in DLQ_ID (and,
+// for lookups, UNIQ_KEY "dlq:<id>") and its original death time, so a
+// dead letter's id, listing and history do not change when it moves.
+const (
+	propDLQID     = "DLQ_ID"
+	propDLQDeadAt = "DLQ_DEAD_AT"
+)
+
+// stableID is the id a dead letter is known by: the id of its first copy.
+func stableID(m *message.Message) string {
+	if id := m.Property(propDLQID); id != "" {
+		return id
+	}
+	return message.NewID(m.StoreHost, m.PhysicalOffset).String()
+}
+
 func (b *Broker) deadLetter(group string, m *message.Message, withBody bool) DeadLetter {
 	d := DeadLetter{
-		MessageID:       message.NewID(m.StoreHost, m.PhysicalOffset).String(),
+		MessageID:       stableID(m),
 		OriginMessageID: m.Property(message.PropertyOriginMessageID),
 		OriginalTopic:   m.Property(message.PropertyRetryTopic),
 		ReconsumeTimes:  m.ReconsumeTimes,
@@ -135,6 +153,9 @@ func (b *Broker) deadLetter(group string, m *message.Message, withBody bool) Dea
 		Attempts:        parseAttempts(m.Property(propAttempts)),
 		Tag:             m.Tag(),
 		Keys:            m.Keys(),
+	}
+	if ms, err := strconv.ParseInt(m.Property(propDLQDeadAt), 10, 64); err == nil {
+		d.DeadAt = time.UnixMilli(ms).UTC()
 	}
 	if len(d.Attempts) > 0 {
 		d.FirstFailedAt = d.Attempts[0].At
@@ -146,7 +167,7 @@ func (b *Broker) deadLetter(group string, m *message.Message, withBody bool) Dea
 	}
 	d.Properties = toReceived(m).Properties
 	for k := range d.Properties {
-		if k == propAttempts || k == propDLQReason {
+		if _, broker := systemProperties[k]; broker {
 			delete(d.Properties, k)
 		}
 	}
@@ -195,6 +216,9 @@ func (b *Broker) ListDeadLetters(ctx context.Context, group string, f DLQFilter,
 		}
 		next := res.Next
 		for _, m := range res.Messages {
+			if m.PhysicalOffset < b.carriedBelow.Load() {
+				continue // a copy further on replaces it (retention is about to delete it)
+			}
 			d := b.deadLetter(group, m, false)
 			if !f.match(d) {
 				continue
@@ -230,15 +254,21 @@ func (b *Broker) lookupDeadLetter(ctx context.Context, group, id string) (*messa
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
+	id = mid.String()
 	m, err := b.store.LookupID(mid)
-	if err != nil {
-		if errors.Is(err, storage.ErrCorrupt) || errors.Is(err, storage.ErrOffsetTooSmall) {
-			return nil, fmt.Errorf("%w: %s", ErrMessageNotFound, id)
-		}
+	if err == nil && m.Topic == DLQTopic(group) && stableID(m) == id && m.PhysicalOffset >= b.carriedBelow.Load() {
+		return m, nil
+	}
+	if err != nil && !errors.Is(err, storage.ErrCorrupt) && !errors.Is(err, storage.ErrOffsetTooSmall) && !errors.Is(err, storage.ErrNotFound) {
 		return nil, mapStoreErr(err)
 	}
-	if m.Topic != DLQTopic(group) {
+	// Not (or no longer) at its first place: retention carried it forward.
+	m, err = b.store.FindByUniqKey(DLQTopic(group), "dlq:"+id)
+	if errors.Is(err, storage.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %s is not a dead letter of %s", ErrMessageNotFound, id, group)
+	}
+	if err != nil {
+		return nil, mapStoreErr(err)
 	}
 	return m, nil
 }
@@ -290,10 +320,9 @@ func (b *Broker) ResendDeadLetters(ctx context.Context, group string, ids []stri
 				return res, err
 			}
 			for _, d := range page {
-				mid, _ := message.ParseID(d.MessageID)
-				m, err := b.store.LookupID(mid)
+				m, err := b.lookupDeadLetter(ctx, group, d.MessageID)
 				if err != nil {
-					return res, mapStoreErr(err)
+					return res, err
 				}
 				letters = append(letters, m)
 			}
@@ -324,7 +353,7 @@ func (b *Broker) resendChunk(ctx context.Context, group string, letters []*messa
 	var msgs []*message.Message
 	var recs []dlqStatusRecord
 	for _, m := range letters {
-		id := message.NewID(m.StoreHost, m.PhysicalOffset).String()
+		id := stableID(m)
 		if st, ok := b.dlqStatus.get(group, id); ok && st.Status != DLQDead {
 			res.Skipped = append(res.Skipped, id)
 			continue
@@ -337,7 +366,8 @@ func (b *Broker) resendChunk(ctx context.Context, group string, letters []*messa
 		out := &message.Message{Topic: topic, Body: m.Body, Flag: m.Flag, BornTimestamp: m.BornTimestamp, BornHost: m.BornHost}
 		for k, v := range m.Properties {
 			switch k {
-			case propAttempts, propDLQReason, message.PropertyRetryTopic, message.PropertyMaxReconsumeTimes:
+			case propAttempts, propDLQReason, propDLQID, propDLQDeadAt, message.PropertyUniqKey,
+				message.PropertyRetryTopic, message.PropertyMaxReconsumeTimes:
 				continue
 			}
 			out.SetProperty(k, v)
@@ -383,6 +413,66 @@ func (b *Broker) DiscardDeadLetter(ctx context.Context, group, id string) error 
 	if err != nil {
 		return err
 	}
-	id = message.NewID(m.StoreHost, m.PhysicalOffset).String()
+	id = stableID(m)
 	return b.appendDLQStatus([]dlqStatusRecord{{Group: group, MessageID: id, Status: DLQDiscarded, At: time.Now().UTC()}}, nil)
+}
+
+// carryDeadLetters runs before retention deletes the CommitLog below cut:
+// every dead letter still "dead" there is re-appended to its DLQ, keeping
+// its identity (DLQ_ID), death time and history.
+func (b *Broker) carryDeadLetters(cut int64) error {
+	carried := 0
+	for _, topic := range b.store.Topics() {
+		group, ok := strings.CutPrefix(topic, dlqPrefix)
+		if !ok {
+			continue
+		}
+		var copies []*message.Message
+		for from, top := b.store.MinOffset(topic, 0), b.store.MaxOffset(topic, 0); from < top; {
+			res, err := b.store.ReadQueue(topic, 0, from, 256, nil)
+			if err != nil {
+				return err
+			}
+			done := res.Next == from
+			for _, m := range res.Messages {
+				if m.PhysicalOffset >= cut {
+					done = true
+					break
+				}
+				id := stableID(m)
+				if st, ok := b.dlqStatus.get(group, id); ok && st.Status != DLQDead {
+					continue
+				}
+				c := &message.Message{Topic: topic, Body: m.Body, Flag: m.Flag, BornTimestamp: m.BornTimestamp,
+					BornHost: m.BornHost, ReconsumeTimes: m.ReconsumeTimes}
+				for k, v := range m.Properties {
+					c.SetProperty(k, v)
+				}
+				c.SetProperty(propDLQID, id)
+				if c.Property(propDLQDeadAt) == "" {
+					c.SetProperty(propDLQDeadAt, strconv.FormatInt(m.StoreTimestamp, 10))
+				}
+				c.SetProperty(message.PropertyUniqKey, "dlq:"+id)
+				copies = append(copies, c)
+			}
+			if done {
+				break
+			}
+			from = res.Next
+		}
+		for start := 0; start < len(copies); start += resendChunk {
+			chunk := copies[start:min(start+resendChunk, len(copies))]
+			if err := b.store.PutBatch(chunk, make([]storage.PutResult, len(chunk))); err != nil {
+				return mapStoreErr(err)
+			}
+		}
+		carried += len(copies)
+	}
+	if old := b.carriedBelow.Load(); cut > old {
+		b.carriedBelow.Store(cut)
+	}
+	if carried > 0 {
+		b.log.Info().Int("deadLetters", carried).Int64("below", cut).Msg("dead letters carried past retention")
+	}
+	return nil
 }

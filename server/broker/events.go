@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/mqgate/mqgate/storage/offset"
 )
@@ -91,5 +92,11 @@ func (b *Broker) ProjectionSignal() <-chan struct{} {
 	return b.store.NewDataSignal(offsetTopic)
 }
 
-// OffsetRecordsMax is the end of the progress stream (the next offset).
-func (b *Broker) OffsetRecordsMax() int64 { return b.store.MaxOffset(offsetTopic, 0) }
+// OffsetRecordsMax is the end of the progress stream (the next offset),
+// including every record appended before the call.
+func (b *Broker) OffsetRecordsMax() int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = b.store.AwaitDispatch(ctx) // on timeout: a slightly stale end, which only delays the lag figure
+	return b.store.MaxOffset(offsetTopic, 0)
+}

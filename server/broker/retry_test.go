@@ -1,7 +1,9 @@
 package broker_test
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,4 +166,70 @@ func TestDelayedSend(t *testing.T) {
 	require.Equal(t, "later", got[0].Topic)
 	_, err = bd.b.Send(bd.ctx, "later", []broker.SendMessage{{Body: []byte("d"), DelayLevel: 19}})
 	require.ErrorIs(t, err, broker.ErrInvalidArgument)
+}
+
+// Dead letters outlive CommitLog retention: when the segment holding a dead
+// letter expires, the letter is carried forward with its id, death time
+// and history, and can still be listed, fetched and resent.
+func TestDeadLettersOutliveRetention(t *testing.T) {
+	opts := testOptions(t.TempDir())
+	opts.Storage.SegmentSize = 128 << 10
+	opts.Storage.FileReservedTime = time.Millisecond
+	opts.Storage.RetentionInterval = 20 * time.Millisecond
+	opts.Storage.DiskMaxUsedRatio = 1
+	opts.MaxMessageSize = 4 << 10
+	bd := &bundle{dir: opts.DataDir, ctx: context.Background(), b: mustOpen(t, opts)}
+	bd.send(t, "keep", "precious", "gone")
+	got := bd.pull(t, "g", "keep", 2, time.Second, time.Minute)
+	require.Len(t, got, 2)
+	for _, m := range got {
+		if string(m.Body) == "precious" {
+			bd.nack(t, "g", m, -1, "poison pill")
+		} else {
+			bd.nack(t, "g", m, -1, "to be discarded")
+		}
+	}
+	dead, _, err := bd.b.ListDeadLetters(bd.ctx, "g", broker.DLQFilter{}, "", 10)
+	require.NoError(t, err)
+	require.Len(t, dead, 2)
+	var keep, drop broker.DeadLetter
+	for _, d := range dead {
+		if d.Reason == "poison pill" {
+			keep = d
+		} else {
+			drop = d
+		}
+	}
+	require.NoError(t, bd.b.DiscardDeadLetter(bd.ctx, "g", drop.MessageID))
+
+	// Roll many segments; retention deletes every old one.
+	filler := strings.Repeat("f", 3000)
+	for i := 0; i < 200; i++ {
+		bd.send(t, "filler", filler)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, err := bd.b.Status(bd.ctx)
+		require.NoError(t, err)
+		if st.CommitLogMin > 128<<10*2 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "retention never ran (min %d)", st.CommitLogMin)
+		time.Sleep(20 * time.Millisecond)
+	}
+	dead, _, err = bd.b.ListDeadLetters(bd.ctx, "g", broker.DLQFilter{}, "", 10)
+	require.NoError(t, err)
+	require.Len(t, dead, 1, "the discarded letter is gone, the dead one stays")
+	require.Equal(t, keep.MessageID, dead[0].MessageID, "same id after the move")
+	require.Equal(t, keep.DeadAt, dead[0].DeadAt)
+	require.Equal(t, keep.Attempts, dead[0].Attempts)
+	one, err := bd.b.GetDeadLetter(bd.ctx, "g", keep.MessageID)
+	require.NoError(t, err)
+	require.Equal(t, "precious", string(one.Body))
+	rr, err := bd.b.ResendDeadLetters(bd.ctx, "g", []string{keep.MessageID}, nil)
+	require.NoError(t, err)
+	require.Equal(t, []string{keep.MessageID}, rr.Resent)
+	back := bd.pull(t, "g", "keep", 1, 5*time.Second, time.Minute)
+	require.Len(t, back, 1)
+	require.Equal(t, "precious", string(back[0].Body))
 }
