@@ -210,7 +210,7 @@ func NewHandler(d Deps) http.Handler {
 
 	r := chi.NewRouter()
 	r.Use(requestLogging(d.Logger)...)
-	r.Use(recoverer, h.drainGate)
+	r.Use(recoverer, h.drainGate, clientIdentity)
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
 		WriteError(w, req, ErrRouteNotFound)
 	})

@@ -26,6 +26,7 @@ type DeadLetters interface {
 type Attempt struct {
 	At         string `json:"at" format:"date-time" example:"2026-11-29T10:00:10.000Z"`
 	Outcome    string `json:"outcome" enums:"nack,expired" example:"nack"`
+	Client     string `json:"client,omitempty" example:"billing-worker-3"`
 	Reason     string `json:"reason,omitempty" example:"payment service unavailable"`
 	DelayLevel int    `json:"delayLevel" example:"0"`
 } //	@name	Attempt
@@ -293,7 +294,7 @@ func toDeadLetter(d broker.DeadLetter, withBody bool) DeadLetter {
 		Properties:      d.Properties,
 	}
 	for _, a := range d.Attempts {
-		out.Attempts = append(out.Attempts, Attempt{At: formatTime(a.At), Outcome: a.Outcome, Reason: a.Reason, DelayLevel: a.Level})
+		out.Attempts = append(out.Attempts, Attempt{At: formatTime(a.At), Outcome: a.Outcome, Client: a.Client, Reason: a.Reason, DelayLevel: a.Level})
 	}
 	if withBody {
 		m := toMessage(broker.ReceivedMessage{Body: d.Body})

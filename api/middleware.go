@@ -291,3 +291,17 @@ func formatTime(t time.Time) string {
 	}
 	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
+
+// ClientIDHeader names the calling consumer in failure histories.
+const ClientIDHeader = "X-Mqgate-Client-Id"
+
+// clientIdentity passes the X-Mqgate-Client-Id header (at most 128 bytes)
+// to the broker, which records it in leases and attempt histories.
+func clientIdentity(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id := r.Header.Get(ClientIDHeader); id != "" && len(id) <= 128 {
+			r = r.WithContext(broker.WithClient(r.Context(), id))
+		}
+		next.ServeHTTP(w, r)
+	})
+}

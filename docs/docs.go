@@ -1699,6 +1699,10 @@ const docTemplate = `{
                     "format": "date-time",
                     "example": "2026-11-29T10:00:10.000Z"
                 },
+                "client": {
+                    "type": "string",
+                    "example": "billing-worker-3"
+                },
                 "delayLevel": {
                     "type": "integer",
                     "example": 0

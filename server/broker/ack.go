@@ -218,12 +218,17 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 		delete(ref.cursor.inflight, ref.r.Offset)
 		ref.cursor.markSentBack(ref.r.Offset)
 		it := items[ref.index]
+		client := clientOf(ctx)
+		if client == "" {
+			client = ref.lease.client
+		}
 		failed = append(failed, sendBack{
 			view:    b.view(group, ref.r.Topic, ref.r.QueueID, nil),
 			offset:  ref.r.Offset,
 			level:   it.DelayLevel,
 			reason:  it.Reason,
 			outcome: "nack",
+			client:  client,
 		})
 		return ReceiptOK
 	})

@@ -48,7 +48,8 @@ const maxSentBack = 4096
 type lease struct {
 	epoch      uint64
 	deadline   time.Time
-	deliveries int32 // how often this stored message was handed out
+	client     string // who holds the lease (X-Mqgate-Client-Id), for the attempt history
+	deliveries int32  // how often this stored message was handed out
 }
 
 func (b *Broker) popState(group, topic string) *popState {
@@ -153,7 +154,7 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) ([]ReceivedMessage, 
 	for {
 		signal := b.store.NewDataSignal(req.Topic)
 		retrySignal := b.store.NewDataSignal(RetryTopic(req.Group))
-		msgs, nextExpiry, err := b.popOnce(ps, req.Group, topic, req.MaxMessages, invisible, match)
+		msgs, nextExpiry, err := b.popOnce(ps, req.Group, topic, req.MaxMessages, invisible, match, clientOf(ctx))
 		if err != nil || len(msgs) > 0 {
 			b.metrics.add(b.metrics.delivered, req.Group, len(msgs))
 			return msgs, err
@@ -231,13 +232,14 @@ type sendBack struct {
 	level   int   // -1 DLQ, 0 broker-controlled, >0 that level
 	reason  string
 	outcome string // "nack" or "expired"
+	client  string // who failed it
 }
 
 // popOnce leases what is available now: due retries first, then the
 // topic's queues round-robin. Leases found expired on the way take the
 // failure path (send-back). It returns the earliest lease deadline still
 // pending, so a long poll can wake for it.
-func (b *Broker) popOnce(ps *popState, group string, topic TopicConfig, max int, invisible time.Duration, match func(int64) bool) ([]ReceivedMessage, time.Time, error) {
+func (b *Broker) popOnce(ps *popState, group string, topic TopicConfig, max int, invisible time.Duration, match func(int64) bool, client string) ([]ReceivedMessage, time.Time, error) {
 	ps.mu.Lock()
 	now := time.Now()
 	var out []ReceivedMessage
@@ -253,7 +255,7 @@ func (b *Broker) popOnce(ps *popState, group string, topic TopicConfig, max int,
 			qid = int32((start + i) % n)
 		}
 		v := b.view(group, topic.Name, qid, match)
-		got, expiry, expired, qerr := b.popQueue(ps, v, max-len(out), now, invisible)
+		got, expiry, expired, qerr := b.popQueue(ps, v, max-len(out), now, invisible, client)
 		out = append(out, got...)
 		failed = append(failed, expired...)
 		if !expiry.IsZero() && (nextExpiry.IsZero() || expiry.Before(nextExpiry)) {
@@ -301,7 +303,7 @@ func (b *Broker) takeExpired(c *cursor, v queueView, now time.Time) (expired []s
 		case !now.Before(l.deadline):
 			delete(c.inflight, off)
 			c.markSentBack(off)
-			expired = append(expired, sendBack{view: v, offset: off, reason: "lease expired without ack", outcome: "expired"})
+			expired = append(expired, sendBack{view: v, offset: off, reason: "lease expired without ack", outcome: "expired", client: l.client})
 		case nextExpiry.IsZero() || l.deadline.Before(nextExpiry):
 			nextExpiry = l.deadline
 		}
@@ -317,7 +319,7 @@ func (b *Broker) markSkipped(key offset.Key, offs []int64) {
 	b.progress.Apply(offset.Record{Entries: []offset.Entry{{Kind: offset.KindAck, Key: key, Generation: gen, Offsets: offs}}})
 }
 
-func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, invisible time.Duration) ([]ReceivedMessage, time.Time, []sendBack, error) {
+func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, invisible time.Duration, client string) ([]ReceivedMessage, time.Time, []sendBack, error) {
 	key := v.key
 	c := b.cursor(ps, key)
 	committed, _, _ := b.progress.Get(key)
@@ -367,7 +369,7 @@ func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, inv
 			if _, busy := c.inflight[m.QueueOffset]; busy || b.progress.IsAcked(key, m.QueueOffset) {
 				continue
 			}
-			l := &lease{}
+			l := &lease{client: client}
 			c.inflight[m.QueueOffset] = l
 			out = append(out, b.grant(key, l, m, now, invisible))
 		}

@@ -28,7 +28,8 @@ const (
 // Attempt is one failed delivery in a message's history.
 type Attempt struct {
 	At      time.Time `json:"at"`
-	Outcome string    `json:"outcome"` // "nack" or "expired"
+	Outcome string    `json:"outcome"`          // "nack" or "expired"
+	Client  string    `json:"client,omitempty"` // the consumer (X-Mqgate-Client-Id) that failed it
 	Reason  string    `json:"reason,omitempty"`
 	Level   int       `json:"delayLevel"` // the level chosen (-1 = straight to the DLQ)
 }
@@ -103,7 +104,7 @@ func (b *Broker) retryCopy(cfg GroupConfig, m *message.Message, it sendBack, now
 		}
 		level = min(level, len(levels))
 	}
-	attempts := append(parseAttempts(m.Property(propAttempts)), Attempt{At: now.UTC(), Outcome: it.outcome, Reason: it.reason, Level: it.level})
+	attempts := append(parseAttempts(m.Property(propAttempts)), Attempt{At: now.UTC(), Outcome: it.outcome, Client: it.client, Reason: it.reason, Level: it.level})
 	if len(attempts) > maxAttemptsKept {
 		attempts = attempts[len(attempts)-maxAttemptsKept:]
 	}

@@ -233,3 +233,35 @@ func TestDeadLettersOutliveRetention(t *testing.T) {
 	require.Len(t, back, 1)
 	require.Equal(t, "precious", string(back[0].Body))
 }
+
+// The attempt history names the consumer: the nacking client, or the
+// lease holder when the lease expired.
+func TestAttemptHistoryNamesTheClient(t *testing.T) {
+	bd := setup(t)
+	bd.send(t, "who", "a", "b")
+	ctx := broker.WithClient(bd.ctx, "worker-7")
+	got, err := bd.b.Pull(ctx, broker.PullRequest{Group: "g", Topic: "who", MaxMessages: 1, Wait: time.Second, Invisible: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	_, err = bd.b.Nack(bd.b2ctx("nacker"), "g", []broker.NackItem{{Receipt: got[0].Receipt, DelayLevel: -1, Reason: "x"}})
+	require.NoError(t, err)
+	expiring, err := bd.b.Pull(ctx, broker.PullRequest{Group: "g", Topic: "who", MaxMessages: 1, Wait: time.Second, Invisible: 50 * time.Millisecond})
+	require.NoError(t, err)
+	require.Len(t, expiring, 1)
+	again := bd.pull(t, "g", "who", 1, 5*time.Second, time.Minute) // the retry copy after expiry
+	require.Len(t, again, 1)
+	bd.nack(t, "g", again[0], -1, "y")
+	dead, _, err := bd.b.ListDeadLetters(bd.ctx, "g", broker.DLQFilter{}, "", 10)
+	require.NoError(t, err)
+	require.Len(t, dead, 2)
+	clients := map[string][]string{}
+	for _, d := range dead {
+		for _, a := range d.Attempts {
+			clients[d.Reason] = append(clients[d.Reason], a.Outcome+":"+a.Client)
+		}
+	}
+	require.Equal(t, []string{"nack:nacker"}, clients["x"])
+	require.Equal(t, []string{"expired:worker-7", "nack:"}, clients["y"])
+}
+
+func (bd *bundle) b2ctx(client string) context.Context { return broker.WithClient(bd.ctx, client) }
