@@ -21,6 +21,7 @@ type brokerCollector struct {
 	src statsSource
 
 	sent, delivered, acked, retries, dead, inflight *prometheus.Desc
+	sentBytes, deliveredBytes                       *prometheus.Desc
 	scheduled, lateness, backlog, storeBytes        *prometheus.Desc
 	commitLogMin, commitLogMax                      *prometheus.Desc
 }
@@ -30,25 +31,27 @@ func newBrokerCollector(src statsSource) *brokerCollector {
 		return prometheus.NewDesc("mqgate_"+name, help, labels, nil)
 	}
 	return &brokerCollector{
-		src:          src,
-		sent:         d("messages_sent_total", "Messages stored by sends, per topic.", "topic"),
-		delivered:    d("messages_delivered_total", "Leases granted to pulls, per group.", "group"),
-		acked:        d("messages_acked_total", "Acknowledged deliveries, per group.", "group"),
-		retries:      d("messages_retried_total", "Failed deliveries sent to the retry topic, per group and delay level.", "group", "level"),
-		dead:         d("messages_dlq_total", "Messages moved to the dead-letter queue, per group.", "group"),
-		inflight:     d("inflight_leases", "Leased messages not yet acknowledged, per group.", "group"),
-		scheduled:    d("scheduler_delivered_total", "Messages the delay scheduler delivered."),
-		lateness:     d("scheduler_lateness_seconds", "How late the scheduler delivered its recent messages.", "quantile"),
-		backlog:      d("scheduler_backlog_messages", "Schedule entries not yet delivered, per delay level.", "level"),
-		storeBytes:   d("store_bytes", "Disk space of CommitLog segments."),
-		commitLogMin: d("commitlog_min_offset_bytes", "Lowest CommitLog offset still kept."),
-		commitLogMax: d("commitlog_max_offset_bytes", "CommitLog write offset."),
+		src:            src,
+		sent:           d("messages_sent_total", "Messages stored by sends, per topic.", "topic"),
+		delivered:      d("messages_delivered_total", "Leases granted to pulls, per group.", "group"),
+		sentBytes:      d("message_bytes_sent_total", "Body bytes stored by sends, per topic.", "topic"),
+		deliveredBytes: d("message_bytes_delivered_total", "Body bytes delivered to pulls, per group.", "group"),
+		acked:          d("messages_acked_total", "Acknowledged deliveries, per group.", "group"),
+		retries:        d("messages_retried_total", "Failed deliveries sent to the retry topic, per group and delay level.", "group", "level"),
+		dead:           d("messages_dlq_total", "Messages moved to the dead-letter queue, per group.", "group"),
+		inflight:       d("inflight_leases", "Leased messages not yet acknowledged, per group.", "group"),
+		scheduled:      d("scheduler_delivered_total", "Messages the delay scheduler delivered."),
+		lateness:       d("scheduler_lateness_seconds", "How late the scheduler delivered its recent messages.", "quantile"),
+		backlog:        d("scheduler_backlog_messages", "Schedule entries not yet delivered, per delay level.", "level"),
+		storeBytes:     d("store_bytes", "Disk space of CommitLog segments."),
+		commitLogMin:   d("commitlog_min_offset_bytes", "Lowest CommitLog offset still kept."),
+		commitLogMax:   d("commitlog_max_offset_bytes", "CommitLog write offset."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.sent, c.delivered, c.acked, c.retries, c.dead, c.inflight,
+	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.deliveredBytes, c.delivered, c.acked, c.retries, c.dead, c.inflight,
 		c.scheduled, c.lateness, c.backlog, c.storeBytes, c.commitLogMin, c.commitLogMax} {
 		ch <- d
 	}
@@ -63,6 +66,8 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	counter(c.sent, st.Sent)
+	counter(c.sentBytes, st.SentBytes)
+	counter(c.deliveredBytes, st.DeliveredBytes)
 	counter(c.delivered, st.Delivered)
 	counter(c.acked, st.Acked)
 	counter(c.dead, st.DeadLetters)

@@ -157,6 +157,11 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) ([]ReceivedMessage, 
 		msgs, nextExpiry, err := b.popOnce(ps, req.Group, topic, req.MaxMessages, invisible, match, clientOf(ctx))
 		if err != nil || len(msgs) > 0 {
 			b.metrics.add(b.metrics.delivered, req.Group, len(msgs))
+			bytes := 0
+			for _, m := range msgs {
+				bytes += len(m.Body)
+			}
+			b.metrics.add(b.metrics.outBytes, req.Group, bytes)
 			return msgs, err
 		}
 		wait := time.Until(deadline)

@@ -77,6 +77,11 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []SendMessage) ([]
 		return nil, mapStoreErr(putErr)
 	}
 	b.metrics.add(b.metrics.sent, topic, len(fresh))
+	bytes := 0
+	for _, m := range fresh {
+		bytes += len(m.Body)
+	}
+	b.metrics.add(b.metrics.sentBytes, topic, bytes)
 	return results, nil
 }
 

@@ -15,7 +15,9 @@ type counters struct {
 	retries     map[retryKey]uint64 // sent back to %RETRY% per (group, level)
 	dead        map[string]uint64   // sent to %DLQ% per group
 	sent        map[string]uint64   // messages stored per topic
+	sentBytes   map[string]uint64   // body bytes stored per topic
 	delivered   map[string]uint64   // leases granted per group
+	outBytes    map[string]uint64   // body bytes delivered per group
 	acked       map[string]uint64   // acks per group
 	lateness    []time.Duration     // recent scheduler lateness samples (ring)
 	latenessPos int
@@ -33,7 +35,9 @@ func (c *counters) init() {
 	c.retries = map[retryKey]uint64{}
 	c.dead = map[string]uint64{}
 	c.sent = map[string]uint64{}
+	c.sentBytes = map[string]uint64{}
 	c.delivered = map[string]uint64{}
+	c.outBytes = map[string]uint64{}
 	c.acked = map[string]uint64{}
 }
 
@@ -73,8 +77,10 @@ type Stats struct {
 	Retries []RetryCount
 	// DeadLetters counts messages moved to a DLQ, by group.
 	DeadLetters map[string]uint64
-	// Sent counts stored messages by topic.
-	Sent map[string]uint64
+	// Sent counts stored messages by topic; SentBytes their body bytes.
+	Sent, SentBytes map[string]uint64
+	// DeliveredBytes counts body bytes of granted leases by group.
+	DeliveredBytes map[string]uint64
 	// Delivered counts leases granted by group.
 	Delivered map[string]uint64
 	// Acked counts acknowledgements by group.
@@ -108,11 +114,13 @@ func (b *Broker) Stats() Stats {
 	c := &b.metrics
 	c.mu.Lock()
 	st := Stats{
-		DeadLetters: copyCounts(c.dead),
-		Sent:        copyCounts(c.sent),
-		Delivered:   copyCounts(c.delivered),
-		Acked:       copyCounts(c.acked),
-		Scheduled:   c.scheduled,
+		DeadLetters:    copyCounts(c.dead),
+		Sent:           copyCounts(c.sent),
+		SentBytes:      copyCounts(c.sentBytes),
+		DeliveredBytes: copyCounts(c.outBytes),
+		Delivered:      copyCounts(c.delivered),
+		Acked:          copyCounts(c.acked),
+		Scheduled:      c.scheduled,
 	}
 	for k, v := range c.retries {
 		st.Retries = append(st.Retries, RetryCount{Group: k.group, Level: k.level, Count: v})
