@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/storage/commitlog"
+	"github.com/mqgate/mqgate/storage/schedule"
 )
 
 // Config is the whole process configuration (DESIGN §8). Every field that
@@ -71,14 +72,11 @@ type Config struct {
 	Version string `kong:"-"`
 }
 
-// defaultDelayLevels is RocketMQ's messageDelayLevel.
-const defaultDelayLevels = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-
 // DefaultConfig returns the configuration with every default filled in;
 // it is the one place defaults are written down.
 func DefaultConfig() Config {
 	var levels DelayLevels
-	if err := levels.UnmarshalText([]byte(defaultDelayLevels)); err != nil {
+	if err := levels.UnmarshalText([]byte(schedule.DefaultLevels)); err != nil {
 		panic(err) // a constant that parses
 	}
 	return Config{
@@ -313,35 +311,16 @@ const maxDelayLevels = 64
 // from a space- or comma-separated list of Go durations ("1s 5s 10s", "500ms").
 type DelayLevels []time.Duration
 
-// UnmarshalText parses a space- or comma-separated list of durations.
+// UnmarshalText parses a space- or comma-separated list of delays in
+// RocketMQ's notation (ms, s, m, h, d units; see schedule.ParseLevels).
 func (d *DelayLevels) UnmarshalText(text []byte) error {
-	fields := strings.FieldsFunc(string(text), func(r rune) bool { return r == ' ' || r == ',' || r == '\t' })
-	levels := make(DelayLevels, 0, len(fields))
-	for _, f := range fields {
-		v, err := time.ParseDuration(f)
-		if err != nil {
-			return fmt.Errorf("delay level %q: %w", f, err)
-		}
-		levels = append(levels, v)
+	levels, err := schedule.ParseLevels(strings.ReplaceAll(string(text), ",", " "))
+	if err != nil {
+		return err
 	}
 	*d = levels
 	return nil
 }
 
 // String prints the levels in the form UnmarshalText reads ("1s 5s 1m 2h").
-func (d DelayLevels) String() string {
-	parts := make([]string, len(d))
-	for i, v := range d {
-		switch {
-		case v%time.Hour == 0:
-			parts[i] = strconv.FormatInt(int64(v/time.Hour), 10) + "h"
-		case v%time.Minute == 0:
-			parts[i] = strconv.FormatInt(int64(v/time.Minute), 10) + "m"
-		case v%time.Second == 0:
-			parts[i] = strconv.FormatInt(int64(v/time.Second), 10) + "s"
-		default:
-			parts[i] = v.String()
-		}
-	}
-	return strings.Join(parts, " ")
-}
+func (d DelayLevels) String() string { return schedule.FormatLevels(d) }

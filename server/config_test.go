@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/storage/schedule"
 )
 
 func TestDefaultConfigIsValid(t *testing.T) {
@@ -46,7 +48,7 @@ func TestFlagDefaultsCoverTags(t *testing.T) {
 	var levels DelayLevels
 	require.NoError(t, levels.UnmarshalText([]byte(vars["delay_levels"])))
 	require.Equal(t, DefaultConfig().DelayLevels, levels)
-	require.Equal(t, defaultDelayLevels, vars["delay_levels"])
+	require.Equal(t, schedule.DefaultLevels, vars["delay_levels"])
 }
 
 func TestConfigWithDefaults(t *testing.T) {

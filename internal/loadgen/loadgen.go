@@ -93,20 +93,31 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	url := strings.TrimRight(o.URL, "/") + "/v1/topics/" + o.Topic + "/messages"
 	name := fmt.Sprintf("mqgate send batch=%d", o.Batch)
 	r := measure(ctx, name, o, func(ctx context.Context) (int, int, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
+		if err := post(ctx, client, url, body); err != nil {
 			return 0, 0, err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return 0, 0, fmt.Errorf("status %d", resp.StatusCode)
 		}
 		return o.Batch, o.Batch * o.BodySize, nil
 	})
 	return append(out, r), nil
+}
+
+// post sends one JSON request and requires a 200.
+func post(ctx context.Context, client *http.Client, url string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
 }
 
 func sendBody(o Options) []byte {
@@ -165,14 +176,9 @@ func baseline(ctx context.Context, o Options, client *http.Client) (Result, erro
 	url := "http://" + ln.Addr().String() + "/"
 	name := fmt.Sprintf("bare net/http batch=%d", o.Batch)
 	return measure(ctx, name, o, func(ctx context.Context) (int, int, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
+		if err := post(ctx, client, url, body); err != nil {
 			return 0, 0, err
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
 		return o.Batch, o.Batch * o.BodySize, nil
 	}), nil
 }

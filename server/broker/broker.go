@@ -61,12 +61,13 @@ type Options struct {
 }
 
 // DefaultDelayLevels is RocketMQ's messageDelayLevel.
-var DefaultDelayLevels = []time.Duration{
-	time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
-	time.Minute, 2 * time.Minute, 3 * time.Minute, 4 * time.Minute, 5 * time.Minute,
-	6 * time.Minute, 7 * time.Minute, 8 * time.Minute, 9 * time.Minute, 10 * time.Minute,
-	20 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour,
-}
+var DefaultDelayLevels = func() []time.Duration {
+	levels, err := schedule.ParseLevels(schedule.DefaultLevels)
+	if err != nil {
+		panic(err) // a constant that parses
+	}
+	return levels
+}()
 
 // propertyOverhead is what the store allows above MaxMessageSize for the
 // record's topic, tag, keys and properties.
