@@ -123,6 +123,9 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) ([]ReceivedMessage, 
 	if err != nil {
 		return nil, err
 	}
+	if group.ConsumeMode == "broadcasting" {
+		return nil, fmt.Errorf("%w: group %s is broadcasting: each consumer reads by offset (GET /v1/topics/{topic}/queues/{queueId}/messages) and keeps its own offsets", ErrInvalidArgument, req.Group)
+	}
 	invisible := req.Invisible
 	if invisible == 0 {
 		invisible = group.Invisible
