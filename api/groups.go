@@ -83,6 +83,9 @@ type QueueProgress struct {
 	Lag            int64  `json:"lag" example:"8"`
 	InFlight       int    `json:"inFlight" example:"2"`
 	LastStoredAt   string `json:"lastStoredAt,omitempty" format:"date-time"`
+	// MirroredOffset is the committed offset mirrored in PostgreSQL (only
+	// with --database-url); it trails consumerOffset by the mirror's lag.
+	MirroredOffset *int64 `json:"mirroredOffset,omitempty" example:"40"`
 } //	@name	QueueProgress
 
 // Progress is a group's progress over all its queues.
@@ -470,6 +473,7 @@ func toProgress(group string, queues []broker.QueueProgress) Progress {
 			Lag:            q.Lag,
 			InFlight:       q.InFlight,
 			LastStoredAt:   formatTime(q.LastStoredAt),
+			MirroredOffset: q.MirroredOffset,
 		})
 	}
 	return out

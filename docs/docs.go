@@ -2351,6 +2351,11 @@ const docTemplate = `{
                     "type": "string",
                     "format": "date-time"
                 },
+                "mirroredOffset": {
+                    "description": "MirroredOffset is the committed offset mirrored in PostgreSQL (only\nwith --database-url); it trails consumerOffset by the mirror's lag.",
+                    "type": "integer",
+                    "example": 40
+                },
                 "queueId": {
                     "type": "integer",
                     "example": 0

@@ -39,6 +39,33 @@ func (m mirroredBroker) ListDeadLetters(ctx context.Context, group string, f bro
 	return m.Broker.ListDeadLetters(ctx, group, f, cursor, limit)
 }
 
+// Progress adds the mirrored committed offsets next to the live ones. The
+// mirror is only read when healthy, so progress never waits on an outage.
+func (m mirroredBroker) Progress(ctx context.Context, group string) ([]broker.QueueProgress, error) {
+	live, err := m.Broker.Progress(ctx, group)
+	if err != nil || m.mirror.Health() != nil {
+		return live, err
+	}
+	mirrored, err := m.mirror.Offsets(ctx, group)
+	if err != nil {
+		return live, nil // the live view is the answer; the mirror is an extra
+	}
+	type key struct {
+		topic string
+		queue int32
+	}
+	byQueue := make(map[key]int64, len(mirrored))
+	for _, o := range mirrored {
+		byQueue[key{o.Topic, o.QueueID}] = o.Committed
+	}
+	for i := range live {
+		if v, ok := byQueue[key{live[i].Topic, live[i].QueueID}]; ok {
+			live[i].MirroredOffset = &v
+		}
+	}
+	return live, nil
+}
+
 // openMirror starts the PostgreSQL mirror when a database is configured
 // (nil in embedded mode).
 func openMirror(ctx context.Context, cfg Config, b *broker.Broker, log zerolog.Logger) (*pgmirror.Mirror, error) {

@@ -64,6 +64,31 @@ func TestServerWithPostgresMirror(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "dead letter never mirrored: %s", body)
 		time.Sleep(50 * time.Millisecond)
 	}
+	// Progress shows the mirrored offset next to the live one.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		var prog struct {
+			Queues []struct {
+				ConsumerOffset int64  `json:"consumerOffset"`
+				MirroredOffset *int64 `json:"mirroredOffset"`
+			} `json:"queues"`
+		}
+		status, _, body := get(t, b.url+"/v1/groups/g/progress")
+		require.Equal(t, http.StatusOK, status, body)
+		require.NoError(t, json.Unmarshal([]byte(body), &prog))
+		// Queues nobody consumed from have no mirrored row yet.
+		synced := false
+		for _, q := range prog.Queues {
+			if q.ConsumerOffset > 0 {
+				synced = q.MirroredOffset != nil && *q.MirroredOffset == q.ConsumerOffset
+			}
+		}
+		if synced {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "mirrored offsets never matched: %s", body)
+		time.Sleep(50 * time.Millisecond)
+	}
 	status, _, body := get(t, b.url+"/readyz")
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, "ok\n", body, "a healthy mirror adds nothing")

@@ -217,6 +217,9 @@ type QueueProgress struct {
 	InFlight int
 	// LastStoredAt is the store time of the newest message in the queue.
 	LastStoredAt time.Time
+	// MirroredOffset is the committed offset as mirrored in PostgreSQL;
+	// nil in embedded mode or when the queue is not mirrored (yet).
+	MirroredOffset *int64
 }
 
 // BrokerStatus is a snapshot of the broker's state (mqadmin brokerStatus).
