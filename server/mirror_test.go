@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -95,4 +96,73 @@ func TestServerWithPostgresMirror(t *testing.T) {
 	_, _, metrics := get(t, b.url+"/metrics")
 	require.True(t, strings.Contains(metrics, "mqgate_mirror_healthy 1"), "mirror metrics exported")
 	require.True(t, strings.Contains(metrics, "mqgate_messages_dlq_total{group=\"g\"} 1"))
+}
+
+// T17 over HTTP: PostgreSQL stops (-m immediate) under a load of sends and
+// acks; nothing fails, /livez and /readyz stay 200 (readyz says the mirror
+// is degraded), and after PostgreSQL returns the mirror catches up.
+func TestServerSurvivesPostgresOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL cluster")
+	}
+	cluster := pgtest.NewCluster(t)
+	cfg := testConfig(t)
+	cfg.DatabaseURL = cluster.URL()
+	b := mustOpen(t, cfg)
+
+	var pulled struct {
+		Messages []struct {
+			Receipt string `json:"receipt"`
+		} `json:"messages"`
+	}
+	load := func(n int) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			require.Equal(t, http.StatusOK, postJSON(t, b.url+"/v1/topics/out/messages", map[string]any{"body": "m"}, nil))
+			require.Equal(t, http.StatusOK, postJSON(t, b.url+"/v1/groups/g/topics/out/pull", map[string]any{"waitMs": 1000, "maxMessages": 1}, &pulled))
+			require.Len(t, pulled.Messages, 1)
+			require.Equal(t, http.StatusOK, postJSON(t, b.url+"/v1/groups/g/ack", map[string]any{"receipts": []string{pulled.Messages[0].Receipt}}, nil))
+		}
+	}
+	load(20)
+	cluster.Stop("immediate")
+	outage := time.Now().Add(3 * time.Second)
+	if os.Getenv("LONG") != "" {
+		outage = time.Now().Add(30 * time.Second)
+	}
+	sawDegraded := false
+	for time.Now().Before(outage) {
+		load(10)
+		status, _, body := get(t, b.url+"/livez")
+		require.Equal(t, http.StatusOK, status)
+		status, _, body = get(t, b.url+"/readyz")
+		require.Equal(t, http.StatusOK, status, "the mirror never makes mqgate unready")
+		sawDegraded = sawDegraded || strings.Contains(body, "degraded")
+	}
+	require.True(t, sawDegraded, "/readyz reports the degraded mirror")
+	cluster.Start()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		status, _, body := get(t, b.url+"/readyz")
+		require.Equal(t, http.StatusOK, status)
+		var prog struct {
+			Queues []struct {
+				ConsumerOffset int64  `json:"consumerOffset"`
+				MirroredOffset *int64 `json:"mirroredOffset"`
+			} `json:"queues"`
+		}
+		_, _, pb := get(t, b.url+"/v1/groups/g/progress")
+		require.NoError(t, json.Unmarshal([]byte(pb), &prog))
+		caughtUp := body == "ok\n"
+		for _, q := range prog.Queues {
+			if q.ConsumerOffset > 0 && (q.MirroredOffset == nil || *q.MirroredOffset != q.ConsumerOffset) {
+				caughtUp = false
+			}
+		}
+		if caughtUp {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "mirror never caught up: %s %s", body, pb)
+		time.Sleep(100 * time.Millisecond)
+	}
 }
