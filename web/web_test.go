@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mqgate/mqgate/docs"
 	"github.com/mqgate/mqgate/web"
 )
 
@@ -50,4 +52,63 @@ func TestConsoleIsSelfContained(t *testing.T) {
 	require.True(t, strings.Contains(string(script), `const API = "../v1"`))
 	require.NotContains(t, index, "<script>", "inline scripts are blocked by the CSP")
 	require.NotContains(t, index, "style=", "inline styles are blocked by the CSP")
+}
+
+// TestConsoleNeverParsesHTML: message bodies, reasons and names are
+// untrusted, so the console builds the DOM from text nodes only.
+func TestConsoleNeverParsesHTML(t *testing.T) {
+	t.Parallel()
+	script := serve(t, "/app.js").Body.String()
+	for _, sink := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("} {
+		require.NotContains(t, script, sink)
+	}
+}
+
+// TestConsoleMatchesAPI: the dead-letter view and the delay scheduler
+// table read fields and call paths that the API spec defines.
+func TestConsoleMatchesAPI(t *testing.T) {
+	t.Parallel()
+	index := serve(t, "/").Body.String()
+	script := serve(t, "/app.js").Body.String()
+	for _, id := range []string{`data-tab="dlq"`, `id="dlq-form"`, `id="dlq-list"`, `id="dlq-problem"`, `id="delay-levels"`, `id="scheduler"`} {
+		require.Contains(t, index, id)
+	}
+
+	var spec struct {
+		Paths      map[string]map[string]json.RawMessage `json:"paths"`
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal(docs.OpenAPI, &spec))
+	for schema, fields := range map[string][]string{
+		"BrokerStatus":   {"delayLevels", "scheduledTotal", "schedulerLatenessP50Ms", "schedulerLatenessP99Ms", "schedulerLatenessMaxMs"},
+		"DelayLevel":     {"level", "delayMs", "offset", "maxOffset", "backlog", "nextDueAt"},
+		"DeadLetterList": {"items", "next"},
+		"DeadLetter": {"messageId", "originMessageId", "originalTopic", "reconsumeTimes", "reason", "firstFailedAt", "deadAt",
+			"status", "statusAt", "attempts", "tag", "keys", "properties", "body", "bodyEncoding"},
+		"Attempt":        {"at", "outcome", "client", "reason", "delayLevel"},
+		"ResendRequest":  {"messageIds", "filter"},
+		"DLQFilter":      {"originalTopic", "from", "to", "reasonContains"},
+		"ResendResponse": {"resent", "skipped"},
+	} {
+		props := spec.Components.Schemas[schema].Properties
+		for _, f := range fields {
+			require.Contains(t, props, f, "%s.%s is not in the API spec", schema, f)
+			require.Regexp(t, regexp.MustCompile(`\b`+f+`\b`), script, "app.js does not use %s.%s", schema, f)
+		}
+	}
+	for path, method := range map[string]string{
+		"/broker/status":                  "get",
+		"/groups/{group}/dlq":             "get",
+		"/groups/{group}/dlq/{messageId}": "delete",
+		"/groups/{group}/dlq/resend":      "post",
+	} {
+		require.Contains(t, spec.Paths[path], method, path)
+	}
+	for _, call := range []string{`"/broker/status"`, `"/dlq?"`, `"/dlq/resend"`, `api("DELETE", "/groups/" + enc(dlq.group) + "/dlq/"`, `api("GET", "/groups/" + enc(dlq.group) + "/dlq/"`} {
+		require.Contains(t, script, call)
+	}
 }

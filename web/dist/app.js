@@ -70,6 +70,8 @@ function formValues(form) {
 function int(v) { return v === "" || v === undefined ? undefined : Number.parseInt(v, 10); }
 function enc(name) { return encodeURIComponent(name); }
 function fmtTime(s) { return s ? new Date(s).toLocaleString() : "—"; }
+// fmtStamp is a compact local time for dense tables: "2026-11-29 20:48:38".
+function fmtStamp(s) { return s ? localInput(s).replace("T", " ") : "—"; }
 function fmtBytes(n) {
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];
   let i = 0;
@@ -80,6 +82,47 @@ function fmtDuration(ms) {
   const s = Math.floor(ms / 1000), d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60);
   return (d ? d + "d " : "") + (d || h ? h + "h " : "") + m + "m " + (s % 60) + "s";
 }
+// fmtDelay renders a delay level's length: "50 ms", "1.5 s", "2m", "1h 30m".
+function fmtDelay(ms) {
+  if (ms < 1000) return ms + " ms";
+  if (ms < 60000) return +(ms / 1000).toFixed(3) + " s";
+  const h = Math.floor(ms / 3600000), m = Math.floor(ms % 3600000 / 60000), s = +(ms % 60000 / 1000).toFixed(3);
+  return [h ? h + "h" : "", m ? m + "m" : "", s ? s + "s" : ""].filter(Boolean).join(" ");
+}
+function fmtMs(v) {
+  if (v === undefined || v === null) return "—";
+  return (v < 10 ? +v.toFixed(2) : v < 1000 ? +v.toFixed(1) : Math.round(v)) + " ms";
+}
+// fmtDue renders a due time with how far it is from now.
+function fmtDue(s) {
+  if (!s) return "—";
+  const t = new Date(s).getTime(), diff = Math.round(t - Date.now());
+  const rel = Math.abs(diff) < 20 ? "now" : diff > 0 ? "in " + fmtDelay(diff) : fmtDelay(-diff) + " ago";
+  return fmtStamp(s) + "." + String(t % 1000).padStart(3, "0") + " (" + rel + ")";
+}
+// localInput turns an RFC 3339 time into a datetime-local input value.
+function localInput(iso) {
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return "";
+  const p = (n) => String(n).padStart(2, "0");
+  return d.getFullYear() + "-" + p(d.getMonth() + 1) + "-" + p(d.getDate()) + "T" + p(d.getHours()) + ":" + p(d.getMinutes()) + ":" + p(d.getSeconds());
+}
+// isoTime turns a datetime-local input value into RFC 3339 (UTC).
+function isoTime(local) {
+  if (!local) return undefined;
+  const d = new Date(local);
+  if (Number.isNaN(d.getTime())) throw new Error("invalid time " + local);
+  return d.toISOString();
+}
+// problemView renders an API error (problem+json) in full.
+function problemView(err) {
+  const p = (err && err.problem) || {};
+  const head = (p.title || (err && err.status ? "HTTP " + err.status : "Error")) + (err && err.status ? " (" + err.status + ")" : "");
+  const extra = [p.code ? "code " + p.code : "", p.requestId ? "request " + p.requestId : ""].filter(Boolean).join(" · ");
+  return [el("strong", {}, head), el("div", { class: "detail" }, p.detail || (err && !err.problem ? err.message || String(err) : "")),
+    extra ? el("div", { class: "meta" }, extra) : null];
+}
+
 function fillTable(table, rows) {
   const body = table.tBodies[0];
   body.replaceChildren(...rows);
@@ -89,11 +132,13 @@ function fillTable(table, rows) {
 // ---------- tabs ----------
 
 const loaders = {};
-function showTab(name) {
+// showTab shows a tab; route is the rest of the location hash after
+// "name/" (the dead-letter view takes "group[/messageId][?filters]").
+function showTab(name, route) {
   for (const b of document.querySelectorAll("#tabs button")) b.classList.toggle("active", b.dataset.tab === name);
   for (const s of document.querySelectorAll("section.tab")) s.classList.toggle("hidden", s.id !== name);
-  if (loaders[name]) guarded(loaders[name])();
   history.replaceState(null, "", "#" + name);
+  if (loaders[name]) guarded(loaders[name])(route);
 }
 
 // ---------- health ----------
@@ -145,8 +190,11 @@ loaders.overview = async () => {
       ["CommitLog min offset", s.commitLogMinOffset], ["CommitLog max offset", s.commitLogMaxOffset],
     ];
     status.replaceChildren(...cards.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, v))));
+    renderScheduler(s);
   } catch (err) {
     status.replaceChildren(el("div", {}, el("dt", {}, "Broker status"), el("dd", {}, err.message)));
+    document.getElementById("scheduler").replaceChildren();
+    fillTable(document.getElementById("delay-levels"), []);
   }
   const [topics, groups] = await Promise.all([api("GET", "/topics"), api("GET", "/groups")]);
   const { progress, perTopic } = await groupProgress(groups.groups);
@@ -160,6 +208,22 @@ loaders.overview = async () => {
       el("td", { class: "num" }, p ? p.totalLag : "—"), el("td", { class: "num" }, inFlight));
   }));
 };
+
+// renderScheduler shows the delay scheduler: lateness, deliveries and
+// each level's position (offset) against its queue's end (maxOffset).
+function renderScheduler(s) {
+  const cards = [
+    ["Scheduled (since start)", s.scheduledTotal === undefined ? "—" : s.scheduledTotal],
+    ["Lateness p50", fmtMs(s.schedulerLatenessP50Ms)], ["Lateness p99", fmtMs(s.schedulerLatenessP99Ms)],
+    ["Lateness max", fmtMs(s.schedulerLatenessMaxMs)],
+    ["Backlog (all levels)", (s.delayLevels || []).reduce((n, l) => n + l.backlog, 0)],
+  ];
+  document.getElementById("scheduler").replaceChildren(...cards.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, v))));
+  fillTable(document.getElementById("delay-levels"), (s.delayLevels || []).map((l) => el("tr", { class: l.backlog ? "busy" : undefined },
+    el("td", { class: "num" }, l.level), el("td", { class: "num", title: l.delayMs + " ms" }, fmtDelay(l.delayMs)),
+    el("td", { class: "num" }, l.offset), el("td", { class: "num" }, l.maxOffset),
+    el("td", { class: "num" + (l.backlog ? " warn" : "") }, l.backlog), el("td", {}, fmtDue(l.nextDueAt)))));
+}
 
 // ---------- topics ----------
 
@@ -201,7 +265,10 @@ loaders.groups = async () => {
     el("td", { class: "num" }, g.retryMaxTimes),
     el("td", {}, g.subscriptions.map((s) => s.topic + (s.tagExpression && s.tagExpression !== "*" ? " [" + s.tagExpression + "]" : "")).join(", ")),
     el("td", { class: "num" }, progress[g.name] ? progress[g.name].totalLag : "—"),
-    el("td", {}, el("button", { class: "danger", onclick: guarded(async (ev) => {
+    el("td", { class: "actions" }, el("button", { class: "secondary", onclick: (ev) => {
+      ev.stopPropagation();
+      showTab("dlq", enc(g.name));
+    } }, "Dead letters"), el("button", { class: "danger", onclick: guarded(async (ev) => {
       ev.stopPropagation();
       if (!confirm("Delete group " + g.name + "?")) return;
       await api("DELETE", "/groups/" + enc(g.name));
@@ -221,6 +288,319 @@ async function showGroup(name) {
         el("td", { class: "num" }, q.consumerOffset), el("td", { class: "num" }, q.lag), el("td", { class: "num" }, q.inFlight),
         el("td", {}, fmtTime(q.lastStoredAt)))))));
   document.querySelector("#reset-form [name=group]").value = name;
+}
+
+// ---------- dead letters ----------
+
+// dlq is the dead-letter view's state. filter/status/limit are the ones of
+// the last listing (what the table shows); cursors[i] fetches page i.
+const dlq = {
+  group: "", filter: {}, status: undefined, limit: 50, cursors: [""], page: 0, next: "", items: [], failed: false,
+  selected: new Set(), open: new Set(), details: new Map(),
+};
+const DLQ_DEFAULT_LIMIT = 50;
+
+function dlqForm() { return document.getElementById("dlq-form"); }
+
+// dlqProblem shows an API error in the view (or clears it).
+function dlqProblem(err) {
+  const box = document.getElementById("dlq-problem");
+  if (!err) { box.classList.add("hidden"); box.replaceChildren(); return; }
+  box.replaceChildren(...problemView(err));
+  box.classList.remove("hidden");
+  box.scrollIntoView({ block: "nearest" });
+}
+
+// dlqGuarded is guarded for this view: errors go to its problem box.
+function dlqGuarded(fn) {
+  return async (ev) => {
+    if (ev && ev.preventDefault) ev.preventDefault();
+    try { await fn(ev); } catch (err) { dlqProblem(err); }
+  };
+}
+
+function dlqQuery() {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(dlq.filter)) if (v) q.set(k, v);
+  if (dlq.status) q.set("status", dlq.status);
+  return q;
+}
+
+function dlqFilterText(f) {
+  const parts = [];
+  if (f.originalTopic) parts.push("topic " + f.originalTopic);
+  if (f.reasonContains) parts.push("reason containing \"" + f.reasonContains + "\"");
+  if (f.from) parts.push("dead at or after " + fmtTime(f.from));
+  if (f.to) parts.push("dead at or before " + fmtTime(f.to));
+  return parts.join(", ");
+}
+
+// loaders.dlq fills the group picker and lists; route is
+// "group[/messageId][?originalTopic=…&reasonContains=…&status=…&from=…&to=…&limit=…]",
+// messageId naming a letter to open.
+loaders.dlq = async (route) => {
+  const form = dlqForm();
+  const select = form.elements.group;
+  let want = select.value, openId, params;
+  if (typeof route === "string") {
+    const i = route.indexOf("?");
+    const path = i < 0 ? route : route.slice(0, i);
+    params = new URLSearchParams(i < 0 ? "" : route.slice(i + 1));
+    const parts = path ? path.split("/").map(decodeURIComponent) : [];
+    if (parts[0]) want = parts[0];
+    openId = parts[1];
+  }
+  let names;
+  try {
+    names = (await api("GET", "/groups")).groups.map((g) => g.name);
+  } catch (err) { dlqProblem(err); return; }
+  if (want && !names.includes(want)) names.push(want); // the API says whether it exists
+  if (!names.length) {
+    select.replaceChildren(el("option", { value: "" }, "(no groups)"));
+    dlq.group = ""; dlq.items = []; dlq.next = "";
+    renderDLQ("No consumer groups yet: dead letters belong to a group.");
+    return;
+  }
+  select.replaceChildren(...names.map((n) => el("option", { value: n }, n)));
+  select.value = want || names[0];
+  if (params) {
+    for (const name of ["originalTopic", "reasonContains", "status", "limit"]) form.elements[name].value = params.get(name) || "";
+    if (!form.elements.limit.value) form.elements.limit.value = DLQ_DEFAULT_LIMIT;
+    form.elements.from.value = params.get("from") ? localInput(params.get("from")) : "";
+    form.elements.to.value = params.get("to") ? localInput(params.get("to")) : "";
+  }
+  if (!params && dlq.group === select.value && !dlq.failed) await dlqFetch(dlq.page); // back on the tab: refresh this page
+  else await dlqList(openId);
+};
+
+// dlqList lists from the first page with the form's group and filter.
+async function dlqList(openId) {
+  const v = formValues(dlqForm());
+  if (!v.group) return;
+  dlq.group = v.group;
+  dlq.filter = { originalTopic: v.originalTopic || undefined, reasonContains: v.reasonContains || undefined, from: isoTime(v.from), to: isoTime(v.to) };
+  dlq.status = v.status || undefined;
+  dlq.limit = Math.min(500, Math.max(1, int(v.limit) || DLQ_DEFAULT_LIMIT));
+  dlq.cursors = [""];
+  dlq.selected.clear();
+  dlq.open.clear();
+  if (openId) dlq.open.add(openId);
+  const q = dlqQuery();
+  if (dlq.limit !== DLQ_DEFAULT_LIMIT) q.set("limit", dlq.limit);
+  const qs = q.toString();
+  history.replaceState(null, "", "#dlq/" + enc(dlq.group) + (qs ? "?" + qs : ""));
+  await dlqFetch(0);
+}
+
+// dlqFetch loads page (an index into dlq.cursors) of the current listing.
+async function dlqFetch(page) {
+  const q = dlqQuery();
+  q.set("limit", dlq.limit);
+  if (dlq.cursors[page]) q.set("cursor", dlq.cursors[page]);
+  let r;
+  try {
+    r = await api("GET", "/groups/" + enc(dlq.group) + "/dlq?" + q);
+  } catch (err) {
+    dlq.items = []; dlq.next = ""; dlq.failed = true;
+    renderDLQ("Could not list dead letters: see the error above.");
+    dlqProblem(err);
+    return;
+  }
+  dlqProblem(null);
+  dlq.failed = false;
+  dlq.page = page;
+  dlq.items = r.items || [];
+  dlq.next = r.next || "";
+  dlq.cursors.length = page + 1;
+  if (dlq.next) dlq.cursors.push(dlq.next);
+  const dead = new Set(dlq.items.filter((d) => d.status === "dead").map((d) => d.messageId));
+  for (const id of dlq.selected) if (!dead.has(id)) dlq.selected.delete(id);
+  dlq.details.clear(); // statuses may have changed
+  renderDLQ();
+  await Promise.all([...dlq.open].map(dlqLoadDetail));
+}
+
+async function dlqLoadDetail(id) {
+  try {
+    dlq.details.set(id, { data: await api("GET", "/groups/" + enc(dlq.group) + "/dlq/" + enc(id)) });
+  } catch (err) {
+    dlq.details.set(id, { error: err });
+  }
+  if (dlq.open.has(id)) renderDLQ();
+}
+
+function dlqToggle(id) {
+  if (String(window.getSelection())) return; // selecting text, not clicking
+  if (dlq.open.has(id)) dlq.open.delete(id);
+  else dlq.open.add(id);
+  renderDLQ();
+  if (dlq.open.has(id) && !dlq.details.has(id)) dlqLoadDetail(id);
+}
+
+function fmtLevel(level) {
+  return level === -1 ? "−1 (straight to DLQ)" : level === 0 ? "0 (broker backoff)" : String(level);
+}
+
+// dlqDetailView shows one letter's body and failure history.
+function dlqDetailView(id) {
+  const c = dlq.details.get(id);
+  if (!c) return el("p", { class: "muted" }, "Loading…");
+  if (c.error) return el("div", { class: "problem" }, ...problemView(c.error));
+  const d = c.data;
+  const props = Object.entries(d.properties || {});
+  const facts = [
+    ["Origin message id", d.originMessageId || "—"], ["Original topic", d.originalTopic],
+    ["Status", d.status + (d.statusAt ? " since " + fmtStamp(d.statusAt) : "")],
+    ["Tag", d.tag || "—"], ["Keys", (d.keys || []).join(", ") || "—"],
+  ];
+  const attempts = d.attempts || [];
+  return el("div", { class: "dlq-detail" },
+    el("dl", { class: "facts" }, facts.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, v)))),
+    props.length ? el("div", { class: "props" }, el("h4", {}, "Properties"),
+      el("table", { class: "compact" }, el("tbody", {}, props.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v)))))) : null,
+    ...bodyView(d),
+    el("h4", {}, "Attempt history (" + attempts.length + ")"),
+    attempts.length ? el("table", { class: "compact" },
+      el("thead", {}, el("tr", {}, ["#", "At", "Outcome", "Client", "Reason", "Delay level"].map((h, i) => el("th", { class: i === 0 ? "num" : undefined }, h)))),
+      el("tbody", {}, attempts.map((a, i) => el("tr", {},
+        el("td", { class: "num" }, i + 1), el("td", { class: "time", title: a.at }, fmtStamp(a.at)),
+        el("td", {}, el("span", { class: "pill " + a.outcome }, a.outcome)), el("td", {}, a.client || "—"),
+        el("td", {}, a.reason || "—"), el("td", {}, fmtLevel(a.delayLevel))))))
+      : el("p", { class: "muted" }, "No attempts recorded."));
+}
+
+// bodySize is a body's length in bytes.
+function bodySize(d) {
+  const body = d.body || "";
+  if (d.bodyEncoding !== "base64") return new TextEncoder().encode(body).length;
+  return Math.floor(body.length * 3 / 4) - body.match(/=*$/)[0].length;
+}
+
+// bodyView shows a dead letter's whole body: JSON pretty-printed, control
+// characters escaped, base64 as sent.
+function bodyView(d) {
+  let text = d.body || "", note = "";
+  if (d.bodyEncoding === "base64") note = " (base64)";
+  else {
+    try {
+      const v = JSON.parse(text);
+      if (v !== null && typeof v === "object") { text = JSON.stringify(v, null, 2); note = " (JSON, formatted)"; }
+    } catch (e) { /* not JSON */ }
+    const escaped = text.replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/g, (c) => "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0"));
+    if (escaped !== text) { text = escaped; note = " (control characters shown as \\xNN)"; }
+  }
+  return [el("h4", {}, "Body" + note + " — " + fmtBytes(bodySize(d))), el("pre", { class: "body" }, text || "(empty)")];
+}
+
+// renderDLQ draws the table, pager and buttons from dlq.
+function renderDLQ(emptyText) {
+  const rows = [];
+  for (const d of dlq.items) {
+    const open = dlq.open.has(d.messageId);
+    const dead = d.status === "dead";
+    rows.push(el("tr", { class: "clickable" + (open ? " open" : ""), onclick: () => dlqToggle(d.messageId) },
+      el("td", { class: "pick" }, el("input", {
+        type: "checkbox", checked: dlq.selected.has(d.messageId), disabled: !dead,
+        title: dead ? "select for resend" : "only dead letters can be resent", "aria-label": "select " + d.messageId,
+        onclick: (ev) => ev.stopPropagation(),
+        onchange: (ev) => { if (ev.target.checked) dlq.selected.add(d.messageId); else dlq.selected.delete(d.messageId); dlqButtons(); },
+      })),
+      el("td", { class: "id" }, el("button", { class: "link", "aria-expanded": open ? "true" : "false", title: open ? "hide details" : "show body and history",
+        onclick: (ev) => { ev.stopPropagation(); dlqToggle(d.messageId); } }, (open ? "▾ " : "▸ ") + d.messageId)),
+      el("td", {}, d.originalTopic),
+      el("td", { class: "num" }, d.reconsumeTimes),
+      el("td", { class: "reason" }, d.reason || "—"),
+      el("td", { class: "time", title: d.firstFailedAt }, fmtStamp(d.firstFailedAt)),
+      el("td", { class: "time", title: d.deadAt }, fmtStamp(d.deadAt)),
+      el("td", {}, el("span", { class: "pill " + d.status, title: d.statusAt ? "since " + fmtStamp(d.statusAt) : undefined }, d.status)),
+      el("td", {}, el("button", {
+        class: "danger small", disabled: d.status === "discarded", title: d.status === "discarded" ? "already discarded" : "discard this dead letter",
+        onclick: dlqGuarded(async (ev) => { ev.stopPropagation(); await dlqDiscard(d); }),
+      }, "Discard"))));
+    if (open) rows.push(el("tr", { class: "detail" }, el("td", { colspan: 9 }, dlqDetailView(d.messageId))));
+  }
+  const table = document.getElementById("dlq-list");
+  fillTable(table, rows);
+  if (!rows.length) {
+    const filtered = dlqFilterText(dlq.filter) || dlq.status;
+    const text = emptyText || (dlq.page ? "No more dead letters." : filtered ? "No dead letters match this filter." : "The dead-letter queue of " + dlq.group + " is empty.");
+    table.tBodies[0].rows[0].cells[0].textContent = text;
+  }
+  document.getElementById("dlq-title").textContent = dlq.group
+    ? "Dead letters of " + dlq.group + (dlq.failed ? "" : " — " + dlq.items.length + " on page " + (dlq.page + 1) + (dlq.next ? ", more follow" : ""))
+    : "Dead letters";
+  document.getElementById("dlq-page").textContent = dlq.group && !dlq.failed ? "page " + (dlq.page + 1) : "";
+  document.getElementById("dlq-first").disabled = dlq.page === 0 || dlq.failed;
+  document.getElementById("dlq-prev").disabled = dlq.page === 0 || dlq.failed;
+  document.getElementById("dlq-next").disabled = !dlq.next || dlq.failed;
+  dlqButtons();
+}
+
+function dlqButtons() {
+  const n = dlq.selected.size;
+  const sel = document.getElementById("dlq-resend-selected");
+  sel.textContent = "Resend selected" + (n ? " (" + n + ")" : "");
+  sel.disabled = n === 0;
+  // nothing to resend when an unfiltered-by-status first page is empty
+  const none = dlq.page === 0 && !dlq.items.length && !dlq.status;
+  document.getElementById("dlq-resend-filter").disabled = !dlq.group || dlq.failed || none;
+  const all = document.getElementById("dlq-all");
+  const dead = dlq.items.filter((d) => d.status === "dead");
+  all.disabled = !dead.length;
+  all.checked = dead.length > 0 && dead.every((d) => dlq.selected.has(d.messageId));
+  all.indeterminate = !all.checked && dead.some((d) => dlq.selected.has(d.messageId));
+}
+
+function dlqResendReport(r) {
+  const skipped = r.skipped.length ? ", skipped " + r.skipped.length + " (already resent or discarded)" : "";
+  notice("Resent " + r.resent.length + " dead letter(s) to their original topics" + skipped, "info");
+}
+
+async function dlqResend(body) {
+  const r = await api("POST", "/groups/" + enc(dlq.group) + "/dlq/resend", body);
+  dlqResendReport(r);
+  dlq.selected.clear();
+  await dlqFetch(dlq.page);
+}
+
+async function dlqDiscard(d) {
+  if (!confirm("Discard dead letter " + d.messageId + " of group " + dlq.group + "?\n\nIt stays listed as discarded and can no longer be resent.")) return;
+  await api("DELETE", "/groups/" + enc(dlq.group) + "/dlq/" + enc(d.messageId));
+  notice("Dead letter " + d.messageId + " discarded", "info");
+  await dlqFetch(dlq.page);
+}
+
+function wireDLQ() {
+  const form = dlqForm();
+  form.addEventListener("submit", dlqGuarded(() => dlqList()));
+  form.elements.group.addEventListener("change", dlqGuarded(() => dlqList()));
+  document.getElementById("dlq-clear").addEventListener("click", dlqGuarded(() => {
+    for (const name of ["originalTopic", "reasonContains", "status", "from", "to"]) form.elements[name].value = "";
+    return dlqList();
+  }));
+  document.getElementById("dlq-first").addEventListener("click", dlqGuarded(() => dlqFetch(0)));
+  document.getElementById("dlq-prev").addEventListener("click", dlqGuarded(() => dlqFetch(Math.max(0, dlq.page - 1))));
+  document.getElementById("dlq-next").addEventListener("click", dlqGuarded(() => dlqFetch(dlq.page + 1)));
+  document.getElementById("dlq-all").addEventListener("change", (ev) => {
+    for (const d of dlq.items) {
+      if (d.status !== "dead") continue;
+      if (ev.target.checked) dlq.selected.add(d.messageId); else dlq.selected.delete(d.messageId);
+    }
+    renderDLQ();
+  });
+  document.getElementById("dlq-resend-selected").addEventListener("click", dlqGuarded(() => {
+    if (!dlq.selected.size) return undefined;
+    return dlqResend({ messageIds: [...dlq.selected] });
+  }));
+  document.getElementById("dlq-resend-filter").addEventListener("click", dlqGuarded(() => {
+    const f = {};
+    for (const [k, v] of Object.entries(dlq.filter)) if (v) f[k] = v;
+    const what = dlqFilterText(f);
+    const note = dlq.status && dlq.status !== "dead" ? "\n\n(The status filter does not apply: only letters still dead are resent.)" : "";
+    if (!confirm((what ? "Resend every dead letter of group " + dlq.group + " matching " + what
+      : "No filter is set: resend EVERY dead letter of group " + dlq.group) + " (up to 10 000) to its original topic?" + note)) return undefined;
+    return dlqResend({ filter: f });
+  }));
 }
 
 // ---------- consume ----------
@@ -264,6 +644,16 @@ async function settle(kind, msgs, arg) {
 }
 
 // ---------- wiring ----------
+
+// route shows the tab the location hash names: "#tab" or "#tab/rest".
+function route() {
+  const hash = location.hash.slice(1);
+  const name = hash.split(/[/?]/)[0];
+  const rest = hash.slice(name.length);
+  const known = [...document.querySelectorAll("section.tab")].some((s) => s.id === name);
+  if (!known) { showTab("overview"); return; }
+  showTab(name, rest ? rest.replace(/^\//, "") : undefined);
+}
 
 document.addEventListener("DOMContentLoaded", () => {
   for (const b of document.querySelectorAll("#tabs button")) b.addEventListener("click", () => showTab(b.dataset.tab));
@@ -348,10 +738,10 @@ document.addEventListener("DOMContentLoaded", () => {
     document.getElementById("found").replaceChildren(messageTable(r.messages));
   }));
 
+  wireDLQ();
   renderLeased();
   health();
-  const first = location.hash.slice(1);
-  const known = [...document.querySelectorAll("section.tab")].some((s) => s.id === first);
-  showTab(known ? first : "overview");
+  route();
+  window.addEventListener("hashchange", route);
   setInterval(health, 10000);
 });
