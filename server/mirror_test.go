@@ -133,9 +133,9 @@ func TestServerSurvivesPostgresOutage(t *testing.T) {
 	sawDegraded := false
 	for time.Now().Before(outage) {
 		load(10)
-		status, _, body := get(t, b.url+"/livez")
+		status, _, _ := get(t, b.url+"/livez")
 		require.Equal(t, http.StatusOK, status)
-		status, _, body = get(t, b.url+"/readyz")
+		status, _, body := get(t, b.url+"/readyz")
 		require.Equal(t, http.StatusOK, status, "the mirror never makes mqgate unready")
 		sawDegraded = sawDegraded || strings.Contains(body, "degraded")
 	}

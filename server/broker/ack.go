@@ -25,8 +25,9 @@ type receiptOp func(ref leaseRef, now time.Time) ReceiptStatus
 
 // forEachReceipt validates each receipt and runs op on its live lease
 // under the lease's lock. Invalid, stale and gone receipts get their
-// status without op.
-func (b *Broker) forEachReceipt(group string, receipts []string, op receiptOp) []ReceiptResult {
+// status without op: a receipt whose message is already acknowledged is
+// ok for an ack (idempotent) and expired for anything else.
+func (b *Broker) forEachReceipt(group string, receipts []string, isAck bool, op receiptOp) []ReceiptResult {
 	results := make([]ReceiptResult, len(receipts))
 	now := time.Now()
 	for i, raw := range receipts {
@@ -39,7 +40,7 @@ func (b *Broker) forEachReceipt(group string, receipts []string, op receiptOp) [
 		key := offset.Key{Group: r.Group, Topic: r.Topic, QueueID: r.QueueID}
 		ps := b.existingPopState(r.Group, r.Topic)
 		if ps == nil {
-			results[i].Status, results[i].Error = b.goneStatus(key, r.Offset)
+			results[i].Status, results[i].Error = b.goneStatus(key, r.Offset, isAck)
 			continue
 		}
 		ps.mu.Lock()
@@ -52,9 +53,13 @@ func (b *Broker) forEachReceipt(group string, receipts []string, op receiptOp) [
 		case l == nil && c != nil && c.wasSentBack(r.Offset):
 			results[i].Status, results[i].Error = ReceiptExpired, "the delivery failed (nack or lease expiry); a retry copy will be delivered"
 		case l == nil:
-			results[i].Status, results[i].Error = b.goneStatus(key, r.Offset)
+			results[i].Status, results[i].Error = b.goneStatus(key, r.Offset, isAck)
 		case l.epoch != r.Epoch:
 			results[i].Status, results[i].Error = ReceiptExpired, "the message was redelivered under a newer receipt"
+		case l.settling && isAck:
+			results[i].Status = ReceiptOK // the same ack is already on its way to disk
+		case l.settling:
+			results[i].Status, results[i].Error = ReceiptExpired, "the message is being acknowledged"
 		default:
 			results[i].Status = op(leaseRef{index: i, cursor: c, lease: l, r: r, key: key}, now)
 		}
@@ -71,9 +76,12 @@ func (c *cursor) wasSentBack(off int64) bool {
 // goneStatus answers for a receipt whose lease is no longer held: a
 // repeated ack of an acknowledged message is fine (idempotent); anything
 // else lost its lease.
-func (b *Broker) goneStatus(key offset.Key, off int64) (ReceiptStatus, string) {
-	if b.progress.IsAcked(key, off) {
+func (b *Broker) goneStatus(key offset.Key, off int64, isAck bool) (ReceiptStatus, string) {
+	switch {
+	case b.progress.IsAcked(key, off) && isAck:
 		return ReceiptOK, ""
+	case b.progress.IsAcked(key, off):
+		return ReceiptExpired, "the message is already acknowledged"
 	}
 	return ReceiptExpired, "the lease expired (or the broker restarted); the message will be delivered again"
 }
@@ -99,12 +107,29 @@ func (b *Broker) Ack(ctx context.Context, group string, receipts []string) ([]Re
 		return nil, err
 	}
 	var rec offset.Record
-	results := b.forEachReceipt(group, receipts, func(ref leaseRef, _ time.Time) ReceiptStatus {
-		delete(ref.cursor.inflight, ref.r.Offset)
+	var settling []leaseRef
+	results := b.forEachReceipt(group, receipts, true, func(ref leaseRef, _ time.Time) ReceiptStatus {
+		// The lease stays, marked, until the ack is durable and applied: a
+		// repeated ack meanwhile answers ok instead of expired.
+		ref.lease.settling = true
+		settling = append(settling, ref)
 		rec.Entries = append(rec.Entries, b.ackEntry(ref.key, ref.r.Offset))
 		return ReceiptOK
 	})
-	if err := b.persist(rec, nil); err != nil {
+	err := b.persist(rec, nil)
+	for _, ref := range settling {
+		ps := b.existingPopState(ref.r.Group, ref.r.Topic)
+		if ps == nil {
+			continue
+		}
+		ps.mu.Lock()
+		if err == nil && ref.cursor.inflight[ref.r.Offset] == ref.lease {
+			delete(ref.cursor.inflight, ref.r.Offset)
+		}
+		ref.lease.settling = false // on failure the lease is as it was
+		ps.mu.Unlock()
+	}
+	if err != nil {
 		return nil, err
 	}
 	b.metrics.add(b.metrics.acked, group, len(rec.Entries))
@@ -178,7 +203,7 @@ func (b *Broker) ChangeLease(ctx context.Context, group string, items []LeaseIte
 		}
 		receipts[i] = it.Receipt
 	}
-	results := b.forEachReceipt(group, receipts, func(ref leaseRef, now time.Time) ReceiptStatus {
+	results := b.forEachReceipt(group, receipts, false, func(ref leaseRef, now time.Time) ReceiptStatus {
 		inv := items[ref.index].Invisible
 		if inv == 0 {
 			// Visible again at once, as a postponement: not a failure, so
@@ -214,7 +239,7 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 		receipts[i] = it.Receipt
 	}
 	var failed []sendBack
-	results := b.forEachReceipt(group, receipts, func(ref leaseRef, _ time.Time) ReceiptStatus {
+	results := b.forEachReceipt(group, receipts, false, func(ref leaseRef, _ time.Time) ReceiptStatus {
 		delete(ref.cursor.inflight, ref.r.Offset)
 		ref.cursor.markSentBack(ref.r.Offset)
 		it := items[ref.index]

@@ -318,6 +318,9 @@ func (b *Broker) ReadQueue(ctx context.Context, topic string, queueID int32, fro
 	if err != nil {
 		return nil, from, err
 	}
+	if cfg.Perm == "w" {
+		return nil, from, fmt.Errorf("%w: topic %s is write-only (perm w)", ErrInvalidArgument, topic)
+	}
 	if queueID < 0 || int(queueID) >= cfg.Queues {
 		return nil, from, fmt.Errorf("%w: queue %d does not exist", ErrInvalidArgument, queueID)
 	}
@@ -367,6 +370,10 @@ func (b *Broker) QueryByKey(ctx context.Context, topic, key string, max int) ([]
 	}
 	if max <= 0 || max > 256 {
 		max = 32
+	}
+	// Read-your-writes: the key index is built by the dispatcher.
+	if err := b.store.AwaitDispatch(ctx); err != nil && !errors.Is(err, ctx.Err()) {
+		return nil, mapStoreErr(err)
 	}
 	ms, err := b.store.QueryByKey(topic, key, 0, 0, max)
 	if err != nil {

@@ -46,10 +46,13 @@ type cursor struct {
 const maxSentBack = 4096
 
 type lease struct {
-	epoch      uint64
-	deadline   time.Time
-	client     string // who holds the lease (X-Mqgate-Client-Id), for the attempt history
-	deliveries int32  // how often this stored message was handed out
+	epoch    uint64
+	deadline time.Time
+	client   string // who holds the lease (X-Mqgate-Client-Id), for the attempt history
+	// settling: an ack of this lease is being made durable. A repeated ack
+	// answers ok; nothing else may touch the lease meanwhile.
+	settling   bool
+	deliveries int32 // how often this stored message was handed out
 }
 
 func (b *Broker) popState(group, topic string) *popState {
@@ -118,6 +121,9 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) ([]ReceivedMessage, 
 	topic, ok := b.registry.topic(req.Topic)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", ErrTopicNotFound, req.Topic)
+	}
+	if topic.Perm == "w" {
+		return nil, fmt.Errorf("%w: topic %s is write-only (perm w)", ErrInvalidArgument, req.Topic)
 	}
 	group, err := b.groupForPull(req.Group)
 	if err != nil {
@@ -306,6 +312,8 @@ func (c *cursor) markSentBack(off int64) {
 func (b *Broker) takeExpired(c *cursor, v queueView, now time.Time) (expired []sendBack, nextExpiry time.Time) {
 	for off, l := range c.inflight {
 		switch {
+		case l.settling:
+			// being acknowledged: neither expired nor a wake-up reason
 		case b.progress.IsAcked(v.key, off):
 			delete(c.inflight, off)
 		case !now.Before(l.deadline):
@@ -395,7 +403,7 @@ func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, inv
 		c.next = res.Next
 	}
 	for _, l := range c.inflight {
-		if nextExpiry.IsZero() || l.deadline.Before(nextExpiry) {
+		if !l.settling && (nextExpiry.IsZero() || l.deadline.Before(nextExpiry)) {
 			nextExpiry = l.deadline
 		}
 	}
