@@ -151,7 +151,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		Title:    kind.title,
 		Status:   kind.status,
 		Code:     kind.code,
-		Instance: r.URL.Path,
+		Instance: r.URL.EscapedPath(),
 	}
 	if id, ok := hlog.IDFromRequest(r); ok {
 		p.RequestID = id.String()
