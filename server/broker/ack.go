@@ -125,6 +125,7 @@ func (b *Broker) Ack(ctx context.Context, group string, receipts []string) ([]Re
 		ps.mu.Lock()
 		if err == nil && ref.cursor.inflight[ref.r.Offset] == ref.lease {
 			delete(ref.cursor.inflight, ref.r.Offset)
+			ps.release(ref.cursor, ref.lease.key, ref.r.Offset)
 		}
 		ref.lease.settling = false // on failure the lease is as it was
 		ps.mu.Unlock()
@@ -205,6 +206,12 @@ func (b *Broker) ChangeLease(ctx context.Context, group string, items []LeaseIte
 	}
 	results := b.forEachReceipt(group, receipts, false, func(ref leaseRef, now time.Time) ReceiptStatus {
 		inv := items[ref.index].Invisible
+		if inv == 0 && ref.lease.key != "" {
+			// An ordered message stays with its key: re-offered at once.
+			ref.lease.waiting, ref.lease.retryAt = true, now
+			ref.lease.epoch = b.epoch.Add(1)
+			return ReceiptOK
+		}
 		if inv == 0 {
 			// Visible again at once, as a postponement: not a failure, so
 			// it is re-offered from the cursor rather than sent back.
@@ -239,14 +246,28 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 		receipts[i] = it.Receipt
 	}
 	var failed []sendBack
-	results := b.forEachReceipt(group, receipts, false, func(ref leaseRef, _ time.Time) ReceiptStatus {
-		delete(ref.cursor.inflight, ref.r.Offset)
-		ref.cursor.markSentBack(ref.r.Offset)
+	results := b.forEachReceipt(group, receipts, false, func(ref leaseRef, now time.Time) ReceiptStatus {
 		it := items[ref.index]
 		client := clientOf(ctx)
 		if client == "" {
 			client = ref.lease.client
 		}
+		if l := ref.lease; l.key != "" {
+			// An ordered message is retried in place (orderly.go).
+			v := b.view(group, ref.r.Topic, ref.r.QueueID, nil)
+			a := Attempt{At: now.UTC(), Outcome: "nack", Client: client, Reason: it.Reason, Level: it.DelayLevel}
+			if b.failInPlace(l, v.maxRetry, it.DelayLevel, now, a) {
+				delete(ref.cursor.inflight, ref.r.Offset)
+				ref.cursor.markSentBack(ref.r.Offset)
+				if ps := b.existingPopState(ref.r.Group, ref.r.Topic); ps != nil {
+					ps.release(ref.cursor, l.key, ref.r.Offset)
+				}
+				failed = append(failed, deadInPlace(v, ref.r.Offset, l, it.Reason, "nack", client))
+			}
+			return ReceiptOK
+		}
+		delete(ref.cursor.inflight, ref.r.Offset)
+		ref.cursor.markSentBack(ref.r.Offset)
 		failed = append(failed, sendBack{
 			view:    b.view(group, ref.r.Topic, ref.r.QueueID, nil),
 			offset:  ref.r.Offset,

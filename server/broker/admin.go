@@ -81,11 +81,6 @@ func (b *Broker) PutGroup(ctx context.Context, g GroupConfig) (GroupConfig, bool
 	default:
 		return g, false, fmt.Errorf("%w: consumeMode must be clustering or broadcasting", ErrInvalidArgument)
 	}
-	if g.Orderly {
-		// Per-key FIFO leasing with in-place retries (DESIGN §3) is not
-		// built yet; accepting the flag without honouring it would lie.
-		return g, false, fmt.Errorf("%w: orderly groups", ErrNotImplemented)
-	}
 	if g.RetryMaxTimes == 0 {
 		g.RetryMaxTimes = 16
 	}

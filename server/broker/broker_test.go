@@ -313,8 +313,6 @@ func TestValidation(t *testing.T) {
 	require.ErrorIs(t, err, broker.ErrTopicNotFound)
 	_, err = bd.b.Pull(bd.ctx, broker.PullRequest{Group: "g", Topic: "ok", Wait: 31 * time.Second})
 	require.Error(t, err)
-	_, _, err = bd.b.PutGroup(bd.ctx, broker.GroupConfig{Name: "fifo", Orderly: true})
-	require.ErrorIs(t, err, broker.ErrNotImplemented)
 	_, _, err = bd.b.PutGroup(bd.ctx, broker.GroupConfig{Name: "bc", ConsumeMode: "broadcasting"})
 	require.NoError(t, err)
 	_, err = bd.b.Pull(bd.ctx, broker.PullRequest{Group: "bc", Topic: "ok"})

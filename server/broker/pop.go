@@ -31,6 +31,7 @@ type popState struct {
 	mu     sync.Mutex
 	queues map[int32]*cursor
 	rr     int
+	wake   chan struct{} // closed when a deferred ordered message is freed (orderly.go)
 }
 
 type cursor struct {
@@ -41,6 +42,10 @@ type cursor struct {
 	// maxSentBack entries, those below the committed offset are pruned
 	// (a very late ack may then read ok: it has no effect either way).
 	sentBack map[int64]struct{}
+	// Orderly groups (orderly.go): the offset each busy sharding key holds,
+	// and the later offsets of a key waiting for it, ascending.
+	busy     map[string]int64
+	deferred map[string][]int64
 }
 
 const maxSentBack = 4096
@@ -53,6 +58,14 @@ type lease struct {
 	// answers ok; nothing else may touch the lease meanwhile.
 	settling   bool
 	deliveries int32 // how often this stored message was handed out
+
+	// Orderly groups (orderly.go): the sharding key the lease holds, and
+	// the in-place retry state of a failed delivery.
+	key      string
+	waiting  bool      // failed; re-offered at retryAt
+	retryAt  time.Time // when a waiting lease is due
+	failures int32     // in-place failures so far
+	history  []Attempt // in-place attempt history, for the DLQ
 }
 
 func (b *Broker) popState(group, topic string) *popState {
@@ -163,6 +176,9 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) ([]ReceivedMessage, 
 	for {
 		signal := b.store.NewDataSignal(req.Topic)
 		retrySignal := b.store.NewDataSignal(RetryTopic(req.Group))
+		ps.mu.Lock()
+		freed := ps.wakeChan()
+		ps.mu.Unlock()
 		msgs, nextExpiry, err := b.popOnce(ps, req.Group, topic, req.MaxMessages, invisible, match, clientOf(ctx))
 		if err != nil || len(msgs) > 0 {
 			b.metrics.add(b.metrics.delivered, req.Group, len(msgs))
@@ -186,6 +202,7 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) ([]ReceivedMessage, 
 		select {
 		case <-signal:
 		case <-retrySignal:
+		case <-freed:
 		case <-timer.C:
 		case <-ctx.Done():
 			timer.Stop()
@@ -224,10 +241,17 @@ type queueView struct {
 	storeQueue int32
 	match      func(int64) bool            // store-level filter on tagsCode
 	accept     func(*message.Message) bool // in-memory filter; nil accepts all
+	orderly    bool                        // per-sharding-key FIFO (orderly.go)
+	maxRetry   int                         // the group's retryMaxTimes
 }
 
 func (b *Broker) view(group, topic string, qid int32, match func(int64) bool) queueView {
-	v := queueView{key: offset.Key{Group: group, Topic: topic, QueueID: qid}, storeTopic: topic, storeQueue: qid, match: match}
+	g, _ := b.registry.group(group)
+	v := queueView{key: offset.Key{Group: group, Topic: topic, QueueID: qid}, storeTopic: topic, storeQueue: qid, match: match,
+		orderly: g.Orderly && qid != retryQueueID, maxRetry: g.RetryMaxTimes}
+	if v.maxRetry == 0 {
+		v.maxRetry = 16
+	}
 	if qid == retryQueueID {
 		code := message.TagsCode(topic)
 		v.storeTopic, v.storeQueue = RetryTopic(group), 0
@@ -247,6 +271,10 @@ type sendBack struct {
 	reason  string
 	outcome string // "nack" or "expired"
 	client  string // who failed it
+	// Ordered messages dead after in-place retries (orderly.go) carry their
+	// history and failure count here.
+	history  []Attempt
+	failures int32
 }
 
 // popOnce leases what is available now: due retries first, then the
@@ -309,13 +337,23 @@ func (c *cursor) markSentBack(off int64) {
 // takeExpired takes c's expired leases out of flight and returns them for
 // send-back (their retry copy takes over; sendBack marks them done). The
 // caller holds the popState's lock.
-func (b *Broker) takeExpired(c *cursor, v queueView, now time.Time) (expired []sendBack, nextExpiry time.Time) {
+func (b *Broker) takeExpired(ps *popState, c *cursor, v queueView, now time.Time) (expired []sendBack, nextExpiry time.Time) {
 	for off, l := range c.inflight {
 		switch {
-		case l.settling:
-			// being acknowledged: neither expired nor a wake-up reason
+		case l.settling, l.waiting:
+			// being acknowledged, or an ordered retry waiting in place
 		case b.progress.IsAcked(v.key, off):
 			delete(c.inflight, off)
+			ps.release(c, l.key, off)
+		case !now.Before(l.deadline) && l.key != "":
+			// An ordered message: retried in place, keeping its key.
+			a := Attempt{At: now.UTC(), Outcome: "expired", Client: l.client, Reason: "lease expired without ack"}
+			if b.failInPlace(l, v.maxRetry, 0, now, a) {
+				delete(c.inflight, off)
+				c.markSentBack(off)
+				ps.release(c, l.key, off)
+				expired = append(expired, deadInPlace(v, off, l, a.Reason, "expired", l.client))
+			}
 		case !now.Before(l.deadline):
 			delete(c.inflight, off)
 			c.markSentBack(off)
@@ -358,8 +396,18 @@ func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, inv
 			}
 		}
 	}
-	expired, nextExpiry := b.takeExpired(c, v, now)
+	expired, nextExpiry := b.takeExpired(ps, c, v, now)
 	var out []ReceivedMessage
+	if v.orderly {
+		got, due, err := b.offerOrdered(ps, c, v, max, now, invisible, client)
+		if err != nil {
+			return out, nextExpiry, expired, err
+		}
+		out = append(out, got...)
+		if !due.IsZero() && (nextExpiry.IsZero() || due.Before(nextExpiry)) {
+			nextExpiry = due
+		}
+	}
 
 	// Fresh messages from the cursor (a bounded number of reads, so a
 	// selective tag filter over a long backlog cannot hold the lock long).
@@ -385,8 +433,16 @@ func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, inv
 			if _, busy := c.inflight[m.QueueOffset]; busy || b.progress.IsAcked(key, m.QueueOffset) {
 				continue
 			}
-			l := &lease{client: client}
+			ok := orderKey(v, m)
+			if ok != "" && c.keyBusy(ok) {
+				c.defer_(ok, m.QueueOffset) // after the key's current message
+				continue
+			}
+			l := &lease{client: client, key: ok}
 			c.inflight[m.QueueOffset] = l
+			if ok != "" {
+				c.hold(ok, m.QueueOffset)
+			}
 			out = append(out, b.grant(key, l, m, now, invisible))
 		}
 		// Entries the filters skipped (or retention removed) are done for
@@ -403,7 +459,7 @@ func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, inv
 		c.next = res.Next
 	}
 	for _, l := range c.inflight {
-		if !l.settling && (nextExpiry.IsZero() || l.deadline.Before(nextExpiry)) {
+		if !l.settling && !l.waiting && (nextExpiry.IsZero() || l.deadline.Before(nextExpiry)) {
 			nextExpiry = l.deadline
 		}
 	}
@@ -417,6 +473,9 @@ func (b *Broker) grant(key offset.Key, l *lease, m *message.Message, now time.Ti
 	l.deliveries++
 	rm := toReceived(m)
 	rm.ReconsumeTimes = m.ReconsumeTimes + l.deliveries - 1
+	if l.key != "" {
+		rm.ReconsumeTimes = m.ReconsumeTimes + l.failures // postponements do not count
+	}
 	rm.Receipt = b.receipts.encode(receipt{Group: key.Group, Topic: key.Topic, QueueID: key.QueueID, Offset: m.QueueOffset, Epoch: l.epoch})
 	return rm
 }

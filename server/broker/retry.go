@@ -86,7 +86,7 @@ func (b *Broker) sendBack(group string, items []sendBack) error {
 
 // retryCopy builds the next incarnation of a failed message.
 func (b *Broker) retryCopy(cfg GroupConfig, m *message.Message, it sendBack, now time.Time) *message.Message {
-	reconsume := m.ReconsumeTimes
+	reconsume := m.ReconsumeTimes + it.failures
 	origin := m.Property(message.PropertyOriginMessageID)
 	if origin == "" {
 		origin = message.NewID(m.StoreHost, m.PhysicalOffset).String()
@@ -104,7 +104,12 @@ func (b *Broker) retryCopy(cfg GroupConfig, m *message.Message, it sendBack, now
 		}
 		level = min(level, len(levels))
 	}
-	attempts := append(parseAttempts(m.Property(propAttempts)), Attempt{At: now.UTC(), Outcome: it.outcome, Client: it.client, Reason: it.reason, Level: it.level})
+	attempts := parseAttempts(m.Property(propAttempts))
+	if len(it.history) > 0 {
+		attempts = append(attempts, it.history...) // an ordered message's in-place attempts
+	} else {
+		attempts = append(attempts, Attempt{At: now.UTC(), Outcome: it.outcome, Client: it.client, Reason: it.reason, Level: it.level})
+	}
 	if len(attempts) > maxAttemptsKept {
 		attempts = attempts[len(attempts)-maxAttemptsKept:]
 	}
@@ -132,6 +137,7 @@ func (b *Broker) retryCopy(cfg GroupConfig, m *message.Message, it sendBack, now
 	if dead {
 		out.Topic = DLQTopic(cfg.Name)
 		out.SetProperty(propDLQReason, it.reason)
+		orderSeq(out, m)
 		return out
 	}
 	out.Topic = message.ScheduleTopic
@@ -180,7 +186,7 @@ func (b *Broker) reapExpired() {
 			if len(c.inflight) == 0 {
 				continue
 			}
-			expired, _ := b.takeExpired(c, b.view(k.group, k.topic, qid, nil), now)
+			expired, _ := b.takeExpired(ps, c, b.view(k.group, k.topic, qid, nil), now)
 			failed = append(failed, expired...)
 		}
 		ps.mu.Unlock()
