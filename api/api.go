@@ -109,6 +109,7 @@ type Broker interface {
 	Consumer
 	Admin
 	DeadLetters
+	Timers
 }
 
 // Limits and defaults of the transport. MaxWaitMs and MaxPullMessages are
@@ -224,5 +225,6 @@ func NewHandler(d Deps) http.Handler {
 	h.registerMessageRoutes(r)
 	h.registerBrokerRoutes(r)
 	h.registerDLQRoutes(r)
+	h.registerTimerRoutes(r)
 	return r
 }

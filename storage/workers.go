@@ -91,9 +91,13 @@ func (s *Store) runRetention(now time.Time) (RetentionResult, error) {
 	segs := s.commitLog.Segments()
 	cut := int64(-1)
 	pressure := usage > s.opts.DiskMaxUsedRatio
+	dispatched := s.dispatched.Load()
 	for i, seg := range segs {
 		if i == len(segs)-1 {
 			break // the active segment stays
+		}
+		if seg.Base+seg.Size > dispatched {
+			break // not yet in the ConsumeQueues and the index: keep it
 		}
 		expired := now.Sub(seg.ModTime) > s.opts.FileReservedTime
 		if !expired && !pressure {

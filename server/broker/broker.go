@@ -48,6 +48,9 @@ type Options struct {
 	MaxInvisible time.Duration
 	// DedupWindow is how long an idempotency key is remembered (default 5 min, as SQS).
 	DedupWindow time.Duration
+	// MaxTimerDelay caps how far ahead a delayMs / deliverAt timer may be
+	// (default 366 days).
+	MaxTimerDelay time.Duration
 	// SnapshotInterval is how often consumer progress is snapshotted (default 5 s).
 	SnapshotInterval time.Duration
 	// StoreHost is the address written into message ids (default 127.0.0.1:8080).
@@ -91,6 +94,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.DedupWindow == 0 {
 		o.DedupWindow = 5 * time.Minute
+	}
+	if o.MaxTimerDelay == 0 {
+		o.MaxTimerDelay = 366 * 24 * time.Hour
 	}
 	if o.SnapshotInterval == 0 {
 		o.SnapshotInterval = 5 * time.Second
@@ -142,6 +148,7 @@ type Broker struct {
 	dedup     dedupTable
 	metrics   counters
 	dlqStatus dlqStatuses
+	timers    timerSet
 	// carriedBelow: dead letters below this CommitLog offset have been
 	// carried forward (their originals are about to be deleted).
 	carriedBelow atomic.Int64
@@ -182,6 +189,7 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 	}
 	b.dedup.init()
 	b.metrics.init()
+	b.timers.init()
 	b.epoch.Store(uint64(time.Now().UnixNano()))
 	if err := b.recover(ctx); err != nil {
 		_ = store.Close()
@@ -245,6 +253,9 @@ func (b *Broker) recover(ctx context.Context) error {
 	if err := b.replayDLQStatuses(); err != nil {
 		return err
 	}
+	if err := b.recoverTimers(); err != nil {
+		return err
+	}
 	b.scheduler, err = schedule.New(schedule.Config{
 		Levels:       b.opts.DelayLevels,
 		ProgressPath: b.store.MetaPath(delayProgress),
@@ -257,9 +268,12 @@ func (b *Broker) recover(ctx context.Context) error {
 const delayProgress = "delay.progress"
 
 func (b *Broker) start() {
-	b.store.OnRetention(b.carryDeadLetters)
+	b.store.OnRetention(func(cut int64) error {
+		return errors.Join(b.carryDeadLetters(cut), b.carryTimers(cut))
+	})
 	b.scheduler.Start(context.Background())
-	b.workers.Add(3)
+	b.workers.Add(4)
+	go b.timerLoop()
 	go b.every(200*time.Millisecond, b.reapExpired)
 	go b.every(b.opts.SnapshotInterval, func() {
 		if err := b.snapshot(); err != nil {
@@ -398,5 +412,5 @@ var systemProperties = map[string]struct{}{
 	message.PropertyRetryTopic: {}, message.PropertyOriginMessageID: {}, message.PropertyRealTopic: {},
 	message.PropertyRealQueueID: {}, message.PropertyDelayLevel: {}, message.PropertyMaxReconsumeTimes: {},
 	message.PropertyDeliverTimeMs: {}, message.PropertyShardingKey: {}, message.PropertyDedupID: {},
-	propAttempts: {}, propDLQReason: {}, propDLQID: {}, propDLQDeadAt: {},
+	propAttempts: {}, propDLQReason: {}, propDLQID: {}, propDLQDeadAt: {}, propTimerID: {}, propOrderSeq: {},
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -69,6 +70,17 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []SendMessage) ([]
 		if putErr == nil {
 			for j, i := range freshIdx {
 				results[i] = SendResult{MessageID: put[j].ID.String(), QueueID: put[j].QueueID, QueueOffset: put[j].QueueOffset}
+				switch m := fresh[j]; m.Topic {
+				case timerTopic:
+					// A timer: the id names it until it fires (list, cancel,
+					// reschedule); the queue is its destination queue.
+					results[i].QueueID, results[i].QueueOffset = b.registerTimer(m, put[j])
+				case message.ScheduleTopic:
+					// Delayed by level: the destination queue; the queue
+					// offset is only known once it is delivered.
+					qid, _ := strconv.ParseInt(m.Property(message.PropertyRealQueueID), 10, 32)
+					results[i].QueueID, results[i].QueueOffset = int32(qid), -1
+				}
 			}
 		}
 	}
@@ -109,8 +121,9 @@ func (b *Broker) buildMessage(cfg TopicConfig, in *SendMessage, now time.Time) (
 	if len(in.Body) > b.opts.MaxMessageSize {
 		return nil, fmt.Errorf("%w: body is %d bytes; the limit is %d", ErrTooLarge, len(in.Body), b.opts.MaxMessageSize)
 	}
-	if in.DelayMs != 0 || !in.DeliverAt.IsZero() {
-		return nil, fmt.Errorf("%w: delayMs and deliverAt are not available yet; use delayLevel", ErrInvalidArgument)
+	due, err := b.timerDue(in, now)
+	if err != nil {
+		return nil, err
 	}
 	if strings.Contains(in.Tag, "||") || strings.ContainsAny(in.Tag, " \t\r\n") || len(in.Tag) > 255 {
 		return nil, fmt.Errorf("%w: tag %q may not contain whitespace or '||' and is at most 255 bytes", ErrInvalidArgument, in.Tag)
@@ -151,6 +164,9 @@ func (b *Broker) buildMessage(cfg TopicConfig, in *SendMessage, now time.Time) (
 	}
 	if in.DelayLevel != 0 {
 		return b.delayed(m, in.DelayLevel, now)
+	}
+	if !due.IsZero() {
+		asTimer(m, due)
 	}
 	return m, nil
 }
