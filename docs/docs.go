@@ -1260,6 +1260,234 @@ const docTemplate = `{
                 }
             }
         },
+        "/timers": {
+            "get": {
+                "description": "Messages sent with delayMs or deliverAt wait here until due (up to a year ahead, past the CommitLog's retention). Pages follow ` + "`" + `next` + "`" + `.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "timers"
+                ],
+                "summary": "List pending timers",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Only timers of this topic",
+                        "name": "topic",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "Cursor from the previous page",
+                        "name": "cursor",
+                        "in": "query"
+                    },
+                    {
+                        "type": "integer",
+                        "description": "Page size (1-500, default 100)",
+                        "name": "limit",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/TimerList"
+                        }
+                    },
+                    "400": {
+                        "description": "invalid-argument",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
+        "/timers/{id}": {
+            "get": {
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "timers"
+                ],
+                "summary": "Get a pending timer",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Timer id (the send's messageId)",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/Timer"
+                        }
+                    },
+                    "400": {
+                        "description": "invalid-argument",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "message-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            },
+            "put": {
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "timers"
+                ],
+                "summary": "Reschedule a pending timer",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Timer id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "description": "The new due time",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/RescheduleRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/Timer"
+                        }
+                    },
+                    "400": {
+                        "description": "invalid-argument, malformed-request",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "message-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "413": {
+                        "description": "body-too-large",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "415": {
+                        "description": "unsupported-media-type",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "storage-read-only, shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            },
+            "delete": {
+                "tags": [
+                    "timers"
+                ],
+                "summary": "Cancel a pending timer",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Timer id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "204": {
+                        "description": "No Content"
+                    },
+                    "400": {
+                        "description": "invalid-argument",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "message-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "storage-read-only, shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
         "/topics": {
             "get": {
                 "produces": [
@@ -2404,6 +2632,19 @@ const docTemplate = `{
                 }
             }
         },
+        "RescheduleRequest": {
+            "type": "object",
+            "properties": {
+                "delayMs": {
+                    "type": "integer",
+                    "minimum": 0
+                },
+                "deliverAt": {
+                    "type": "string",
+                    "format": "date-time"
+                }
+            }
+        },
         "ResendRequest": {
             "type": "object",
             "properties": {
@@ -2649,6 +2890,73 @@ const docTemplate = `{
                     "description": "Topic is the subscribed topic.",
                     "type": "string",
                     "example": "orders"
+                }
+            }
+        },
+        "Timer": {
+            "type": "object",
+            "properties": {
+                "body": {
+                    "description": "Body and BodyEncoding are only in the single-timer view.",
+                    "type": "string"
+                },
+                "bodyEncoding": {
+                    "type": "string",
+                    "enum": [
+                        "utf8",
+                        "base64"
+                    ]
+                },
+                "deliverAt": {
+                    "type": "string",
+                    "format": "date-time"
+                },
+                "id": {
+                    "description": "ID is the send's messageId; the delivered message gets a new one.",
+                    "type": "string",
+                    "example": "7F00000100001F900000000000000A10"
+                },
+                "keys": {
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "properties": {
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "string"
+                    }
+                },
+                "queueId": {
+                    "type": "integer",
+                    "example": 1
+                },
+                "scheduledAt": {
+                    "type": "string",
+                    "format": "date-time"
+                },
+                "tag": {
+                    "type": "string"
+                },
+                "topic": {
+                    "type": "string",
+                    "example": "orders"
+                }
+            }
+        },
+        "TimerList": {
+            "type": "object",
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/Timer"
+                    }
+                },
+                "next": {
+                    "description": "Next is the cursor of the next page; absent on the last page.",
+                    "type": "string"
                 }
             }
         },
