@@ -160,7 +160,7 @@ type groupLedger struct {
 	ackedAt   map[string]time.Time // body -> when its ack returned ok
 	ackLost   map[string]bool      // bodies that are done without an ok ack: ack without answer, or dead-lettered
 	poison    int
-	illegal   []string             // deliveries that started after an ok ack of the same body
+	illegal   []string // deliveries that started after an ok ack of the same body
 	delivered int
 	nacks     int
 	slow      int
