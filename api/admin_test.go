@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,7 +106,6 @@ func TestGroups(t *testing.T) {
 		{"NegativeRetries", `{"retryMaxTimes":-1}`, "invalid-argument"},
 		{"BadSubscriptionTopic", `{"subscriptions":[{"topic":"a b"}]}`, "invalid-name"},
 		{"SQLNotImplemented", `{"subscriptions":[{"topic":"orders","sql":"a > 1"}]}`, "not-implemented"},
-		{"PushNotImplemented", `{"push":{"url":"http://example.invalid"}}`, "not-implemented"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -118,6 +118,99 @@ func TestGroups(t *testing.T) {
 			require.Nil(t, b.broker.args)
 		})
 	}
+}
+
+func TestGroupPush(t *testing.T) {
+	t.Parallel()
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+	t.Run("OKCreateGeneratesSecretOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.broker.created = true
+		rec := b.doJSON(t, http.MethodPut, "/v1/groups/billing", `{"subscriptions":[{"topic":"orders"}],
+			"push":{"url":"https://hooks.example.com/mq?x=1","mode":"binary","maxConcurrency":4,"timeoutMs":2500}}`)
+		g := decode[api.Group](t, rec, http.StatusCreated)
+		require.NotNil(t, g.Push)
+		require.True(t, strings.HasPrefix(g.Push.Secret, "whsec_"), g.Push.Secret)
+		require.Equal(t, api.Push{URL: "https://hooks.example.com/mq?x=1", Secret: g.Push.Secret, Mode: "binary", MaxConcurrency: 4, TimeoutMs: 2500}, *g.Push)
+		stored := b.broker.args[0].(broker.GroupConfig)
+		require.Equal(t, &broker.PushConfig{URL: "https://hooks.example.com/mq?x=1", Secret: g.Push.Secret, Mode: "binary",
+			MaxConcurrency: 4, Timeout: 2500 * time.Millisecond}, stored.Push)
+		key, err := broker.PushSecretKey(g.Push.Secret)
+		require.NoError(t, err)
+		require.Len(t, key, 32)
+
+		// A second creation gets another secret.
+		again := decode[api.Group](t, b.doJSON(t, http.MethodPut, "/v1/groups/other", `{"push":{"url":"http://127.0.0.1:9000/"}}`), http.StatusCreated)
+		require.NotEqual(t, g.Push.Secret, again.Push.Secret)
+		require.Equal(t, "json", again.Push.Mode, "json is the default mode")
+		require.Equal(t, 8, again.Push.MaxConcurrency)
+		require.EqualValues(t, 15000, again.Push.TimeoutMs)
+	})
+	t.Run("OKUpdateKeepsSecret", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.broker.groupPush = &broker.PushConfig{URL: "http://old.example/", Secret: secret, Disabled: true, DisabledReason: "410"}
+		g := decode[api.Group](t, b.doJSON(t, http.MethodPut, "/v1/groups/billing", `{"push":{"url":"http://new.example/"}}`), http.StatusOK)
+		require.Empty(t, g.Push.Secret, "an existing secret is never shown")
+		require.False(t, g.Push.Disabled, "a PUT enables the endpoint again")
+		require.Empty(t, g.Push.DisabledReason)
+		stored := b.broker.args[0].(broker.GroupConfig)
+		require.Equal(t, secret, stored.Push.Secret)
+		require.Equal(t, "http://new.example/", stored.Push.URL)
+	})
+	t.Run("OKGivenSecretIsNotEchoed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.broker.created = true
+		g := decode[api.Group](t, b.doJSON(t, http.MethodPut, "/v1/groups/billing",
+			`{"push":{"url":"http://127.0.0.1:8081/hook","secret":"`+secret+`","disabled":true}}`), http.StatusCreated)
+		require.Empty(t, g.Push.Secret)
+		require.True(t, g.Push.Disabled)
+		require.Equal(t, "disabled by an administrator", g.Push.DisabledReason)
+		require.Equal(t, secret, b.broker.args[0].(broker.GroupConfig).Push.Secret)
+	})
+	t.Run("OKGetHidesSecret", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.broker.groupPush = &broker.PushConfig{URL: "http://r.example/", Secret: secret, Mode: "json", MaxConcurrency: 8,
+			Timeout: 15 * time.Second, Disabled: true, DisabledReason: "push: HTTP 410 Gone: endpoint disabled"}
+		rec := b.do(t, http.MethodGet, "/v1/groups/billing", "")
+		require.NotContains(t, rec.Body.String(), "whsec_")
+		g := decode[api.Group](t, rec, http.StatusOK)
+		require.Equal(t, &api.Push{URL: "http://r.example/", Mode: "json", MaxConcurrency: 8, TimeoutMs: 15000, Disabled: true,
+			DisabledReason: "push: HTTP 410 Gone: endpoint disabled"}, g.Push)
+	})
+	for _, tc := range []struct{ name, push, code string }{
+		{"NoURL", `{"maxConcurrency":2}`, "invalid-argument"},
+		{"NotHTTP", `{"url":"ftp://example.com/"}`, "invalid-argument"},
+		{"NoHost", `{"url":"http:///path"}`, "invalid-argument"},
+		{"UserInfo", `{"url":"http://user:pw@example.com/"}`, "invalid-argument"},
+		{"Relative", `{"url":"/hook"}`, "invalid-argument"},
+		{"BadSecretPrefix", `{"url":"http://example.com/","secret":"MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}`, "invalid-argument"},
+		{"ShortSecret", `{"url":"http://example.com/","secret":"whsec_AAAA"}`, "invalid-argument"},
+		{"TooConcurrent", `{"url":"http://example.com/","maxConcurrency":257}`, "invalid-argument"},
+		{"NegativeConcurrency", `{"url":"http://example.com/","maxConcurrency":-1}`, "invalid-argument"},
+		{"LongTimeout", `{"url":"http://example.com/","timeoutMs":60001}`, "invalid-argument"},
+		{"BadMode", `{"url":"http://example.com/","mode":"xml"}`, "invalid-argument"},
+		{"UnknownField", `{"url":"http://example.com/","retries":3}`, "malformed-request"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			requireProblem(t, b.doJSON(t, http.MethodPut, "/v1/groups/billing", `{"push":`+tc.push+`}`), http.StatusBadRequest, tc.code)
+			for _, a := range b.broker.args {
+				_, put := a.(broker.GroupConfig)
+				require.False(t, put, "PutGroup was not called")
+			}
+		})
+	}
+	t.Run("BroadcastingRefused", func(t *testing.T) {
+		t.Parallel()
+		requireProblem(t, setup(t).doJSON(t, http.MethodPut, "/v1/groups/billing",
+			`{"consumeMode":"broadcasting","push":{"url":"http://example.com/"}}`), http.StatusBadRequest, "invalid-argument")
+	})
 }
 
 func TestOffsets(t *testing.T) {

@@ -33,6 +33,8 @@ type fakeBroker struct {
 	duplicate bool
 	// created is what PutTopic and PutGroup report.
 	created bool
+	// groupPush is the push endpoint GetGroup reports.
+	groupPush *broker.PushConfig
 
 	topic    string
 	sent     []broker.SendMessage
@@ -189,7 +191,7 @@ func (f *fakeBroker) GetGroup(ctx context.Context, name string) (broker.GroupCon
 	}
 	f.record(name)
 	return broker.GroupConfig{Name: name, ConsumeMode: "clustering", RetryMaxTimes: 16, Invisible: 30 * time.Second,
-		Subscriptions: []broker.Subscription{{Topic: "orders", TagExpression: "*"}}}, nil
+		Subscriptions: []broker.Subscription{{Topic: "orders", TagExpression: "*"}}, Push: f.groupPush}, nil
 }
 
 func (f *fakeBroker) ListGroups(ctx context.Context) ([]broker.GroupConfig, error) {

@@ -1,7 +1,7 @@
 package api
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -37,9 +37,45 @@ type GroupRequest struct {
 	InvisibleMs int64 `json:"invisibleMs,omitempty" minimum:"0" maximum:"43200000" example:"30000"`
 	// Subscriptions are the topics the group consumes.
 	Subscriptions []Subscription `json:"subscriptions,omitempty"`
-	// Push configures webhook delivery (not supported yet: must be absent).
-	Push json.RawMessage `json:"push,omitempty" swaggertype:"object"`
+	// Push makes the gateway POST the group's messages to a webhook endpoint (absent or null: none).
+	Push *PushRequest `json:"push,omitempty"`
 } //	@name	GroupRequest
+
+// PushRequest configures a group's webhook (push) endpoint. The gateway POSTs every message of the group's
+// subscribed topics to url, signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature).
+// A 2xx answer acks the message; any other status, a timeout or a refused connection nacks it (the group's
+// retry ladder, then its dead-letter queue): `Retry-After` or `X-Mqgate-Delay-Level` in the answer picks the
+// delay level, and 410 Gone also disables the endpoint. Redirects are not followed.
+type PushRequest struct {
+	// URL is the http or https endpoint.
+	URL string `json:"url" example:"https://hooks.example.com/mqgate"`
+	// Secret is the signing secret, "whsec_" + base64 of 24-64 bytes. Leave it out to keep the group's
+	// current secret, or, for a new endpoint, to have one generated and returned once in this response.
+	Secret string `json:"secret,omitempty" example:"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"`
+	// Mode is the request body: "json" (default: the message as pull returns it, without receipt) or
+	// "binary" (the raw body; metadata in X-Mqgate-* headers).
+	Mode string `json:"mode,omitempty" enums:"json,binary" example:"json"`
+	// MaxConcurrency bounds the requests in flight to the endpoint (0 = default 8).
+	MaxConcurrency int `json:"maxConcurrency,omitempty" minimum:"0" maximum:"256" example:"8"`
+	// TimeoutMs bounds one request (0 = default 15000).
+	TimeoutMs int64 `json:"timeoutMs,omitempty" minimum:"0" maximum:"60000" example:"15000"`
+	// Disabled pauses delivery; a PUT without it (re-)enables the endpoint.
+	Disabled bool `json:"disabled,omitempty"`
+} //	@name	PushRequest
+
+// Push is a group's webhook endpoint. The secret is only shown by the PUT that generated it.
+type Push struct {
+	URL string `json:"url" example:"https://hooks.example.com/mqgate"`
+	// Secret is present only in the response of the PUT that generated it.
+	Secret         string `json:"secret,omitempty" example:"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"`
+	Mode           string `json:"mode" enums:"json,binary" example:"json"`
+	MaxConcurrency int    `json:"maxConcurrency" example:"8"`
+	TimeoutMs      int64  `json:"timeoutMs" example:"15000"`
+	// Disabled: delivery is paused (by an admin, or by a 410 Gone answer).
+	Disabled bool `json:"disabled"`
+	// DisabledReason says why delivery is paused.
+	DisabledReason string `json:"disabledReason,omitempty" example:"endpoint answered 410 Gone"`
+} //	@name	Push
 
 // Group describes a consumer group.
 type Group struct {
@@ -49,7 +85,9 @@ type Group struct {
 	RetryMaxTimes int            `json:"retryMaxTimes" example:"16"`
 	InvisibleMs   int64          `json:"invisibleMs" example:"30000"`
 	Subscriptions []Subscription `json:"subscriptions"`
-	CreatedAt     string         `json:"createdAt,omitempty" format:"date-time"`
+	// Push is the group's webhook endpoint, if any.
+	Push      *Push  `json:"push,omitempty"`
+	CreatedAt string `json:"createdAt,omitempty" format:"date-time"`
 } //	@name	Group
 
 // GroupList lists consumer groups.
@@ -179,7 +217,8 @@ func (h *handler) getGroup(w http.ResponseWriter, r *http.Request) {
 // putGroup creates or updates a consumer group.
 //
 //	@Summary		Create or update a group
-//	@Description	Creates the group (201) or updates it (200). An empty body takes the defaults. `sql` filters and `push` endpoints are not supported yet (501).
+//	@Description	Creates the group (201) or updates it (200). An empty body takes the defaults; `sql` filters are not supported yet (501).
+//	@Description	With `push` the gateway delivers the group's messages to a webhook (see PushRequest); a PUT without `push` removes the endpoint. When `push.secret` is left out the group keeps its current secret, or a new one is generated and returned in this response only.
 //	@Tags			groups
 //	@Accept			json
 //	@Produce		json
@@ -212,6 +251,21 @@ func (h *handler) putGroup(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, err)
 		return
 	}
+	var prev *broker.PushConfig
+	if cfg.Push != nil && cfg.Push.Secret == "" {
+		// An update without a secret keeps the endpoint's current one.
+		old, err := h.deps.Broker.GetGroup(r.Context(), name)
+		if err != nil && !errors.Is(err, broker.ErrGroupNotFound) {
+			WriteError(w, r, err)
+			return
+		}
+		prev = old.Push
+	}
+	generated, err := broker.NormalizePush(&cfg, prev)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
 	g, created, err := h.deps.Broker.PutGroup(r.Context(), cfg)
 	if err != nil {
 		WriteError(w, r, err)
@@ -222,7 +276,11 @@ func (h *handler) putGroup(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 		w.Header().Set("Location", "/v1/groups/"+url.PathEscape(g.Name))
 	}
-	writeJSON(w, r, status, toGroup(g))
+	resp := toGroup(g)
+	if generated && resp.Push != nil && g.Push != nil {
+		resp.Push.Secret = g.Push.Secret // shown once, never by a GET
+	}
+	writeJSON(w, r, status, resp)
 }
 
 // groupConfig validates a group request and converts it.
@@ -234,8 +292,6 @@ func groupConfig(name string, req GroupRequest) (broker.GroupConfig, error) {
 		return broker.GroupConfig{}, invalidArgument("retryMaxTimes %d must be between 0 and %d", req.RetryMaxTimes, maxRetryMaxTimes)
 	case req.InvisibleMs < 0 || req.InvisibleMs > MaxInvisibleMs:
 		return broker.GroupConfig{}, invalidArgument("invisibleMs %d must be between 0 and %d", req.InvisibleMs, MaxInvisibleMs)
-	case len(req.Push) > 0 && string(req.Push) != "null":
-		return broker.GroupConfig{}, fmt.Errorf("%w: push subscriptions", broker.ErrNotImplemented)
 	}
 	cfg := broker.GroupConfig{
 		Name:          name,
@@ -252,6 +308,27 @@ func groupConfig(name string, req GroupRequest) (broker.GroupConfig, error) {
 			return broker.GroupConfig{}, fmt.Errorf("%w: SQL filters (subscriptions[%d].sql)", broker.ErrNotImplemented, i)
 		}
 		cfg.Subscriptions = append(cfg.Subscriptions, broker.Subscription{Topic: s.Topic, TagExpression: s.TagExpression})
+	}
+	if p := req.Push; p != nil {
+		switch {
+		case p.URL == "":
+			return broker.GroupConfig{}, invalidArgument("push.url is required")
+		case p.MaxConcurrency < 0 || p.MaxConcurrency > broker.MaxPushConcurrency:
+			return broker.GroupConfig{}, invalidArgument("push.maxConcurrency %d must be between 0 and %d", p.MaxConcurrency, broker.MaxPushConcurrency)
+		case p.TimeoutMs < 0 || p.TimeoutMs > broker.MaxPushTimeout.Milliseconds():
+			return broker.GroupConfig{}, invalidArgument("push.timeoutMs %d must be between 0 and %d", p.TimeoutMs, broker.MaxPushTimeout.Milliseconds())
+		}
+		cfg.Push = &broker.PushConfig{
+			URL:            p.URL,
+			Secret:         p.Secret,
+			Mode:           p.Mode,
+			MaxConcurrency: p.MaxConcurrency,
+			Timeout:        time.Duration(p.TimeoutMs) * time.Millisecond,
+			Disabled:       p.Disabled,
+		}
+		if p.Disabled {
+			cfg.Push.DisabledReason = "disabled by an administrator"
+		}
 	}
 	return cfg, nil
 }
@@ -456,6 +533,19 @@ func toGroup(g broker.GroupConfig) Group {
 	}
 	for _, s := range g.Subscriptions {
 		out.Subscriptions = append(out.Subscriptions, Subscription{Topic: s.Topic, TagExpression: s.TagExpression})
+	}
+	if p := g.Push; p != nil {
+		out.Push = &Push{
+			URL:            p.URL,
+			Mode:           p.Mode,
+			MaxConcurrency: p.MaxConcurrency,
+			TimeoutMs:      p.Timeout.Milliseconds(),
+			Disabled:       p.Disabled,
+			DisabledReason: p.DisabledReason,
+		}
+		if out.Push.Mode == "" {
+			out.Push.Mode = "json"
+		}
 	}
 	return out
 }

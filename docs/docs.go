@@ -142,7 +142,7 @@ const docTemplate = `{
                 }
             },
             "put": {
-                "description": "Creates the group (201) or updates it (200). An empty body takes the defaults. ` + "`" + `sql` + "`" + ` filters and ` + "`" + `push` + "`" + ` endpoints are not supported yet (501).",
+                "description": "Creates the group (201) or updates it (200). An empty body takes the defaults; ` + "`" + `sql` + "`" + ` filters are not supported yet (501).\nWith ` + "`" + `push` + "`" + ` the gateway delivers the group's messages to a webhook (see PushRequest); a PUT without ` + "`" + `push` + "`" + ` removes the endpoint. When ` + "`" + `push.secret` + "`" + ` is left out the group keeps its current secret, or a new one is generated and returned in this response only.",
                 "consumes": [
                     "application/json"
                 ],
@@ -2174,6 +2174,14 @@ const docTemplate = `{
                 "orderly": {
                     "type": "boolean"
                 },
+                "push": {
+                    "description": "Push is the group's webhook endpoint, if any.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/Push"
+                        }
+                    ]
+                },
                 "retryMaxTimes": {
                     "type": "integer",
                     "example": 16
@@ -2221,8 +2229,12 @@ const docTemplate = `{
                     "type": "boolean"
                 },
                 "push": {
-                    "description": "Push configures webhook delivery (not supported yet: must be absent).",
-                    "type": "object"
+                    "description": "Push makes the gateway POST the group's messages to a webhook endpoint (absent or null: none).",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/PushRequest"
+                        }
+                    ]
                 },
                 "retryMaxTimes": {
                     "description": "RetryMaxTimes is how many retries a message gets before the dead-letter queue (0 = default 16).",
@@ -2509,6 +2521,87 @@ const docTemplate = `{
                     "items": {
                         "$ref": "#/definitions/Message"
                     }
+                }
+            }
+        },
+        "Push": {
+            "type": "object",
+            "properties": {
+                "disabled": {
+                    "description": "Disabled: delivery is paused (by an admin, or by a 410 Gone answer).",
+                    "type": "boolean"
+                },
+                "disabledReason": {
+                    "description": "DisabledReason says why delivery is paused.",
+                    "type": "string",
+                    "example": "endpoint answered 410 Gone"
+                },
+                "maxConcurrency": {
+                    "type": "integer",
+                    "example": 8
+                },
+                "mode": {
+                    "type": "string",
+                    "enum": [
+                        "json",
+                        "binary"
+                    ],
+                    "example": "json"
+                },
+                "secret": {
+                    "description": "Secret is present only in the response of the PUT that generated it.",
+                    "type": "string",
+                    "example": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+                },
+                "timeoutMs": {
+                    "type": "integer",
+                    "example": 15000
+                },
+                "url": {
+                    "type": "string",
+                    "example": "https://hooks.example.com/mqgate"
+                }
+            }
+        },
+        "PushRequest": {
+            "type": "object",
+            "properties": {
+                "disabled": {
+                    "description": "Disabled pauses delivery; a PUT without it (re-)enables the endpoint.",
+                    "type": "boolean"
+                },
+                "maxConcurrency": {
+                    "description": "MaxConcurrency bounds the requests in flight to the endpoint (0 = default 8).",
+                    "type": "integer",
+                    "maximum": 256,
+                    "minimum": 0,
+                    "example": 8
+                },
+                "mode": {
+                    "description": "Mode is the request body: \"json\" (default: the message as pull returns it, without receipt) or\n\"binary\" (the raw body; metadata in X-Mqgate-* headers).",
+                    "type": "string",
+                    "enum": [
+                        "json",
+                        "binary"
+                    ],
+                    "example": "json"
+                },
+                "secret": {
+                    "description": "Secret is the signing secret, \"whsec_\" + base64 of 24-64 bytes. Leave it out to keep the group's\ncurrent secret, or, for a new endpoint, to have one generated and returned once in this response.",
+                    "type": "string",
+                    "example": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+                },
+                "timeoutMs": {
+                    "description": "TimeoutMs bounds one request (0 = default 15000).",
+                    "type": "integer",
+                    "maximum": 60000,
+                    "minimum": 0,
+                    "example": 15000
+                },
+                "url": {
+                    "description": "URL is the http or https endpoint.",
+                    "type": "string",
+                    "example": "https://hooks.example.com/mqgate"
                 }
             }
         },

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -65,6 +66,11 @@ type Config struct {
 	LogFormat string `help:"Log format: auto, console or json." env:"MQGATE_LOG_FORMAT" enum:"auto,console,json" default:"${log_format}"`
 	// LogLevel is the minimum level logged.
 	LogLevel string `help:"Minimum log level." env:"MQGATE_LOG_LEVEL" enum:"trace,debug,info,warn,error" default:"${log_level}"`
+	// PushDenyCIDRs are address ranges push (webhook) endpoints may never
+	// reach, on top of the always-refused link-local, cloud metadata,
+	// unspecified and multicast addresses. Loopback and private ranges are
+	// allowed unless listed here.
+	PushDenyCIDRs CIDRList `name:"push-deny-cidrs" help:"Address ranges push (webhook) endpoints may not reach, comma- or space-separated (e.g. \"10.0.0.0/8,127.0.0.0/8\"); link-local and cloud metadata addresses are always refused." env:"MQGATE_PUSH_DENY_CIDRS"`
 
 	// LogOutput receives the logs (default os.Stderr). Not a flag.
 	LogOutput io.Writer `kong:"-"`
@@ -324,3 +330,35 @@ func (d *DelayLevels) UnmarshalText(text []byte) error {
 
 // String prints the levels in the form UnmarshalText reads ("1s 5s 1m 2h").
 func (d DelayLevels) String() string { return schedule.FormatLevels(d) }
+
+// CIDRList is a list of address ranges. It parses from a comma- or
+// space-separated list of CIDR prefixes ("10.0.0.0/8, fd00::/8"); a bare
+// address is its own /32 or /128.
+type CIDRList []netip.Prefix
+
+// UnmarshalText parses the list.
+func (l *CIDRList) UnmarshalText(text []byte) error {
+	var out CIDRList
+	for _, f := range strings.FieldsFunc(string(text), func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' }) {
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil {
+				return fmt.Errorf("CIDR %q: want a prefix such as 10.0.0.0/8 or an address", f)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	*l = out
+	return nil
+}
+
+// String prints the list in the form UnmarshalText reads.
+func (l CIDRList) String() string {
+	parts := make([]string, len(l))
+	for i, p := range l {
+		parts[i] = p.String()
+	}
+	return strings.Join(parts, ",")
+}

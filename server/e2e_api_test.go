@@ -131,9 +131,9 @@ func TestE2EEndpoints(t *testing.T) {
 		}
 		require.Subset(t, names, []string{"billing", "scratch"})
 
-		problem(t, e.json(t, http.MethodPut, "/v1/groups/billing", `{"push":{"url":"http://example.invalid/hook"}}`), http.StatusNotImplemented, "not-implemented")
+		problem(t, e.json(t, http.MethodPut, "/v1/groups/billing", `{"push":{"url":"ftp://example.invalid/hook"}}`), http.StatusBadRequest, "invalid-argument")
 		problem(t, e.json(t, http.MethodPut, "/v1/groups/billing", api.GroupRequest{Subscriptions: []api.Subscription{{Topic: "orders", SQL: "a > 1"}}}), http.StatusNotImplemented, "not-implemented")
-		problem(t, e.json(t, http.MethodPut, "/v1/groups/billing", api.GroupRequest{Orderly: true}), http.StatusNotImplemented, "not-implemented")
+		decode(t, e.json(t, http.MethodPut, "/v1/groups/ordered", api.GroupRequest{Orderly: true}), http.StatusCreated, nil)
 		problem(t, e.json(t, http.MethodPut, "/v1/groups/billing", api.GroupRequest{RetryMaxTimes: 1001}), http.StatusBadRequest, "invalid-argument")
 		problem(t, e.json(t, http.MethodPut, "/v1/groups/billing", api.GroupRequest{RetryMaxTimes: 65}), http.StatusBadRequest, "invalid-argument")
 		problem(t, e.json(t, http.MethodPut, "/v1/groups/billing", api.GroupRequest{InvisibleMs: -1}), http.StatusBadRequest, "invalid-argument")
@@ -572,6 +572,26 @@ func TestE2EEndpoints(t *testing.T) {
 		problem(t, e.json(t, http.MethodPost, "/v1/groups/nobody/dlq/resend", api.ResendRequest{MessageIDs: []string{ids["poison-1"]}}), http.StatusNotFound, "group-not-found")
 	})
 
+	t.Run("Timers", func(t *testing.T) {
+		res := e.send(t, "orders", api.SendMessage{Body: "later", DelayMs: 3_600_000})
+		require.Equal(t, int64(-1), res.QueueOffset, "a timer is in no queue until it fires")
+		var list api.TimerList
+		decode(t, e.get(t, "/v1/timers?topic=orders"), http.StatusOK, &list)
+		require.Len(t, list.Items, 1)
+		require.Equal(t, res.MessageID, list.Items[0].ID)
+		var one api.Timer
+		decode(t, e.get(t, "/v1/timers/"+res.MessageID), http.StatusOK, &one)
+		require.Equal(t, "later", one.Body)
+		decode(t, e.json(t, http.MethodPut, "/v1/timers/"+res.MessageID, api.RescheduleRequest{DelayMs: 7_200_000}), http.StatusOK, &one)
+		r := e.do(t, http.MethodDelete, "/v1/timers/"+res.MessageID, "", nil, nil)
+		require.Equal(t, http.StatusNoContent, r.Status, "%s", r)
+		problem(t, e.do(t, http.MethodDelete, "/v1/timers/"+res.MessageID, "", nil, nil), http.StatusNotFound, "message-not-found")
+		problem(t, e.get(t, "/v1/timers/"+res.MessageID), http.StatusNotFound, "message-not-found")
+		problem(t, e.get(t, "/v1/timers?limit=501"), http.StatusBadRequest, "invalid-argument")
+		problem(t, e.json(t, http.MethodPut, "/v1/timers/"+res.MessageID, api.RescheduleRequest{}), http.StatusBadRequest, "invalid-argument")
+		problem(t, e.get(t, "/v1/timers/not-an-id"), http.StatusBadRequest, "invalid-argument")
+	})
+
 	t.Run("Operations", func(t *testing.T) {
 		for _, path := range []string{"/livez", "/healthz", "/readyz"} {
 			r := e.get(t, path)
@@ -632,7 +652,7 @@ func TestE2EEndpoints(t *testing.T) {
 				require.True(t, clientError || noClientError[op], "%s was never answered 4xx", op)
 			}
 		}
-		require.Equal(t, 25, ops, "operations in docs/openapi.json: a new one needs its calls above")
+		require.Equal(t, 29, ops, "operations in docs/openapi.json: a new one needs its calls above")
 	})
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/mqgate/mqgate/docs"
 	"github.com/mqgate/mqgate/server/broker"
 	"github.com/mqgate/mqgate/server/pgmirror"
+	"github.com/mqgate/mqgate/server/push"
 	"github.com/mqgate/mqgate/web"
 )
 
@@ -58,6 +59,7 @@ type Server struct {
 	log      zerolog.Logger
 	broker   backend
 	mirror   *pgmirror.Mirror // nil in embedded mode
+	push     *push.Dispatcher // webhook delivery; nil in servers built by newServer alone
 	registry *prometheus.Registry
 	listener net.Listener
 	http     *http.Server
@@ -113,6 +115,23 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		s.mirror = mirror
 		registerMirrorMetrics(s.registry, mirror)
 	}
+	// Push delivery drives the broker itself (not the mirror wrapper): it
+	// starts now that the broker is open and stops before it closes.
+	s.push, err = push.New(b, push.Config{
+		DelayLevels: cfg.DelayLevels,
+		DenyCIDRs:   cfg.PushDenyCIDRs,
+		Metrics:     push.NewMetrics(s.registry),
+		Logger:      log,
+	})
+	if err != nil {
+		s.cancelPolls()
+		err = errors.Join(fmt.Errorf("push: %w", err), s.listener.Close())
+		if mirror != nil {
+			err = errors.Join(err, mirror.Close())
+		}
+		return nil, errors.Join(err, b.Close(ctx))
+	}
+	s.push.Start(context.Background())
 	return s, nil
 }
 
@@ -149,6 +168,7 @@ func newServer(cfg Config, log zerolog.Logger, b backend) (*Server, error) {
 		Bool("auto_create", cfg.AutoCreate).
 		Str("database_url", cfg.redactedDatabaseURL()).
 		Bool("pprof", cfg.Pprof).
+		Str("push_deny_cidrs", cfg.PushDenyCIDRs.String()).
 		Msg("mqgate configured")
 	return s, nil
 }
@@ -219,7 +239,9 @@ func (s *Server) Serve() error {
 // Close shuts the server down gracefully and is idempotent:
 //
 //  1. readiness turns 503, new API requests get 503 shutting-down with
-//     Retry-After, and waiting long polls return their (empty) answer;
+//     Retry-After, waiting long polls return their (empty) answer, and
+//     push delivery stops (requests in flight get the dispatcher's drain
+//     timeout, then give their leases back);
 //  2. for ShutdownDelay the listener stays open so load balancers notice;
 //  3. the listener closes and in-flight requests get until ctx's deadline
 //     to finish (then their connections are closed);
@@ -236,6 +258,11 @@ func (s *Server) close(ctx context.Context) error {
 	s.state.Store(stateDraining)
 	s.cancelPolls()
 	s.log.Info().Dur("delay", s.cfg.ShutdownDelay).Msg("shutting down: draining")
+	if s.push != nil {
+		// Like the long polls: no new push deliveries; those in flight get
+		// the dispatcher's drain timeout, then give their leases back.
+		s.push.Stop()
+	}
 
 	if s.cfg.ShutdownDelay > 0 {
 		timer := time.NewTimer(s.cfg.ShutdownDelay)

@@ -184,8 +184,38 @@ type GroupConfig struct {
 	Invisible time.Duration
 	// Subscriptions are the topics the group consumes.
 	Subscriptions []Subscription
+	// Push, when set, makes the gateway deliver the group's messages to a
+	// webhook endpoint (package server/push); nil = pull consumers only.
+	// The stored pointer is shared with every reader of the group: to
+	// change it, store a modified copy.
+	Push *PushConfig `json:",omitempty"`
 	// CreatedAt is when the group was created.
 	CreatedAt time.Time
+}
+
+// PushConfig is a group's webhook (push) endpoint. The gateway POSTs each
+// message of the group's subscribed topics to URL: a 2xx answer acks it,
+// anything else nacks it (the group's retry ladder, then its DLQ), and
+// 410 Gone also disables the endpoint. Validation and defaults:
+// NormalizePush (push_config.go).
+type PushConfig struct {
+	// URL is the http or https endpoint messages are POSTed to.
+	URL string
+	// Secret signs every request (Standard Webhooks): "whsec_" followed by
+	// the base64 of 24 to 64 random bytes. Never returned by a GET.
+	Secret string
+	// Mode is the request body: "json" (default: the message as the pull
+	// API renders it) or "binary" (the raw body, metadata in headers).
+	Mode string `json:",omitempty"`
+	// MaxConcurrency bounds the group's requests in flight (default 8).
+	MaxConcurrency int
+	// Timeout bounds one request (default 15 s, at most 60 s).
+	Timeout time.Duration
+	// Disabled stops delivery (set by a 410 Gone answer, or by an admin);
+	// messages wait in the group until it is enabled again.
+	Disabled bool
+	// DisabledReason says why the endpoint was disabled.
+	DisabledReason string `json:",omitempty"`
 }
 
 // QueueMessage is a message read by offset (Receipt is empty).
