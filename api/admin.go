@@ -70,6 +70,10 @@ type BrokerStatus struct {
 	LatenessP50Ms float64 `json:"schedulerLatenessP50Ms" example:"1.5"`
 	LatenessP99Ms float64 `json:"schedulerLatenessP99Ms" example:"12"`
 	LatenessMaxMs float64 `json:"schedulerLatenessMaxMs" example:"40"`
+	// TimersPending counts delayMs/deliverAt timers not yet due.
+	TimersPending int `json:"timersPending" example:"3"`
+	// NextTimerAt is when the soonest timer fires.
+	NextTimerAt string `json:"nextTimerAt,omitempty" format:"date-time"`
 } //	@name	BrokerStatus
 
 // DelayLevel is one delay level's scheduler position.
@@ -380,6 +384,8 @@ func (h *handler) brokerStatus(w http.ResponseWriter, r *http.Request) {
 		LatenessP50Ms:      float64(s.LatenessP50) / float64(time.Millisecond),
 		LatenessP99Ms:      float64(s.LatenessP99) / float64(time.Millisecond),
 		LatenessMaxMs:      float64(s.LatenessMax) / float64(time.Millisecond),
+		TimersPending:      s.TimersPending,
+		NextTimerAt:        formatTime(s.NextTimerAt),
 	}
 	for _, l := range s.Levels {
 		resp.Levels = append(resp.Levels, DelayLevel{Level: l.Level, DelayMs: l.Delay.Milliseconds(), Offset: l.Offset,

@@ -1975,6 +1975,11 @@ const docTemplate = `{
                     ],
                     "example": "sync"
                 },
+                "nextTimerAt": {
+                    "description": "NextTimerAt is when the soonest timer fires.",
+                    "type": "string",
+                    "format": "date-time"
+                },
                 "scheduledTotal": {
                     "description": "ScheduledTotal counts messages the scheduler delivered since start.",
                     "type": "integer",
@@ -1996,6 +2001,11 @@ const docTemplate = `{
                 "storeBytes": {
                     "type": "integer",
                     "example": 1073741824
+                },
+                "timersPending": {
+                    "description": "TimersPending counts delayMs/deliverAt timers not yet due.",
+                    "type": "integer",
+                    "example": 3
                 },
                 "uptimeMs": {
                     "type": "integer",

@@ -23,6 +23,7 @@ type brokerCollector struct {
 	sent, delivered, acked, retries, dead, inflight *prometheus.Desc
 	sentBytes, deliveredBytes                       *prometheus.Desc
 	scheduled, lateness, backlog, storeBytes        *prometheus.Desc
+	timersPending                                   *prometheus.Desc
 	commitLogMin, commitLogMax                      *prometheus.Desc
 }
 
@@ -44,6 +45,7 @@ func newBrokerCollector(src statsSource) *brokerCollector {
 		lateness:       d("scheduler_lateness_seconds", "How late the scheduler delivered its recent messages.", "quantile"),
 		backlog:        d("scheduler_backlog_messages", "Schedule entries not yet delivered, per delay level.", "level"),
 		storeBytes:     d("store_bytes", "Disk space of CommitLog segments."),
+		timersPending:  d("timers_pending", "delayMs/deliverAt timers not yet due."),
 		commitLogMin:   d("commitlog_min_offset_bytes", "Lowest CommitLog offset still kept."),
 		commitLogMax:   d("commitlog_max_offset_bytes", "CommitLog write offset."),
 	}
@@ -52,7 +54,7 @@ func newBrokerCollector(src statsSource) *brokerCollector {
 // Describe implements prometheus.Collector.
 func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.deliveredBytes, c.delivered, c.acked, c.retries, c.dead, c.inflight,
-		c.scheduled, c.lateness, c.backlog, c.storeBytes, c.commitLogMin, c.commitLogMax} {
+		c.scheduled, c.lateness, c.backlog, c.storeBytes, c.timersPending, c.commitLogMin, c.commitLogMax} {
 		ch <- d
 	}
 }
@@ -89,6 +91,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(l.Backlog), strconv.Itoa(l.Level))
 	}
 	ch <- prometheus.MustNewConstMetric(c.storeBytes, prometheus.GaugeValue, float64(status.StoreBytes))
+	ch <- prometheus.MustNewConstMetric(c.timersPending, prometheus.GaugeValue, float64(status.TimersPending))
 	ch <- prometheus.MustNewConstMetric(c.commitLogMin, prometheus.GaugeValue, float64(status.CommitLogMin))
 	ch <- prometheus.MustNewConstMetric(c.commitLogMax, prometheus.GaugeValue, float64(status.CommitLogMax))
 }

@@ -271,6 +271,10 @@ type BrokerStatus struct {
 	// LatenessP50, LatenessP99 and LatenessMax summarise how late the
 	// scheduler delivered its recent messages.
 	LatenessP50, LatenessP99, LatenessMax time.Duration
+	// TimersPending counts delayMs/deliverAt timers not yet due; NextTimerAt
+	// is when the soonest fires (zero when none).
+	TimersPending int
+	NextTimerAt   time.Time
 }
 
 // DelayLevelStatus is one delay level's scheduler position.

@@ -349,6 +349,7 @@ func (b *Broker) Status(ctx context.Context) (BrokerStatus, error) {
 		LatenessP99:  stats.LatenessP99,
 		LatenessMax:  stats.LatenessMax,
 	}
+	out.TimersPending, out.NextTimerAt = b.TimerCount()
 	for _, l := range b.scheduler.Status() {
 		out.Levels = append(out.Levels, DelayLevelStatus{Level: l.Level, Delay: l.Delay, Offset: l.Offset, MaxOffset: l.MaxOffset, Backlog: l.Backlog, NextDue: l.NextDue})
 	}
