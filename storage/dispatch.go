@@ -94,6 +94,7 @@ func (s *Store) dispatchRecord(rec commitlog.Record) error {
 		if err := s.indexRecord(topic, rec.Offset, &info); err != nil {
 			return err
 		}
+		s.index.Complete(rec.Offset)
 	}
 	if len(d.touched) == 0 || d.touched[len(d.touched)-1] != topic {
 		d.touched = append(d.touched, topic)
@@ -240,4 +241,19 @@ func (s *Store) dispatchLoop() {
 			retry = time.After(100 * time.Millisecond)
 		}
 	}
+}
+
+// indexResume is the CommitLog offset just after the last record the
+// index guarantees (ok false when that cannot be known: the index is
+// empty or its record is gone, and the checkpoint decides).
+func (s *Store) indexResume() (int64, bool) {
+	last := s.index.MaxPhysicalOffset()
+	if last < s.commitLog.MinOffset() {
+		return 0, false
+	}
+	rec, err := s.commitLog.Read(last, nil)
+	if err != nil {
+		return 0, false
+	}
+	return last + int64(rec.Size), true
 }

@@ -194,6 +194,12 @@ func (s *Store) open() error {
 	if end := cl.Written(); from > end {
 		from = end
 	}
+	// The index may know less than the checkpoint says (its flush never
+	// claims the last message it was given): re-dispatch from the record
+	// after the last one it guarantees, so every key is indexed again.
+	if next, ok := s.indexResume(); ok && next < from {
+		from = next
+	}
 	n, err := s.redispatch(from)
 	if err != nil {
 		return fmt.Errorf("re-dispatch from %d: %w", from, err)

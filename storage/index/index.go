@@ -270,6 +270,26 @@ func (x *Index) walk(f *file, hash uint32, begin, end int64, maxResults int, out
 	return out
 }
 
+// Complete tells the index that every key of the message at phyOffset has
+// been added — also when it had none — so the next Flush may claim it.
+// Without it a Flush never claims the last message added (it cannot know
+// that message is complete), and a store re-dispatching from the index's
+// claim after a crash would re-read everything since the last keyed
+// message. Calls come from the Add goroutine, with non-decreasing offsets.
+func (x *Index) Complete(phyOffset int64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed || phyOffset < x.lastPhy || phyOffset <= x.completePhy {
+		return
+	}
+	x.lastPhy, x.completePhy = phyOffset, phyOffset
+	if f := x.cur; f != nil && !f.sealed && !f.dirty && x.failure() == nil {
+		// The header must lose FlagClean before it may claim more; a
+		// failure is sticky (x.fail) and surfaces at the next Add or Flush.
+		_ = x.markDirty(f)
+	}
+}
+
 // MaxPhysicalOffset returns the highest phyOffset whose keys are all
 // indexed, -1 when nothing is. Right after Open it is what recovery could
 // prove durable (the store re-adds every message above it); afterwards it is

@@ -507,3 +507,24 @@ func TestOpenSkipsOrphan(t *testing.T) {
 	m.checkExact(t, x)
 	require.Len(t, indexFiles(t, opts.Dir), 2)
 }
+
+// Complete lets a Flush claim the last message added, also one without
+// keys, so after a crash the index claims it and nothing is re-added.
+func TestCompleteLetsFlushClaimTheLastMessage(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{Dir: dir, SlotCount: 7, EntryCount: 16}
+	x := mustOpen(t, opts)
+	require.NoError(t, x.Add([]byte("k1"), 100, 1))
+	require.NoError(t, x.Flush())
+	x.Complete(100)
+	x.Complete(200) // a message without keys
+	require.NoError(t, x.Flush())
+	crash(x)
+	y := mustOpen(t, opts)
+	require.Equal(t, int64(200), y.MaxPhysicalOffset(), "the flush claimed the completed messages")
+	got, err := y.Lookup([]byte("k1"), 0, 0, 10)
+	require.NoError(t, err)
+	require.Equal(t, []int64{100}, got)
+	require.NoError(t, y.Add([]byte("k2"), 300, 2), "entries can follow a header that claimed without a new entry")
+	require.NoError(t, y.Close())
+}
