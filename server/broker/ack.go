@@ -50,8 +50,6 @@ func (b *Broker) forEachReceipt(group string, receipts []string, isAck bool, op 
 			l = c.inflight[r.Offset]
 		}
 		switch {
-		case l == nil && c != nil && c.wasSentBack(r.Offset):
-			results[i].Status, results[i].Error = ReceiptExpired, "the delivery failed (nack or lease expiry); a retry copy will be delivered"
 		case l == nil:
 			results[i].Status, results[i].Error = b.goneStatus(key, r.Offset, isAck)
 		case l.epoch != r.Epoch:
@@ -68,16 +66,13 @@ func (b *Broker) forEachReceipt(group string, receipts []string, isAck bool, op 
 	return results
 }
 
-func (c *cursor) wasSentBack(off int64) bool {
-	_, ok := c.sentBack[off]
-	return ok
-}
-
 // goneStatus answers for a receipt whose lease is no longer held: a
 // repeated ack of an acknowledged message is fine (idempotent); anything
 // else lost its lease.
 func (b *Broker) goneStatus(key offset.Key, off int64, isAck bool) (ReceiptStatus, string) {
 	switch {
+	case b.progress.IsFailed(key, off):
+		return ReceiptExpired, "the delivery failed (nack or lease expiry); its retry copy takes over"
 	case b.progress.IsAcked(key, off) && isAck:
 		return ReceiptOK, ""
 	case b.progress.IsAcked(key, off):
@@ -184,10 +179,17 @@ func (b *Broker) persist(rec offset.Record, extra []*message.Message) error {
 	return nil
 }
 
-// commit durably sets key's committed offset (a reset: a new generation).
+// commit durably sets key's committed offset (a reset: a new generation;
+// everything from off on is consumed again).
 func (b *Broker) commit(key offset.Key, off int64) error {
 	_, gen, _ := b.progress.Get(key)
 	return b.persist(offset.Record{Entries: []offset.Entry{{Kind: offset.KindCommit, Key: key, Generation: gen + 1, Offset: off}}}, nil)
+}
+
+// advance durably raises key's committed offset to at least off (retention
+// deleted what lay below), keeping the acknowledgements above it.
+func (b *Broker) advance(key offset.Key, off int64) error {
+	return b.persist(offset.Record{Entries: []offset.Entry{{Kind: offset.KindAdvance, Key: key, Offset: off}}}, nil)
 }
 
 // ChangeLease extends or shortens leases (changeInvisibleTime). It never
@@ -258,7 +260,6 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 			a := Attempt{At: now.UTC(), Outcome: "nack", Client: client, Reason: it.Reason, Level: it.DelayLevel}
 			if b.failInPlace(l, v.maxRetry, it.DelayLevel, now, a) {
 				delete(ref.cursor.inflight, ref.r.Offset)
-				ref.cursor.markSentBack(ref.r.Offset)
 				if ps := b.existingPopState(ref.r.Group, ref.r.Topic); ps != nil {
 					ps.release(ref.cursor, l.key, ref.r.Offset)
 				}
@@ -267,7 +268,6 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 			return ReceiptOK
 		}
 		delete(ref.cursor.inflight, ref.r.Offset)
-		ref.cursor.markSentBack(ref.r.Offset)
 		failed = append(failed, sendBack{
 			view:    b.view(group, ref.r.Topic, ref.r.QueueID, nil),
 			offset:  ref.r.Offset,

@@ -36,12 +36,11 @@ package broker_test
 // delivery is allowed, but the message must still be acknowledged or
 // dead-lettered again).
 //
-// Known bugs: TestModelBroker tolerates the three product bugs pinned by
-// the skipped tests at the end of this file (a stale receipt acked ok after
-// a restart; dedup keys and scheduler retries lost to a crash), so that the
-// rest of the model keeps running; TestModelBrokerStrict (skipped) is the
-// same model without that tolerance. MQGATE_KNOWN_BUGS=1 runs the skipped
-// tests.
+// Bugs it found, all fixed and pinned by the tests at the end of this
+// file: a stale receipt acked ok after a restart; a reset that skipped
+// out-of-order acks; dedup keys and scheduler retries lost to a crash. The
+// model keeps a "tolerate" switch for diagnosing a regression, off in
+// TestModelBroker.
 //
 // Runs: by default 20 rapid checks of about 40 actions each (plus a drain
 // per check), about 20 s with -race on 2 cores; LONG=1 runs 200 checks of
@@ -1242,13 +1241,10 @@ func modelRunSize(t *testing.T) {
 	setRapidDefault(t, "rapid.steps", "RAPID_STEPS", steps)
 }
 
-// TestModelBroker is T09. It tolerates the known bugs pinned by
-// TestModelStaleReceiptAfterRestart, TestModelDedupLostAfterCrash and
-// TestModelRetryDuplicatedAfterCrash (see the stats' knownBug count: the
-// messages it checked loosely because of them). After a reset it requires
-// only what was still owed to come back (RELIABILITY.md: the rest "may" be
-// delivered again), so TestModelResetReplaysOutOfOrderAcks needs no
-// tolerance.
+// TestModelBroker is T09, strict: the four bugs it found (pinned by the
+// TestModel*After* tests below) are fixed, so it tolerates none of them.
+// After a reset it requires only what was still owed to come back
+// (RELIABILITY.md: the rest "may" be delivered again).
 func TestModelBroker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-time model run")
@@ -1257,30 +1253,8 @@ func TestModelBroker(t *testing.T) {
 	root := t.TempDir()
 	var total modelStats
 	start := time.Now()
-	rapid.Check(t, func(rt *rapid.T) { runModel(rt, root, true, &total) })
-	t.Logf("%+v in %v", total, time.Since(start).Round(time.Millisecond))
-}
-
-// knownBug skips a test that pins down a product bug found by T09, unless
-// MQGATE_KNOWN_BUGS is set (then it runs, and fails until the bug is fixed).
-func knownBug(t *testing.T, msg string) {
-	t.Helper()
-	if os.Getenv("MQGATE_KNOWN_BUGS") == "" {
-		t.Skip("BUG: " + msg + " (set MQGATE_KNOWN_BUGS=1 to run)")
-	}
-}
-
-// TestModelBrokerStrict is T09 without tolerance for the known bugs below.
-// It fails on them in most runs of the default size (3 of 4 here, after 2
-// to 17 checks: a crash or restart has to come at the right moment).
-func TestModelBrokerStrict(t *testing.T) {
-	knownBug(t, "the strict model fails on the bugs pinned by TestModelStaleReceiptAfterRestart, "+
-		"TestModelDedupLostAfterCrash and TestModelRetryDuplicatedAfterCrash")
-	modelRunSize(t)
-	root := t.TempDir()
-	var total modelStats
 	rapid.Check(t, func(rt *rapid.T) { runModel(rt, root, false, &total) })
-	t.Logf("%+v", total)
+	t.Logf("%+v in %v", total, time.Since(start).Round(time.Millisecond))
 }
 
 // TestModelStaleReceiptAfterRestart: which deliveries failed (nack or
@@ -1292,9 +1266,6 @@ func TestModelBrokerStrict(t *testing.T) {
 // hit it with a receipt whose lease was merely dropped by a restart, the
 // copy then redelivered and nacked to the DLQ, then a second restart.
 func TestModelStaleReceiptAfterRestart(t *testing.T) {
-	knownBug(t, "after a restart, an ack of a receipt of a copy that was sent back (nack, lease expiry; retry or DLQ) answers ok "+
-		"instead of expired, yet the message is delivered again; minimal: send x; pull (invisible 50ms); sleep 100ms; "+
-		"pull (sends it back); restart; ack(first receipt) = ok (want expired); pull -> x again (reconsumeTimes 1)")
 	bd := setup(t)
 	bd.send(t, "stale", "x")
 	first := bd.pull(t, "g", "stale", 1, time.Second, 50*time.Millisecond)
@@ -1319,9 +1290,6 @@ func TestModelStaleReceiptAfterRestart(t *testing.T) {
 // those acknowledged out of order above it: what a reset replays depends
 // on the order of earlier acks.
 func TestModelResetReplaysOutOfOrderAcks(t *testing.T) {
-	knownBug(t, "ResetOffset to the beginning does not replay messages acked out of order "+
-		"(offset.Table.Apply KindCommit keeps acked offsets >= the new offset); minimal: 1-queue topic; send a, b; "+
-		"pull 2; ack b only; ResetOffset(time 0); pull -> only a (want a and b; acking a and b in order replays both)")
 	bd := setup(t)
 	_, _, err := bd.b.PutTopic(bd.ctx, broker.TopicConfig{Name: "rs", Queues: 1})
 	require.NoError(t, err)

@@ -37,18 +37,11 @@ type popState struct {
 type cursor struct {
 	next     int64
 	inflight map[int64]*lease
-	// sentBack holds offsets whose delivery failed and was handed to the
-	// retry path: a late ack of such a receipt is refused as expired. Past
-	// maxSentBack entries, those below the committed offset are pruned
-	// (a very late ack may then read ok: it has no effect either way).
-	sentBack map[int64]struct{}
 	// Orderly groups (orderly.go): the offset each busy sharding key holds,
 	// and the later offsets of a key waiting for it, ascending.
 	busy     map[string]int64
 	deferred map[string][]int64
 }
-
-const maxSentBack = 4096
 
 type lease struct {
 	epoch    uint64
@@ -327,13 +320,6 @@ func (b *Broker) cursor(ps *popState, key offset.Key) *cursor {
 	return c
 }
 
-func (c *cursor) markSentBack(off int64) {
-	if c.sentBack == nil {
-		c.sentBack = make(map[int64]struct{})
-	}
-	c.sentBack[off] = struct{}{}
-}
-
 // takeExpired takes c's expired leases out of flight and returns them for
 // send-back (their retry copy takes over; sendBack marks them done). The
 // caller holds the popState's lock.
@@ -350,13 +336,11 @@ func (b *Broker) takeExpired(ps *popState, c *cursor, v queueView, now time.Time
 			a := Attempt{At: now.UTC(), Outcome: "expired", Client: l.client, Reason: "lease expired without ack"}
 			if b.failInPlace(l, v.maxRetry, 0, now, a) {
 				delete(c.inflight, off)
-				c.markSentBack(off)
 				ps.release(c, l.key, off)
 				expired = append(expired, deadInPlace(v, off, l, a.Reason, "expired", l.client))
 			}
 		case !now.Before(l.deadline):
 			delete(c.inflight, off)
-			c.markSentBack(off)
 			expired = append(expired, sendBack{view: v, offset: off, reason: "lease expired without ack", outcome: "expired", client: l.client})
 		case nextExpiry.IsZero() || l.deadline.Before(nextExpiry):
 			nextExpiry = l.deadline
@@ -379,7 +363,7 @@ func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, inv
 	committed, _, _ := b.progress.Get(key)
 	if low := b.store.MinOffset(v.storeTopic, v.storeQueue); committed < low {
 		// Retention deleted messages this group never consumed: move up.
-		if err := b.commit(key, low); err != nil {
+		if err := b.advance(key, low); err != nil {
 			return nil, time.Time{}, nil, err
 		}
 		b.log.Warn().Str("group", key.Group).Str("topic", v.storeTopic).Int32("queue", v.storeQueue).
@@ -388,13 +372,6 @@ func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, inv
 	}
 	if c.next < committed {
 		c.next = committed
-	}
-	if len(c.sentBack) > maxSentBack {
-		for off := range c.sentBack {
-			if off < committed {
-				delete(c.sentBack, off)
-			}
-		}
 	}
 	expired, nextExpiry := b.takeExpired(ps, c, v, now)
 	var out []ReceivedMessage

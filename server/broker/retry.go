@@ -60,7 +60,9 @@ func (b *Broker) sendBack(group string, items []sendBack) error {
 	msgs := make([]*message.Message, 0, len(items)+1)
 	var rec offset.Record
 	for _, it := range items {
-		rec.Entries = append(rec.Entries, b.ackEntry(it.view.key, it.offset))
+		e := b.ackEntry(it.view.key, it.offset)
+		e.Kind = offset.KindFailed // done for the group; a late ack of its receipt is refused
+		rec.Entries = append(rec.Entries, e)
 		res, err := b.store.ReadQueue(it.view.storeTopic, it.view.storeQueue, it.offset, 1, nil)
 		if errors.Is(err, storage.ErrOffsetTooSmall) || (err == nil && len(res.Messages) == 0) {
 			continue // deleted by retention meanwhile: nothing to retry

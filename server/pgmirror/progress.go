@@ -24,7 +24,7 @@ type queueState struct {
 // apply applies one record entry and reports whether the state changed.
 func (s *queueState) apply(e offset.Entry) bool {
 	switch e.Kind {
-	case offset.KindAck:
+	case offset.KindAck, offset.KindFailed: // a failed delivery is done for the group too
 		if e.Generation != s.generation {
 			if s.exact {
 				return false // an ack of an older generation, overtaken by a reset
@@ -60,10 +60,24 @@ func (s *queueState) apply(e offset.Entry) bool {
 		s.generation = e.Generation
 		s.committed = e.Offset
 		s.exact = true
+		s.acked = nil // a commit replays everything from its offset
+		return true
+	case offset.KindAdvance:
+		if e.Offset <= s.committed {
+			return false
+		}
+		s.committed = e.Offset // retention moved the minimum; acks above stay
 		for off := range s.acked {
 			if off < s.committed {
 				delete(s.acked, off)
 			}
+		}
+		for {
+			if _, ok := s.acked[s.committed]; !ok {
+				break
+			}
+			delete(s.acked, s.committed)
+			s.committed++
 		}
 		return true
 	}

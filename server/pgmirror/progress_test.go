@@ -26,12 +26,19 @@ func TestProgressMatchesOffsetTable(t *testing.T) {
 				k := keys[rapid.IntRange(0, len(keys)-1).Draw(t, "key")]
 				_, gen, _ := want.Get(k)
 				e := offset.Entry{Key: k, Generation: gen}
-				if rapid.IntRange(0, 9).Draw(t, "kind") == 0 {
+				switch kind := rapid.IntRange(0, 9).Draw(t, "kind"); {
+				case kind == 0:
 					e.Kind = offset.KindCommit
 					e.Generation = gen + uint32(rapid.IntRange(0, 2).Draw(t, "genStep"))
 					e.Offset = int64(rapid.IntRange(0, 40).Draw(t, "commit"))
-				} else {
+				case kind == 1:
+					e.Kind = offset.KindAdvance
+					e.Offset = int64(rapid.IntRange(0, 40).Draw(t, "advance"))
+				default:
 					e.Kind = offset.KindAck
+					if kind == 2 {
+						e.Kind = offset.KindFailed
+					}
 					if rapid.IntRange(0, 9).Draw(t, "stale") == 0 && gen > 0 {
 						e.Generation = gen - 1
 					}

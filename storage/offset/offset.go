@@ -29,9 +29,15 @@ type State struct {
 	Committed int64
 	// Generation increases with every explicit commit (reset).
 	Generation uint32
-	// acked holds acknowledged offsets >= Committed.
-	acked map[int64]struct{}
+	// acked holds acknowledged offsets >= Committed; failed the most
+	// recent offsets (at most maxFailedKept, also below Committed) that
+	// were done by the failure path (KindFailed).
+	acked  map[int64]struct{}
+	failed map[int64]struct{}
 }
+
+// maxFailedKept bounds the failed offsets a key remembers.
+const maxFailedKept = 1024
 
 // Acked reports whether offset is acknowledged.
 func (s *State) Acked(offset int64) bool {
@@ -39,6 +45,13 @@ func (s *State) Acked(offset int64) bool {
 		return true
 	}
 	_, ok := s.acked[offset]
+	return ok
+}
+
+// Failed reports whether offset was done by the failure path (known for
+// the most recent maxFailedKept failures).
+func (s *State) Failed(offset int64) bool {
+	_, ok := s.failed[offset]
 	return ok
 }
 
@@ -79,7 +92,7 @@ func (t *Table) Apply(r Record) []Change {
 		s := t.state(e.Key)
 		before := s.Committed
 		switch e.Kind {
-		case KindAck:
+		case KindAck, KindFailed:
 			if e.Generation != s.Generation {
 				continue // acks of an older generation were overtaken by a reset
 			}
@@ -91,31 +104,68 @@ func (t *Table) Apply(r Record) []Change {
 					s.acked = make(map[int64]struct{})
 				}
 				s.acked[off] = struct{}{}
-			}
-			for {
-				if _, ok := s.acked[s.Committed]; !ok {
-					break
+				if e.Kind == KindFailed {
+					s.addFailed(off)
 				}
-				delete(s.acked, s.Committed)
-				s.Committed++
 			}
+			s.advance()
 		case KindCommit:
 			if e.Generation <= s.Generation {
 				continue // already applied, or superseded
 			}
 			s.Generation = e.Generation
 			s.Committed = e.Offset
-			for off := range s.acked {
-				if off < s.Committed {
-					delete(s.acked, off)
-				}
+			s.acked, s.failed = nil, nil // everything from here on is to be consumed again
+		case KindAdvance:
+			if e.Offset <= s.Committed {
+				continue
 			}
+			s.Committed = e.Offset
+			s.prune()
+			s.advance()
 		}
 		if s.Committed != before {
 			changes = append(changes, Change{Key: e.Key, Committed: s.Committed})
 		}
 	}
 	return changes
+}
+
+// advance moves Committed over contiguous acknowledged offsets.
+func (s *State) advance() {
+	for {
+		if _, ok := s.acked[s.Committed]; !ok {
+			break
+		}
+		delete(s.acked, s.Committed)
+		s.Committed++
+	}
+}
+
+// addFailed remembers a failed offset, forgetting the oldest beyond
+// maxFailedKept.
+func (s *State) addFailed(off int64) {
+	if s.failed == nil {
+		s.failed = make(map[int64]struct{})
+	}
+	s.failed[off] = struct{}{}
+	if len(s.failed) <= maxFailedKept {
+		return
+	}
+	oldest := off
+	for o := range s.failed {
+		oldest = min(oldest, o)
+	}
+	delete(s.failed, oldest)
+}
+
+// prune drops acknowledgements below Committed.
+func (s *State) prune() {
+	for off := range s.acked {
+		if off < s.Committed {
+			delete(s.acked, off)
+		}
+	}
 }
 
 // Get returns a copy of the state of k (zero when unknown).
@@ -135,6 +185,15 @@ func (t *Table) IsAcked(k Key, offset int64) bool {
 	defer t.mu.RUnlock()
 	s := t.states[k]
 	return s != nil && s.Acked(offset)
+}
+
+// IsFailed reports whether offset of k is done by the failure path (known
+// only above the committed offset).
+func (t *Table) IsFailed(k Key, offset int64) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	s := t.states[k]
+	return s != nil && s.Failed(offset)
 }
 
 // AckedAbove returns the acknowledged offsets of k above its committed

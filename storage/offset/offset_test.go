@@ -35,7 +35,7 @@ func TestCommitGenerationsMakeReplayIdempotent(t *testing.T) {
 	c, g, _ := tb.Get(k)
 	require.Equal(t, int64(1), c)
 	require.Equal(t, uint32(1), g)
-	require.True(t, tb.IsAcked(k, 5), "acks above a rewind target survive")
+	require.False(t, tb.IsAcked(k, 5), "a reset replays everything from its offset, out-of-order acks too")
 	tb.Apply(ack(1, 1))
 	tb.Apply(ack(0, 3)) // from before the reset: ignored
 	require.False(t, tb.IsAcked(k, 3))
@@ -44,6 +44,33 @@ func TestCommitGenerationsMakeReplayIdempotent(t *testing.T) {
 	tb.Apply(reset) // replayed: must not rewind again
 	c, _, _ = tb.Get(k)
 	require.Equal(t, int64(2), c)
+}
+
+func TestAdvanceKeepsAcksAboveAndFailedIsRemembered(t *testing.T) {
+	tb := NewTable()
+	tb.Apply(ack(0, 7, 9))
+	tb.Apply(Record{Entries: []Entry{{Kind: KindFailed, Key: k, Offsets: []int64{8}}}})
+	require.True(t, tb.IsFailed(k, 8))
+	require.True(t, tb.IsAcked(k, 8), "a failed delivery is done for the group")
+	require.False(t, tb.IsFailed(k, 7))
+	// Retention moved the minimum to 5: acks above stay.
+	ch := tb.Apply(Record{Entries: []Entry{{Kind: KindAdvance, Key: k, Offset: 5}}})
+	require.Equal(t, []Change{{Key: k, Committed: 5}}, ch)
+	require.True(t, tb.IsAcked(k, 7))
+	tb.Apply(Record{Entries: []Entry{{Kind: KindAdvance, Key: k, Offset: 3}}}) // never lowers
+	c, _, _ := tb.Get(k)
+	require.Equal(t, int64(5), c)
+	tb.Apply(ack(0, 5, 6))
+	c, _, _ = tb.Get(k)
+	require.Equal(t, int64(10), c)
+	require.True(t, tb.IsFailed(k, 8), "recent failures are remembered below the committed offset too")
+
+	path := filepath.Join(t.TempDir(), "snap")
+	tb.Apply(Record{Entries: []Entry{{Kind: KindFailed, Key: k, Offsets: []int64{12}}}})
+	require.NoError(t, tb.Save(path, func() int64 { return 1 }))
+	got, _, err := Load(path)
+	require.NoError(t, err)
+	require.True(t, got.IsFailed(k, 12), "failed offsets survive the snapshot")
 }
 
 func TestRecordRoundTrip(t *testing.T) {
@@ -58,11 +85,10 @@ func TestRecordRoundTrip(t *testing.T) {
 				},
 				Generation: rapid.Uint32().Draw(t, "gen"),
 			}
-			if rapid.Bool().Draw(t, "ack") {
-				e.Kind = KindAck
+			e.Kind = rapid.SampledFrom([]Kind{KindAck, KindCommit, KindAdvance, KindFailed}).Draw(t, "kind")
+			if e.Kind == KindAck || e.Kind == KindFailed {
 				e.Offsets = rapid.SliceOfN(rapid.Int64(), 0, 10).Draw(t, "offs")
 			} else {
-				e.Kind = KindCommit
 				e.Offset = rapid.Int64Min(0).Draw(t, "off")
 			}
 			r.Entries = append(r.Entries, e)

@@ -10,8 +10,19 @@ type Kind uint8
 
 // Entry kinds.
 const (
-	KindAck    Kind = 1
+	// KindAck acknowledges offsets.
+	KindAck Kind = 1
+	// KindCommit sets the committed offset (a client commit or a reset):
+	// everything at or above it is to be consumed again, so acknowledged
+	// offsets above it are forgotten. It starts a new generation.
 	KindCommit Kind = 2
+	// KindAdvance raises the committed offset to at least Offset (retention
+	// deleted what lay below), keeping the acknowledgements above it.
+	KindAdvance Kind = 3
+	// KindFailed marks offsets done because their delivery failed and a
+	// retry or dead-letter copy took over (an ack for the group, but a late
+	// ack of the failed delivery's receipt is refused as expired).
+	KindFailed Kind = 4
 )
 
 const (
@@ -44,12 +55,12 @@ func EncodeRecord(r Record) ([]byte, error) {
 		}
 		size += 1 + 1 + len(e.Key.Group) + 1 + len(e.Key.Topic) + 4 + 4
 		switch e.Kind {
-		case KindAck:
+		case KindAck, KindFailed:
 			if len(e.Offsets) > maxEntries {
 				return nil, errTooMany
 			}
 			size += 2 + 8*len(e.Offsets)
-		case KindCommit:
+		case KindCommit, KindAdvance:
 			if e.Offset < 0 {
 				return nil, errBadOffset
 			}
@@ -68,7 +79,7 @@ func EncodeRecord(r Record) ([]byte, error) {
 		b = append(b, e.Key.Topic...)
 		b = binary.BigEndian.AppendUint32(b, uint32(e.Key.QueueID))
 		b = binary.BigEndian.AppendUint32(b, e.Generation)
-		if e.Kind == KindAck {
+		if e.Kind == KindAck || e.Kind == KindFailed {
 			b = binary.BigEndian.AppendUint16(b, uint16(len(e.Offsets)))
 			for _, off := range e.Offsets {
 				b = binary.BigEndian.AppendUint64(b, uint64(off))
@@ -143,7 +154,7 @@ func DecodeRecord(b []byte) (Record, error) {
 		e.Key.QueueID = int32(r.u32())
 		e.Generation = r.u32()
 		switch e.Kind {
-		case KindAck:
+		case KindAck, KindFailed:
 			m := int(r.u16())
 			if r.bad || m*8 > len(r.b) {
 				return Record{}, fmt.Errorf("%w: entry %d", ErrCorrupt, i)
@@ -152,7 +163,7 @@ func DecodeRecord(b []byte) (Record, error) {
 			for j := range e.Offsets {
 				e.Offsets[j] = int64(r.u64())
 			}
-		case KindCommit:
+		case KindCommit, KindAdvance:
 			e.Offset = int64(r.u64())
 			if e.Offset < 0 {
 				r.bad = true

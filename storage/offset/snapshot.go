@@ -27,6 +27,7 @@ type snapQueue struct {
 	Committed  int64   `json:"committed"`
 	Generation uint32  `json:"generation"`
 	Acked      []int64 `json:"acked,omitempty"`
+	Failed     []int64 `json:"failed,omitempty"`
 }
 
 type snapshot struct {
@@ -57,6 +58,10 @@ func (t *Table) encodeSnapshot(sysOffset func() int64) ([]byte, error) {
 			q.Acked = append(q.Acked, off)
 		}
 		sort.Slice(q.Acked, func(i, j int) bool { return q.Acked[i] < q.Acked[j] })
+		for off := range s.failed {
+			q.Failed = append(q.Failed, off)
+		}
+		sort.Slice(q.Failed, func(i, j int) bool { return q.Failed[i] < q.Failed[j] })
 		snap.Queues = append(snap.Queues, q)
 	}
 	t.mu.RUnlock()
@@ -122,6 +127,9 @@ func decodeSnapshot(b []byte) (*Table, int64, error) {
 				}
 				s.acked[off] = struct{}{}
 			}
+		}
+		for _, off := range q.Failed {
+			s.addFailed(off)
 		}
 	}
 	return t, snap.SysOffset, nil
