@@ -315,7 +315,7 @@ func (h *handler) getMessage(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, err)
 		return
 	}
-	writeJSON(w, r, http.StatusOK, toMessage(m))
+	writeJSON(w, r, http.StatusOK, ToMessage(m))
 }
 
 // queryMessages looks messages up by key.
@@ -425,7 +425,7 @@ func isMessageID(s string) bool {
 func toMessages(msgs []broker.ReceivedMessage) []Message {
 	out := make([]Message, 0, len(msgs))
 	for _, m := range msgs {
-		out = append(out, toMessage(m))
+		out = append(out, ToMessage(m))
 	}
 	return out
 }

@@ -297,7 +297,7 @@ func toDeadLetter(d broker.DeadLetter, withBody bool) DeadLetter {
 		out.Attempts = append(out.Attempts, Attempt{At: formatTime(a.At), Outcome: a.Outcome, Client: a.Client, Reason: a.Reason, DelayLevel: a.Level})
 	}
 	if withBody {
-		m := toMessage(broker.ReceivedMessage{Body: d.Body})
+		m := ToMessage(broker.ReceivedMessage{Body: d.Body})
 		out.Body, out.BodyEncoding = m.Body, m.BodyEncoding
 	}
 	return out

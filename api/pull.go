@@ -169,14 +169,15 @@ func (h *handler) pull(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := PullResponse{Messages: make([]Message, 0, len(msgs))}
 	for _, m := range msgs {
-		resp.Messages = append(resp.Messages, toMessage(m))
+		resp.Messages = append(resp.Messages, ToMessage(m))
 	}
 	writeJSON(w, r, http.StatusOK, resp)
 }
 
-// toMessage converts a broker message to its wire form. The body goes out
-// as text when it is valid UTF-8 and as base64 otherwise.
-func toMessage(m broker.ReceivedMessage) Message {
+// ToMessage converts a broker message to its wire form (what a pull
+// returns, and what a push in json mode posts). The body goes out as text
+// when it is valid UTF-8 and as base64 otherwise.
+func ToMessage(m broker.ReceivedMessage) Message {
 	out := Message{
 		MessageID:       m.MessageID,
 		Receipt:         m.Receipt,

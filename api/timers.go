@@ -187,7 +187,7 @@ func toTimer(t broker.Timer, withBody bool) Timer {
 	out := Timer{ID: t.ID, Topic: t.Topic, QueueID: t.QueueID, DeliverAt: formatTime(t.DeliverAt),
 		ScheduledAt: formatTime(t.ScheduledAt), Tag: t.Tag, Keys: t.Keys, Properties: t.Properties}
 	if withBody {
-		m := toMessage(broker.ReceivedMessage{Body: t.Body})
+		m := ToMessage(broker.ReceivedMessage{Body: t.Body})
 		out.Body, out.BodyEncoding = m.Body, m.BodyEncoding
 	}
 	return out

@@ -1,14 +1,12 @@
 package push
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
-	"unicode/utf8"
 
+	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server/broker"
 )
 
@@ -42,22 +40,9 @@ const (
 )
 
 // Message is the JSON body of a push in json mode: the api package's
-// Message (what a pull returns) without the receipt, field for field.
-type Message struct {
-	MessageID       string            `json:"messageId"`
-	Topic           string            `json:"topic"`
-	QueueID         int32             `json:"queueId"`
-	QueueOffset     int64             `json:"queueOffset"`
-	ReconsumeTimes  int32             `json:"reconsumeTimes"`
-	OriginMessageID string            `json:"originMessageId,omitempty"`
-	Tag             string            `json:"tag,omitempty"`
-	Keys            []string          `json:"keys,omitempty"`
-	Properties      map[string]string `json:"properties,omitempty"`
-	Body            string            `json:"body"`
-	BodyEncoding    string            `json:"bodyEncoding"`
-	BornAt          string            `json:"bornAt,omitempty"`
-	StoredAt        string            `json:"storedAt,omitempty"`
-}
+// Message, what a pull returns, without the receipt (the gateway settles
+// the lease itself).
+type Message = api.Message
 
 // webhookID is the message's idempotency key for the receiver: the id of
 // its first copy, the same for every retry.
@@ -68,35 +53,10 @@ func webhookID(m broker.ReceivedMessage) string {
 	return m.MessageID
 }
 
-// formatTime renders t as the api package does (RFC 3339, milliseconds, UTC).
-func formatTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
-}
-
 // encodeJSON renders m as the json-mode body.
 func encodeJSON(m broker.ReceivedMessage) ([]byte, error) {
-	out := Message{
-		MessageID:       m.MessageID,
-		Topic:           m.Topic,
-		QueueID:         m.QueueID,
-		QueueOffset:     m.QueueOffset,
-		ReconsumeTimes:  m.ReconsumeTimes,
-		OriginMessageID: m.OriginMessageID,
-		Tag:             m.Tag,
-		Keys:            m.Keys,
-		Properties:      m.Properties,
-		BornAt:          formatTime(m.BornAt),
-		StoredAt:        formatTime(m.StoredAt),
-	}
-	if utf8.Valid(m.Body) {
-		out.Body, out.BodyEncoding = string(m.Body), "utf8"
-	} else {
-		out.Body, out.BodyEncoding = base64.StdEncoding.EncodeToString(m.Body), "base64"
-	}
-	return json.Marshal(out)
+	m.Receipt = ""
+	return json.Marshal(api.ToMessage(m))
 }
 
 // setBinaryHeaders puts m's metadata into h for a binary-mode push. A tag,
@@ -118,8 +78,9 @@ func setBinaryHeaders(h http.Header, m broker.ReceivedMessage) {
 	set(HeaderOriginMessageID, m.OriginMessageID)
 	set(HeaderTag, m.Tag)
 	set(HeaderKeys, strings.Join(m.Keys, ","))
-	set(HeaderBornAt, formatTime(m.BornAt))
-	set(HeaderStoredAt, formatTime(m.StoredAt))
+	wire := api.ToMessage(m) // the times exactly as the API renders them
+	set(HeaderBornAt, wire.BornAt)
+	set(HeaderStoredAt, wire.StoredAt)
 	for k, v := range m.Properties {
 		if validToken(k) {
 			set(HeaderPropertyPrefix+k, v)
