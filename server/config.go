@@ -37,7 +37,9 @@ type Config struct {
 	// dir at start (disaster recovery for a lost or restored disk).
 	SeedOffsets bool `help:"Commit the consumer offsets mirrored in PostgreSQL into this data dir at start (disaster recovery)." env:"MQGATE_SEED_OFFSETS"`
 	// AutoCreate creates unknown topics on first send.
-	AutoCreate bool `help:"Create unknown topics on first send." env:"MQGATE_AUTO_CREATE" negatable:"" default:"${auto_create}"`
+	AutoCreate bool `help:"Create unknown topics on first send (and groups on first pull, see --auto-create-groups)." env:"MQGATE_AUTO_CREATE" negatable:"" default:"${auto_create}"`
+	// AutoCreateGroups creates unknown groups on first pull (with AutoCreate).
+	AutoCreateGroups bool `help:"With --auto-create, also create unknown groups on first pull." env:"MQGATE_AUTO_CREATE_GROUPS" negatable:"" default:"${auto_create_groups}"`
 	// MaxMessageSize is the largest message body in bytes.
 	MaxMessageSize ByteSize `help:"Largest message body (e.g. 4MiB)." env:"MQGATE_MAX_MESSAGE_SIZE" default:"${max_message_size}"`
 	// MaxRequestSize is the largest JSON send request body in bytes.
@@ -92,6 +94,7 @@ func DefaultConfig() Config {
 		SegmentSize:       1 << 30,
 		DelayLevels:       levels,
 		AutoCreate:        true,
+		AutoCreateGroups:  true,
 		MaxMessageSize:    4 << 20,
 		MaxRequestSize:    8 << 20,
 		MaxHeaderBytes:    64 << 10,
@@ -118,6 +121,7 @@ func (c Config) FlagDefaults() map[string]string {
 		"segment_size":        c.SegmentSize.String(),
 		"delay_levels":        c.DelayLevels.String(),
 		"auto_create":         strconv.FormatBool(c.AutoCreate),
+		"auto_create_groups":  strconv.FormatBool(c.AutoCreateGroups),
 		"max_message_size":    c.MaxMessageSize.String(),
 		"max_request_size":    c.MaxRequestSize.String(),
 		"max_header_bytes":    c.MaxHeaderBytes.String(),

@@ -84,13 +84,14 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	log := newLogger(cfg)
 	b, err := broker.Open(ctx, broker.Options{
-		DataDir:        cfg.DataDir,
-		FlushMode:      cfg.Flush,
-		SegmentSize:    int64(cfg.SegmentSize),
-		MaxMessageSize: int(cfg.MaxMessageSize),
-		AutoCreate:     cfg.AutoCreate,
-		DelayLevels:    cfg.DelayLevels,
-		Logger:         log, // the broker names its own components
+		DataDir:            cfg.DataDir,
+		FlushMode:          cfg.Flush,
+		SegmentSize:        int64(cfg.SegmentSize),
+		MaxMessageSize:     int(cfg.MaxMessageSize),
+		AutoCreate:         cfg.AutoCreate,
+		NoAutoCreateGroups: !cfg.AutoCreateGroups,
+		DelayLevels:        cfg.DelayLevels,
+		Logger:             log, // the broker names its own components
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open broker: %w", err)

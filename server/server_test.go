@@ -25,14 +25,15 @@ import (
 func testConfig(t *testing.T) Config {
 	t.Helper()
 	return Config{
-		Listen:          "127.0.0.1:0",
-		DataDir:         t.TempDir(),
-		SegmentSize:     8 << 20,
-		MaxMessageSize:  64 << 10,
-		MaxRequestSize:  128 << 10,
-		ShutdownTimeout: 5 * time.Second,
-		AutoCreate:      true,
-		LogOutput:       io.Discard,
+		Listen:           "127.0.0.1:0",
+		DataDir:          t.TempDir(),
+		SegmentSize:      8 << 20,
+		MaxMessageSize:   64 << 10,
+		MaxRequestSize:   128 << 10,
+		ShutdownTimeout:  5 * time.Second,
+		AutoCreate:       true,
+		AutoCreateGroups: true,
+		LogOutput:        io.Discard,
 	}
 }
 

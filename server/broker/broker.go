@@ -33,6 +33,9 @@ type Options struct {
 	SegmentSize int64
 	// MaxMessageSize is the largest message body in bytes (default 4 MiB).
 	MaxMessageSize int
+	// NoAutoCreateGroups keeps AutoCreate from creating groups: a pull or
+	// commit for an unknown group is then ErrGroupNotFound.
+	NoAutoCreateGroups bool
 	// AutoCreate creates unknown topics on first send and unknown groups on
 	// first pull.
 	AutoCreate bool

@@ -399,3 +399,15 @@ func TestManyProducersAndConsumers(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestAutoCreateGroupsCanBeSwitchedOff(t *testing.T) {
+	opts := testOptions(t.TempDir())
+	opts.NoAutoCreateGroups = true
+	bd := &bundle{dir: opts.DataDir, ctx: context.Background(), b: mustOpen(t, opts)}
+	bd.send(t, "auto", "topics still auto-create")
+	_, err := bd.b.Pull(bd.ctx, broker.PullRequest{Group: "unknown", Topic: "auto"})
+	require.ErrorIs(t, err, broker.ErrGroupNotFound)
+	_, _, err = bd.b.PutGroup(bd.ctx, broker.GroupConfig{Name: "known"})
+	require.NoError(t, err)
+	require.Len(t, bd.pull(t, "known", "auto", 1, time.Second, time.Minute), 1)
+}

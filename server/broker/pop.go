@@ -213,7 +213,7 @@ func (b *Broker) groupForPull(name string) (GroupConfig, error) {
 	if ok {
 		return g, nil
 	}
-	if !b.opts.AutoCreate {
+	if !b.opts.AutoCreate || b.opts.NoAutoCreateGroups {
 		return g, fmt.Errorf("%w: %s", ErrGroupNotFound, name)
 	}
 	g, _, err := b.registry.putGroup(GroupConfig{Name: name, ConsumeMode: "clustering", RetryMaxTimes: 16}, true)
