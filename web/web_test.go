@@ -64,13 +64,14 @@ func TestConsoleNeverParsesHTML(t *testing.T) {
 	}
 }
 
-// TestConsoleMatchesAPI: the dead-letter view and the delay scheduler
-// table read fields and call paths that the API spec defines.
+// TestConsoleMatchesAPI: the dead-letter view, the timers view and the
+// delay scheduler table read fields and call paths that the API spec defines.
 func TestConsoleMatchesAPI(t *testing.T) {
 	t.Parallel()
 	index := serve(t, "/").Body.String()
 	script := serve(t, "/app.js").Body.String()
-	for _, id := range []string{`data-tab="dlq"`, `id="dlq-form"`, `id="dlq-list"`, `id="dlq-problem"`, `id="delay-levels"`, `id="scheduler"`} {
+	for _, id := range []string{`data-tab="dlq"`, `id="dlq-form"`, `id="dlq-list"`, `id="dlq-problem"`, `id="delay-levels"`, `id="scheduler"`,
+		`data-tab="timers"`, `id="timers-form"`, `id="timer-list"`, `id="timers-problem"`} {
 		require.Contains(t, index, id)
 	}
 
@@ -84,7 +85,8 @@ func TestConsoleMatchesAPI(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(docs.OpenAPI, &spec))
 	for schema, fields := range map[string][]string{
-		"BrokerStatus":   {"delayLevels", "scheduledTotal", "schedulerLatenessP50Ms", "schedulerLatenessP99Ms", "schedulerLatenessMaxMs"},
+		"BrokerStatus": {"delayLevels", "scheduledTotal", "schedulerLatenessP50Ms", "schedulerLatenessP99Ms", "schedulerLatenessMaxMs",
+			"timersPending", "nextTimerAt"},
 		"DelayLevel":     {"level", "delayMs", "offset", "maxOffset", "backlog", "nextDueAt"},
 		"DeadLetterList": {"items", "next"},
 		"DeadLetter": {"messageId", "originMessageId", "originalTopic", "reconsumeTimes", "reason", "firstFailedAt", "deadAt",
@@ -93,6 +95,10 @@ func TestConsoleMatchesAPI(t *testing.T) {
 		"ResendRequest":  {"messageIds", "filter"},
 		"DLQFilter":      {"originalTopic", "from", "to", "reasonContains"},
 		"ResendResponse": {"resent", "skipped"},
+		"TimerList":      {"items", "next"},
+		"Timer": {"id", "topic", "queueId", "deliverAt", "scheduledAt", "tag", "keys",
+			"properties", "body", "bodyEncoding"},
+		"RescheduleRequest": {"delayMs", "deliverAt"},
 	} {
 		props := spec.Components.Schemas[schema].Properties
 		for _, f := range fields {
@@ -100,15 +106,20 @@ func TestConsoleMatchesAPI(t *testing.T) {
 			require.Regexp(t, regexp.MustCompile(`\b`+f+`\b`), script, "app.js does not use %s.%s", schema, f)
 		}
 	}
-	for path, method := range map[string]string{
-		"/broker/status":                  "get",
-		"/groups/{group}/dlq":             "get",
-		"/groups/{group}/dlq/{messageId}": "delete",
-		"/groups/{group}/dlq/resend":      "post",
+	for path, methods := range map[string][]string{
+		"/broker/status":                  {"get"},
+		"/groups/{group}/dlq":             {"get"},
+		"/groups/{group}/dlq/{messageId}": {"get", "delete"},
+		"/groups/{group}/dlq/resend":      {"post"},
+		"/timers":                         {"get"},
+		"/timers/{id}":                    {"get", "put", "delete"},
 	} {
-		require.Contains(t, spec.Paths[path], method, path)
+		for _, method := range methods {
+			require.Contains(t, spec.Paths[path], method, path)
+		}
 	}
-	for _, call := range []string{`"/broker/status"`, `"/dlq?"`, `"/dlq/resend"`, `api("DELETE", "/groups/" + enc(dlq.group) + "/dlq/"`, `api("GET", "/groups/" + enc(dlq.group) + "/dlq/"`} {
+	for _, call := range []string{`"/broker/status"`, `"/dlq?"`, `"/dlq/resend"`, `api("DELETE", "/groups/" + enc(dlq.group) + "/dlq/"`, `api("GET", "/groups/" + enc(dlq.group) + "/dlq/"`,
+		`"/timers?"`, `api("GET", "/timers/" + enc(`, `api("PUT", "/timers/" + enc(`, `api("DELETE", "/timers/" + enc(`} {
 		require.Contains(t, script, call)
 	}
 }

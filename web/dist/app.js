@@ -217,6 +217,8 @@ function renderScheduler(s) {
     ["Lateness p50", fmtMs(s.schedulerLatenessP50Ms)], ["Lateness p99", fmtMs(s.schedulerLatenessP99Ms)],
     ["Lateness max", fmtMs(s.schedulerLatenessMaxMs)],
     ["Backlog (all levels)", (s.delayLevels || []).reduce((n, l) => n + l.backlog, 0)],
+    ["Timers pending", s.timersPending === undefined ? "—" : s.timersPending],
+    ["Next timer", s.nextTimerAt ? fmtDue(s.nextTimerAt) : "—"],
   ];
   document.getElementById("scheduler").replaceChildren(...cards.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, v))));
   fillTable(document.getElementById("delay-levels"), (s.delayLevels || []).map((l) => el("tr", { class: l.backlog ? "busy" : undefined },
@@ -603,6 +605,185 @@ function wireDLQ() {
   }));
 }
 
+// ---------- timers ----------
+
+// tmr is the timers view's state, like dlq: cursors[i] fetches page i;
+// open holds expanded rows, editing the row whose reschedule form shows.
+const tmr = { topic: "", limit: 100, cursors: [""], page: 0, next: "", items: [], failed: false, open: new Set(), details: new Map(), editing: "" };
+const TIMERS_DEFAULT_LIMIT = 100;
+
+function timersProblem(err) {
+  const box = document.getElementById("timers-problem");
+  if (!err) { box.classList.add("hidden"); box.replaceChildren(); return; }
+  box.replaceChildren(...problemView(err));
+  box.classList.remove("hidden");
+  box.scrollIntoView({ block: "nearest" });
+}
+
+function timersGuarded(fn) {
+  return async (ev) => {
+    if (ev && ev.preventDefault) ev.preventDefault();
+    try { await fn(ev); } catch (err) { timersProblem(err); }
+  };
+}
+
+// loaders.timers lists with the form's filter; route "?topic=…" sets it.
+loaders.timers = async (route) => {
+  const form = document.getElementById("timers-form");
+  if (typeof route === "string") {
+    const params = new URLSearchParams(route.replace(/^[^?]*\??/, ""));
+    form.elements.topic.value = params.get("topic") || "";
+    form.elements.limit.value = params.get("limit") || TIMERS_DEFAULT_LIMIT;
+    return timersList();
+  }
+  if (tmr.cursors.length > 1 || tmr.items.length) return timersFetch(tmr.page); // back on the tab: refresh this page
+  return timersList();
+};
+
+async function timersList() {
+  const v = formValues(document.getElementById("timers-form"));
+  tmr.topic = v.topic || "";
+  tmr.limit = Math.min(500, Math.max(1, int(v.limit) || TIMERS_DEFAULT_LIMIT));
+  tmr.cursors = [""];
+  tmr.open.clear();
+  tmr.editing = "";
+  const q = new URLSearchParams();
+  if (tmr.topic) q.set("topic", tmr.topic);
+  if (tmr.limit !== TIMERS_DEFAULT_LIMIT) q.set("limit", tmr.limit);
+  const qs = q.toString();
+  history.replaceState(null, "", "#timers" + (qs ? "?" + qs : ""));
+  await timersFetch(0);
+}
+
+// timersFetch loads page (an index into tmr.cursors), soonest first as the API orders them.
+async function timersFetch(page) {
+  const q = new URLSearchParams();
+  if (tmr.topic) q.set("topic", tmr.topic);
+  q.set("limit", tmr.limit);
+  if (tmr.cursors[page]) q.set("cursor", tmr.cursors[page]);
+  let r;
+  try {
+    r = await api("GET", "/timers?" + q);
+  } catch (err) {
+    tmr.items = []; tmr.next = ""; tmr.failed = true;
+    renderTimers("Could not list timers: see the error above.");
+    timersProblem(err);
+    return;
+  }
+  timersProblem(null);
+  tmr.failed = false;
+  tmr.page = page;
+  tmr.items = r.items || [];
+  tmr.next = r.next || "";
+  tmr.cursors.length = page + 1;
+  if (tmr.next) tmr.cursors.push(tmr.next);
+  const ids = new Set(tmr.items.map((t) => t.id));
+  for (const id of tmr.open) if (!ids.has(id)) tmr.open.delete(id);
+  if (!ids.has(tmr.editing)) tmr.editing = "";
+  tmr.details.clear();
+  renderTimers();
+  await Promise.all([...tmr.open].map(timerLoadDetail));
+}
+
+async function timerLoadDetail(id) {
+  try {
+    tmr.details.set(id, { data: await api("GET", "/timers/" + enc(id)) });
+  } catch (err) {
+    tmr.details.set(id, { error: err });
+  }
+  if (tmr.open.has(id)) renderTimers();
+}
+
+function timerToggle(id) {
+  if (String(window.getSelection())) return; // selecting text, not clicking
+  if (tmr.open.has(id)) tmr.open.delete(id);
+  else tmr.open.add(id);
+  renderTimers();
+  if (tmr.open.has(id) && !tmr.details.has(id)) timerLoadDetail(id);
+}
+
+function timerDetailView(id) {
+  const c = tmr.details.get(id);
+  if (!c) return el("p", { class: "muted" }, "Loading…");
+  if (c.error) return el("div", { class: "problem" }, ...problemView(c.error));
+  const t = c.data;
+  const props = Object.entries(t.properties || {});
+  return el("div", { class: "dlq-detail" },
+    props.length ? el("div", { class: "props" }, el("h4", {}, "Properties"),
+      el("table", { class: "compact" }, el("tbody", {}, props.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v)))))) : null,
+    ...bodyView(t));
+}
+
+// rescheduleForm is the inline form: a delay from now, or a due time.
+function rescheduleForm(t) {
+  const delay = el("input", { name: "delayMs", type: "number", min: "0", placeholder: "e.g. 60000" });
+  const at = el("input", { name: "deliverAt", type: "datetime-local", step: "1", value: localInput(t.deliverAt) });
+  delay.addEventListener("input", () => { if (delay.value) at.value = ""; });
+  at.addEventListener("input", () => { if (at.value) delay.value = ""; });
+  return el("form", { class: "reschedule", onsubmit: timersGuarded(async () => {
+    let body;
+    if (delay.value !== "") body = { delayMs: int(delay.value) };
+    else if (at.value) body = { deliverAt: isoTime(at.value) };
+    else throw new Error("Give a delay in ms or a delivery time.");
+    const r = await api("PUT", "/timers/" + enc(t.id), body);
+    notice("Timer " + t.id + " now due " + fmtDue(r.deliverAt), "info");
+    tmr.editing = "";
+    await timersFetch(tmr.page);
+  }) },
+  el("label", {}, "Deliver in (ms from now)", delay), el("span", { class: "or" }, "or"),
+  el("label", {}, "Deliver at (local time)", at),
+  el("button", { type: "submit", class: "small" }, "Save"),
+  el("button", { type: "button", class: "secondary small", onclick: () => { tmr.editing = ""; renderTimers(); } }, "Close"));
+}
+
+async function timerCancel(t) {
+  if (!confirm("Cancel timer " + t.id + " (topic " + t.topic + ", due " + fmtStamp(t.deliverAt) + ")?\n\nThe message will never be delivered.")) return;
+  await api("DELETE", "/timers/" + enc(t.id));
+  notice("Timer " + t.id + " cancelled", "info");
+  await timersFetch(tmr.page);
+}
+
+function renderTimers(emptyText) {
+  const rows = [];
+  for (const t of tmr.items) {
+    const open = tmr.open.has(t.id);
+    rows.push(el("tr", { class: "clickable" + (open ? " open" : ""), onclick: () => timerToggle(t.id) },
+      el("td", { class: "id" }, el("button", { class: "link", "aria-expanded": open ? "true" : "false", title: open ? "hide body" : "show body",
+        onclick: (ev) => { ev.stopPropagation(); timerToggle(t.id); } }, (open ? "▾ " : "▸ ") + t.id)),
+      el("td", {}, t.topic),
+      el("td", { class: "num" }, t.queueId),
+      el("td", { class: "time", title: t.deliverAt }, fmtDue(t.deliverAt)),
+      el("td", { class: "time", title: t.scheduledAt }, fmtStamp(t.scheduledAt)),
+      el("td", {}, t.tag || "—"),
+      el("td", {}, (t.keys || []).join(", ") || "—"),
+      el("td", { class: "actions" },
+        el("button", { class: "secondary small", onclick: (ev) => { ev.stopPropagation(); tmr.editing = tmr.editing === t.id ? "" : t.id; renderTimers(); } }, "Reschedule"),
+        el("button", { class: "danger small", onclick: timersGuarded(async (ev) => { ev.stopPropagation(); await timerCancel(t); }) }, "Cancel"))));
+    if (tmr.editing === t.id) rows.push(el("tr", { class: "edit" }, el("td", { colspan: 8 }, rescheduleForm(t))));
+    if (open) rows.push(el("tr", { class: "detail" }, el("td", { colspan: 8 }, timerDetailView(t.id))));
+  }
+  const table = document.getElementById("timer-list");
+  fillTable(table, rows);
+  if (!rows.length) {
+    table.tBodies[0].rows[0].cells[0].textContent = emptyText || (tmr.page ? "No more timers." : tmr.topic ? "No pending timers for topic " + tmr.topic + "." : "No pending timers.");
+  }
+  document.getElementById("timers-title").textContent = "Pending timers" + (tmr.topic ? " of " + tmr.topic : "") +
+    (tmr.failed ? "" : " — " + tmr.items.length + " on page " + (tmr.page + 1) + (tmr.next ? ", more follow" : ""));
+  document.getElementById("timers-page").textContent = tmr.failed ? "" : "page " + (tmr.page + 1);
+  document.getElementById("timers-first").disabled = tmr.page === 0 || tmr.failed;
+  document.getElementById("timers-prev").disabled = tmr.page === 0 || tmr.failed;
+  document.getElementById("timers-next").disabled = !tmr.next || tmr.failed;
+}
+
+function wireTimers() {
+  const form = document.getElementById("timers-form");
+  form.addEventListener("submit", timersGuarded(() => timersList()));
+  document.getElementById("timers-clear").addEventListener("click", timersGuarded(() => { form.elements.topic.value = ""; return timersList(); }));
+  document.getElementById("timers-first").addEventListener("click", timersGuarded(() => timersFetch(0)));
+  document.getElementById("timers-prev").addEventListener("click", timersGuarded(() => timersFetch(Math.max(0, tmr.page - 1))));
+  document.getElementById("timers-next").addEventListener("click", timersGuarded(() => timersFetch(tmr.page + 1)));
+}
+
 // ---------- consume ----------
 
 let leased = [];
@@ -739,6 +920,7 @@ document.addEventListener("DOMContentLoaded", () => {
   }));
 
   wireDLQ();
+  wireTimers();
   renderLeased();
   health();
   route();
