@@ -46,14 +46,17 @@ test-race:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime=2s ./storage/...
 
-## fuzz: a short run of every fuzz target (FUZZTIME=30s by default).
+## fuzz: a short run of every fuzz target (FUZZTIME=30s by default); all
+## targets run, and the target fails at the end if any of them failed.
 FUZZTIME ?= 30s
 fuzz:
-	@for pkg in $$($(GO) list ./...); do \
+	@failed=""; for pkg in $$($(GO) list ./...); do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
-	    echo "== $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	    echo "== $$pkg $$t"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$pkg || failed="$$failed $$t"; \
 	  done; \
-	done
+	done; \
+	if [ -n "$$failed" ]; then echo "failed:$$failed"; exit 1; fi
 
 clean:
 	rm -rf bin
