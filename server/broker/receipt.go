@@ -84,7 +84,7 @@ func (c *receiptCodec) decode(s string) (receipt, error) {
 	if len(s) > 1024 {
 		return receipt{}, errBadReceipt
 	}
-	b, err := base64.RawURLEncoding.DecodeString(s)
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s) // strict: one text per receipt
 	if err != nil || len(b) < 1+8+4+8+2+receiptMACLen || b[0] != receiptVersion {
 		return receipt{}, errBadReceipt
 	}
