@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mqgate/mqgate/storage/commitlog"
+	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/schedule"
 )
 
@@ -205,8 +205,8 @@ func (c Config) Validate() error {
 	if c.SegmentSize <= c.MaxMessageSize+128<<10 {
 		bad("segment-size %s must exceed max-message-size %s by more than 128KiB (room for properties)", c.SegmentSize, c.MaxMessageSize)
 	}
-	if int64(c.SegmentSize) > commitlog.MaxSegmentSize {
-		bad("segment-size %s must be at most %s", c.SegmentSize, ByteSize(commitlog.MaxSegmentSize))
+	if int64(c.SegmentSize) > storage.MaxSegmentSize {
+		bad("segment-size %s must be at most %s", c.SegmentSize, ByteSize(storage.MaxSegmentSize))
 	}
 	if c.SeedOffsets && c.DatabaseURL == "" {
 		bad("seed-offsets needs database-url")

@@ -104,3 +104,18 @@ func (o Options) Validate() error {
 	}
 	return nil
 }
+
+// FlushMode is the CommitLog flush policy (commitlog.FlushSync or FlushAsync).
+type FlushMode = commitlog.FlushMode
+
+// Flush modes.
+const (
+	FlushSync  = commitlog.FlushSync
+	FlushAsync = commitlog.FlushAsync
+)
+
+// ParseFlushMode parses "sync" or "async".
+func ParseFlushMode(s string) (FlushMode, error) { return commitlog.ParseFlushMode(s) }
+
+// MaxSegmentSize is the largest CommitLog segment size.
+const MaxSegmentSize = commitlog.MaxSegmentSize

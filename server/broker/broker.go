@@ -17,7 +17,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mqgate/mqgate/storage"
-	"github.com/mqgate/mqgate/storage/commitlog"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
 	"github.com/mqgate/mqgate/storage/schedule"
@@ -120,7 +119,7 @@ func (o Options) storageOptions() (storage.Options, error) {
 	if mode == "" {
 		mode = "sync"
 	}
-	fm, err := commitlog.ParseFlushMode(mode)
+	fm, err := storage.ParseFlushMode(mode)
 	if err != nil {
 		return so, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}

@@ -1,0 +1,89 @@
+// Package archtest enforces the import rules of STYLE.md's package table,
+// so the dependency direction is mechanical rather than a review habit
+// (what depguard does in golangci-lint, without the extra tool).
+package archtest
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/mqgate/mqgate"
+
+// forbidden lists, per package (prefix match on the path below the
+// module), the module packages it must never import directly.
+var forbidden = map[string][]string{
+	"storage":              {"server", "api", "cmd", "web", "docs", "migrations"},
+	"storage/internal":     {"storage/commitlog", "storage/consumequeue", "storage/index", "storage/message", "storage/offset", "storage/schedule", "storage/storagetest"},
+	"storage/message":      {"storage/commitlog", "storage/consumequeue", "storage/index", "storage/offset", "storage/schedule", "storage/internal"},
+	"storage/commitlog":    {"storage/message", "storage/consumequeue", "storage/index", "storage/offset", "storage/schedule"},
+	"storage/consumequeue": {"storage/commitlog", "storage/message", "storage/index", "storage/offset", "storage/schedule"},
+	"storage/index":        {"storage/commitlog", "storage/message", "storage/consumequeue", "storage/offset", "storage/schedule"},
+	"server/broker":        {"api", "server/pgmirror", "server/push", "storage/commitlog", "storage/consumequeue", "storage/index", "storage/internal"},
+	"server/pgmirror":      {"api", "storage/commitlog", "storage/consumequeue", "storage/index", "storage/internal", "storage/schedule"},
+	"server/push":          {"server/pgmirror", "storage"},
+	"api":                  {"server/pgmirror", "server/push", "storage/commitlog", "storage/consumequeue", "storage/index", "storage/internal", "storage/offset", "storage/schedule"},
+	"web":                  {"api", "server", "storage"},
+	"migrations":           {"api", "server", "storage"},
+	"cmd/mqgate":           {"storage", "api", "server/broker", "server/pgmirror", "server/push"},
+}
+
+// testOnly are helper packages no production package may import.
+var testOnly = []string{"storage/storagetest", "server/pgmirror/pgtest"}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+}
+
+func TestImportRules(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	checked := 0
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			dep := strings.TrimPrefix(imp, module+"/")
+			for _, helper := range testOnly {
+				if under(dep, helper) {
+					t.Errorf("%s imports the test helper %s", rel, dep)
+				}
+			}
+			for scope, bans := range forbidden {
+				if !under(rel, scope) {
+					continue
+				}
+				for _, ban := range bans {
+					if under(dep, ban) && !under(dep, rel) && !allowedInside(rel, dep) {
+						t.Errorf("%s must not import %s (rule for %s)", rel, dep, scope)
+					}
+				}
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no module imports checked: is the module path right?")
+	}
+}
+
+// under reports whether path is pkg or below it.
+func under(path, pkg string) bool { return path == pkg || strings.HasPrefix(path, pkg+"/") }
+
+// allowedInside: the storage root's rule bans nothing of storage itself,
+// and a package may use its own internal packages.
+func allowedInside(rel, dep string) bool {
+	return strings.HasPrefix(dep, "storage/internal") && under(rel, "storage") && !under(rel, "storage/message")
+}
