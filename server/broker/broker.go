@@ -220,30 +220,17 @@ func (b *Broker) recover(ctx context.Context) error {
 	b.progress = table
 	start := time.Now()
 	replayed := 0
-	if min := b.store.MinOffset(offsetTopic, 0); from < min {
-		from = min
-	}
-	for from < b.store.MaxOffset(offsetTopic, 0) {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		res, err := b.store.ReadQueue(offsetTopic, 0, from, 256, nil)
+	err = b.scanSystemQueue(ctx, offsetTopic, from, func(m *message.Message) {
+		rec, err := offset.DecodeRecord(m.Body)
 		if err != nil {
-			return fmt.Errorf("replay offset records at %d: %w", from, err)
+			b.log.Error().Err(err).Int64("queueOffset", m.QueueOffset).Msg("skipping undecodable offset record")
+			return
 		}
-		for _, m := range res.Messages {
-			rec, err := offset.DecodeRecord(m.Body)
-			if err != nil {
-				b.log.Error().Err(err).Int64("queueOffset", m.QueueOffset).Msg("skipping undecodable offset record")
-				continue
-			}
-			table.Apply(rec)
-			replayed++
-		}
-		if res.Next == from {
-			break
-		}
-		from = res.Next
+		table.Apply(rec)
+		replayed++
+	})
+	if err != nil {
+		return err
 	}
 	for _, k := range table.Keys() {
 		if _, ok := b.registry.group(k.Group); !ok {
@@ -252,10 +239,10 @@ func (b *Broker) recover(ctx context.Context) error {
 	}
 	b.log.Info().Int("records", replayed).Dur("took", time.Since(start)).Msg("consumer progress recovered")
 
-	if err := b.replayDLQStatuses(); err != nil {
+	if err := b.replayDLQStatuses(ctx); err != nil {
 		return err
 	}
-	if err := b.recoverTimers(); err != nil {
+	if err := b.recoverTimers(ctx); err != nil {
 		return err
 	}
 	b.scheduler, err = schedule.New(schedule.Config{
@@ -356,6 +343,30 @@ func (b *Broker) Status(ctx context.Context) (BrokerStatus, error) {
 		out.Levels = append(out.Levels, DelayLevelStatus{Level: l.Level, Delay: l.Delay, Offset: l.Offset, MaxOffset: l.MaxOffset, Backlog: l.Backlog, NextDue: l.NextDue})
 	}
 	return out, nil
+}
+
+// scanSystemQueue calls fn, in order, for every message of queue 0 of a
+// system topic from offset from (or its retained minimum) to its end:
+// the replay of progress, dead-letter status and timer records at start.
+func (b *Broker) scanSystemQueue(ctx context.Context, topic string, from int64, fn func(*message.Message)) error {
+	from = max(from, b.store.MinOffset(topic, 0))
+	for from < b.store.MaxOffset(topic, 0) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		res, err := b.store.ReadQueue(topic, 0, from, 256, nil)
+		if err != nil {
+			return fmt.Errorf("replay %s at %d: %w", topic, from, err)
+		}
+		for _, m := range res.Messages {
+			fn(m)
+		}
+		if res.Next == from {
+			break
+		}
+		from = res.Next
+	}
+	return nil
 }
 
 // mapStoreErr turns storage errors into broker sentinels.

@@ -99,28 +99,17 @@ func (s *dlqStatuses) set(r dlqStatusRecord) {
 }
 
 // replayDLQStatuses rebuilds the status table from rmq_sys_DLQ.
-func (b *Broker) replayDLQStatuses() error {
-	for from := b.store.MinOffset(dlqStatusTopic, 0); from < b.store.MaxOffset(dlqStatusTopic, 0); {
-		res, err := b.store.ReadQueue(dlqStatusTopic, 0, from, 256, nil)
-		if err != nil {
-			return fmt.Errorf("replay dead-letter statuses: %w", err)
+func (b *Broker) replayDLQStatuses(ctx context.Context) error {
+	return b.scanSystemQueue(ctx, dlqStatusTopic, 0, func(m *message.Message) {
+		var recs []dlqStatusRecord
+		if err := json.Unmarshal(m.Body, &recs); err != nil {
+			b.log.Error().Err(err).Int64("queueOffset", m.QueueOffset).Msg("skipping undecodable dead-letter status")
+			return
 		}
-		for _, m := range res.Messages {
-			var recs []dlqStatusRecord
-			if err := json.Unmarshal(m.Body, &recs); err != nil {
-				b.log.Error().Err(err).Int64("queueOffset", m.QueueOffset).Msg("skipping undecodable dead-letter status")
-				continue
-			}
-			for _, r := range recs {
-				b.dlqStatus.set(r)
-			}
+		for _, r := range recs {
+			b.dlqStatus.set(r)
 		}
-		if res.Next == from {
-			break
-		}
-		from = res.Next
-	}
-	return nil
+	})
 }
 
 // Dead letters outlive CommitLog retention: before retention deletes a

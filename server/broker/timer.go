@@ -173,45 +173,27 @@ func dueOf(m *message.Message) time.Time {
 
 // recoverTimers rebuilds the pending set from the timer records and
 // their statuses.
-func (b *Broker) recoverTimers() error {
+func (b *Broker) recoverTimers(ctx context.Context) error {
 	settled := map[string]bool{}
-	for from := b.store.MinOffset(timerStatusTopic, 0); from < b.store.MaxOffset(timerStatusTopic, 0); {
-		res, err := b.store.ReadQueue(timerStatusTopic, 0, from, 256, nil)
-		if err != nil {
-			return fmt.Errorf("replay timer statuses: %w", err)
-		}
-		for _, m := range res.Messages {
-			var recs []timerStatusRecord
-			if json.Unmarshal(m.Body, &recs) == nil {
-				for _, r := range recs {
-					settled[r.ID] = true
-				}
+	err := b.scanSystemQueue(ctx, timerStatusTopic, 0, func(m *message.Message) {
+		var recs []timerStatusRecord
+		if json.Unmarshal(m.Body, &recs) == nil {
+			for _, r := range recs {
+				settled[r.ID] = true
 			}
 		}
-		if res.Next == from {
-			break
-		}
-		from = res.Next
+	})
+	if err != nil {
+		return err
 	}
 	t := &b.timers
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for from := b.store.MinOffset(timerTopic, 0); from < b.store.MaxOffset(timerTopic, 0); {
-		res, err := b.store.ReadQueue(timerTopic, 0, from, 256, nil)
-		if err != nil {
-			return fmt.Errorf("replay timers: %w", err)
+	return b.scanSystemQueue(ctx, timerTopic, 0, func(m *message.Message) {
+		if id := timerID(m); !settled[id] {
+			t.put(id, m.Property(message.PropertyRealTopic), dueOf(m), m.PhysicalOffset) // the latest record wins
 		}
-		for _, m := range res.Messages {
-			if id := timerID(m); !settled[id] {
-				t.put(id, m.Property(message.PropertyRealTopic), dueOf(m), m.PhysicalOffset) // the latest record wins
-			}
-		}
-		if res.Next == from {
-			break
-		}
-		from = res.Next
-	}
-	return nil
+	})
 }
 
 // timerLoop delivers due timers until the broker closes.
