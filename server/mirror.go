@@ -41,14 +41,18 @@ func (m mirroredBroker) ListDeadLetters(ctx context.Context, group string, f bro
 
 // Progress adds the mirrored committed offsets next to the live ones. The
 // mirror is only read when healthy, so progress never waits on an outage.
+// It is read before the live progress: both only grow, and the mirror
+// trails the log, so read in this order mirroredOffset never shows ahead
+// of consumerOffset (read the other way round, acks landing in between
+// could make it look so).
 func (m mirroredBroker) Progress(ctx context.Context, group string) ([]broker.QueueProgress, error) {
-	live, err := m.Broker.Progress(ctx, group)
-	if err != nil || m.mirror.Health() != nil {
-		return live, err
+	var mirrored []pgmirror.Offset
+	if m.mirror.Health() == nil {
+		mirrored, _ = m.mirror.Offsets(ctx, group) // on error the live view alone is the answer
 	}
-	mirrored, err := m.mirror.Offsets(ctx, group)
-	if err != nil {
-		return live, nil // the live view is the answer; the mirror is an extra
+	live, err := m.Broker.Progress(ctx, group)
+	if err != nil || len(mirrored) == 0 {
+		return live, err
 	}
 	type key struct {
 		topic string
