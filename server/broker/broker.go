@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -416,6 +417,21 @@ func toReceived(m *message.Message) ReceivedMessage {
 			out.Properties = make(map[string]string)
 		}
 		out.Properties[k] = v
+	}
+	return out
+}
+
+// copyOf is a new message on topic carrying m's body, flag, born time and
+// host, reconsume count and properties, less the named ones: the base of
+// every copy the broker writes (retries, dead letters carried past
+// retention, resends, timers and their deliveries).
+func copyOf(m *message.Message, topic string, drop ...string) *message.Message {
+	out := &message.Message{Topic: topic, Body: m.Body, Flag: m.Flag, BornTimestamp: m.BornTimestamp,
+		BornHost: m.BornHost, ReconsumeTimes: m.ReconsumeTimes}
+	for k, v := range m.Properties {
+		if !slices.Contains(drop, k) {
+			out.SetProperty(k, v)
+		}
 	}
 	return out
 }

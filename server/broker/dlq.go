@@ -352,15 +352,9 @@ func (b *Broker) resendChunk(ctx context.Context, group string, letters []*messa
 		if err != nil {
 			return fmt.Errorf("resend %s: %w", id, err)
 		}
-		out := &message.Message{Topic: topic, Body: m.Body, Flag: m.Flag, BornTimestamp: m.BornTimestamp, BornHost: m.BornHost}
-		for k, v := range m.Properties {
-			switch k {
-			case propAttempts, propDLQReason, propDLQID, propDLQDeadAt, message.PropertyUniqKey,
-				message.PropertyRetryTopic, message.PropertyMaxReconsumeTimes:
-				continue
-			}
-			out.SetProperty(k, v)
-		}
+		out := copyOf(m, topic, propAttempts, propDLQReason, propDLQID, propDLQDeadAt, message.PropertyUniqKey,
+			message.PropertyRetryTopic, message.PropertyMaxReconsumeTimes)
+		out.ReconsumeTimes = 0 // a fresh attempt count
 		if sk := m.Property(message.PropertyShardingKey); sk != "" {
 			out.QueueID = b.shardQueue(sk, cfg.Queues)
 		} else {
@@ -432,11 +426,7 @@ func (b *Broker) carryDeadLetters(cut int64) error {
 				if st, ok := b.dlqStatus.get(group, id); ok && st.Status != DLQDead {
 					continue
 				}
-				c := &message.Message{Topic: topic, Body: m.Body, Flag: m.Flag, BornTimestamp: m.BornTimestamp,
-					BornHost: m.BornHost, ReconsumeTimes: m.ReconsumeTimes}
-				for k, v := range m.Properties {
-					c.SetProperty(k, v)
-				}
+				c := copyOf(m, topic)
 				c.SetProperty(propDLQID, id)
 				if c.Property(propDLQDeadAt) == "" {
 					c.SetProperty(propDLQDeadAt, strconv.FormatInt(m.StoreTimestamp, 10))

@@ -117,21 +117,9 @@ func (b *Broker) retryCopy(cfg GroupConfig, m *message.Message, it sendBack, now
 	}
 	history, _ := json.Marshal(attempts)
 
-	out := &message.Message{
-		Body:           m.Body,
-		Flag:           m.Flag,
-		BornTimestamp:  m.BornTimestamp,
-		BornHost:       m.BornHost,
-		ReconsumeTimes: reconsume + 1,
-	}
-	for k, v := range m.Properties {
-		switch k {
-		case message.PropertyDedupID, message.PropertyRealTopic, message.PropertyRealQueueID,
-			message.PropertyDelayLevel, message.PropertyDeliverTimeMs, propDLQReason:
-			continue
-		}
-		out.SetProperty(k, v)
-	}
+	out := copyOf(m, "", message.PropertyDedupID, message.PropertyRealTopic, message.PropertyRealQueueID,
+		message.PropertyDelayLevel, message.PropertyDeliverTimeMs, propDLQReason)
+	out.ReconsumeTimes = reconsume + 1
 	out.SetProperty(message.PropertyRetryTopic, originalTopic)
 	out.SetProperty(message.PropertyOriginMessageID, origin)
 	out.SetProperty(message.PropertyMaxReconsumeTimes, strconv.Itoa(cfg.RetryMaxTimes))

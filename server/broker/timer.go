@@ -278,17 +278,10 @@ func (b *Broker) deliverTimers(batch []*timerEntry, now time.Time) error {
 		if err != nil {
 			return mapStoreErr(err)
 		}
-		out := &message.Message{Topic: m.Property(message.PropertyRealTopic), Body: m.Body, Flag: m.Flag,
-			BornTimestamp: m.BornTimestamp, BornHost: m.BornHost, ReconsumeTimes: m.ReconsumeTimes}
+		out := copyOf(m, m.Property(message.PropertyRealTopic),
+			message.PropertyRealTopic, message.PropertyRealQueueID, message.PropertyDeliverTimeMs, propTimerID)
 		if qid, err := strconv.ParseInt(m.Property(message.PropertyRealQueueID), 10, 32); err == nil {
 			out.QueueID = int32(qid)
-		}
-		for k, v := range m.Properties {
-			switch k {
-			case message.PropertyRealTopic, message.PropertyRealQueueID, message.PropertyDeliverTimeMs, propTimerID:
-				continue
-			}
-			out.SetProperty(k, v)
 		}
 		msgs = append(msgs, out)
 		b.metrics.late(now.Sub(e.due))
@@ -445,11 +438,7 @@ func (b *Broker) copyTimer(e *timerEntry, at time.Time) (int64, error) {
 	if err != nil {
 		return 0, mapStoreErr(err)
 	}
-	c := &message.Message{Topic: timerTopic, Body: m.Body, Flag: m.Flag, BornTimestamp: m.BornTimestamp,
-		BornHost: m.BornHost, ReconsumeTimes: m.ReconsumeTimes}
-	for k, v := range m.Properties {
-		c.SetProperty(k, v)
-	}
+	c := copyOf(m, timerTopic)
 	c.SetProperty(propTimerID, e.id)
 	c.SetProperty(message.PropertyDeliverTimeMs, dueMs(at))
 	r, err := b.store.Put(c)
