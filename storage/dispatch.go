@@ -218,6 +218,10 @@ func (s *Store) AwaitDispatch(ctx context.Context) error {
 	return nil
 }
 
+// CaughtUp reports whether everything appended (flushed, in sync mode) is
+// visible in the ConsumeQueues: AwaitDispatch would return at once.
+func (s *Store) CaughtUp() bool { return s.dispatched.Load() >= s.dispatchLimit() }
+
 // Dispatched is the CommitLog offset below which every record is visible
 // in its ConsumeQueue.
 func (s *Store) Dispatched() int64 { return s.dispatched.Load() }

@@ -159,12 +159,15 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) ([]ReceivedMessage, 
 	}
 	ps := b.popState(req.Group, req.Topic)
 	deadline := time.Now().Add(req.Wait)
-	// Read-your-writes: what was sent before this pull is visible to it.
-	catchUp, cancel := context.WithTimeout(ctx, time.Second)
-	err = b.store.AwaitDispatch(catchUp)
-	cancel()
-	if errors.Is(err, storage.ErrClosed) {
-		return nil, ErrShuttingDown
+	// Read-your-writes: what was sent before this pull is visible to it
+	// (the dispatcher is almost always caught up: no timer on that path).
+	if !b.store.CaughtUp() {
+		catchUp, cancel := context.WithTimeout(ctx, time.Second)
+		err = b.store.AwaitDispatch(catchUp)
+		cancel()
+		if errors.Is(err, storage.ErrClosed) {
+			return nil, ErrShuttingDown
+		}
 	}
 	for {
 		signal := b.store.NewDataSignal(req.Topic)
@@ -172,7 +175,7 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) ([]ReceivedMessage, 
 		ps.mu.Lock()
 		freed := ps.wakeChan()
 		ps.mu.Unlock()
-		msgs, nextExpiry, err := b.popOnce(ps, req.Group, topic, req.MaxMessages, invisible, match, clientOf(ctx))
+		msgs, nextExpiry, err := b.popOnce(ps, group, topic, req.MaxMessages, invisible, match, clientOf(ctx))
 		if err != nil || len(msgs) > 0 {
 			b.metrics.add(b.metrics.delivered, req.Group, len(msgs))
 			bytes := 0
@@ -240,6 +243,14 @@ type queueView struct {
 
 func (b *Broker) view(group, topic string, qid int32, match func(int64) bool) queueView {
 	g, _ := b.registry.group(group)
+	g.Name = group // an unknown (deleted) group still has its name
+	return viewOf(g, topic, qid, match)
+}
+
+// viewOf is view for a group whose configuration the caller already holds
+// (a pull: no registry lookup per queue).
+func viewOf(g GroupConfig, topic string, qid int32, match func(int64) bool) queueView {
+	group := g.Name
 	v := queueView{key: offset.Key{Group: group, Topic: topic, QueueID: qid}, storeTopic: topic, storeQueue: qid, match: match,
 		orderly: g.Orderly && qid != retryQueueID, maxRetry: g.RetryMaxTimes}
 	if v.maxRetry == 0 {
@@ -274,7 +285,7 @@ type sendBack struct {
 // topic's queues round-robin. Leases found expired on the way take the
 // failure path (send-back). It returns the earliest lease deadline still
 // pending, so a long poll can wake for it.
-func (b *Broker) popOnce(ps *popState, group string, topic TopicConfig, max int, invisible time.Duration, match func(int64) bool, client string) ([]ReceivedMessage, time.Time, error) {
+func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max int, invisible time.Duration, match func(int64) bool, client string) ([]ReceivedMessage, time.Time, error) {
 	ps.mu.Lock()
 	now := time.Now()
 	var out []ReceivedMessage
@@ -289,7 +300,7 @@ func (b *Broker) popOnce(ps *popState, group string, topic TopicConfig, max int,
 		if i >= 0 {
 			qid = int32((start + i) % n)
 		}
-		v := b.view(group, topic.Name, qid, match)
+		v := viewOf(group, topic.Name, qid, match)
 		got, expiry, expired, qerr := b.popQueue(ps, v, max-len(out), now, invisible, client)
 		out = append(out, got...)
 		failed = append(failed, expired...)
@@ -303,7 +314,7 @@ func (b *Broker) popOnce(ps *popState, group string, topic TopicConfig, max int,
 	}
 	ps.mu.Unlock()
 	if len(failed) > 0 {
-		if serr := b.sendBack(group, failed); serr != nil && err == nil {
+		if serr := b.sendBack(group.Name, failed); serr != nil && err == nil {
 			err = serr
 		}
 	}
