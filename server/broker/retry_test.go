@@ -3,7 +3,6 @@ package broker_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -172,12 +171,7 @@ func TestDelayedSend(t *testing.T) {
 // letter expires, the letter is carried forward with its id, death time
 // and history, and can still be listed, fetched and resent.
 func TestDeadLettersOutliveRetention(t *testing.T) {
-	opts := testOptions(t.TempDir())
-	opts.Storage.SegmentSize = 128 << 10
-	opts.Storage.FileReservedTime = time.Millisecond
-	opts.Storage.RetentionInterval = 20 * time.Millisecond
-	opts.Storage.DiskMaxUsedRatio = 1
-	opts.MaxMessageSize = 4 << 10
+	opts := retentionOptions(t)
 	bd := &bundle{dir: opts.DataDir, ctx: context.Background(), b: mustOpen(t, opts)}
 	bd.send(t, "keep", "precious", "gone")
 	got := bd.pull(t, "g", "keep", 2, time.Second, time.Minute)
@@ -203,20 +197,7 @@ func TestDeadLettersOutliveRetention(t *testing.T) {
 	require.NoError(t, bd.b.DiscardDeadLetter(bd.ctx, "g", drop.MessageID))
 
 	// Roll many segments; retention deletes every old one.
-	filler := strings.Repeat("f", 3000)
-	for i := 0; i < 200; i++ {
-		bd.send(t, "filler", filler)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st, err := bd.b.Status(bd.ctx)
-		require.NoError(t, err)
-		if st.CommitLogMin > 128<<10*2 {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "retention never ran (min %d)", st.CommitLogMin)
-		time.Sleep(20 * time.Millisecond)
-	}
+	bd.rollAndExpire(t, 20*time.Second)
 	dead, _, err = bd.b.ListDeadLetters(bd.ctx, "g", broker.DLQFilter{}, "", 10)
 	require.NoError(t, err)
 	require.Len(t, dead, 1, "the discarded letter is gone, the dead one stays")

@@ -73,32 +73,46 @@ func TestTimers(t *testing.T) {
 	require.ErrorIs(t, err, broker.ErrInvalidArgument, "one kind of delay")
 }
 
-// Pending timers survive a restart (delivered once, not early) and
-// CommitLog retention.
-func TestTimersSurviveRestartAndRetention(t *testing.T) {
+// retentionOptions are broker options whose retention deletes every
+// segment but the active one as soon as it can (128 KiB segments).
+func retentionOptions(t *testing.T) broker.Options {
 	opts := testOptions(t.TempDir())
 	opts.Storage.SegmentSize = 128 << 10
 	opts.Storage.FileReservedTime = time.Millisecond
 	opts.Storage.RetentionInterval = 20 * time.Millisecond
 	opts.Storage.DiskMaxUsedRatio = 1
 	opts.MaxMessageSize = 4 << 10
-	bd := &bundle{dir: opts.DataDir, ctx: context.Background(), b: mustOpen(t, opts)}
-	due := time.Now().Add(2 * time.Second)
-	r := bd.sendTimer(t, "tr", "survivor", broker.SendMessage{DeliverAt: due})
+	return opts
+}
+
+// rollAndExpire sends enough filler to roll several segments and waits
+// until retention has deleted the old ones.
+func (bd *bundle) rollAndExpire(t *testing.T, timeout time.Duration) {
+	t.Helper()
 	filler := strings.Repeat("f", 3000)
 	for i := 0; i < 200; i++ {
 		bd.send(t, "filler", filler)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(timeout)
 	for {
 		st, err := bd.b.Status(bd.ctx)
 		require.NoError(t, err)
 		if st.CommitLogMin > 128<<10*2 {
-			break
+			return
 		}
-		require.True(t, time.Now().Before(deadline), "retention never ran")
+		require.True(t, time.Now().Before(deadline), "retention never ran (min %d)", st.CommitLogMin)
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Pending timers survive a restart (delivered once, not early) and
+// CommitLog retention.
+func TestTimersSurviveRestartAndRetention(t *testing.T) {
+	opts := retentionOptions(t)
+	bd := &bundle{dir: opts.DataDir, ctx: context.Background(), b: mustOpen(t, opts)}
+	due := time.Now().Add(2 * time.Second)
+	r := bd.sendTimer(t, "tr", "survivor", broker.SendMessage{DeliverAt: due})
+	bd.rollAndExpire(t, 10*time.Second)
 	require.NoError(t, bd.b.Close(bd.ctx))
 	bd.b = mustOpen(t, opts)
 	list, _, err := bd.b.ListTimers(bd.ctx, "tr", "", 10)
