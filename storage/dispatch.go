@@ -9,6 +9,7 @@ import (
 
 	"github.com/mqgate/mqgate/storage/commitlog"
 	"github.com/mqgate/mqgate/storage/consumequeue"
+	"github.com/mqgate/mqgate/storage/index"
 	"github.com/mqgate/mqgate/storage/message"
 )
 
@@ -45,7 +46,9 @@ func (s *Store) redispatch(from int64) (int64, error) {
 }
 
 // dispatchAvailable dispatches every record below limit, then wakes the
-// long-polling readers of the topics it touched.
+// long-polling readers of the topics it touched. A record it can never
+// dispatch (errUndispatchable) is quarantined and passed over; any other
+// failure (an I/O error) stops the pass at that record, to be retried.
 func (s *Store) dispatchAvailable(limit int64) (int64, error) {
 	d := &s.disp
 	var n int64
@@ -62,7 +65,10 @@ func (s *Store) dispatchAvailable(limit int64) (int64, error) {
 			d.buf = rec.Payload[:0]
 		}
 		if err := s.dispatchRecord(rec); err != nil {
-			return n, err
+			if !isUndispatchable(err) {
+				return n, err
+			}
+			s.quarantine(rec.Offset, rec.Size, "dispatch", err)
 		}
 		n++
 		off = next
@@ -71,16 +77,24 @@ func (s *Store) dispatchAvailable(limit int64) (int64, error) {
 	return n, nil
 }
 
+// dispatchRecord makes one record visible: its ConsumeQueue entry, then
+// its index keys. Failures that retrying cannot mend are errUndispatchable.
 func (s *Store) dispatchRecord(rec commitlog.Record) error {
 	d := &s.disp
 	var info message.DispatchInfo
 	if err := message.DecodeDispatch(rec.Payload, &info); err != nil {
-		return fmt.Errorf("%w: record at %d: %w", ErrCorrupt, rec.Offset, err)
+		return undispatchable("%w: record at %d: %w", ErrCorrupt, rec.Offset, err)
 	}
 	topic, ok := d.names[string(info.Topic)]
 	if !ok {
 		topic = string(info.Topic)
+		if err := checkTopic(topic); err != nil {
+			return undispatchable("record at %d: %w", rec.Offset, err)
+		}
 		d.names[topic] = topic
+	}
+	if info.QueueID < 0 || info.QueueID > MaxQueueID {
+		return undispatchable("%w: record at %d: queue id %d outside 0..%d", ErrInvalidMessage, rec.Offset, info.QueueID, MaxQueueID)
 	}
 	q, err := s.queue(topic, info.QueueID, true)
 	if err != nil {
@@ -88,16 +102,25 @@ func (s *Store) dispatchRecord(rec commitlog.Record) error {
 	}
 	entry := consumequeue.Entry{CommitLogOffset: rec.Offset, Size: rec.Size, TagsCode: info.TagsCode}
 	if err := putQueueEntry(q, info.QueueOffset, entry); err != nil {
-		return fmt.Errorf("consume queue %s/%d offset %d: %w", topic, info.QueueID, info.QueueOffset, err)
-	}
-	if rec.Offset > d.indexFloor {
-		if err := s.indexRecord(topic, rec.Offset, &info); err != nil {
-			return err
+		err = fmt.Errorf("consume queue %s/%d offset %d: %w", topic, info.QueueID, info.QueueOffset, err)
+		if errors.Is(err, consumequeue.ErrGap) || errors.Is(err, consumequeue.ErrInvalidEntry) {
+			return errUndispatchable{err}
 		}
-		s.index.Complete(rec.Offset)
+		return err
 	}
 	if len(d.touched) == 0 || d.touched[len(d.touched)-1] != topic {
 		d.touched = append(d.touched, topic)
+	}
+	if rec.Offset > d.indexFloor {
+		if err := s.indexRecord(topic, rec.Offset, &info); err != nil {
+			if !errors.Is(err, index.ErrKeyTooLong) && !errors.Is(err, index.ErrInvalidArgument) {
+				return err
+			}
+			// Consumers see the message; only its key lookups are lost.
+			s.index.Complete(rec.Offset)
+			return errUndispatchable{fmt.Errorf("keys not indexed: %w", err)}
+		}
+		s.index.Complete(rec.Offset)
 	}
 	return nil
 }
@@ -227,7 +250,8 @@ func (s *Store) CaughtUp() bool { return s.dispatched.Load() >= s.dispatchLimit(
 func (s *Store) Dispatched() int64 { return s.dispatched.Load() }
 
 // dispatchLoop follows the CommitLog until the store closes. A failed pass
-// (which would mean a bug or a damaged record) is logged and retried.
+// (an I/O error: a record-level failure is quarantined instead) is logged,
+// reported by DispatchStatus and retried.
 func (s *Store) dispatchLoop() {
 	defer s.workers.Done()
 	notify := s.commitLog.Notify()
@@ -240,7 +264,9 @@ func (s *Store) dispatchLoop() {
 		case <-retry:
 		}
 		retry = nil
-		if _, err := s.dispatchAvailable(s.dispatchLimit()); err != nil {
+		_, err := s.dispatchAvailable(s.dispatchLimit())
+		s.recordDispatch(err)
+		if err != nil {
 			s.log.Error().Err(err).Msg("dispatch failed; retrying")
 			retry = time.After(100 * time.Millisecond)
 		}

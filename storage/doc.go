@@ -13,6 +13,13 @@
 //	<dir>/consumequeue/<topic>/<queueId>/%020d
 //	                                  ConsumeQueue files (package consumequeue)
 //	<dir>/index/%020d                 key hash index files (package index)
+//	<dir>/config/<name>               small metadata files, each replaced
+//	                                  atomically (WriteMeta); the store's own
+//	                                  is quarantine.json (below), the others
+//	                                  belong to the store's user
+//
+// Topic names are 1-255 bytes of A-Z a-z 0-9 _ - % (they name ConsumeQueue
+// directories); queue ids are 0..MaxQueueID.
 //
 // # Checkpoint (part of the on-disk format; never change)
 //
@@ -49,6 +56,27 @@
 // for SCHEDULE_TOPIC_XXXX the due time in unix ms; for retry topics
 // (%RETRY%<group>) the hash of the original topic (RETRY_TOPIC), because one
 // retry topic serves all topics of a group.
+//
+// # What Put refuses, and quarantine
+//
+// Put and PutBatch refuse (ErrInvalidMessage, ErrMessageTooLarge) every
+// message a reader of its record would refuse: the payload format's limits
+// (message.Validate: topic length, body size, properties region), the topic
+// and queue-id rules above, and MaxMessageSize. Nothing of a refused batch
+// is written. So a record whose frame is intact (size, magic, CRC) but
+// which cannot be dispatched or read — a payload that does not decode, a
+// topic that cannot be a directory, an entry that conflicts with its
+// queue — can only come from a bug or from a data dir written before a
+// check existed. Such a record never stops the store: the dispatcher (at
+// run time and during recovery) and the queue readers quarantine it —
+// count it, log it with its offset, list it in config/quarantine.json
+// (the count and the newest 100, as JSON) and in Quarantined — and move on.
+// A frame that fails its CRC is different: below the checkpointed flushed
+// offset it is corruption, and Open fails (see Lifecycle).
+//
+// DispatchStatus tells how far the dispatcher is behind the log (bytes,
+// and since when, sampled every CheckpointInterval) and whether its passes
+// are failing (an I/O error; the pass is retried every 100 ms).
 //
 // While open, one dispatcher goroutine (RocketMQ's ReputMessageService)
 // follows the CommitLog — up to the flushed offset in sync flush mode, so a

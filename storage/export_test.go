@@ -6,3 +6,16 @@ import "time"
 func RunRetentionForTest(s *Store, now time.Time) (RetentionResult, error) {
 	return s.runRetention(now)
 }
+
+// rawEncoder appends fixed payload bytes.
+type rawEncoder []byte
+
+func (p rawEncoder) Len() int                   { return len(p) }
+func (p rawEncoder) Encode(dst []byte, _ int64) { copy(dst, p) }
+
+// AppendRawForTest appends payload as a record of the open store without
+// any of Put's checks, the way a bug in an encoder would.
+func AppendRawForTest(s *Store, payload []byte) (int64, error) {
+	res, err := s.commitLog.Append(rawEncoder(payload))
+	return res.Offset, err
+}

@@ -37,10 +37,42 @@ func (e *putEncoder) Encode(dst []byte, offset int64) {
 	m.EncodePayload(dst)
 }
 
-// prepare validates m and fills what the store computes before the append.
+// MaxQueueID is the highest queue id the store accepts.
+const MaxQueueID = 1<<16 - 1
+
+// checkTopic reports whether topic can name a ConsumeQueue directory:
+// 1 to message.MaxTopicLen bytes of A-Z a-z 0-9 _ - %.
+func checkTopic(topic string) error {
+	if topic == "" || len(topic) > message.MaxTopicLen {
+		return fmt.Errorf("%w: topic is %d bytes; 1 to %d are allowed", ErrInvalidMessage, len(topic), message.MaxTopicLen)
+	}
+	for i := 0; i < len(topic); i++ {
+		switch c := topic[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-', c == '%':
+		default:
+			return fmt.Errorf("%w: topic byte %d is %q; only A-Z a-z 0-9 _ - %% are allowed", ErrInvalidMessage, i, c)
+		}
+	}
+	return nil
+}
+
+// prepare validates m against everything a reader of the record checks —
+// the payload format's limits (message.Validate) and the store's own rules
+// for topics and queue ids — so that no record is ever appended that the
+// dispatcher or a reader would refuse; then it fills what the store
+// computes before the append.
 func (s *Store) prepare(m *message.Message) (int, error) {
-	if m.Topic == "" || len(m.Topic) > message.MaxTopicLen || m.QueueID < 0 {
-		return 0, fmt.Errorf("%w: topic %q queue %d", ErrInvalidMessage, m.Topic, m.QueueID)
+	if err := checkTopic(m.Topic); err != nil {
+		return 0, err
+	}
+	if m.QueueID < 0 || m.QueueID > MaxQueueID {
+		return 0, fmt.Errorf("%w: queue id %d outside 0..%d", ErrInvalidMessage, m.QueueID, MaxQueueID)
+	}
+	if err := m.Validate(); err != nil {
+		if errors.Is(err, message.ErrTooLarge) {
+			return 0, fmt.Errorf("%w: %w", ErrMessageTooLarge, err)
+		}
+		return 0, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
 	}
 	if m.Topic == message.ScheduleTopic {
 		due, err := strconv.ParseInt(m.Property(message.PropertyDeliverTimeMs), 10, 64)

@@ -116,6 +116,9 @@ type ReadResult struct {
 	// Skipped counts entries whose CommitLog record was already deleted by
 	// retention (their queue offsets are passed over).
 	Skipped int
+	// Quarantined counts entries whose record could not be read; they are
+	// passed over too and listed by Quarantined.
+	Quarantined int
 }
 
 // maxScan bounds how many ConsumeQueue entries one read examines, so a
@@ -168,6 +171,13 @@ func (s *Store) ReadQueue(topic string, queueID int32, offset int64, max int, ma
 			m, err := s.Lookup(e.CommitLogOffset)
 			if errors.Is(err, ErrOffsetTooSmall) {
 				res.Skipped++
+				continue
+			}
+			if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNotFound) {
+				// Unreadable although dispatched: set it aside and move
+				// on, so one bad record cannot wedge its queue.
+				s.quarantine(e.CommitLogOffset, e.Size, "read", fmt.Errorf("%s/%d offset %d: %w", topic, queueID, res.Next-1, err))
+				res.Quarantined++
 				continue
 			}
 			if err != nil {

@@ -66,9 +66,11 @@ type Store struct {
 	signals        map[string]chan struct{} // per topic: closed when entries land
 	dispatchSignal chan struct{}            // closed after every dispatch pass that added entries
 
-	disp       dispatcher   // owned by whoever dispatches (see dispatcher)
-	dispatched atomic.Int64 // CommitLog offset the dispatcher has processed up to
-	diskFull   atomic.Bool  // set by the retention cleaner above the hard ceiling
+	disp        dispatcher   // owned by whoever dispatches (see dispatcher)
+	dispatched  atomic.Int64 // CommitLog offset the dispatcher has processed up to
+	quarantined quarantine   // records set aside (quarantine.go)
+	health      dispatchHealth
+	diskFull    atomic.Bool // set by the retention cleaner above the hard ceiling
 
 	retentionHook atomic.Pointer[func(cut int64) error]
 	encoders      sync.Pool
@@ -183,6 +185,7 @@ func (s *Store) open() error {
 		return fmt.Errorf("open index: %w", err)
 	}
 	s.index = idx
+	s.loadQuarantine()
 	if err := s.loadQueues(); err != nil {
 		return err
 	}

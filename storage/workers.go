@@ -12,6 +12,7 @@ func (s *Store) start() {
 	s.workers.Add(3)
 	go s.dispatchLoop()
 	go s.every(s.opts.CheckpointInterval, func() {
+		s.sampleDispatchLimit(time.Now())
 		if err := s.runCheckpoint(); err != nil {
 			s.log.Error().Err(err).Msg("checkpoint failed")
 		}

@@ -265,13 +265,17 @@ type DispatchInfo struct {
 	DedupID []byte
 }
 
-// DecodeDispatch fills d from the payload b without allocating. It checks
-// the same structure as DecodePayload except repeated property keys (the
-// last occurrence wins) and returns ErrCorrupt on any inconsistency; it
-// never panics.
+// DecodeDispatch fills d from the payload b. It checks exactly what
+// DecodePayload checks, so that a record the dispatcher accepts can always
+// be read back, and returns ErrCorrupt on any inconsistency; it never
+// panics. It does not allocate unless the payload has more than
+// smallPropertyCount properties.
 func DecodeDispatch(b []byte, d *DispatchInfo) error {
 	l, err := parseLayout(b)
 	if err != nil {
+		return err
+	}
+	if err := checkRepeatedKeys(l); err != nil {
 		return err
 	}
 	be := binary.BigEndian
@@ -294,6 +298,44 @@ func DecodeDispatch(b []byte, d *DispatchInfo) error {
 		case PropertyDedupID:
 			d.DedupID = value
 		}
+	}
+	return nil
+}
+
+// smallPropertyCount is how many properties checkRepeatedKeys compares
+// pairwise; above it, it uses a set.
+const smallPropertyCount = 16
+
+// checkRepeatedKeys returns ErrCorrupt when a property key occurs twice
+// (DecodePayload refuses such a payload too).
+func checkRepeatedKeys(l layout) error {
+	if l.propertyCount < 2 {
+		return nil
+	}
+	if l.propertyCount <= smallPropertyCount {
+		var keys [smallPropertyCount][]byte
+		n := 0
+		for p := l.properties; len(p) > 0; {
+			key, _, rest, _ := nextProperty(p) // checked by parseLayout
+			p = rest
+			for _, k := range keys[:n] {
+				if string(k) == string(key) {
+					return fmt.Errorf("%w: property %q repeated", ErrCorrupt, key)
+				}
+			}
+			keys[n] = key
+			n++
+		}
+		return nil
+	}
+	seen := make(map[string]struct{}, l.propertyCount)
+	for p := l.properties; len(p) > 0; {
+		key, _, rest, _ := nextProperty(p) // checked by parseLayout
+		p = rest
+		if _, dup := seen[string(key)]; dup {
+			return fmt.Errorf("%w: property %q repeated", ErrCorrupt, key)
+		}
+		seen[string(key)] = struct{}{}
 	}
 	return nil
 }

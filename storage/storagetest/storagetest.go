@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/commitlog"
 	"github.com/mqgate/mqgate/storage/message"
 )
 
@@ -124,6 +125,52 @@ func FlipBit(t testing.TB, path string, off int64, bit uint) {
 func SimulateCrash(t testing.TB, dir string) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(dir, "abort"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rawPayload is a commitlog.Encoder of fixed bytes.
+type rawPayload []byte
+
+func (p rawPayload) Len() int                   { return len(p) }
+func (p rawPayload) Encode(dst []byte, _ int64) { copy(dst, p) }
+
+// AppendRaw appends payload as one CommitLog record of the closed store in
+// dir (whose segments are segmentSize bytes), bypassing every check Put
+// makes: the way to plant a record with an intact frame that the
+// dispatcher or a reader cannot use. It returns the record's offset. The
+// store's checkpoint still ends before the record, so the next Open
+// recovers it as an unclean start would (SimulateCrash is applied).
+func AppendRaw(t testing.TB, dir string, segmentSize int64, payload []byte) int64 {
+	t.Helper()
+	log, err := commitlog.Open(commitlog.Options{Dir: filepath.Join(dir, "commitlog"), SegmentSize: segmentSize})
+	if err != nil {
+		t.Fatalf("open commitlog of %s: %v", dir, err)
+	}
+	res, err := log.Append(rawPayload(payload))
+	if err != nil {
+		t.Fatalf("append raw record: %v", err)
+	}
+	if err := log.Close(); err != nil {
+		t.Fatalf("close commitlog: %v", err)
+	}
+	SimulateCrash(t, dir)
+	return res.Offset
+}
+
+// EncodeUnchecked encodes m as a payload without validating it (Put would
+// refuse what the format forbids); for planting bad records with AppendRaw.
+func EncodeUnchecked(m *message.Message) []byte {
+	b := make([]byte, m.PayloadSize())
+	m.EncodePayload(b)
+	return b
+}
+
+// RemoveCheckpoint deletes the store's checkpoint in dir, so that the next
+// Open scans and re-dispatches the whole CommitLog.
+func RemoveCheckpoint(t testing.TB, dir string) {
+	t.Helper()
+	if err := os.Remove(filepath.Join(dir, "checkpoint")); err != nil {
 		t.Fatal(err)
 	}
 }
