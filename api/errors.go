@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -55,6 +56,12 @@ type Problem struct {
 	Code string `json:"code" example:"topic-not-found"`
 	// RequestID is the id of the request (also in the X-Request-Id header and the server logs).
 	RequestID string `json:"requestId,omitempty" example:"d4m1c8sl0s73b0h3ds2g"`
+	// Field names the request field over a limit (body-too-large, properties-too-large, value-too-long).
+	Field string `json:"field,omitempty" example:"messages[3].tag"`
+	// Limit is the limit that field is over, in LimitUnit.
+	Limit int `json:"limit,omitempty" example:"255"`
+	// LimitUnit is the unit of Limit: bytes, properties or keys.
+	LimitUnit string `json:"limitUnit,omitempty" example:"bytes"`
 } //	@name	Problem
 
 // problemKind is one entry of the problem catalogue.
@@ -80,6 +87,8 @@ var (
 	kindMethod          = problemKind{http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed", 0}
 	kindInFlight        = problemKind{http.StatusConflict, "idempotency-request-in-flight", "A request with this idempotency key is in progress", 1}
 	kindTooLarge        = problemKind{http.StatusRequestEntityTooLarge, "body-too-large", "Body too large", 0}
+	kindPropsTooLarge   = problemKind{http.StatusRequestEntityTooLarge, "properties-too-large", "Message properties too large", 0}
+	kindValueTooLong    = problemKind{http.StatusBadRequest, "value-too-long", "Value too long", 0}
 	kindMediaType       = problemKind{http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type", 0}
 	kindKeyReused       = problemKind{http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency key reused with a different request", 0}
 	kindTooManyWaiters  = problemKind{http.StatusTooManyRequests, "too-many-waiters", "Too many waiting pulls", 1}
@@ -113,6 +122,8 @@ var sentinelKinds = []struct {
 	{ErrMethodNotAllowed, kindMethod},
 	{broker.ErrIdempotencyInFlight, kindInFlight},
 	{broker.ErrTooLarge, kindTooLarge},
+	{broker.ErrPropertiesTooLarge, kindPropsTooLarge},
+	{broker.ErrValueTooLong, kindValueTooLong},
 	{ErrUnsupportedMediaType, kindMediaType},
 	{broker.ErrIdempotencyKeyReused, kindKeyReused},
 	{ErrTooManyWaiters, kindTooManyWaiters},
@@ -156,6 +167,17 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if id, ok := hlog.IDFromRequest(r); ok {
 		p.RequestID = id.String()
 	}
+	var limit *broker.LimitError
+	var maxBytes *http.MaxBytesError
+	if errors.As(err, &maxBytes) {
+		p.Limit, p.LimitUnit = int(maxBytes.Limit), "bytes"
+		p.Detail = fmt.Sprintf("%v: the limit is %d bytes", err, maxBytes.Limit)
+	} else if errors.As(err, &limit) {
+		p.Field, p.Limit, p.LimitUnit = limit.Field, limit.Limit, limit.Unit
+		if p.LimitUnit == "" {
+			p.LimitUnit = "bytes"
+		}
+	}
 	log := hlog.FromRequest(r)
 	switch {
 	case kind == kindInternal:
@@ -165,13 +187,15 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		p.Detail = err.Error()
 		log.Warn().Err(err).Str("code", kind.code).Msg("request failed")
 	default:
-		p.Detail = err.Error()
+		if p.Detail == "" {
+			p.Detail = err.Error()
+		}
 		log.Debug().Err(err).Str("code", kind.code).Msg("request rejected")
 	}
 	if kind.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(kind.retryAfter))
 	}
-	if kind.status == http.StatusRequestEntityTooLarge {
+	if kind == kindTooLarge {
 		// The rest of the body stays unread: do not reuse the connection.
 		w.Header().Set("Connection", "close")
 	}

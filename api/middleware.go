@@ -9,11 +9,15 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"reflect"
 	"runtime/debug"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/rs/zerolog"
 	"github.com/rs/zerolog/hlog"
 
@@ -144,7 +148,7 @@ func requireJSON(next http.Handler) http.Handler {
 			WriteError(w, r, fmt.Errorf("%w: Content-Type application/json is required", ErrUnsupportedMediaType))
 			return
 		case !isJSON(ct):
-			WriteError(w, r, fmt.Errorf("%w: %q; this route accepts application/json", ErrUnsupportedMediaType, ct))
+			WriteError(w, r, fmt.Errorf("%w: %s; this route accepts application/json", ErrUnsupportedMediaType, broker.QuoteValue(ct)))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -192,38 +196,117 @@ func readJSON(r *http.Request, dst any, optional bool) error {
 	return decodeJSON(body, dst)
 }
 
-// decodeJSON strictly decodes one JSON value from body into dst.
+// decodeJSON strictly decodes exactly one JSON value from body into dst
+// (RFC 8259 as I-JSON, RFC 7493, asks): the body must be valid UTF-8,
+// without unpaired surrogate escapes, member names match exactly (case
+// included), a name may not repeat in an object, unknown members and
+// trailing data are refused. Lenient decoders silently store U+FFFD for
+// invalid UTF-8 and let the last of {"body":"a","BODY":"b"} win; a broker
+// must not guess which one the client meant.
 func decodeJSON(body []byte, dst any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return jsonError(err)
+	if !utf8.Valid(body) {
+		return fmt.Errorf("%w: the JSON body is not valid UTF-8 (at byte %d); JSON text is UTF-8 — "+
+			"send binary message bodies as base64 with \"bodyEncoding\": \"base64\"", ErrMalformedRequest, invalidUTF8At(body))
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: unexpected data after the JSON value", ErrMalformedRequest)
+	if err := jsonv2.Unmarshal(body, dst, jsonv2.RejectUnknownMembers(true)); err != nil {
+		return jsonError(err)
 	}
 	return nil
 }
 
-// jsonError turns a decoding error into an ErrMalformedRequest with a
-// helpful detail.
-func jsonError(err error) error {
-	var syntax *json.SyntaxError
-	var typeErr *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syntax):
-		return fmt.Errorf("%w: invalid JSON at byte %d: %v", ErrMalformedRequest, syntax.Offset, err)
-	case errors.As(err, &typeErr):
-		field := typeErr.Field
-		if field == "" {
-			field = "(root)"
+// invalidUTF8At is the offset of the first byte of b that is not valid UTF-8.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
 		}
-		return fmt.Errorf("%w: field %s: expected %s, got JSON %s", ErrMalformedRequest, field, typeErr.Type, typeErr.Value)
-	case errors.Is(err, io.ErrUnexpectedEOF):
+		i += n
+	}
+	return len(b)
+}
+
+// jsonError turns a decoding error into an ErrMalformedRequest with a
+// detail that names the member (as a JSON Pointer) and what was wrong.
+func jsonError(err error) error {
+	var syntax *jsontext.SyntacticError
+	var semantic *jsonv2.SemanticError
+	switch {
+	case errors.Is(err, jsontext.ErrDuplicateName):
+		at := ""
+		if errors.As(err, &syntax) {
+			at = pointerAt(syntax.JSONPointer)
+		}
+		return fmt.Errorf("%w: %s: a member name appears twice in one object%s; each may appear once", ErrMalformedRequest, err, at)
+	case errors.As(err, &syntax):
+		detail := syntax.Err.Error()
+		if strings.Contains(detail, "surrogate") || strings.Contains(detail, "UTF-8") {
+			return fmt.Errorf("%w: invalid JSON string%s at byte %d: %v — JSON strings hold Unicode text; "+
+				"send binary message bodies as base64 with \"bodyEncoding\": \"base64\"", ErrMalformedRequest, pointerAt(syntax.JSONPointer), syntax.ByteOffset, syntax.Err)
+		}
+		if errors.Is(syntax.Err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("%w: truncated JSON", ErrMalformedRequest)
+		}
+		return fmt.Errorf("%w: invalid JSON at byte %d: %v", ErrMalformedRequest, syntax.ByteOffset, syntax.Err)
+	case errors.As(err, &semantic):
+		if errors.Is(err, jsonv2.ErrUnknownName) {
+			name := ""
+			if len(semantic.JSONPointer) > 0 {
+				name = semantic.JSONPointer.LastToken()
+			}
+			return fmt.Errorf("%w: unknown member %s%s (member names are case-sensitive)", ErrMalformedRequest,
+				broker.QuoteValue(name), pointerAt(semantic.JSONPointer.Parent()))
+		}
+		want := "a different type"
+		if semantic.GoType != nil {
+			want = jsonKindOf(semantic.GoType)
+		}
+		got := "value"
+		if semantic.JSONKind != 0 {
+			got = semantic.JSONKind.String()
+		}
+		return fmt.Errorf("%w: %s: expected %s, got JSON %s", ErrMalformedRequest, pointerName(semantic.JSONPointer), want, got)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return fmt.Errorf("%w: truncated JSON", ErrMalformedRequest)
 	default:
 		return fmt.Errorf("%w: %v", ErrMalformedRequest, err)
 	}
+}
+
+// pointerAt renders " in <pointer>" for a member pointer, "" at the root.
+func pointerAt(p jsontext.Pointer) string {
+	if p == "" {
+		return ""
+	}
+	return " in " + broker.QuoteValue(string(p))
+}
+
+// pointerName names the member at p for a detail ("(root)" for the top).
+func pointerName(p jsontext.Pointer) string {
+	if p == "" {
+		return "(root)"
+	}
+	return "member " + broker.QuoteValue(string(p))
+}
+
+// jsonKindOf says in JSON words what a Go type decodes from.
+func jsonKindOf(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Pointer:
+		return jsonKindOf(t.Elem()) + " or null"
+	}
+	return t.String()
 }
 
 // writeJSON renders v as a JSON response with the given status.
@@ -251,13 +334,13 @@ func nameParam(r *http.Request, key, what string) (string, error) {
 		// chi routed on the escaped path, so the parameter is still escaped.
 		unescaped, err := url.PathUnescape(value)
 		if err != nil {
-			return "", fmt.Errorf("%w: %s %q is not a valid path segment", broker.ErrInvalidName, what, value)
+			return "", fmt.Errorf("%w: %s %s is not a valid path segment", broker.ErrInvalidName, what, broker.QuoteValue(value))
 		}
 		value = unescaped
 	}
 	if !validName(value) {
-		return "", fmt.Errorf("%w: %s %q must be 1-%d characters of A-Z a-z 0-9 _ - (and %% for system names)",
-			broker.ErrInvalidName, what, value, maxNameLength)
+		return "", fmt.Errorf("%w: %s %s must be 1-%d characters of A-Z a-z 0-9 _ - (and %% for system names)",
+			broker.ErrInvalidName, what, broker.QuoteValue(value), maxNameLength)
 	}
 	return value, nil
 }
@@ -295,11 +378,17 @@ func formatTime(t time.Time) string {
 // ClientIDHeader names the calling consumer in failure histories.
 const ClientIDHeader = "X-Mqgate-Client-Id"
 
-// clientIdentity passes the X-Mqgate-Client-Id header (at most 128 bytes)
-// to the broker, which records it in leases and attempt histories.
+// clientIdentity passes the X-Mqgate-Client-Id header (at most
+// broker.MaxClientIDBytes of printable ASCII) to the broker, which records
+// it in leases and attempt histories; a longer or otherwise invalid one is
+// refused with 400.
 func clientIdentity(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if id := r.Header.Get(ClientIDHeader); id != "" && len(id) <= 128 {
+		if id := r.Header.Get(ClientIDHeader); id != "" {
+			if err := broker.CheckClientID(id); err != nil {
+				WriteError(w, r, fmt.Errorf("%s: %w", ClientIDHeader, err))
+				return
+			}
 			r = r.WithContext(broker.WithClient(r.Context(), id))
 		}
 		next.ServeHTTP(w, r)

@@ -36,7 +36,7 @@ const (
 )
 
 // maxDedupIDLength bounds Idempotency-Key and dedupId (bytes).
-const maxDedupIDLength = 255
+const maxDedupIDLength = broker.MaxDedupIDBytes
 
 // maxDelayMs is the longest delayMs a send may ask for (one year; the
 // broker may apply a lower configured maximum).
@@ -243,7 +243,7 @@ func (h *handler) convertMessage(m SendMessage, prefix string) (broker.SendMessa
 		}
 		body = decoded
 	default:
-		return broker.SendMessage{}, invalidArgument("%sbodyEncoding %q must be %q or %q", prefix, m.BodyEncoding, encodingUTF8, encodingBase64)
+		return broker.SendMessage{}, invalidArgument("%sbodyEncoding %s must be %q or %q", prefix, broker.QuoteValue(m.BodyEncoding), encodingUTF8, encodingBase64)
 	}
 	msg := broker.SendMessage{
 		Body:        body,
@@ -258,26 +258,26 @@ func (h *handler) convertMessage(m SendMessage, prefix string) (broker.SendMessa
 	if m.DeliverAt != "" {
 		at, err := time.Parse(time.RFC3339Nano, m.DeliverAt)
 		if err != nil {
-			return broker.SendMessage{}, invalidArgument("%sdeliverAt %q is not an RFC 3339 time", prefix, m.DeliverAt)
+			return broker.SendMessage{}, invalidArgument("%sdeliverAt %s is not an RFC 3339 time", prefix, broker.QuoteValue(m.DeliverAt))
 		}
 		msg.DeliverAt = at
 	}
 	return msg, h.checkMessage(msg, prefix)
 }
 
-// checkMessage applies the transport's checks to one message.
+// checkMessage applies the transport's own checks to one message; the
+// broker's Send checks every limit of the message itself (tag, keys,
+// properties, sharding key, dedup id: broker.LimitError) before writing.
 func (h *handler) checkMessage(m broker.SendMessage, prefix string) error {
 	switch {
 	case len(m.Body) == 0:
 		return fmt.Errorf("%w: %sbody is empty", broker.ErrEmptyBody, prefix)
 	case len(m.Body) > h.deps.MaxMessageSize:
-		return fmt.Errorf("%w: %sbody is %d bytes; the limit is %d", broker.ErrTooLarge, prefix, len(m.Body), h.deps.MaxMessageSize)
+		return &broker.LimitError{Field: prefix + "body", Size: len(m.Body), Limit: h.deps.MaxMessageSize, Kind: broker.ErrTooLarge}
 	case m.DelayLevel < 0:
 		return invalidArgument("%sdelayLevel %d must not be negative", prefix, m.DelayLevel)
 	case m.DelayMs < 0 || m.DelayMs > maxDelayMs:
 		return invalidArgument("%sdelayMs %d must be between 0 and %d", prefix, m.DelayMs, int64(maxDelayMs))
-	case len(m.DedupID) > maxDedupIDLength:
-		return invalidArgument("%sdedupId is longer than %d bytes", prefix, maxDedupIDLength)
 	}
 	delays := 0
 	for _, set := range []bool{m.DelayLevel > 0, m.DelayMs > 0, !m.DeliverAt.IsZero()} {
@@ -288,11 +288,6 @@ func (h *handler) checkMessage(m broker.SendMessage, prefix string) error {
 	if delays > 1 {
 		return invalidArgument("%suse at most one of delayLevel, delayMs and deliverAt", prefix)
 	}
-	for i, k := range m.Keys {
-		if k == "" {
-			return invalidArgument("%skeys[%d] is empty", prefix, i)
-		}
-	}
 	return nil
 }
 
@@ -301,7 +296,7 @@ func (h *handler) checkMessage(m broker.SendMessage, prefix string) error {
 func (h *handler) decodeRaw(r *http.Request) ([]broker.SendMessage, error) {
 	limit := int64(h.deps.MaxMessageSize)
 	if r.ContentLength > limit {
-		return nil, fmt.Errorf("%w: body is %d bytes; the limit is %d", broker.ErrTooLarge, r.ContentLength, limit)
+		return nil, &broker.LimitError{Field: "body", Size: int(r.ContentLength), Limit: h.deps.MaxMessageSize, Kind: broker.ErrTooLarge}
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
@@ -331,21 +326,21 @@ func (h *handler) decodeRaw(r *http.Request) ([]broker.SendMessage, error) {
 	if v := r.Header.Get(headerDelayLevel); v != "" {
 		level, err := strconv.Atoi(v)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s %q is not an integer", ErrMalformedRequest, headerDelayLevel, v)
+			return nil, fmt.Errorf("%w: %s %s is not an integer", ErrMalformedRequest, headerDelayLevel, broker.QuoteValue(v))
 		}
 		msg.DelayLevel = level
 	}
 	if v := r.Header.Get(headerDelayMs); v != "" {
 		ms, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s %q is not an integer", ErrMalformedRequest, headerDelayMs, v)
+			return nil, fmt.Errorf("%w: %s %s is not an integer", ErrMalformedRequest, headerDelayMs, broker.QuoteValue(v))
 		}
 		msg.DelayMs = ms
 	}
 	if v := r.Header.Get(headerDeliverAt); v != "" {
 		at, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s %q is not an RFC 3339 time", ErrMalformedRequest, headerDeliverAt, v)
+			return nil, fmt.Errorf("%w: %s %s is not an RFC 3339 time", ErrMalformedRequest, headerDeliverAt, broker.QuoteValue(v))
 		}
 		msg.DeliverAt = at
 	}
@@ -390,7 +385,7 @@ func applyIdempotencyKey(msgs []broker.SendMessage, batch bool, key string) erro
 	}
 	if !batch {
 		if msgs[0].DedupID != "" && msgs[0].DedupID != key {
-			return invalidArgument("dedupId %q differs from %s %q", msgs[0].DedupID, headerIdempotencyKey, key)
+			return invalidArgument("dedupId %s differs from %s %s", broker.QuoteValue(msgs[0].DedupID), headerIdempotencyKey, broker.QuoteValue(key))
 		}
 		msgs[0].DedupID = key
 		return nil

@@ -242,8 +242,8 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 		if it.DelayLevel < -1 {
 			return nil, fmt.Errorf("%w: item %d: delayLevel must be -1, 0 or 1..%d", ErrInvalidArgument, i, len(b.opts.DelayLevels))
 		}
-		if len(it.Reason) > 4096 {
-			return nil, fmt.Errorf("%w: item %d: reason longer than 4096 bytes", ErrInvalidArgument, i)
+		if err := checkReason(fmt.Sprintf("items[%d].reason", i), it.Reason); err != nil {
+			return nil, err
 		}
 		receipts[i] = it.Receipt
 	}
@@ -257,13 +257,13 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 		if l := ref.lease; l.key != "" {
 			// An ordered message is retried in place (orderly.go).
 			v := b.view(group, ref.r.Topic, ref.r.QueueID, nil)
-			a := Attempt{At: now.UTC(), Outcome: "nack", Client: client, Reason: it.Reason, Level: it.DelayLevel}
+			a := newAttempt(now, outcomeNack, client, it.Reason, it.DelayLevel)
 			if b.failInPlace(l, v.maxRetry, it.DelayLevel, now, a) {
 				delete(ref.cursor.inflight, ref.r.Offset)
 				if ps := b.existingPopState(ref.r.Group, ref.r.Topic); ps != nil {
 					ps.release(ref.cursor, l.key, ref.r.Offset)
 				}
-				failed = append(failed, deadInPlace(v, ref.r.Offset, l, it.Reason, "nack", client))
+				failed = append(failed, deadInPlace(v, ref.r.Offset, l, it.Reason, outcomeNack, client))
 			}
 			return ReceiptOK
 		}
@@ -273,7 +273,7 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 			offset:  ref.r.Offset,
 			level:   it.DelayLevel,
 			reason:  it.Reason,
-			outcome: "nack",
+			outcome: outcomeNack,
 			client:  client,
 		})
 		return ReceiptOK

@@ -275,6 +275,42 @@ type BrokerStatus struct {
 	// is when the soonest fires (zero when none).
 	TimersPending int
 	NextTimerAt   time.Time
+	// Dispatch is the store's dispatcher (CommitLog → ConsumeQueues).
+	Dispatch DispatchStatus
+	// Quarantined counts records the store set aside as undispatchable or
+	// unreadable; Recent lists the newest of them.
+	Quarantined       int64
+	QuarantinedRecent []QuarantinedRecord
+}
+
+// DispatchStatus describes the store's dispatcher.
+type DispatchStatus struct {
+	// Dispatched is the CommitLog offset below which every record is
+	// visible to consumers (or quarantined).
+	Dispatched int64
+	// LagBytes is how many CommitLog bytes (that consumers may see) are
+	// not dispatched yet.
+	LagBytes int64
+	// Delay is how long the dispatcher has been behind (0 when caught up).
+	Delay time.Duration
+	// Error is why its passes fail ("" when they do not); FailingSince
+	// says since when.
+	Error        string
+	FailingSince time.Time
+}
+
+// QuarantinedRecord is one record the store set aside: its frame is intact
+// but it cannot be dispatched or read. The store moves on without it.
+type QuarantinedRecord struct {
+	// Offset is the record's CommitLog offset; Size its frame size.
+	Offset int64
+	Size   int32
+	// Stage is "dispatch" or "read".
+	Stage string
+	// Reason says why.
+	Reason string
+	// At is when it was quarantined.
+	At time.Time
 }
 
 // DelayLevelStatus is one delay level's scheduler position.
@@ -330,6 +366,9 @@ var (
 	// ErrIdempotencyInFlight: a send with the same dedup id is still being
 	// processed.
 	ErrIdempotencyInFlight = errors.New("broker: idempotency key in flight")
+	// ErrDispatchStalled: the store's dispatcher keeps failing (an I/O
+	// error); sends are durable but consumers do not see them.
+	ErrDispatchStalled = errors.New("broker: dispatcher stalled")
 	// ErrNotImplemented: the operation is not implemented (yet).
 	ErrNotImplemented = errors.New("broker: not implemented")
 )

@@ -54,6 +54,9 @@ type Options struct {
 	// MaxTimerDelay caps how far ahead a delayMs / deliverAt timer may be
 	// (default 366 days).
 	MaxTimerDelay time.Duration
+	// DispatchDelayLimit is how far the store's dispatcher may fall behind
+	// the log before Degraded reports it (default 10 s).
+	DispatchDelayLimit time.Duration
 	// SnapshotInterval is how often consumer progress is snapshotted (default 5 s).
 	SnapshotInterval time.Duration
 	// StoreHost is the address written into message ids (default 127.0.0.1:8080).
@@ -103,6 +106,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SnapshotInterval == 0 {
 		o.SnapshotInterval = 5 * time.Second
+	}
+	if o.DispatchDelayLimit == 0 {
+		o.DispatchDelayLimit = 10 * time.Second
 	}
 	if !o.StoreHost.IsValid() {
 		o.StoreHost = netip.MustParseAddrPort("127.0.0.1:8080")
@@ -313,7 +319,8 @@ func (b *Broker) Close(ctx context.Context) error {
 	return b.closeErr
 }
 
-// Ready reports whether the broker can take traffic.
+// Ready reports whether the broker can take traffic: open, writable, and
+// with a dispatcher whose passes succeed.
 func (b *Broker) Ready() error {
 	if b.closed.Load() {
 		return ErrShuttingDown
@@ -321,7 +328,36 @@ func (b *Broker) Ready() error {
 	if err := b.store.Err(); err != nil {
 		return fmt.Errorf("%w: %w", ErrReadOnly, err)
 	}
+	if st := b.store.DispatchStatus(); st.Err != nil {
+		return fmt.Errorf("%w at CommitLog offset %d since %s: %w", ErrDispatchStalled, st.Dispatched,
+			st.FailingSince.UTC().Format(time.RFC3339), st.Err)
+	}
 	return nil
+}
+
+// Degraded lists what is wrong without making the broker unready: records
+// quarantined by the store, a dispatcher more than DispatchDelayLimit
+// behind the log. Empty when all is well.
+func (b *Broker) Degraded() []string {
+	var out []string
+	if q := b.store.Quarantined(); q.Count > 0 {
+		last := q.Recent[len(q.Recent)-1]
+		out = append(out, fmt.Sprintf("%d records quarantined by the store (newest at CommitLog offset %d, %s: %s; see GET /v1/broker/status)",
+			q.Count, last.Offset, last.Stage, last.Reason))
+	}
+	if st := b.store.DispatchStatus(); st.Delay > b.opts.DispatchDelayLimit {
+		out = append(out, fmt.Sprintf("dispatcher %v behind the log (%d bytes not yet visible to consumers)", st.Delay.Truncate(time.Second), st.LagBytes))
+	}
+	return out
+}
+
+// Quarantined reports the records the store set aside.
+func (b *Broker) Quarantined() (count int64, recent []QuarantinedRecord) {
+	q := b.store.Quarantined()
+	for _, r := range q.Recent {
+		recent = append(recent, QuarantinedRecord(r))
+	}
+	return q.Count, recent
 }
 
 // Status reports the broker's state (mqadmin brokerStatus).
@@ -340,6 +376,12 @@ func (b *Broker) Status(ctx context.Context) (BrokerStatus, error) {
 		LatenessMax:  stats.LatenessMax,
 	}
 	out.TimersPending, out.NextTimerAt = b.TimerCount()
+	ds := b.store.DispatchStatus()
+	out.Dispatch = DispatchStatus{Dispatched: ds.Dispatched, LagBytes: ds.LagBytes, Delay: ds.Delay, FailingSince: ds.FailingSince}
+	if ds.Err != nil {
+		out.Dispatch.Error = ds.Err.Error()
+	}
+	out.Quarantined, out.QuarantinedRecent = b.Quarantined()
 	for _, l := range b.scheduler.Status() {
 		out.Levels = append(out.Levels, DelayLevelStatus{Level: l.Level, Delay: l.Delay, Offset: l.Offset, MaxOffset: l.MaxOffset, Backlog: l.Backlog, NextDue: l.NextDue})
 	}

@@ -344,15 +344,15 @@ func (b *Broker) takeExpired(ps *popState, c *cursor, v queueView, now time.Time
 			ps.release(c, l.key, off)
 		case !now.Before(l.deadline) && l.key != "":
 			// An ordered message: retried in place, keeping its key.
-			a := Attempt{At: now.UTC(), Outcome: "expired", Client: l.client, Reason: "lease expired without ack"}
+			a := newAttempt(now, outcomeExpired, l.client, "lease expired without ack", 0)
 			if b.failInPlace(l, v.maxRetry, 0, now, a) {
 				delete(c.inflight, off)
 				ps.release(c, l.key, off)
-				expired = append(expired, deadInPlace(v, off, l, a.Reason, "expired", l.client))
+				expired = append(expired, deadInPlace(v, off, l, a.Reason, outcomeExpired, l.client))
 			}
 		case !now.Before(l.deadline):
 			delete(c.inflight, off)
-			expired = append(expired, sendBack{view: v, offset: off, reason: "lease expired without ack", outcome: "expired", client: l.client})
+			expired = append(expired, sendBack{view: v, offset: off, reason: "lease expired without ack", outcome: outcomeExpired, client: l.client})
 		case nextExpiry.IsZero() || l.deadline.Before(nextExpiry):
 			nextExpiry = l.deadline
 		}

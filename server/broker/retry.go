@@ -25,16 +25,16 @@ const (
 	propDLQReason = "DLQ_REASON" // last failure reason of a dead letter
 )
 
-// Attempt is one failed delivery in a message's history.
+// Attempt is one failed delivery in a message's history (bounded: see
+// boundAttempts in limits.go).
 type Attempt struct {
 	At      time.Time `json:"at"`
-	Outcome string    `json:"outcome"`          // "nack" or "expired"
+	Outcome string    `json:"outcome"`          // "nack", "expired", or "omitted" for the entry standing for older attempts
 	Client  string    `json:"client,omitempty"` // the consumer (X-Mqgate-Client-Id) that failed it
 	Reason  string    `json:"reason,omitempty"`
-	Level   int       `json:"delayLevel"` // the level chosen (-1 = straight to the DLQ)
+	Level   int       `json:"delayLevel"`      // the level chosen (-1 = straight to the DLQ)
+	Count   int       `json:"count,omitempty"` // for "omitted": how many attempts it stands for
 }
-
-const maxAttemptsKept = 64
 
 func parseAttempts(s string) []Attempt {
 	var out []Attempt
@@ -110,12 +110,9 @@ func (b *Broker) retryCopy(cfg GroupConfig, m *message.Message, it sendBack, now
 	if len(it.history) > 0 {
 		attempts = append(attempts, it.history...) // an ordered message's in-place attempts
 	} else {
-		attempts = append(attempts, Attempt{At: now.UTC(), Outcome: it.outcome, Client: it.client, Reason: it.reason, Level: it.level})
+		attempts = append(attempts, newAttempt(now, it.outcome, it.client, it.reason, it.level))
 	}
-	if len(attempts) > maxAttemptsKept {
-		attempts = attempts[len(attempts)-maxAttemptsKept:]
-	}
-	history, _ := json.Marshal(attempts)
+	history := boundAttempts(attempts)
 
 	out := copyOf(m, "", message.PropertyDedupID, message.PropertyRealTopic, message.PropertyRealQueueID,
 		message.PropertyDelayLevel, message.PropertyDeliverTimeMs, propDLQReason)
@@ -123,10 +120,10 @@ func (b *Broker) retryCopy(cfg GroupConfig, m *message.Message, it sendBack, now
 	out.SetProperty(message.PropertyRetryTopic, originalTopic)
 	out.SetProperty(message.PropertyOriginMessageID, origin)
 	out.SetProperty(message.PropertyMaxReconsumeTimes, strconv.Itoa(cfg.RetryMaxTimes))
-	out.SetProperty(propAttempts, string(history))
+	out.SetProperty(propAttempts, history)
 	if dead {
 		out.Topic = DLQTopic(cfg.Name)
-		out.SetProperty(propDLQReason, it.reason)
+		out.SetProperty(propDLQReason, truncateText(it.reason, maxDLQReasonBytes))
 		orderSeq(out, m)
 		return out
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -40,7 +39,7 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []SendMessage) ([]
 	for i := range msgs {
 		if stored[i], err = b.buildMessage(cfg, &msgs[i], now); err != nil {
 			if len(msgs) > 1 {
-				return nil, fmt.Errorf("message %d: %w", i, err)
+				return nil, prefixField(err, fmt.Sprintf("messages[%d].", i))
 			}
 			return nil, err
 		}
@@ -114,45 +113,30 @@ func (b *Broker) topicForSend(topic string) (TopicConfig, error) {
 	return cfg, nil
 }
 
+// buildMessage checks one message of a send against the limits
+// (limits.go) and builds what the store appends.
 func (b *Broker) buildMessage(cfg TopicConfig, in *SendMessage, now time.Time) (*message.Message, error) {
-	if len(in.Body) == 0 {
-		return nil, ErrEmptyBody
-	}
-	if len(in.Body) > b.opts.MaxMessageSize {
-		return nil, fmt.Errorf("%w: body is %d bytes; the limit is %d", ErrTooLarge, len(in.Body), b.opts.MaxMessageSize)
+	if err := b.validateSend(in); err != nil {
+		return nil, err
 	}
 	due, err := b.timerDue(in, now)
 	if err != nil {
 		return nil, err
 	}
-	if strings.Contains(in.Tag, "||") || strings.ContainsAny(in.Tag, " \t\r\n") || len(in.Tag) > 255 {
-		return nil, fmt.Errorf("%w: tag %q may not contain whitespace or '||' and is at most 255 bytes", ErrInvalidArgument, in.Tag)
-	}
 	m := &message.Message{Topic: cfg.Name, Body: in.Body, BornTimestamp: now.UnixMilli()}
-	for k, v := range in.Properties {
-		if k == "" || strings.ContainsAny(k, " \t\r\n") {
-			return nil, fmt.Errorf("%w: property name %q", ErrInvalidArgument, k)
+	if len(in.Properties) > 0 {
+		m.Properties = make(map[string]string, len(in.Properties)+2)
+		for k, v := range in.Properties {
+			m.Properties[k] = v
 		}
-		if _, sys := systemProperties[k]; sys {
-			return nil, fmt.Errorf("%w: property %s is reserved for the broker", ErrInvalidArgument, k)
-		}
-		m.SetProperty(k, v)
 	}
 	if in.Tag != "" {
 		m.SetTag(in.Tag)
 	}
 	if len(in.Keys) > 0 {
-		for _, k := range in.Keys {
-			if k == "" || strings.ContainsAny(k, " \t\r\n") || len(k) > 1024 {
-				return nil, fmt.Errorf("%w: key %q may not be empty or contain whitespace", ErrInvalidArgument, k)
-			}
-		}
 		m.SetKeys(in.Keys)
 	}
 	if in.DedupID != "" {
-		if len(in.DedupID) > 256 {
-			return nil, fmt.Errorf("%w: idempotency key longer than 256 bytes", ErrInvalidArgument)
-		}
 		m.SetProperty(message.PropertyDedupID, in.DedupID)
 	}
 	queues := uint32(cfg.Queues)

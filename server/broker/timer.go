@@ -136,8 +136,8 @@ func (b *Broker) timerDue(in *SendMessage, now time.Time) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%w: give delayLevel or a timer (delayMs, deliverAt), not both", ErrInvalidArgument)
 	}
 	due := in.DeliverAt
-	if in.DelayMs < 0 {
-		return time.Time{}, fmt.Errorf("%w: delayMs must be >= 0", ErrInvalidArgument)
+	if in.DelayMs < 0 || in.DelayMs > b.opts.MaxTimerDelay.Milliseconds() {
+		return time.Time{}, fmt.Errorf("%w: delayMs %d must be between 0 and %d (%v)", ErrInvalidArgument, in.DelayMs, b.opts.MaxTimerDelay.Milliseconds(), b.opts.MaxTimerDelay)
 	}
 	if in.DelayMs > 0 {
 		due = now.Add(time.Duration(in.DelayMs) * time.Millisecond)
