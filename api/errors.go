@@ -96,7 +96,7 @@ var (
 	kindTimeout         = problemKind{http.StatusGatewayTimeout, "timeout", "Request timed out", 1}
 	kindDiskFull        = problemKind{http.StatusInsufficientStorage, "disk-full", "Disk full", 0}
 	// 508 (RFC 5842): the server stopped an operation that would loop.
-	kindPushLoop = problemKind{http.StatusLoopDetected, "push-loop", "Push loop detected: a pushed message is never stored again", 0}
+	kindPushLoop = problemKind{http.StatusLoopDetected, "push-loop", "Push loop detected", 0}
 )
 
 // sentinelKinds maps sentinel errors to problem kinds, checked in order

@@ -495,8 +495,9 @@ func TestT25(t *testing.T) {
 		require.Equal(t, http.StatusNotFound, gw.status(t, http.MethodGet, "/v1/groups/t25-ssrf"), "nothing was stored")
 		require.Empty(t, denied.got(), "nothing was sent to the denied range")
 		require.Empty(t, local.got(), "nothing was sent through 0.0.0.0")
-		// Delivery-time refusals (names, and groups saved before a flag
-		// changed): TestSSRF, TestDenyPrivate* and TestPushLoops.
+		// Refusals at delivery time (names, groups saved before a flag
+		// changed): TestSSRF, TestOwnListenerIsRefusedAtDelivery,
+		// TestDenyPrivateAtDelivery and TestPushDenyPrivate.
 	})
 
 	t.Run("RedirectsAreNotFollowed", func(t *testing.T) {
