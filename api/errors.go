@@ -30,6 +30,9 @@ var (
 	ErrMethodNotAllowed = errors.New("api: method not allowed")
 	// ErrNotReady: the process cannot take traffic yet (readiness probe).
 	ErrNotReady = errors.New("api: not ready")
+	// ErrPushLoop: a send carries HeaderPushHop — it is a push delivery,
+	// whose message must not be stored again (loop.go).
+	ErrPushLoop = errors.New("api: push loop")
 )
 
 // problemMediaType is the RFC 9457 media type of error bodies.
@@ -101,6 +104,8 @@ var (
 	kindFlushTimeout    = problemKind{http.StatusServiceUnavailable, "flush-timeout", "Flush timeout: write outcome unknown, retry with the same Idempotency-Key", 1}
 	kindTimeout         = problemKind{http.StatusGatewayTimeout, "timeout", "Request timed out", 1}
 	kindDiskFull        = problemKind{http.StatusInsufficientStorage, "disk-full", "Disk full", 0}
+	// 508 (RFC 5842): the server stopped an operation that would loop.
+	kindPushLoop = problemKind{http.StatusLoopDetected, "push-loop", "Push loop detected", 0}
 )
 
 // sentinelKinds maps sentinel errors to problem kinds, checked in order
@@ -133,6 +138,7 @@ var sentinelKinds = []struct {
 	{broker.ErrReadOnly, kindReadOnly},
 	{broker.ErrFlushTimeout, kindFlushTimeout},
 	{broker.ErrDiskFull, kindDiskFull},
+	{ErrPushLoop, kindPushLoop},
 	{context.Canceled, kindClientClosed},
 	{context.DeadlineExceeded, kindTimeout},
 }

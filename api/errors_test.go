@@ -46,6 +46,7 @@ func TestErrorMapping(t *testing.T) {
 		{api.ErrRouteNotFound, 404, "not-found", ""},
 		{api.ErrMethodNotAllowed, 405, "method-not-allowed", ""},
 		{api.ErrNotReady, 503, "not-ready", "1"},
+		{api.ErrPushLoop, 508, "push-loop", ""},
 		{&http.MaxBytesError{Limit: 10}, 413, "body-too-large", ""},
 		{context.DeadlineExceeded, 504, "timeout", "1"},
 		{context.Canceled, 499, "request-canceled", ""},

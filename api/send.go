@@ -94,7 +94,7 @@ type SendResponse struct {
 // registerSendRoutes registers the send route.
 func (h *handler) registerSendRoutes(r chi.Router) {
 	// POST /v1/topics/{topic}/messages — send one message or a batch.
-	r.With(bodyLimit(h.deps.MaxRequestSize)).Post("/topics/{topic}/messages", h.send)
+	r.With(refusePushHop, bodyLimit(h.deps.MaxRequestSize)).Post("/topics/{topic}/messages", h.send)
 }
 
 // send stores one message or a batch in a topic.
@@ -131,6 +131,7 @@ func (h *handler) registerSendRoutes(r chi.Router) {
 //	@Failure		500						{object}	Problem	"internal"
 //	@Failure		503						{object}	Problem	"flush-timeout, storage-read-only, shutting-down"
 //	@Failure		507						{object}	Problem	"disk-full"
+//	@Failure		508						{object}	Problem	"push-loop (the request carries X-Mqgate-Push-Hop)"
 //	@Router			/topics/{topic}/messages [post]
 func (h *handler) send(w http.ResponseWriter, r *http.Request) {
 	topic, err := nameParam(r, "topic", "topic")

@@ -70,9 +70,16 @@ type Config struct {
 	LogLevel string `help:"Minimum log level." env:"MQGATE_LOG_LEVEL" enum:"trace,debug,info,warn,error" default:"${log_level}"`
 	// PushDenyCIDRs are address ranges push (webhook) endpoints may never
 	// reach, on top of the always-refused link-local, cloud metadata,
-	// unspecified and multicast addresses. Loopback and private ranges are
-	// allowed unless listed here.
-	PushDenyCIDRs CIDRList `name:"push-deny-cidrs" help:"Address ranges push (webhook) endpoints may not reach, comma- or space-separated (e.g. \"10.0.0.0/8,127.0.0.0/8\"); link-local and cloud metadata addresses are always refused." env:"MQGATE_PUSH_DENY_CIDRS"`
+	// unspecified and multicast addresses and the gateway's own listener.
+	// Loopback and private ranges are allowed unless listed here or
+	// refused by PushDenyPrivate. An IPv4 range covers the IPv4-mapped
+	// (::ffff:a.b.c.d) and NAT64 (64:ff9b::a.b.c.d) forms of its addresses.
+	PushDenyCIDRs CIDRList `name:"push-deny-cidrs" help:"Address ranges push (webhook) endpoints may not reach, comma- or space-separated (e.g. \"10.20.0.0/16,fd12:3456::/32\"); an IPv4 range also covers its IPv4-mapped and NAT64 forms. See --push-deny-private for loopback and private ranges." env:"MQGATE_PUSH_DENY_CIDRS"`
+	// PushDenyPrivate refuses push endpoints on loopback (127.0.0.0/8,
+	// ::1), private (10/8, 172.16/12, 192.168/16), carrier-grade NAT
+	// (100.64.0.0/10) and unique-local (fc00::/7) addresses, also in their
+	// IPv4-mapped and NAT64 forms. Recommended in production.
+	PushDenyPrivate bool `name:"push-deny-private" help:"Refuse push (webhook) endpoints on loopback, private, carrier-grade NAT and unique-local addresses of IPv4 and IPv6 (recommended in production)." env:"MQGATE_PUSH_DENY_PRIVATE"`
 
 	// LogOutput receives the logs (default os.Stderr). Not a flag.
 	LogOutput io.Writer `kong:"-"`

@@ -17,6 +17,7 @@ import (
 	stdlog "log"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -63,6 +64,11 @@ type Server struct {
 	registry *prometheus.Registry
 	listener net.Listener
 	http     *http.Server
+
+	// pushConfig is where push endpoints may point (the deny flags and
+	// this server's own listener), for the dispatcher and for the check
+	// when a group is saved.
+	pushConfig push.Config
 
 	// state is stateRunning, stateDraining or stateClosed.
 	state atomic.Int32
@@ -118,12 +124,11 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	// Push delivery drives the broker itself (not the mirror wrapper): it
 	// starts now that the broker is open and stops before it closes.
-	s.push, err = push.New(b, push.Config{
-		DelayLevels: cfg.DelayLevels,
-		DenyCIDRs:   cfg.PushDenyCIDRs,
-		Metrics:     push.NewMetrics(s.registry),
-		Logger:      log,
-	})
+	pushConfig := s.pushConfig
+	pushConfig.DelayLevels = cfg.DelayLevels
+	pushConfig.Metrics = push.NewMetrics(s.registry)
+	pushConfig.Logger = log
+	s.push, err = push.New(b, pushConfig)
 	if err != nil {
 		s.cancelPolls()
 		err = errors.Join(fmt.Errorf("push: %w", err), s.listener.Close())
@@ -139,7 +144,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 // newServer wires an opened broker into a listening server. Open uses it
 // with the real broker; tests use it with fakes.
 func newServer(cfg Config, log zerolog.Logger, b backend) (*Server, error) {
-	s := &Server{cfg: cfg, rootLog: log, log: log.With().Str("component", "server").Logger(), broker: b}
+	s := &Server{cfg: cfg, rootLog: log, log: log.With().Str("component", "server").Logger()}
 	s.pollCtx, s.cancelPolls = context.WithCancel(context.Background())
 	s.registry = newRegistry(cfg.Version)
 
@@ -149,6 +154,11 @@ func newServer(cfg Config, log zerolog.Logger, b backend) (*Server, error) {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	s.listener = listener
+	s.pushConfig = push.Config{DenyCIDRs: cfg.PushDenyCIDRs, DenyPrivate: cfg.PushDenyPrivate}
+	if addr, ok := listener.Addr().(*net.TCPAddr); ok {
+		s.pushConfig.Self = []netip.AddrPort{addr.AddrPort()}
+	}
+	s.broker = pushCheckedBroker{backend: b, checkURL: s.pushConfig.CheckURL}
 	s.http = &http.Server{
 		Handler:           s.routes(),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
@@ -170,6 +180,7 @@ func newServer(cfg Config, log zerolog.Logger, b backend) (*Server, error) {
 		Str("database_url", cfg.redactedDatabaseURL()).
 		Bool("pprof", cfg.Pprof).
 		Str("push_deny_cidrs", cfg.PushDenyCIDRs.String()).
+		Bool("push_deny_private", cfg.PushDenyPrivate).
 		Msg("mqgate configured")
 	return s, nil
 }
@@ -218,6 +229,26 @@ func (s *Server) routes() http.Handler {
 		Draining:       func() bool { return s.state.Load() != stateRunning },
 	}))
 	return r
+}
+
+// pushCheckedBroker is the broker as the API sees it: saving a group
+// whose push endpoint delivery would certainly refuse — a literal (or
+// localhost) address that is forbidden, denied, or this server's own
+// listener — is a 400 invalid-argument (push.Config.CheckURL). Push
+// delivery drives the broker directly and checks every address it dials.
+type pushCheckedBroker struct {
+	backend
+	checkURL func(rawURL string) error
+}
+
+// PutGroup checks the group's push URL, then stores the group.
+func (b pushCheckedBroker) PutGroup(ctx context.Context, g broker.GroupConfig) (broker.GroupConfig, bool, error) {
+	if g.Push != nil {
+		if err := b.checkURL(g.Push.URL); err != nil {
+			return g, false, err
+		}
+	}
+	return b.backend.PutGroup(ctx, g)
 }
 
 // Addr is the address the server listens on (with the real port when the

@@ -107,6 +107,7 @@ func (d *Dispatcher) request(ctx context.Context, g broker.GroupConfig, m broker
 	header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
 	header.Set(HeaderSignature, signer.Sign(id, ts, body))
 	header.Set(HeaderGroup, g.Name)
+	header.Set(HeaderPushHop, "1")
 	header.Set("User-Agent", userAgent)
 
 	timeout := p.Timeout

@@ -44,6 +44,17 @@ type Config struct {
 	// DenyCIDRs are ranges push may never reach, on top of the
 	// always-forbidden link-local, metadata, unspecified and multicast ones.
 	DenyCIDRs []netip.Prefix
+	// DenyPrivate refuses loopback, private, shared (carrier-grade NAT) and
+	// unique-local addresses of both families as well (guard.go).
+	DenyPrivate bool
+	// Self are the gateway's own listening sockets, which push never
+	// dials: a push to its own send endpoint would store every message
+	// again. A listener on an unspecified address (":8080") stands for its
+	// port on loopback and on every local interface address.
+	Self []netip.AddrPort
+	// LocalAddrs lists this host's interface addresses, for Self
+	// listeners on an unspecified address (default: net.InterfaceAddrs).
+	LocalAddrs func() ([]netip.Addr, error)
 	// PollWait is the long-poll wait of the dispatcher's pulls (default
 	// 20 s, at most 30 s).
 	PollWait time.Duration
@@ -132,6 +143,11 @@ func (c Config) Validate() error {
 	for _, p := range c.DenyCIDRs {
 		if !p.IsValid() {
 			errs = append(errs, fmt.Errorf("%w: deny range %v", ErrInvalidConfig, p))
+		}
+	}
+	for _, ap := range c.Self {
+		if !ap.IsValid() {
+			errs = append(errs, fmt.Errorf("%w: own listener %v", ErrInvalidConfig, ap))
 		}
 	}
 	return errors.Join(errs...)
@@ -230,7 +246,7 @@ func New(b Broker, cfg Config) (*Dispatcher, error) {
 		cfg:      cfg,
 		broker:   b,
 		log:      cfg.Logger.With().Str("component", "push").Logger(),
-		guard:    newGuard(cfg.DenyCIDRs, cfg.Lookup),
+		guard:    newGuard(cfg),
 		groups:   make(map[string]*groupState),
 		invalid:  make(map[string]string),
 		inflight: make(map[*inflight]struct{}),

@@ -34,6 +34,7 @@ func TestDeliverAcks(t *testing.T) {
 	require.Equal(t, "application/json", req[0].Header.Get("Content-Type"))
 	require.Equal(t, "ok", req[0].Header.Get(HeaderGroup))
 	require.Equal(t, userAgent, req[0].Header.Get("User-Agent"))
+	require.Equal(t, "1", req[0].Header.Get(HeaderPushHop), "every push is marked, so no send endpoint stores it again")
 	require.NoError(t, Verify(g.Push.Secret, req[0].Header, req[0].Body, time.Now(), DefaultTolerance))
 	var m Message
 	require.NoError(t, json.Unmarshal(req[0].Body, &m))
@@ -173,6 +174,105 @@ func TestSSRF(t *testing.T) {
 		require.Equal(t, broker.ReceiptOK, d.Settled, "nacked")
 	}
 	require.Empty(t, rc.requests(), "nothing reached the receiver")
+}
+
+// TestOwnListenerIsRefusedAtDelivery: an endpoint that reaches one of the
+// gateway's own listeners — by address or by a name resolving to it, a
+// group stored without the save-time check — is refused before any
+// connection, so a push can never feed the gateway's own send endpoint.
+func TestOwnListenerIsRefusedAtDelivery(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, status(http.StatusOK)) // plays the gateway's own listener
+	own := rc.Listener.Addr().(interface{ AddrPort() netip.AddrPort }).AddrPort()
+	other := newReceiver(t, status(http.StatusOK))
+	lookup := func(_ context.Context, host string) ([]netip.Addr, error) {
+		if host == "gateway.test" {
+			return []netip.Addr{netip.MustParseAddr("::ffff:127.0.0.1")}, nil
+		}
+		return nil, &net404{host}
+	}
+	bd := setup(t, func(c *Config) {
+		c.Lookup = lookup
+		c.Self = []netip.AddrPort{own}
+	})
+	port := strconv.Itoa(int(own.Port()))
+	for _, tc := range []struct{ group, url, why string }{
+		{"self-ip", rc.URL + "/v1/topics/self-ip/messages", "push: refused: " + own.String() + " is this gateway's own listener " + own.String()},
+		{"self-name", "http://gateway.test:" + port + "/v1/topics/self-name/messages", "push: refused: " + own.String() + " (gateway.test) is this gateway's own listener " + own.String()},
+	} {
+		bd.putGroup(t, tc.group, tc.group, 0, broker.PushConfig{URL: tc.url})
+		bd.send(t, tc.group, "loop?")
+		d := bd.next(t, tc.group)
+		require.Equal(t, ResultForbidden, d.Result, tc.group)
+		require.Equal(t, tc.why+" (a push there would store every message again)", d.Reason, tc.group)
+	}
+	require.Empty(t, rc.requests(), "nothing reached the own listener")
+
+	// Another port of the same address is a receiver like any other.
+	bd.putGroup(t, "other", "other", 0, broker.PushConfig{URL: other.URL})
+	bd.send(t, "other", "fine")
+	require.Equal(t, ResultOK, bd.next(t, "other").Result)
+}
+
+// TestDenyPrivateAtDelivery: with DenyPrivate, loopback, private and
+// unique-local endpoints — literal, IPv4-mapped, or names resolving to
+// them — are refused before any connection; the same loopback receiver
+// works without it. Refused addresses are never dialed: the guard answers
+// before connect(2) (and its Control hook would refuse it there too).
+func TestDenyPrivateAtDelivery(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, status(http.StatusOK))
+	port := strconv.Itoa(int(rc.Listener.Addr().(interface{ AddrPort() netip.AddrPort }).AddrPort().Port()))
+	names := map[string]string{"v6-loopback.test": "::1", "loopback.test": "127.0.0.1", "ten.test": "10.1.2.3", "ula.test": "fd00::1", "mapped.test": "::ffff:127.0.0.1"}
+	lookup := func(_ context.Context, host string) ([]netip.Addr, error) {
+		if a, ok := names[host]; ok {
+			return []netip.Addr{netip.MustParseAddr(a)}, nil
+		}
+		return nil, &net404{host}
+	}
+	bd := setup(t, func(c *Config) {
+		c.Lookup = lookup
+		c.DenyPrivate = true
+	})
+	for i, tc := range []struct{ url, why string }{
+		{"http://[::1]:" + port + "/", "::1 is loopback"},
+		{rc.URL, "127.0.0.1 is loopback"},
+		{"http://10.1.2.3:" + port + "/", "10.1.2.3 is private"},
+		{"http://[fd00::1]:" + port + "/", "fd00::1 is unique-local"},
+		{"http://[::ffff:127.0.0.1]:" + port + "/", "127.0.0.1 (::ffff:127.0.0.1) is loopback"},
+		{"http://v6-loopback.test:" + port + "/", "::1 (v6-loopback.test) is loopback"},
+		{"http://loopback.test:" + port + "/", "127.0.0.1 (loopback.test) is loopback"},
+		{"http://ten.test:" + port + "/", "10.1.2.3 (ten.test) is private"},
+		{"http://ula.test:" + port + "/", "fd00::1 (ula.test) is unique-local"},
+		{"http://mapped.test:" + port + "/", "127.0.0.1 (mapped.test) is loopback"},
+	} {
+		group := "private-" + strconv.Itoa(i)
+		bd.putGroup(t, group, group, 0, broker.PushConfig{URL: tc.url})
+		bd.send(t, group, "x")
+		d := bd.next(t, group)
+		require.Equal(t, ResultForbidden, d.Result, tc.url)
+		require.Equal(t, "push: refused: "+tc.why+" (private ranges are denied)", d.Reason, tc.url)
+		require.Equal(t, broker.ReceiptOK, d.Settled, "nacked")
+	}
+	require.Empty(t, rc.requests(), "nothing reached the loopback receiver")
+
+	open := setup(t)
+	open.putGroup(t, "loopback-ok", "loopback-ok", 0, broker.PushConfig{URL: rc.URL})
+	open.send(t, "loopback-ok", "x")
+	require.Equal(t, ResultOK, open.next(t, "loopback-ok").Result, "loopback is allowed without DenyPrivate")
+}
+
+// TestDenyPrivateAllowsPublic: a receiver whose name resolves to public
+// addresses passes the guard with DenyPrivate (checked without dialing:
+// this machine reaches no public address).
+func TestDenyPrivateAllowsPublic(t *testing.T) {
+	t.Parallel()
+	g := newGuard(Config{DenyPrivate: true, Self: []netip.AddrPort{netip.MustParseAddrPort("[::]:443")},
+		LocalAddrs: func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("10.0.0.5")}, nil }})
+	public := []netip.Addr{netip.MustParseAddr("203.0.113.7"), netip.MustParseAddr("2001:db8::7"), netip.MustParseAddr("::ffff:198.51.100.7")}
+	require.NoError(t, g.checkAll("hooks.example.com", public, 443))
+	require.NoError(t, Config{DenyPrivate: true}.CheckURL("https://hooks.example.com/mq"))
+	require.NoError(t, Config{DenyPrivate: true}.CheckURL("https://203.0.113.7/mq"))
 }
 
 type net404 struct{ host string }

@@ -25,8 +25,19 @@
 //     take them meanwhile).
 //   - Redirects are not followed: 3xx is a failure.
 //   - The SSRF guard (guard.go) refuses endpoints resolving to link-local,
-//     cloud-metadata, unspecified, multicast or operator-denied addresses:
-//     nothing is sent and the message is nacked.
+//     cloud-metadata, unspecified, multicast or operator-denied addresses
+//     (DenyCIDRs; with DenyPrivate also loopback, private, carrier-grade NAT
+//     and unique-local ones), and the gateway's own listeners: nothing is
+//     sent and the message is nacked. Config.CheckURL applies the same rules
+//     when a group is saved, to literal addresses and localhost names.
+//   - Push never feeds a send endpoint: every request carries
+//     X-Mqgate-Push-Hop, and mqgate's send endpoint answers a request with
+//     it 508 push-loop (package api, loop.go). A push into any gateway's
+//     send endpoint — its own behind a name or NAT the guard cannot
+//     recognise, another gateway's, or through a relay keeping the header —
+//     fails like any other error answer and ends in the DLQ; nothing is
+//     stored again, so two groups pushing into each other's topics cannot
+//     amplify either.
 //   - At most MaxConcurrency (default 8) requests per group are in flight;
 //     each has Timeout (default 15 s, at most 60 s). The message stays
 //     leased while its request runs, and a slow delivery's lease is
@@ -44,6 +55,7 @@
 //	                   keyed with the base64-decoded part of the group's
 //	                   "whsec_…" secret
 //	X-Mqgate-Group:    the group
+//	X-Mqgate-Push-Hop: 1 (a send endpoint refuses pushed requests)
 //	User-Agent:        mqgate-push/1
 //
 // The body depends on the endpoint's mode. "json" (the default) posts

@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/mqgate/mqgate/server/broker"
 )
 
 // The SSRF guard. A push endpoint is an URL an API user chose, so the
@@ -24,11 +28,28 @@ import (
 // service 169.254.169.254, fe80::/10), AWS's IPv6 metadata address
 // fd00:ec2::254, unspecified (0.0.0.0/8, ::), multicast and broadcast —
 // also when written as IPv4-mapped or NAT64 IPv6 addresses. Plus every
-// range on the operator's deny list. Loopback and private ranges are
-// allowed by default so that local receivers work; deny them with
-// --push-deny-cidrs where the gateway must not reach them.
+// range on the operator's deny list, and with DenyPrivate the loopback,
+// private, shared (carrier-grade NAT) and unique-local ranges of both
+// families (privateRanges). Loopback and private ranges are allowed by
+// default so that local receivers work.
+//
+// Always forbidden too: the gateway's own listening sockets (Config.Self;
+// a listener on an unspecified address stands for its port on loopback and
+// on every local interface address). A push to the gateway's own send
+// endpoint would store each message again and push it again, for ever.
+// Loops the guard cannot see (another gateway, a relay, NAT hairpins) are
+// stopped by the hop header every push carries (api.HeaderPushHop), which
+// the send endpoint refuses.
+//
+// An IPv4-mapped address (::ffff:a.b.c.d) is checked as the IPv4 address
+// it is on the wire; a NAT64 address (64:ff9b::/96) is also checked as
+// the IPv4 address it embeds. Deny-list prefixes written in the mapped
+// form (::ffff:10.0.0.0/104) are turned into their IPv4 prefix.
+//
+// CheckURL applies the same rules when a group is saved, to the hosts that
+// need no resolution: literal addresses and localhost names.
 
-// forbiddenRange is one always-forbidden range and why.
+// forbiddenRange is one forbidden range and why.
 type forbiddenRange struct {
 	prefix netip.Prefix
 	why    string
@@ -48,6 +69,20 @@ var alwaysForbidden = []forbiddenRange{
 	{netip.MustParsePrefix("255.255.255.255/32"), "broadcast"},
 }
 
+// privateRanges are refused with Config.DenyPrivate: loopback, private
+// (RFC 1918), shared address space (RFC 6598, carrier-grade NAT) and
+// unique-local (RFC 4193) addresses. IPv4-mapped and NAT64 forms are
+// covered by check, which tests the IPv4 address they stand for.
+var privateRanges = []forbiddenRange{
+	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
+	{netip.MustParsePrefix("::1/128"), "loopback"},
+	{netip.MustParsePrefix("10.0.0.0/8"), "private"},
+	{netip.MustParsePrefix("172.16.0.0/12"), "private"},
+	{netip.MustParsePrefix("192.168.0.0/16"), "private"},
+	{netip.MustParsePrefix("100.64.0.0/10"), "shared address space (carrier-grade NAT)"},
+	{netip.MustParsePrefix("fc00::/7"), "unique-local"},
+}
+
 // nat64 is the well-known NAT64 prefix (RFC 6052), whose last 32 bits
 // embed an IPv4 address.
 var nat64 = netip.MustParsePrefix("64:ff9b::/96")
@@ -57,28 +92,67 @@ type LookupFunc func(ctx context.Context, host string) ([]netip.Addr, error)
 
 // guard checks and dials push endpoints.
 type guard struct {
-	deny   []netip.Prefix
-	lookup LookupFunc
-	dialer *net.Dialer
+	deny        []netip.Prefix
+	denyPrivate bool
+	self        []netip.AddrPort
+	localAddrs  func() ([]netip.Addr, error)
+	lookup      LookupFunc
+	dialer      *net.Dialer
 }
 
-func newGuard(deny []netip.Prefix, lookup LookupFunc) *guard {
-	if lookup == nil {
-		lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
+// newGuard builds the guard of c (DenyCIDRs, DenyPrivate, Self,
+// LocalAddrs, Lookup).
+func newGuard(c Config) *guard {
+	g := &guard{denyPrivate: c.DenyPrivate, self: c.Self, localAddrs: c.LocalAddrs, lookup: c.Lookup}
+	for _, p := range c.DenyCIDRs {
+		g.deny = append(g.deny, unmapPrefix(p))
+	}
+	if g.lookup == nil {
+		g.lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		}
 	}
-	g := &guard{deny: deny, lookup: lookup}
+	if g.localAddrs == nil {
+		g.localAddrs = interfaceAddrs
+	}
 	g.dialer = &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: g.control}
 	return g
+}
+
+// unmapPrefix turns an IPv4-mapped prefix (::ffff:10.0.0.0/104) into the
+// IPv4 prefix it stands for (10.0.0.0/8): check tests mapped addresses as
+// IPv4, so a mapped prefix would otherwise never match.
+func unmapPrefix(p netip.Prefix) netip.Prefix {
+	if p.Addr().Is4In6() && p.Bits() >= 96 {
+		return netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96).Masked()
+	}
+	return p
+}
+
+// interfaceAddrs lists the addresses of this host's interfaces.
+func interfaceAddrs() ([]netip.Addr, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]netip.Addr, 0, len(addrs))
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, p.Addr())
+		} else if ip, err := netip.ParseAddr(a.String()); err == nil {
+			out = append(out, ip)
+		}
+	}
+	return out, nil
 }
 
 // forbiddenError is an address the guard refused; errors.Is matches it to
 // ErrForbiddenAddress.
 type forbiddenError struct {
-	host string // the name that resolved to addr ("" for a literal)
-	addr netip.Addr
-	why  string
+	host   string // the name that resolved to addr ("" for a literal)
+	addr   netip.Addr
+	target string // what was refused when it is more than addr (addr:port)
+	why    string
 }
 
 func (e *forbiddenError) Error() string { return ErrForbiddenAddress.Error() + ": " + e.detail() }
@@ -88,13 +162,18 @@ func (e *forbiddenError) Is(target error) bool { return target == ErrForbiddenAd
 
 // detail says what was refused, for the attempt's reason.
 func (e *forbiddenError) detail() string {
-	if e.host != "" && e.host != e.addr.String() {
-		return e.addr.String() + " (" + e.host + ") is " + e.why
+	what := e.addr.String()
+	if e.target != "" {
+		what = e.target
 	}
-	return e.addr.String() + " is " + e.why
+	if e.host != "" && e.host != e.addr.String() {
+		return what + " (" + e.host + ") is " + e.why
+	}
+	return what + " is " + e.why
 }
 
-// check returns a *forbiddenError when a may not be dialed.
+// check returns a *forbiddenError when a may not be dialed, whatever the
+// port.
 func (g *guard) check(a netip.Addr) error {
 	a = a.WithZone("").Unmap()
 	if why := g.forbidden(a); why != "" {
@@ -110,11 +189,72 @@ func (g *guard) check(a netip.Addr) error {
 	return nil
 }
 
+// checkAddrPort is check plus the gateway's own listeners.
+func (g *guard) checkAddrPort(ap netip.AddrPort) error {
+	if err := g.check(ap.Addr()); err != nil {
+		return err
+	}
+	a := ap.Addr().WithZone("").Unmap()
+	target := netip.AddrPortFrom(a, ap.Port()).String()
+	listener, err := g.ownListener(a, ap.Port())
+	switch {
+	case err != nil:
+		// Fail closed: a push that might loop is not sent.
+		return &forbiddenError{addr: a, target: target, why: "not checkable against this gateway's own listeners (" + err.Error() + ")"}
+	case listener.IsValid():
+		return &forbiddenError{addr: a, target: target, why: "this gateway's own listener " + listener.String() + " (a push there would store every message again)"}
+	}
+	return nil
+}
+
+// ownListener returns the gateway's listener that a:port reaches (the
+// zero AddrPort when none): one on exactly that address, or one on an
+// unspecified address with that port when a is loopback or an address of
+// a local interface. a is unmapped.
+func (g *guard) ownListener(a netip.Addr, port uint16) (netip.AddrPort, error) {
+	var wildcard netip.AddrPort
+	for _, l := range g.self {
+		if l.Port() != port {
+			continue
+		}
+		la := l.Addr().WithZone("").Unmap()
+		switch {
+		case la == a:
+			return l, nil
+		case la.IsUnspecified():
+			wildcard = l
+		}
+	}
+	if !wildcard.IsValid() {
+		return netip.AddrPort{}, nil
+	}
+	if a.IsLoopback() {
+		return wildcard, nil
+	}
+	local, err := g.localAddrs()
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("list local addresses: %w", err)
+	}
+	for _, l := range local {
+		if l.WithZone("").Unmap() == a {
+			return wildcard, nil
+		}
+	}
+	return netip.AddrPort{}, nil
+}
+
 // forbidden says why a may not be dialed ("" when it may).
 func (g *guard) forbidden(a netip.Addr) string {
 	for _, f := range alwaysForbidden {
 		if f.prefix.Contains(a) {
 			return f.why
+		}
+	}
+	if g.denyPrivate {
+		for _, f := range privateRanges {
+			if f.prefix.Contains(a) {
+				return f.why + " (private ranges are denied)"
+			}
 		}
 	}
 	for _, p := range g.deny {
@@ -132,7 +272,7 @@ func (g *guard) control(network, address string, _ syscall.RawConn) error {
 	if err != nil {
 		return &forbiddenError{why: fmt.Sprintf("not checkable (%q: %v)", address, err)}
 	}
-	return g.check(ap.Addr())
+	return g.checkAddrPort(ap)
 }
 
 // dialContext resolves addr's host, refuses it when any address is
@@ -158,14 +298,8 @@ func (g *guard) dialContext(ctx context.Context, network, addr string) (net.Conn
 			return nil, fmt.Errorf("resolve %s: no addresses", host)
 		}
 	}
-	for _, a := range addrs {
-		if err := g.check(a); err != nil {
-			var fe *forbiddenError
-			if errors.As(err, &fe) {
-				fe.host = host
-			}
-			return nil, err
-		}
+	if err := g.checkAll(host, addrs, uint16(port)); err != nil {
+		return nil, err
 	}
 	var firstErr error
 	for _, a := range addrs {
@@ -181,4 +315,76 @@ func (g *guard) dialContext(ctx context.Context, network, addr string) (net.Conn
 		}
 	}
 	return nil, firstErr
+}
+
+// checkAll refuses host when any of its addresses may not be dialed on
+// port (one good address does not launder a bad one).
+func (g *guard) checkAll(host string, addrs []netip.Addr, port uint16) error {
+	for _, a := range addrs {
+		if err := g.checkAddrPort(netip.AddrPortFrom(a, port)); err != nil {
+			var fe *forbiddenError
+			if errors.As(err, &fe) {
+				fe.host = host
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// localhostAddrs are what localhost names stand for (RFC 6761 §6.3).
+var localhostAddrs = []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()}
+
+// isLocalhost reports whether host is "localhost" or a name under it.
+func isLocalhost(host string) bool {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	return host == "localhost" || strings.HasSuffix(host, ".localhost")
+}
+
+// CheckURL refuses, when a group is saved, a push endpoint that delivery
+// would certainly refuse: one whose host is a literal address (or a
+// localhost name, which is always loopback) that is forbidden, denied or
+// one of Self on the URL's port. Other host names are resolved, and
+// checked, at delivery time only (where they point may change). A URL
+// that does not parse is left to broker.NormalizePush. The error wraps
+// broker.ErrInvalidArgument (a 400 invalid-argument) and
+// ErrForbiddenAddress.
+func (c Config) CheckURL(rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Hostname() == "" {
+		return nil
+	}
+	host := u.Hostname()
+	port, err := urlPort(u)
+	if err != nil {
+		return fmt.Errorf("%w: push url: %w", broker.ErrInvalidArgument, err)
+	}
+	var addrs []netip.Addr
+	switch a, err := netip.ParseAddr(host); {
+	case err == nil:
+		addrs = []netip.Addr{a}
+	case isLocalhost(host):
+		addrs = localhostAddrs
+	default:
+		return nil
+	}
+	if err := newGuard(c).checkAll(host, addrs, port); err != nil {
+		return fmt.Errorf("%w: push url: %w", broker.ErrInvalidArgument, err)
+	}
+	return nil
+}
+
+// urlPort is u's port, or its scheme's default one.
+func urlPort(u *url.URL) (uint16, error) {
+	if p := u.Port(); p != "" {
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil {
+			return 0, fmt.Errorf("port %q is not a number 0..65535", p)
+		}
+		return uint16(n), nil
+	}
+	if u.Scheme == "https" {
+		return 443, nil
+	}
+	return 80, nil
 }

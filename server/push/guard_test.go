@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/server/broker"
 )
 
 // These tests never open a connection to a forbidden address: check and
@@ -16,7 +18,7 @@ import (
 
 func TestGuardCheck(t *testing.T) {
 	t.Parallel()
-	g := newGuard([]netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd12::/16")}, nil)
+	g := newGuard(Config{DenyCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd12::/16")}})
 	for _, tc := range []struct {
 		addr string
 		why  string // "" = allowed
@@ -56,7 +58,7 @@ func TestGuardCheck(t *testing.T) {
 
 func TestGuardControl(t *testing.T) {
 	t.Parallel()
-	g := newGuard([]netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}, nil)
+	g := newGuard(Config{DenyCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}})
 	require.ErrorIs(t, g.control("tcp4", "169.254.169.254:80", nil), ErrForbiddenAddress)
 	require.ErrorIs(t, g.control("tcp6", "[fd00:ec2::254]:80", nil), ErrForbiddenAddress)
 	require.ErrorIs(t, g.control("tcp4", "127.0.0.2:8080", nil), ErrForbiddenAddress)
@@ -78,7 +80,7 @@ func TestGuardDialRefusesBeforeDialing(t *testing.T) {
 		}
 		return nil, errors.New("no such host")
 	}
-	g := newGuard([]netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}, lookup)
+	g := newGuard(Config{DenyCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}, Lookup: lookup})
 	for _, addr := range []string{"metadata.test:80", "mixed.test:80", "denied.test:8080", "169.254.169.254:80", "[::ffff:169.254.169.254]:80", "0.0.0.0:8080"} {
 		conn, err := g.dialContext(context.Background(), "tcp", addr)
 		require.Nil(t, conn, addr)
@@ -86,4 +88,152 @@ func TestGuardDialRefusesBeforeDialing(t *testing.T) {
 	}
 	_, err := g.dialContext(context.Background(), "tcp", "unknown.test:80")
 	require.ErrorContains(t, err, "no such host")
+}
+
+// privateCases are the loopback, private, shared and unique-local
+// addresses DenyPrivate refuses, in every spelling the guard normalises.
+var privateCases = []struct{ addr, why string }{
+	{"127.0.0.1", "loopback"},
+	{"127.9.9.9", "loopback"},
+	{"::1", "loopback"},
+	{"::ffff:127.0.0.1", "loopback"},
+	{"64:ff9b::7f00:1", "NAT64 for 127.0.0.1, which is loopback"},
+	{"10.1.2.3", "private"},
+	{"::ffff:10.1.2.3", "private"},
+	{"64:ff9b::a01:203", "NAT64 for 10.1.2.3, which is private"},
+	{"172.16.0.1", "private"},
+	{"172.31.255.255", "private"},
+	{"192.168.1.10", "private"},
+	{"100.64.0.1", "carrier-grade NAT"},
+	{"100.127.255.254", "carrier-grade NAT"},
+	{"fc00::1", "unique-local"},
+	{"fd00::1", "unique-local"},
+	{"fd12:3456::1", "unique-local"},
+}
+
+func TestGuardDenyPrivate(t *testing.T) {
+	t.Parallel()
+	open, deny := newGuard(Config{}), newGuard(Config{DenyPrivate: true})
+	for _, tc := range privateCases {
+		a := netip.MustParseAddr(tc.addr)
+		require.NoError(t, open.check(a), "%s is allowed by default", tc.addr)
+		err := deny.check(a)
+		require.ErrorIs(t, err, ErrForbiddenAddress, tc.addr)
+		require.Contains(t, err.Error(), tc.why, tc.addr)
+		require.Contains(t, err.Error(), "private ranges are denied", tc.addr)
+	}
+	// Neighbours of the ranges and public addresses stay allowed.
+	for _, addr := range []string{"8.8.8.8", "203.0.113.7", "172.32.0.1", "172.15.255.255", "192.169.0.1",
+		"100.128.0.1", "100.63.255.255", "11.0.0.1", "2001:db8::1", "2606:4700::1111", "fe00::1", "::ffff:8.8.8.8", "64:ff9b::808:808"} {
+		require.NoError(t, deny.check(netip.MustParseAddr(addr)), addr)
+	}
+	// The always-forbidden reason stays the precise one.
+	require.ErrorContains(t, deny.check(netip.MustParseAddr("fd00:ec2::254")), "cloud metadata")
+}
+
+// TestGuardDenyCIDRsCoverMappedForms: an IPv4 deny range refuses the
+// IPv4-mapped and NAT64 spellings of its addresses, and a deny range
+// written in the mapped form works as its IPv4 range.
+func TestGuardDenyCIDRsCoverMappedForms(t *testing.T) {
+	t.Parallel()
+	g := newGuard(Config{DenyCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::ffff:10.0.0.0/104")}})
+	for _, addr := range []string{"127.0.0.1", "::ffff:127.0.0.1", "64:ff9b::7f00:1", "10.1.2.3", "::ffff:10.1.2.3", "64:ff9b::a01:203"} {
+		require.ErrorIs(t, g.check(netip.MustParseAddr(addr)), ErrForbiddenAddress, addr)
+	}
+	require.ErrorContains(t, g.check(netip.MustParseAddr("::ffff:10.1.2.3")), "10.1.2.3 is in the denied range 10.0.0.0/8")
+	require.NoError(t, g.check(netip.MustParseAddr("::1")), "127.0.0.0/8 says nothing about ::1: that is what DenyPrivate is for")
+	require.NoError(t, g.check(netip.MustParseAddr("11.0.0.1")))
+}
+
+func TestGuardOwnListener(t *testing.T) {
+	t.Parallel()
+	refused := func(t *testing.T, g *guard, addr, listener string) {
+		t.Helper()
+		err := g.checkAddrPort(netip.MustParseAddrPort(addr))
+		require.ErrorIs(t, err, ErrForbiddenAddress, addr)
+		require.ErrorContains(t, err, "this gateway's own listener "+listener, addr)
+		require.ErrorIs(t, g.control("tcp", addr, nil), ErrForbiddenAddress, "the dialer's last check: %s", addr)
+	}
+	t.Run("SpecificAddress", func(t *testing.T) {
+		t.Parallel()
+		g := newGuard(Config{Self: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:8080")},
+			LocalAddrs: func() ([]netip.Addr, error) { panic("not needed for a listener on a specific address") }})
+		refused(t, g, "127.0.0.1:8080", "127.0.0.1:8080")
+		refused(t, g, "[::ffff:127.0.0.1]:8080", "127.0.0.1:8080")
+		for _, addr := range []string{"127.0.0.1:8081", "127.0.0.2:8080", "[::1]:8080"} {
+			require.NoError(t, g.checkAddrPort(netip.MustParseAddrPort(addr)), "not the listener: %s", addr)
+		}
+	})
+	t.Run("Wildcard", func(t *testing.T) {
+		t.Parallel()
+		local := []netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::5"), netip.MustParseAddr("fe80::1%eth0")}
+		g := newGuard(Config{Self: []netip.AddrPort{netip.MustParseAddrPort("[::]:8080")},
+			LocalAddrs: func() ([]netip.Addr, error) { return local, nil }})
+		for _, addr := range []string{"127.0.0.1:8080", "127.5.5.5:8080", "[::1]:8080", "192.0.2.10:8080", "[::ffff:192.0.2.10]:8080", "[2001:db8::5]:8080"} {
+			refused(t, g, addr, "[::]:8080")
+		}
+		for _, addr := range []string{"192.0.2.11:8080", "192.0.2.10:9090", "[2001:db8::6]:8080", "127.0.0.1:80"} {
+			require.NoError(t, g.checkAddrPort(netip.MustParseAddrPort(addr)), "not the listener: %s", addr)
+		}
+	})
+	t.Run("UnlistableInterfacesFailClosed", func(t *testing.T) {
+		t.Parallel()
+		g := newGuard(Config{Self: []netip.AddrPort{netip.MustParseAddrPort("0.0.0.0:8080")},
+			LocalAddrs: func() ([]netip.Addr, error) { return nil, errors.New("netlink: no") }})
+		require.ErrorContains(t, g.checkAddrPort(netip.MustParseAddrPort("192.0.2.10:8080")), "not checkable against this gateway's own listeners")
+		require.NoError(t, g.checkAddrPort(netip.MustParseAddrPort("192.0.2.10:9090")), "other ports need no listing")
+	})
+}
+
+// TestCheckURL is the check when a group is saved: literal addresses and
+// localhost names are checked like a dial, other names are left to
+// delivery time (never resolved here).
+func TestCheckURL(t *testing.T) {
+	t.Parallel()
+	noLookup := func(_ context.Context, host string) ([]netip.Addr, error) {
+		t.Errorf("CheckURL resolved %s", host)
+		return nil, errors.New("no lookups at save time")
+	}
+	self := Config{Self: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:8080"), netip.MustParseAddrPort("[::1]:80")}, Lookup: noLookup}
+	private := Config{DenyPrivate: true, Lookup: noLookup}
+	for _, tc := range []struct {
+		cfg  Config
+		url  string
+		why  string // "" = accepted
+		name string
+	}{
+		{self, "http://127.0.0.1:8080/v1/topics/T/messages", "127.0.0.1:8080 is this gateway's own listener 127.0.0.1:8080", "SelfByIP"},
+		{self, "http://localhost:8080/v1/topics/T/messages", "127.0.0.1:8080 (localhost) is this gateway's own listener", "SelfByLocalhost"},
+		{self, "https://LocalHost.:8080/", "(LocalHost.) is this gateway's own listener", "SelfByLocalhostSpelling"},
+		{self, "http://gw.localhost:8080/", "(gw.localhost) is this gateway's own listener", "SelfByLocalhostSubdomain"},
+		{self, "http://[::ffff:127.0.0.1]:8080/", "127.0.0.1:8080 (::ffff:127.0.0.1) is this gateway's own listener", "SelfByMappedIP"},
+		{self, "http://[::1]/v1/topics/T/messages", "[::1]:80 is this gateway's own listener [::1]:80", "SelfByDefaultPort"},
+		{self, "http://localhost/", "[::1]:80 (localhost) is this gateway's own listener", "SelfByLocalhostIPv6"},
+		{self, "http://127.0.0.1:8081/hook", "", "OtherPort"},
+		{self, "http://gateway.internal:8080/v1/topics/T/messages", "", "NamesAreCheckedAtDelivery"},
+		{self, "http://169.254.169.254/latest/meta-data/", "169.254.169.254 is the cloud metadata address", "AlwaysForbidden"},
+		{private, "http://[::1]:9/", "::1 is loopback", "PrivateIPv6Loopback"},
+		{private, "http://127.0.0.1:9/", "127.0.0.1 is loopback", "PrivateLoopback"},
+		{private, "http://10.1.2.3/", "10.1.2.3 is private", "Private10"},
+		{private, "http://[fd00::1]/", "fd00::1 is unique-local", "PrivateULA"},
+		{private, "http://[::ffff:127.0.0.1]:9/", "127.0.0.1 (::ffff:127.0.0.1) is loopback", "PrivateMapped"},
+		{private, "http://localhost:9/", "127.0.0.1 (localhost) is loopback", "PrivateLocalhost"},
+		{private, "https://203.0.113.7/hook", "", "PublicLiteral"},
+		{private, "https://hooks.example.com/hook", "", "PublicName"},
+		{Config{DenyCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, "http://[::ffff:127.0.0.1]:9/", "in the denied range 127.0.0.0/8", "DeniedMapped"},
+		{Config{}, "http://127.0.0.1:99999/", "port \"99999\"", "BadPort"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.CheckURL(tc.url)
+			if tc.why == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, broker.ErrInvalidArgument)
+			require.ErrorContains(t, err, tc.why)
+			if tc.name != "BadPort" {
+				require.ErrorIs(t, err, ErrForbiddenAddress)
+			}
+		})
+	}
 }

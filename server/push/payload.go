@@ -37,6 +37,10 @@ const (
 	// HeaderDelayLevel in a receiver's answer picks the retry delay level
 	// (-1 = dead-letter now, 0 = the broker's ladder, 1..n = that level).
 	HeaderDelayLevel = "X-Mqgate-Delay-Level"
+	// HeaderPushHop is on every push request (value 1): mqgate's send
+	// endpoint refuses requests carrying it (508 push-loop), so a push
+	// into any gateway's send endpoint stores nothing and cannot loop.
+	HeaderPushHop = api.HeaderPushHop
 )
 
 // Message is the JSON body of a push in json mode: the api package's
