@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
@@ -9,8 +10,9 @@ import (
 	"github.com/mqgate/mqgate/server/broker"
 )
 
-// maxReasonLength bounds a nack reason (bytes).
-const maxReasonLength = 4096
+// maxReasonLength bounds a nack reason (bytes); the history keeps its
+// first 512 bytes.
+const maxReasonLength = broker.MaxReasonBytes
 
 // AckRequest settles leased messages.
 type AckRequest struct {
@@ -25,7 +27,7 @@ type NackItem struct {
 	// DelayLevel: -1 = straight to the dead-letter queue, 0 (default) = broker-controlled backoff (level 3 + reconsumeTimes), > 0 = that delay level.
 	DelayLevel int `json:"delayLevel,omitempty" minimum:"-1" example:"0"`
 	// Reason says why processing failed; kept with retries and in the DLQ.
-	Reason string `json:"reason,omitempty" maxLength:"4096" example:"payment service unavailable"`
+	Reason string `json:"reason,omitempty" maxLength:"16384" example:"payment service unavailable"`
 } //	@name	NackItem
 
 // NackRequest sends leased messages back for retries.
@@ -169,7 +171,7 @@ func (h *handler) nack(w http.ResponseWriter, r *http.Request) {
 			WriteError(w, r, invalidArgument("items[%d].delayLevel %d must be -1 (DLQ), 0 (broker backoff) or a delay level", i, it.DelayLevel))
 			return
 		case len(it.Reason) > maxReasonLength:
-			WriteError(w, r, invalidArgument("items[%d].reason is longer than %d bytes", i, maxReasonLength))
+			WriteError(w, r, &broker.LimitError{Field: fmt.Sprintf("items[%d].reason", i), Size: len(it.Reason), Limit: maxReasonLength, Kind: broker.ErrValueTooLong})
 			return
 		}
 		items = append(items, broker.NackItem{Receipt: it.Receipt, DelayLevel: it.DelayLevel, Reason: it.Reason})

@@ -74,7 +74,47 @@ type BrokerStatus struct {
 	TimersPending int `json:"timersPending" example:"3"`
 	// NextTimerAt is when the soonest timer fires.
 	NextTimerAt string `json:"nextTimerAt,omitempty" format:"date-time"`
+	// Dispatch is the store's dispatcher, which makes stored messages visible to consumers.
+	Dispatch DispatchStatus `json:"dispatch"`
+	// Quarantine lists records the store set aside: intact but impossible to dispatch or read.
+	Quarantine Quarantine `json:"quarantine"`
 } //	@name	BrokerStatus
+
+// DispatchStatus is how far the dispatcher is behind the CommitLog.
+type DispatchStatus struct {
+	// DispatchedOffset is the CommitLog offset below which every message is visible to consumers.
+	DispatchedOffset int64 `json:"dispatchedOffset" example:"123456"`
+	// LagBytes counts stored bytes not yet visible to consumers.
+	LagBytes int64 `json:"lagBytes" example:"0"`
+	// DelayMs is how long the dispatcher has been behind (0 when caught up).
+	DelayMs int64 `json:"delayMs" example:"0"`
+	// Error is why the dispatcher's passes fail (they are retried); absent when they succeed.
+	Error string `json:"error,omitempty"`
+	// FailingSince is when the passes started failing.
+	FailingSince string `json:"failingSince,omitempty" format:"date-time"`
+} //	@name	DispatchStatus
+
+// Quarantine is the store's list of records set aside.
+type Quarantine struct {
+	// Count is how many records were quarantined.
+	Count int64 `json:"count" example:"0"`
+	// Records are the newest of them (at most 100), oldest first.
+	Records []QuarantinedRecord `json:"records"`
+} //	@name	Quarantine
+
+// QuarantinedRecord is one record the store set aside and moved past.
+type QuarantinedRecord struct {
+	// Offset is the record's CommitLog offset.
+	Offset int64 `json:"offset" example:"4096"`
+	// Size is the record's size in bytes.
+	Size int32 `json:"size" example:"40510"`
+	// Stage is where it was refused: dispatch (never made visible) or read (could not be decoded).
+	Stage string `json:"stage" enums:"dispatch,read" example:"dispatch"`
+	// Reason says why.
+	Reason string `json:"reason" example:"storage: corrupt data: record at 4096: message: corrupt payload: properties length 40350 with 40350 bytes left"`
+	// At is when it was quarantined.
+	At string `json:"at" format:"date-time"`
+} //	@name	QuarantinedRecord
 
 // DelayLevel is one delay level's scheduler position.
 type DelayLevel struct {
@@ -386,6 +426,12 @@ func (h *handler) brokerStatus(w http.ResponseWriter, r *http.Request) {
 		LatenessMaxMs:      float64(s.LatenessMax) / float64(time.Millisecond),
 		TimersPending:      s.TimersPending,
 		NextTimerAt:        formatTime(s.NextTimerAt),
+		Dispatch: DispatchStatus{DispatchedOffset: s.Dispatch.Dispatched, LagBytes: s.Dispatch.LagBytes,
+			DelayMs: s.Dispatch.Delay.Milliseconds(), Error: s.Dispatch.Error, FailingSince: formatTime(s.Dispatch.FailingSince)},
+		Quarantine: Quarantine{Count: s.Quarantined, Records: make([]QuarantinedRecord, 0, len(s.QuarantinedRecent))},
+	}
+	for _, q := range s.QuarantinedRecent {
+		resp.Quarantine.Records = append(resp.Quarantine.Records, QuarantinedRecord{Offset: q.Offset, Size: q.Size, Stage: q.Stage, Reason: q.Reason, At: formatTime(q.At)})
 	}
 	for _, l := range s.Levels {
 		resp.Levels = append(resp.Levels, DelayLevel{Level: l.Level, DelayMs: l.Delay.Milliseconds(), Offset: l.Offset,

@@ -294,6 +294,6 @@ func TestMessagesAndStatus(t *testing.T) {
 	t.Run("OKBrokerStatus", func(t *testing.T) {
 		t.Parallel()
 		s := decode[api.BrokerStatus](t, setup(t).do(t, http.MethodGet, "/v1/broker/status", ""), http.StatusOK)
-		require.Equal(t, api.BrokerStatus{FlushMode: "sync", StoreBytes: 1 << 20, UptimeMs: 90_000, CommitLogMaxOffset: 4096, Levels: []api.DelayLevel{}}, s)
+		require.Equal(t, api.BrokerStatus{FlushMode: "sync", StoreBytes: 1 << 20, UptimeMs: 90_000, CommitLogMaxOffset: 4096, Levels: []api.DelayLevel{}, Quarantine: api.Quarantine{Records: []api.QuarantinedRecord{}}}, s)
 	})
 }

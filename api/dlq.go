@@ -22,13 +22,17 @@ type DeadLetters interface {
 	DiscardDeadLetter(ctx context.Context, group, id string) error
 }
 
-// Attempt is one failed delivery of a message.
+// Attempt is one failed delivery of a message. The history keeps the newest attempts (at most 32, in 8 KiB,
+// each reason cut to 512 bytes); older ones are folded into a first entry with outcome "omitted", the time of
+// the first failure and their count.
 type Attempt struct {
 	At         string `json:"at" format:"date-time" example:"2026-11-29T10:00:10.000Z"`
-	Outcome    string `json:"outcome" enums:"nack,expired" example:"nack"`
+	Outcome    string `json:"outcome" enums:"nack,expired,omitted" example:"nack"`
 	Client     string `json:"client,omitempty" example:"billing-worker-3"`
 	Reason     string `json:"reason,omitempty" example:"payment service unavailable"`
 	DelayLevel int    `json:"delayLevel" example:"0"`
+	// Count is, for outcome "omitted", how many earlier attempts the entry stands for.
+	Count int `json:"count,omitempty" example:"0"`
 } //	@name	Attempt
 
 // DeadLetter is one message of a group's dead-letter queue.
@@ -294,7 +298,7 @@ func toDeadLetter(d broker.DeadLetter, withBody bool) DeadLetter {
 		Properties:      d.Properties,
 	}
 	for _, a := range d.Attempts {
-		out.Attempts = append(out.Attempts, Attempt{At: formatTime(a.At), Outcome: a.Outcome, Client: a.Client, Reason: a.Reason, DelayLevel: a.Level})
+		out.Attempts = append(out.Attempts, Attempt{At: formatTime(a.At), Outcome: a.Outcome, Client: a.Client, Reason: a.Reason, DelayLevel: a.Level, Count: a.Count})
 	}
 	if withBody {
 		m := ToMessage(broker.ReceivedMessage{Body: d.Body})

@@ -214,6 +214,9 @@ func decodeJSON(body []byte, dst any) error {
 	return nil
 }
 
+// errUnknownMember marks a JSON member no field takes.
+var errUnknownMember = errors.New("unknown member")
+
 // invalidUTF8At is the offset of the first byte of b that is not valid UTF-8.
 func invalidUTF8At(b []byte) int {
 	for i := 0; i < len(b); {
@@ -233,11 +236,11 @@ func jsonError(err error) error {
 	var semantic *jsonv2.SemanticError
 	switch {
 	case errors.Is(err, jsontext.ErrDuplicateName):
-		at := ""
-		if errors.As(err, &syntax) {
-			at = pointerAt(syntax.JSONPointer)
+		name := "a member"
+		if errors.As(err, &syntax) && syntax.JSONPointer != "" {
+			name = pointerName(syntax.JSONPointer)
 		}
-		return fmt.Errorf("%w: %s: a member name appears twice in one object%s; each may appear once", ErrMalformedRequest, err, at)
+		return fmt.Errorf("%w: %s appears twice in one object; a member name may appear only once", ErrMalformedRequest, name)
 	case errors.As(err, &syntax):
 		detail := syntax.Err.Error()
 		if strings.Contains(detail, "surrogate") || strings.Contains(detail, "UTF-8") {
@@ -254,7 +257,7 @@ func jsonError(err error) error {
 			if len(semantic.JSONPointer) > 0 {
 				name = semantic.JSONPointer.LastToken()
 			}
-			return fmt.Errorf("%w: unknown member %s%s (member names are case-sensitive)", ErrMalformedRequest,
+			return fmt.Errorf("%w: %w %s%s (member names are case-sensitive)", ErrMalformedRequest, errUnknownMember,
 				broker.QuoteValue(name), pointerAt(semantic.JSONPointer.Parent()))
 		}
 		want := "a different type"
@@ -385,8 +388,8 @@ const ClientIDHeader = "X-Mqgate-Client-Id"
 func clientIdentity(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if id := r.Header.Get(ClientIDHeader); id != "" {
-			if err := broker.CheckClientID(id); err != nil {
-				WriteError(w, r, fmt.Errorf("%s: %w", ClientIDHeader, err))
+			if err := broker.CheckClientID(ClientIDHeader, id); err != nil {
+				WriteError(w, r, err)
 				return
 			}
 			r = r.WithContext(broker.WithClient(r.Context(), id))

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -199,8 +200,11 @@ func (h *handler) decodeEnvelope(r *http.Request) (msgs []broker.SendMessage, ba
 	}
 	var req SendRequest
 	if err := decodeJSON(body, &req); err != nil {
-		return nil, false, fmt.Errorf("%w (the JSON body is a message {body, tag, …} or {messages:[…]}; "+
-			"to store a JSON document as-is, send it with another Content-Type such as application/octet-stream)", err)
+		if errors.Is(err, errUnknownMember) {
+			err = fmt.Errorf("%w (the JSON body is a message {body, tag, …} or {messages:[…]}; "+
+				"to store a JSON document as-is, send it with another Content-Type such as application/octet-stream)", err)
+		}
+		return nil, false, err
 	}
 	if req.Messages == nil {
 		msg, err := h.convertMessage(req.SendMessage, "")

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,8 @@ const (
 // plus Close. *broker.Broker satisfies it.
 type backend interface {
 	api.Broker
+	// Degraded lists what is wrong without making the broker unready.
+	Degraded() []string
 	Close(ctx context.Context) error
 }
 
@@ -117,7 +120,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		return nil, errors.Join(err, b.Close(ctx))
 	}
-	s.registry.MustRegister(newBrokerCollector(b))
+	s.registry.MustRegister(newBrokerCollector(b), newDispatchCollector(b))
 	if mirror != nil {
 		s.mirror = mirror
 		registerMirrorMetrics(s.registry, mirror)
@@ -368,8 +371,11 @@ func livez(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ok\n"))
 }
 
-// readyz answers 200 when the broker is recovered and writable and the
-// server is not shutting down, else 503 not-ready.
+// readyz answers 200 when the broker is recovered and writable, its
+// dispatcher's passes succeed and the server is not shutting down, else
+// 503 not-ready. A 200 names what is degraded without making the server
+// unready: records the store quarantined, a dispatcher behind the log, a
+// PostgreSQL mirror that cannot write: "ok (degraded: …; …)".
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if s.state.Load() != stateRunning {
 		api.WriteError(w, r, fmt.Errorf("%w: shutting down", api.ErrNotReady))
@@ -381,13 +387,17 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	degraded := s.broker.Degraded()
 	// The PostgreSQL mirror is a projection: it never makes mqgate unready,
 	// but a degraded mirror is reported.
 	if s.mirror != nil {
 		if err := s.mirror.Health(); err != nil {
-			_, _ = fmt.Fprintf(w, "ok (postgres mirror degraded: %v)\n", err)
-			return
+			degraded = append(degraded, fmt.Sprintf("postgres mirror degraded: %v", err))
 		}
+	}
+	if len(degraded) > 0 {
+		_, _ = fmt.Fprintf(w, "ok (%s)\n", strings.Join(degraded, "; "))
+		return
 	}
 	_, _ = w.Write([]byte("ok\n"))
 }

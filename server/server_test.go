@@ -103,6 +103,9 @@ type fakeBackend struct {
 	closed atomic.Int32
 }
 
+// Degraded reports nothing wrong.
+func (f *fakeBackend) Degraded() []string { return nil }
+
 func (f *fakeBackend) Pull(ctx context.Context, req broker.PullRequest) ([]broker.ReceivedMessage, error) {
 	return f.pull(ctx, req)
 }

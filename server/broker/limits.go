@@ -262,14 +262,15 @@ func checkReason(field, reason string) error {
 	return nil
 }
 
-// CheckClientID checks a client id (the transport's X-Mqgate-Client-Id).
-func CheckClientID(id string) error {
+// CheckClientID checks a client id (the transport's X-Mqgate-Client-Id,
+// which it names field).
+func CheckClientID(field, id string) error {
 	if len(id) > MaxClientIDBytes {
-		return limitErr(ErrValueTooLong, "client id", len(id), MaxClientIDBytes)
+		return limitErr(ErrValueTooLong, field, len(id), MaxClientIDBytes)
 	}
 	for i := 0; i < len(id); i++ {
 		if id[i] < 0x21 || id[i] > 0x7e {
-			return fmt.Errorf("%w: the client id must be printable ASCII without spaces", ErrInvalidArgument)
+			return fmt.Errorf("%w: %s must be printable ASCII without spaces", ErrInvalidArgument, field)
 		}
 	}
 	return nil
