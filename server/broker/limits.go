@@ -51,6 +51,8 @@ const (
 	MaxReasonBytes = 16 << 10
 	// MaxClientIDBytes bounds a client id (X-Mqgate-Client-Id).
 	MaxClientIDBytes = 128
+	// MaxTagExpressionBytes bounds a tag expression ("a || b").
+	MaxTagExpressionBytes = 4096
 )
 
 // What the broker keeps of failures: the attempt history (property

@@ -82,6 +82,9 @@ func (b *Broker) existingPopState(group, topic string) *popState {
 // tagMatcher compiles a tag expression ("", "*", "a", "a || b") into a
 // tagsCode filter; nil accepts everything.
 func tagMatcher(expr string) (func(int64) bool, error) {
+	if len(expr) > MaxTagExpressionBytes {
+		return nil, limitErr(ErrValueTooLong, "tagExpression", len(expr), MaxTagExpressionBytes)
+	}
 	expr = strings.TrimSpace(expr)
 	if expr == "" || expr == "*" {
 		return nil, nil
@@ -90,7 +93,7 @@ func tagMatcher(expr string) (func(int64) bool, error) {
 	for _, part := range strings.Split(expr, "||") {
 		tag := strings.TrimSpace(part)
 		if tag == "" || strings.ContainsAny(tag, " \t") {
-			return nil, fmt.Errorf("%w: tag expression %q", ErrInvalidArgument, expr)
+			return nil, fmt.Errorf("%w: tag expression %s: tags are separated by '||' and contain no white space", ErrInvalidArgument, QuoteValue(expr))
 		}
 		if tag == "*" {
 			return nil, nil
