@@ -173,6 +173,9 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if kind.status == http.StatusRequestEntityTooLarge {
 		// The rest of the body stays unread: do not reuse the connection.
+		// The server reads and discards what the client still sends before
+		// it closes (lingering close, server/conn.go), so that a client
+		// which writes its whole body before reading sees this answer.
 		w.Header().Set("Connection", "close")
 	}
 	writeProblem(w, p)

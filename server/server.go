@@ -148,9 +148,11 @@ func newServer(cfg Config, log zerolog.Logger, b backend) (*Server, error) {
 		s.cancelPolls()
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	s.listener = listener
+	s.listener = newConnListener(listener, s.log)
 	s.http = &http.Server{
-		Handler:           s.routes(),
+		Handler:           trackConn(s.routes()),
+		ConnContext:       connContext,
+		ConnState:         connStateChanged,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,

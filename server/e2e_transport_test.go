@@ -1,0 +1,162 @@
+package server_test
+
+// End-to-end tests of the connection-level behaviour (server/conn.go): a
+// 413 reaches clients that write their whole request before reading
+// (lingering close).
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/api"
+	"github.com/mqgate/mqgate/server"
+)
+
+// pythonUpload POSTs a body of size bytes with Python's urllib, which
+// writes the whole request before it reads the answer. mode "chunked"
+// sends the body with Transfer-Encoding: chunked. The script prints
+// "<status> <problem code>" or "error <exception>".
+const pythonUpload = `
+import json, sys, urllib.error, urllib.request
+url, size, mode, ctype = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+chunk = b"x" * 65536
+if mode == "chunked":
+    def body():
+        for _ in range(size // len(chunk)):
+            yield chunk
+    data = body()
+else:
+    data = b"x" * size
+req = urllib.request.Request(url, data=data, method="POST", headers={"Content-Type": ctype})
+try:
+    with urllib.request.urlopen(req, timeout=60) as r:
+        print(r.status, "-")
+except urllib.error.HTTPError as e:
+    problem = json.loads(e.read())
+    print(e.code, problem["code"], e.headers.get("Content-Type"))
+except Exception as e:
+    print("error", type(e).__name__, e)
+`
+
+// runPython runs pythonUpload and returns its output line and duration.
+func runPython(t *testing.T, url string, size int, mode, contentType string) (string, time.Duration) {
+	t.Helper()
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed")
+	}
+	start := time.Now()
+	out, err := exec.Command(python, "-c", pythonUpload, url, strconv.Itoa(size), mode, contentType).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return strings.TrimSpace(string(out)), time.Since(start)
+}
+
+// TestE2ETooLargeReachesClientsThatWriteFirst: a body over the send
+// route's limit gets its 413 problem even when the client writes the whole
+// body before it reads the answer — Python's urllib with a declared
+// length and chunked, and a raw Go connection — because the server reads
+// and discards the rest before it closes. A body beyond the lingering
+// byte limit (64 MiB) has its connection closed promptly instead.
+func TestE2ETooLargeReachesClientsThatWriteFirst(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t, func(c *server.Config) {
+		c.MaxMessageSize = 1 << 20
+		c.MaxRequestSize = 2 << 20
+	})
+	send := e.base + "/v1/topics/uploads/messages"
+	const want = "413 body-too-large application/problem+json"
+
+	for _, tc := range []struct {
+		name, mode, contentType string
+	}{
+		{"RawLength", "length", "application/octet-stream"},
+		{"RawChunked", "chunked", "application/octet-stream"},
+		{"JSONLength", "length", "application/json"},
+		{"JSONChunked", "chunked", "application/json"},
+	} {
+		t.Run("Python/"+tc.name, func(t *testing.T) {
+			out, took := runPython(t, send, 5<<20, tc.mode, tc.contentType)
+			require.Equal(t, want, out)
+			t.Logf("python urllib, 5 MiB %s %s: %q in %s", tc.mode, tc.contentType, out, took)
+		})
+	}
+
+	t.Run("GoWritesAllThenReads", func(t *testing.T) {
+		for _, chunked := range []bool{false, true} {
+			conn, err := net.Dial("tcp", e.srv.Addr())
+			require.NoError(t, err)
+			defer conn.Close()
+			require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+			body := bytes.Repeat([]byte("y"), 5<<20)
+			head := fmt.Sprintf("POST /v1/topics/uploads/messages HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n", len(body))
+			if chunked {
+				head = "POST /v1/topics/uploads/messages HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n"
+				var framed bytes.Buffer
+				for i := 0; i < len(body); i += 64 << 10 {
+					fmt.Fprintf(&framed, "%x\r\n%s\r\n", 64<<10, body[i:i+64<<10])
+				}
+				framed.WriteString("0\r\n\r\n")
+				body = framed.Bytes()
+			}
+			_, err = conn.Write(append([]byte(head), body...))
+			require.NoError(t, err, "the whole request is written (chunked %v)", chunked)
+			r := readRawResponse(t, conn, http.MethodPost)
+			problem(t, r, http.StatusRequestEntityTooLarge, "body-too-large")
+			require.Equal(t, "close", r.Header.Get("Connection"))
+		}
+	})
+
+	t.Run("PastTheLingerLimit", func(t *testing.T) {
+		out, took := runPython(t, send, 100<<20, "length", "application/octet-stream")
+		t.Logf("python urllib, 100 MiB: %q in %s", out, took)
+		// Either the client read the answer before the cut or it saw the
+		// connection close; it never hangs.
+		require.True(t, out == want || strings.HasPrefix(out, "error "), out)
+		require.Less(t, took, 20*time.Second)
+	})
+
+	// The server is fine afterwards.
+	e.send(t, "uploads", api.SendMessage{Body: "after"})
+}
+
+// TestE2EErrorBeforeBodyIsReadReachesClient: an error answered before the
+// body is read (an invalid topic name here) reaches a client that writes
+// its whole 5 MiB body first, like a 413 does.
+func TestE2EErrorBeforeBodyIsReadReachesClient(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t)
+	out, _ := runPython(t, e.base+"/v1/topics/bad.name/messages", 5<<20, "length", "application/octet-stream")
+	require.Equal(t, "400 invalid-name application/problem+json", out)
+}
+
+// readRawResponse reads one response from conn.
+func readRawResponse(t *testing.T, conn net.Conn, method string) e2eResp {
+	t.Helper()
+	return readResponse(t, bufio.NewReader(conn), method)
+}
+
+// readResponse reads one response from br.
+func readResponse(t *testing.T, br *bufio.Reader, method string) e2eResp {
+	t.Helper()
+	resp, err := http.ReadResponse(br, &http.Request{Method: method})
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	if resp.Close {
+		// ReadResponse turns "Connection: close" into resp.Close.
+		resp.Header.Set("Connection", "close")
+	}
+	return e2eResp{Status: resp.StatusCode, Header: resp.Header, Body: body}
+}
