@@ -12,17 +12,31 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Lingering close, as nginx's lingering_close. The listener wraps every
-// accepted connection in a serverConn. When the server closes a connection
-// on which the client may still be sending — an answer written while
-// request body bytes remained unread (a 413, or any error answered before
-// the body was read) — the connection first half-closes (the answer is
-// complete), then reads and discards what still arrives until the client
-// closes, for at most lingerMaxBytes and lingerTime, and lingerTimeout
-// between reads. Without it the kernel answers the unread bytes with a
-// reset, and clients that write their whole request before reading the
-// answer (Python's urllib and requests, Java's HttpURLConnection) report
-// "connection reset" instead of the 413.
+// Connection-level behaviour that net/http leaves to the application. The
+// listener wraps every accepted connection in a serverConn, which does two
+// things:
+//
+//   - Problem bodies for net/http's own errors. Before any handler runs,
+//     net/http answers some requests itself with a canned text/plain
+//     response written straight onto the connection: 431 for a header block
+//     over MaxHeaderBytes, 400 for an unparsable request line, URL escape or
+//     Host header, 501 for a transfer coding other than chunked, 505 for a
+//     version other than HTTP/1.x and 417 for an Expect other than
+//     100-continue. A write made while no handler owns the connection can
+//     only be one of those; serverConn replaces each by the same status
+//     with an application/problem+json body (problemResponse, in
+//     problems.go).
+//   - Lingering close, as nginx's lingering_close. When the server closes a
+//     connection on which the client may still be sending — an answer
+//     written while request body bytes remained unread (a 413, or any error
+//     answered before the body was read), or one of the canned errors above
+//     — the connection first half-closes (the answer is complete), then
+//     reads and discards what still arrives until the client closes, for at
+//     most lingerMaxBytes and lingerTime, and lingerTimeout between reads.
+//     Without it the kernel answers the unread bytes with a reset, and
+//     clients that write their whole request before reading the answer
+//     (Python's urllib and requests, Java's HttpURLConnection) report
+//     "connection reset" instead of the 413.
 //
 // serverConn needs only a net.Conn: to serve TLS, wrap the connections of
 // a tls.Listener (and forward ConnectionState) so that it sees plain text.
@@ -50,8 +64,10 @@ type lingerLimits struct {
 // start of a shutdown) ends them at once.
 type connListener struct {
 	net.Listener
-	limits lingerLimits
-	log    zerolog.Logger
+	// maxHeaderBytes is the server's MaxHeaderBytes (for the 431 detail).
+	maxHeaderBytes int64
+	limits         lingerLimits
+	log            zerolog.Logger
 
 	mu        sync.Mutex
 	closed    bool
@@ -59,12 +75,13 @@ type connListener struct {
 }
 
 // newConnListener wraps inner.
-func newConnListener(inner net.Listener, log zerolog.Logger) *connListener {
+func newConnListener(inner net.Listener, maxHeaderBytes int64, log zerolog.Logger) *connListener {
 	return &connListener{
-		Listener:  inner,
-		limits:    lingerLimits{maxBytes: lingerMaxBytes, time: lingerTime, timeout: lingerTimeout},
-		log:       log,
-		lingering: make(map[*serverConn]struct{}),
+		Listener:       inner,
+		maxHeaderBytes: maxHeaderBytes,
+		limits:         lingerLimits{maxBytes: lingerMaxBytes, time: lingerTime, timeout: lingerTimeout},
+		log:            log,
+		lingering:      make(map[*serverConn]struct{}),
 	}
 }
 
@@ -94,11 +111,34 @@ type serverConn struct {
 	net.Conn
 	listener *connListener
 
+	// serving is set from the moment a handler gets a request of this
+	// connection until the connection goes idle: writes meanwhile are the
+	// handler's response. Writes made while it is clear are net/http's own.
+	serving atomic.Bool
 	// linger makes Close drain the connection first.
 	linger atomic.Bool
 
 	closeOnce sync.Once
 	closeErr  error
+}
+
+// Write passes the handlers' responses through and replaces net/http's
+// own error answers by problem responses.
+func (c *serverConn) Write(p []byte) (int, error) {
+	if c.serving.Load() {
+		return c.Conn.Write(p)
+	}
+	resp, ok := c.listener.problemResponse(p)
+	if !ok {
+		return c.Conn.Write(p)
+	}
+	// net/http closes the connection after these answers, maybe while
+	// the client is still sending the rest of its request.
+	c.linger.Store(true)
+	if _, err := c.Conn.Write(resp); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // CloseWrite half-closes the connection when the underlying one can
@@ -196,16 +236,19 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 
 // connStateChanged resets a connection that goes idle between requests
 // (http.Server.ConnState): net/http has consumed the request, so there is
-// nothing to linger for.
+// nothing to linger for, and the next writes are its own again until a
+// handler takes the next request.
 func connStateChanged(c net.Conn, state http.ConnState) {
 	if sc, ok := c.(*serverConn); ok && state == http.StateIdle {
+		sc.serving.Store(false)
 		sc.linger.Store(false)
 	}
 }
 
-// trackConn asks for a lingering close, should net/http close the
-// connection, when the handler returns with request body bytes unread that
-// the client may still be sending.
+// trackConn marks the connection as serving a handler's response and,
+// when the handler returns with request body bytes unread that the client
+// may still be sending, asks for a lingering close should net/http close
+// the connection.
 func trackConn(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sc, _ := r.Context().Value(connKey{}).(*serverConn)
@@ -213,6 +256,7 @@ func trackConn(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		sc.serving.Store(true)
 		if r.ContentLength == 0 {
 			next.ServeHTTP(w, r)
 			return

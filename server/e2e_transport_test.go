@@ -2,11 +2,13 @@ package server_test
 
 // End-to-end tests of the connection-level behaviour (server/conn.go): a
 // 413 reaches clients that write their whole request before reading
-// (lingering close).
+// (lingering close), and the errors net/http answers itself are problem
+// responses too.
 
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -159,4 +161,104 @@ func readResponse(t *testing.T, br *bufio.Reader, method string) e2eResp {
 		resp.Header.Set("Connection", "close")
 	}
 	return e2eResp{Status: resp.StatusCode, Header: resp.Header, Body: body}
+}
+
+// TestE2ENetHTTPErrorsAreProblems: the requests net/http refuses before
+// any handler runs get problem+json bodies with the same status, over real
+// TCP, on fresh and on kept-alive connections.
+func TestE2ENetHTTPErrorsAreProblems(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t)
+	for _, tc := range []struct {
+		name    string
+		request string
+		status  int
+		code    string
+		detail  string
+	}{
+		{"HeaderTooLarge", "GET /livez HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("h", 100<<10) + "\r\n\r\n",
+			http.StatusRequestHeaderFieldsTooLarge, "header-too-large", "64KiB"},
+		{"BadPercentEscape", "GET /v1/topics/%zz/messages HTTP/1.1\r\nHost: x\r\n\r\n", http.StatusBadRequest, "malformed-request", ""},
+		{"BadRequestLine", "THIS IS NOT HTTP\r\n\r\n", http.StatusBadRequest, "malformed-request", ""},
+		{"HTTP09", "GET /\r\n\r\n", http.StatusBadRequest, "malformed-request", ""},
+		{"NoHost", "GET /livez HTTP/1.1\r\n\r\n", http.StatusBadRequest, "malformed-request", "missing required Host header"},
+		{"MalformedHost", "GET /livez HTTP/1.1\r\nHost: a b\r\n\r\n", http.StatusBadRequest, "malformed-request", "malformed Host header"},
+		{"BadHeaderLine", "GET /livez HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n", http.StatusBadRequest, "malformed-request", ""},
+		{"UnknownTransferEncoding", "POST /v1/topics/t/messages HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
+			http.StatusNotImplemented, "not-implemented", "transfer encoding"},
+		{"HTTP2Version", "GET /livez HTTP/2.0\r\nHost: x\r\n\r\n", http.StatusHTTPVersionNotSupported, "http-version-not-supported", ""},
+		{"UnknownExpectation", "POST /v1/topics/t/messages HTTP/1.1\r\nHost: x\r\nExpect: tea\r\nContent-Length: 1\r\n\r\nx",
+			http.StatusExpectationFailed, "expectation-failed", "100-continue"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", e.srv.Addr())
+			require.NoError(t, err)
+			defer conn.Close()
+			require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
+			_, err = io.WriteString(conn, tc.request)
+			require.NoError(t, err, "the whole request is written")
+			r := readRawResponse(t, conn, http.MethodGet)
+			p := problem(t, r, tc.status, tc.code)
+			require.Contains(t, p.Detail, tc.detail)
+			require.Equal(t, "close", r.Header.Get("Connection"))
+			require.Equal(t, strconv.Itoa(len(r.Body)), r.Header.Get("Content-Length"))
+		})
+	}
+
+	t.Run("AfterKeptAliveResponses", func(t *testing.T) {
+		conn, err := net.Dial("tcp", e.srv.Addr())
+		require.NoError(t, err)
+		defer conn.Close()
+		require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
+		br := bufio.NewReader(conn)
+		// Good requests first, among them a handler's own 404 problem
+		// (which must pass unchanged) and a plain-text 200.
+		for _, path := range []string{"/livez", "/v1/topics/nope", "/livez"} {
+			_, err = fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+			require.NoError(t, err)
+			r := readResponse(t, br, http.MethodGet)
+			if path == "/livez" {
+				require.Equal(t, http.StatusOK, r.Status, "%s", r)
+				require.Equal(t, "ok\n", string(r.Body))
+				continue
+			}
+			p := problem(t, r, http.StatusNotFound, "topic-not-found")
+			require.Equal(t, "/v1/topics/nope", p.Instance, "the handler's problem is not rewritten")
+		}
+		_, err = io.WriteString(conn, "GET /v1/topics/%zz/messages HTTP/1.1\r\nHost: x\r\n\r\n")
+		require.NoError(t, err)
+		problem(t, readResponse(t, br, http.MethodGet), http.StatusBadRequest, "malformed-request")
+		_, err = br.ReadByte()
+		require.ErrorIs(t, err, io.EOF, "the server closes after the canned error")
+	})
+
+	t.Run("PipelinedAfterGoodRequest", func(t *testing.T) {
+		conn, err := net.Dial("tcp", e.srv.Addr())
+		require.NoError(t, err)
+		defer conn.Close()
+		require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
+		_, err = io.WriteString(conn, "GET /livez HTTP/1.1\r\nHost: x\r\n\r\nGET /%zz HTTP/1.1\r\nHost: x\r\n\r\n")
+		require.NoError(t, err)
+		br := bufio.NewReader(conn)
+		require.Equal(t, http.StatusOK, readResponse(t, br, http.MethodGet).Status)
+		problem(t, readResponse(t, br, http.MethodGet), http.StatusBadRequest, "malformed-request")
+	})
+}
+
+// TestE2ERootErrorsAreProblems: the root router's 404 and 405 (outside
+// /v1) and the console's and API docs' missing files are problems too.
+func TestE2ERootErrorsAreProblems(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t)
+	problem(t, e.get(t, "/no/such/path"), http.StatusNotFound, "not-found")
+	problem(t, e.do(t, http.MethodPost, "/livez", "text/plain", []byte("x"), nil), http.StatusMethodNotAllowed, "method-not-allowed")
+	problem(t, e.get(t, "/ui/no-such-file.js"), http.StatusNotFound, "not-found")
+	problem(t, e.get(t, "/swagger/no-such-file.js"), http.StatusNotFound, "not-found")
+	// Files that exist are served as before.
+	r := e.get(t, "/ui/")
+	require.Equal(t, http.StatusOK, r.Status)
+	require.Contains(t, r.Header.Get("Content-Type"), "text/html")
+	r = e.get(t, "/openapi.json")
+	require.Equal(t, http.StatusOK, r.Status)
+	require.True(t, json.Valid(r.Body))
 }

@@ -148,7 +148,7 @@ func newServer(cfg Config, log zerolog.Logger, b backend) (*Server, error) {
 		s.cancelPolls()
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	s.listener = newConnListener(listener, s.log)
+	s.listener = newConnListener(listener, int64(cfg.MaxHeaderBytes), s.log)
 	s.http = &http.Server{
 		Handler:           trackConn(s.routes()),
 		ConnContext:       connContext,
@@ -193,21 +193,25 @@ func (s *Server) routes() http.Handler {
 	r.Get("/healthz", livez)
 	// GET /readyz — recovered, writable and not shutting down.
 	r.Get("/readyz", s.readyz)
-	// GET /metrics — Prometheus exposition.
-	r.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
-	// GET /openapi.json — the OpenAPI 3.0 spec.
-	r.Get("/openapi.json", openAPI)
-	// GET /swagger/ — Swagger UI over the swag (Swagger 2.0) spec.
-	r.Get("/swagger", redirect("/swagger/index.html"))
-	r.Get("/swagger/*", httpSwagger.Handler(httpSwagger.URL("doc.json")))
-	// GET /ui/ — the web console.
-	r.Get("/", redirect("/ui/"))
-	r.Get("/ui", redirect("/ui/"))
-	r.Handle("/ui/*", http.StripPrefix("/ui", web.Handler()))
-	if s.cfg.Pprof {
-		// /debug/pprof/ — profiles (only with --pprof).
-		r.Mount("/debug", middleware.Profiler())
-	}
+	r.Group(func(r chi.Router) {
+		// These handlers answer errors in plain text (http.Error).
+		r.Use(problemErrors)
+		// GET /metrics — Prometheus exposition.
+		r.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
+		// GET /openapi.json — the OpenAPI 3.0 spec.
+		r.Get("/openapi.json", openAPI)
+		// GET /swagger/ — Swagger UI over the swag (Swagger 2.0) spec.
+		r.Get("/swagger", redirect("/swagger/index.html"))
+		r.Get("/swagger/*", httpSwagger.Handler(httpSwagger.URL("doc.json")))
+		// GET /ui/ — the web console.
+		r.Get("/", redirect("/ui/"))
+		r.Get("/ui", redirect("/ui/"))
+		r.Handle("/ui/*", http.StripPrefix("/ui", web.Handler()))
+		if s.cfg.Pprof {
+			// /debug/pprof/ — profiles (only with --pprof).
+			r.Mount("/debug", middleware.Profiler())
+		}
+	})
 	// /v1 — the REST API.
 	r.Mount("/v1", api.NewHandler(api.Deps{
 		Broker:         s.broker,
