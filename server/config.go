@@ -22,6 +22,11 @@ import (
 type Config struct {
 	// Listen is the HTTP listen address (host:port; port 0 picks a free one).
 	Listen string `help:"HTTP listen address (host:port)." env:"MQGATE_LISTEN" default:"${listen}"`
+	// AdvertiseAddr is the IPv4 host:port written into message ids (a
+	// host name is resolved once at start). Empty: the listen address when
+	// it names an IPv4 host, else the host's first non-loopback IPv4
+	// address (127.0.0.1 if none), with the port actually bound.
+	AdvertiseAddr string `help:"IPv4 host:port written into message ids; a host name is resolved once at start (default: the listen address if it names an IPv4 host, else this host's first non-loopback IPv4 address, with the bound port)." env:"MQGATE_ADVERTISE_ADDR"`
 	// DataDir is the directory of the store.
 	DataDir string `help:"Directory of the message store." env:"MQGATE_DATA_DIR" default:"${data_dir}"`
 	// Flush is "sync" (a send returns after the fsync that covers it) or
@@ -192,6 +197,11 @@ func (c Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen %q: %v", c.Listen, err)
+	}
+	if c.AdvertiseAddr != "" {
+		if err := checkAdvertiseAddr(c.AdvertiseAddr); err != nil {
+			bad("%v", err)
+		}
 	}
 	if c.DataDir == "" {
 		bad("data-dir is empty")

@@ -1,13 +1,15 @@
 package server_test
 
-// End-to-end tests of the connection-level behaviour (server/conn.go): a
-// 413 reaches clients that write their whole request before reading
-// (lingering close), and the errors net/http answers itself are problem
-// responses too.
+// End-to-end tests of the transport: a 413 reaches clients that write
+// their whole request before reading (lingering close, server/conn.go),
+// the errors net/http answers itself are problem responses too
+// (server/problems.go), and message ids carry the node's store host
+// (server/advertise.go).
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server"
+	"github.com/mqgate/mqgate/storage/message"
 )
 
 // pythonUpload POSTs a body of size bytes with Python's urllib, which
@@ -261,4 +264,39 @@ func TestE2ERootErrorsAreProblems(t *testing.T) {
 	r = e.get(t, "/openapi.json")
 	require.Equal(t, http.StatusOK, r.Status)
 	require.True(t, json.Valid(r.Body))
+}
+
+// TestE2EMessageIDsCarryTheStoreHost: two servers mint different ids for
+// their first message (both at CommitLog offset 0), each carrying the
+// advertised host:port; without --advertise-addr a server listening on a
+// specific IPv4 address uses it with the port actually bound.
+func TestE2EMessageIDsCarryTheStoreHost(t *testing.T) {
+	t.Parallel()
+	first := func(t *testing.T, e *e2eServer) message.ID {
+		t.Helper()
+		res := e.send(t, "ids", api.SendMessage{Body: "first"})
+		id, err := message.ParseID(res.MessageID)
+		require.NoError(t, err)
+		require.Zero(t, id.Offset(), "the first message of a fresh store")
+		require.Equal(t, res.MessageID, e.message(t, res.MessageID).MessageID, "the id finds the message")
+		return id
+	}
+	a := startE2E(t, func(c *server.Config) { c.AdvertiseAddr = "10.1.2.3:7001" })
+	b := startE2E(t, func(c *server.Config) { c.AdvertiseAddr = "localhost:7002" })
+	idA, idB := first(t, a), first(t, b)
+	require.NotEqual(t, idA, idB)
+	require.Equal(t, "10.1.2.3:7001", idA.Host().String())
+	require.Equal(t, "127.0.0.1:7002", idB.Host().String(), "a name is resolved to its IPv4 address")
+
+	c := startE2E(t) // 127.0.0.1:0
+	require.Equal(t, c.srv.Addr(), first(t, c).Host().String())
+	require.NotEqual(t, "127.0.0.1:8080", c.srv.Addr())
+
+	_, err := server.Open(context.Background(), func() server.Config {
+		cfg := e2eConfig(t, t.TempDir())
+		cfg.AdvertiseAddr = "[2001:db8::1]:7003"
+		return cfg
+	}())
+	require.ErrorIs(t, err, server.ErrInvalidConfig)
+	require.ErrorContains(t, err, "IPv4")
 }

@@ -83,6 +83,16 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	log := newLogger(cfg)
+	// Listen first: a busy port fails fast, and message ids carry the port
+	// actually bound.
+	listener, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	host, hostSource, err := storeHost(ctx, cfg.AdvertiseAddr, listener.Addr(), net.DefaultResolver.LookupNetIP)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("%w: %w", ErrInvalidConfig, err), listener.Close())
+	}
 	b, err := broker.Open(ctx, broker.Options{
 		DataDir:            cfg.DataDir,
 		FlushMode:          cfg.Flush,
@@ -91,26 +101,22 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		AutoCreate:         cfg.AutoCreate,
 		NoAutoCreateGroups: !cfg.AutoCreateGroups,
 		DelayLevels:        cfg.DelayLevels,
+		StoreHost:          host,
 		Logger:             log, // the broker names its own components
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open broker: %w", err)
+		return nil, errors.Join(fmt.Errorf("open broker: %w", err), listener.Close())
 	}
 	mirror, err := openMirror(ctx, cfg, b, log)
 	if err != nil {
-		return nil, errors.Join(err, b.Close(ctx))
+		return nil, errors.Join(err, listener.Close(), b.Close(ctx))
 	}
 	var be backend = b
 	if mirror != nil {
 		be = mirroredBroker{Broker: b, mirror: mirror}
 	}
-	s, err := newServer(cfg, log, be)
-	if err != nil {
-		if mirror != nil {
-			err = errors.Join(err, mirror.Close())
-		}
-		return nil, errors.Join(err, b.Close(ctx))
-	}
+	s := newServerOn(cfg, log, be, listener)
+	s.log.Info().Str("store_host", host.String()).Str("from", hostSource).Msg("message ids carry this store host")
 	s.registry.MustRegister(newBrokerCollector(b))
 	if mirror != nil {
 		s.mirror = mirror
@@ -136,18 +142,21 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// newServer wires an opened broker into a listening server. Open uses it
-// with the real broker; tests use it with fakes.
+// newServer wires an opened broker into a server listening on
+// cfg.Listen. Tests use it with fakes.
 func newServer(cfg Config, log zerolog.Logger, b backend) (*Server, error) {
+	listener, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	return newServerOn(cfg, log, b, listener), nil
+}
+
+// newServerOn wires an opened broker into a server on listener.
+func newServerOn(cfg Config, log zerolog.Logger, b backend, listener net.Listener) *Server {
 	s := &Server{cfg: cfg, rootLog: log, log: log.With().Str("component", "server").Logger(), broker: b}
 	s.pollCtx, s.cancelPolls = context.WithCancel(context.Background())
 	s.registry = newRegistry(cfg.Version)
-
-	listener, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		s.cancelPolls()
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
 	s.listener = newConnListener(listener, int64(cfg.MaxHeaderBytes), s.log)
 	s.http = &http.Server{
 		Handler:           trackConn(s.routes()),
@@ -173,7 +182,7 @@ func newServer(cfg Config, log zerolog.Logger, b backend) (*Server, error) {
 		Bool("pprof", cfg.Pprof).
 		Str("push_deny_cidrs", cfg.PushDenyCIDRs.String()).
 		Msg("mqgate configured")
-	return s, nil
+	return s
 }
 
 // routes builds the root router.
