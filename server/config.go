@@ -67,6 +67,10 @@ type Config struct {
 	ShutdownDelay time.Duration `help:"Drain delay between readiness 503 and closing the listener." env:"MQGATE_SHUTDOWN_DELAY" default:"${shutdown_delay}"`
 	// ShutdownTimeout bounds waiting for in-flight requests at shutdown.
 	ShutdownTimeout time.Duration `help:"Time in-flight requests get to finish at shutdown." env:"MQGATE_SHUTDOWN_TIMEOUT" default:"${shutdown_timeout}"`
+	// MetricsMaxLabelValues is the most topics, and the most groups, with
+	// metric series of their own; the others (and deleted ones) are summed
+	// under topic="_other" / group="_other".
+	MetricsMaxLabelValues int `help:"Most topics, and most groups, with metric series of their own; the rest (and deleted ones) are summed under topic/group \"_other\"." env:"MQGATE_METRICS_MAX_LABEL_VALUES" default:"${metrics_max_label_values}"`
 	// Pprof serves /debug/pprof/ on the API port.
 	Pprof bool `help:"Serve /debug/pprof/ (keep the port private when on)." env:"MQGATE_PPROF"`
 	// LogFormat is "auto" (console on a terminal, else json), "console" or "json".
@@ -113,6 +117,8 @@ func DefaultConfig() Config {
 		LogFormat:         "auto",
 		LogLevel:          "info",
 		Version:           "dev",
+
+		MetricsMaxLabelValues: 1000,
 	}
 }
 
@@ -139,6 +145,8 @@ func (c Config) FlagDefaults() map[string]string {
 		"shutdown_timeout":    c.ShutdownTimeout.String(),
 		"log_format":          c.LogFormat,
 		"log_level":           c.LogLevel,
+
+		"metrics_max_label_values": strconv.Itoa(c.MetricsMaxLabelValues),
 	}
 }
 
@@ -179,6 +187,9 @@ func (c Config) withDefaults() Config {
 	orDuration(&c.ShutdownTimeout, d.ShutdownTimeout)
 	if c.MaxWaiters == 0 {
 		c.MaxWaiters = d.MaxWaiters
+	}
+	if c.MetricsMaxLabelValues == 0 {
+		c.MetricsMaxLabelValues = d.MetricsMaxLabelValues
 	}
 	if len(c.DelayLevels) == 0 {
 		c.DelayLevels = d.DelayLevels
@@ -229,6 +240,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxWaiters < 1 {
 		bad("max-waiters %d must be positive", c.MaxWaiters)
+	}
+	if c.MetricsMaxLabelValues < 1 {
+		bad("metrics-max-label-values %d must be positive", c.MetricsMaxLabelValues)
 	}
 	if len(c.DelayLevels) == 0 || len(c.DelayLevels) > maxDelayLevels {
 		bad("delay-levels must list 1-%d delays", maxDelayLevels)

@@ -300,3 +300,78 @@ func TestE2EMessageIDsCarryTheStoreHost(t *testing.T) {
 	require.ErrorIs(t, err, server.ErrInvalidConfig)
 	require.ErrorContains(t, err, "IPv4")
 }
+
+// series returns the label sets and values of metric name in /metrics.
+func (e *e2eServer) series(t *testing.T, name string) map[string]float64 {
+	t.Helper()
+	r := e.get(t, "/metrics")
+	require.Equal(t, http.StatusOK, r.Status)
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(r.Body), "\n") {
+		labels, ok := strings.CutPrefix(line, name+"{")
+		if !ok {
+			continue
+		}
+		labels, value, ok := strings.Cut(labels, "} ")
+		require.True(t, ok, line)
+		v, err := strconv.ParseFloat(value, 64)
+		require.NoError(t, err, line)
+		out[labels] = v
+	}
+	return out
+}
+
+// TestE2EMetricLabelsStayBounded: with --metrics-max-label-values 10,
+// sends to 50 auto-created topics expose at most 11 topic values (10 and
+// _other) whose sum is the number of sends; deleting a topic removes its
+// series and keeps the sum; requests to random missing paths add no HTTP
+// metric series.
+func TestE2EMetricLabelsStayBounded(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t, func(c *server.Config) { c.MetricsMaxLabelValues = 10 })
+	const topics, perTopic = 50, 3
+	for i := range topics {
+		for range perTopic {
+			e.send(t, fmt.Sprintf("spam-%02d", i), api.SendMessage{Body: "x"})
+		}
+	}
+	total := func(s map[string]float64) (sum float64) {
+		for _, v := range s {
+			sum += v
+		}
+		return sum
+	}
+	sent := e.series(t, "mqgate_messages_sent_total")
+	require.LessOrEqual(t, len(sent), 11, "%v", sent)
+	require.Contains(t, sent, `topic="_other"`)
+	require.Equal(t, float64(topics*perTopic), total(sent))
+	require.Len(t, e.series(t, "mqgate_message_bytes_sent_total"), len(sent))
+
+	var own string
+	for labels := range sent {
+		if labels != `topic="_other"` {
+			own = strings.TrimSuffix(strings.TrimPrefix(labels, `topic="`), `"`)
+			break
+		}
+	}
+	require.Equal(t, http.StatusNoContent, e.do(t, http.MethodDelete, "/v1/topics/"+own, "", nil, nil).Status)
+	after := e.series(t, "mqgate_messages_sent_total")
+	require.NotContains(t, after, `topic="`+own+`"`, "a deleted topic's series is gone")
+	require.Equal(t, float64(topics*perTopic), total(after), "its count moved to _other")
+
+	// HTTP metrics are labelled by route pattern, never by raw path.
+	spam := func(n int) {
+		for i := range n {
+			for _, path := range []string{"/nope-%d", "/v1/nope-%d/x", "/ui/nope-%d.js", "/v1/topics/t/queues/%d/nope"} {
+				r := e.get(t, fmt.Sprintf(path, i))
+				require.Equal(t, http.StatusNotFound, r.Status, "%s", r)
+			}
+		}
+	}
+	spam(3)
+	before := len(e.series(t, "mqgate_http_requests_total"))
+	durations := len(e.series(t, "mqgate_http_request_duration_seconds_count"))
+	spam(100)
+	require.Equal(t, before, len(e.series(t, "mqgate_http_requests_total")))
+	require.Equal(t, durations, len(e.series(t, "mqgate_http_request_duration_seconds_count")))
+}

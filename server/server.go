@@ -103,6 +103,8 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		DelayLevels:        cfg.DelayLevels,
 		StoreHost:          host,
 		Logger:             log, // the broker names its own components
+
+		MetricsMaxLabelValues: cfg.MetricsMaxLabelValues,
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open broker: %w", err), listener.Close())
@@ -127,7 +129,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	s.push, err = push.New(b, push.Config{
 		DelayLevels: cfg.DelayLevels,
 		DenyCIDRs:   cfg.PushDenyCIDRs,
-		Metrics:     push.NewMetrics(s.registry),
+		Metrics:     push.NewMetrics(s.registry, cfg.MetricsMaxLabelValues),
 		Logger:      log,
 	})
 	if err != nil {
