@@ -33,6 +33,20 @@ var (
 	// ErrPushLoop: a send carries HeaderPushHop — it is a push delivery,
 	// whose message must not be stored again (loop.go).
 	ErrPushLoop = errors.New("api: push loop")
+	// ErrHeaderTooLarge: the request line and header block exceed the
+	// server's limit (net/http refuses the request before any handler).
+	ErrHeaderTooLarge = errors.New("api: request header fields too large")
+	// ErrExpectationFailed: the request's Expect header asks for something
+	// other than 100-continue.
+	ErrExpectationFailed = errors.New("api: expectation failed")
+	// ErrHTTPVersion: the request's HTTP version is not HTTP/1.x.
+	ErrHTTPVersion = errors.New("api: HTTP version not supported")
+	// ErrTransferEncoding: the request uses a transfer coding other than
+	// chunked.
+	ErrTransferEncoding = errors.New("api: unsupported transfer encoding")
+	// ErrRangeNotSatisfiable: a Range request for a file (the web console)
+	// lies outside the file.
+	ErrRangeNotSatisfiable = errors.New("api: range not satisfiable")
 )
 
 // problemMediaType is the RFC 9457 media type of error bodies.
@@ -92,7 +106,10 @@ var (
 	kindTooLarge        = problemKind{http.StatusRequestEntityTooLarge, "body-too-large", "Body too large", 0}
 	kindPropsTooLarge   = problemKind{http.StatusRequestEntityTooLarge, "properties-too-large", "Message properties too large", 0}
 	kindValueTooLong    = problemKind{http.StatusBadRequest, "value-too-long", "Value too long", 0}
+	kindExpectation     = problemKind{http.StatusExpectationFailed, "expectation-failed", "Expectation failed", 0}
+	kindHeaderTooLarge  = problemKind{http.StatusRequestHeaderFieldsTooLarge, "header-too-large", "Request header fields too large", 0}
 	kindMediaType       = problemKind{http.StatusUnsupportedMediaType, "unsupported-media-type", "Unsupported media type", 0}
+	kindRange           = problemKind{http.StatusRequestedRangeNotSatisfiable, "range-not-satisfiable", "Range not satisfiable", 0}
 	kindKeyReused       = problemKind{http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency key reused with a different request", 0}
 	kindTooManyWaiters  = problemKind{http.StatusTooManyRequests, "too-many-waiters", "Too many waiting pulls", 1}
 	kindClientClosed    = problemKind{499, "request-canceled", "Request canceled by the client", 0}
@@ -103,6 +120,7 @@ var (
 	kindReadOnly        = problemKind{http.StatusServiceUnavailable, "storage-read-only", "Storage is read-only", 0}
 	kindFlushTimeout    = problemKind{http.StatusServiceUnavailable, "flush-timeout", "Flush timeout: write outcome unknown, retry with the same Idempotency-Key", 1}
 	kindTimeout         = problemKind{http.StatusGatewayTimeout, "timeout", "Request timed out", 1}
+	kindHTTPVersion     = problemKind{http.StatusHTTPVersionNotSupported, "http-version-not-supported", "HTTP version not supported", 0}
 	kindDiskFull        = problemKind{http.StatusInsufficientStorage, "disk-full", "Disk full", 0}
 	// 508 (RFC 5842): the server stopped an operation that would loop.
 	kindPushLoop = problemKind{http.StatusLoopDetected, "push-loop", "Push loop detected", 0}
@@ -130,13 +148,18 @@ var sentinelKinds = []struct {
 	{broker.ErrPropertiesTooLarge, kindPropsTooLarge},
 	{broker.ErrValueTooLong, kindValueTooLong},
 	{ErrUnsupportedMediaType, kindMediaType},
+	{ErrRangeNotSatisfiable, kindRange},
+	{ErrExpectationFailed, kindExpectation},
+	{ErrHeaderTooLarge, kindHeaderTooLarge},
 	{broker.ErrIdempotencyKeyReused, kindKeyReused},
 	{ErrTooManyWaiters, kindTooManyWaiters},
 	{broker.ErrNotImplemented, kindNotImplemented},
+	{ErrTransferEncoding, kindNotImplemented},
 	{broker.ErrShuttingDown, kindShuttingDown},
 	{ErrNotReady, kindNotReady},
 	{broker.ErrReadOnly, kindReadOnly},
 	{broker.ErrFlushTimeout, kindFlushTimeout},
+	{ErrHTTPVersion, kindHTTPVersion},
 	{broker.ErrDiskFull, kindDiskFull},
 	{ErrPushLoop, kindPushLoop},
 	{context.Canceled, kindClientClosed},
@@ -163,16 +186,53 @@ func classify(err error) problemKind {
 // the request id; the body of a 500 carries a generic message only.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	kind := classify(err)
-	p := Problem{
-		Type:     problemTypePrefix + kind.code,
-		Title:    kind.title,
-		Status:   kind.status,
-		Code:     kind.code,
-		Instance: r.URL.EscapedPath(),
-	}
+	p := newProblem(kind, err)
+	p.Instance = r.URL.EscapedPath()
 	if id, ok := hlog.IDFromRequest(r); ok {
 		p.RequestID = id.String()
 	}
+	log := hlog.FromRequest(r)
+	switch {
+	case kind == kindInternal:
+		log.Error().Err(err).Str("code", kind.code).Msg("request failed")
+	case kind.status >= 500:
+		log.Warn().Err(err).Str("code", kind.code).Msg("request failed")
+	default:
+		log.Debug().Err(err).Str("code", kind.code).Msg("request rejected")
+	}
+	if kind.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(kind.retryAfter))
+	}
+	if kind == kindTooLarge {
+		// The rest of the body stays unread: do not reuse the connection.
+		// The server reads and discards what the client still sends before
+		// it closes (lingering close, server/conn.go), so that a client
+		// which writes its whole body before reading sees this answer.
+		w.Header().Set("Connection", "close")
+	}
+	writeProblem(w, p)
+}
+
+// ProblemOf returns the problem the one mapping assigns to err, without
+// the request's path and id. The server renders it for the errors net/http
+// answers itself before any handler runs (an oversized header block, an
+// unparsable request line).
+func ProblemOf(err error) Problem { return newProblem(classify(err), err) }
+
+// newProblem builds the problem of kind for err; an internal error gets a
+// generic detail (its cause goes to the log only).
+func newProblem(kind problemKind, err error) Problem {
+	p := Problem{
+		Type:   problemTypePrefix + kind.code,
+		Title:  kind.title,
+		Status: kind.status,
+		Code:   kind.code,
+		Detail: err.Error(),
+	}
+	if kind == kindInternal {
+		p.Detail = "internal error; the server log has the cause under this request id"
+	}
+	// A value over a limit names the field and the limit.
 	var limit *broker.LimitError
 	var maxBytes *http.MaxBytesError
 	if errors.As(err, &maxBytes) {
@@ -184,28 +244,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 			p.LimitUnit = "bytes"
 		}
 	}
-	log := hlog.FromRequest(r)
-	switch {
-	case kind == kindInternal:
-		p.Detail = "internal error; the server log has the cause under this request id"
-		log.Error().Err(err).Str("code", kind.code).Msg("request failed")
-	case kind.status >= 500:
-		p.Detail = err.Error()
-		log.Warn().Err(err).Str("code", kind.code).Msg("request failed")
-	default:
-		if p.Detail == "" {
-			p.Detail = err.Error()
-		}
-		log.Debug().Err(err).Str("code", kind.code).Msg("request rejected")
-	}
-	if kind.retryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(kind.retryAfter))
-	}
-	if kind == kindTooLarge {
-		// The rest of the body stays unread: do not reuse the connection.
-		w.Header().Set("Connection", "close")
-	}
-	writeProblem(w, p)
+	return p
 }
 
 // writeProblem writes p with its status and the problem media type.

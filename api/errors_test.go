@@ -47,6 +47,11 @@ func TestErrorMapping(t *testing.T) {
 		{api.ErrMethodNotAllowed, 405, "method-not-allowed", ""},
 		{api.ErrNotReady, 503, "not-ready", "1"},
 		{api.ErrPushLoop, 508, "push-loop", ""},
+		{api.ErrHeaderTooLarge, 431, "header-too-large", ""},
+		{api.ErrExpectationFailed, 417, "expectation-failed", ""},
+		{api.ErrHTTPVersion, 505, "http-version-not-supported", ""},
+		{api.ErrTransferEncoding, 501, "not-implemented", ""},
+		{api.ErrRangeNotSatisfiable, 416, "range-not-satisfiable", ""},
 		{&http.MaxBytesError{Limit: 10}, 413, "body-too-large", ""},
 		{context.DeadlineExceeded, 504, "timeout", "1"},
 		{context.Canceled, 499, "request-canceled", ""},
@@ -68,6 +73,15 @@ func TestErrorMapping(t *testing.T) {
 		b := setup(t)
 		b.broker.err = errors.New("segment 00000000001073741824: secret internal path /var/lib/x")
 		p := requireProblem(t, b.do(t, http.MethodGet, "/v1/topics", ""), http.StatusInternalServerError, "internal")
+		require.NotContains(t, p.Detail, "secret")
+	})
+	t.Run("ProblemOf", func(t *testing.T) {
+		t.Parallel()
+		p := api.ProblemOf(fmt.Errorf("%w: over 64KiB", api.ErrHeaderTooLarge))
+		require.Equal(t, api.Problem{Type: "urn:mqgate:problem:header-too-large", Title: "Request header fields too large",
+			Status: 431, Detail: "api: request header fields too large: over 64KiB", Code: "header-too-large"}, p)
+		p = api.ProblemOf(errors.New("secret cause"))
+		require.Equal(t, 500, p.Status)
 		require.NotContains(t, p.Detail, "secret")
 	})
 	t.Run("WriteErrorWithoutMiddleware", func(t *testing.T) {

@@ -16,7 +16,9 @@ type statsSource interface {
 }
 
 // brokerCollector exposes the broker's counters at scrape time, so the
-// broker itself stays free of the metrics library.
+// broker itself stays free of the metrics library. The broker bounds their
+// topic and group labels (--metrics-max-label-values; the rest and deleted
+// ones under "_other", see broker.OtherLabel).
 type brokerCollector struct {
 	src statsSource
 

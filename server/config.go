@@ -22,6 +22,11 @@ import (
 type Config struct {
 	// Listen is the HTTP listen address (host:port; port 0 picks a free one).
 	Listen string `help:"HTTP listen address (host:port)." env:"MQGATE_LISTEN" default:"${listen}"`
+	// AdvertiseAddr is the IPv4 host:port written into message ids (a
+	// host name is resolved once at start). Empty: the listen address when
+	// it names an IPv4 host, else the host's first non-loopback IPv4
+	// address (127.0.0.1 if none), with the port actually bound.
+	AdvertiseAddr string `help:"IPv4 host:port written into message ids; a host name is resolved once at start (default: the listen address if it names an IPv4 host, else this host's first non-loopback IPv4 address, with the bound port)." env:"MQGATE_ADVERTISE_ADDR"`
 	// DataDir is the directory of the store.
 	DataDir string `help:"Directory of the message store." env:"MQGATE_DATA_DIR" default:"${data_dir}"`
 	// Flush is "sync" (a send returns after the fsync that covers it) or
@@ -62,6 +67,10 @@ type Config struct {
 	ShutdownDelay time.Duration `help:"Drain delay between readiness 503 and closing the listener." env:"MQGATE_SHUTDOWN_DELAY" default:"${shutdown_delay}"`
 	// ShutdownTimeout bounds waiting for in-flight requests at shutdown.
 	ShutdownTimeout time.Duration `help:"Time in-flight requests get to finish at shutdown." env:"MQGATE_SHUTDOWN_TIMEOUT" default:"${shutdown_timeout}"`
+	// MetricsMaxLabelValues is the most topics, and the most groups, with
+	// metric series of their own; the others (and deleted ones) are summed
+	// under topic="_other" / group="_other".
+	MetricsMaxLabelValues int `help:"Most topics, and most groups, with metric series of their own; the rest (and deleted ones) are summed under topic/group \"_other\"." env:"MQGATE_METRICS_MAX_LABEL_VALUES" default:"${metrics_max_label_values}"`
 	// Pprof serves /debug/pprof/ on the API port.
 	Pprof bool `help:"Serve /debug/pprof/ (keep the port private when on)." env:"MQGATE_PPROF"`
 	// LogFormat is "auto" (console on a terminal, else json), "console" or "json".
@@ -115,6 +124,8 @@ func DefaultConfig() Config {
 		LogFormat:         "auto",
 		LogLevel:          "info",
 		Version:           "dev",
+
+		MetricsMaxLabelValues: 1000,
 	}
 }
 
@@ -141,6 +152,8 @@ func (c Config) FlagDefaults() map[string]string {
 		"shutdown_timeout":    c.ShutdownTimeout.String(),
 		"log_format":          c.LogFormat,
 		"log_level":           c.LogLevel,
+
+		"metrics_max_label_values": strconv.Itoa(c.MetricsMaxLabelValues),
 	}
 }
 
@@ -182,6 +195,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxWaiters == 0 {
 		c.MaxWaiters = d.MaxWaiters
 	}
+	if c.MetricsMaxLabelValues == 0 {
+		c.MetricsMaxLabelValues = d.MetricsMaxLabelValues
+	}
 	if len(c.DelayLevels) == 0 {
 		c.DelayLevels = d.DelayLevels
 	}
@@ -199,6 +215,11 @@ func (c Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen %q: %v", c.Listen, err)
+	}
+	if c.AdvertiseAddr != "" {
+		if err := checkAdvertiseAddr(c.AdvertiseAddr); err != nil {
+			bad("%v", err)
+		}
 	}
 	if c.DataDir == "" {
 		bad("data-dir is empty")
@@ -226,6 +247,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxWaiters < 1 {
 		bad("max-waiters %d must be positive", c.MaxWaiters)
+	}
+	if c.MetricsMaxLabelValues < 1 {
+		bad("metrics-max-label-values %d must be positive", c.MetricsMaxLabelValues)
 	}
 	if len(c.DelayLevels) == 0 || len(c.DelayLevels) > maxDelayLevels {
 		bad("delay-levels must list 1-%d delays", maxDelayLevels)

@@ -92,6 +92,16 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	log := newLogger(cfg)
+	// Listen first: a busy port fails fast, and message ids carry the port
+	// actually bound.
+	listener, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	host, hostSource, err := storeHost(ctx, cfg.AdvertiseAddr, listener.Addr(), net.DefaultResolver.LookupNetIP)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("%w: %w", ErrInvalidConfig, err), listener.Close())
+	}
 	b, err := broker.Open(ctx, broker.Options{
 		DataDir:            cfg.DataDir,
 		FlushMode:          cfg.Flush,
@@ -100,26 +110,24 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		AutoCreate:         cfg.AutoCreate,
 		NoAutoCreateGroups: !cfg.AutoCreateGroups,
 		DelayLevels:        cfg.DelayLevels,
+		StoreHost:          host,
 		Logger:             log, // the broker names its own components
+
+		MetricsMaxLabelValues: cfg.MetricsMaxLabelValues,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open broker: %w", err)
+		return nil, errors.Join(fmt.Errorf("open broker: %w", err), listener.Close())
 	}
 	mirror, err := openMirror(ctx, cfg, b, log)
 	if err != nil {
-		return nil, errors.Join(err, b.Close(ctx))
+		return nil, errors.Join(err, listener.Close(), b.Close(ctx))
 	}
 	var be backend = b
 	if mirror != nil {
 		be = mirroredBroker{Broker: b, mirror: mirror}
 	}
-	s, err := newServer(cfg, log, be)
-	if err != nil {
-		if mirror != nil {
-			err = errors.Join(err, mirror.Close())
-		}
-		return nil, errors.Join(err, b.Close(ctx))
-	}
+	s := newServerOn(cfg, log, be, listener)
+	s.log.Info().Str("store_host", host.String()).Str("from", hostSource).Msg("message ids carry this store host")
 	s.registry.MustRegister(newBrokerCollector(b), newDispatchCollector(b))
 	if mirror != nil {
 		s.mirror = mirror
@@ -129,7 +137,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	// starts now that the broker is open and stops before it closes.
 	pushConfig := s.pushConfig
 	pushConfig.DelayLevels = cfg.DelayLevels
-	pushConfig.Metrics = push.NewMetrics(s.registry)
+	pushConfig.Metrics = push.NewMetrics(s.registry, cfg.MetricsMaxLabelValues)
 	pushConfig.Logger = log
 	s.push, err = push.New(b, pushConfig)
 	if err != nil {
@@ -144,26 +152,31 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// newServer wires an opened broker into a listening server. Open uses it
-// with the real broker; tests use it with fakes.
+// newServer wires an opened broker into a server listening on
+// cfg.Listen. Tests use it with fakes.
 func newServer(cfg Config, log zerolog.Logger, b backend) (*Server, error) {
+	listener, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	return newServerOn(cfg, log, b, listener), nil
+}
+
+// newServerOn wires an opened broker into a server on listener.
+func newServerOn(cfg Config, log zerolog.Logger, b backend, listener net.Listener) *Server {
 	s := &Server{cfg: cfg, rootLog: log, log: log.With().Str("component", "server").Logger()}
 	s.pollCtx, s.cancelPolls = context.WithCancel(context.Background())
 	s.registry = newRegistry(cfg.Version)
-
-	listener, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		s.cancelPolls()
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
-	s.listener = listener
+	s.listener = newConnListener(listener, int64(cfg.MaxHeaderBytes), s.log)
 	s.pushConfig = push.Config{DenyCIDRs: cfg.PushDenyCIDRs, DenyPrivate: cfg.PushDenyPrivate}
 	if addr, ok := listener.Addr().(*net.TCPAddr); ok {
 		s.pushConfig.Self = []netip.AddrPort{addr.AddrPort()}
 	}
 	s.broker = pushCheckedBroker{backend: b, checkURL: s.pushConfig.CheckURL}
 	s.http = &http.Server{
-		Handler:           s.routes(),
+		Handler:           trackConn(s.routes()),
+		ConnContext:       connContext,
+		ConnState:         connStateChanged,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
@@ -185,7 +198,7 @@ func newServer(cfg Config, log zerolog.Logger, b backend) (*Server, error) {
 		Str("push_deny_cidrs", cfg.PushDenyCIDRs.String()).
 		Bool("push_deny_private", cfg.PushDenyPrivate).
 		Msg("mqgate configured")
-	return s, nil
+	return s
 }
 
 // routes builds the root router.
@@ -205,21 +218,25 @@ func (s *Server) routes() http.Handler {
 	r.Get("/healthz", livez)
 	// GET /readyz — recovered, writable and not shutting down.
 	r.Get("/readyz", s.readyz)
-	// GET /metrics — Prometheus exposition.
-	r.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
-	// GET /openapi.json — the OpenAPI 3.0 spec.
-	r.Get("/openapi.json", openAPI)
-	// GET /swagger/ — Swagger UI over the swag (Swagger 2.0) spec.
-	r.Get("/swagger", redirect("/swagger/index.html"))
-	r.Get("/swagger/*", httpSwagger.Handler(httpSwagger.URL("doc.json")))
-	// GET /ui/ — the web console.
-	r.Get("/", redirect("/ui/"))
-	r.Get("/ui", redirect("/ui/"))
-	r.Handle("/ui/*", http.StripPrefix("/ui", web.Handler()))
-	if s.cfg.Pprof {
-		// /debug/pprof/ — profiles (only with --pprof).
-		r.Mount("/debug", middleware.Profiler())
-	}
+	r.Group(func(r chi.Router) {
+		// These handlers answer errors in plain text (http.Error).
+		r.Use(problemErrors)
+		// GET /metrics — Prometheus exposition.
+		r.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
+		// GET /openapi.json — the OpenAPI 3.0 spec.
+		r.Get("/openapi.json", openAPI)
+		// GET /swagger/ — Swagger UI over the swag (Swagger 2.0) spec.
+		r.Get("/swagger", redirect("/swagger/index.html"))
+		r.Get("/swagger/*", httpSwagger.Handler(httpSwagger.URL("doc.json")))
+		// GET /ui/ — the web console.
+		r.Get("/", redirect("/ui/"))
+		r.Get("/ui", redirect("/ui/"))
+		r.Handle("/ui/*", http.StripPrefix("/ui", web.Handler()))
+		if s.cfg.Pprof {
+			// /debug/pprof/ — profiles (only with --pprof).
+			r.Mount("/debug", middleware.Profiler())
+		}
+	})
 	// /v1 — the REST API.
 	r.Mount("/v1", api.NewHandler(api.Deps{
 		Broker:         s.broker,

@@ -128,7 +128,7 @@ func (b *Broker) Ack(ctx context.Context, group string, receipts []string) ([]Re
 	if err != nil {
 		return nil, err
 	}
-	b.metrics.add(b.metrics.acked, group, len(rec.Entries))
+	b.metrics.addGroup(b.metrics.acked, group, len(rec.Entries))
 	return results, nil
 }
 

@@ -66,6 +66,9 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 	if err == nil && !ok {
 		err = fmt.Errorf("%w: %s", ErrTopicNotFound, name)
 	}
+	if err == nil {
+		b.metrics.forgetTopic(name)
+	}
 	return err
 }
 
@@ -139,6 +142,7 @@ func (b *Broker) DeleteGroup(ctx context.Context, name string) error {
 	}
 	b.popsMu.Unlock()
 	b.progress.Forget(name)
+	b.metrics.forgetGroup(name)
 	return nil
 }
 

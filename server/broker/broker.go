@@ -59,6 +59,10 @@ type Options struct {
 	DispatchDelayLimit time.Duration
 	// SnapshotInterval is how often consumer progress is snapshotted (default 5 s).
 	SnapshotInterval time.Duration
+	// MetricsMaxLabelValues is the most topics, and the most groups, whose
+	// counters Stats reports under their own name; the others are summed
+	// under OtherLabel (default 1000).
+	MetricsMaxLabelValues int
 	// StoreHost is the address written into message ids (default 127.0.0.1:8080).
 	StoreHost netip.AddrPort
 	// Storage carries advanced storage options (tiny files in tests,
@@ -77,6 +81,9 @@ var DefaultDelayLevels = func() []time.Duration {
 	}
 	return levels
 }()
+
+// DefaultMetricsMaxLabelValues is Options.MetricsMaxLabelValues when zero.
+const DefaultMetricsMaxLabelValues = 1000
 
 // propertyOverhead is what the store allows above MaxMessageSize for the
 // record's topic, tag, keys and properties.
@@ -112,6 +119,9 @@ func (o Options) withDefaults() Options {
 	}
 	if !o.StoreHost.IsValid() {
 		o.StoreHost = netip.MustParseAddrPort("127.0.0.1:8080")
+	}
+	if o.MetricsMaxLabelValues <= 0 {
+		o.MetricsMaxLabelValues = DefaultMetricsMaxLabelValues
 	}
 	return o
 }
@@ -197,7 +207,7 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 		closing: make(chan struct{}),
 	}
 	b.dedup.init()
-	b.metrics.init()
+	b.metrics.init(opts.MetricsMaxLabelValues)
 	b.timers.init()
 	b.epoch.Store(uint64(time.Now().UnixNano()))
 	if err := b.recover(ctx); err != nil {

@@ -180,12 +180,12 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) ([]ReceivedMessage, 
 		ps.mu.Unlock()
 		msgs, nextExpiry, err := b.popOnce(ps, group, topic, req.MaxMessages, invisible, match, clientOf(ctx))
 		if err != nil || len(msgs) > 0 {
-			b.metrics.add(b.metrics.delivered, req.Group, len(msgs))
+			b.metrics.addGroup(b.metrics.delivered, req.Group, len(msgs))
 			bytes := 0
 			for _, m := range msgs {
 				bytes += len(m.Body)
 			}
-			b.metrics.add(b.metrics.outBytes, req.Group, bytes)
+			b.metrics.addGroup(b.metrics.outBytes, req.Group, bytes)
 			return msgs, err
 		}
 		wait := time.Until(deadline)

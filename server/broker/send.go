@@ -87,12 +87,12 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []SendMessage) ([]
 	if putErr != nil {
 		return nil, mapStoreErr(putErr)
 	}
-	b.metrics.add(b.metrics.sent, topic, len(fresh))
+	b.metrics.addTopic(b.metrics.sent, topic, len(fresh))
 	bytes := 0
 	for _, m := range fresh {
 		bytes += len(m.Body)
 	}
-	b.metrics.add(b.metrics.sentBytes, topic, bytes)
+	b.metrics.addTopic(b.metrics.sentBytes, topic, bytes)
 	return results, nil
 }
 

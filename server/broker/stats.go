@@ -9,19 +9,33 @@ import (
 // The broker counts what it does; the server exposes the counts as
 // Prometheus metrics (a collector that calls Broker.Stats), so this package
 // stays free of the metrics library.
+//
+// Label sets stay bounded: at most Options.MetricsMaxLabelValues topics,
+// and as many groups, have counts of their own; the counts of any further
+// one go to OtherLabel. Deleting a topic or group moves its counts to
+// OtherLabel too, so that every sum over the label stays monotonic.
+
+// OtherLabel is the topic or group under which Stats reports the counts of
+// names beyond the label limit and of deleted ones.
+const OtherLabel = "_other"
 
 type counters struct {
-	mu          sync.Mutex
-	retries     map[retryKey]uint64 // sent back to %RETRY% per (group, level)
-	dead        map[string]uint64   // sent to %DLQ% per group
-	sent        map[string]uint64   // messages stored per topic
-	sentBytes   map[string]uint64   // body bytes stored per topic
-	delivered   map[string]uint64   // leases granted per group
-	outBytes    map[string]uint64   // body bytes delivered per group
-	acked       map[string]uint64   // acks per group
-	lateness    []time.Duration     // recent scheduler lateness samples (ring)
-	latenessPos int
-	scheduled   uint64 // messages the scheduler delivered
+	mu sync.Mutex
+	// maxLabels is the most topics, and the most groups, counted under
+	// their own name.
+	maxLabels int
+	// topics and groups are the names counted under their own name.
+	topics, groups map[string]struct{}
+	retries        map[retryKey]uint64 // sent back to %RETRY% per (group, level)
+	dead           map[string]uint64   // sent to %DLQ% per group
+	sent           map[string]uint64   // messages stored per topic
+	sentBytes      map[string]uint64   // body bytes stored per topic
+	delivered      map[string]uint64   // leases granted per group
+	outBytes       map[string]uint64   // body bytes delivered per group
+	acked          map[string]uint64   // acks per group
+	lateness       []time.Duration     // recent scheduler lateness samples (ring)
+	latenessPos    int
+	scheduled      uint64 // messages the scheduler delivered
 }
 
 type retryKey struct {
@@ -31,7 +45,10 @@ type retryKey struct {
 
 const latenessSamples = 4096
 
-func (c *counters) init() {
+func (c *counters) init(maxLabels int) {
+	c.maxLabels = maxLabels
+	c.topics = map[string]struct{}{}
+	c.groups = map[string]struct{}{}
 	c.retries = map[retryKey]uint64{}
 	c.dead = map[string]uint64{}
 	c.sent = map[string]uint64{}
@@ -41,22 +58,85 @@ func (c *counters) init() {
 	c.acked = map[string]uint64{}
 }
 
+// label returns the name counts of name go under: name itself when it
+// has, or gets, one of the maxLabels places of set, else OtherLabel.
+// Callers hold c.mu.
+func (c *counters) label(set map[string]struct{}, name string) string {
+	if _, ok := set[name]; ok || name == OtherLabel {
+		return name
+	}
+	if len(set) < c.maxLabels {
+		set[name] = struct{}{}
+		return name
+	}
+	return OtherLabel
+}
+
 func (c *counters) retry(group string, level int) {
 	c.mu.Lock()
-	c.retries[retryKey{group, level}]++
+	c.retries[retryKey{c.label(c.groups, group), level}]++
 	c.mu.Unlock()
 }
 
 func (c *counters) dlq(group string) {
 	c.mu.Lock()
-	c.dead[group]++
+	c.dead[c.label(c.groups, group)]++
 	c.mu.Unlock()
 }
 
-func (c *counters) add(m map[string]uint64, key string, n int) {
+// addTopic adds n to topic's count in m (sent or sentBytes).
+func (c *counters) addTopic(m map[string]uint64, topic string, n int) {
 	c.mu.Lock()
-	m[key] += uint64(n)
+	m[c.label(c.topics, topic)] += uint64(n)
 	c.mu.Unlock()
+}
+
+// addGroup adds n to group's count in m (delivered, outBytes or acked).
+func (c *counters) addGroup(m map[string]uint64, group string, n int) {
+	c.mu.Lock()
+	m[c.label(c.groups, group)] += uint64(n)
+	c.mu.Unlock()
+}
+
+// fold moves the count of name in m to OtherLabel.
+func fold(m map[string]uint64, name string) {
+	if v, ok := m[name]; ok {
+		m[OtherLabel] += v
+		delete(m, name)
+	}
+}
+
+// forgetTopic moves a deleted topic's counts to OtherLabel and frees its
+// place.
+func (c *counters) forgetTopic(topic string) {
+	if topic == OtherLabel {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fold(c.sent, topic)
+	fold(c.sentBytes, topic)
+	delete(c.topics, topic)
+}
+
+// forgetGroup moves a deleted group's counts to OtherLabel and frees its
+// place.
+func (c *counters) forgetGroup(group string) {
+	if group == OtherLabel {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range []map[string]uint64{c.dead, c.delivered, c.outBytes, c.acked} {
+		fold(m, group)
+	}
+	for k, v := range c.retries {
+		if k.group == group {
+			c.retries[retryKey{OtherLabel, k.level}] += v
+			delete(c.retries, k)
+		}
+	}
+	delete(c.groups, group)
 }
 
 func (c *counters) late(d time.Duration) {
@@ -92,6 +172,8 @@ type Stats struct {
 	LatenessP50, LatenessP99, LatenessMax time.Duration
 	// InFlight counts leases held, by group.
 	InFlight map[string]int
+	// Every map above, and Retries, is keyed by topic or group name, at
+	// most Options.MetricsMaxLabelValues of each plus OtherLabel.
 }
 
 // RetryCount is one (group, level) retry counter.
@@ -148,10 +230,15 @@ func (b *Broker) Stats() Stats {
 	b.popsMu.Unlock()
 	for k, ps := range states {
 		ps.mu.Lock()
+		n := 0
 		for _, cur := range ps.queues {
-			st.InFlight[k.group] += len(cur.inflight)
+			n += len(cur.inflight)
 		}
 		ps.mu.Unlock()
+		c.mu.Lock()
+		group := c.label(c.groups, k.group)
+		c.mu.Unlock()
+		st.InFlight[group] += n
 	}
 	return st
 }

@@ -361,6 +361,11 @@ func (d *Dispatcher) runOnce(ctx context.Context) (RunResult, error) {
 	}
 	want := make(map[string]bool)    // groups to serve
 	enabled := make(map[string]bool) // groups with an enabled endpoint
+	exists := make(map[string]bool, len(groups))
+	for _, g := range groups {
+		exists[g.Name] = true
+	}
+	d.cfg.Metrics.retain(exists) // deleted groups' series go to _other
 	for _, g := range groups {
 		if g.Push == nil {
 			continue
@@ -551,7 +556,7 @@ func (d *Dispatcher) deliver(st *groupState, m broker.ReceivedMessage) {
 	defer func() { <-st.slots }()
 	f := d.track(st.name, m.Receipt)
 	g := *st.cfg.Load()
-	d.cfg.Metrics.begin(st.name)
+	label := d.cfg.Metrics.begin(st.name)
 	start := time.Now()
 	var a attempt
 	if st.isDisabled() {
@@ -576,7 +581,7 @@ func (d *Dispatcher) deliver(st *groupState, m broker.ReceivedMessage) {
 		Took:           took,
 	}
 	out.Settled = d.settle(f, a)
-	d.cfg.Metrics.end(st.name, a.result, took, a.sent)
+	d.cfg.Metrics.end(label, a.result, took, a.sent)
 	ev := d.log.Debug()
 	if a.result != ResultOK {
 		ev = d.log.Info()

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestReadmeTourRunsAsPasted runs the README's curl tour, exactly as
+// written, against the real binary (only localhost:8080 becomes the test
+// server's address), in a fresh directory, with bash -e: every command
+// must succeed, every curl must get a 2xx (-f), and the jq captures must
+// find what they look for.
+func TestReadmeTourRunsAsPasted(t *testing.T) {
+	t.Parallel()
+	for _, tool := range []string{"bash", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is needed by the README tour (.ci/run installs it)", tool)
+			}
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	tour := regexp.MustCompile("(?s)## A tour with curl.*?```sh\n(.*?)```").FindSubmatch(readme)
+	require.NotNil(t, tour, "README.md has a tour section with a sh block")
+	script := string(tour[1])
+	require.Contains(t, script, "localhost:8080")
+
+	p := startServer(t, t.TempDir(), freeAddr(t))
+	script = strings.ReplaceAll(script, "localhost:8080", p.addr)
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = t.TempDir()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	done := make(chan error, 1)
+	require.NoError(t, cmd.Start())
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the tour did not finish in 2 minutes:\n%s", out.String())
+	}
+	require.NoError(t, err, "the tour failed:\n%s\nserver log:\n%s", out.String(), p.log.String())
+	t.Logf("tour output:\n%s", out.String())
+}

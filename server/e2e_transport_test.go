@@ -1,0 +1,377 @@
+package server_test
+
+// End-to-end tests of the transport: a 413 reaches clients that write
+// their whole request before reading (lingering close, server/conn.go),
+// the errors net/http answers itself are problem responses too
+// (server/problems.go), and message ids carry the node's store host
+// (server/advertise.go).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/api"
+	"github.com/mqgate/mqgate/server"
+	"github.com/mqgate/mqgate/storage/message"
+)
+
+// pythonUpload POSTs a body of size bytes with Python's urllib, which
+// writes the whole request before it reads the answer. mode "chunked"
+// sends the body with Transfer-Encoding: chunked. The script prints
+// "<status> <problem code>" or "error <exception>".
+const pythonUpload = `
+import json, sys, urllib.error, urllib.request
+url, size, mode, ctype = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+chunk = b"x" * 65536
+if mode == "chunked":
+    def body():
+        for _ in range(size // len(chunk)):
+            yield chunk
+    data = body()
+else:
+    data = b"x" * size
+req = urllib.request.Request(url, data=data, method="POST", headers={"Content-Type": ctype})
+try:
+    with urllib.request.urlopen(req, timeout=60) as r:
+        print(r.status, "-")
+except urllib.error.HTTPError as e:
+    problem = json.loads(e.read())
+    print(e.code, problem["code"], e.headers.get("Content-Type"))
+except Exception as e:
+    print("error", type(e).__name__, e)
+`
+
+// runPython runs pythonUpload and returns its output line and duration.
+func runPython(t *testing.T, url string, size int, mode, contentType string) (string, time.Duration) {
+	t.Helper()
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed")
+	}
+	start := time.Now()
+	out, err := exec.Command(python, "-c", pythonUpload, url, strconv.Itoa(size), mode, contentType).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return strings.TrimSpace(string(out)), time.Since(start)
+}
+
+// TestE2ETooLargeReachesClientsThatWriteFirst: a body over the send
+// route's limit gets its 413 problem even when the client writes the whole
+// body before it reads the answer — Python's urllib with a declared
+// length and chunked, and a raw Go connection — because the server reads
+// and discards the rest before it closes. A body beyond the lingering
+// byte limit (64 MiB) has its connection closed promptly instead.
+func TestE2ETooLargeReachesClientsThatWriteFirst(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t, func(c *server.Config) {
+		c.MaxMessageSize = 1 << 20
+		c.MaxRequestSize = 2 << 20
+	})
+	send := e.base + "/v1/topics/uploads/messages"
+	const want = "413 body-too-large application/problem+json"
+
+	for _, tc := range []struct {
+		name, mode, contentType string
+	}{
+		{"RawLength", "length", "application/octet-stream"},
+		{"RawChunked", "chunked", "application/octet-stream"},
+		{"JSONLength", "length", "application/json"},
+		{"JSONChunked", "chunked", "application/json"},
+	} {
+		t.Run("Python/"+tc.name, func(t *testing.T) {
+			out, took := runPython(t, send, 5<<20, tc.mode, tc.contentType)
+			require.Equal(t, want, out)
+			t.Logf("python urllib, 5 MiB %s %s: %q in %s", tc.mode, tc.contentType, out, took)
+		})
+	}
+
+	t.Run("GoWritesAllThenReads", func(t *testing.T) {
+		for _, chunked := range []bool{false, true} {
+			conn, err := net.Dial("tcp", e.srv.Addr())
+			require.NoError(t, err)
+			defer conn.Close()
+			require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+			body := bytes.Repeat([]byte("y"), 5<<20)
+			head := fmt.Sprintf("POST /v1/topics/uploads/messages HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n", len(body))
+			if chunked {
+				head = "POST /v1/topics/uploads/messages HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n"
+				var framed bytes.Buffer
+				for i := 0; i < len(body); i += 64 << 10 {
+					fmt.Fprintf(&framed, "%x\r\n%s\r\n", 64<<10, body[i:i+64<<10])
+				}
+				framed.WriteString("0\r\n\r\n")
+				body = framed.Bytes()
+			}
+			_, err = conn.Write(append([]byte(head), body...))
+			require.NoError(t, err, "the whole request is written (chunked %v)", chunked)
+			r := readRawResponse(t, conn, http.MethodPost)
+			problem(t, r, http.StatusRequestEntityTooLarge, "body-too-large")
+			require.Equal(t, "close", r.Header.Get("Connection"))
+		}
+	})
+
+	t.Run("PastTheLingerLimit", func(t *testing.T) {
+		out, took := runPython(t, send, 100<<20, "length", "application/octet-stream")
+		t.Logf("python urllib, 100 MiB: %q in %s", out, took)
+		// Either the client read the answer before the cut or it saw the
+		// connection close; it never hangs.
+		require.True(t, out == want || strings.HasPrefix(out, "error "), out)
+		require.Less(t, took, 20*time.Second)
+	})
+
+	// The server is fine afterwards.
+	e.send(t, "uploads", api.SendMessage{Body: "after"})
+}
+
+// TestE2EErrorBeforeBodyIsReadReachesClient: an error answered before the
+// body is read (an invalid topic name here) reaches a client that writes
+// its whole 5 MiB body first, like a 413 does.
+func TestE2EErrorBeforeBodyIsReadReachesClient(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t)
+	out, _ := runPython(t, e.base+"/v1/topics/bad.name/messages", 5<<20, "length", "application/octet-stream")
+	require.Equal(t, "400 invalid-name application/problem+json", out)
+}
+
+// readRawResponse reads one response from conn.
+func readRawResponse(t *testing.T, conn net.Conn, method string) e2eResp {
+	t.Helper()
+	return readResponse(t, bufio.NewReader(conn), method)
+}
+
+// readResponse reads one response from br.
+func readResponse(t *testing.T, br *bufio.Reader, method string) e2eResp {
+	t.Helper()
+	resp, err := http.ReadResponse(br, &http.Request{Method: method})
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	if resp.Close {
+		// ReadResponse turns "Connection: close" into resp.Close.
+		resp.Header.Set("Connection", "close")
+	}
+	return e2eResp{Status: resp.StatusCode, Header: resp.Header, Body: body}
+}
+
+// TestE2ENetHTTPErrorsAreProblems: the requests net/http refuses before
+// any handler runs get problem+json bodies with the same status, over real
+// TCP, on fresh and on kept-alive connections.
+func TestE2ENetHTTPErrorsAreProblems(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t)
+	for _, tc := range []struct {
+		name    string
+		request string
+		status  int
+		code    string
+		detail  string
+	}{
+		{"HeaderTooLarge", "GET /livez HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("h", 100<<10) + "\r\n\r\n",
+			http.StatusRequestHeaderFieldsTooLarge, "header-too-large", "64KiB"},
+		{"BadPercentEscape", "GET /v1/topics/%zz/messages HTTP/1.1\r\nHost: x\r\n\r\n", http.StatusBadRequest, "malformed-request", ""},
+		{"BadRequestLine", "THIS IS NOT HTTP\r\n\r\n", http.StatusBadRequest, "malformed-request", ""},
+		{"HTTP09", "GET /\r\n\r\n", http.StatusBadRequest, "malformed-request", ""},
+		{"NoHost", "GET /livez HTTP/1.1\r\n\r\n", http.StatusBadRequest, "malformed-request", "missing required Host header"},
+		{"MalformedHost", "GET /livez HTTP/1.1\r\nHost: a b\r\n\r\n", http.StatusBadRequest, "malformed-request", "malformed Host header"},
+		{"BadHeaderLine", "GET /livez HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n", http.StatusBadRequest, "malformed-request", ""},
+		{"UnknownTransferEncoding", "POST /v1/topics/t/messages HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
+			http.StatusNotImplemented, "not-implemented", "transfer encoding"},
+		{"HTTP2Version", "GET /livez HTTP/2.0\r\nHost: x\r\n\r\n", http.StatusHTTPVersionNotSupported, "http-version-not-supported", ""},
+		{"UnknownExpectation", "POST /v1/topics/t/messages HTTP/1.1\r\nHost: x\r\nExpect: tea\r\nContent-Length: 1\r\n\r\nx",
+			http.StatusExpectationFailed, "expectation-failed", "100-continue"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", e.srv.Addr())
+			require.NoError(t, err)
+			defer conn.Close()
+			require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
+			_, err = io.WriteString(conn, tc.request)
+			require.NoError(t, err, "the whole request is written")
+			r := readRawResponse(t, conn, http.MethodGet)
+			p := problem(t, r, tc.status, tc.code)
+			require.Contains(t, p.Detail, tc.detail)
+			require.Equal(t, "close", r.Header.Get("Connection"))
+			require.Equal(t, strconv.Itoa(len(r.Body)), r.Header.Get("Content-Length"))
+		})
+	}
+
+	t.Run("AfterKeptAliveResponses", func(t *testing.T) {
+		conn, err := net.Dial("tcp", e.srv.Addr())
+		require.NoError(t, err)
+		defer conn.Close()
+		require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
+		br := bufio.NewReader(conn)
+		// Good requests first, among them a handler's own 404 problem
+		// (which must pass unchanged) and a plain-text 200.
+		for _, path := range []string{"/livez", "/v1/topics/nope", "/livez"} {
+			_, err = fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+			require.NoError(t, err)
+			r := readResponse(t, br, http.MethodGet)
+			if path == "/livez" {
+				require.Equal(t, http.StatusOK, r.Status, "%s", r)
+				require.Equal(t, "ok\n", string(r.Body))
+				continue
+			}
+			p := problem(t, r, http.StatusNotFound, "topic-not-found")
+			require.Equal(t, "/v1/topics/nope", p.Instance, "the handler's problem is not rewritten")
+		}
+		_, err = io.WriteString(conn, "GET /v1/topics/%zz/messages HTTP/1.1\r\nHost: x\r\n\r\n")
+		require.NoError(t, err)
+		problem(t, readResponse(t, br, http.MethodGet), http.StatusBadRequest, "malformed-request")
+		_, err = br.ReadByte()
+		require.ErrorIs(t, err, io.EOF, "the server closes after the canned error")
+	})
+
+	t.Run("PipelinedAfterGoodRequest", func(t *testing.T) {
+		conn, err := net.Dial("tcp", e.srv.Addr())
+		require.NoError(t, err)
+		defer conn.Close()
+		require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
+		_, err = io.WriteString(conn, "GET /livez HTTP/1.1\r\nHost: x\r\n\r\nGET /%zz HTTP/1.1\r\nHost: x\r\n\r\n")
+		require.NoError(t, err)
+		br := bufio.NewReader(conn)
+		require.Equal(t, http.StatusOK, readResponse(t, br, http.MethodGet).Status)
+		problem(t, readResponse(t, br, http.MethodGet), http.StatusBadRequest, "malformed-request")
+	})
+}
+
+// TestE2ERootErrorsAreProblems: the root router's 404 and 405 (outside
+// /v1) and the console's and API docs' missing files are problems too.
+func TestE2ERootErrorsAreProblems(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t)
+	problem(t, e.get(t, "/no/such/path"), http.StatusNotFound, "not-found")
+	problem(t, e.do(t, http.MethodPost, "/livez", "text/plain", []byte("x"), nil), http.StatusMethodNotAllowed, "method-not-allowed")
+	problem(t, e.get(t, "/ui/no-such-file.js"), http.StatusNotFound, "not-found")
+	problem(t, e.get(t, "/swagger/no-such-file.js"), http.StatusNotFound, "not-found")
+	// Files that exist are served as before.
+	r := e.get(t, "/ui/")
+	require.Equal(t, http.StatusOK, r.Status)
+	require.Contains(t, r.Header.Get("Content-Type"), "text/html")
+	r = e.get(t, "/openapi.json")
+	require.Equal(t, http.StatusOK, r.Status)
+	require.True(t, json.Valid(r.Body))
+}
+
+// TestE2EMessageIDsCarryTheStoreHost: two servers mint different ids for
+// their first message (both at CommitLog offset 0), each carrying the
+// advertised host:port; without --advertise-addr a server listening on a
+// specific IPv4 address uses it with the port actually bound.
+func TestE2EMessageIDsCarryTheStoreHost(t *testing.T) {
+	t.Parallel()
+	first := func(t *testing.T, e *e2eServer) message.ID {
+		t.Helper()
+		res := e.send(t, "ids", api.SendMessage{Body: "first"})
+		id, err := message.ParseID(res.MessageID)
+		require.NoError(t, err)
+		require.Zero(t, id.Offset(), "the first message of a fresh store")
+		require.Equal(t, res.MessageID, e.message(t, res.MessageID).MessageID, "the id finds the message")
+		return id
+	}
+	a := startE2E(t, func(c *server.Config) { c.AdvertiseAddr = "10.1.2.3:7001" })
+	b := startE2E(t, func(c *server.Config) { c.AdvertiseAddr = "localhost:7002" })
+	idA, idB := first(t, a), first(t, b)
+	require.NotEqual(t, idA, idB)
+	require.Equal(t, "10.1.2.3:7001", idA.Host().String())
+	require.Equal(t, "127.0.0.1:7002", idB.Host().String(), "a name is resolved to its IPv4 address")
+
+	c := startE2E(t) // 127.0.0.1:0
+	require.Equal(t, c.srv.Addr(), first(t, c).Host().String())
+	require.NotEqual(t, "127.0.0.1:8080", c.srv.Addr())
+
+	_, err := server.Open(context.Background(), func() server.Config {
+		cfg := e2eConfig(t, t.TempDir())
+		cfg.AdvertiseAddr = "[2001:db8::1]:7003"
+		return cfg
+	}())
+	require.ErrorIs(t, err, server.ErrInvalidConfig)
+	require.ErrorContains(t, err, "IPv4")
+}
+
+// series returns the label sets and values of metric name in /metrics.
+func (e *e2eServer) series(t *testing.T, name string) map[string]float64 {
+	t.Helper()
+	r := e.get(t, "/metrics")
+	require.Equal(t, http.StatusOK, r.Status)
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(r.Body), "\n") {
+		labels, ok := strings.CutPrefix(line, name+"{")
+		if !ok {
+			continue
+		}
+		labels, value, ok := strings.Cut(labels, "} ")
+		require.True(t, ok, line)
+		v, err := strconv.ParseFloat(value, 64)
+		require.NoError(t, err, line)
+		out[labels] = v
+	}
+	return out
+}
+
+// TestE2EMetricLabelsStayBounded: with --metrics-max-label-values 10,
+// sends to 50 auto-created topics expose at most 11 topic values (10 and
+// _other) whose sum is the number of sends; deleting a topic removes its
+// series and keeps the sum; requests to random missing paths add no HTTP
+// metric series.
+func TestE2EMetricLabelsStayBounded(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t, func(c *server.Config) { c.MetricsMaxLabelValues = 10 })
+	const topics, perTopic = 50, 3
+	for i := range topics {
+		for range perTopic {
+			e.send(t, fmt.Sprintf("spam-%02d", i), api.SendMessage{Body: "x"})
+		}
+	}
+	total := func(s map[string]float64) (sum float64) {
+		for _, v := range s {
+			sum += v
+		}
+		return sum
+	}
+	sent := e.series(t, "mqgate_messages_sent_total")
+	require.LessOrEqual(t, len(sent), 11, "%v", sent)
+	require.Contains(t, sent, `topic="_other"`)
+	require.Equal(t, float64(topics*perTopic), total(sent))
+	require.Len(t, e.series(t, "mqgate_message_bytes_sent_total"), len(sent))
+
+	var own string
+	for labels := range sent {
+		if labels != `topic="_other"` {
+			own = strings.TrimSuffix(strings.TrimPrefix(labels, `topic="`), `"`)
+			break
+		}
+	}
+	require.Equal(t, http.StatusNoContent, e.do(t, http.MethodDelete, "/v1/topics/"+own, "", nil, nil).Status)
+	after := e.series(t, "mqgate_messages_sent_total")
+	require.NotContains(t, after, `topic="`+own+`"`, "a deleted topic's series is gone")
+	require.Equal(t, float64(topics*perTopic), total(after), "its count moved to _other")
+
+	// HTTP metrics are labelled by route pattern, never by raw path.
+	spam := func(n int) {
+		for i := range n {
+			for _, path := range []string{"/nope-%d", "/v1/nope-%d/x", "/ui/nope-%d.js", "/v1/topics/t/queues/%d/nope"} {
+				r := e.get(t, fmt.Sprintf(path, i))
+				require.Equal(t, http.StatusNotFound, r.Status, "%s", r)
+			}
+		}
+	}
+	spam(3)
+	before := len(e.series(t, "mqgate_http_requests_total"))
+	durations := len(e.series(t, "mqgate_http_request_duration_seconds_count"))
+	spam(100)
+	require.Equal(t, before, len(e.series(t, "mqgate_http_requests_total")))
+	require.Equal(t, durations, len(e.series(t, "mqgate_http_request_duration_seconds_count")))
+}
