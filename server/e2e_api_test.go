@@ -25,6 +25,7 @@ import (
 
 	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server"
+	"github.com/mqgate/mqgate/server/broker"
 )
 
 var messageIDPattern = regexp.MustCompile(`^[0-9A-F]{32}$`)
@@ -358,7 +359,7 @@ func TestE2EEndpoints(t *testing.T) {
 		}
 		problem(t, e.json(t, http.MethodPost, "/v1/groups/worker/ack", api.AckRequest{Receipts: []string{""}}), http.StatusBadRequest, "invalid-argument")
 		problem(t, e.json(t, http.MethodPost, "/v1/groups/worker/nack", api.NackRequest{Items: []api.NackItem{{Receipt: "r", DelayLevel: -2}}}), http.StatusBadRequest, "invalid-argument")
-		problem(t, e.json(t, http.MethodPost, "/v1/groups/worker/nack", api.NackRequest{Items: []api.NackItem{{Receipt: "r", Reason: strings.Repeat("x", 4097)}}}), http.StatusBadRequest, "invalid-argument")
+		problem(t, e.json(t, http.MethodPost, "/v1/groups/worker/nack", api.NackRequest{Items: []api.NackItem{{Receipt: "r", Reason: strings.Repeat("x", broker.MaxReasonBytes+1)}}}), http.StatusBadRequest, "value-too-long")
 		problem(t, e.json(t, http.MethodPost, "/v1/groups/worker/leases", api.LeaseRequest{Items: []api.LeaseItem{{Receipt: "r", InvisibleMs: -1}}}), http.StatusBadRequest, "invalid-argument")
 		problem(t, e.json(t, http.MethodPost, "/v1/groups/worker/leases", api.LeaseRequest{Items: []api.LeaseItem{{Receipt: "r", InvisibleMs: api.MaxInvisibleMs + 1}}}), http.StatusBadRequest, "invalid-argument")
 		// A receipt that is not one: per-receipt invalid, the request is 200.
