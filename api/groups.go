@@ -153,9 +153,11 @@ func (h *handler) registerGroupRoutes(r chi.Router) {
 	r.Get("/groups/{group}/offsets", h.getOffsets)
 	// GET /v1/groups/{group}/progress — per-queue lag.
 	r.Get("/groups/{group}/progress", h.progress)
+	// PATCH /v1/groups/{group} — change some fields of a group (JSON merge patch).
+	r.With(bodyLimit(smallBodyLimit), requireMergePatch).Patch("/groups/{group}", h.patchGroup)
 	r.Group(func(r chi.Router) {
 		r.Use(bodyLimit(smallBodyLimit), requireJSON)
-		// PUT /v1/groups/{group} — create or update a group.
+		// PUT /v1/groups/{group} — create or replace a group.
 		r.Put("/groups/{group}", h.putGroup)
 		// PUT /v1/groups/{group}/offsets — commit offsets.
 		r.Put("/groups/{group}/offsets", h.commitOffsets)
@@ -214,10 +216,10 @@ func (h *handler) getGroup(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, r, http.StatusOK, toGroup(g))
 }
 
-// putGroup creates or updates a consumer group.
+// putGroup creates or replaces a consumer group.
 //
-//	@Summary		Create or update a group
-//	@Description	Creates the group (201) or updates it (200). An empty body takes the defaults; `sql` filters are not supported yet (501).
+//	@Summary		Create or replace a group
+//	@Description	Creates the group (201) or replaces its settings (200): PUT replaces the whole group, a field left out takes its default (use PATCH to change single fields). An empty body takes the defaults; `sql` filters are not supported yet (501).
 //	@Description	With `push` the gateway delivers the group's messages to a webhook (see PushRequest); a PUT without `push` removes the endpoint. When `push.secret` is left out the group keeps its current secret, or a new one is generated and returned in this response only.
 //	@Tags			groups
 //	@Accept			json
@@ -281,6 +283,82 @@ func (h *handler) putGroup(w http.ResponseWriter, r *http.Request) {
 		resp.Push.Secret = g.Push.Secret // shown once, never by a GET
 	}
 	writeJSON(w, r, status, resp)
+}
+
+// patchGroup changes some settings of a consumer group.
+//
+//	@Summary		Change a group's settings
+//	@Description	A JSON merge patch (RFC 7396) of the group's settings (GroupRequest): the fields given replace the group's, null removes a field (`push: null` removes the endpoint) and resets it to its default, the others stay. `subscriptions` is an array, so a patch replaces the whole list. `push` merges member by member; its secret is write-only: a patch that does not name `push.secret` keeps it (a new endpoint without one gets a generated secret, returned in this response only). The result is validated like a PUT. Content-Type application/merge-patch+json (or application/json).
+//	@Tags			groups
+//	@Accept			json
+//	@Accept			application/merge-patch+json
+//	@Produce		json
+//	@Produce		application/problem+json
+//	@Param			group	path		string			true	"Group name"
+//	@Param			request	body		GroupRequest	true	"The fields to change"
+//	@Success		200		{object}	Group
+//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request"
+//	@Failure		404		{object}	Problem	"group-not-found"
+//	@Failure		413		{object}	Problem	"body-too-large"
+//	@Failure		415		{object}	Problem	"unsupported-media-type"
+//	@Failure		500		{object}	Problem	"internal"
+//	@Failure		501		{object}	Problem	"not-implemented"
+//	@Failure		503		{object}	Problem	"storage-read-only, shutting-down"
+//	@Router			/groups/{group} [patch]
+func (h *handler) patchGroup(w http.ResponseWriter, r *http.Request) {
+	name, err := nameParam(r, "group", "group")
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	patch, err := readMergePatch(r)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	var generated bool
+	g, err := h.deps.Broker.PatchGroup(r.Context(), name, func(cur broker.GroupConfig) (broker.GroupConfig, error) {
+		var req GroupRequest
+		if err := applyMergePatch(groupRequestOf(cur), patch, &req); err != nil {
+			return cur, err
+		}
+		cfg, err := groupConfig(name, req)
+		if err != nil {
+			return cur, err
+		}
+		if p := cur.Push; p != nil && p.Disabled && cfg.Push != nil && cfg.Push.Disabled {
+			cfg.Push.DisabledReason = p.DisabledReason // still disabled, for the same reason
+		}
+		generated, err = broker.NormalizePush(&cfg, cur.Push)
+		return cfg, err
+	})
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	resp := toGroup(g)
+	if generated && resp.Push != nil && g.Push != nil {
+		resp.Push.Secret = g.Push.Secret // shown once, never by a GET
+	}
+	writeJSON(w, r, http.StatusOK, resp)
+}
+
+// groupRequestOf is the PUT request that would give g (without the push
+// secret, which is write-only): the document a PATCH merges into.
+func groupRequestOf(g broker.GroupConfig) GroupRequest {
+	req := GroupRequest{
+		ConsumeMode:   g.ConsumeMode,
+		Orderly:       g.Orderly,
+		RetryMaxTimes: g.RetryMaxTimes,
+		InvisibleMs:   g.Invisible.Milliseconds(),
+	}
+	for _, s := range g.Subscriptions {
+		req.Subscriptions = append(req.Subscriptions, Subscription{Topic: s.Topic, TagExpression: s.TagExpression})
+	}
+	if p := g.Push; p != nil {
+		req.Push = &PushRequest{URL: p.URL, Mode: p.Mode, MaxConcurrency: p.MaxConcurrency, TimeoutMs: p.Timeout.Milliseconds(), Disabled: p.Disabled}
+	}
+	return req
 }
 
 // groupConfig validates a group request and converts it.

@@ -14,29 +14,64 @@ import (
 
 const maxQueues = 1024
 
-// PutTopic creates or updates a topic (idempotent).
+// PutTopic creates or replaces a topic (idempotent): every field left zero
+// takes its default, so a replace that omits queues asks for the default
+// count, which fails when the topic has more (a queue count cannot shrink).
 func (b *Broker) PutTopic(ctx context.Context, t TopicConfig) (TopicConfig, bool, error) {
-	if err := ValidateTopicName(t.Name); err != nil {
+	defaulted := t.Queues == 0
+	t, err := b.normalizeTopic(t)
+	if err != nil {
 		return t, false, err
+	}
+	out, created, err := b.registry.putTopic(t, false)
+	var shrink *shrinkError
+	if errors.As(err, &shrink) && defaulted {
+		shrink.defaulted = true
+	}
+	return out, created, err
+}
+
+// PatchTopic changes an existing topic: patch gets the current
+// configuration and returns the new one, which is validated like a
+// PutTopic. It runs under the registry's lock, so concurrent patches never
+// lose each other's changes.
+func (b *Broker) PatchTopic(ctx context.Context, name string, patch func(TopicConfig) (TopicConfig, error)) (TopicConfig, error) {
+	if err := ValidateTopicName(name); err != nil {
+		return TopicConfig{}, err
+	}
+	return b.registry.updateTopic(name, func(old TopicConfig) (TopicConfig, error) {
+		t, err := patch(old)
+		if err != nil {
+			return old, err
+		}
+		t.Name = name
+		return b.normalizeTopic(t)
+	})
+}
+
+// normalizeTopic validates t and fills in its defaults.
+func (b *Broker) normalizeTopic(t TopicConfig) (TopicConfig, error) {
+	if err := ValidateTopicName(t.Name); err != nil {
+		return t, err
 	}
 	if t.Queues == 0 {
 		t.Queues = b.opts.DefaultQueues
 	}
 	if t.Queues < 1 || t.Queues > maxQueues {
-		return t, false, fmt.Errorf("%w: queues must be 1..%d", ErrInvalidArgument, maxQueues)
+		return t, fmt.Errorf("%w: queues must be 1..%d", ErrInvalidArgument, maxQueues)
 	}
 	if t.RetentionHours < 0 {
-		return t, false, fmt.Errorf("%w: retentionHours must be >= 0", ErrInvalidArgument)
+		return t, fmt.Errorf("%w: retentionHours must be >= 0", ErrInvalidArgument)
 	}
 	switch t.Perm {
 	case "":
 		t.Perm = "rw"
 	case "rw", "r", "w":
 	default:
-		return t, false, fmt.Errorf("%w: perm must be rw, r or w", ErrInvalidArgument)
+		return t, fmt.Errorf("%w: perm must be rw, r or w", ErrInvalidArgument)
 	}
 	t.CreatedAt = time.Time{}
-	return b.registry.putTopic(t, false)
+	return t, nil
 }
 
 // GetTopic returns a topic's configuration.
@@ -69,37 +104,63 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 	return err
 }
 
-// PutGroup creates or updates a consumer group (idempotent).
+// PutGroup creates or replaces a consumer group (idempotent).
 func (b *Broker) PutGroup(ctx context.Context, g GroupConfig) (GroupConfig, bool, error) {
-	if err := ValidateGroupName(g.Name); err != nil {
+	g, err := b.normalizeGroup(g)
+	if err != nil {
 		return g, false, err
+	}
+	return b.registry.putGroup(g, false)
+}
+
+// PatchGroup changes an existing group: patch gets the current
+// configuration and returns the new one, which is validated like a
+// PutGroup, under the registry's lock (see PatchTopic).
+func (b *Broker) PatchGroup(ctx context.Context, name string, patch func(GroupConfig) (GroupConfig, error)) (GroupConfig, error) {
+	if err := ValidateGroupName(name); err != nil {
+		return GroupConfig{}, err
+	}
+	return b.registry.updateGroup(name, func(old GroupConfig) (GroupConfig, error) {
+		g, err := patch(old)
+		if err != nil {
+			return old, err
+		}
+		g.Name = name
+		return b.normalizeGroup(g)
+	})
+}
+
+// normalizeGroup validates g and fills in its defaults.
+func (b *Broker) normalizeGroup(g GroupConfig) (GroupConfig, error) {
+	if err := ValidateGroupName(g.Name); err != nil {
+		return g, err
 	}
 	switch g.ConsumeMode {
 	case "":
 		g.ConsumeMode = "clustering"
 	case "clustering", "broadcasting":
 	default:
-		return g, false, fmt.Errorf("%w: consumeMode must be clustering or broadcasting", ErrInvalidArgument)
+		return g, fmt.Errorf("%w: consumeMode must be clustering or broadcasting", ErrInvalidArgument)
 	}
 	if g.RetryMaxTimes == 0 {
 		g.RetryMaxTimes = 16
 	}
 	if g.RetryMaxTimes < 0 || g.RetryMaxTimes > 64 {
-		return g, false, fmt.Errorf("%w: retryMaxTimes must be 1..64", ErrInvalidArgument)
+		return g, fmt.Errorf("%w: retryMaxTimes must be 1..64", ErrInvalidArgument)
 	}
 	if g.Invisible < 0 || g.Invisible > b.opts.MaxInvisible {
-		return g, false, fmt.Errorf("%w: invisibility must be 0..%v", ErrInvalidArgument, b.opts.MaxInvisible)
+		return g, fmt.Errorf("%w: invisibility must be 0..%v", ErrInvalidArgument, b.opts.MaxInvisible)
 	}
 	for i, s := range g.Subscriptions {
 		if err := ValidateTopicName(s.Topic); err != nil {
-			return g, false, fmt.Errorf("subscription %d: %w", i, err)
+			return g, fmt.Errorf("subscription %d: %w", i, err)
 		}
 		if _, err := tagMatcher(s.TagExpression); err != nil {
-			return g, false, fmt.Errorf("subscription %d: %w", i, err)
+			return g, fmt.Errorf("subscription %d: %w", i, err)
 		}
 	}
 	g.CreatedAt = time.Time{}
-	return b.registry.putGroup(g, false)
+	return g, nil
 }
 
 // GetGroup returns a group's configuration.

@@ -330,6 +330,9 @@ var (
 	// ErrIdempotencyInFlight: a send with the same dedup id is still being
 	// processed.
 	ErrIdempotencyInFlight = errors.New("broker: idempotency key in flight")
+	// ErrQueueShrink: an update would lower a topic's queue count (it
+	// always comes with ErrInvalidArgument).
+	ErrQueueShrink = errors.New("broker: a topic's queue count cannot shrink")
 	// ErrNotImplemented: the operation is not implemented (yet).
 	ErrNotImplemented = errors.New("broker: not implemented")
 )

@@ -87,27 +87,79 @@ func (r *registry) putTopic(t TopicConfig, ifAbsent bool) (TopicConfig, bool, er
 	if exists && ifAbsent {
 		return old, false, nil
 	}
-	if exists {
-		t.CreatedAt = old.CreatedAt
-		if t.Queues < old.Queues {
-			return old, false, fmt.Errorf("%w: a topic's queue count cannot shrink (%d -> %d)", ErrInvalidArgument, old.Queues, t.Queues)
-		}
-		if t == old {
-			return old, false, nil
-		}
-	} else {
+	if !exists {
 		t.CreatedAt = time.Now().UTC().Truncate(time.Millisecond)
+		return t, true, r.storeTopicLocked(t)
 	}
+	t, err := r.replaceTopicLocked(old, t)
+	return t, false, err
+}
+
+// updateTopic replaces an existing topic with fn's answer, under the lock.
+func (r *registry) updateTopic(name string, fn func(TopicConfig) (TopicConfig, error)) (TopicConfig, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old, exists := r.topics[name]
+	if !exists {
+		return TopicConfig{}, fmt.Errorf("%w: %s", ErrTopicNotFound, name)
+	}
+	t, err := fn(old)
+	if err != nil {
+		return old, err
+	}
+	return r.replaceTopicLocked(old, t)
+}
+
+// replaceTopicLocked stores t in place of old; the caller holds r.mu.
+func (r *registry) replaceTopicLocked(old, t TopicConfig) (TopicConfig, error) {
+	t.Name, t.CreatedAt = old.Name, old.CreatedAt
+	if t.Queues < old.Queues {
+		return old, &shrinkError{from: old.Queues, to: t.Queues}
+	}
+	if t == old {
+		return old, nil
+	}
+	if err := r.storeTopicLocked(t); err != nil {
+		return old, err
+	}
+	return t, nil
+}
+
+// storeTopicLocked saves the topic table with t in it, then publishes it;
+// the caller holds r.mu.
+func (r *registry) storeTopicLocked(t TopicConfig) error {
 	next := make(map[string]TopicConfig, len(r.topics)+1)
 	for k, v := range r.topics {
 		next[k] = v
 	}
 	next[t.Name] = t
 	if err := r.save(topicsFile, next); err != nil {
-		return old, false, err
+		return err
 	}
 	r.topics = next
-	return t, !exists, nil
+	return nil
+}
+
+// shrinkError refuses to lower a topic's queue count (queue ids are
+// spread over by sharding keys and offsets; RocketMQ refuses it too).
+type shrinkError struct {
+	from, to int
+	// defaulted: the count was left out of a full replace and took the
+	// default.
+	defaulted bool
+}
+
+func (e *shrinkError) Error() string {
+	if e.defaulted {
+		return fmt.Sprintf("%v: PUT replaces the whole topic: queues defaults to %d when omitted and a topic's queue count cannot shrink (%d -> %d)",
+			ErrInvalidArgument, e.to, e.from, e.to)
+	}
+	return fmt.Sprintf("%v: a topic's queue count cannot shrink (%d -> %d)", ErrInvalidArgument, e.from, e.to)
+}
+
+// Is classifies the error as ErrInvalidArgument and ErrQueueShrink.
+func (e *shrinkError) Is(target error) bool {
+	return target == ErrInvalidArgument || target == ErrQueueShrink
 }
 
 func (r *registry) deleteTopic(name string) (bool, error) {
@@ -141,16 +193,44 @@ func (r *registry) putGroup(g GroupConfig, ifAbsent bool) (GroupConfig, bool, er
 	} else {
 		g.CreatedAt = time.Now().UTC().Truncate(time.Millisecond)
 	}
+	if err := r.storeGroupLocked(g); err != nil {
+		return old, false, err
+	}
+	return g, !exists, nil
+}
+
+// updateGroup replaces an existing group with fn's answer, under the lock.
+func (r *registry) updateGroup(name string, fn func(GroupConfig) (GroupConfig, error)) (GroupConfig, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old, exists := r.groups[name]
+	if !exists {
+		return GroupConfig{}, fmt.Errorf("%w: %s", ErrGroupNotFound, name)
+	}
+	g, err := fn(old)
+	if err != nil {
+		return old, err
+	}
+	g.Name, g.CreatedAt = old.Name, old.CreatedAt
+	if err := r.storeGroupLocked(g); err != nil {
+		return old, err
+	}
+	return g, nil
+}
+
+// storeGroupLocked saves the group table with g in it, then publishes it;
+// the caller holds r.mu.
+func (r *registry) storeGroupLocked(g GroupConfig) error {
 	next := make(map[string]GroupConfig, len(r.groups)+1)
 	for k, v := range r.groups {
 		next[k] = v
 	}
 	next[g.Name] = g
 	if err := r.save(groupsFile, next); err != nil {
-		return old, false, err
+		return err
 	}
 	r.groups = next
-	return g, !exists, nil
+	return nil
 }
 
 func (r *registry) deleteGroup(name string) (bool, error) {
