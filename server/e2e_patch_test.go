@@ -111,11 +111,12 @@ func fresh[T any](t *testing.T, r e2eResp, status int) T {
 }
 
 // webhook is a push endpoint that records the requests it gets and
-// answers 200.
+// answers 200, or what its answer function (set before use) writes.
 type webhook struct {
-	url  string
-	mu   sync.Mutex
-	hits []webhookHit
+	url    string
+	mu     sync.Mutex
+	hits   []webhookHit
+	answer func(n int, w http.ResponseWriter)
 }
 
 type webhookHit struct {
@@ -129,12 +130,24 @@ func newWebhook(t *testing.T) *webhook {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		wh.mu.Lock()
+		n := len(wh.hits)
 		wh.hits = append(wh.hits, webhookHit{header: r.Header.Clone(), body: body})
+		answer := wh.answer
 		wh.mu.Unlock()
+		if answer != nil {
+			answer(n, w)
+		}
 	}))
 	t.Cleanup(srv.Close)
 	wh.url = srv.URL
 	return wh
+}
+
+// count is how many requests the endpoint got.
+func (wh *webhook) count() int {
+	wh.mu.Lock()
+	defer wh.mu.Unlock()
+	return len(wh.hits)
 }
 
 // wait waits for the n-th request and returns it.
