@@ -94,6 +94,9 @@ type Admin interface {
 	// Progress returns per-queue broker offset, consumer offset, lag and
 	// in-flight count of a group.
 	Progress(ctx context.Context, group string) ([]broker.QueueProgress, error)
+	// Backlog returns what waits for a group in the delay ladder (its
+	// retries, the delayed messages of its topics) and pending timers.
+	Backlog(ctx context.Context, group string) (broker.GroupBacklog, error)
 	// ResetOffset moves the group's offsets of topic to the first message
 	// stored at or after t.
 	ResetOffset(ctx context.Context, group, topic string, t time.Time) ([]broker.QueueProgress, error)

@@ -263,6 +263,13 @@ func (f *fakeBroker) Progress(ctx context.Context, group string) ([]broker.Queue
 	return f.progressRows(), nil
 }
 
+func (f *fakeBroker) Backlog(ctx context.Context, group string) (broker.GroupBacklog, error) {
+	if err := f.check(); err != nil {
+		return broker.GroupBacklog{}, err
+	}
+	return broker.GroupBacklog{}, nil
+}
+
 func (f *fakeBroker) ResetOffset(ctx context.Context, group, topic string, t time.Time) ([]broker.QueueProgress, error) {
 	if err := f.check(); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -120,18 +121,59 @@ type QueueProgress struct {
 	ConsumerOffset int64  `json:"consumerOffset" example:"42"`
 	Lag            int64  `json:"lag" example:"8"`
 	InFlight       int    `json:"inFlight" example:"2"`
-	LastStoredAt   string `json:"lastStoredAt,omitempty" format:"date-time"`
+	// LagIsLowerBound: the lag could not be counted completely; the true lag is higher.
+	LagIsLowerBound bool   `json:"lagIsLowerBound,omitempty"`
+	LastStoredAt    string `json:"lastStoredAt,omitempty" format:"date-time"`
 	// MirroredOffset is the committed offset mirrored in PostgreSQL (only
 	// with --database-url); it trails consumerOffset by the mirror's lag.
+	// Absent while the mirror is degraded (a note says so).
 	MirroredOffset *int64 `json:"mirroredOffset,omitempty" example:"40"`
 } //	@name	QueueProgress
 
-// Progress is a group's progress over all its queues.
+// Progress is a group's progress: the lag of its queues plus what waits in the delay ladder for it.
 type Progress struct {
-	Group    string          `json:"group" example:"billing"`
-	TotalLag int64           `json:"totalLag" example:"8"`
-	Queues   []QueueProgress `json:"queues"`
+	Group string `json:"group" example:"billing"`
+	// TotalLag is every message the group has still to consume: the queues' lag (queueId -1 rows count the
+	// group's retries of that topic already due), plus retry.total and delayed.total.
+	TotalLag int64 `json:"totalLag" example:"11"`
+	// TotalLagIsLowerBound: some part could not be counted (see notes); the true total is higher.
+	TotalLagIsLowerBound bool            `json:"totalLagIsLowerBound,omitempty"`
+	Queues               []QueueProgress `json:"queues"`
+	// Retry is the group's retries still waiting in the delay ladder (not yet due).
+	Retry LadderBacklog `json:"retry"`
+	// Delayed is the delayed messages (delayLevel, delayMs, deliverAt) of the group's topics not yet due.
+	Delayed DelayedBacklog `json:"delayed"`
+	// Notes explain counts that are unknown (null) or incomplete.
+	Notes []string `json:"notes,omitempty"`
 } //	@name	Progress
+
+// LadderBacklog counts messages waiting in the delay ladder.
+type LadderBacklog struct {
+	// Total is the sum over byLevel; null when some level cannot be counted.
+	Total *int64 `json:"total" example:"2"`
+	// ByLevel lists the levels that hold messages.
+	ByLevel []LevelBacklog `json:"byLevel"`
+} //	@name	LadderBacklog
+
+// DelayedBacklog counts a group's delayed messages not yet due.
+type DelayedBacklog struct {
+	// Total is the sum over byLevel plus timers; null when some level cannot be counted.
+	Total *int64 `json:"total" example:"1"`
+	// ByLevel lists the delay levels that hold messages (sent with delayLevel).
+	ByLevel []LevelBacklog `json:"byLevel"`
+	// Timers counts pending delayMs/deliverAt timers.
+	Timers int64 `json:"timers" example:"0"`
+} //	@name	DelayedBacklog
+
+// LevelBacklog is what waits at one delay level.
+type LevelBacklog struct {
+	Level   int   `json:"level" example:"3"`
+	DelayMs int64 `json:"delayMs" example:"10000"`
+	// Count is how many messages wait there; null when it cannot be known yet (see notes).
+	Count *int64 `json:"count" example:"2"`
+	// AtLeast is, when count is null, how many were counted so far.
+	AtLeast *int64 `json:"atLeast,omitempty"`
+} //	@name	LevelBacklog
 
 // ResetOffsetRequest moves a group's offsets by store time.
 type ResetOffsetRequest struct {
@@ -523,7 +565,8 @@ func (h *handler) commitOffsets(w http.ResponseWriter, r *http.Request) {
 // progress returns a group's per-queue progress.
 //
 //	@Summary		Consumer progress
-//	@Description	Per queue: broker offset, consumer offset, lag and in-flight leases (mqadmin consumerProgress).
+//	@Description	Per queue: broker offset, consumer offset, lag and in-flight leases (mqadmin consumerProgress). Queue id -1 is the topic's view of the group's retry topic: its lag counts the retries of that topic already due.
+//	@Description	`retry` counts the group's retries still waiting in the delay ladder, per level; `delayed` the delayed messages and timers of the group's topics not yet due. `totalLag` adds them all up. A count that cannot be known is null (never 0), with a note.
 //	@Tags			offsets
 //	@Produce		json
 //	@Produce		application/problem+json
@@ -540,12 +583,26 @@ func (h *handler) progress(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, err)
 		return
 	}
-	queues, err := h.deps.Broker.Progress(r.Context(), group)
+	p, err := h.groupProgress(r.Context(), group, h.deps.Broker.Progress)
 	if err != nil {
 		WriteError(w, r, err)
 		return
 	}
-	writeJSON(w, r, http.StatusOK, toProgress(group, queues))
+	writeJSON(w, r, http.StatusOK, p)
+}
+
+// groupProgress gathers a group's queue progress (from queues) and its
+// backlog in the delay ladder into the wire form.
+func (h *handler) groupProgress(ctx context.Context, group string, queues func(context.Context, string) ([]broker.QueueProgress, error)) (Progress, error) {
+	rows, err := queues(ctx, group)
+	if err != nil {
+		return Progress{}, err
+	}
+	backlog, err := h.deps.Broker.Backlog(ctx, group)
+	if err != nil {
+		return Progress{}, err
+	}
+	return toProgress(group, rows, backlog), nil
 }
 
 // resetOffset moves a group's offsets to a store time.
@@ -586,12 +643,14 @@ func (h *handler) resetOffset(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, fmt.Errorf("%w: topic %q", broker.ErrInvalidName, req.Topic))
 		return
 	}
-	queues, err := h.deps.Broker.ResetOffset(r.Context(), group, req.Topic, at)
+	p, err := h.groupProgress(r.Context(), group, func(ctx context.Context, group string) ([]broker.QueueProgress, error) {
+		return h.deps.Broker.ResetOffset(ctx, group, req.Topic, at)
+	})
 	if err != nil {
 		WriteError(w, r, err)
 		return
 	}
-	writeJSON(w, r, http.StatusOK, toProgress(group, queues))
+	writeJSON(w, r, http.StatusOK, p)
 }
 
 // toGroup converts a group to its wire form ("" consume mode is the
@@ -628,21 +687,58 @@ func toGroup(g broker.GroupConfig) Group {
 	return out
 }
 
-// toProgress converts per-queue progress to its wire form.
-func toProgress(group string, queues []broker.QueueProgress) Progress {
-	out := Progress{Group: group, Queues: make([]QueueProgress, 0, len(queues))}
+// toProgress converts a group's progress to its wire form.
+func toProgress(group string, queues []broker.QueueProgress, backlog broker.GroupBacklog) Progress {
+	out := Progress{Group: group, Queues: make([]QueueProgress, 0, len(queues)), Notes: backlog.Notes}
 	for _, q := range queues {
 		out.TotalLag += q.Lag
+		out.TotalLagIsLowerBound = out.TotalLagIsLowerBound || q.LagIsLowerBound
 		out.Queues = append(out.Queues, QueueProgress{
-			Topic:          q.Topic,
-			QueueID:        q.QueueID,
-			BrokerOffset:   q.BrokerOffset,
-			ConsumerOffset: q.ConsumerOffset,
-			Lag:            q.Lag,
-			InFlight:       q.InFlight,
-			LastStoredAt:   formatTime(q.LastStoredAt),
-			MirroredOffset: q.MirroredOffset,
+			Topic:           q.Topic,
+			QueueID:         q.QueueID,
+			BrokerOffset:    q.BrokerOffset,
+			ConsumerOffset:  q.ConsumerOffset,
+			Lag:             q.Lag,
+			InFlight:        q.InFlight,
+			LagIsLowerBound: q.LagIsLowerBound,
+			LastStoredAt:    formatTime(q.LastStoredAt),
+			MirroredOffset:  q.MirroredOffset,
 		})
+		if q.LagIsLowerBound {
+			out.Notes = append(out.Notes, fmt.Sprintf("the lag of %s queue %d is a lower bound (too many entries to count)", q.Topic, q.QueueID))
+		}
+	}
+	var retrySum, delayedSum int64
+	out.Retry.ByLevel, out.Retry.Total, retrySum = toLevels(backlog.Retry, 0)
+	out.Delayed.ByLevel, out.Delayed.Total, delayedSum = toLevels(backlog.Delayed, backlog.Timers)
+	out.Delayed.Timers = backlog.Timers
+	out.TotalLag += retrySum + delayedSum
+	if out.Retry.Total == nil || out.Delayed.Total == nil {
+		out.TotalLagIsLowerBound = true
 	}
 	return out
+}
+
+// toLevels converts per-level counts and sums them with extra: total is
+// nil when some level's count is unknown, sum counts what is known (a
+// lower bound then).
+func toLevels(levels []broker.LevelBacklog, extra int64) (out []LevelBacklog, total *int64, sum int64) {
+	out = make([]LevelBacklog, 0, len(levels))
+	sum, known := extra, true
+	for _, l := range levels {
+		out = append(out, LevelBacklog{Level: l.Level, DelayMs: l.Delay.Milliseconds(), Count: l.Count, AtLeast: l.AtLeast})
+		switch {
+		case l.Count != nil:
+			sum += *l.Count
+		case l.AtLeast != nil:
+			known = false
+			sum += *l.AtLeast
+		default:
+			known = false
+		}
+	}
+	if known {
+		total = &sum
+	}
+	return out, total, sum
 }

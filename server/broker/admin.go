@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/mqgate/mqgate/storage"
@@ -201,81 +200,6 @@ func (b *Broker) DeleteGroup(ctx context.Context, name string) error {
 	b.popsMu.Unlock()
 	b.progress.Forget(name)
 	return nil
-}
-
-// groupTopics lists the topics a group has progress in, subscribes to or
-// pops from.
-func (b *Broker) groupTopics(g GroupConfig) []string {
-	set := map[string]struct{}{}
-	for _, s := range g.Subscriptions {
-		set[s.Topic] = struct{}{}
-	}
-	for _, k := range b.progress.Keys() {
-		if k.Group == g.Name {
-			set[k.Topic] = struct{}{}
-		}
-	}
-	b.popsMu.Lock()
-	for k := range b.pops {
-		if k.group == g.Name {
-			set[k.topic] = struct{}{}
-		}
-	}
-	b.popsMu.Unlock()
-	out := make([]string, 0, len(set))
-	for t := range set {
-		out = append(out, t)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// Progress reports, per queue, the broker's max offset, the group's
-// committed offset, the lag and the leases in flight (mqadmin
-// consumerProgress). Queue id -1 is the topic's view of the group's retry
-// topic %RETRY%<group>; it is listed once retries exist.
-func (b *Broker) Progress(ctx context.Context, group string) ([]QueueProgress, error) {
-	g, err := b.GetGroup(ctx, group)
-	if err != nil {
-		return nil, err
-	}
-	var out []QueueProgress
-	for _, topic := range b.groupTopics(g) {
-		t, ok := b.registry.topic(topic)
-		if !ok {
-			continue
-		}
-		ps := b.existingPopState(group, topic)
-		for q := int32(retryQueueID); q < int32(t.Queues); q++ {
-			v := b.view(group, topic, q, nil)
-			committed, _, _ := b.progress.Get(v.key)
-			qp := QueueProgress{Topic: topic, QueueID: q, BrokerOffset: b.store.MaxOffset(v.storeTopic, v.storeQueue)}
-			qp.ConsumerOffset = max(committed, b.store.MinOffset(v.storeTopic, v.storeQueue))
-			qp.Lag = max(qp.BrokerOffset-qp.ConsumerOffset, 0)
-			if ps != nil {
-				ps.mu.Lock()
-				if c := ps.queues[q]; c != nil {
-					qp.InFlight = len(c.inflight)
-				}
-				ps.mu.Unlock()
-			}
-			if q == retryQueueID && qp.BrokerOffset == 0 && qp.InFlight == 0 {
-				continue // no retries: keep the view out of the listing
-			}
-			if qp.BrokerOffset > 0 {
-				if res, err := b.store.ReadQueue(v.storeTopic, v.storeQueue, qp.BrokerOffset-1, 1, nil); err == nil && len(res.Messages) == 1 {
-					qp.LastStoredAt = time.UnixMilli(res.Messages[0].StoreTimestamp).UTC()
-				}
-			}
-			out = append(out, qp)
-		}
-	}
-	return out, nil
-}
-
-// GetOffsets reports the group's committed offsets (the progress view).
-func (b *Broker) GetOffsets(ctx context.Context, group string) ([]QueueProgress, error) {
-	return b.Progress(ctx, group)
 }
 
 // CommitOffsets sets committed offsets (offset-mode consumers, resets).

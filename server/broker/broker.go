@@ -152,6 +152,7 @@ type Broker struct {
 	metrics   counters
 	dlqStatus dlqStatuses
 	timers    timerSet
+	ladder    ladder // undelivered schedule entries, for progress (ladder.go)
 	// carriedBelow: dead letters below this CommitLog offset have been
 	// carried forward (their originals are about to be deleted).
 	carriedBelow atomic.Int64
@@ -193,6 +194,7 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 	b.dedup.init()
 	b.metrics.init()
 	b.timers.init()
+	b.ladder.init(len(opts.DelayLevels))
 	b.epoch.Store(uint64(time.Now().UnixNano()))
 	if err := b.recover(ctx); err != nil {
 		_ = store.Close()
