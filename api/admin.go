@@ -286,18 +286,19 @@ func topicConfig(name string, req TopicRequest) broker.TopicConfig {
 	return broker.TopicConfig{Name: name, Queues: req.Queues, RetentionHours: req.RetentionHours, Perm: req.Perm}
 }
 
-// deleteTopic deletes a topic.
+// deleteTopic deletes a topic with its messages.
 //
-//	@Summary	Delete a topic
-//	@Tags		topics
-//	@Produce	application/problem+json
-//	@Param		topic	path	string	true	"Topic name"
-//	@Success	204
-//	@Failure	400	{object}	Problem	"invalid-name"
-//	@Failure	404	{object}	Problem	"topic-not-found"
-//	@Failure	500	{object}	Problem	"internal"
-//	@Failure	503	{object}	Problem	"storage-read-only, shutting-down"
-//	@Router		/topics/{topic} [delete]
+//	@Summary		Delete a topic
+//	@Description	Deletes the topic and its messages for every purpose (as SQS DeleteQueue): a topic created again under the same name starts empty for every group, old and new. Its queue offsets continue (never reused); lookups by id or key no longer find the old messages; every group's offsets and leases on the topic are dropped; retries, delayed messages and timers still waiting for it are never delivered. Dead letters stay in their group's DLQ; a resend delivers to the topic's current incarnation.
+//	@Tags			topics
+//	@Produce		application/problem+json
+//	@Param			topic	path	string	true	"Topic name"
+//	@Success		204
+//	@Failure		400	{object}	Problem	"invalid-name"
+//	@Failure		404	{object}	Problem	"topic-not-found"
+//	@Failure		500	{object}	Problem	"internal"
+//	@Failure		503	{object}	Problem	"storage-read-only, shutting-down"
+//	@Router			/topics/{topic} [delete]
 func (h *handler) deleteTopic(w http.ResponseWriter, r *http.Request) {
 	name, err := nameParam(r, "topic", "topic")
 	if err != nil {

@@ -90,19 +90,6 @@ func (b *Broker) ListTopics(ctx context.Context) ([]TopicConfig, error) {
 	return b.registry.listTopics(), nil
 }
 
-// DeleteTopic removes a topic's configuration. Its stored messages stay
-// until retention deletes them.
-func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
-	if err := ValidateTopicName(name); err != nil {
-		return err
-	}
-	ok, err := b.registry.deleteTopic(name)
-	if err == nil && !ok {
-		err = fmt.Errorf("%w: %s", ErrTopicNotFound, name)
-	}
-	return err
-}
-
 // PutGroup creates or replaces a consumer group (idempotent).
 func (b *Broker) PutGroup(ctx context.Context, g GroupConfig) (GroupConfig, bool, error) {
 	g, err := b.normalizeGroup(g)
@@ -334,7 +321,7 @@ func (b *Broker) GetMessage(ctx context.Context, id string) (ReceivedMessage, er
 		}
 		return ReceivedMessage{}, mapStoreErr(err)
 	}
-	if m.Topic == offsetTopic {
+	if m.Topic == offsetTopic || b.deletedMessage(m) {
 		return ReceivedMessage{}, fmt.Errorf("%w: %s", ErrMessageNotFound, id)
 	}
 	return toReceived(m), nil

@@ -148,6 +148,10 @@ type Broker struct {
 	epoch  atomic.Uint64 // lease epochs: unique across restarts (seeded from the clock)
 	rr     atomic.Uint32 // round-robin queue choice for sends
 
+	// topicGate orders topic deletions against the writers of message
+	// copies (topicdelete.go).
+	topicGate sync.RWMutex
+
 	dedup     dedupTable
 	metrics   counters
 	dlqStatus dlqStatuses
@@ -212,6 +216,9 @@ func (b *Broker) recover(ctx context.Context) error {
 	if b.receipts, err = loadReceiptKey(b.store); err != nil {
 		return err
 	}
+	if err := b.finishDeletions(); err != nil {
+		return err
+	}
 	table, from, err := offset.Load(b.store.MetaPath(offsetsSnapshot))
 	if errors.Is(err, offset.ErrBadSnap) {
 		b.log.Warn().Err(err).Msg("offset snapshot unreadable; replaying every retained offset record")
@@ -253,7 +260,7 @@ func (b *Broker) recover(ctx context.Context) error {
 		ProgressPath: b.store.MetaPath(delayProgress),
 		OnDeliver:    func(_ int, late time.Duration) { b.metrics.late(late) },
 		Logger:       b.opts.Logger,
-	}, b.store.ScheduleSource(), b.store.ScheduleSink())
+	}, b.store.ScheduleSource(), deliverSink{b: b, next: b.store.ScheduleSink()})
 	return err
 }
 

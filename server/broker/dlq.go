@@ -347,6 +347,8 @@ func (b *Broker) ResendDeadLetters(ctx context.Context, group string, ids []stri
 // topic (RETRY_TOPIC, which the store indexes the copy by), ORIGIN_MESSAGE_ID
 // and a reconsume count of 0.
 func (b *Broker) resendChunk(ctx context.Context, group string, letters []*message.Message, res *ResendResult) error {
+	b.topicGate.RLock() // see topicdelete.go
+	defer b.topicGate.RUnlock()
 	now := time.Now()
 	var msgs []*message.Message
 	var recs []dlqStatusRecord

@@ -13,11 +13,33 @@ import (
 // registry holds topic and group configuration (RocketMQ's topics.json and
 // subscriptionGroup.json). Each change rewrites its file atomically before
 // it is visible, so a created topic survives any crash.
+//
+// topics.json also keeps the deletion record (tombstone) of every deleted
+// topic name, in the same atomic write that removes the topic: an object
+// from topic name to its configuration plus, for a name that was deleted
+// (and possibly created again since), a "Deleted" member. A name that is
+// only a tombstone has no queues.
 type registry struct {
 	files  metaFiles
 	mu     sync.RWMutex
 	topics map[string]TopicConfig
+	tombs  map[string]topicTombstone
 	groups map[string]GroupConfig
+}
+
+// topicTombstone records a topic's deletion (topicdelete.go): every message
+// of the deleted topic lies below CommitLogOffset, and every schedule entry
+// for it at delay level L below ScheduleOffsets[L-1].
+type topicTombstone struct {
+	DeletedAt       time.Time
+	CommitLogOffset int64
+	ScheduleOffsets []int64
+}
+
+// topicEntry is one member of topics.json.
+type topicEntry struct {
+	TopicConfig
+	Deleted *topicTombstone `json:",omitempty"`
 }
 
 const (
@@ -32,9 +54,18 @@ type metaFiles interface {
 }
 
 func openRegistry(files metaFiles) (*registry, error) {
-	r := &registry{files: files, topics: map[string]TopicConfig{}, groups: map[string]GroupConfig{}}
-	if err := readJSON(files, topicsFile, &r.topics); err != nil {
+	r := &registry{files: files, topics: map[string]TopicConfig{}, tombs: map[string]topicTombstone{}, groups: map[string]GroupConfig{}}
+	var entries map[string]topicEntry
+	if err := readJSON(files, topicsFile, &entries); err != nil {
 		return nil, err
+	}
+	for name, e := range entries {
+		if e.Deleted != nil {
+			r.tombs[name] = *e.Deleted
+		}
+		if e.Deleted == nil || e.Queues > 0 {
+			r.topics[name] = e.TopicConfig
+		}
 	}
 	if err := readJSON(files, groupsFile, &r.groups); err != nil {
 		return nil, err
@@ -133,11 +164,28 @@ func (r *registry) storeTopicLocked(t TopicConfig) error {
 		next[k] = v
 	}
 	next[t.Name] = t
-	if err := r.save(topicsFile, next); err != nil {
+	if err := r.saveTopicsLocked(next, r.tombs); err != nil {
 		return err
 	}
 	r.topics = next
 	return nil
+}
+
+// saveTopicsLocked writes topics.json; the caller holds r.mu.
+func (r *registry) saveTopicsLocked(topics map[string]TopicConfig, tombs map[string]topicTombstone) error {
+	entries := make(map[string]topicEntry, len(topics)+len(tombs))
+	for name, t := range topics {
+		entries[name] = topicEntry{TopicConfig: t}
+	}
+	for name, tomb := range tombs {
+		e := entries[name]
+		if e.Name == "" {
+			e.Name = name
+		}
+		e.Deleted = &tomb
+		entries[name] = e
+	}
+	return r.save(topicsFile, entries)
 }
 
 // shrinkError refuses to lower a topic's queue count (queue ids are
@@ -162,7 +210,8 @@ func (e *shrinkError) Is(target error) bool {
 	return target == ErrInvalidArgument || target == ErrQueueShrink
 }
 
-func (r *registry) deleteTopic(name string) (bool, error) {
+// deleteTopic removes a topic and records its tombstone, in one write.
+func (r *registry) deleteTopic(name string, tomb topicTombstone) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.topics[name]; !ok {
@@ -174,11 +223,54 @@ func (r *registry) deleteTopic(name string) (bool, error) {
 			next[k] = v
 		}
 	}
-	if err := r.save(topicsFile, next); err != nil {
+	tombs := r.tombsWithLocked(name, &tomb)
+	if err := r.saveTopicsLocked(next, tombs); err != nil {
 		return false, err
 	}
-	r.topics = next
+	r.topics, r.tombs = next, tombs
 	return true, nil
+}
+
+// setTombstone replaces (nil: drops) the tombstone of name.
+func (r *registry) setTombstone(name string, tomb *topicTombstone) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	tombs := r.tombsWithLocked(name, tomb)
+	if err := r.saveTopicsLocked(r.topics, tombs); err != nil {
+		return err
+	}
+	r.tombs = tombs
+	return nil
+}
+
+// tombsWithLocked is a copy of the tombstones with name's replaced (nil:
+// dropped); the caller holds r.mu.
+func (r *registry) tombsWithLocked(name string, tomb *topicTombstone) map[string]topicTombstone {
+	next := make(map[string]topicTombstone, len(r.tombs)+1)
+	for k, v := range r.tombs {
+		next[k] = v
+	}
+	if tomb != nil {
+		next[name] = *tomb
+	} else {
+		delete(next, name)
+	}
+	return next
+}
+
+// tombstone returns the deletion record of name, if it was ever deleted.
+func (r *registry) tombstone(name string) (topicTombstone, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.tombs[name]
+	return t, ok
+}
+
+// tombstones returns every deletion record.
+func (r *registry) tombstones() map[string]topicTombstone {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.tombs
 }
 
 func (r *registry) putGroup(g GroupConfig, ifAbsent bool) (GroupConfig, bool, error) {

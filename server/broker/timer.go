@@ -287,9 +287,16 @@ func (b *Broker) deliverDueTimers(now time.Time) error {
 }
 
 func (b *Broker) deliverTimers(batch []*timerEntry, now time.Time) error {
+	b.topicGate.RLock() // see topicdelete.go
+	defer b.topicGate.RUnlock()
 	msgs := make([]*message.Message, 0, len(batch)+1)
 	recs := make([]timerStatusRecord, 0, len(batch))
 	for _, e := range batch {
+		if id, err := message.ParseID(e.id); err == nil && id.Offset() < b.retryFloor(e.topic) {
+			// Its topic was deleted after it was scheduled.
+			recs = append(recs, timerStatusRecord{ID: e.id, Status: timerCancelled, At: now.UTC()})
+			continue
+		}
 		recs = append(recs, timerStatusRecord{ID: e.id, Status: timerDelivered, At: now.UTC()})
 		m, err := b.store.Lookup(e.phys)
 		if errors.Is(err, storage.ErrOffsetTooSmall) || errors.Is(err, storage.ErrNotFound) {
@@ -414,11 +421,22 @@ func (b *Broker) CancelTimer(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	body, _ := json.Marshal([]timerStatusRecord{{ID: e.id, Status: timerCancelled, At: time.Now().UTC()}})
+	if err := b.appendTimerStatus([]timerStatusRecord{{ID: e.id, Status: timerCancelled, At: time.Now().UTC()}}); err != nil {
+		return err
+	}
+	t.remove(e)
+	return nil
+}
+
+// appendTimerStatus makes timer status changes durable.
+func (b *Broker) appendTimerStatus(recs []timerStatusRecord) error {
+	body, err := json.Marshal(recs)
+	if err != nil {
+		return err
+	}
 	if _, err := b.store.Put(&message.Message{Topic: timerStatusTopic, Body: body, BornTimestamp: time.Now().UnixMilli()}); err != nil {
 		return mapStoreErr(err)
 	}
-	t.remove(e)
 	return nil
 }
 
