@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -134,6 +135,8 @@ func (h *handler) registerTopicRoutes(r chi.Router) {
 	r.Get("/topics/{topic}", h.getTopic)
 	// PUT /v1/topics/{topic} — create or update a topic.
 	r.With(bodyLimit(smallBodyLimit), requireJSON).Put("/topics/{topic}", h.putTopic)
+	// PATCH /v1/topics/{topic} — change some fields of a topic (JSON merge patch).
+	r.With(bodyLimit(smallBodyLimit), requireMergePatch).Patch("/topics/{topic}", h.patchTopic)
 	// DELETE /v1/topics/{topic} — delete a topic.
 	r.Delete("/topics/{topic}", h.deleteTopic)
 	// GET /v1/topics/{topic}/queues/{queueId}/messages — read by offset.
@@ -204,10 +207,10 @@ func (h *handler) getTopic(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, r, http.StatusOK, toTopic(t))
 }
 
-// putTopic creates or updates a topic.
+// putTopic creates or replaces a topic.
 //
-//	@Summary		Create or update a topic
-//	@Description	Creates the topic (201) or updates it (200). An empty body takes the defaults.
+//	@Summary		Create or replace a topic
+//	@Description	Creates the topic (201) or replaces its settings (200). PUT replaces the whole topic: a field left out takes its default (queues 4, retentionHours 0 = the store default, perm rw), and a topic's queue count cannot shrink. Use PATCH to change single fields. An empty body takes the defaults.
 //	@Tags			topics
 //	@Accept			json
 //	@Produce		json
@@ -229,24 +232,23 @@ func (h *handler) putTopic(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req TopicRequest
-	if err := readJSON(r, &req, true); err != nil {
+	fields, err := readJSONFields(r, &req, true)
+	if err != nil {
 		WriteError(w, r, err)
 		return
 	}
-	switch {
-	case req.Queues < 0 || req.Queues > maxQueues:
-		WriteError(w, r, invalidArgument("queues %d must be between 1 and %d (0 = default)", req.Queues, maxQueues))
-		return
-	case req.RetentionHours < 0:
-		WriteError(w, r, invalidArgument("retentionHours %d must not be negative", req.RetentionHours))
-		return
-	case req.Perm != "" && req.Perm != "rw" && req.Perm != "r" && req.Perm != "w":
-		WriteError(w, r, invalidArgument(`perm %q must be "rw", "r" or "w"`, req.Perm))
+	if err := checkTopicRequest(req); err != nil {
+		WriteError(w, r, err)
 		return
 	}
-	t, created, err := h.deps.Broker.PutTopic(r.Context(), broker.TopicConfig{
-		Name: name, Queues: req.Queues, RetentionHours: req.RetentionHours, Perm: req.Perm,
-	})
+	t, created, err := h.deps.Broker.PutTopic(r.Context(), topicConfig(name, req))
+	if errors.Is(err, broker.ErrQueueShrink) && req.Queues == 0 {
+		change := "single fields"
+		if len(fields) > 0 {
+			change = "only " + strings.Join(fields, ", ")
+		}
+		err = fmt.Errorf("%w; use PATCH to change %s", err, change)
+	}
 	if err != nil {
 		WriteError(w, r, err)
 		return
@@ -259,18 +261,84 @@ func (h *handler) putTopic(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, r, status, toTopic(t))
 }
 
-// deleteTopic deletes a topic.
+// patchTopic changes some settings of a topic.
 //
-//	@Summary	Delete a topic
-//	@Tags		topics
-//	@Produce	application/problem+json
-//	@Param		topic	path	string	true	"Topic name"
-//	@Success	204
-//	@Failure	400	{object}	Problem	"invalid-name"
-//	@Failure	404	{object}	Problem	"topic-not-found"
-//	@Failure	500	{object}	Problem	"internal"
-//	@Failure	503	{object}	Problem	"storage-read-only, shutting-down"
-//	@Router		/topics/{topic} [delete]
+//	@Summary		Change a topic's settings
+//	@Description	A JSON merge patch (RFC 7396) of the topic's settings (TopicRequest): the fields given replace the topic's, null resets a field to its default, the others stay. The result is validated like a PUT (a queue count cannot shrink). Content-Type application/merge-patch+json (or application/json).
+//	@Tags			topics
+//	@Accept			json
+//	@Accept			application/merge-patch+json
+//	@Produce		json
+//	@Produce		application/problem+json
+//	@Param			topic	path		string			true	"Topic name"
+//	@Param			request	body		TopicRequest	true	"The fields to change"
+//	@Success		200		{object}	Topic
+//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request"
+//	@Failure		404		{object}	Problem	"topic-not-found"
+//	@Failure		413		{object}	Problem	"body-too-large"
+//	@Failure		415		{object}	Problem	"unsupported-media-type"
+//	@Failure		500		{object}	Problem	"internal"
+//	@Failure		503		{object}	Problem	"storage-read-only, shutting-down"
+//	@Router			/topics/{topic} [patch]
+func (h *handler) patchTopic(w http.ResponseWriter, r *http.Request) {
+	name, err := nameParam(r, "topic", "topic")
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	patch, err := readMergePatch(r)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	t, err := h.deps.Broker.PatchTopic(r.Context(), name, func(cur broker.TopicConfig) (broker.TopicConfig, error) {
+		var req TopicRequest
+		if err := applyMergePatch(TopicRequest{Queues: cur.Queues, RetentionHours: cur.RetentionHours, Perm: cur.Perm}, patch, &req); err != nil {
+			return cur, err
+		}
+		if err := checkTopicRequest(req); err != nil {
+			return cur, err
+		}
+		return topicConfig(name, req), nil
+	})
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, toTopic(t))
+}
+
+// checkTopicRequest applies the transport's bounds to a topic request.
+func checkTopicRequest(req TopicRequest) error {
+	switch {
+	case req.Queues < 0 || req.Queues > maxQueues:
+		return invalidArgument("queues %d must be between 1 and %d (0 = default)", req.Queues, maxQueues)
+	case req.RetentionHours < 0:
+		return invalidArgument("retentionHours %d must not be negative", req.RetentionHours)
+	case req.Perm != "" && req.Perm != "rw" && req.Perm != "r" && req.Perm != "w":
+		return invalidArgument(`perm %q must be "rw", "r" or "w"`, req.Perm)
+	}
+	return nil
+}
+
+// topicConfig converts a checked topic request.
+func topicConfig(name string, req TopicRequest) broker.TopicConfig {
+	return broker.TopicConfig{Name: name, Queues: req.Queues, RetentionHours: req.RetentionHours, Perm: req.Perm}
+}
+
+// deleteTopic deletes a topic with its messages.
+//
+//	@Summary		Delete a topic
+//	@Description	Deletes the topic and its messages for every purpose (as SQS DeleteQueue): a topic created again under the same name starts empty for every group, old and new. Its queue offsets continue (never reused); lookups by id or key no longer find the old messages; every group's offsets and leases on the topic are dropped; retries, delayed messages and timers still waiting for it are never delivered. Dead letters stay in their group's DLQ; a resend delivers to the topic's current incarnation.
+//	@Tags			topics
+//	@Produce		application/problem+json
+//	@Param			topic	path	string	true	"Topic name"
+//	@Success		204
+//	@Failure		400	{object}	Problem	"invalid-name"
+//	@Failure		404	{object}	Problem	"topic-not-found"
+//	@Failure		500	{object}	Problem	"internal"
+//	@Failure		503	{object}	Problem	"storage-read-only, shutting-down"
+//	@Router			/topics/{topic} [delete]
 func (h *handler) deleteTopic(w http.ResponseWriter, r *http.Request) {
 	name, err := nameParam(r, "topic", "topic")
 	if err != nil {

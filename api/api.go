@@ -72,6 +72,9 @@ type Consumer interface {
 type Admin interface {
 	// PutTopic creates or updates a topic; created reports a creation.
 	PutTopic(ctx context.Context, cfg broker.TopicConfig) (broker.TopicConfig, bool, error)
+	// PatchTopic changes an existing topic: patch maps its current
+	// configuration to the new one (run under the broker's registry lock).
+	PatchTopic(ctx context.Context, name string, patch func(broker.TopicConfig) (broker.TopicConfig, error)) (broker.TopicConfig, error)
 	// GetTopic returns one topic.
 	GetTopic(ctx context.Context, name string) (broker.TopicConfig, error)
 	// ListTopics returns all user topics.
@@ -80,6 +83,8 @@ type Admin interface {
 	DeleteTopic(ctx context.Context, name string) error
 	// PutGroup creates or updates a group; created reports a creation.
 	PutGroup(ctx context.Context, cfg broker.GroupConfig) (broker.GroupConfig, bool, error)
+	// PatchGroup changes an existing group like PatchTopic.
+	PatchGroup(ctx context.Context, name string, patch func(broker.GroupConfig) (broker.GroupConfig, error)) (broker.GroupConfig, error)
 	// GetGroup returns one group.
 	GetGroup(ctx context.Context, name string) (broker.GroupConfig, error)
 	// ListGroups returns all groups.
@@ -89,6 +94,9 @@ type Admin interface {
 	// Progress returns per-queue broker offset, consumer offset, lag and
 	// in-flight count of a group.
 	Progress(ctx context.Context, group string) ([]broker.QueueProgress, error)
+	// Backlog returns what waits for a group in the delay ladder (its
+	// retries, the delayed messages of its topics) and pending timers.
+	Backlog(ctx context.Context, group string) (broker.GroupBacklog, error)
 	// ResetOffset moves the group's offsets of topic to the first message
 	// stored at or after t.
 	ResetOffset(ctx context.Context, group, topic string, t time.Time) ([]broker.QueueProgress, error)

@@ -157,6 +157,19 @@ func (f *fakeBroker) PutTopic(ctx context.Context, cfg broker.TopicConfig) (brok
 	return cfg, f.created, nil
 }
 
+func (f *fakeBroker) PatchTopic(ctx context.Context, name string, patch func(broker.TopicConfig) (broker.TopicConfig, error)) (broker.TopicConfig, error) {
+	cur, err := f.GetTopic(ctx, name)
+	if err != nil {
+		return cur, err
+	}
+	next, err := patch(cur)
+	if err != nil {
+		return cur, err
+	}
+	f.record(next)
+	return next, nil
+}
+
 func (f *fakeBroker) GetTopic(ctx context.Context, name string) (broker.TopicConfig, error) {
 	if err := f.check(); err != nil {
 		return broker.TopicConfig{}, err
@@ -183,6 +196,19 @@ func (f *fakeBroker) PutGroup(ctx context.Context, cfg broker.GroupConfig) (brok
 	}
 	f.record(cfg)
 	return cfg, f.created, nil
+}
+
+func (f *fakeBroker) PatchGroup(ctx context.Context, name string, patch func(broker.GroupConfig) (broker.GroupConfig, error)) (broker.GroupConfig, error) {
+	cur, err := f.GetGroup(ctx, name)
+	if err != nil {
+		return cur, err
+	}
+	next, err := patch(cur)
+	if err != nil {
+		return cur, err
+	}
+	f.record(next)
+	return next, nil
 }
 
 func (f *fakeBroker) GetGroup(ctx context.Context, name string) (broker.GroupConfig, error) {
@@ -235,6 +261,13 @@ func (f *fakeBroker) Progress(ctx context.Context, group string) ([]broker.Queue
 		return nil, err
 	}
 	return f.progressRows(), nil
+}
+
+func (f *fakeBroker) Backlog(ctx context.Context, group string) (broker.GroupBacklog, error) {
+	if err := f.check(); err != nil {
+		return broker.GroupBacklog{}, err
+	}
+	return broker.GroupBacklog{}, nil
 }
 
 func (f *fakeBroker) ResetOffset(ctx context.Context, group, topic string, t time.Time) ([]broker.QueueProgress, error) {
@@ -365,9 +398,9 @@ func TestRouting(t *testing.T) {
 	})
 	t.Run("MethodNotAllowed", func(t *testing.T) {
 		t.Parallel()
-		rec := setup(t).do(t, http.MethodPatch, "/v1/topics/orders", "")
+		rec := setup(t).do(t, http.MethodPost, "/v1/topics/orders", "")
 		requireProblem(t, rec, http.StatusMethodNotAllowed, "method-not-allowed")
-		require.Equal(t, "GET, PUT, DELETE", rec.Header().Get("Allow"))
+		require.Equal(t, "GET, PUT, DELETE, PATCH", rec.Header().Get("Allow"))
 	})
 	t.Run("Draining", func(t *testing.T) {
 		t.Parallel()

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -120,18 +121,59 @@ type QueueProgress struct {
 	ConsumerOffset int64  `json:"consumerOffset" example:"42"`
 	Lag            int64  `json:"lag" example:"8"`
 	InFlight       int    `json:"inFlight" example:"2"`
-	LastStoredAt   string `json:"lastStoredAt,omitempty" format:"date-time"`
+	// LagIsLowerBound: the lag could not be counted completely; the true lag is higher.
+	LagIsLowerBound bool   `json:"lagIsLowerBound,omitempty"`
+	LastStoredAt    string `json:"lastStoredAt,omitempty" format:"date-time"`
 	// MirroredOffset is the committed offset mirrored in PostgreSQL (only
 	// with --database-url); it trails consumerOffset by the mirror's lag.
+	// Absent while the mirror is degraded (a note says so).
 	MirroredOffset *int64 `json:"mirroredOffset,omitempty" example:"40"`
 } //	@name	QueueProgress
 
-// Progress is a group's progress over all its queues.
+// Progress is a group's progress: the lag of its queues plus what waits in the delay ladder for it.
 type Progress struct {
-	Group    string          `json:"group" example:"billing"`
-	TotalLag int64           `json:"totalLag" example:"8"`
-	Queues   []QueueProgress `json:"queues"`
+	Group string `json:"group" example:"billing"`
+	// TotalLag is every message the group has still to consume: the queues' lag (queueId -1 rows count the
+	// group's retries of that topic already due), plus retry.total and delayed.total.
+	TotalLag int64 `json:"totalLag" example:"11"`
+	// TotalLagIsLowerBound: some part could not be counted (see notes); the true total is higher.
+	TotalLagIsLowerBound bool            `json:"totalLagIsLowerBound,omitempty"`
+	Queues               []QueueProgress `json:"queues"`
+	// Retry is the group's retries still waiting in the delay ladder (not yet due).
+	Retry LadderBacklog `json:"retry"`
+	// Delayed is the delayed messages (delayLevel, delayMs, deliverAt) of the group's topics not yet due.
+	Delayed DelayedBacklog `json:"delayed"`
+	// Notes explain counts that are unknown (null) or incomplete.
+	Notes []string `json:"notes,omitempty"`
 } //	@name	Progress
+
+// LadderBacklog counts messages waiting in the delay ladder.
+type LadderBacklog struct {
+	// Total is the sum over byLevel; null when some level cannot be counted.
+	Total *int64 `json:"total" example:"2"`
+	// ByLevel lists the levels that hold messages.
+	ByLevel []LevelBacklog `json:"byLevel"`
+} //	@name	LadderBacklog
+
+// DelayedBacklog counts a group's delayed messages not yet due.
+type DelayedBacklog struct {
+	// Total is the sum over byLevel plus timers; null when some level cannot be counted.
+	Total *int64 `json:"total" example:"1"`
+	// ByLevel lists the delay levels that hold messages (sent with delayLevel).
+	ByLevel []LevelBacklog `json:"byLevel"`
+	// Timers counts pending delayMs/deliverAt timers.
+	Timers int64 `json:"timers" example:"0"`
+} //	@name	DelayedBacklog
+
+// LevelBacklog is what waits at one delay level.
+type LevelBacklog struct {
+	Level   int   `json:"level" example:"3"`
+	DelayMs int64 `json:"delayMs" example:"10000"`
+	// Count is how many messages wait there; null when it cannot be known yet (see notes).
+	Count *int64 `json:"count" example:"2"`
+	// AtLeast is, when count is null, how many were counted so far.
+	AtLeast *int64 `json:"atLeast,omitempty"`
+} //	@name	LevelBacklog
 
 // ResetOffsetRequest moves a group's offsets by store time.
 type ResetOffsetRequest struct {
@@ -153,9 +195,11 @@ func (h *handler) registerGroupRoutes(r chi.Router) {
 	r.Get("/groups/{group}/offsets", h.getOffsets)
 	// GET /v1/groups/{group}/progress — per-queue lag.
 	r.Get("/groups/{group}/progress", h.progress)
+	// PATCH /v1/groups/{group} — change some fields of a group (JSON merge patch).
+	r.With(bodyLimit(smallBodyLimit), requireMergePatch).Patch("/groups/{group}", h.patchGroup)
 	r.Group(func(r chi.Router) {
 		r.Use(bodyLimit(smallBodyLimit), requireJSON)
-		// PUT /v1/groups/{group} — create or update a group.
+		// PUT /v1/groups/{group} — create or replace a group.
 		r.Put("/groups/{group}", h.putGroup)
 		// PUT /v1/groups/{group}/offsets — commit offsets.
 		r.Put("/groups/{group}/offsets", h.commitOffsets)
@@ -214,10 +258,10 @@ func (h *handler) getGroup(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, r, http.StatusOK, toGroup(g))
 }
 
-// putGroup creates or updates a consumer group.
+// putGroup creates or replaces a consumer group.
 //
-//	@Summary		Create or update a group
-//	@Description	Creates the group (201) or updates it (200). An empty body takes the defaults; `sql` filters are not supported yet (501).
+//	@Summary		Create or replace a group
+//	@Description	Creates the group (201) or replaces its settings (200): PUT replaces the whole group, a field left out takes its default (use PATCH to change single fields). An empty body takes the defaults; `sql` filters are not supported yet (501).
 //	@Description	With `push` the gateway delivers the group's messages to a webhook (see PushRequest); a PUT without `push` removes the endpoint. When `push.secret` is left out the group keeps its current secret, or a new one is generated and returned in this response only.
 //	@Tags			groups
 //	@Accept			json
@@ -281,6 +325,82 @@ func (h *handler) putGroup(w http.ResponseWriter, r *http.Request) {
 		resp.Push.Secret = g.Push.Secret // shown once, never by a GET
 	}
 	writeJSON(w, r, status, resp)
+}
+
+// patchGroup changes some settings of a consumer group.
+//
+//	@Summary		Change a group's settings
+//	@Description	A JSON merge patch (RFC 7396) of the group's settings (GroupRequest): the fields given replace the group's, null removes a field (`push: null` removes the endpoint) and resets it to its default, the others stay. `subscriptions` is an array, so a patch replaces the whole list. `push` merges member by member; its secret is write-only: a patch that does not name `push.secret` keeps it (a new endpoint without one gets a generated secret, returned in this response only). The result is validated like a PUT. Content-Type application/merge-patch+json (or application/json).
+//	@Tags			groups
+//	@Accept			json
+//	@Accept			application/merge-patch+json
+//	@Produce		json
+//	@Produce		application/problem+json
+//	@Param			group	path		string			true	"Group name"
+//	@Param			request	body		GroupRequest	true	"The fields to change"
+//	@Success		200		{object}	Group
+//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request"
+//	@Failure		404		{object}	Problem	"group-not-found"
+//	@Failure		413		{object}	Problem	"body-too-large"
+//	@Failure		415		{object}	Problem	"unsupported-media-type"
+//	@Failure		500		{object}	Problem	"internal"
+//	@Failure		501		{object}	Problem	"not-implemented"
+//	@Failure		503		{object}	Problem	"storage-read-only, shutting-down"
+//	@Router			/groups/{group} [patch]
+func (h *handler) patchGroup(w http.ResponseWriter, r *http.Request) {
+	name, err := nameParam(r, "group", "group")
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	patch, err := readMergePatch(r)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	var generated bool
+	g, err := h.deps.Broker.PatchGroup(r.Context(), name, func(cur broker.GroupConfig) (broker.GroupConfig, error) {
+		var req GroupRequest
+		if err := applyMergePatch(groupRequestOf(cur), patch, &req); err != nil {
+			return cur, err
+		}
+		cfg, err := groupConfig(name, req)
+		if err != nil {
+			return cur, err
+		}
+		if p := cur.Push; p != nil && p.Disabled && cfg.Push != nil && cfg.Push.Disabled {
+			cfg.Push.DisabledReason = p.DisabledReason // still disabled, for the same reason
+		}
+		generated, err = broker.NormalizePush(&cfg, cur.Push)
+		return cfg, err
+	})
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	resp := toGroup(g)
+	if generated && resp.Push != nil && g.Push != nil {
+		resp.Push.Secret = g.Push.Secret // shown once, never by a GET
+	}
+	writeJSON(w, r, http.StatusOK, resp)
+}
+
+// groupRequestOf is the PUT request that would give g (without the push
+// secret, which is write-only): the document a PATCH merges into.
+func groupRequestOf(g broker.GroupConfig) GroupRequest {
+	req := GroupRequest{
+		ConsumeMode:   g.ConsumeMode,
+		Orderly:       g.Orderly,
+		RetryMaxTimes: g.RetryMaxTimes,
+		InvisibleMs:   g.Invisible.Milliseconds(),
+	}
+	for _, s := range g.Subscriptions {
+		req.Subscriptions = append(req.Subscriptions, Subscription{Topic: s.Topic, TagExpression: s.TagExpression})
+	}
+	if p := g.Push; p != nil {
+		req.Push = &PushRequest{URL: p.URL, Mode: p.Mode, MaxConcurrency: p.MaxConcurrency, TimeoutMs: p.Timeout.Milliseconds(), Disabled: p.Disabled}
+	}
+	return req
 }
 
 // groupConfig validates a group request and converts it.
@@ -445,7 +565,8 @@ func (h *handler) commitOffsets(w http.ResponseWriter, r *http.Request) {
 // progress returns a group's per-queue progress.
 //
 //	@Summary		Consumer progress
-//	@Description	Per queue: broker offset, consumer offset, lag and in-flight leases (mqadmin consumerProgress).
+//	@Description	Per queue: broker offset, consumer offset, lag and in-flight leases (mqadmin consumerProgress). Queue id -1 is the topic's view of the group's retry topic: its lag counts the retries of that topic already due.
+//	@Description	`retry` counts the group's retries still waiting in the delay ladder, per level; `delayed` the delayed messages and timers of the group's topics not yet due. `totalLag` adds them all up. A count that cannot be known is null (never 0), with a note.
 //	@Tags			offsets
 //	@Produce		json
 //	@Produce		application/problem+json
@@ -462,12 +583,26 @@ func (h *handler) progress(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, err)
 		return
 	}
-	queues, err := h.deps.Broker.Progress(r.Context(), group)
+	p, err := h.groupProgress(r.Context(), group, h.deps.Broker.Progress)
 	if err != nil {
 		WriteError(w, r, err)
 		return
 	}
-	writeJSON(w, r, http.StatusOK, toProgress(group, queues))
+	writeJSON(w, r, http.StatusOK, p)
+}
+
+// groupProgress gathers a group's queue progress (from queues) and its
+// backlog in the delay ladder into the wire form.
+func (h *handler) groupProgress(ctx context.Context, group string, queues func(context.Context, string) ([]broker.QueueProgress, error)) (Progress, error) {
+	rows, err := queues(ctx, group)
+	if err != nil {
+		return Progress{}, err
+	}
+	backlog, err := h.deps.Broker.Backlog(ctx, group)
+	if err != nil {
+		return Progress{}, err
+	}
+	return toProgress(group, rows, backlog), nil
 }
 
 // resetOffset moves a group's offsets to a store time.
@@ -508,12 +643,14 @@ func (h *handler) resetOffset(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, fmt.Errorf("%w: topic %q", broker.ErrInvalidName, req.Topic))
 		return
 	}
-	queues, err := h.deps.Broker.ResetOffset(r.Context(), group, req.Topic, at)
+	p, err := h.groupProgress(r.Context(), group, func(ctx context.Context, group string) ([]broker.QueueProgress, error) {
+		return h.deps.Broker.ResetOffset(ctx, group, req.Topic, at)
+	})
 	if err != nil {
 		WriteError(w, r, err)
 		return
 	}
-	writeJSON(w, r, http.StatusOK, toProgress(group, queues))
+	writeJSON(w, r, http.StatusOK, p)
 }
 
 // toGroup converts a group to its wire form ("" consume mode is the
@@ -550,21 +687,58 @@ func toGroup(g broker.GroupConfig) Group {
 	return out
 }
 
-// toProgress converts per-queue progress to its wire form.
-func toProgress(group string, queues []broker.QueueProgress) Progress {
-	out := Progress{Group: group, Queues: make([]QueueProgress, 0, len(queues))}
+// toProgress converts a group's progress to its wire form.
+func toProgress(group string, queues []broker.QueueProgress, backlog broker.GroupBacklog) Progress {
+	out := Progress{Group: group, Queues: make([]QueueProgress, 0, len(queues)), Notes: backlog.Notes}
 	for _, q := range queues {
 		out.TotalLag += q.Lag
+		out.TotalLagIsLowerBound = out.TotalLagIsLowerBound || q.LagIsLowerBound
 		out.Queues = append(out.Queues, QueueProgress{
-			Topic:          q.Topic,
-			QueueID:        q.QueueID,
-			BrokerOffset:   q.BrokerOffset,
-			ConsumerOffset: q.ConsumerOffset,
-			Lag:            q.Lag,
-			InFlight:       q.InFlight,
-			LastStoredAt:   formatTime(q.LastStoredAt),
-			MirroredOffset: q.MirroredOffset,
+			Topic:           q.Topic,
+			QueueID:         q.QueueID,
+			BrokerOffset:    q.BrokerOffset,
+			ConsumerOffset:  q.ConsumerOffset,
+			Lag:             q.Lag,
+			InFlight:        q.InFlight,
+			LagIsLowerBound: q.LagIsLowerBound,
+			LastStoredAt:    formatTime(q.LastStoredAt),
+			MirroredOffset:  q.MirroredOffset,
 		})
+		if q.LagIsLowerBound {
+			out.Notes = append(out.Notes, fmt.Sprintf("the lag of %s queue %d is a lower bound (too many entries to count)", q.Topic, q.QueueID))
+		}
+	}
+	var retrySum, delayedSum int64
+	out.Retry.ByLevel, out.Retry.Total, retrySum = toLevels(backlog.Retry, 0)
+	out.Delayed.ByLevel, out.Delayed.Total, delayedSum = toLevels(backlog.Delayed, backlog.Timers)
+	out.Delayed.Timers = backlog.Timers
+	out.TotalLag += retrySum + delayedSum
+	if out.Retry.Total == nil || out.Delayed.Total == nil {
+		out.TotalLagIsLowerBound = true
 	}
 	return out
+}
+
+// toLevels converts per-level counts and sums them with extra: total is
+// nil when some level's count is unknown, sum counts what is known (a
+// lower bound then).
+func toLevels(levels []broker.LevelBacklog, extra int64) (out []LevelBacklog, total *int64, sum int64) {
+	out = make([]LevelBacklog, 0, len(levels))
+	sum, known := extra, true
+	for _, l := range levels {
+		out = append(out, LevelBacklog{Level: l.Level, DelayMs: l.Delay.Milliseconds(), Count: l.Count, AtLeast: l.AtLeast})
+		switch {
+		case l.Count != nil:
+			sum += *l.Count
+		case l.AtLeast != nil:
+			known = false
+			sum += *l.AtLeast
+		default:
+			known = false
+		}
+	}
+	if known {
+		total = &sum
+	}
+	return out, total, sum
 }

@@ -69,6 +69,9 @@ func TestE2EEndpoints(t *testing.T) {
 		problem(t, e.json(t, http.MethodPut, "/v1/topics/orders", api.TopicRequest{Queues: 2000}), http.StatusBadRequest, "invalid-argument")
 		problem(t, e.json(t, http.MethodPut, "/v1/topics/orders", api.TopicRequest{Perm: "x"}), http.StatusBadRequest, "invalid-argument")
 		problem(t, e.json(t, http.MethodPut, "/v1/topics/%25DLQ%25orders", api.TopicRequest{}), http.StatusBadRequest, "invalid-name")
+		// PATCH (e2e_patch_test.go has the rest): a no-op patch, an unknown field.
+		require.Equal(t, http.StatusOK, e.do(t, http.MethodPatch, "/v1/topics/orders", "application/merge-patch+json", []byte(`{}`), nil).Status)
+		problem(t, e.do(t, http.MethodPatch, "/v1/topics/orders", "application/merge-patch+json", []byte(`{"color":"red"}`), nil), http.StatusBadRequest, "malformed-request")
 
 		var got api.Topic
 		decode(t, e.get(t, "/v1/topics/orders"), http.StatusOK, &got)
@@ -106,6 +109,8 @@ func TestE2EEndpoints(t *testing.T) {
 		r := e.json(t, http.MethodPut, "/v1/groups/billing", req)
 		decode(t, r, http.StatusCreated, &created)
 		require.Equal(t, "/v1/groups/billing", r.Header.Get("Location"))
+		require.Equal(t, http.StatusOK, e.do(t, http.MethodPatch, "/v1/groups/billing", "application/merge-patch+json", []byte(`{}`), nil).Status)
+		problem(t, e.do(t, http.MethodPatch, "/v1/groups/billing", "application/merge-patch+json", []byte(`{"color":"red"}`), nil), http.StatusBadRequest, "malformed-request")
 		require.Equal(t, "billing", created.Name)
 		require.Equal(t, "clustering", created.ConsumeMode)
 		require.Equal(t, 5, created.RetryMaxTimes)
@@ -623,9 +628,9 @@ func TestE2EEndpoints(t *testing.T) {
 
 		problem(t, e.get(t, "/v1/nothing-here"), http.StatusNotFound, "not-found")
 		problem(t, e.get(t, "/nothing-here"), http.StatusNotFound, "not-found")
-		r = e.do(t, http.MethodPatch, "/v1/topics/orders", "application/json", []byte(`{}`), nil)
+		r = e.do(t, http.MethodPost, "/v1/topics/orders", "application/json", []byte(`{}`), nil)
 		problem(t, r, http.StatusMethodNotAllowed, "method-not-allowed")
-		require.Equal(t, "GET, PUT, DELETE", r.Header.Get("Allow"))
+		require.Equal(t, "GET, PUT, DELETE, PATCH", r.Header.Get("Allow"))
 		problem(t, e.do(t, http.MethodDelete, "/v1/topics/orders/messages", "", nil, nil), http.StatusMethodNotAllowed, "method-not-allowed")
 	})
 

@@ -70,6 +70,18 @@ func (m mirroredBroker) Progress(ctx context.Context, group string) ([]broker.Qu
 	return live, nil
 }
 
+// Backlog adds a note when the mirror is degraded: the mirrored offsets
+// are then left out of the progress (unknown, not 0).
+func (m mirroredBroker) Backlog(ctx context.Context, group string) (broker.GroupBacklog, error) {
+	out, err := m.Broker.Backlog(ctx, group)
+	if err == nil {
+		if herr := m.mirror.Health(); herr != nil {
+			out.Notes = append(out.Notes, fmt.Sprintf("mirroredOffset is left out: the PostgreSQL mirror is degraded (%v)", herr))
+		}
+	}
+	return out, err
+}
+
 // openMirror starts the PostgreSQL mirror when a database is configured
 // (nil in embedded mode).
 func openMirror(ctx context.Context, cfg Config, b *broker.Broker, log zerolog.Logger) (*pgmirror.Mirror, error) {

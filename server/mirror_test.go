@@ -130,7 +130,7 @@ func TestServerSurvivesPostgresOutage(t *testing.T) {
 	if os.Getenv("LONG") != "" {
 		outage = time.Now().Add(30 * time.Second)
 	}
-	sawDegraded := false
+	sawDegraded, sawNote := false, false
 	for time.Now().Before(outage) {
 		load(10)
 		status, _, _ := get(t, b.url+"/livez")
@@ -138,8 +138,26 @@ func TestServerSurvivesPostgresOutage(t *testing.T) {
 		status, _, body := get(t, b.url+"/readyz")
 		require.Equal(t, http.StatusOK, status, "the mirror never makes mqgate unready")
 		sawDegraded = sawDegraded || strings.Contains(body, "degraded")
+		// Progress leaves the mirrored offsets out, with a note, rather
+		// than showing what it cannot know.
+		var prog struct {
+			Queues []struct {
+				MirroredOffset *int64 `json:"mirroredOffset"`
+			} `json:"queues"`
+			Notes []string `json:"notes"`
+		}
+		_, _, pb := get(t, b.url+"/v1/groups/g/progress")
+		require.NoError(t, json.Unmarshal([]byte(pb), &prog))
+		noted := strings.Contains(strings.Join(prog.Notes, " "), "mirror is degraded")
+		if noted && sawNote { // degraded for a while: not the moment it went down
+			for _, q := range prog.Queues {
+				require.Nil(t, q.MirroredOffset, "%s", pb)
+			}
+		}
+		sawNote = sawNote || noted
 	}
 	require.True(t, sawDegraded, "/readyz reports the degraded mirror")
+	require.True(t, sawNote, "progress notes the degraded mirror")
 	cluster.Start()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -271,6 +271,17 @@ func (b pushCheckedBroker) PutGroup(ctx context.Context, g broker.GroupConfig) (
 	return b.backend.PutGroup(ctx, g)
 }
 
+// PatchGroup checks the patched group's push URL before it is stored.
+func (b pushCheckedBroker) PatchGroup(ctx context.Context, name string, patch func(broker.GroupConfig) (broker.GroupConfig, error)) (broker.GroupConfig, error) {
+	return b.backend.PatchGroup(ctx, name, func(old broker.GroupConfig) (broker.GroupConfig, error) {
+		g, err := patch(old)
+		if err == nil && g.Push != nil {
+			err = b.checkURL(g.Push.URL)
+		}
+		return g, err
+	})
+}
+
 // Addr is the address the server listens on (with the real port when the
 // configured one was 0).
 func (s *Server) Addr() string { return s.listener.Addr().String() }

@@ -85,4 +85,10 @@
 // entries, then wakes long-polling readers by closing a per-topic channel.
 // A checkpointer flushes the derived files and rewrites the checkpoint every
 // CheckpointInterval; a retention cleaner deletes whole expired segments.
+//
+// A deleted topic's messages stay in the CommitLog until retention: its
+// ConsumeQueues' minimum offsets are raised above them (PurgeTopic, through
+// MINOFFSET as retention does), so a re-dispatch never writes them back,
+// queue offsets continue, and a message below its queue's minimum is not
+// found by id or key either.
 package storage

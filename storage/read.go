@@ -23,8 +23,13 @@ func (s *Store) Lookup(offset int64) (*message.Message, error) {
 // LookupID returns the message a message id names. The id comes from a
 // client, so the frame at its offset is fully verified (size, magic, stored
 // offset, CRC) before it is decoded.
+// A message below its queue's minimum offset (purged) is ErrNotFound.
 func (s *Store) LookupID(id message.ID) (*message.Message, error) {
-	return s.lookup(id.Offset(), true)
+	m, err := s.lookup(id.Offset(), true)
+	if err == nil && s.purged(m) {
+		return nil, fmt.Errorf("%w: message %s was deleted with its topic or by retention", ErrNotFound, id)
+	}
+	return m, err
 }
 
 func (s *Store) lookup(offset int64, verify bool) (*message.Message, error) {
@@ -235,7 +240,8 @@ func (s *Store) SearchOffsetByTime(topic string, queueID int32, ts int64) (int64
 
 // QueryByKey returns up to max messages of topic carrying key in their KEYS
 // property, stored within [begin, end] (unix ms; end 0 = no bound), newest
-// first. Hash collisions are resolved against the messages themselves.
+// first. Hash collisions are resolved against the messages themselves;
+// purged messages are left out.
 func (s *Store) QueryByKey(topic, key string, begin, end int64, max int) ([]*message.Message, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
@@ -256,7 +262,7 @@ func (s *Store) QueryByKey(topic, key string, begin, end int64, max int) ([]*mes
 		if err != nil {
 			return out, err
 		}
-		if m.Topic != topic || !hasKey(m.Property(message.PropertyKeys), key) {
+		if m.Topic != topic || !hasKey(m.Property(message.PropertyKeys), key) || s.purged(m) {
 			continue
 		}
 		out = append(out, m)
@@ -294,7 +300,7 @@ func (s *Store) FindByDedupID(topic, id string, since int64) (*message.Message, 
 }
 
 // FindByUniqKey returns the newest message of topic whose UNIQ_KEY
-// property is key, or ErrNotFound.
+// property is key, or ErrNotFound (also when it is purged).
 func (s *Store) FindByUniqKey(topic, key string) (*message.Message, error) {
 	return s.findByIndexedKey(topic, indexKindUniq, message.PropertyUniqKey, key, 0)
 }
@@ -317,7 +323,7 @@ func (s *Store) findByIndexedKey(topic string, kind byte, prop, value string, si
 		if err != nil {
 			return nil, err
 		}
-		if m.Topic == topic && m.Property(prop) == value {
+		if m.Topic == topic && m.Property(prop) == value && !s.purged(m) {
 			return m, nil
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/mqgate/mqgate/storage"
@@ -14,29 +13,64 @@ import (
 
 const maxQueues = 1024
 
-// PutTopic creates or updates a topic (idempotent).
+// PutTopic creates or replaces a topic (idempotent): every field left zero
+// takes its default, so a replace that omits queues asks for the default
+// count, which fails when the topic has more (a queue count cannot shrink).
 func (b *Broker) PutTopic(ctx context.Context, t TopicConfig) (TopicConfig, bool, error) {
-	if err := ValidateTopicName(t.Name); err != nil {
+	defaulted := t.Queues == 0
+	t, err := b.normalizeTopic(t)
+	if err != nil {
 		return t, false, err
+	}
+	out, created, err := b.registry.putTopic(t, false)
+	var shrink *shrinkError
+	if errors.As(err, &shrink) && defaulted {
+		shrink.defaulted = true
+	}
+	return out, created, err
+}
+
+// PatchTopic changes an existing topic: patch gets the current
+// configuration and returns the new one, which is validated like a
+// PutTopic. It runs under the registry's lock, so concurrent patches never
+// lose each other's changes.
+func (b *Broker) PatchTopic(ctx context.Context, name string, patch func(TopicConfig) (TopicConfig, error)) (TopicConfig, error) {
+	if err := ValidateTopicName(name); err != nil {
+		return TopicConfig{}, err
+	}
+	return b.registry.updateTopic(name, func(old TopicConfig) (TopicConfig, error) {
+		t, err := patch(old)
+		if err != nil {
+			return old, err
+		}
+		t.Name = name
+		return b.normalizeTopic(t)
+	})
+}
+
+// normalizeTopic validates t and fills in its defaults.
+func (b *Broker) normalizeTopic(t TopicConfig) (TopicConfig, error) {
+	if err := ValidateTopicName(t.Name); err != nil {
+		return t, err
 	}
 	if t.Queues == 0 {
 		t.Queues = b.opts.DefaultQueues
 	}
 	if t.Queues < 1 || t.Queues > maxQueues {
-		return t, false, fmt.Errorf("%w: queues must be 1..%d", ErrInvalidArgument, maxQueues)
+		return t, fmt.Errorf("%w: queues must be 1..%d", ErrInvalidArgument, maxQueues)
 	}
 	if t.RetentionHours < 0 {
-		return t, false, fmt.Errorf("%w: retentionHours must be >= 0", ErrInvalidArgument)
+		return t, fmt.Errorf("%w: retentionHours must be >= 0", ErrInvalidArgument)
 	}
 	switch t.Perm {
 	case "":
 		t.Perm = "rw"
 	case "rw", "r", "w":
 	default:
-		return t, false, fmt.Errorf("%w: perm must be rw, r or w", ErrInvalidArgument)
+		return t, fmt.Errorf("%w: perm must be rw, r or w", ErrInvalidArgument)
 	}
 	t.CreatedAt = time.Time{}
-	return b.registry.putTopic(t, false)
+	return t, nil
 }
 
 // GetTopic returns a topic's configuration.
@@ -56,53 +90,63 @@ func (b *Broker) ListTopics(ctx context.Context) ([]TopicConfig, error) {
 	return b.registry.listTopics(), nil
 }
 
-// DeleteTopic removes a topic's configuration. Its stored messages stay
-// until retention deletes them.
-func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
-	if err := ValidateTopicName(name); err != nil {
-		return err
+// PutGroup creates or replaces a consumer group (idempotent).
+func (b *Broker) PutGroup(ctx context.Context, g GroupConfig) (GroupConfig, bool, error) {
+	g, err := b.normalizeGroup(g)
+	if err != nil {
+		return g, false, err
 	}
-	ok, err := b.registry.deleteTopic(name)
-	if err == nil && !ok {
-		err = fmt.Errorf("%w: %s", ErrTopicNotFound, name)
-	}
-	if err == nil {
-		b.metrics.forgetTopic(name)
-	}
-	return err
+	return b.registry.putGroup(g, false)
 }
 
-// PutGroup creates or updates a consumer group (idempotent).
-func (b *Broker) PutGroup(ctx context.Context, g GroupConfig) (GroupConfig, bool, error) {
+// PatchGroup changes an existing group: patch gets the current
+// configuration and returns the new one, which is validated like a
+// PutGroup, under the registry's lock (see PatchTopic).
+func (b *Broker) PatchGroup(ctx context.Context, name string, patch func(GroupConfig) (GroupConfig, error)) (GroupConfig, error) {
+	if err := ValidateGroupName(name); err != nil {
+		return GroupConfig{}, err
+	}
+	return b.registry.updateGroup(name, func(old GroupConfig) (GroupConfig, error) {
+		g, err := patch(old)
+		if err != nil {
+			return old, err
+		}
+		g.Name = name
+		return b.normalizeGroup(g)
+	})
+}
+
+// normalizeGroup validates g and fills in its defaults.
+func (b *Broker) normalizeGroup(g GroupConfig) (GroupConfig, error) {
 	if err := ValidateGroupName(g.Name); err != nil {
-		return g, false, err
+		return g, err
 	}
 	switch g.ConsumeMode {
 	case "":
 		g.ConsumeMode = "clustering"
 	case "clustering", "broadcasting":
 	default:
-		return g, false, fmt.Errorf("%w: consumeMode must be clustering or broadcasting", ErrInvalidArgument)
+		return g, fmt.Errorf("%w: consumeMode must be clustering or broadcasting", ErrInvalidArgument)
 	}
 	if g.RetryMaxTimes == 0 {
 		g.RetryMaxTimes = 16
 	}
 	if g.RetryMaxTimes < 0 || g.RetryMaxTimes > 64 {
-		return g, false, fmt.Errorf("%w: retryMaxTimes must be 1..64", ErrInvalidArgument)
+		return g, fmt.Errorf("%w: retryMaxTimes must be 1..64", ErrInvalidArgument)
 	}
 	if g.Invisible < 0 || g.Invisible > b.opts.MaxInvisible {
-		return g, false, fmt.Errorf("%w: invisibility must be 0..%v", ErrInvalidArgument, b.opts.MaxInvisible)
+		return g, fmt.Errorf("%w: invisibility must be 0..%v", ErrInvalidArgument, b.opts.MaxInvisible)
 	}
 	for i, s := range g.Subscriptions {
 		if err := ValidateTopicName(s.Topic); err != nil {
-			return g, false, fmt.Errorf("subscription %d: %w", i, err)
+			return g, fmt.Errorf("subscription %d: %w", i, err)
 		}
 		if _, err := tagMatcher(s.TagExpression); err != nil {
-			return g, false, fmt.Errorf("subscription %d: %w", i, err)
+			return g, fmt.Errorf("subscription %d: %w", i, err)
 		}
 	}
 	g.CreatedAt = time.Time{}
-	return b.registry.putGroup(g, false)
+	return g, nil
 }
 
 // GetGroup returns a group's configuration.
@@ -144,81 +188,6 @@ func (b *Broker) DeleteGroup(ctx context.Context, name string) error {
 	b.progress.Forget(name)
 	b.metrics.forgetGroup(name)
 	return nil
-}
-
-// groupTopics lists the topics a group has progress in, subscribes to or
-// pops from.
-func (b *Broker) groupTopics(g GroupConfig) []string {
-	set := map[string]struct{}{}
-	for _, s := range g.Subscriptions {
-		set[s.Topic] = struct{}{}
-	}
-	for _, k := range b.progress.Keys() {
-		if k.Group == g.Name {
-			set[k.Topic] = struct{}{}
-		}
-	}
-	b.popsMu.Lock()
-	for k := range b.pops {
-		if k.group == g.Name {
-			set[k.topic] = struct{}{}
-		}
-	}
-	b.popsMu.Unlock()
-	out := make([]string, 0, len(set))
-	for t := range set {
-		out = append(out, t)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// Progress reports, per queue, the broker's max offset, the group's
-// committed offset, the lag and the leases in flight (mqadmin
-// consumerProgress). Queue id -1 is the topic's view of the group's retry
-// topic %RETRY%<group>; it is listed once retries exist.
-func (b *Broker) Progress(ctx context.Context, group string) ([]QueueProgress, error) {
-	g, err := b.GetGroup(ctx, group)
-	if err != nil {
-		return nil, err
-	}
-	var out []QueueProgress
-	for _, topic := range b.groupTopics(g) {
-		t, ok := b.registry.topic(topic)
-		if !ok {
-			continue
-		}
-		ps := b.existingPopState(group, topic)
-		for q := int32(retryQueueID); q < int32(t.Queues); q++ {
-			v := b.view(group, topic, q, nil)
-			committed, _, _ := b.progress.Get(v.key)
-			qp := QueueProgress{Topic: topic, QueueID: q, BrokerOffset: b.store.MaxOffset(v.storeTopic, v.storeQueue)}
-			qp.ConsumerOffset = max(committed, b.store.MinOffset(v.storeTopic, v.storeQueue))
-			qp.Lag = max(qp.BrokerOffset-qp.ConsumerOffset, 0)
-			if ps != nil {
-				ps.mu.Lock()
-				if c := ps.queues[q]; c != nil {
-					qp.InFlight = len(c.inflight)
-				}
-				ps.mu.Unlock()
-			}
-			if q == retryQueueID && qp.BrokerOffset == 0 && qp.InFlight == 0 {
-				continue // no retries: keep the view out of the listing
-			}
-			if qp.BrokerOffset > 0 {
-				if res, err := b.store.ReadQueue(v.storeTopic, v.storeQueue, qp.BrokerOffset-1, 1, nil); err == nil && len(res.Messages) == 1 {
-					qp.LastStoredAt = time.UnixMilli(res.Messages[0].StoreTimestamp).UTC()
-				}
-			}
-			out = append(out, qp)
-		}
-	}
-	return out, nil
-}
-
-// GetOffsets reports the group's committed offsets (the progress view).
-func (b *Broker) GetOffsets(ctx context.Context, group string) ([]QueueProgress, error) {
-	return b.Progress(ctx, group)
 }
 
 // CommitOffsets sets committed offsets (offset-mode consumers, resets).
@@ -353,7 +322,7 @@ func (b *Broker) GetMessage(ctx context.Context, id string) (ReceivedMessage, er
 		}
 		return ReceivedMessage{}, mapStoreErr(err)
 	}
-	if m.Topic == offsetTopic {
+	if m.Topic == offsetTopic || b.deletedMessage(m) {
 		return ReceivedMessage{}, fmt.Errorf("%w: %s", ErrMessageNotFound, id)
 	}
 	return toReceived(m), nil

@@ -241,8 +241,12 @@ type QueueProgress struct {
 	BrokerOffset int64
 	// ConsumerOffset is the group's committed offset.
 	ConsumerOffset int64
-	// Lag is BrokerOffset - ConsumerOffset.
+	// Lag is BrokerOffset - ConsumerOffset; for the retry view (QueueID
+	// -1) the number of this topic's retries from ConsumerOffset on.
 	Lag int64
+	// LagIsLowerBound: Lag could not be counted completely (a retry view
+	// too long to scan); the true lag is higher.
+	LagIsLowerBound bool
 	// InFlight counts messages leased and not yet acked.
 	InFlight int
 	// LastStoredAt is the store time of the newest message in the queue.
@@ -250,6 +254,33 @@ type QueueProgress struct {
 	// MirroredOffset is the committed offset as mirrored in PostgreSQL;
 	// nil in embedded mode or when the queue is not mirrored (yet).
 	MirroredOffset *int64
+}
+
+// GroupBacklog is what waits for a group besides the lag of its queues.
+type GroupBacklog struct {
+	// Retry lists, per delay level, the group's retries waiting in the
+	// delay ladder (levels with none are left out).
+	Retry []LevelBacklog
+	// Delayed lists, per delay level, the delayed messages (sent with a
+	// delayLevel) of the topics the group consumes.
+	Delayed []LevelBacklog
+	// Timers counts the pending delayMs/deliverAt timers of those topics.
+	Timers int64
+	// Notes say what could not be counted and why.
+	Notes []string
+}
+
+// LevelBacklog is what waits at one delay level.
+type LevelBacklog struct {
+	// Level is the delay level (1-based).
+	Level int
+	// Delay is the level's delay.
+	Delay time.Duration
+	// Count is how many messages wait there; nil when it is not known
+	// (GroupBacklog.Notes says why).
+	Count *int64
+	// AtLeast, when Count is nil, is what was counted so far.
+	AtLeast *int64
 }
 
 // BrokerStatus is a snapshot of the broker's state (mqadmin brokerStatus).
@@ -369,6 +400,9 @@ var (
 	// ErrDispatchStalled: the store's dispatcher keeps failing (an I/O
 	// error); sends are durable but consumers do not see them.
 	ErrDispatchStalled = errors.New("broker: dispatcher stalled")
+	// ErrQueueShrink: an update would lower a topic's queue count (it
+	// always comes with ErrInvalidArgument).
+	ErrQueueShrink = errors.New("broker: a topic's queue count cannot shrink")
 	// ErrNotImplemented: the operation is not implemented (yet).
 	ErrNotImplemented = errors.New("broker: not implemented")
 )

@@ -164,10 +164,15 @@ type Broker struct {
 	epoch  atomic.Uint64 // lease epochs: unique across restarts (seeded from the clock)
 	rr     atomic.Uint32 // round-robin queue choice for sends
 
+	// topicGate orders topic deletions against the writers of message
+	// copies (topicdelete.go).
+	topicGate sync.RWMutex
+
 	dedup     dedupTable
 	metrics   counters
 	dlqStatus dlqStatuses
 	timers    timerSet
+	ladder    ladder // undelivered schedule entries, for progress (ladder.go)
 	// carriedBelow: dead letters below this CommitLog offset have been
 	// carried forward (their originals are about to be deleted).
 	carriedBelow atomic.Int64
@@ -209,6 +214,7 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 	b.dedup.init()
 	b.metrics.init(opts.MetricsMaxLabelValues)
 	b.timers.init()
+	b.ladder.init(len(opts.DelayLevels))
 	b.epoch.Store(uint64(time.Now().UnixNano()))
 	if err := b.recover(ctx); err != nil {
 		_ = store.Close()
@@ -224,6 +230,9 @@ func (b *Broker) recover(ctx context.Context) error {
 		return err
 	}
 	if b.receipts, err = loadReceiptKey(b.store); err != nil {
+		return err
+	}
+	if err := b.finishDeletions(); err != nil {
 		return err
 	}
 	table, from, err := offset.Load(b.store.MetaPath(offsetsSnapshot))
@@ -267,7 +276,7 @@ func (b *Broker) recover(ctx context.Context) error {
 		ProgressPath: b.store.MetaPath(delayProgress),
 		OnDeliver:    func(_ int, late time.Duration) { b.metrics.late(late) },
 		Logger:       b.opts.Logger,
-	}, b.store.ScheduleSource(), b.store.ScheduleSink())
+	}, b.store.ScheduleSource(), deliverSink{b: b, next: b.store.ScheduleSink()})
 	return err
 }
 

@@ -16,7 +16,8 @@ import (
 
 // Dead letters you can work with. A group's dead letters are the messages
 // of %DLQ%<group> (queue 0); they are never delivered to pulls. Each can be
-// resent to its original topic or discarded; those status changes are
+// resent — delivered again to that group, through its retry topic, as from
+// its original topic — or discarded; those status changes are
 // records in the system topic rmq_sys_DLQ, replayed at start-up.
 
 // dlqStatusTopic carries dead-letter status changes.
@@ -276,9 +277,11 @@ const (
 	maxResendByID = 10000
 )
 
-// ResendDeadLetters sends dead letters back to their original topics with
-// a fresh attempt count (ORIGIN_MESSAGE_ID kept): the ones named by ids,
-// or, when ids is empty, every dead one matching f.
+// ResendDeadLetters delivers dead letters again to the group (through its
+// retry topic, original topic restored, a fresh attempt count,
+// ORIGIN_MESSAGE_ID kept): the ones named by ids, or, when ids is empty,
+// every dead one matching f. Other groups of the original topic do not see
+// them again.
 func (b *Broker) ResendDeadLetters(ctx context.Context, group string, ids []string, f *DLQFilter) (ResendResult, error) {
 	var res ResendResult
 	if b.closed.Load() {
@@ -337,7 +340,15 @@ func (b *Broker) ResendDeadLetters(ctx context.Context, group string, ids []stri
 	return res, nil
 }
 
+// resendChunk writes each letter's fresh copy to the group's retry topic
+// %RETRY%<group> (queue 0), deliverable at once: only the group whose DLQ
+// it is gets it again — every other group of the original topic consumed
+// it long ago — through the same path as its retries, with the original
+// topic (RETRY_TOPIC, which the store indexes the copy by), ORIGIN_MESSAGE_ID
+// and a reconsume count of 0.
 func (b *Broker) resendChunk(ctx context.Context, group string, letters []*message.Message, res *ResendResult) error {
+	b.topicGate.RLock() // see topicdelete.go
+	defer b.topicGate.RUnlock()
 	now := time.Now()
 	var msgs []*message.Message
 	var recs []dlqStatusRecord
@@ -348,18 +359,13 @@ func (b *Broker) resendChunk(ctx context.Context, group string, letters []*messa
 			continue
 		}
 		topic := m.Property(message.PropertyRetryTopic)
-		cfg, err := b.GetTopic(ctx, topic)
-		if err != nil {
+		if _, err := b.GetTopic(ctx, topic); err != nil {
 			return fmt.Errorf("resend %s: %w", id, err)
 		}
-		out := copyOf(m, topic, propAttempts, propDLQReason, propDLQID, propDLQDeadAt, message.PropertyUniqKey,
-			message.PropertyRetryTopic, message.PropertyMaxReconsumeTimes)
+		out := copyOf(m, RetryTopic(group), propAttempts, propDLQReason, propDLQID, propDLQDeadAt, message.PropertyUniqKey,
+			message.PropertyMaxReconsumeTimes, propOrderSeq)
+		out.SetProperty(message.PropertyRetryTopic, topic)
 		out.ReconsumeTimes = 0 // a fresh attempt count
-		if sk := m.Property(message.PropertyShardingKey); sk != "" {
-			out.QueueID = b.shardQueue(sk, cfg.Queues)
-		} else {
-			out.QueueID = int32(b.rr.Add(1) % uint32(cfg.Queues))
-		}
 		msgs = append(msgs, out)
 		recs = append(recs, dlqStatusRecord{Group: group, MessageID: id, Status: DLQResent, At: now.UTC()})
 		res.Resent = append(res.Resent, id)

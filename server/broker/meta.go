@@ -13,11 +13,33 @@ import (
 // registry holds topic and group configuration (RocketMQ's topics.json and
 // subscriptionGroup.json). Each change rewrites its file atomically before
 // it is visible, so a created topic survives any crash.
+//
+// topics.json also keeps the deletion record (tombstone) of every deleted
+// topic name, in the same atomic write that removes the topic: an object
+// from topic name to its configuration plus, for a name that was deleted
+// (and possibly created again since), a "Deleted" member. A name that is
+// only a tombstone has no queues.
 type registry struct {
 	files  metaFiles
 	mu     sync.RWMutex
 	topics map[string]TopicConfig
+	tombs  map[string]topicTombstone
 	groups map[string]GroupConfig
+}
+
+// topicTombstone records a topic's deletion (topicdelete.go): every message
+// of the deleted topic lies below CommitLogOffset, and every schedule entry
+// for it at delay level L below ScheduleOffsets[L-1].
+type topicTombstone struct {
+	DeletedAt       time.Time
+	CommitLogOffset int64
+	ScheduleOffsets []int64
+}
+
+// topicEntry is one member of topics.json.
+type topicEntry struct {
+	TopicConfig
+	Deleted *topicTombstone `json:",omitempty"`
 }
 
 const (
@@ -32,9 +54,18 @@ type metaFiles interface {
 }
 
 func openRegistry(files metaFiles) (*registry, error) {
-	r := &registry{files: files, topics: map[string]TopicConfig{}, groups: map[string]GroupConfig{}}
-	if err := readJSON(files, topicsFile, &r.topics); err != nil {
+	r := &registry{files: files, topics: map[string]TopicConfig{}, tombs: map[string]topicTombstone{}, groups: map[string]GroupConfig{}}
+	var entries map[string]topicEntry
+	if err := readJSON(files, topicsFile, &entries); err != nil {
 		return nil, err
+	}
+	for name, e := range entries {
+		if e.Deleted != nil {
+			r.tombs[name] = *e.Deleted
+		}
+		if e.Deleted == nil || e.Queues > 0 {
+			r.topics[name] = e.TopicConfig
+		}
 	}
 	if err := readJSON(files, groupsFile, &r.groups); err != nil {
 		return nil, err
@@ -87,30 +118,100 @@ func (r *registry) putTopic(t TopicConfig, ifAbsent bool) (TopicConfig, bool, er
 	if exists && ifAbsent {
 		return old, false, nil
 	}
-	if exists {
-		t.CreatedAt = old.CreatedAt
-		if t.Queues < old.Queues {
-			return old, false, fmt.Errorf("%w: a topic's queue count cannot shrink (%d -> %d)", ErrInvalidArgument, old.Queues, t.Queues)
-		}
-		if t == old {
-			return old, false, nil
-		}
-	} else {
+	if !exists {
 		t.CreatedAt = time.Now().UTC().Truncate(time.Millisecond)
+		return t, true, r.storeTopicLocked(t)
 	}
+	t, err := r.replaceTopicLocked(old, t)
+	return t, false, err
+}
+
+// updateTopic replaces an existing topic with fn's answer, under the lock.
+func (r *registry) updateTopic(name string, fn func(TopicConfig) (TopicConfig, error)) (TopicConfig, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old, exists := r.topics[name]
+	if !exists {
+		return TopicConfig{}, fmt.Errorf("%w: %s", ErrTopicNotFound, name)
+	}
+	t, err := fn(old)
+	if err != nil {
+		return old, err
+	}
+	return r.replaceTopicLocked(old, t)
+}
+
+// replaceTopicLocked stores t in place of old; the caller holds r.mu.
+func (r *registry) replaceTopicLocked(old, t TopicConfig) (TopicConfig, error) {
+	t.Name, t.CreatedAt = old.Name, old.CreatedAt
+	if t.Queues < old.Queues {
+		return old, &shrinkError{from: old.Queues, to: t.Queues}
+	}
+	if t == old {
+		return old, nil
+	}
+	if err := r.storeTopicLocked(t); err != nil {
+		return old, err
+	}
+	return t, nil
+}
+
+// storeTopicLocked saves the topic table with t in it, then publishes it;
+// the caller holds r.mu.
+func (r *registry) storeTopicLocked(t TopicConfig) error {
 	next := make(map[string]TopicConfig, len(r.topics)+1)
 	for k, v := range r.topics {
 		next[k] = v
 	}
 	next[t.Name] = t
-	if err := r.save(topicsFile, next); err != nil {
-		return old, false, err
+	if err := r.saveTopicsLocked(next, r.tombs); err != nil {
+		return err
 	}
 	r.topics = next
-	return t, !exists, nil
+	return nil
 }
 
-func (r *registry) deleteTopic(name string) (bool, error) {
+// saveTopicsLocked writes topics.json; the caller holds r.mu.
+func (r *registry) saveTopicsLocked(topics map[string]TopicConfig, tombs map[string]topicTombstone) error {
+	entries := make(map[string]topicEntry, len(topics)+len(tombs))
+	for name, t := range topics {
+		entries[name] = topicEntry{TopicConfig: t}
+	}
+	for name, tomb := range tombs {
+		e := entries[name]
+		if e.Name == "" {
+			e.Name = name
+		}
+		e.Deleted = &tomb
+		entries[name] = e
+	}
+	return r.save(topicsFile, entries)
+}
+
+// shrinkError refuses to lower a topic's queue count (queue ids are
+// spread over by sharding keys and offsets; RocketMQ refuses it too).
+type shrinkError struct {
+	from, to int
+	// defaulted: the count was left out of a full replace and took the
+	// default.
+	defaulted bool
+}
+
+func (e *shrinkError) Error() string {
+	if e.defaulted {
+		return fmt.Sprintf("%v: PUT replaces the whole topic: queues defaults to %d when omitted and a topic's queue count cannot shrink (%d -> %d)",
+			ErrInvalidArgument, e.to, e.from, e.to)
+	}
+	return fmt.Sprintf("%v: a topic's queue count cannot shrink (%d -> %d)", ErrInvalidArgument, e.from, e.to)
+}
+
+// Is classifies the error as ErrInvalidArgument and ErrQueueShrink.
+func (e *shrinkError) Is(target error) bool {
+	return target == ErrInvalidArgument || target == ErrQueueShrink
+}
+
+// deleteTopic removes a topic and records its tombstone, in one write.
+func (r *registry) deleteTopic(name string, tomb topicTombstone) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.topics[name]; !ok {
@@ -122,11 +223,54 @@ func (r *registry) deleteTopic(name string) (bool, error) {
 			next[k] = v
 		}
 	}
-	if err := r.save(topicsFile, next); err != nil {
+	tombs := r.tombsWithLocked(name, &tomb)
+	if err := r.saveTopicsLocked(next, tombs); err != nil {
 		return false, err
 	}
-	r.topics = next
+	r.topics, r.tombs = next, tombs
 	return true, nil
+}
+
+// setTombstone replaces (nil: drops) the tombstone of name.
+func (r *registry) setTombstone(name string, tomb *topicTombstone) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	tombs := r.tombsWithLocked(name, tomb)
+	if err := r.saveTopicsLocked(r.topics, tombs); err != nil {
+		return err
+	}
+	r.tombs = tombs
+	return nil
+}
+
+// tombsWithLocked is a copy of the tombstones with name's replaced (nil:
+// dropped); the caller holds r.mu.
+func (r *registry) tombsWithLocked(name string, tomb *topicTombstone) map[string]topicTombstone {
+	next := make(map[string]topicTombstone, len(r.tombs)+1)
+	for k, v := range r.tombs {
+		next[k] = v
+	}
+	if tomb != nil {
+		next[name] = *tomb
+	} else {
+		delete(next, name)
+	}
+	return next
+}
+
+// tombstone returns the deletion record of name, if it was ever deleted.
+func (r *registry) tombstone(name string) (topicTombstone, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.tombs[name]
+	return t, ok
+}
+
+// tombstones returns every deletion record.
+func (r *registry) tombstones() map[string]topicTombstone {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.tombs
 }
 
 func (r *registry) putGroup(g GroupConfig, ifAbsent bool) (GroupConfig, bool, error) {
@@ -141,16 +285,44 @@ func (r *registry) putGroup(g GroupConfig, ifAbsent bool) (GroupConfig, bool, er
 	} else {
 		g.CreatedAt = time.Now().UTC().Truncate(time.Millisecond)
 	}
+	if err := r.storeGroupLocked(g); err != nil {
+		return old, false, err
+	}
+	return g, !exists, nil
+}
+
+// updateGroup replaces an existing group with fn's answer, under the lock.
+func (r *registry) updateGroup(name string, fn func(GroupConfig) (GroupConfig, error)) (GroupConfig, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old, exists := r.groups[name]
+	if !exists {
+		return GroupConfig{}, fmt.Errorf("%w: %s", ErrGroupNotFound, name)
+	}
+	g, err := fn(old)
+	if err != nil {
+		return old, err
+	}
+	g.Name, g.CreatedAt = old.Name, old.CreatedAt
+	if err := r.storeGroupLocked(g); err != nil {
+		return old, err
+	}
+	return g, nil
+}
+
+// storeGroupLocked saves the group table with g in it, then publishes it;
+// the caller holds r.mu.
+func (r *registry) storeGroupLocked(g GroupConfig) error {
 	next := make(map[string]GroupConfig, len(r.groups)+1)
 	for k, v := range r.groups {
 		next[k] = v
 	}
 	next[g.Name] = g
 	if err := r.save(groupsFile, next); err != nil {
-		return old, false, err
+		return err
 	}
 	r.groups = next
-	return g, !exists, nil
+	return nil
 }
 
 func (r *registry) deleteGroup(name string) (bool, error) {

@@ -247,12 +247,14 @@ type queueView struct {
 func (b *Broker) view(group, topic string, qid int32, match func(int64) bool) queueView {
 	g, _ := b.registry.group(group)
 	g.Name = group // an unknown (deleted) group still has its name
-	return viewOf(g, topic, qid, match)
+	return viewOf(g, topic, qid, match, b.retryFloor(topic))
 }
 
 // viewOf is view for a group whose configuration the caller already holds
-// (a pull: no registry lookup per queue).
-func viewOf(g GroupConfig, topic string, qid int32, match func(int64) bool) queueView {
+// (a pull: no registry lookup per queue). Retries stored below floor (the
+// topic's retryFloor) belong to a deleted incarnation of the topic: the
+// retry view passes over them.
+func viewOf(g GroupConfig, topic string, qid int32, match func(int64) bool, floor int64) queueView {
 	group := g.Name
 	v := queueView{key: offset.Key{Group: group, Topic: topic, QueueID: qid}, storeTopic: topic, storeQueue: qid, match: match,
 		orderly: g.Orderly && qid != retryQueueID, maxRetry: g.RetryMaxTimes}
@@ -263,8 +265,10 @@ func viewOf(g GroupConfig, topic string, qid int32, match func(int64) bool) queu
 		code := message.TagsCode(topic)
 		v.storeTopic, v.storeQueue = RetryTopic(group), 0
 		v.match = func(c int64) bool { return c == code }
-		if match != nil {
-			v.accept = func(m *message.Message) bool { return match(message.TagsCode(m.Tag())) }
+		if match != nil || floor > 0 {
+			v.accept = func(m *message.Message) bool {
+				return m.PhysicalOffset >= floor && (match == nil || match(message.TagsCode(m.Tag())))
+			}
 		}
 	}
 	return v
@@ -298,12 +302,13 @@ func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max
 	n := topic.Queues
 	start := ps.rr
 	ps.rr++
+	floor := b.retryFloor(topic.Name)
 	for i := -1; i < n && len(out) < max; i++ {
 		qid := int32(retryQueueID)
 		if i >= 0 {
 			qid = int32((start + i) % n)
 		}
-		v := viewOf(group, topic.Name, qid, match)
+		v := viewOf(group, topic.Name, qid, match, floor)
 		got, expiry, expired, qerr := b.popQueue(ps, v, max-len(out), now, invisible, client)
 		out = append(out, got...)
 		failed = append(failed, expired...)

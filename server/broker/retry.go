@@ -52,6 +52,8 @@ func (b *Broker) sendBack(group string, items []sendBack) error {
 	if len(items) == 0 {
 		return nil
 	}
+	b.topicGate.RLock() // see topicdelete.go
+	defer b.topicGate.RUnlock()
 	cfg, _ := b.registry.group(group)
 	if cfg.RetryMaxTimes == 0 {
 		cfg.RetryMaxTimes = 16
@@ -69,6 +71,9 @@ func (b *Broker) sendBack(group string, items []sendBack) error {
 		}
 		if err != nil {
 			return mapStoreErr(err)
+		}
+		if b.deletedMessage(res.Messages[0]) {
+			continue // its topic was deleted meanwhile
 		}
 		msgs = append(msgs, b.retryCopy(cfg, res.Messages[0], it, now))
 	}

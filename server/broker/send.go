@@ -30,6 +30,11 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []SendMessage) ([]
 	if len(msgs) == 0 || len(msgs) > maxBatch {
 		return nil, fmt.Errorf("%w: a send carries 1 to %d messages, got %d", ErrInvalidArgument, maxBatch, len(msgs))
 	}
+	// A deletion of the topic happens wholly before or after this send
+	// (topicdelete.go): a message is never stored into a topic between
+	// the deletion's floor and its purge.
+	b.topicGate.RLock()
+	defer b.topicGate.RUnlock()
 	cfg, err := b.topicForSend(topic)
 	if err != nil {
 		return nil, err

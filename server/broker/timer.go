@@ -80,14 +80,16 @@ func (h *timerHeap) Pop() any {
 func (h timerHeap) peek() *timerEntry { return h[0] }
 
 type timerSet struct {
-	mu   sync.Mutex
-	byID map[string]*timerEntry
-	heap timerHeap
-	wake chan struct{} // buffered(1): a new head
+	mu      sync.Mutex
+	byID    map[string]*timerEntry
+	byTopic map[string]int // pending timers per destination topic
+	heap    timerHeap
+	wake    chan struct{} // buffered(1): a new head
 }
 
 func (t *timerSet) init() {
 	t.byID = make(map[string]*timerEntry)
+	t.byTopic = make(map[string]int)
 	t.wake = make(chan struct{}, 1)
 }
 
@@ -109,6 +111,7 @@ func (t *timerSet) put(id, topic string, due time.Time, phys int64) {
 	}
 	e := &timerEntry{id: id, topic: topic, due: due, phys: phys, index: -1}
 	t.byID[id] = e
+	t.byTopic[topic]++
 	heap.Push(&t.heap, e)
 }
 
@@ -117,7 +120,25 @@ func (t *timerSet) remove(e *timerEntry) {
 	if e.index >= 0 {
 		heap.Remove(&t.heap, e.index)
 	}
+	t.forget(e)
+}
+
+// forget drops a timer that is out of the heap; the caller holds t.mu.
+func (t *timerSet) forget(e *timerEntry) {
+	if _, ok := t.byID[e.id]; !ok {
+		return
+	}
 	delete(t.byID, e.id)
+	if t.byTopic[e.topic]--; t.byTopic[e.topic] <= 0 {
+		delete(t.byTopic, e.topic)
+	}
+}
+
+// pendingFor counts the pending timers destined to topic.
+func (t *timerSet) pendingFor(topic string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byTopic[topic]
 }
 
 type timerStatusRecord struct {
@@ -255,7 +276,7 @@ func (b *Broker) deliverDueTimers(now time.Time) error {
 			if err != nil {
 				heap.Push(&t.heap, e) // retried
 			} else {
-				delete(t.byID, e.id)
+				t.forget(e)
 			}
 		}
 		t.mu.Unlock()
@@ -266,9 +287,16 @@ func (b *Broker) deliverDueTimers(now time.Time) error {
 }
 
 func (b *Broker) deliverTimers(batch []*timerEntry, now time.Time) error {
+	b.topicGate.RLock() // see topicdelete.go
+	defer b.topicGate.RUnlock()
 	msgs := make([]*message.Message, 0, len(batch)+1)
 	recs := make([]timerStatusRecord, 0, len(batch))
 	for _, e := range batch {
+		if id, err := message.ParseID(e.id); err == nil && id.Offset() < b.retryFloor(e.topic) {
+			// Its topic was deleted after it was scheduled.
+			recs = append(recs, timerStatusRecord{ID: e.id, Status: timerCancelled, At: now.UTC()})
+			continue
+		}
 		recs = append(recs, timerStatusRecord{ID: e.id, Status: timerDelivered, At: now.UTC()})
 		m, err := b.store.Lookup(e.phys)
 		if errors.Is(err, storage.ErrOffsetTooSmall) || errors.Is(err, storage.ErrNotFound) {
@@ -393,11 +421,22 @@ func (b *Broker) CancelTimer(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	body, _ := json.Marshal([]timerStatusRecord{{ID: e.id, Status: timerCancelled, At: time.Now().UTC()}})
+	if err := b.appendTimerStatus([]timerStatusRecord{{ID: e.id, Status: timerCancelled, At: time.Now().UTC()}}); err != nil {
+		return err
+	}
+	t.remove(e)
+	return nil
+}
+
+// appendTimerStatus makes timer status changes durable.
+func (b *Broker) appendTimerStatus(recs []timerStatusRecord) error {
+	body, err := json.Marshal(recs)
+	if err != nil {
+		return err
+	}
 	if _, err := b.store.Put(&message.Message{Topic: timerStatusTopic, Body: body, BornTimestamp: time.Now().UnixMilli()}); err != nil {
 		return mapStoreErr(err)
 	}
-	t.remove(e)
 	return nil
 }
 
