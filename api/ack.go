@@ -139,7 +139,7 @@ func (h *handler) ack(w http.ResponseWriter, r *http.Request) {
 //	@Param			group	path		string		true	"Consumer group"
 //	@Param			request	body		NackRequest	true	"Items"
 //	@Success		200		{object}	ReceiptResponse
-//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request"
+//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request, value-too-long (a reason over 16 KiB)"
 //	@Failure		404		{object}	Problem	"group-not-found"
 //	@Failure		413		{object}	Problem	"body-too-large"
 //	@Failure		415		{object}	Problem	"unsupported-media-type"

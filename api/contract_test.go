@@ -33,44 +33,56 @@ func TestResponsesMatchSpec(t *testing.T) {
 	type call struct {
 		method, path, contentType, body string
 		brokerErr                       error
+		header                          []string // name, value
 	}
+	propsTooLarge := &broker.LimitError{Field: "properties", Size: 20000, Limit: broker.MaxUserPropertiesBytes, Kind: broker.ErrPropertiesTooLarge}
+	tagTooLong := &broker.LimitError{Field: "tag", Size: 300, Limit: broker.MaxTagBytes, Kind: broker.ErrValueTooLong}
 	calls := []call{
-		{"POST", "/v1/topics/orders/messages", "application/json", `{"body":"x","tag":"t"}`, nil},
-		{"POST", "/v1/topics/orders/messages", "application/octet-stream", "raw", nil},
-		{"POST", "/v1/topics/orders/messages", "application/json", `{"body":""}`, nil},
-		{"POST", "/v1/topics/orders/messages", "application/json", `{"body":"x"}`, broker.ErrTopicNotFound},
-		{"POST", "/v1/topics/orders/messages", "application/json", `{"body":"x"}`, broker.ErrIdempotencyKeyReused},
-		{"POST", "/v1/topics/orders/messages", "application/json", `{"body":"x"}`, broker.ErrFlushTimeout},
-		{"POST", "/v1/topics/orders/messages", "application/json", `{"body":"x"}`, broker.ErrDiskFull},
-		{"POST", "/v1/groups/g/topics/orders/pull", "application/json", `{"waitMs":0}`, nil},
-		{"POST", "/v1/groups/g/topics/orders/pull", "text/plain", `x`, nil},
-		{"POST", "/v1/groups/g/topics/orders/pull", "application/json", `{"waitMs":31000}`, nil},
-		{"POST", "/v1/groups/g/ack", "application/json", `{"receipts":["r","old"]}`, nil},
-		{"POST", "/v1/groups/g/nack", "application/json", `{"items":[{"receipt":"r"}]}`, nil},
-		{"POST", "/v1/groups/g/leases", "application/json", `{"items":[{"receipt":"r","invisibleMs":5}]}`, nil},
-		{"POST", "/v1/groups/g/ack", "application/json", `{"receipts":["r"]}`, broker.ErrGroupNotFound},
-		{"GET", "/v1/topics", "", "", nil},
-		{"GET", "/v1/topics/orders", "", "", nil},
-		{"GET", "/v1/topics/orders", "", "", broker.ErrTopicNotFound},
-		{"PUT", "/v1/topics/orders", "application/json", `{"queues":2}`, nil},
-		{"PUT", "/v1/topics/orders", "application/json", `{"queues":-2}`, nil},
-		{"DELETE", "/v1/topics/orders", "", "", nil},
-		{"GET", "/v1/topics/orders/queues/1/messages?offset=3&max=2", "", "", nil},
-		{"GET", "/v1/topics/orders/queues/1/messages", "", "", broker.ErrOffsetOutOfRange},
-		{"GET", "/v1/groups", "", "", nil},
-		{"GET", "/v1/groups/g", "", "", nil},
-		{"PUT", "/v1/groups/g", "application/json", `{"subscriptions":[{"topic":"orders"}]}`, nil},
-		{"PUT", "/v1/groups/g", "application/json", `{"push":{}}`, nil},
-		{"DELETE", "/v1/groups/g", "", "", broker.ErrGroupNotFound},
-		{"GET", "/v1/groups/g/offsets", "", "", nil},
-		{"PUT", "/v1/groups/g/offsets", "application/json", `{"offsets":[{"topic":"orders","queueId":0,"offset":4}]}`, nil},
-		{"GET", "/v1/groups/g/progress", "", "", nil},
-		{"POST", "/v1/groups/g/reset-offset", "application/json", `{"timestamp":"2026-11-29T00:00:00Z"}`, nil},
-		{"GET", "/v1/messages/7F00000100001F9000000000000004D2", "", "", nil},
-		{"GET", "/v1/messages/7F00000100001F9000000000000004D2", "", "", broker.ErrMessageNotFound},
-		{"GET", "/v1/messages?topic=orders&key=k", "", "", nil},
-		{"GET", "/v1/broker/status", "", "", nil},
-		{"GET", "/v1/broker/status", "", "", broker.ErrShuttingDown},
+		{"POST", "/v1/topics/orders/messages", "application/json", `{"body":"x","tag":"t"}`, nil, nil},
+		{"POST", "/v1/topics/orders/messages", "application/octet-stream", "raw", nil, nil},
+		{"POST", "/v1/topics/orders/messages", "application/json", `{"body":""}`, nil, nil},
+		{"POST", "/v1/topics/orders/messages", "application/json", `{"body":"x"}`, broker.ErrTopicNotFound, nil},
+		{"POST", "/v1/topics/orders/messages", "application/json", `{"body":"x"}`, broker.ErrIdempotencyKeyReused, nil},
+		{"POST", "/v1/topics/orders/messages", "application/json", `{"body":"x"}`, broker.ErrFlushTimeout, nil},
+		{"POST", "/v1/topics/orders/messages", "application/json", `{"body":"x"}`, broker.ErrDiskFull, nil},
+		{"POST", "/v1/topics/orders/messages", "application/json", `{"body":"x"}`, propsTooLarge, nil},
+		{"POST", "/v1/topics/orders/messages", "application/json", `{"body":"x"}`, tagTooLong, nil},
+		{"POST", "/v1/topics/orders/messages", "application/json", `{"body":"x","body":"y"}`, nil, nil},
+		{"POST", "/v1/topics/orders/messages", "application/json", `{"body":"x"}`, nil, []string{"X-Mqgate-Push-Hop", "1"}},
+		{"POST", "/v1/groups/g/topics/orders/pull", "application/json", `{"waitMs":0}`, nil, nil},
+		{"POST", "/v1/groups/g/topics/orders/pull", "text/plain", `x`, nil, nil},
+		{"POST", "/v1/groups/g/topics/orders/pull", "application/json", `{"waitMs":31000}`, nil, nil},
+		{"POST", "/v1/groups/g/ack", "application/json", `{"receipts":["r","old"]}`, nil, nil},
+		{"POST", "/v1/groups/g/nack", "application/json", `{"items":[{"receipt":"r"}]}`, nil, nil},
+		{"POST", "/v1/groups/g/leases", "application/json", `{"items":[{"receipt":"r","invisibleMs":5}]}`, nil, nil},
+		{"POST", "/v1/groups/g/ack", "application/json", `{"receipts":["r"]}`, broker.ErrGroupNotFound, nil},
+		{"GET", "/v1/topics", "", "", nil, nil},
+		{"GET", "/v1/topics/orders", "", "", nil, nil},
+		{"GET", "/v1/topics/orders", "", "", broker.ErrTopicNotFound, nil},
+		{"PUT", "/v1/topics/orders", "application/json", `{"queues":2}`, nil, nil},
+		{"PUT", "/v1/topics/orders", "application/json", `{"queues":-2}`, nil, nil},
+		{"DELETE", "/v1/topics/orders", "", "", nil, nil},
+		{"PATCH", "/v1/topics/orders", "application/merge-patch+json", `{"perm":"r"}`, nil, nil},
+		{"PATCH", "/v1/topics/orders", "application/merge-patch+json", `{"queues":"x"}`, nil, nil},
+		{"PATCH", "/v1/topics/orders", "application/merge-patch+json", `{"perm":"r"}`, broker.ErrTopicNotFound, nil},
+		{"GET", "/v1/topics/orders/queues/1/messages?offset=3&max=2", "", "", nil, nil},
+		{"GET", "/v1/topics/orders/queues/1/messages", "", "", broker.ErrOffsetOutOfRange, nil},
+		{"GET", "/v1/groups", "", "", nil, nil},
+		{"GET", "/v1/groups/g", "", "", nil, nil},
+		{"PUT", "/v1/groups/g", "application/json", `{"subscriptions":[{"topic":"orders"}]}`, nil, nil},
+		{"PUT", "/v1/groups/g", "application/json", `{"push":{}}`, nil, nil},
+		{"DELETE", "/v1/groups/g", "", "", broker.ErrGroupNotFound, nil},
+		{"PATCH", "/v1/groups/g", "application/merge-patch+json", `{"retryMaxTimes":3}`, nil, nil},
+		{"PATCH", "/v1/groups/g", "application/merge-patch+json", `{"retryMaxTimes":3}`, broker.ErrGroupNotFound, nil},
+		{"GET", "/v1/groups/g/offsets", "", "", nil, nil},
+		{"PUT", "/v1/groups/g/offsets", "application/json", `{"offsets":[{"topic":"orders","queueId":0,"offset":4}]}`, nil, nil},
+		{"GET", "/v1/groups/g/progress", "", "", nil, nil},
+		{"POST", "/v1/groups/g/reset-offset", "application/json", `{"timestamp":"2026-11-29T00:00:00Z"}`, nil, nil},
+		{"GET", "/v1/messages/7F00000100001F9000000000000004D2", "", "", nil, nil},
+		{"GET", "/v1/messages/7F00000100001F9000000000000004D2", "", "", broker.ErrMessageNotFound, nil},
+		{"GET", "/v1/messages?topic=orders&key=k", "", "", nil, nil},
+		{"GET", "/v1/broker/status", "", "", nil, nil},
+		{"GET", "/v1/broker/status", "", "", broker.ErrShuttingDown, nil},
 	}
 	for _, c := range calls {
 		b := setup(t)
@@ -82,6 +94,9 @@ func TestResponsesMatchSpec(t *testing.T) {
 		req := httptest.NewRequest(c.method, c.path, body)
 		if c.contentType != "" {
 			req.Header.Set("Content-Type", c.contentType)
+		}
+		if len(c.header) == 2 {
+			req.Header.Set(c.header[0], c.header[1])
 		}
 		rec := httptest.NewRecorder()
 		b.handler.ServeHTTP(rec, req)

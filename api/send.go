@@ -124,10 +124,10 @@ func (h *handler) registerSendRoutes(r chi.Router) {
 //	@Param			X-Mqgate-Delay-Ms		header		integer		false	"Raw send: delay in milliseconds"
 //	@Param			X-Mqgate-Deliver-At		header		string		false	"Raw send: RFC 3339 delivery time"
 //	@Success		200						{object}	SendResponse
-//	@Failure		400						{object}	Problem	"invalid-name, invalid-argument, malformed-request, empty-body"
+//	@Failure		400						{object}	Problem	"invalid-name, invalid-argument, malformed-request, empty-body, value-too-long (tag, keys, shardingKey, dedupId: 255 bytes; 64 keys; field and limit members name which)"
 //	@Failure		404						{object}	Problem	"topic-not-found"
 //	@Failure		409						{object}	Problem	"idempotency-request-in-flight"
-//	@Failure		413						{object}	Problem	"body-too-large"
+//	@Failure		413						{object}	Problem	"body-too-large, properties-too-large (properties with tag, keys, sharding key and dedup id: 16 KiB, 128 properties)"
 //	@Failure		422						{object}	Problem	"idempotency-key-reused"
 //	@Failure		500						{object}	Problem	"internal"
 //	@Failure		503						{object}	Problem	"flush-timeout, storage-read-only, shutting-down"

@@ -142,7 +142,7 @@ const docTemplate = `{
                 }
             },
             "put": {
-                "description": "Creates the group (201) or updates it (200). An empty body takes the defaults; ` + "`" + `sql` + "`" + ` filters are not supported yet (501).\nWith ` + "`" + `push` + "`" + ` the gateway delivers the group's messages to a webhook (see PushRequest); a PUT without ` + "`" + `push` + "`" + ` removes the endpoint. When ` + "`" + `push.secret` + "`" + ` is left out the group keeps its current secret, or a new one is generated and returned in this response only.",
+                "description": "Creates the group (201) or replaces its settings (200): PUT replaces the whole group, a field left out takes its default (use PATCH to change single fields). An empty body takes the defaults; ` + "`" + `sql` + "`" + ` filters are not supported yet (501).\nWith ` + "`" + `push` + "`" + ` the gateway delivers the group's messages to a webhook (see PushRequest); a PUT without ` + "`" + `push` + "`" + ` removes the endpoint. When ` + "`" + `push.secret` + "`" + ` is left out the group keeps its current secret, or a new one is generated and returned in this response only.",
                 "consumes": [
                     "application/json"
                 ],
@@ -153,7 +153,7 @@ const docTemplate = `{
                 "tags": [
                     "groups"
                 ],
-                "summary": "Create or update a group",
+                "summary": "Create or replace a group",
                 "parameters": [
                     {
                         "type": "string",
@@ -263,6 +263,89 @@ const docTemplate = `{
                     },
                     "500": {
                         "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "storage-read-only, shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            },
+            "patch": {
+                "description": "A JSON merge patch (RFC 7396) of the group's settings (GroupRequest): the fields given replace the group's, null removes a field (` + "`" + `push: null` + "`" + ` removes the endpoint) and resets it to its default, the others stay. ` + "`" + `subscriptions` + "`" + ` is an array, so a patch replaces the whole list. ` + "`" + `push` + "`" + ` merges member by member; its secret is write-only: a patch that does not name ` + "`" + `push.secret` + "`" + ` keeps it (a new endpoint without one gets a generated secret, returned in this response only). The result is validated like a PUT. Content-Type application/merge-patch+json (or application/json).",
+                "consumes": [
+                    "application/json",
+                    "application/merge-patch+json"
+                ],
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "groups"
+                ],
+                "summary": "Change a group's settings",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Group name",
+                        "name": "group",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "description": "The fields to change",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/GroupRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/Group"
+                        }
+                    },
+                    "400": {
+                        "description": "invalid-name, invalid-argument, malformed-request",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "group-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "413": {
+                        "description": "body-too-large",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "415": {
+                        "description": "unsupported-media-type",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "501": {
+                        "description": "not-implemented",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -754,7 +837,7 @@ const docTemplate = `{
                         }
                     },
                     "400": {
-                        "description": "invalid-name, invalid-argument, malformed-request",
+                        "description": "invalid-name, invalid-argument, malformed-request, value-too-long (a reason over 16 KiB)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -919,7 +1002,7 @@ const docTemplate = `{
         },
         "/groups/{group}/progress": {
             "get": {
-                "description": "Per queue: broker offset, consumer offset, lag and in-flight leases (mqadmin consumerProgress).",
+                "description": "Per queue: broker offset, consumer offset, lag and in-flight leases (mqadmin consumerProgress). Queue id -1 is the topic's view of the group's retry topic: its lag counts the retries of that topic already due.\n` + "`" + `retry` + "`" + ` counts the group's retries still waiting in the delay ladder, per level; ` + "`" + `delayed` + "`" + ` the delayed messages and timers of the group's topics not yet due. ` + "`" + `totalLag` + "`" + ` adds them all up. A count that cannot be known is null (never 0), with a note.",
                 "produces": [
                     "application/json",
                     "application/problem+json"
@@ -1573,7 +1656,7 @@ const docTemplate = `{
                 }
             },
             "put": {
-                "description": "Creates the topic (201) or updates it (200). An empty body takes the defaults.",
+                "description": "Creates the topic (201) or replaces its settings (200). PUT replaces the whole topic: a field left out takes its default (queues 4, retentionHours 0 = the store default, perm rw), and a topic's queue count cannot shrink. Use PATCH to change single fields. An empty body takes the defaults.",
                 "consumes": [
                     "application/json"
                 ],
@@ -1584,7 +1667,7 @@ const docTemplate = `{
                 "tags": [
                     "topics"
                 ],
-                "summary": "Create or update a topic",
+                "summary": "Create or replace a topic",
                 "parameters": [
                     {
                         "type": "string",
@@ -1648,6 +1731,7 @@ const docTemplate = `{
                 }
             },
             "delete": {
+                "description": "Deletes the topic and its messages for every purpose (as SQS DeleteQueue): a topic created again under the same name starts empty for every group, old and new. Its queue offsets continue (never reused); lookups by id or key no longer find the old messages; every group's offsets and leases on the topic are dropped; retries, delayed messages and timers still waiting for it are never delivered. Dead letters stay in their group's DLQ; a resend delivers to the topic's current incarnation.",
                 "produces": [
                     "application/problem+json"
                 ],
@@ -1676,6 +1760,83 @@ const docTemplate = `{
                     },
                     "404": {
                         "description": "topic-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "storage-read-only, shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            },
+            "patch": {
+                "description": "A JSON merge patch (RFC 7396) of the topic's settings (TopicRequest): the fields given replace the topic's, null resets a field to its default, the others stay. The result is validated like a PUT (a queue count cannot shrink). Content-Type application/merge-patch+json (or application/json).",
+                "consumes": [
+                    "application/json",
+                    "application/merge-patch+json"
+                ],
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "topics"
+                ],
+                "summary": "Change a topic's settings",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Topic name",
+                        "name": "topic",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "description": "The fields to change",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/TopicRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/Topic"
+                        }
+                    },
+                    "400": {
+                        "description": "invalid-name, invalid-argument, malformed-request",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "topic-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "413": {
+                        "description": "body-too-large",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "415": {
+                        "description": "unsupported-media-type",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -1779,7 +1940,7 @@ const docTemplate = `{
                         }
                     },
                     "400": {
-                        "description": "invalid-name, invalid-argument, malformed-request, empty-body",
+                        "description": "invalid-name, invalid-argument, malformed-request, empty-body, value-too-long (tag, keys, shardingKey, dedupId: 255 bytes; 64 keys; field and limit members name which)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -1797,7 +1958,7 @@ const docTemplate = `{
                         }
                     },
                     "413": {
-                        "description": "body-too-large",
+                        "description": "body-too-large, properties-too-large (properties with tag, keys, sharding key and dedup id: 16 KiB, 128 properties)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -1822,6 +1983,12 @@ const docTemplate = `{
                     },
                     "507": {
                         "description": "disk-full",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "508": {
+                        "description": "push-loop (the request carries X-Mqgate-Push-Hop)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -1931,6 +2098,11 @@ const docTemplate = `{
                     "type": "string",
                     "example": "billing-worker-3"
                 },
+                "count": {
+                    "description": "Count is, for outcome \"omitted\", how many earlier attempts the entry stands for.",
+                    "type": "integer",
+                    "example": 0
+                },
                 "delayLevel": {
                     "type": "integer",
                     "example": 0
@@ -1939,7 +2111,8 @@ const docTemplate = `{
                     "type": "string",
                     "enum": [
                         "nack",
-                        "expired"
+                        "expired",
+                        "omitted"
                     ],
                     "example": "nack"
                 },
@@ -1967,6 +2140,14 @@ const docTemplate = `{
                         "$ref": "#/definitions/DelayLevel"
                     }
                 },
+                "dispatch": {
+                    "description": "Dispatch is the store's dispatcher, which makes stored messages visible to consumers.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/DispatchStatus"
+                        }
+                    ]
+                },
                 "flushMode": {
                     "type": "string",
                     "enum": [
@@ -1979,6 +2160,14 @@ const docTemplate = `{
                     "description": "NextTimerAt is when the soonest timer fires.",
                     "type": "string",
                     "format": "date-time"
+                },
+                "quarantine": {
+                    "description": "Quarantine lists records the store set aside: intact but impossible to dispatch or read.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/Quarantine"
+                        }
+                    ]
                 },
                 "scheduledTotal": {
                     "description": "ScheduledTotal counts messages the scheduler delivered since start.",
@@ -2158,6 +2347,57 @@ const docTemplate = `{
                 }
             }
         },
+        "DelayedBacklog": {
+            "type": "object",
+            "properties": {
+                "byLevel": {
+                    "description": "ByLevel lists the delay levels that hold messages (sent with delayLevel).",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/LevelBacklog"
+                    }
+                },
+                "timers": {
+                    "description": "Timers counts pending delayMs/deliverAt timers.",
+                    "type": "integer",
+                    "example": 0
+                },
+                "total": {
+                    "description": "Total is the sum over byLevel plus timers; null when some level cannot be counted.",
+                    "type": "integer",
+                    "example": 1
+                }
+            }
+        },
+        "DispatchStatus": {
+            "type": "object",
+            "properties": {
+                "delayMs": {
+                    "description": "DelayMs is how long the dispatcher has been behind (0 when caught up).",
+                    "type": "integer",
+                    "example": 0
+                },
+                "dispatchedOffset": {
+                    "description": "DispatchedOffset is the CommitLog offset below which every message is visible to consumers.",
+                    "type": "integer",
+                    "example": 123456
+                },
+                "error": {
+                    "description": "Error is why the dispatcher's passes fail (they are retried); absent when they succeed.",
+                    "type": "string"
+                },
+                "failingSince": {
+                    "description": "FailingSince is when the passes started failing.",
+                    "type": "string",
+                    "format": "date-time"
+                },
+                "lagBytes": {
+                    "description": "LagBytes counts stored bytes not yet visible to consumers.",
+                    "type": "integer",
+                    "example": 0
+                }
+            }
+        },
         "Group": {
             "type": "object",
             "properties": {
@@ -2262,6 +2502,23 @@ const docTemplate = `{
                 }
             }
         },
+        "LadderBacklog": {
+            "type": "object",
+            "properties": {
+                "byLevel": {
+                    "description": "ByLevel lists the levels that hold messages.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/LevelBacklog"
+                    }
+                },
+                "total": {
+                    "description": "Total is the sum over byLevel; null when some level cannot be counted.",
+                    "type": "integer",
+                    "example": 2
+                }
+            }
+        },
         "LeaseItem": {
             "type": "object",
             "properties": {
@@ -2287,6 +2544,28 @@ const docTemplate = `{
                     "items": {
                         "$ref": "#/definitions/LeaseItem"
                     }
+                }
+            }
+        },
+        "LevelBacklog": {
+            "type": "object",
+            "properties": {
+                "atLeast": {
+                    "description": "AtLeast is, when count is null, how many were counted so far.",
+                    "type": "integer"
+                },
+                "count": {
+                    "description": "Count is how many messages wait there; null when it cannot be known yet (see notes).",
+                    "type": "integer",
+                    "example": 2
+                },
+                "delayMs": {
+                    "type": "integer",
+                    "example": 10000
+                },
+                "level": {
+                    "type": "integer",
+                    "example": 3
                 }
             }
         },
@@ -2399,7 +2678,7 @@ const docTemplate = `{
                 "reason": {
                     "description": "Reason says why processing failed; kept with retries and in the DLQ.",
                     "type": "string",
-                    "maxLength": 4096,
+                    "maxLength": 16384,
                     "example": "payment service unavailable"
                 },
                 "receipt": {
@@ -2444,10 +2723,25 @@ const docTemplate = `{
                     "type": "string",
                     "example": "broker: topic not found"
                 },
+                "field": {
+                    "description": "Field names the request field over a limit (body-too-large, properties-too-large, value-too-long).",
+                    "type": "string",
+                    "example": "messages[3].tag"
+                },
                 "instance": {
                     "description": "Instance is the request path the problem occurred on.",
                     "type": "string",
                     "example": "/v1/topics/orders"
+                },
+                "limit": {
+                    "description": "Limit is the limit that field is over, in LimitUnit.",
+                    "type": "integer",
+                    "example": 255
+                },
+                "limitUnit": {
+                    "description": "LimitUnit is the unit of Limit: bytes, properties or keys.",
+                    "type": "string",
+                    "example": "bytes"
                 },
                 "requestId": {
                     "description": "RequestID is the id of the request (also in the X-Request-Id header and the server logs).",
@@ -2474,9 +2768,24 @@ const docTemplate = `{
         "Progress": {
             "type": "object",
             "properties": {
+                "delayed": {
+                    "description": "Delayed is the delayed messages (delayLevel, delayMs, deliverAt) of the group's topics not yet due.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/DelayedBacklog"
+                        }
+                    ]
+                },
                 "group": {
                     "type": "string",
                     "example": "billing"
+                },
+                "notes": {
+                    "description": "Notes explain counts that are unknown (null) or incomplete.",
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
                 },
                 "queues": {
                     "type": "array",
@@ -2484,9 +2793,22 @@ const docTemplate = `{
                         "$ref": "#/definitions/QueueProgress"
                     }
                 },
+                "retry": {
+                    "description": "Retry is the group's retries still waiting in the delay ladder (not yet due).",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/LadderBacklog"
+                        }
+                    ]
+                },
                 "totalLag": {
+                    "description": "TotalLag is every message the group has still to consume: the queues' lag (queueId -1 rows count the\ngroup's retries of that topic already due), plus retry.total and delayed.total.",
                     "type": "integer",
-                    "example": 8
+                    "example": 11
+                },
+                "totalLagIsLowerBound": {
+                    "description": "TotalLagIsLowerBound: some part could not be counted (see notes); the true total is higher.",
+                    "type": "boolean"
                 }
             }
         },
@@ -2615,6 +2937,57 @@ const docTemplate = `{
                 }
             }
         },
+        "Quarantine": {
+            "type": "object",
+            "properties": {
+                "count": {
+                    "description": "Count is how many records were quarantined.",
+                    "type": "integer",
+                    "example": 0
+                },
+                "records": {
+                    "description": "Records are the newest of them (at most 100), oldest first.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/QuarantinedRecord"
+                    }
+                }
+            }
+        },
+        "QuarantinedRecord": {
+            "type": "object",
+            "properties": {
+                "at": {
+                    "description": "At is when it was quarantined.",
+                    "type": "string",
+                    "format": "date-time"
+                },
+                "offset": {
+                    "description": "Offset is the record's CommitLog offset.",
+                    "type": "integer",
+                    "example": 4096
+                },
+                "reason": {
+                    "description": "Reason says why.",
+                    "type": "string",
+                    "example": "storage: corrupt data: record at 4096: message: corrupt payload: properties length 40350 with 40350 bytes left"
+                },
+                "size": {
+                    "description": "Size is the record's size in bytes.",
+                    "type": "integer",
+                    "example": 40510
+                },
+                "stage": {
+                    "description": "Stage is where it was refused: dispatch (never made visible) or read (could not be decoded).",
+                    "type": "string",
+                    "enum": [
+                        "dispatch",
+                        "read"
+                    ],
+                    "example": "dispatch"
+                }
+            }
+        },
         "QueueMessages": {
             "type": "object",
             "properties": {
@@ -2678,12 +3051,16 @@ const docTemplate = `{
                     "type": "integer",
                     "example": 8
                 },
+                "lagIsLowerBound": {
+                    "description": "LagIsLowerBound: the lag could not be counted completely; the true lag is higher.",
+                    "type": "boolean"
+                },
                 "lastStoredAt": {
                     "type": "string",
                     "format": "date-time"
                 },
                 "mirroredOffset": {
-                    "description": "MirroredOffset is the committed offset mirrored in PostgreSQL (only\nwith --database-url); it trails consumerOffset by the mirror's lag.",
+                    "description": "MirroredOffset is the committed offset mirrored in PostgreSQL (only\nwith --database-url); it trails consumerOffset by the mirror's lag.\nAbsent while the mirror is degraded (a note says so).",
                     "type": "integer",
                     "example": 40
                 },
