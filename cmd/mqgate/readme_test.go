@@ -36,7 +36,9 @@ func TestReadmeTourRunsAsPasted(t *testing.T) {
 	require.Contains(t, script, "localhost:8080")
 
 	p := startServer(t, t.TempDir(), freeAddr(t))
-	script = strings.ReplaceAll(script, "localhost:8080", p.addr)
+	// Every curl must get a 2xx: --fail-with-body makes a 4xx or 5xx fail
+	// the script (and still prints the problem).
+	script = "curl() { command curl --fail-with-body \"$@\"; }\n" + strings.ReplaceAll(script, "localhost:8080", p.addr)
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = t.TempDir()
 	var out bytes.Buffer
