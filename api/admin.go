@@ -316,7 +316,7 @@ func checkTopicRequest(req TopicRequest) error {
 	case req.RetentionHours < 0:
 		return invalidArgument("retentionHours %d must not be negative", req.RetentionHours)
 	case req.Perm != "" && req.Perm != "rw" && req.Perm != "r" && req.Perm != "w":
-		return invalidArgument(`perm %q must be "rw", "r" or "w"`, req.Perm)
+		return invalidArgument(`perm %s must be "rw", "r" or "w"`, broker.QuoteValue(req.Perm))
 	}
 	return nil
 }
@@ -377,7 +377,7 @@ func (h *handler) readQueue(w http.ResponseWriter, r *http.Request) {
 	}
 	queueID, err := strconv.ParseInt(chi.URLParam(r, "queueId"), 10, 32)
 	if err != nil || queueID < 0 {
-		WriteError(w, r, invalidArgument("queueId %q must be a non-negative integer", chi.URLParam(r, "queueId")))
+		WriteError(w, r, invalidArgument("queueId %s must be a non-negative integer", broker.QuoteValue(chi.URLParam(r, "queueId"))))
 		return
 	}
 	query := r.URL.Query()
@@ -415,7 +415,7 @@ func (h *handler) readQueue(w http.ResponseWriter, r *http.Request) {
 func (h *handler) getMessage(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "messageId")
 	if !isMessageID(id) {
-		WriteError(w, r, invalidArgument("messageId %q must be %d hexadecimal characters", id, messageIDLength))
+		WriteError(w, r, invalidArgument("messageId %s must be %d hexadecimal characters", broker.QuoteValue(id), messageIDLength))
 		return
 	}
 	m, err := h.deps.Broker.GetMessage(r.Context(), strings.ToUpper(id))
@@ -445,7 +445,7 @@ func (h *handler) queryMessages(w http.ResponseWriter, r *http.Request) {
 	query := r.URL.Query()
 	topic, key := query.Get("topic"), query.Get("key")
 	if !validName(topic) {
-		WriteError(w, r, fmt.Errorf("%w: query parameter topic %q", broker.ErrInvalidName, topic))
+		WriteError(w, r, fmt.Errorf("%w: query parameter topic %s", broker.ErrInvalidName, broker.QuoteValue(topic)))
 		return
 	}
 	if key == "" {
@@ -516,7 +516,7 @@ func queryInt(query url.Values, name string, def, min, max int64) (int64, error)
 	}
 	v, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || v < min || v > max {
-		return 0, invalidArgument("query parameter %s %q must be an integer between %d and %d", name, raw, min, max)
+		return 0, invalidArgument("query parameter %s %s must be an integer between %d and %d", name, broker.QuoteValue(raw), min, max)
 	}
 	return v, nil
 }

@@ -101,7 +101,7 @@ func parseOptionalTime(name, v string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return time.Time{}, invalidArgument("%s %q is not an RFC 3339 time", name, v)
+		return time.Time{}, invalidArgument("%s %s is not an RFC 3339 time", name, broker.QuoteValue(v))
 	}
 	return t, nil
 }

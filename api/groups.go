@@ -407,7 +407,7 @@ func groupRequestOf(g broker.GroupConfig) GroupRequest {
 func groupConfig(name string, req GroupRequest) (broker.GroupConfig, error) {
 	switch {
 	case req.ConsumeMode != "" && req.ConsumeMode != "clustering" && req.ConsumeMode != "broadcasting":
-		return broker.GroupConfig{}, invalidArgument(`consumeMode %q must be "clustering" or "broadcasting"`, req.ConsumeMode)
+		return broker.GroupConfig{}, invalidArgument(`consumeMode %s must be "clustering" or "broadcasting"`, broker.QuoteValue(req.ConsumeMode))
 	case req.RetryMaxTimes < 0 || req.RetryMaxTimes > maxRetryMaxTimes:
 		return broker.GroupConfig{}, invalidArgument("retryMaxTimes %d must be between 0 and %d", req.RetryMaxTimes, maxRetryMaxTimes)
 	case req.InvisibleMs < 0 || req.InvisibleMs > MaxInvisibleMs:
@@ -422,7 +422,7 @@ func groupConfig(name string, req GroupRequest) (broker.GroupConfig, error) {
 	}
 	for i, s := range req.Subscriptions {
 		if !validName(s.Topic) {
-			return broker.GroupConfig{}, fmt.Errorf("%w: subscriptions[%d].topic %q", broker.ErrInvalidName, i, s.Topic)
+			return broker.GroupConfig{}, fmt.Errorf("%w: subscriptions[%d].topic %s", broker.ErrInvalidName, i, broker.QuoteValue(s.Topic))
 		}
 		if s.SQL != "" {
 			return broker.GroupConfig{}, fmt.Errorf("%w: SQL filters (subscriptions[%d].sql)", broker.ErrNotImplemented, i)
@@ -547,7 +547,7 @@ func (h *handler) commitOffsets(w http.ResponseWriter, r *http.Request) {
 	for i, o := range req.Offsets {
 		switch {
 		case !validName(o.Topic):
-			WriteError(w, r, fmt.Errorf("%w: offsets[%d].topic %q", broker.ErrInvalidName, i, o.Topic))
+			WriteError(w, r, fmt.Errorf("%w: offsets[%d].topic %s", broker.ErrInvalidName, i, broker.QuoteValue(o.Topic)))
 			return
 		case o.QueueID < 0 || o.Offset < 0:
 			WriteError(w, r, invalidArgument("offsets[%d]: queueId and offset must not be negative", i))
@@ -636,11 +636,11 @@ func (h *handler) resetOffset(w http.ResponseWriter, r *http.Request) {
 	}
 	at, err := time.Parse(time.RFC3339Nano, req.Timestamp)
 	if err != nil {
-		WriteError(w, r, invalidArgument("timestamp %q is not an RFC 3339 time", req.Timestamp))
+		WriteError(w, r, invalidArgument("timestamp %s is not an RFC 3339 time", broker.QuoteValue(req.Timestamp)))
 		return
 	}
 	if req.Topic != "" && !validName(req.Topic) {
-		WriteError(w, r, fmt.Errorf("%w: topic %q", broker.ErrInvalidName, req.Topic))
+		WriteError(w, r, fmt.Errorf("%w: topic %s", broker.ErrInvalidName, broker.QuoteValue(req.Topic)))
 		return
 	}
 	p, err := h.groupProgress(r.Context(), group, func(ctx context.Context, group string) ([]broker.QueueProgress, error) {

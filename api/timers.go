@@ -166,7 +166,7 @@ func (h *handler) rescheduleTimer(w http.ResponseWriter, r *http.Request) {
 	case req.DeliverAt != "":
 		var err error
 		if at, err = time.Parse(time.RFC3339Nano, req.DeliverAt); err != nil {
-			WriteError(w, r, invalidArgument("deliverAt %q is not an RFC 3339 time", req.DeliverAt))
+			WriteError(w, r, invalidArgument("deliverAt %s is not an RFC 3339 time", broker.QuoteValue(req.DeliverAt)))
 			return
 		}
 	case req.DelayMs > 0:

@@ -184,7 +184,7 @@ func (b *Broker) ListDeadLetters(ctx context.Context, group string, f DLQFilter,
 	if cursor != "" {
 		c, err := strconv.ParseInt(cursor, 10, 64)
 		if err != nil || c < 0 {
-			return nil, "", fmt.Errorf("%w: bad cursor %q", ErrInvalidArgument, cursor)
+			return nil, "", fmt.Errorf("%w: bad cursor %s", ErrInvalidArgument, QuoteValue(cursor))
 		}
 		from = max(from, c)
 	}

@@ -30,9 +30,9 @@ func validateName(kind, name string, max int) error {
 	case len(name) > max:
 		return fmt.Errorf("%w: %s name is %d characters long; the limit is %d", ErrInvalidName, kind, len(name), max)
 	case strings.HasPrefix(name, "%") || strings.HasPrefix(name, systemPrefix) || name == "SCHEDULE_TOPIC_XXXX":
-		return fmt.Errorf("%w: %s name %q uses a reserved prefix (%%, %s) or name", ErrReservedName, kind, name, systemPrefix)
+		return fmt.Errorf("%w: %s name %s uses a reserved prefix (%%, %s) or name", ErrReservedName, kind, QuoteValue(name), systemPrefix)
 	case !namePattern.MatchString(name):
-		return fmt.Errorf("%w: %s name %q may only contain letters, digits, '_' and '-'", ErrInvalidName, kind, name)
+		return fmt.Errorf("%w: %s name %s may only contain letters, digits, '_' and '-'", ErrInvalidName, kind, QuoteValue(name))
 	}
 	return nil
 }

@@ -51,7 +51,7 @@ func NormalizePush(g *GroupConfig, prev *PushConfig) (generated bool, err error)
 		p.Mode = "json"
 	case "json", "binary":
 	default:
-		return false, fmt.Errorf("%w: push mode %q must be json or binary", ErrInvalidArgument, p.Mode)
+		return false, fmt.Errorf("%w: push mode %s must be json or binary", ErrInvalidArgument, QuoteValue(p.Mode))
 	}
 	if p.MaxConcurrency == 0 {
 		p.MaxConcurrency = DefaultPushConcurrency
@@ -121,9 +121,9 @@ func validatePushURL(raw string) error {
 	case err != nil:
 		return fmt.Errorf("%w: push url: %w", ErrInvalidArgument, err)
 	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("%w: push url %q must be http or https", ErrInvalidArgument, raw)
+		return fmt.Errorf("%w: push url %s must be http or https", ErrInvalidArgument, QuoteValue(raw))
 	case u.Hostname() == "":
-		return fmt.Errorf("%w: push url %q has no host", ErrInvalidArgument, raw)
+		return fmt.Errorf("%w: push url %s has no host", ErrInvalidArgument, QuoteValue(raw))
 	case u.User != nil:
 		return fmt.Errorf("%w: push url must not carry user info (it would be shown by GET); receivers check the signature", ErrInvalidArgument)
 	case u.Fragment != "":
