@@ -6,7 +6,6 @@ package push_test
 // receivers and the public API only.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -95,27 +94,12 @@ func (g *gateway) level(n int) time.Duration { return g.cfg.DelayLevels[n-1] }
 // call performs one API request and decodes a 2xx answer into out.
 func (g *gateway) call(t *testing.T, method, path string, in, out any) int {
 	t.Helper()
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		require.NoError(t, err)
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, g.base+path, body)
-	require.NoError(t, err)
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.Less(t, resp.StatusCode, 300, "%s %s: %d %s", method, path, resp.StatusCode, b)
+	code, b := g.do(t, method, path, in)
+	require.Less(t, code, 300, "%s %s: %d %s", method, path, code, b)
 	if out != nil {
 		require.NoError(t, json.Unmarshal(b, out), "%s", b)
 	}
-	return resp.StatusCode
+	return code
 }
 
 // putPushGroup creates group on topic with a push endpoint and returns
