@@ -16,7 +16,10 @@
 //	<dir>/config/<name>               small metadata files, each replaced
 //	                                  atomically (WriteMeta); the store's own
 //	                                  is quarantine.json (below), the others
-//	                                  belong to the store's user
+//	                                  belong to the store's user (the broker:
+//	                                  topics.json and groups.json, snapshots
+//	                                  of its registry records; receipt.key;
+//	                                  offsets.snapshot; delay.progress)
 //
 // Topic names are 1-255 bytes of A-Z a-z 0-9 _ - % (they name ConsumeQueue
 // directories); queue ids are 0..MaxQueueID.

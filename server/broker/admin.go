@@ -322,7 +322,7 @@ func (b *Broker) GetMessage(ctx context.Context, id string) (ReceivedMessage, er
 		}
 		return ReceivedMessage{}, mapStoreErr(err)
 	}
-	if m.Topic == offsetTopic || b.deletedMessage(m) {
+	if bookkeeping(m.Topic) || b.deletedMessage(m) {
 		return ReceivedMessage{}, fmt.Errorf("%w: %s", ErrMessageNotFound, id)
 	}
 	return toReceived(m), nil

@@ -226,7 +226,8 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 
 func (b *Broker) recover(ctx context.Context) error {
 	var err error
-	if b.registry, err = openRegistry(b.store); err != nil {
+	scan := func(from int64, fn func(int64, []byte)) (int64, error) { return b.scanMeta(ctx, from, fn) }
+	if b.registry, err = openRegistry(b.store, b.appendMeta, scan, b.log.With().Str("part", "registry").Logger()); err != nil {
 		return err
 	}
 	if b.receipts, err = loadReceiptKey(b.store); err != nil {
@@ -284,7 +285,7 @@ const delayProgress = "delay.progress"
 
 func (b *Broker) start() {
 	b.store.OnRetention(func(cut int64) error {
-		return errors.Join(b.carryDeadLetters(cut), b.carryTimers(cut))
+		return errors.Join(b.carryDeadLetters(cut), b.carryTimers(cut), b.carryMeta(cut))
 	})
 	b.scheduler.Start(context.Background())
 	b.workers.Add(4)

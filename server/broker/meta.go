@@ -2,29 +2,34 @@ package broker
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // registry holds topic and group configuration (RocketMQ's topics.json and
-// subscriptionGroup.json). Each change rewrites its file atomically before
-// it is visible, so a created topic survives any crash.
+// subscriptionGroup.json). Each change is a record in the CommitLog before
+// it is visible (metalog.go), so a created topic survives any crash and
+// the loss of the files; config/topics.json and config/groups.json are
+// snapshots of the registry.
 //
-// topics.json also keeps the deletion record (tombstone) of every deleted
-// topic name, in the same atomic write that removes the topic: an object
-// from topic name to its configuration plus, for a name that was deleted
-// (and possibly created again since), a "Deleted" member. A name that is
-// only a tombstone has no queues.
+// The registry also keeps the deletion record (tombstone) of every deleted
+// topic name; in topics.json a name that was deleted (and possibly created
+// again since) has a "Deleted" member, and a name that is only a tombstone
+// has no queues. Maps are replaced, never changed in place, so a reader
+// may keep one it got.
 type registry struct {
-	files  metaFiles
-	mu     sync.RWMutex
-	topics map[string]TopicConfig
-	tombs  map[string]topicTombstone
-	groups map[string]GroupConfig
+	files   metaFiles
+	log     metaLog
+	logger  zerolog.Logger
+	mu      sync.RWMutex
+	topics  map[string]TopicConfig
+	tombs   map[string]topicTombstone
+	groups  map[string]GroupConfig
+	covered int64 // the snapshots hold every rmq_sys_META record below this queue offset
 }
 
 // topicTombstone records a topic's deletion (topicdelete.go): every message
@@ -53,38 +58,15 @@ type metaFiles interface {
 	WriteMeta(name string, data []byte) error
 }
 
-func openRegistry(files metaFiles) (*registry, error) {
-	r := &registry{files: files, topics: map[string]TopicConfig{}, tombs: map[string]topicTombstone{}, groups: map[string]GroupConfig{}}
-	var entries map[string]topicEntry
-	if err := readJSON(files, topicsFile, &entries); err != nil {
-		return nil, err
-	}
-	for name, e := range entries {
-		if e.Deleted != nil {
-			r.tombs[name] = *e.Deleted
-		}
-		if e.Deleted == nil || e.Queues > 0 {
-			r.topics[name] = e.TopicConfig
-		}
-	}
-	if err := readJSON(files, groupsFile, &r.groups); err != nil {
+// openRegistry recovers the registry from its snapshot files and the meta
+// records of the CommitLog (metalog.go).
+func openRegistry(files metaFiles, log metaLog, scan metaScan, logger zerolog.Logger) (*registry, error) {
+	r := &registry{files: files, log: log, logger: logger,
+		topics: map[string]TopicConfig{}, tombs: map[string]topicTombstone{}, groups: map[string]GroupConfig{}}
+	if err := r.load(scan); err != nil {
 		return nil, err
 	}
 	return r, nil
-}
-
-func readJSON(files metaFiles, name string, v any) error {
-	b, err := files.ReadMeta(name)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("read %s: %w", name, err)
-	}
-	return nil
 }
 
 func (r *registry) save(name string, v any) error {
@@ -156,36 +138,9 @@ func (r *registry) replaceTopicLocked(old, t TopicConfig) (TopicConfig, error) {
 	return t, nil
 }
 
-// storeTopicLocked saves the topic table with t in it, then publishes it;
-// the caller holds r.mu.
+// storeTopicLocked records t, then publishes it; the caller holds r.mu.
 func (r *registry) storeTopicLocked(t TopicConfig) error {
-	next := make(map[string]TopicConfig, len(r.topics)+1)
-	for k, v := range r.topics {
-		next[k] = v
-	}
-	next[t.Name] = t
-	if err := r.saveTopicsLocked(next, r.tombs); err != nil {
-		return err
-	}
-	r.topics = next
-	return nil
-}
-
-// saveTopicsLocked writes topics.json; the caller holds r.mu.
-func (r *registry) saveTopicsLocked(topics map[string]TopicConfig, tombs map[string]topicTombstone) error {
-	entries := make(map[string]topicEntry, len(topics)+len(tombs))
-	for name, t := range topics {
-		entries[name] = topicEntry{TopicConfig: t}
-	}
-	for name, tomb := range tombs {
-		e := entries[name]
-		if e.Name == "" {
-			e.Name = name
-		}
-		e.Deleted = &tomb
-		entries[name] = e
-	}
-	return r.save(topicsFile, entries)
+	return r.commitLocked(metaRecord{Kind: metaTopicPut, Topic: &t})
 }
 
 // shrinkError refuses to lower a topic's queue count (queue ids are
@@ -210,24 +165,16 @@ func (e *shrinkError) Is(target error) bool {
 	return target == ErrInvalidArgument || target == ErrQueueShrink
 }
 
-// deleteTopic removes a topic and records its tombstone, in one write.
+// deleteTopic removes a topic and records its tombstone, in one record.
 func (r *registry) deleteTopic(name string, tomb topicTombstone) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.topics[name]; !ok {
 		return false, nil
 	}
-	next := make(map[string]TopicConfig, len(r.topics))
-	for k, v := range r.topics {
-		if k != name {
-			next[k] = v
-		}
-	}
-	tombs := r.tombsWithLocked(name, &tomb)
-	if err := r.saveTopicsLocked(next, tombs); err != nil {
+	if err := r.commitLocked(metaRecord{Kind: metaTopicDeleted, Name: name, Tomb: &tomb}); err != nil {
 		return false, err
 	}
-	r.topics, r.tombs = next, tombs
 	return true, nil
 }
 
@@ -235,27 +182,7 @@ func (r *registry) deleteTopic(name string, tomb topicTombstone) (bool, error) {
 func (r *registry) setTombstone(name string, tomb *topicTombstone) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	tombs := r.tombsWithLocked(name, tomb)
-	if err := r.saveTopicsLocked(r.topics, tombs); err != nil {
-		return err
-	}
-	r.tombs = tombs
-	return nil
-}
-
-// tombsWithLocked is a copy of the tombstones with name's replaced (nil:
-// dropped); the caller holds r.mu.
-func (r *registry) tombsWithLocked(name string, tomb *topicTombstone) map[string]topicTombstone {
-	next := make(map[string]topicTombstone, len(r.tombs)+1)
-	for k, v := range r.tombs {
-		next[k] = v
-	}
-	if tomb != nil {
-		next[name] = *tomb
-	} else {
-		delete(next, name)
-	}
-	return next
+	return r.commitLocked(metaRecord{Kind: metaTombstone, Name: name, Tomb: tomb})
 }
 
 // tombstone returns the deletion record of name, if it was ever deleted.
@@ -310,19 +237,9 @@ func (r *registry) updateGroup(name string, fn func(GroupConfig) (GroupConfig, e
 	return g, nil
 }
 
-// storeGroupLocked saves the group table with g in it, then publishes it;
-// the caller holds r.mu.
+// storeGroupLocked records g, then publishes it; the caller holds r.mu.
 func (r *registry) storeGroupLocked(g GroupConfig) error {
-	next := make(map[string]GroupConfig, len(r.groups)+1)
-	for k, v := range r.groups {
-		next[k] = v
-	}
-	next[g.Name] = g
-	if err := r.save(groupsFile, next); err != nil {
-		return err
-	}
-	r.groups = next
-	return nil
+	return r.commitLocked(metaRecord{Kind: metaGroupPut, Group: &g})
 }
 
 func (r *registry) deleteGroup(name string) (bool, error) {
@@ -331,16 +248,9 @@ func (r *registry) deleteGroup(name string) (bool, error) {
 	if _, ok := r.groups[name]; !ok {
 		return false, nil
 	}
-	next := make(map[string]GroupConfig, len(r.groups))
-	for k, v := range r.groups {
-		if k != name {
-			next[k] = v
-		}
-	}
-	if err := r.save(groupsFile, next); err != nil {
+	if err := r.commitLocked(metaRecord{Kind: metaGroupDeleted, Name: name}); err != nil {
 		return false, err
 	}
-	r.groups = next
 	return true, nil
 }
 

@@ -48,3 +48,14 @@ func RetryTopic(group string) string { return retryPrefix + group }
 
 // DLQTopic is the dead-letter topic of a group.
 func DLQTopic(group string) string { return dlqPrefix + group }
+
+// bookkeeping reports whether topic holds the broker's own records
+// (progress, registry, dead-letter and timer statuses): never shown as
+// messages (a registry record holds push secrets).
+func bookkeeping(topic string) bool {
+	switch topic {
+	case offsetTopic, metaTopic, dlqStatusTopic, timerStatusTopic:
+		return true
+	}
+	return false
+}
