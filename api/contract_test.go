@@ -16,7 +16,7 @@ import (
 	"github.com/mqgate/mqgate/server/broker"
 )
 
-// TestResponsesMatchSpec (part of T24) serves one request per operation,
+// TestResponsesMatchSpec serves one request per operation,
 // successful and failing, and validates each response — status, media type
 // and body schema — against the generated OpenAPI 3 spec in docs/. A
 // handler change that the annotations do not follow fails here (after

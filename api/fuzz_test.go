@@ -19,7 +19,7 @@ var fuzzErrors = []error{
 	broker.ErrShuttingDown, broker.ErrFlushTimeout, broker.ErrDiskFull, broker.ErrIdempotencyKeyReused,
 }
 
-// FuzzRouter (T19) drives the whole /v1 router (paths are prefixed with /v1/) with arbitrary method, path,
+// FuzzRouter drives the whole /v1 router (paths are prefixed with /v1/) with arbitrary method, path,
 // query, header, content type and body against a fake broker. It holds
 // that no request panics or yields a 500, that every 4xx/5xx is
 // application/problem+json whose status equals the HTTP status, and that

@@ -15,7 +15,7 @@ import (
 	"github.com/mqgate/mqgate/storage/schedule"
 )
 
-// Config is the whole process configuration (DESIGN §8). Every field that
+// Config is the whole process configuration. Every field that
 // is a flag has an environment twin; flags win. The struct tags are read by
 // the command line parser (kong); their ${…} defaults come from
 // DefaultConfig through FlagDefaults, so defaults live in one place.

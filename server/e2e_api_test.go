@@ -1,9 +1,9 @@
 package server_test
 
 // End-to-end tests of the HTTP API over real HTTP against the real broker:
-// every endpoint's success and error paths, T20 (names), T21 (body limits),
-// T23 (long polls) and state across a restart. The retry, receipt and
-// dead-letter semantics (T14, T15) are in e2e_retry_test.go.
+// every endpoint's success and error paths, names, body limits,
+// long polls and state across a restart. The retry, receipt and
+// dead-letter semantics are in e2e_retry_test.go.
 
 import (
 	"bytes"
@@ -703,7 +703,7 @@ func TestE2EKeyLookupReadYourWrites(t *testing.T) {
 	}
 }
 
-// TestE2ENameValidation is T20 over HTTP: topic names (in a send) and
+// TestE2ENameValidation over HTTP: topic names (in a send) and
 // group names (in a pull) that break RocketMQ's rules or use reserved
 // names are refused with 400 invalid-name and the rule in the detail; the
 // longest valid names are accepted.
@@ -792,7 +792,7 @@ func TestE2ENameValidation(t *testing.T) {
 	require.ElementsMatch(t, []string{strings.Repeat("g", 120), "Az09_-"}, names)
 }
 
-// TestE2EBodyLimits is T21 (part): a body of exactly --max-message-size is
+// TestE2EBodyLimits: a body of exactly --max-message-size is
 // stored, one byte more is 413 (raw, chunked, JSON, base64, in a batch);
 // empty bodies, wrong media types and invalid JSON are 400/415.
 func TestE2EBodyLimits(t *testing.T) {
@@ -897,7 +897,7 @@ func TestE2EBodyLimits(t *testing.T) {
 	})
 }
 
-// TestE2ELongPoll is T23 (part): waitMs bounds, an answer at once for
+// TestE2ELongPoll: waitMs bounds, an answer at once for
 // waitMs 0, and a message sent to an idle topic waking a waiting poll
 // (wake latency over 50 trials, logged).
 func TestE2ELongPoll(t *testing.T) {
@@ -959,12 +959,12 @@ func TestE2ELongPoll(t *testing.T) {
 			require.Less(t, latency, time.Second, "trial %d: wake latency", i)
 			latencies = append(latencies, latency)
 		}
-		t.Logf("T23 wake latency over %d trials (send start -> poll return, loopback, sync flush): p50 %v, p99 %v, max %v",
+		t.Logf("long-poll wake latency over %d trials (send start -> poll return, loopback, sync flush): p50 %v, p99 %v, max %v",
 			trials, percentile(latencies, 0.50), percentile(latencies, 0.99), percentile(latencies, 1))
 	})
 }
 
-// TestE2ELongPollClientDisconnect is T23 (part): clients that go away
+// TestE2ELongPollClientDisconnect: clients that go away
 // while their polls wait end those polls; no goroutine is left behind.
 // Not parallel: it counts the process's goroutines.
 func TestE2ELongPollClientDisconnect(t *testing.T) {
@@ -1006,13 +1006,13 @@ func TestE2ELongPollClientDisconnect(t *testing.T) {
 	})
 	e.client.CloseIdleConnections()
 	waitGoroutines(t, baseline, 5*time.Second)
-	t.Logf("T23 disconnect: %d abandoned polls ended and goroutines back to baseline %d within %v", n, baseline, time.Since(start))
+	t.Logf("long-poll disconnect: %d abandoned polls ended and goroutines back to baseline %d within %v", n, baseline, time.Since(start))
 	// The server still serves polls afterwards.
 	e.send(t, "quiet", api.SendMessage{Body: "after"})
 	require.Len(t, e.pull(t, "g", "quiet", api.PullRequest{WaitMs: 2000}), 1)
 }
 
-// TestE2ELongPollThousandIdle is T23 (part): 1 000 concurrent idle polls
+// TestE2ELongPollThousandIdle: 1 000 concurrent idle polls
 // all answer 200 with an empty list after their wait, and the goroutines
 // return to the baseline. Not parallel: it counts the process's goroutines.
 func TestE2ELongPollThousandIdle(t *testing.T) {
@@ -1058,7 +1058,7 @@ func TestE2ELongPollThousandIdle(t *testing.T) {
 		tooks = append(tooks, r.took)
 	}
 	took := waitGoroutines(t, baseline, 10*time.Second)
-	t.Logf("T23 %d idle polls (waitMs %d): all empty 200 in %v (per poll p50 %v, max %v); goroutines back to baseline %d %v after the last answer",
+	t.Logf("%d idle polls (waitMs %d): all empty 200 in %v (per poll p50 %v, max %v); goroutines back to baseline %d %v after the last answer",
 		n, waitMs, elapsed, percentile(tooks, 0.5), percentile(tooks, 1), baseline, took)
 }
 

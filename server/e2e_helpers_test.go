@@ -121,7 +121,7 @@ func (r e2eResp) String() string { return fmt.Sprintf("%d %s", r.Status, r.Body)
 
 // do performs one request. contentType "" sends none. Every 4xx/5xx
 // answer is checked to be an RFC 9457 problem whose status equals the
-// HTTP status and which has a code (T19's rule, here over real HTTP).
+// HTTP status and which has a code (the API's rule for every error, here over real HTTP).
 func (e *e2eServer) do(t *testing.T, method, path, contentType string, body []byte, header http.Header) e2eResp {
 	t.Helper()
 	return e.doCtx(t, context.Background(), method, path, contentType, body, header)

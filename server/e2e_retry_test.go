@@ -1,8 +1,8 @@
 package server_test
 
 // End-to-end tests of the consume-failure path over real HTTP: receipts and
-// lease expiry (T15), the retry ladder through the delay levels into the
-// dead-letter queue, and the dead-letter administration (T14).
+// lease expiry, the retry ladder through the delay levels into the
+// dead-letter queue, and the dead-letter administration.
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ import (
 	"github.com/mqgate/mqgate/api"
 )
 
-// TestE2EReceipts is T15 over HTTP: a lease that runs out without an ack
+// TestE2EReceipts over HTTP: a lease that runs out without an ack
 // is redelivered as a retry copy; the receipt of the expired delivery
 // cannot ack the new one; acks are idempotent; forged and foreign
 // receipts are invalid.
@@ -37,7 +37,7 @@ func TestE2EReceipts(t *testing.T) {
 	second := e.pullN(t, "ga", "leases", 1, 30_000, 10*time.Second)[0]
 	waited := time.Since(pulledAt)
 	require.GreaterOrEqual(t, waited, 200*time.Millisecond+levelDelay(t, e.cfg, 3), "redelivered after the lease and the level-3 delay")
-	t.Logf("T15 redelivery %v after the pull (lease 200ms + level 3 %v)", waited, levelDelay(t, e.cfg, 3))
+	t.Logf("redelivery %v after the pull (lease 200ms + level 3 %v)", waited, levelDelay(t, e.cfg, 3))
 	require.Equal(t, "lease me", second.Body)
 	require.Equal(t, "leases", second.Topic)
 	require.Equal(t, "t1", second.Tag)
@@ -107,7 +107,7 @@ func TestE2EReceipts(t *testing.T) {
 }
 
 // TestE2EDoubleAckInOneRequest: the same valid receipt twice in one ack
-// request must be ok twice (a repeated ack is idempotent, README and T15).
+// request must be ok twice (a repeated ack is idempotent, as the README says).
 func TestE2EDoubleAckInOneRequest(t *testing.T) {
 	t.Parallel()
 	e := startE2E(t)
@@ -157,7 +157,7 @@ func (e *e2eServer) receipts2(t *testing.T, group, op, receipt string) []string 
 	return out
 }
 
-// TestE2ERetryLadder is T14 over HTTP with millisecond delay levels: a
+// TestE2ERetryLadder over HTTP with millisecond delay levels: a
 // consumer that nacks every delivery sees the message again after level
 // 3 + reconsumeTimes each time; after retryMaxTimes (16) retries, i.e. on
 // the 17th failed delivery, the message is a dead letter with its 17
@@ -213,7 +213,7 @@ func TestE2ERetryLadder(t *testing.T) {
 				lateness = append(lateness, waited-delay)
 			}
 			require.Empty(t, e.pull(t, "ladder", "ladder-a", api.PullRequest{WaitMs: 500}), "after the 17th failure nothing is redelivered")
-			t.Logf("T14 ladder: 16 retries at levels 3..18 (%v..%v); redelivery later than the level's delay by p50 %v, p99 %v, max %v (nack start -> pull return)",
+			t.Logf("ladder: 16 retries at levels 3..18 (%v..%v); redelivery later than the level's delay by p50 %v, p99 %v, max %v (nack start -> pull return)",
 				levelDelay(t, e.cfg, 3), levelDelay(t, e.cfg, 18), percentile(lateness, 0.5), percentile(lateness, 0.99), percentile(lateness, 1))
 		})
 		t.Run("DelayLevelMinusOneIsDeadAtOnce", func(t *testing.T) {
@@ -237,7 +237,7 @@ func TestE2ERetryLadder(t *testing.T) {
 			require.GreaterOrEqual(t, waited, levelDelay(t, e.cfg, 5))
 			require.EqualValues(t, 1, retry.ReconsumeTimes)
 			require.Equal(t, m.MessageID, retry.OriginMessageID)
-			t.Logf("T14 delayLevel 5 (%v): redelivered after %v", levelDelay(t, e.cfg, 5), waited)
+			t.Logf("delayLevel 5 (%v): redelivered after %v", levelDelay(t, e.cfg, 5), waited)
 			require.Equal(t, []string{"ok"}, e.ack(t, "ladder", retry.Receipt))
 		})
 		t.Run("LeaseExtensionsCountNoAttempt", func(t *testing.T) {
@@ -447,6 +447,6 @@ func TestE2ERetryLadder(t *testing.T) {
 		for _, l := range st.Levels {
 			require.Zero(t, l.Backlog, "level %d", l.Level)
 		}
-		t.Logf("T14 scheduler lateness (broker status): p50 %.1fms, p99 %.1fms, max %.1fms", st.LatenessP50Ms, st.LatenessP99Ms, st.LatenessMaxMs)
+		t.Logf("scheduler lateness (broker status): p50 %.1fms, p99 %.1fms, max %.1fms", st.LatenessP50Ms, st.LatenessP99Ms, st.LatenessMaxMs)
 	})
 }

@@ -98,7 +98,7 @@ func TestServerWithPostgresMirror(t *testing.T) {
 	require.True(t, strings.Contains(metrics, "mqgate_messages_dlq_total{group=\"g\"} 1"))
 }
 
-// T17 over HTTP: PostgreSQL stops (-m immediate) under a load of sends and
+// Over HTTP: PostgreSQL stops (-m immediate) under a load of sends and
 // acks; nothing fails, /livez and /readyz stay 200 (readyz says the mirror
 // is degraded), and after PostgreSQL returns the mirror catches up.
 func TestServerSurvivesPostgresOutage(t *testing.T) {

@@ -213,7 +213,7 @@ func TestServerPprofWhenEnabled(t *testing.T) {
 	require.Contains(t, body, "goroutine")
 }
 
-// TestServerShutdown (T18, in process): Close turns readiness to 503,
+// TestServerShutdown (in process): Close turns readiness to 503,
 // answers new API requests 503 shutting-down with Retry-After, ends
 // waiting long polls with an empty 200, then closes the listener and the
 // broker exactly once.
@@ -303,7 +303,7 @@ func TestServerReadiness(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, "liveness does not depend on the broker")
 }
 
-// TestServerHeaderLimit (T21): a header block over MaxHeaderBytes gets 431.
+// TestServerHeaderLimit: a header block over MaxHeaderBytes gets 431.
 func TestServerHeaderLimit(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
@@ -397,7 +397,7 @@ func TestServerLongPollOutlivesWriteTimeout(t *testing.T) {
 	})
 }
 
-// TestServerSlowloris (T22, small): a client that sends its headers too
+// TestServerSlowloris (small): a client that sends its headers too
 // slowly is disconnected after ReadHeaderTimeout while others are served.
 func TestServerSlowloris(t *testing.T) {
 	t.Parallel()

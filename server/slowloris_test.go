@@ -43,7 +43,7 @@ func sendLatencyP99(t *testing.T, client *http.Client, url string, n int) time.D
 	return lat[len(lat)*99/100]
 }
 
-// T22: hundreds of connections dribbling headers and bodies at a byte at
+// Slowloris: hundreds of connections dribbling headers and bodies at a byte at
 // a time do not starve a normal client; they are closed after
 // ReadHeaderTimeout / ReadTimeout; file descriptors return to baseline.
 func TestSlowlorisAndSlowBodies(t *testing.T) {
@@ -114,7 +114,7 @@ func TestSlowlorisAndSlowBodies(t *testing.T) {
 	}
 	require.Equal(t, slowHeaders+slowBodies, n, "every slow connection was closed by the server")
 	require.Less(t, maxClose, 5*time.Second, "closed after ReadHeaderTimeout/ReadTimeout, not left open")
-	t.Logf("T22: %d slow-header + %d slow-body connections; normal client p99 %v baseline, %v under attack; slowest close %v",
+	t.Logf("slowloris: %d slow-header + %d slow-body connections; normal client p99 %v baseline, %v under attack; slowest close %v",
 		slowHeaders, slowBodies, baseline, underAttack, maxClose)
 	// The bound is 2x baseline; on this shared 2-core machine a
 	// floor absorbs scheduler noise on a millisecond baseline.

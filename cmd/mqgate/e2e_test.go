@@ -166,7 +166,7 @@ type groupLedger struct {
 	slow      int
 }
 
-// TestKill9UnderLoad is T11 (quick tier): producers with idempotency keys,
+// TestKill9UnderLoad (quick tier; LONG=1 for more rounds): producers with idempotency keys,
 // three groups of consumers with random nacks and slow acks, and kill -9 of
 // the server every few seconds. Afterwards every acknowledged send is
 // delivered to every group, and no message comes back after an ok ack.
@@ -500,7 +500,7 @@ func consume(ctx context.Context, base, group string, l *groupLedger, rng *rand.
 	}
 }
 
-// TestGracefulShutdownUnderLoad is T18: SIGTERM with long polls waiting and
+// TestGracefulShutdownUnderLoad: SIGTERM with long polls waiting and
 // sends in flight. Every send answered 200 is there after a restart; every
 // other one got a retryable error; long polls return; the exit code is 0.
 func TestGracefulShutdownUnderLoad(t *testing.T) {

@@ -1,4 +1,4 @@
-// Package archtest enforces the import rules of STYLE.md's package table,
+// Package archtest enforces the import rules of ARCHITECTURE.md's package table,
 // so the dependency direction is mechanical rather than a review habit
 // (what depguard does in golangci-lint, without the extra tool).
 package archtest

@@ -1,6 +1,6 @@
 package broker_test
 
-// T09 model-based-store (RELIABILITY.md): a pgregory.net/rapid state machine
+// A model-based test of the broker: a pgregory.net/rapid state machine
 // drives one real broker (tiny files, millisecond delay levels, a small
 // retryMaxTimes so the DLQ is reachable) through sends, batch sends,
 // idempotent re-sends, pulls with short and long leases, acks (with stale
@@ -1241,10 +1241,10 @@ func modelRunSize(t *testing.T) {
 	setRapidDefault(t, "rapid.steps", "RAPID_STEPS", steps)
 }
 
-// TestModelBroker is T09, strict: the four bugs it found (pinned by the
+// TestModelBroker, strict: the four bugs it found (pinned by the
 // TestModel*After* tests below) are fixed, so it tolerates none of them.
 // After a reset it requires only what was still owed to come back
-// (RELIABILITY.md: the rest "may" be delivered again).
+// (at-least-once: the rest may be delivered again).
 func TestModelBroker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-time model run")
@@ -1262,7 +1262,7 @@ func TestModelBroker(t *testing.T) {
 // an ack of a receipt of such a copy finds the copy's offset acknowledged
 // (by the send-back, goneStatus) and answers ok — but the message is not
 // acknowledged: its retry copy is delivered again (or it sits in the DLQ).
-// The README promises expired for a receipt of an older delivery. T09 also
+// The README promises expired for a receipt of an older delivery. The model also
 // hit it with a receipt whose lease was merely dropped by a restart, the
 // copy then redelivered and nacked to the DLQ, then a second restart.
 func TestModelStaleReceiptAfterRestart(t *testing.T) {

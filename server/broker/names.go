@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Naming rules (DESIGN §1; RocketMQ TopicValidator): topics up to 127 and
+// Naming rules (RocketMQ TopicValidator): topics up to 127 and
 // groups up to 120 characters of [a-zA-Z0-9_-]; the "%" and "rmq_sys_"
 // prefixes and SCHEDULE_TOPIC_XXXX are reserved for system topics.
 const (

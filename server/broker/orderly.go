@@ -7,7 +7,7 @@ import (
 	"github.com/mqgate/mqgate/storage/message"
 )
 
-// Orderly groups (DESIGN §3). Messages sent with a shardingKey land in
+// Orderly groups. Messages sent with a shardingKey land in
 // queue hash(key) mod queues; in a group marked orderly each key has at
 // most one message leased or waiting at a time. Later messages of a busy
 // key are deferred (the committed offset stays below them, so a restart

@@ -15,7 +15,7 @@ import (
 // ack needs — group, topic, queue, offset and the lease epoch — and an HMAC
 // so that it cannot be forged or edited; a receipt of an older lease of the
 // same message (a smaller epoch) is refused as stale instead of acking the
-// newer lease (DESIGN §3).
+// newer lease (ARCHITECTURE.md, the life of a message).
 //
 // Layout before base64url (no padding):
 //

@@ -12,7 +12,7 @@ import (
 	"github.com/mqgate/mqgate/storage/offset"
 )
 
-// The consume-failure path (DESIGN §4; RocketMQ's sendMessageBack and
+// The consume-failure path (ARCHITECTURE.md, the life of a message; RocketMQ's sendMessageBack and
 // asyncConsumerSendMsgBack). A failed delivery — a nack, or a lease that
 // expired — becomes a new message: to %RETRY%<group> through the delay
 // scheduler with reconsumeTimes+1, or to %DLQ%<group> once the message has

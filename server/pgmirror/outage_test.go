@@ -182,7 +182,7 @@ func (s *aheadSampler) halt() {
 	<-s.done
 }
 
-// TestPostgresOutage is T17: PostgreSQL crashes under a load of sends and
+// TestPostgresOutage: PostgreSQL crashes under a load of sends and
 // acks and comes back; no operation fails, the mirror reports itself
 // degraded, then converges to the live state and is never ahead of the
 // log. The outage lasts 3 s (LONG=1: 30 s).
@@ -259,7 +259,7 @@ func TestPostgresOutage(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, st.Dirty)
 	stats := m.Stats()
-	t.Logf("T17 outage %v: sends+acks/s without mirror %.0f, with mirror %.0f, PostgreSQL down %.0f; "+
+	t.Logf("outage %v: sends+acks/s without mirror %.0f, with mirror %.0f, PostgreSQL down %.0f; "+
 		"sent %d, acked %d, dead-lettered %d, failures %d; lag at the end of the outage %d records / %v; "+
 		"converged %v after restart (%v after the load stopped); never ahead in %d samples; passes %d (failed %d)",
 		outage, without, with, during, l.sent.Load(), l.acked.Load(), l.dead.Load(), l.failures.Load(),

@@ -1,7 +1,7 @@
 // Package push delivers the messages of consumer groups that have a push
 // (webhook) endpoint: the gateway POSTs each message of the group's
 // subscribed topics to the endpoint and settles it by the answer — the
-// seed's retry ladder, driven by HTTP status codes (DESIGN §5, T25).
+// seed's retry ladder, driven by HTTP status codes.
 //
 // It drives the broker only through its public methods (the Broker
 // interface): a long-polling Pull per (group, topic), then Ack, Nack,

@@ -1,6 +1,6 @@
 package push_test
 
-// T25 webhook-push over real HTTP: the real server (server.Open with the
+// Webhook push over real HTTP: the real server (server.Open with the
 // real broker on a temp dir, millisecond delay levels) delivering to real
 // receivers (httptest servers on loopback), observed through the
 // receivers and the public API only.
@@ -261,8 +261,9 @@ func verifyAll(t *testing.T, secret string, hits []hit) {
 	}
 }
 
-// TestT25 is RELIABILITY.md's T25 (webhook push).
-func TestT25(t *testing.T) {
+// TestWebhookPush: deliveries, signatures, settlement by status code, the
+// retry ladder and the DLQ, 410, redirects and the SSRF guard.
+func TestWebhookPush(t *testing.T) {
 	t.Parallel()
 	gw := startGateway(t)
 

@@ -17,7 +17,7 @@ import (
 )
 
 // standardWebhooksNPM is the reference implementation our signatures are
-// cross-checked with (ECOSYSTEM.md §1.7).
+// cross-checked with.
 const standardWebhooksNPM = "standardwebhooks@1.1.1"
 
 // verifyScript verifies every captured request with the npm package's

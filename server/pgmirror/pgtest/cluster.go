@@ -18,7 +18,7 @@ import (
 )
 
 // Cluster is a throwaway PostgreSQL cluster (initdb + pg_ctl) on a free
-// loopback port, for tests that stop and restart the database (T17). It
+// loopback port, for tests that stop and restart the database (PostgreSQL outages). It
 // never touches the shared cluster of TEST_DATABASE_URL. As root, the
 // binaries run as the postgres user (PostgreSQL refuses root) on a data
 // dir that user owns under the system temp dir.
