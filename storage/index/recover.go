@@ -66,7 +66,7 @@ func (x *Index) recover() error {
 	if err != nil {
 		return err
 	}
-	geometries := []geometry{{uint32(x.opts.SlotCount), uint32(x.opts.EntryCount)}}
+	geometries := growthGeometries(x.opts)
 	for _, c := range cands {
 		if c.hdrOK {
 			geometries = append(geometries, geometry{c.hdr.slotCount, c.hdr.capacity})
