@@ -37,8 +37,9 @@ type Options struct {
 	// It is created if missing. Required.
 	Dir string
 	// EntriesPerFile is the number of 20-byte entries per data file
-	// (default 300 000, i.e. 6 000 000-byte files). It must not change for
-	// an existing queue. Tests use tiny values to force rolls.
+	// (default 300 000, i.e. 6 000 000-byte sparse files whose blocks are
+	// reserved as the queue grows). It must not change for an existing
+	// queue. Tests use tiny values to force rolls.
 	EntriesPerFile int
 	// Logger receives warnings about recovery and slow syncs (default: no
 	// logging).
@@ -181,6 +182,11 @@ func (q *Queue) Put(offset int64, e Entry) error {
 		if f, err = q.roll(offset); err != nil {
 			return fmt.Errorf("consumequeue: put %d: %w", offset, err)
 		}
+	}
+	// Blocks first: a write through the mapping into a hole of a full
+	// disk would be a SIGBUS; fallocate reports ENOSPC as an error.
+	if err := f.reserve((offset - f.first + 1) * EntrySize); err != nil {
+		return fmt.Errorf("consumequeue: put %d: %w", offset, err)
 	}
 	e.Encode(f.data[(offset-f.first)*EntrySize:])
 	q.maxOffset.Store(offset + 1) // publish only after the bytes are in place

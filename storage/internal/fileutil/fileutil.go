@@ -139,3 +139,47 @@ func DiskUsage(dir string) (float64, error) {
 	}
 	return used / (used + avail), nil
 }
+
+// PreallocateRange reserves the blocks of [off, off+n) of f with
+// fallocate(2) without changing its size, so that writes through a memory
+// mapping into that range can never hit ENOSPC. Filesystems without
+// fallocate fall back to writing zeros over the range (which must hold no
+// data the caller needs).
+func PreallocateRange(f *os.File, off, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, off, n)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
+		return fmt.Errorf("fallocate %s [%d, %d): %w", f.Name(), off, off+n, err)
+	}
+	buf := make([]byte, min(n, 1<<20))
+	for end := off + n; off < end; {
+		m := min(int64(len(buf)), end-off)
+		if _, err := f.WriteAt(buf[:m], off); err != nil {
+			return fmt.Errorf("zero-fill %s: %w", f.Name(), err)
+		}
+		off += m
+	}
+	return nil
+}
+
+// PunchHole releases the blocks of [off, off+n) of f, which then reads as
+// zeros; the size does not change. It reports false without error when the
+// file system cannot punch holes (the range is left as it is).
+func PunchHole(f *os.File, off, n int64) (bool, error) {
+	if n <= 0 {
+		return true, nil
+	}
+	err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS):
+		return false, nil
+	}
+	return false, fmt.Errorf("punch hole in %s [%d, %d): %w", f.Name(), off, off+n, err)
+}
