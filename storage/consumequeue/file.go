@@ -86,8 +86,8 @@ func createDir(dir string) error {
 }
 
 // createDataFile creates and maps the sparse data file starting at first:
-// <name>.tmp, ftruncate to full size, fsync, rename, fsync the directory.
-// No block is reserved yet: Put reserves them ahead of the write position.
+// <name>.tmp, ftruncate to full size, zeros written over the first page (its
+// reserved blocks), fsync, rename, fsync the directory.
 func createDataFile(dir string, first int64, size int) (*dataFile, error) {
 	path := filepath.Join(dir, fileName(first))
 	tmp := path + tmpSuffix
@@ -103,6 +103,10 @@ func createDataFile(dir string, first int64, size int) (*dataFile, error) {
 	if err := f.Truncate(int64(size)); err != nil {
 		return fail(fmt.Errorf("truncate %s: %w", tmp, err))
 	}
+	reserved := min(int64(pageSize), int64(size))
+	if err := fileutil.WriteZeros(f, 0, reserved); err != nil {
+		return fail(err)
+	}
 	if err := f.Sync(); err != nil {
 		return fail(fmt.Errorf("fsync %s: %w", tmp, err))
 	}
@@ -117,6 +121,7 @@ func createDataFile(dir string, first int64, size int) (*dataFile, error) {
 	if err != nil {
 		return nil, err
 	}
+	df.reserved = reserved
 	return df, df.closeFD()
 }
 
@@ -177,21 +182,22 @@ func (f *dataFile) closeFD() error {
 }
 
 // reserve makes sure the blocks of the file's first need bytes exist,
-// reserving a step that doubles with what is already reserved (see doc.go,
-// "Allocation"). The caller holds Queue.writeMu.
+// writing zeros over a step that doubles with what is already reserved
+// (see doc.go, "Allocation"). Everything from the reserved end on lies
+// beyond the write position, so it holds no entry. The caller holds
+// Queue.writeMu.
 func (f *dataFile) reserve(need int64) error {
 	if need <= f.reserved {
 		return nil
 	}
 	size := int64(len(f.data))
 	step := min(max(f.reserved, minReserveStep), maxReserveStep)
-	end := min(size, max(roundUp(need, pageSize), f.reserved+step))
-	from := f.reserved - f.reserved%pageSize
+	end := min(size, max(roundUp(need, pageSize), roundUp(f.reserved+step, pageSize)))
 	fh, err := os.OpenFile(f.path, os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("reserve blocks of %s: %w", f.path, err)
 	}
-	err = fileutil.PreallocateRange(fh, from, end-from)
+	err = fileutil.WriteZeros(fh, f.reserved, end-f.reserved)
 	if closeErr := fh.Close(); err == nil && closeErr != nil {
 		err = fmt.Errorf("close %s: %w", f.path, closeErr)
 	}

@@ -219,8 +219,9 @@ func (q *Queue) pwriteZeros(from, to int64) error {
 
 // releaseTail releases the blocks of the last file beyond the page that
 // holds maxOffset (stray pages of a torn tail, and the unused tail of an
-// old, fully preallocated file) and sets its reserved end to the start of
-// that page. See doc.go, "Allocation".
+// old, fully preallocated file) and sets its reserved end to maxOffset's
+// byte position: the next reservation writes zeros from there. See doc.go,
+// "Allocation".
 func (q *Queue) releaseTail(maxOffset int64) error {
 	if len(q.files) == 0 {
 		return nil
@@ -228,7 +229,7 @@ func (q *Queue) releaseTail(maxOffset int64) error {
 	f := q.files[len(q.files)-1]
 	pos := max(0, (maxOffset-f.first)*EntrySize)
 	keep := min(roundUp(pos+EntrySize, pageSize), int64(q.fileSize))
-	f.reserved = pos - pos%pageSize
+	f.reserved = pos // from here on the file holds no entry
 	if f.fd == nil || keep >= int64(q.fileSize) {
 		return nil
 	}

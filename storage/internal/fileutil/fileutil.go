@@ -140,21 +140,16 @@ func DiskUsage(dir string) (float64, error) {
 	return used / (used + avail), nil
 }
 
-// PreallocateRange reserves the blocks of [off, off+n) of f with
-// fallocate(2) without changing its size, so that writes through a memory
-// mapping into that range can never hit ENOSPC. Filesystems without
-// fallocate fall back to writing zeros over the range (which must hold no
-// data the caller needs).
-func PreallocateRange(f *os.File, off, n int64) error {
+// WriteZeros writes zeros over [off, off+n) of f, so that the range has
+// real, allocated blocks: a later write through a memory mapping into it can
+// never hit ENOSPC (which would surface as SIGBUS), and its first write
+// fault is cheap (fallocate'd blocks are unwritten extents, whose first
+// write fault through a shared mapping waits for the file system journal).
+// A full disk fails here, with ENOSPC. The range must hold no data the
+// caller needs.
+func WriteZeros(f *os.File, off, n int64) error {
 	if n <= 0 {
 		return nil
-	}
-	err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, off, n)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
-		return fmt.Errorf("fallocate %s [%d, %d): %w", f.Name(), off, off+n, err)
 	}
 	buf := make([]byte, min(n, 1<<20))
 	for end := off + n; off < end; {
