@@ -360,6 +360,9 @@ func (s *Store) repairQueues(table queueTable, broken map[queueKey]bool, dispatc
 			targets[key], why[key] = tb.min, "directory missing"
 		case q.MaxOffset() < tb.max:
 			targets[key], why[key] = max(tb.min, q.MinOffset()), fmt.Sprintf("max offset %d below the checkpointed %d", q.MaxOffset(), tb.max)
+		case q.MinOffset() > tb.min && !q.HasStoredMin():
+			// Nothing recorded a raised minimum: its first files are lost.
+			targets[key], why[key] = tb.min, fmt.Sprintf("min offset %d above the checkpointed %d", q.MinOffset(), tb.min)
 		}
 	}
 	for key, q := range s.queues {

@@ -88,6 +88,7 @@ type Queue struct {
 	closed bool
 
 	minOffset atomic.Int64
+	storedMin atomic.Bool // minOffset was read from or written to MINOFFSET
 	maxOffset atomic.Int64 // published after the entry below it is written
 	dirtyFrom atomic.Int64 // lowest offset written since the last Flush, or noneDirty
 }
@@ -117,6 +118,10 @@ func Open(opts Options) (*Queue, error) {
 	}
 	return q, nil
 }
+
+// HasStoredMin reports whether the minimum offset comes from MINOFFSET
+// (retention or a reset moved it) rather than from the first data file.
+func (q *Queue) HasStoredMin() bool { return q.storedMin.Load() }
 
 // MinOffset returns the smallest readable offset.
 func (q *Queue) MinOffset() int64 { return q.minOffset.Load() }

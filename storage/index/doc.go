@@ -144,7 +144,10 @@
 //     geometry can be found (Options, a size of the growth sequence, or another
 //     file's header, whose size matches the file's length): its base comes from its name and its
 //     entries are scanned from 1 with the checks above. If it is the newest
-//     file, its last message counts as incomplete and is dropped. Without
+//     file, its last message counts as incomplete and is dropped; if it is
+//     not and holds no valid entry (a zeroed file: a file is created by its
+//     first Add), every newer file is quarantined, and the store re-adds
+//     everything. Without
 //     a geometry it is renamed to *.broken and logged.
 //   - A file shorter than its geometry, or whose first offset is below the
 //     previous file's endPhyOffset, is quarantined.
