@@ -88,7 +88,7 @@ type Queue struct {
 	closed bool
 
 	minOffset atomic.Int64
-	storedMin atomic.Bool // minOffset was read from or written to MINOFFSET
+	storedMin atomic.Bool  // minOffset was read from or written to MINOFFSET
 	maxOffset atomic.Int64 // published after the entry below it is written
 	dirtyFrom atomic.Int64 // lowest offset written since the last Flush, or noneDirty
 }
