@@ -51,7 +51,9 @@
 // the exact end, so start-up does not scan; after a crash the scan starts at
 // the segment holding the checkpointed flushed offset, a bad frame above it is
 // a torn tail (truncated, a .broken copy kept) and a bad frame below it is
-// corruption (Open fails unless Options.AllowCorrupt). ConsumeQueues and the
+// corruption (Open fails unless Options.AllowCorrupt). The ConsumeQueues are
+// checked against the queue table and the CommitLog and the damaged ones
+// rebuilt (see Derived state below). ConsumeQueues and the
 // index are then re-dispatched from the checkpointed dispatched offset to the
 // recovered end — ConsumeQueue writes are position-addressed, so re-dispatch
 // is idempotent — and trailing ConsumeQueue entries that point at or past the
