@@ -78,6 +78,7 @@ func decodeQueueTable(b []byte) (queueTable, error) {
 	t := queueTable{indexedPhy: int64(binary.BigEndian.Uint64(b[8:])), queues: make(map[queueKey]queueBounds)}
 	n := binary.BigEndian.Uint32(b[16:])
 	rest := body[queueTableHeader:]
+	var prev queueKey
 	for i := uint32(0); i < n; i++ {
 		if len(rest) < 1 || len(rest) < 1+int(rest[0])+28 || rest[0] == 0 {
 			return queueTable{}, fmt.Errorf("%w: record %d truncated", errBadQueueTable, i)
@@ -89,6 +90,10 @@ func decodeQueueTable(b []byte) (queueTable, error) {
 		if checkTopic(key.topic) != nil || key.id < 0 || key.id > MaxQueueID || qb.min < 0 || qb.max < qb.min || qb.lastPhy < -1 {
 			return queueTable{}, fmt.Errorf("%w: record %d is not a queue", errBadQueueTable, i)
 		}
+		if i > 0 && (key.topic < prev.topic || (key.topic == prev.topic && key.id <= prev.id)) {
+			return queueTable{}, fmt.Errorf("%w: record %d out of order", errBadQueueTable, i)
+		}
+		prev = key
 		t.queues[key] = qb
 		rest = rest[29+tl:]
 	}
