@@ -27,6 +27,7 @@ type brokerCollector struct {
 	scheduled, lateness, backlog, storeBytes        *prometheus.Desc
 	timersPending                                   *prometheus.Desc
 	commitLogMin, commitLogMax                      *prometheus.Desc
+	offsetsClamped                                  *prometheus.Desc
 }
 
 func newBrokerCollector(src statsSource) *brokerCollector {
@@ -50,13 +51,14 @@ func newBrokerCollector(src statsSource) *brokerCollector {
 		timersPending:  d("timers_pending", "delayMs/deliverAt timers not yet due."),
 		commitLogMin:   d("commitlog_min_offset_bytes", "Lowest CommitLog offset still kept."),
 		commitLogMax:   d("commitlog_max_offset_bytes", "CommitLog write offset."),
+		offsetsClamped: d("consumer_offsets_clamped_total", "Consumer offsets found above their queue's maximum (the store lost messages) and lowered to it."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.deliveredBytes, c.delivered, c.acked, c.retries, c.dead, c.inflight,
-		c.scheduled, c.lateness, c.backlog, c.storeBytes, c.timersPending, c.commitLogMin, c.commitLogMax} {
+		c.scheduled, c.lateness, c.backlog, c.storeBytes, c.timersPending, c.commitLogMin, c.commitLogMax, c.offsetsClamped} {
 		ch <- d
 	}
 }
@@ -82,6 +84,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, float64(n), g)
 	}
 	ch <- prometheus.MustNewConstMetric(c.scheduled, prometheus.CounterValue, float64(st.Scheduled))
+	ch <- prometheus.MustNewConstMetric(c.offsetsClamped, prometheus.CounterValue, float64(st.OffsetsClamped))
 	for q, v := range map[string]float64{"0.5": st.LatenessP50.Seconds(), "0.99": st.LatenessP99.Seconds(), "1": st.LatenessMax.Seconds()} {
 		ch <- prometheus.MustNewConstMetric(c.lateness, prometheus.GaugeValue, v, q)
 	}

@@ -101,7 +101,23 @@ func (s *Store) dispatchRecord(rec commitlog.Record) error {
 		return err
 	}
 	entry := consumequeue.Entry{CommitLogOffset: rec.Offset, Size: rec.Size, TagsCode: info.TagsCode}
-	if err := putQueueEntry(q, info.QueueOffset, entry); err != nil {
+	err = putQueueEntry(q, info.QueueOffset, entry)
+	if errors.Is(err, consumequeue.ErrGap) {
+		// The queue lost an end its records still have (files lost while
+		// the table did not know them yet): rebuild it from the CommitLog
+		// up to this record, then put the record.
+		key := queueKey{topic, info.QueueID}
+		s.log.Warn().Err(err).Str("topic", topic).Int32("queue", info.QueueID).Int64("queueOffset", info.QueueOffset).
+			Msg("consume queue has a gap below a record; rebuilding it from the CommitLog")
+		if err := s.rebuildQueues(map[queueKey]int64{key: q.MinOffset()}, rec.Offset); err != nil {
+			return err
+		}
+		if q, err = s.queue(topic, info.QueueID, true); err != nil {
+			return err
+		}
+		err = putQueueEntry(q, info.QueueOffset, entry)
+	}
+	if err != nil {
 		err = fmt.Errorf("consume queue %s/%d offset %d: %w", topic, info.QueueID, info.QueueOffset, err)
 		if errors.Is(err, consumequeue.ErrGap) || errors.Is(err, consumequeue.ErrInvalidEntry) {
 			return errUndispatchable{err}
@@ -262,9 +278,15 @@ func (s *Store) dispatchLoop() {
 			return
 		case <-notify:
 		case <-retry:
+		case <-s.repairs.wake:
 		}
 		retry = nil
-		_, err := s.dispatchAvailable(s.dispatchLimit())
+		err := s.runPendingRebuilds()
+		if err == nil {
+			_, err = s.dispatchAvailable(s.dispatchLimit())
+		} else {
+			s.notifyTouched()
+		}
 		s.recordDispatch(err)
 		if err != nil {
 			s.log.Error().Err(err).Msg("dispatch failed; retrying")

@@ -9,9 +9,14 @@
 //	                                  verifying (abnormal) recovery path
 //	<dir>/checkpoint                  64-byte checkpoint (below), replaced
 //	                                  atomically (tmp, fsync, rename, dir fsync)
+//	<dir>/queues                      the queue table (below), replaced
+//	                                  atomically before each checkpoint
 //	<dir>/commitlog/%020d             CommitLog segments (package commitlog)
 //	<dir>/consumequeue/<topic>/<queueId>/%020d
 //	                                  ConsumeQueue files (package consumequeue)
+//	<dir>/consumequeue/<topic>/<queueId>.broken/
+//	                                  the files of a queue that was rebuilt
+//	                                  (the newest set aside; never read)
 //	<dir>/index/%020d                 key hash index files (package index)
 //	<dir>/config/<name>               small metadata files, each replaced
 //	                                  atomically (WriteMeta); the store's own
@@ -49,11 +54,81 @@
 // the exact end, so start-up does not scan; after a crash the scan starts at
 // the segment holding the checkpointed flushed offset, a bad frame above it is
 // a torn tail (truncated, a .broken copy kept) and a bad frame below it is
-// corruption (Open fails unless Options.AllowCorrupt). ConsumeQueues and the
+// corruption (Open fails unless Options.AllowCorrupt). The ConsumeQueues are
+// checked against the queue table and the CommitLog and the damaged ones
+// rebuilt (see Derived state below). ConsumeQueues and the
 // index are then re-dispatched from the checkpointed dispatched offset to the
 // recovered end — ConsumeQueue writes are position-addressed, so re-dispatch
 // is idempotent — and trailing ConsumeQueue entries that point at or past the
 // recovered end are dropped (RocketMQ's truncateDirtyLogicFiles).
+//
+// # Queue table (part of the on-disk format; never change)
+//
+// <dir>/queues lists every ConsumeQueue with the bounds it had at the last
+// checkpoint, so that start-up can tell a queue that lost files from one
+// that never had them. Integers are big-endian:
+//
+//	off len field
+//	0   4   magic        0x4D515154 ("MQQT")
+//	4   2   version      1
+//	6   2   reserved, zero
+//	8   8   indexedPhy   the index's MaxPhysicalOffset at the snapshot (-1: none)
+//	16  4   count        number of records
+//	20  ... count records, sorted by topic then queue id:
+//	        1 topicLen (1..255), topicLen topic bytes,
+//	        4 queueId (uint32), 8 minOffset, 8 maxOffset,
+//	        8 lastPhy (CommitLog offset of entry maxOffset-1; -1: empty)
+//	end 4   crc          CRC-32C of every byte before it
+//
+// A checkpoint reads the dispatched offset D, flushes the CommitLog, takes
+// the table (each queue's minimum and maximum offsets, taken after D was
+// read, so they cover every record below D), msyncs the derived files, and
+// only then writes the table and the checkpoint, so every entry the table
+// counts is durable. The table is rewritten only when it changed.
+//
+// # Derived state is rebuilt from the CommitLog
+//
+// The CommitLog is the only source of truth; a ConsumeQueue or index file
+// that is missing, truncated, zeroed or wrong is detected and rebuilt:
+//
+//   - At Open, a queue whose directory cannot be opened (ErrCorrupt: a file
+//     missing between two others, a bad size) is set aside as
+//     <queueId>.broken and rebuilt. A queue of the table whose directory is
+//     missing, or whose recovered maximum is below the table's, is rebuilt.
+//     The other queues are sampled: the entries at the minimum, at each
+//     file boundary, at the table's maximum - 1 and at the maximum - 1
+//     (those pointing below D) must point at a record that carries that
+//     entry's topic, queue id and queue offset, and the entry's size; a
+//     queue that fails is rebuilt. Without a readable table (a data dir of
+//     an earlier version, or a lost file) every record of the CommitLog is
+//     re-dispatched instead, which rebuilds every queue.
+//   - A rebuild closes the queue, moves its directory aside, and re-puts
+//     the entries of every record of that queue from the CommitLog's
+//     minimum through the dispatcher's own code path, skipping records
+//     below the table's (or the old queue's) minimum offset, so retention
+//     and topic deletion are not undone.
+//   - Queue offsets are never reused: the next offset of a queue is the
+//     larger of its rebuilt maximum and the table's maximum when retention
+//     took the queue's records (the table's lastPhy is below the
+//     CommitLog's minimum): the empty queue is restarted at the table's
+//     maximum, with a warning. Records the CommitLog lost at its end (a
+//     torn tail, an AllowCorrupt cut) are gone: their offsets are given out
+//     again, counted in RepairStats.LostRecords, and the broker clamps a
+//     consumer offset above the maximum visibly.
+//   - While the store runs, a queue entry whose record does not carry that
+//     entry's topic, queue id and queue offset, or an empty entry below
+//     the maximum, is never served: ReadQueue stops before it (the
+//     consumer's next offset stays on it), counts it, and asks the
+//     dispatcher to rebuild the queue; readers of the topic are woken when
+//     the rebuild is done. A dispatch that would leave a gap in a queue
+//     (its files lost an end that the table did not know of yet) rebuilds
+//     the queue before the record is put.
+//   - The index re-adds every record above its MaxPhysicalOffset; when it
+//     lost every file (its MaxPhysicalOffset is below the table's
+//     indexedPhy and names no retained record), Open re-dispatches from the
+//     CommitLog's minimum.
+//
+// RepairStats counts what was rebuilt.
 //
 // ConsumeQueue tagsCode: the hash of the message's tag (message.TagsCode);
 // for SCHEDULE_TOPIC_XXXX the due time in unix ms; for retry topics

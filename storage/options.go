@@ -23,11 +23,14 @@ type Options struct {
 	FlushInterval time.Duration
 	// MaxMessageSize caps one message's encoded payload in bytes. Default 4 MiB.
 	MaxMessageSize int
-	// QueueEntriesPerFile is the ConsumeQueue file size in entries. Default 300 000.
+	// QueueEntriesPerFile is the ConsumeQueue file size in entries. Default
+	// 300 000 (6 MB sparse files whose blocks are reserved as they fill: a
+	// queue with one message costs 4 KiB).
 	QueueEntriesPerFile int
-	// IndexSlots and IndexEntries size each index file (files roll when
+	// IndexSlots and IndexEntries size a full index file (files roll when
 	// full). Defaults 1 000 000 and 4 000 000: 84 MB per file, a fifth of
-	// RocketMQ's 420 MB, so small deployments and tests stay small.
+	// RocketMQ's 420 MB. The first file is 1/64 of that (1.3 MB) and each
+	// roll grows the next one fourfold, so small deployments stay small.
 	IndexSlots, IndexEntries int
 	// StoreHost goes into every message id. Default 127.0.0.1:8080.
 	StoreHost netip.AddrPort

@@ -124,6 +124,10 @@ type ReadResult struct {
 	// Quarantined counts entries whose record could not be read; they are
 	// passed over too and listed by Quarantined.
 	Quarantined int
+	// Bad counts entries refused because their record is not the queue's
+	// message at that offset (see doc.go, "Derived state"); the read stops
+	// before such an entry until its queue is rebuilt.
+	Bad int
 }
 
 // maxScan bounds how many ConsumeQueue entries one read examines, so a
@@ -133,8 +137,24 @@ const maxScan = 1024
 // ReadQueue reads up to max messages of (topic, queueID) from offset,
 // keeping those whose tagsCode match accepts (nil accepts all).
 // An offset below MinOffset gives ErrOffsetTooSmall; above MaxOffset,
-// ErrOffsetOutOfRange; at MaxOffset, an empty result.
+// ErrOffsetOutOfRange; at MaxOffset, an empty result. An entry that does
+// not lead to its own message (see doc.go, "Derived state") is never
+// served: the read stops before it and the queue is rebuilt.
 func (s *Store) ReadQueue(topic string, queueID int32, offset int64, max int, match func(tagsCode int64) bool) (ReadResult, error) {
+	for attempt := 0; ; attempt++ {
+		res, err := s.readQueue(topic, queueID, offset, max, match)
+		// A rebuild swapped the queue while we read it: read the new one.
+		if errors.Is(err, consumequeue.ErrClosed) && !s.closed.Load() && attempt < 3 {
+			continue
+		}
+		if errors.Is(err, consumequeue.ErrClosed) {
+			return res, ErrClosed
+		}
+		return res, err
+	}
+}
+
+func (s *Store) readQueue(topic string, queueID int32, offset int64, max int, match func(tagsCode int64) bool) (ReadResult, error) {
 	if s.closed.Load() {
 		return ReadResult{}, ErrClosed
 	}
@@ -152,10 +172,17 @@ func (s *Store) ReadQueue(topic string, queueID int32, offset int64, max int, ma
 	if top := q.MaxOffset(); offset > top {
 		return res, fmt.Errorf("%w: %s/%d offset %d > %d", ErrOffsetOutOfRange, topic, queueID, offset, top)
 	}
+	key := queueKey{topic, queueID}
 	var entries [32]consumequeue.Entry
 	for scanned := 0; len(res.Messages) < max && scanned < maxScan; {
 		n, err := q.Read(res.Next, entries[:])
-		if err != nil && !errors.Is(err, consumequeue.ErrOffsetOutOfRange) {
+		if errors.Is(err, consumequeue.ErrCorrupt) && n == 0 {
+			// An empty or invalid entry below the maximum: the files were
+			// damaged. Serve what came before it and rebuild the queue.
+			s.badQueueEntry(key, res.Next, consumequeue.Entry{CommitLogOffset: -1}, err)
+			return res, nil
+		}
+		if err != nil && !errors.Is(err, consumequeue.ErrOffsetOutOfRange) && !errors.Is(err, consumequeue.ErrCorrupt) {
 			if errors.Is(err, consumequeue.ErrOffsetTooSmall) {
 				return res, fmt.Errorf("%w: %w", ErrOffsetTooSmall, err)
 			}
@@ -168,12 +195,27 @@ func (s *Store) ReadQueue(topic string, queueID int32, offset int64, max int, ma
 			if len(res.Messages) == max {
 				break
 			}
-			res.Next++
-			scanned++
 			if match != nil && !match(e.TagsCode) {
+				res.Next++
+				scanned++
 				continue
 			}
 			m, err := s.Lookup(e.CommitLogOffset)
+			if err == nil {
+				err = checkMessage(key, res.Next, m)
+				if err != nil && !s.badQueueEntry(key, res.Next, e, err) {
+					res.Bad++
+					return res, nil // stop before it; the rebuild mends it
+				}
+				if err != nil {
+					res.Bad++
+					res.Next++
+					scanned++
+					continue
+				}
+			}
+			res.Next++
+			scanned++
 			if errors.Is(err, ErrOffsetTooSmall) {
 				res.Skipped++
 				continue

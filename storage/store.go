@@ -41,6 +41,7 @@ type RecoveryInfo struct {
 	CheckpointValid bool
 	CommitLog       commitlog.RecoveryReport
 	Redispatched    int64 // records re-dispatched into ConsumeQueues/index
+	FullRedispatch  bool  // no checkpoint or queue table: every record was re-dispatched
 	Duration        time.Duration
 }
 
@@ -69,6 +70,9 @@ type Store struct {
 	disp        dispatcher   // owned by whoever dispatches (see dispatcher)
 	dispatched  atomic.Int64 // CommitLog offset the dispatcher has processed up to
 	quarantined quarantine   // records set aside (quarantine.go)
+	repairs     repairs      // rebuilds of derived files (rebuild.go)
+	tableMu     sync.Mutex   // guards lastTable
+	lastTable   []byte       // the queue table last written
 	health      dispatchHealth
 	diskFull    atomic.Bool // set by the retention cleaner above the hard ceiling
 
@@ -112,6 +116,10 @@ func Open(opts Options) (*Store, error) {
 		closing:      make(chan struct{}),
 	}
 	s.encoders.New = func() any { return &putEncoder{store: s} }
+	s.repairs.pending = make(map[queueKey]string)
+	s.repairs.done = make(map[queueKey]int64)
+	s.repairs.bad = make(map[queueKey]badEntry)
+	s.repairs.wake = make(chan struct{}, 1)
 	if err := s.open(); err != nil {
 		s.closeEngines()
 		lock.Unlock()
@@ -186,22 +194,44 @@ func (s *Store) open() error {
 	}
 	s.index = idx
 	s.loadQuarantine()
-	if err := s.loadQueues(); err != nil {
+	table, tableErr := readQueueTable(dir)
+	tableOK := tableErr == nil
+	if tableErr != nil && !errors.Is(tableErr, os.ErrNotExist) {
+		s.log.Warn().Err(tableErr).Msg("queue table unreadable; re-dispatching the whole CommitLog")
+	}
+	if !tableOK {
+		table = queueTable{indexedPhy: -1, queues: map[queueKey]queueBounds{}}
+	}
+	broken, err := s.loadQueues()
+	if err != nil {
 		return err
 	}
 
 	from := cl.MinOffset()
-	if s.recovery.CheckpointValid && ckpt.Dispatched > from {
+	full := !s.recovery.CheckpointValid || (!tableOK && cl.Written() > cl.MinOffset())
+	if !full && ckpt.Dispatched > from {
 		from = ckpt.Dispatched
 	}
 	if end := cl.Written(); from > end {
 		from = end
+	}
+	if full {
+		// Without a checkpoint or a queue table nothing tells a lost queue
+		// from one that never was: re-dispatch everything (queues whose
+		// directory failed to open were set aside and start afresh).
+		s.recovery.FullRedispatch = true
+	} else if err := s.repairQueues(table, broken, from); err != nil {
+		return fmt.Errorf("repair consume queues: %w", err)
 	}
 	// The index may know less than the checkpoint says (its flush never
 	// claims the last message it was given): re-dispatch from the record
 	// after the last one it guarantees, so every key is indexed again.
 	if next, ok := s.indexResume(); ok && next < from {
 		from = next
+	} else if !ok && table.indexedPhy >= cl.MinOffset() && s.index.MaxPhysicalOffset() < table.indexedPhy {
+		s.log.Warn().Int64("indexed", s.index.MaxPhysicalOffset()).Int64("checkpointed", table.indexedPhy).
+			Msg("the index lost its files; re-indexing the whole CommitLog")
+		from = cl.MinOffset()
 	}
 	n, err := s.redispatch(from)
 	if err != nil {
@@ -214,20 +244,55 @@ func (s *Store) open() error {
 		if err != nil {
 			return fmt.Errorf("truncate consume queue %s/%d: %w", key.topic, key.id, err)
 		}
+		if tb, ok := table.queues[key]; ok && tb.max > max {
+			if max > q.MinOffset() || tb.lastPhy >= cl.MinOffset() {
+				s.log.Error().Str("topic", key.topic).Int32("queue", key.id).Int64("maxOffset", max).Int64("checkpointed", tb.max).
+					Msg("the CommitLog lost records of this queue; their offsets will be given out again")
+				s.repairs.lost.Add(tb.max - max)
+			} else {
+				// Retention took every record of the queue: restart it
+				// where it was, never at a used offset.
+				if err := q.Reset(tb.max); err != nil {
+					return fmt.Errorf("restart consume queue %s/%d at %d: %w", key.topic, key.id, tb.max, err)
+				}
+				s.repairs.restarted.Add(1)
+				s.log.Warn().Str("topic", key.topic).Int32("queue", key.id).Int64("offset", tb.max).
+					Msg("empty consume queue restarted at its checkpointed max offset")
+				max = tb.max
+			}
+		}
 		s.queueOffsets[key] = max
+	}
+	for key, tb := range table.queues {
+		if _, ok := s.queues[key]; !ok && tb.max > 0 && tb.lastPhy < cl.MinOffset() {
+			// A queue of the table whose records are all gone and that
+			// could not be rebuilt: keep its offsets moving on.
+			q, err := s.queue(key.topic, key.id, true)
+			if err != nil {
+				return err
+			}
+			if err := q.Reset(tb.max); err != nil {
+				return err
+			}
+			s.repairs.restarted.Add(1)
+			s.queueOffsets[key] = tb.max
+		}
 	}
 	return nil
 }
 
-// loadQueues opens every ConsumeQueue directory found on disk.
-func (s *Store) loadQueues() error {
+// loadQueues opens every ConsumeQueue directory found on disk. A queue
+// whose files cannot be opened (ErrCorrupt) is set aside as
+// <queueId>.broken and returned, to be rebuilt.
+func (s *Store) loadQueues() (map[queueKey]bool, error) {
+	broken := make(map[queueKey]bool)
 	root := filepath.Join(s.opts.Dir, "consumequeue")
 	topics, err := os.ReadDir(root)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return broken, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, t := range topics {
 		if !t.IsDir() {
@@ -235,19 +300,29 @@ func (s *Store) loadQueues() error {
 		}
 		ids, err := os.ReadDir(filepath.Join(root, t.Name()))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, d := range ids {
 			id, err := strconv.ParseInt(d.Name(), 10, 32)
 			if err != nil || !d.IsDir() {
 				continue
 			}
-			if _, err := s.queue(t.Name(), int32(id), true); err != nil {
-				return err
+			_, err = s.queue(t.Name(), int32(id), true)
+			if errors.Is(err, consumequeue.ErrCorrupt) {
+				key := queueKey{t.Name(), int32(id)}
+				s.log.Warn().Err(err).Str("topic", key.topic).Int32("queue", key.id).Msg("consume queue unreadable; setting it aside to rebuild it")
+				if err := setAside(s.queueDir(key)); err != nil {
+					return nil, err
+				}
+				broken[key] = true
+				continue
+			}
+			if err != nil {
+				return nil, err
 			}
 		}
 	}
-	return nil
+	return broken, nil
 }
 
 // queue returns the ConsumeQueue for (topic, id), opening or creating it
@@ -265,21 +340,36 @@ func (s *Store) queue(topic string, id int32, create bool) (*consumequeue.Queue,
 	if q = s.queues[key]; q != nil {
 		return q, nil
 	}
+	if err := s.openQueueLocked(key); err != nil {
+		return nil, err
+	}
+	return s.queues[key], nil
+}
+
+// openQueueLocked opens (creating) the queue's directory and registers
+// it. The caller holds queuesMu for writing.
+func (s *Store) openQueueLocked(key queueKey) error {
 	q, err := consumequeue.Open(consumequeue.Options{
-		Dir:            filepath.Join(s.opts.Dir, "consumequeue", topic, strconv.Itoa(int(id))),
+		Dir:            s.queueDir(key),
 		EntriesPerFile: s.opts.QueueEntriesPerFile,
 		Logger:         s.opts.Logger,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open consume queue %s/%d: %w", topic, id, err)
+		return fmt.Errorf("open consume queue %s/%d: %w", key.topic, key.id, err)
 	}
 	s.queues[key] = q
-	ids := append(s.topics[topic], id)
+	ids := s.topics[key.topic]
+	for _, id := range ids {
+		if id == key.id {
+			return nil
+		}
+	}
+	ids = append(ids, key.id)
 	for i := len(ids) - 1; i > 0 && ids[i] < ids[i-1]; i-- {
 		ids[i], ids[i-1] = ids[i-1], ids[i]
 	}
-	s.topics[topic] = ids
-	return q, nil
+	s.topics[key.topic] = ids
+	return nil
 }
 
 // Recovery reports what Open did.
@@ -311,15 +401,25 @@ func (s *Store) Close() error {
 	if err := s.commitLog.Flush(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := s.runPendingRebuilds(); err != nil {
+		errs = append(errs, err)
+	}
 	if _, err := s.dispatchAvailable(s.commitLog.Written()); err != nil {
 		errs = append(errs, err)
 	}
+	table := s.snapshotQueues()
 	clean := len(errs) == 0 && s.commitLog.Err() == nil
 	if err := s.flushDerived(); err != nil {
 		errs = append(errs, err)
 		clean = false
 	}
 	end := s.commitLog.Flushed()
+	if clean {
+		if err := s.writeQueueTable(table); err != nil {
+			errs = append(errs, err)
+			clean = false
+		}
+	}
 	if clean {
 		if err := writeCheckpoint(s.opts.Dir, checkpoint{Clean: true, Flushed: end, Dispatched: s.dispatched.Load(), WrittenAt: time.Now().UnixMilli()}); err != nil {
 			errs = append(errs, err)

@@ -55,7 +55,11 @@ func (s *Store) runCheckpoint() error {
 		return err
 	}
 	flushed := s.commitLog.Flushed()
+	table := s.snapshotQueues() // after dispatched: covers every record below it
 	if err := s.flushDerived(); err != nil {
+		return err
+	}
+	if err := s.writeQueueTable(table); err != nil {
 		return err
 	}
 	return writeCheckpoint(s.opts.Dir, checkpoint{Flushed: flushed, Dispatched: dispatched, WrittenAt: time.Now().UnixMilli()})

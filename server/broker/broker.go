@@ -265,6 +265,9 @@ func (b *Broker) recover(ctx context.Context) error {
 		}
 	}
 	b.log.Info().Int("records", replayed).Dur("took", time.Since(start)).Msg("consumer progress recovered")
+	if err := b.clampOffsets(); err != nil {
+		return err
+	}
 
 	if err := b.replayDLQStatuses(ctx); err != nil {
 		return err
@@ -282,6 +285,34 @@ func (b *Broker) recover(ctx context.Context) error {
 }
 
 const delayProgress = "delay.progress"
+
+// clampOffsets lowers, at start-up, every committed offset that is above
+// its queue's maximum to that maximum, with a warning and a counter. The
+// store rebuilds its queues from the CommitLog without losing anything, so
+// this happens only when the CommitLog itself lost messages the group had
+// consumed (async flush and a crash): without it the group would be
+// answered offset-out-of-range forever, or skip the messages stored next
+// under the reused offsets.
+func (b *Broker) clampOffsets() error {
+	for _, k := range b.progress.Keys() {
+		storeTopic, storeQueue := k.Topic, k.QueueID
+		if k.QueueID == retryQueueID {
+			storeTopic, storeQueue = RetryTopic(k.Group), 0
+		}
+		committed, _, _ := b.progress.Get(k)
+		top := b.store.MaxOffset(storeTopic, storeQueue)
+		if committed <= top {
+			continue
+		}
+		if err := b.commit(k, top); err != nil {
+			return fmt.Errorf("clamp the offset of %s on %s/%d: %w", k.Group, storeTopic, storeQueue, err)
+		}
+		b.metrics.clampedOffset()
+		b.log.Warn().Str("group", k.Group).Str("topic", storeTopic).Int32("queue", storeQueue).
+			Int64("from", committed).Int64("to", top).Msg("consumer offset above the queue's maximum (the store lost messages); lowered to it")
+	}
+	return nil
+}
 
 func (b *Broker) start() {
 	b.store.OnRetention(func(cut int64) error {
@@ -364,6 +395,15 @@ func (b *Broker) Degraded() []string {
 		last := q.Recent[len(q.Recent)-1]
 		out = append(out, fmt.Sprintf("%d records quarantined by the store (newest at CommitLog offset %d, %s: %s; see GET /v1/broker/status)",
 			q.Count, last.Offset, last.Stage, last.Reason))
+	}
+	if r := b.store.RepairStats(); r.LostRecords > 0 {
+		out = append(out, fmt.Sprintf("the CommitLog lost %d queued messages (their queue offsets are given out again); %d consume queues rebuilt", r.LostRecords, r.QueuesRebuilt))
+	}
+	b.metrics.mu.Lock()
+	clamped := b.metrics.clamped
+	b.metrics.mu.Unlock()
+	if clamped > 0 {
+		out = append(out, fmt.Sprintf("%d consumer offsets were above their queue's maximum and were lowered to it", clamped))
 	}
 	if st := b.store.DispatchStatus(); st.Delay > b.opts.DispatchDelayLimit {
 		out = append(out, fmt.Sprintf("dispatcher %v behind the log (%d bytes not yet visible to consumers)", st.Delay.Truncate(time.Second), st.LagBytes))

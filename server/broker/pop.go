@@ -389,6 +389,23 @@ func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, inv
 			Int64("from", committed).Int64("to", low).Msg("consumer offset below the retained minimum; skipped ahead")
 		committed = low
 	}
+	if top := b.store.MaxOffset(v.storeTopic, v.storeQueue); committed > top {
+		// The group consumed beyond what the store holds (the CommitLog
+		// lost its tail: async flush and a crash). Never a silent
+		// out-of-range loop: lower the offset to the maximum, visibly, so
+		// the messages stored from now on are delivered.
+		if err := b.commit(key, top); err != nil {
+			return nil, time.Time{}, nil, err
+		}
+		b.metrics.clampedOffset()
+		b.log.Warn().Str("group", key.Group).Str("topic", v.storeTopic).Int32("queue", v.storeQueue).
+			Int64("from", committed).Int64("to", top).Msg("consumer offset above the queue's maximum; lowered to it")
+		committed = top
+		c.next = top
+		c.inflight = make(map[int64]*lease)
+	} else if c.next > top {
+		c.next = top
+	}
 	if c.next < committed {
 		c.next = committed
 	}

@@ -36,6 +36,7 @@ type counters struct {
 	lateness       []time.Duration     // recent scheduler lateness samples (ring)
 	latenessPos    int
 	scheduled      uint64 // messages the scheduler delivered
+	clamped        uint64 // consumer offsets lowered to their queue's maximum
 }
 
 type retryKey struct {
@@ -139,6 +140,12 @@ func (c *counters) forgetGroup(group string) {
 	delete(c.groups, group)
 }
 
+func (c *counters) clampedOffset() {
+	c.mu.Lock()
+	c.clamped++
+	c.mu.Unlock()
+}
+
 func (c *counters) late(d time.Duration) {
 	c.mu.Lock()
 	c.scheduled++
@@ -167,6 +174,10 @@ type Stats struct {
 	Acked map[string]uint64
 	// Scheduled counts messages the delay scheduler delivered.
 	Scheduled uint64
+	// OffsetsClamped counts consumer offsets found above their queue's
+	// maximum (the store lost messages the group had consumed) and lowered
+	// to it, so the group receives what is stored from then on.
+	OffsetsClamped uint64
 	// LatenessP50, LatenessP99 and LatenessMax summarise how late the
 	// scheduler delivered its most recent messages.
 	LatenessP50, LatenessP99, LatenessMax time.Duration
@@ -203,6 +214,7 @@ func (b *Broker) Stats() Stats {
 		Delivered:      copyCounts(c.delivered),
 		Acked:          copyCounts(c.acked),
 		Scheduled:      c.scheduled,
+		OffsetsClamped: c.clamped,
 	}
 	for k, v := range c.retries {
 		st.Retries = append(st.Retries, RetryCount{Group: k.group, Level: k.level, Count: v})

@@ -20,7 +20,21 @@ type dataFile struct {
 	first int64  // logical offset of the file's first entry
 	path  string // full path
 	data  []byte // read-write mapping of the whole file
+	// reserved is how many bytes from the start of the file are known to
+	// have blocks (written or fallocate'd); Put reserves more before it
+	// writes beyond. Guarded by Queue.writeMu.
+	reserved int64
+	// fd is open only during Open's recovery (pread, pwrite, hole
+	// punching); nil afterwards.
+	fd *os.File
 }
+
+// Block reservation ahead of the write position (see doc.go, "Allocation").
+const (
+	pageSize       = 4096
+	minReserveStep = 4 << 10
+	maxReserveStep = 1 << 20
+)
 
 // fileName returns the name of the data file whose first entry is first.
 func fileName(first int64) string {
@@ -71,8 +85,9 @@ func createDir(dir string) error {
 	return nil
 }
 
-// createDataFile creates, preallocates and maps the data file starting at
-// first: write <name>.tmp, fallocate, fsync, rename, fsync the directory.
+// createDataFile creates and maps the sparse data file starting at first:
+// <name>.tmp, ftruncate to full size, zeros written over the first page (its
+// reserved blocks), fsync, rename, fsync the directory.
 func createDataFile(dir string, first int64, size int) (*dataFile, error) {
 	path := filepath.Join(dir, fileName(first))
 	tmp := path + tmpSuffix
@@ -85,7 +100,11 @@ func createDataFile(dir string, first int64, size int) (*dataFile, error) {
 		os.Remove(tmp)
 		return nil, err
 	}
-	if err := fileutil.Preallocate(f, int64(size)); err != nil {
+	if err := f.Truncate(int64(size)); err != nil {
+		return fail(fmt.Errorf("truncate %s: %w", tmp, err))
+	}
+	reserved := min(int64(pageSize), int64(size))
+	if err := fileutil.WriteZeros(f, 0, reserved); err != nil {
 		return fail(err)
 	}
 	if err := f.Sync(); err != nil {
@@ -98,12 +117,18 @@ func createDataFile(dir string, first int64, size int) (*dataFile, error) {
 		f.Close()
 		return nil, err
 	}
-	return mapFile(f, path, first, size)
+	df, err := mapFile(f, path, first, size)
+	if err != nil {
+		return nil, err
+	}
+	df.reserved = reserved
+	return df, df.closeFD()
 }
 
-// openDataFile maps an existing data file. A file shorter than size is an
-// error unless extend is set (the last file, whose tail was lost), in which
-// case it is extended with zeros first.
+// openDataFile maps an existing data file and keeps its descriptor open
+// for recovery (closeFD releases it). A file shorter than size is an error
+// unless extend is set (the last file, whose tail was lost), in which case
+// it is extended to size with ftruncate (sparse zeros) first.
 func openDataFile(path string, first int64, size int, extend bool) (*dataFile, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -117,9 +142,9 @@ func openDataFile(path string, first int64, size int, extend bool) (*dataFile, e
 	switch {
 	case st.Size() == int64(size):
 	case st.Size() < int64(size) && extend:
-		if err := fileutil.Preallocate(f, int64(size)); err != nil {
+		if err := f.Truncate(int64(size)); err != nil {
 			f.Close()
-			return nil, err
+			return nil, fmt.Errorf("extend %s: %w", path, err)
 		}
 		if err := f.Sync(); err != nil {
 			f.Close()
@@ -132,18 +157,71 @@ func openDataFile(path string, first int64, size int, extend bool) (*dataFile, e
 	return mapFile(f, path, first, size)
 }
 
-// mapFile maps f and closes the descriptor: the mapping outlives it.
+// mapFile maps f; the descriptor stays in the dataFile until closeFD (the
+// mapping outlives it). On failure f is closed.
 func mapFile(f *os.File, path string, first int64, size int) (*dataFile, error) {
 	data, err := mmap.Map(f, size)
-	closeErr := f.Close()
 	if err != nil {
+		f.Close()
 		return nil, err
 	}
-	if closeErr != nil {
-		mmap.Unmap(data)
-		return nil, fmt.Errorf("close %s: %w", path, closeErr)
+	return &dataFile{first: first, path: path, data: data, fd: f}, nil
+}
+
+// closeFD closes the descriptor kept for recovery, if any.
+func (f *dataFile) closeFD() error {
+	if f.fd == nil {
+		return nil
 	}
-	return &dataFile{first: first, path: path, data: data}, nil
+	err := f.fd.Close()
+	f.fd = nil
+	if err != nil {
+		return fmt.Errorf("close %s: %w", f.path, err)
+	}
+	return nil
+}
+
+// reserve makes sure the blocks of the file's first need bytes exist,
+// writing zeros over a step that doubles with what is already reserved
+// (see doc.go, "Allocation"). Everything from the reserved end on lies
+// beyond the write position, so it holds no entry. The caller holds
+// Queue.writeMu.
+func (f *dataFile) reserve(need int64) error {
+	if need <= f.reserved {
+		return nil
+	}
+	size := int64(len(f.data))
+	step := min(max(f.reserved, minReserveStep), maxReserveStep)
+	end := min(size, max(roundUp(need, pageSize), roundUp(f.reserved+step, pageSize)))
+	fh, err := os.OpenFile(f.path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("reserve blocks of %s: %w", f.path, err)
+	}
+	err = fileutil.WriteZeros(fh, f.reserved, end-f.reserved)
+	if closeErr := fh.Close(); err == nil && closeErr != nil {
+		err = fmt.Errorf("close %s: %w", f.path, closeErr)
+	}
+	if err != nil {
+		return err
+	}
+	f.reserved = end
+	return nil
+}
+
+// roundUp rounds n up to a multiple of m.
+func roundUp(n, m int64) int64 { return (n + m - 1) / m * m }
+
+// readEntries preads the entries [from, from+len(dst)) of f into dst
+// through the descriptor kept for recovery, without touching the mapping.
+func (f *dataFile) readEntries(from int64, dst []Entry) error {
+	buf := make([]byte, len(dst)*EntrySize)
+	if _, err := f.fd.ReadAt(buf, (from-f.first)*EntrySize); err != nil {
+		return fmt.Errorf("read %s: %w", f.path, err)
+	}
+	for i := range dst {
+		dst[i] = decodeEntry(buf[i*EntrySize:])
+	}
+	return nil
 }
 
 // entryAt decodes the entry at logical offset off, which must be in f.
@@ -153,7 +231,7 @@ func (f *dataFile) entryAt(off int64) Entry {
 
 // unmap releases the mapping; f must not be used afterwards.
 func (f *dataFile) unmap() error {
-	err := mmap.Unmap(f.data)
+	err := errors.Join(mmap.Unmap(f.data), f.closeFD())
 	f.data = nil
 	if err != nil {
 		return fmt.Errorf("unmap %s: %w", f.path, err)

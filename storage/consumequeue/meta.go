@@ -67,6 +67,7 @@ func (q *Queue) readMeta() (int64, bool, error) {
 		q.log.Warn().Err(err).Msg("ignoring unreadable min offset; deriving it from the data files")
 		return 0, false, nil
 	}
+	q.storedMin.Store(true)
 	return minOffset, true, nil
 }
 
@@ -75,5 +76,6 @@ func (q *Queue) writeMeta(minOffset int64) error {
 	if err := fileutil.WriteFileAtomic(filepath.Join(q.dir, metaFileName), encodeMeta(minOffset), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", metaFileName, err)
 	}
+	q.storedMin.Store(true)
 	return nil
 }

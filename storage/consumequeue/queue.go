@@ -37,8 +37,9 @@ type Options struct {
 	// It is created if missing. Required.
 	Dir string
 	// EntriesPerFile is the number of 20-byte entries per data file
-	// (default 300 000, i.e. 6 000 000-byte files). It must not change for
-	// an existing queue. Tests use tiny values to force rolls.
+	// (default 300 000, i.e. 6 000 000-byte sparse files whose blocks are
+	// reserved as the queue grows). It must not change for an existing
+	// queue. Tests use tiny values to force rolls.
 	EntriesPerFile int
 	// Logger receives warnings about recovery and slow syncs (default: no
 	// logging).
@@ -87,6 +88,7 @@ type Queue struct {
 	closed bool
 
 	minOffset atomic.Int64
+	storedMin atomic.Bool  // minOffset was read from or written to MINOFFSET
 	maxOffset atomic.Int64 // published after the entry below it is written
 	dirtyFrom atomic.Int64 // lowest offset written since the last Flush, or noneDirty
 }
@@ -116,6 +118,10 @@ func Open(opts Options) (*Queue, error) {
 	}
 	return q, nil
 }
+
+// HasStoredMin reports whether the minimum offset comes from MINOFFSET
+// (retention or a reset moved it) rather than from the first data file.
+func (q *Queue) HasStoredMin() bool { return q.storedMin.Load() }
 
 // MinOffset returns the smallest readable offset.
 func (q *Queue) MinOffset() int64 { return q.minOffset.Load() }
@@ -181,6 +187,11 @@ func (q *Queue) Put(offset int64, e Entry) error {
 		if f, err = q.roll(offset); err != nil {
 			return fmt.Errorf("consumequeue: put %d: %w", offset, err)
 		}
+	}
+	// Blocks first: a write through the mapping into a hole of a full
+	// disk would be a SIGBUS; fallocate reports ENOSPC as an error.
+	if err := f.reserve((offset - f.first + 1) * EntrySize); err != nil {
+		return fmt.Errorf("consumequeue: put %d: %w", offset, err)
 	}
 	e.Encode(f.data[(offset-f.first)*EntrySize:])
 	q.maxOffset.Store(offset + 1) // publish only after the bytes are in place

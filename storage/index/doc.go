@@ -32,10 +32,26 @@
 //	HeaderRegionSize+4*slotCount EntrySize*cap     entries 1..cap
 //
 // Its length is HeaderRegionSize + 4*slotCount + EntrySize*entryCapacity
-// exactly (fallocate'd, so unwritten parts read as zeros); slotCount and
-// entryCapacity come from the file's own header, so files written under
-// other Options stay readable. A file longer than that is accepted (only
-// the prefix is mapped); a shorter one is broken.
+// exactly (fallocate'd, so unwritten parts read as zeros; see "Geometry of
+// new files" for their sizes); slotCount and entryCapacity come from the
+// file's own header, so files written under other Options stay readable.
+// A file longer than that is accepted (only the prefix is mapped); a
+// shorter one is broken.
+//
+// # Geometry of new files
+//
+// Options.SlotCount and Options.EntryCount are the geometry a file grows
+// to, not the size of every file: an index starts small and each new file
+// is four times its predecessor, so a store with a few messages does not
+// pay for a full file (84 MB with the store's defaults). The first file of
+// an empty index gets max(SlotCount/64, 256) slots and max(EntryCount/64,
+// 1024) entries (never more than the Options); each file created by a roll
+// gets four times the previous file's slots and entries, capped at the
+// Options. The sequence is deterministic, so a file whose header copies are
+// both lost still has its geometry found among the sequence's sizes (see
+// Recovery). Every file's geometry is in its own header, as before, so files
+// of full size written by earlier versions open unchanged: this changes
+// which sizes new files get, not the layout.
 //
 // # Header
 //
@@ -125,11 +141,14 @@
 //     incomplete). MaxPhysicalOffset is the resulting indexedPhyOffset; the
 //     store re-adds every message above it.
 //   - A file with no valid header copy is rebuilt the same way if its
-//     geometry can be found (Options, or another file's header, whose size
-//     matches the file's length): its base comes from its name and its
-//     entries are scanned from 1 with the checks above. If it is the newest
-//     file, its last message counts as incomplete and is dropped. Without
-//     a geometry it is renamed to *.broken and logged.
+//     geometry can be found (Options, a size of the growth sequence, or
+//     another file's header, whose size matches the file's length): its
+//     base comes from its name and its entries are scanned from 1 with the
+//     checks above. If it is the newest file, its last message counts as
+//     incomplete and is dropped; if it is not and holds no valid entry (a
+//     zeroed file: a file is created by its first Add), every newer file is
+//     quarantined, and the store re-adds everything. Without a geometry it
+//     is renamed to *.broken and logged.
 //   - A file shorter than its geometry, or whose first offset is below the
 //     previous file's endPhyOffset, is quarantined.
 //   - Files form a prefix: if a file must be quarantined, or an older file

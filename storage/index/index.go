@@ -126,7 +126,8 @@ func (x *Index) roll(ts, complete int64) (*file, error) {
 		}
 		base = max(base, old.base+1)
 	}
-	f, err := createFile(x.fs, x.opts.Dir, base, uint32(x.opts.SlotCount), uint32(x.opts.EntryCount), complete)
+	g := nextGeometry(x.opts, old)
+	f, err := createFile(x.fs, x.opts.Dir, base, g.slots, g.capacity, complete)
 	if err != nil {
 		return nil, fmt.Errorf("roll index file: %w", err)
 	}

@@ -66,7 +66,7 @@ func (x *Index) recover() error {
 	if err != nil {
 		return err
 	}
-	geometries := []geometry{{uint32(x.opts.SlotCount), uint32(x.opts.EntryCount)}}
+	geometries := growthGeometries(x.opts)
 	for _, c := range cands {
 		if c.hdrOK {
 			geometries = append(geometries, geometry{c.hdr.slotCount, c.hdr.capacity})
@@ -118,6 +118,12 @@ func (x *Index) recover() error {
 			res = x.rebuild(f, c.hdr.entryCount, &c.hdr, prevEnd, prevComplete, true)
 		default:
 			res = x.rebuild(f, f.capacity, nil, prevEnd, prevComplete, last)
+			// A file is created by its first Add, so an older file without
+			// a header that holds no entry was zeroed: keep the index a
+			// prefix, so the store re-adds everything after it.
+			if res.count == 0 {
+				res.last = true
+			}
 		}
 		if res.rebuilt {
 			x.log.Warn().Str("file", filepath.Base(f.path)).Bool("headerValid", c.hdrOK).

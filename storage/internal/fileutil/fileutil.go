@@ -139,3 +139,42 @@ func DiskUsage(dir string) (float64, error) {
 	}
 	return used / (used + avail), nil
 }
+
+// WriteZeros writes zeros over [off, off+n) of f, so that the range has
+// real, allocated blocks: a later write through a memory mapping into it can
+// never hit ENOSPC (which would surface as SIGBUS), and its first write
+// fault is cheap (fallocate'd blocks are unwritten extents, whose first
+// write fault through a shared mapping waits for the file system journal).
+// A full disk fails here, with ENOSPC. The range must hold no data the
+// caller needs.
+func WriteZeros(f *os.File, off, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	buf := make([]byte, min(n, 1<<20))
+	for end := off + n; off < end; {
+		m := min(int64(len(buf)), end-off)
+		if _, err := f.WriteAt(buf[:m], off); err != nil {
+			return fmt.Errorf("zero-fill %s: %w", f.Name(), err)
+		}
+		off += m
+	}
+	return nil
+}
+
+// PunchHole releases the blocks of [off, off+n) of f, which then reads as
+// zeros; the size does not change. It reports false without error when the
+// file system cannot punch holes (the range is left as it is).
+func PunchHole(f *os.File, off, n int64) (bool, error) {
+	if n <= 0 {
+		return true, nil
+	}
+	err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS):
+		return false, nil
+	}
+	return false, fmt.Errorf("punch hole in %s [%d, %d): %w", f.Name(), off, off+n, err)
+}

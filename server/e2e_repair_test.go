@@ -1,0 +1,151 @@
+package server_test
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/api"
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/storagetest"
+)
+
+// TestE2EDerivedFilesRebuiltAfterDamage: a group acks some messages, the
+// server stops, a ConsumeQueue or index is damaged on disk, and the server
+// starts again. The group gets exactly the unacknowledged messages (no
+// loss, no redelivery after ack), new sends get fresh queue offsets and are
+// delivered, lookups by key still work, and no pull answers an error.
+func TestE2EDerivedFilesRebuiltAfterDamage(t *testing.T) {
+	t.Parallel()
+	damages := map[string]func(t *testing.T, dir string){
+		"QueueDirectoryDeleted": func(t *testing.T, dir string) {
+			require.NoError(t, os.RemoveAll(filepath.Join(dir, "consumequeue", "heal")))
+		},
+		"QueueFilesZeroed": func(t *testing.T, dir string) {
+			files, _ := filepath.Glob(filepath.Join(dir, "consumequeue", "heal", "*", "[0-9]*"))
+			require.NotEmpty(t, files)
+			for _, f := range files {
+				storagetest.ZeroFrom(t, f, 0)
+			}
+		},
+		"QueueFilesTruncated": func(t *testing.T, dir string) {
+			files, _ := filepath.Glob(filepath.Join(dir, "consumequeue", "heal", "*", "[0-9]*"))
+			require.NotEmpty(t, files)
+			for _, f := range files {
+				require.NoError(t, os.Truncate(f, 40))
+			}
+		},
+		"IndexDeleted": func(t *testing.T, dir string) {
+			files, _ := filepath.Glob(filepath.Join(dir, "index", "[0-9]*"))
+			require.NotEmpty(t, files)
+			for _, f := range files {
+				require.NoError(t, os.Remove(f))
+			}
+		},
+	}
+	for name, damage := range damages {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := startE2E(t)
+			cfg := e.cfg
+			decode(t, e.json(t, http.MethodPut, "/v1/topics/heal", api.TopicRequest{Queues: 2}), http.StatusCreated, nil)
+			decode(t, e.json(t, http.MethodPut, "/v1/groups/healers", api.GroupRequest{InvisibleMs: 60_000,
+				Subscriptions: []api.Subscription{{Topic: "heal"}}}), http.StatusCreated, nil)
+			const n = 20
+			used := map[int32]map[int64]bool{0: {}, 1: {}}
+			for i := 0; i < n; i++ {
+				r := e.send(t, "heal", api.SendMessage{Body: fmt.Sprintf("h%02d", i), Keys: []string{fmt.Sprintf("key%02d", i)}})
+				used[r.QueueID][r.QueueOffset] = true
+			}
+			got := e.pullN(t, "healers", "heal", n, 60_000, 10*time.Second)
+			sort.Slice(got, func(i, j int) bool { return got[i].Body < got[j].Body })
+			acked := map[string]bool{}
+			var receipts []string
+			for _, m := range got[:n/2] {
+				acked[m.Body] = true
+				receipts = append(receipts, m.Receipt)
+			}
+			for _, st := range e.ack(t, "healers", receipts...) {
+				require.Equal(t, "ok", st)
+			}
+			e.close(t)
+			damage(t, cfg.DataDir)
+			e = openE2E(t, cfg)
+
+			again := e.pullN(t, "healers", "heal", n/2, 60_000, 10*time.Second)
+			for _, m := range again {
+				require.False(t, acked[m.Body], "%s was acknowledged before the restart and delivered again", m.Body)
+			}
+			require.Empty(t, e.pull(t, "healers", "heal", api.PullRequest{WaitMs: 200}), "nothing else is delivered")
+			for i := 0; i < 4; i++ {
+				r := e.send(t, "heal", api.SendMessage{Body: fmt.Sprintf("new%d", i)})
+				require.False(t, used[r.QueueID][r.QueueOffset], "queue %d offset %d given out twice", r.QueueID, r.QueueOffset)
+				used[r.QueueID][r.QueueOffset] = true
+			}
+			fresh := e.pullN(t, "healers", "heal", 4, 60_000, 10*time.Second)
+			for _, m := range fresh {
+				require.Contains(t, m.Body, "new")
+			}
+			require.Len(t, e.byKey(t, "heal", "key07"), 1, "lookups by key still work")
+		})
+	}
+}
+
+// TestE2EConsumerOffsetAboveMaxIsClamped: the CommitLog loses its tail
+// while the group's committed offset (in the offset snapshot) is beyond it
+// (what an async-flush crash does). The pull never answers 400 forever:
+// the offset is lowered to the queue's maximum, visibly (status and a
+// counter), and the messages sent afterwards are delivered.
+func TestE2EConsumerOffsetAboveMaxIsClamped(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t)
+	cfg := e.cfg
+	decode(t, e.json(t, http.MethodPut, "/v1/topics/lossy", api.TopicRequest{Queues: 1}), http.StatusCreated, nil)
+	decode(t, e.json(t, http.MethodPut, "/v1/groups/eater", api.GroupRequest{InvisibleMs: 60_000,
+		Subscriptions: []api.Subscription{{Topic: "lossy"}}}), http.StatusCreated, nil)
+	var cut int64
+	for i := 0; i < 10; i++ {
+		r := e.send(t, "lossy", api.SendMessage{Body: fmt.Sprintf("l%d", i)})
+		if i == 5 {
+			id, err := message.ParseID(r.MessageID)
+			require.NoError(t, err)
+			cut = id.Offset()
+		}
+	}
+	got := e.pullN(t, "eater", "lossy", 10, 60_000, 10*time.Second)
+	var receipts []string
+	for _, m := range got {
+		receipts = append(receipts, m.Receipt)
+	}
+	e.ack(t, "eater", receipts...)
+	e.close(t)
+
+	// Lose everything from message 5 on, as a crash before the flush would.
+	segs := storagetest.Segments(t, cfg.DataDir)
+	storagetest.ZeroFrom(t, segs[len(segs)-1], cut-segmentBase(t, segs[len(segs)-1]))
+	storagetest.RemoveCheckpoint(t, cfg.DataDir)
+	storagetest.SimulateCrash(t, cfg.DataDir)
+	e = openE2E(t, cfg)
+
+	r := e.send(t, "lossy", api.SendMessage{Body: "after"})
+	require.EqualValues(t, 5, r.QueueOffset)
+	m := e.pullN(t, "eater", "lossy", 1, 60_000, 10*time.Second)
+	require.Equal(t, "after", m[0].Body)
+	v, ok := e.metricValue(t, "mqgate_consumer_offsets_clamped_total")
+	require.True(t, ok)
+	require.EqualValues(t, 1, v)
+}
+
+func segmentBase(t *testing.T, path string) int64 {
+	t.Helper()
+	var base int64
+	_, err := fmt.Sscanf(filepath.Base(path), "%d", &base)
+	require.NoError(t, err)
+	return base
+}
