@@ -70,10 +70,11 @@ type Store struct {
 	dispatched  atomic.Int64 // CommitLog offset the dispatcher has processed up to
 	quarantined quarantine   // records set aside (quarantine.go)
 	health      dispatchHealth
-	diskFull    atomic.Bool // set by the retention cleaner above the hard ceiling
+	disk        diskMonitor // last sample of the file system's used fraction (disk.go)
 
-	retentionHook atomic.Pointer[func(cut int64) error]
-	encoders      sync.Pool
+	retentionPolicy atomic.Pointer[RetentionPolicy]
+	heldLogged      atomic.Int64 // unix ns of the last "pressure, nothing deletable" warning
+	encoders        sync.Pool
 
 	closing  chan struct{}
 	workers  sync.WaitGroup
@@ -116,6 +117,9 @@ func Open(opts Options) (*Store, error) {
 		s.closeEngines()
 		lock.Unlock()
 		return nil, err
+	}
+	if _, err := s.sampleDisk(); err != nil {
+		logger.Error().Err(err).Msg("disk usage sample failed")
 	}
 	s.recovery.Duration = time.Since(start)
 	ev := logger.Info()

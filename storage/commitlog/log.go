@@ -17,8 +17,9 @@ var (
 	// ErrClosed is returned by every operation after Close.
 	ErrClosed = errors.New("commitlog: closed")
 	// ErrReadOnly is returned by appends once the write path is dead: a
-	// flush or segment creation failed (fsyncgate: never retried). Err
-	// reports the cause; a restart re-reads the log from disk.
+	// flush failed (fsyncgate: never retried; a failed segment creation is
+	// ErrNoSpace instead). Err reports the cause; a restart re-reads the
+	// log from disk.
 	ErrReadOnly = errors.New("commitlog: read-only after a write failure")
 	// ErrNoSpace is returned by an append that needs a new segment which
 	// could not be created (fallocate failing with ENOSPC, typically; any
