@@ -36,6 +36,7 @@ import (
 	"github.com/mqgate/mqgate/server/broker"
 	"github.com/mqgate/mqgate/server/pgmirror"
 	"github.com/mqgate/mqgate/server/push"
+	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/web"
 )
 
@@ -114,6 +115,15 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		Logger:             log, // the broker names its own components
 
 		MetricsMaxLabelValues: cfg.MetricsMaxLabelValues,
+		Storage: storage.Options{
+			FileReservedTime:   cfg.Retention,
+			RetentionInterval:  cfg.RetentionInterval,
+			DiskMaxUsedRatio:   cfg.DiskMaxUsedRatio,
+			DiskSendCeiling:    cfg.DiskSendCeiling,
+			DiskSystemCeiling:  cfg.DiskSystemCeiling,
+			DiskPressureDelete: cfg.DiskPressureDelete,
+			DiskCheckInterval:  cfg.DiskCheckInterval,
+		},
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open broker: %w", err), listener.Close())
