@@ -55,7 +55,9 @@ func TestFullFileSystemIsRecoverable(t *testing.T) {
 	s := storagetest.MustOpen(t, opts)
 	filler := filepath.Join(mount, "filler")
 	accepted := acceptedLog{}
-	body := func(topic string, i int) string { return fmt.Sprintf("%s-%05d-%s", topic, i, strings.Repeat("b", 1000)) }
+	body := func(topic string, i int) string {
+		return fmt.Sprintf("%s-%05d-%s", topic, i, strings.Repeat("b", 1000))
+	}
 	put := func(class storage.Class, topic string) error {
 		b := body(topic, len(accepted[topic]))
 		err := s.PutClass(class, []*message.Message{{Topic: topic, Body: []byte(b), BornTimestamp: 1}}, make([]storage.PutResult, 1))
