@@ -113,6 +113,10 @@ type Config struct {
 	// IPv4-mapped and NAT64 forms. Recommended in production.
 	PushDenyPrivate bool `name:"push-deny-private" help:"Refuse push (webhook) endpoints on loopback, private, carrier-grade NAT and unique-local addresses of IPv4 and IPv6 (recommended in production)." env:"MQGATE_PUSH_DENY_PRIVATE"`
 
+	// Storage holds advanced storage options (ConsumeQueue and index file
+	// sizes: small disks, tests); the flags above set its retention and
+	// disk fields. Not a flag.
+	Storage storage.Options `kong:"-"`
 	// LogOutput receives the logs (default os.Stderr). Not a flag.
 	LogOutput io.Writer `kong:"-"`
 	// Version is reported by mqgate_build_info and the start-up log. Not a flag.
