@@ -5,12 +5,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/internal/vfs"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/storagetest"
 )
@@ -112,4 +115,61 @@ func TestFullFileSystemIsRecoverable(t *testing.T) {
 	require.NoError(t, s.Close())
 	s = storagetest.MustOpen(t, opts)
 	accepted.requireAllThere(t, s)
+}
+
+// TestNoSpaceForSegmentIsRetryable: fallocate failing with ENOSPC for the
+// next CommitLog segment (injected) refuses appends of every class with
+// ErrDiskFull, batches whole, without making the store read-only; once
+// it succeeds again appends resume and nothing accepted is lost.
+func TestNoSpaceForSegmentIsRetryable(t *testing.T) {
+	t.Parallel()
+	var full atomic.Bool
+	opts := storagetest.SmallOptions(t.TempDir())
+	opts.SegmentSize = 8 << 10
+	opts.MaxMessageSize = 4 << 10
+	opts.RetentionInterval = time.Hour
+	opts.FS = vfs.NewErrorFS(vfs.OS(), vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if op == vfs.OpPreallocate && full.Load() && strings.Contains(path, string(filepath.Separator)+"commitlog"+string(filepath.Separator)) {
+			return fmt.Errorf("fallocate %s: %w", path, syscall.ENOSPC)
+		}
+		return nil
+	}))
+	s := storagetest.MustOpen(t, opts)
+	accepted := acceptedLog{}
+	put := func(class storage.Class, n int) error {
+		ms := make([]*message.Message, n)
+		for i := range ms {
+			ms[i] = &message.Message{Topic: "nospace", Body: []byte(fmt.Sprintf("%05d-%s", len(accepted["nospace"])+i, strings.Repeat("n", 1500))), BornTimestamp: 1}
+		}
+		err := s.PutClass(class, ms, make([]storage.PutResult, n))
+		if err == nil {
+			for _, m := range ms {
+				accepted["nospace"] = append(accepted["nospace"], string(m.Body))
+			}
+		}
+		return err
+	}
+	require.NoError(t, put(storage.ClassSend, 3))
+	full.Store(true)
+	var err error
+	for range 100 {
+		if err = put(storage.ClassReclaim, 1); err != nil {
+			break
+		}
+	}
+	require.ErrorIs(t, err, storage.ErrDiskFull)
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	before := s.WriteOffset()
+	require.ErrorIs(t, put(storage.ClassSend, 10), storage.ErrDiskFull, "a batch is refused whole")
+	require.ErrorIs(t, put(storage.ClassSystem, 1), storage.ErrDiskFull)
+	require.Equal(t, before, s.WriteOffset(), "nothing of a refused append is written")
+	require.NoError(t, s.Err())
+	require.Positive(t, s.DiskStatus().NoSpace)
+
+	full.Store(false)
+	require.NoError(t, put(storage.ClassSend, 10), "the first append after space returns succeeds")
+	accepted.requireAllThere(t, s)
+	require.NoError(t, s.Close())
+	opts.FS = nil
+	accepted.requireAllThere(t, storagetest.MustOpen(t, opts))
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mqgate/mqgate/storage/commitlog"
 	"github.com/mqgate/mqgate/storage/internal/fileutil"
+	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
 
 // Options configures a Store. Zero values take the defaults documented on
@@ -67,6 +68,9 @@ type Options struct {
 	// DiskUsage reports the used fraction (0..1) of the file system holding
 	// dir. Default: statfs, as df computes it. Tests replace it.
 	DiskUsage func(dir string) (float64, error)
+	// FS is the file system of the CommitLog and the index. Default the
+	// operating system's; tests wrap it (vfs.NewErrorFS) to inject errors.
+	FS vfs.FS
 	// RetentionInterval is how often the cleaner runs. Default 10 s.
 	RetentionInterval time.Duration
 	// AllowCorrupt lets Open truncate at mid-log corruption instead of

@@ -163,12 +163,10 @@ func TestRetentionUnderPressure(t *testing.T) {
 		s, disk, _ := retentionStore(t, 100, func(o *storage.Options) { o.DiskPressureDelete = true })
 		segs := s.Stats().Segments
 		// Keep: the first message of the third segment.
-		keep, err := s.PhysicalOffset("ret", 0, 0)
-		require.NoError(t, err)
 		third := int64(2 * 8 << 10)
 		off, err := s.QueueOffsetAt("ret", 0, third)
 		require.NoError(t, err)
-		keep, err = s.PhysicalOffset("ret", 0, off)
+		keep, err := s.PhysicalOffset("ret", 0, off)
 		require.NoError(t, err)
 		require.GreaterOrEqual(t, keep, third)
 		p := &recordingPolicy{floors: storage.RetentionFloors{Keep: keep, Unconsumed: storage.NoFloor, Retained: storage.NoFloor}}

@@ -160,6 +160,7 @@ func (s *Store) open() error {
 		FlushInterval: s.opts.FlushInterval,
 		AllowCorrupt:  s.opts.AllowCorrupt,
 		Logger:        s.opts.Logger,
+		FS:            s.opts.FS,
 	}
 	if s.recovery.CheckpointValid {
 		clOpts.HighWater = ckpt.Flushed
@@ -184,6 +185,7 @@ func (s *Store) open() error {
 		SlotCount:  s.opts.IndexSlots,
 		EntryCount: s.opts.IndexEntries,
 		Logger:     s.opts.Logger,
+		FS:         s.opts.FS,
 	})
 	if err != nil {
 		return fmt.Errorf("open index: %w", err)
