@@ -198,3 +198,28 @@ func TestRetentionKeepsUndeliveredDelayedMessages(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Equal(t, "delayed", string(got[0].Body))
 }
+
+// TestRefusedNackOffersTheMessageAgain: above the system ceiling even a
+// nack's retry copy is refused (ErrDiskFull); the message is then
+// offered again at once, not stranded until a restart.
+func TestRefusedNackOffersTheMessageAgain(t *testing.T) {
+	t.Parallel()
+	bd, disk, _ := pressureBundle(t, 0.10, 3, nil)
+	got := bd.pull(t, "g", "t", 1, time.Second, time.Minute)
+	require.Len(t, got, 1)
+	disk.set(0.97)
+	var err error
+	require.Eventually(t, func() bool {
+		_, err = bd.b.Send(bd.ctx, "t", []broker.SendMessage{{Body: []byte("probe")}})
+		return err != nil
+	}, 10*time.Second, time.Millisecond)
+	_, err = bd.b.Nack(bd.ctx, "g", []broker.NackItem{{Receipt: got[0].Receipt}})
+	require.ErrorIs(t, err, broker.ErrDiskFull)
+	require.Contains(t, strings.Join(bd.b.Degraded(), "\n"), "above the system ceiling")
+	disk.set(0.10)
+	start := time.Now()
+	again := bd.pull(t, "g", "t", 1, time.Second, time.Minute)
+	t.Logf("offered again after %v", time.Since(start))
+	require.Len(t, again, 1)
+	require.Equal(t, got[0].Body, again[0].Body, "the message whose nack was refused is offered again")
+}

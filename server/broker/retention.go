@@ -152,9 +152,11 @@ func (b *Broker) consumerPositions() map[storedQueue][]consumerPosition {
 		committed = max(committed, b.store.MinOffset(sq.topic, sq.queue))
 		out[sq] = append(out[sq], consumerPosition{view: v, committed: committed})
 	}
-	for _, g := range b.registry.listGroups() {
+	groups := b.registry.listGroups()
+	consumed := b.topicsByGroup(groups)
+	for _, g := range groups {
 		hasRetries := b.store.MaxOffset(RetryTopic(g.Name), 0) > 0
-		for _, topic := range b.groupTopics(g) {
+		for topic := range consumed[g.Name] {
 			t, ok := topics[topic]
 			if !ok {
 				continue
@@ -170,6 +172,32 @@ func (b *Broker) consumerPositions() map[storedQueue][]consumerPosition {
 	for _, positions := range out {
 		sort.Slice(positions, func(i, j int) bool { return positions[i].committed < positions[j].committed })
 	}
+	return out
+}
+
+// topicsByGroup is groupTopics for every group at once (one pass over the
+// progress keys and the pop states, not one per group).
+func (b *Broker) topicsByGroup(groups []GroupConfig) map[string]map[string]struct{} {
+	out := make(map[string]map[string]struct{}, len(groups))
+	for _, g := range groups {
+		out[g.Name] = map[string]struct{}{}
+		for _, s := range g.Subscriptions {
+			out[g.Name][s.Topic] = struct{}{}
+		}
+	}
+	add := func(group, topic string) {
+		if set, ok := out[group]; ok {
+			set[topic] = struct{}{}
+		}
+	}
+	for _, k := range b.progress.Keys() {
+		add(k.Group, k.Topic)
+	}
+	b.popsMu.Lock()
+	for k := range b.pops {
+		add(k.group, k.topic)
+	}
+	b.popsMu.Unlock()
 	return out
 }
 
