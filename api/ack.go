@@ -98,6 +98,7 @@ func (h *handler) registerAckRoutes(r chi.Router) {
 //	@Failure		415		{object}	Problem	"unsupported-media-type"
 //	@Failure		500		{object}	Problem	"internal"
 //	@Failure		503		{object}	Problem	"storage-read-only, shutting-down"
+//	@Failure		507		{object}	Problem	"disk-full"
 //	@Router			/groups/{group}/ack [post]
 func (h *handler) ack(w http.ResponseWriter, r *http.Request) {
 	group, err := nameParam(r, "group", "group")
@@ -145,6 +146,7 @@ func (h *handler) ack(w http.ResponseWriter, r *http.Request) {
 //	@Failure		415		{object}	Problem	"unsupported-media-type"
 //	@Failure		500		{object}	Problem	"internal"
 //	@Failure		503		{object}	Problem	"storage-read-only, shutting-down"
+//	@Failure		507		{object}	Problem	"disk-full"
 //	@Router			/groups/{group}/nack [post]
 func (h *handler) nack(w http.ResponseWriter, r *http.Request) {
 	group, err := nameParam(r, "group", "group")

@@ -79,7 +79,33 @@ type BrokerStatus struct {
 	Dispatch DispatchStatus `json:"dispatch"`
 	// Quarantine lists records the store set aside: intact but impossible to dispatch or read.
 	Quarantine Quarantine `json:"quarantine"`
+	// Disk is the store's file system and the ceilings that refuse writes (507 disk-full).
+	Disk DiskStatus `json:"disk"`
 } //	@name	BrokerStatus
+
+// DiskStatus is the store's file system: how full it is and what that refuses.
+type DiskStatus struct {
+	// UsedRatio is the used fraction of the data dir's file system (0..1), as df computes it.
+	UsedRatio float64 `json:"usedRatio" example:"0.42"`
+	// SampledAt is when it was measured (every --disk-check-interval).
+	SampledAt string `json:"sampledAt,omitempty" format:"date-time"`
+	// SampleError is why the last measurement failed (the previous one is used).
+	SampleError string `json:"sampleError,omitempty"`
+	// CleanRatio is --disk-max-used-ratio: above it retention deletes fully consumed segments early.
+	CleanRatio float64 `json:"cleanRatio" example:"0.75"`
+	// SendCeiling is --disk-send-ceiling: above it sends get 507 disk-full.
+	SendCeiling float64 `json:"sendCeiling" example:"0.85"`
+	// SystemCeiling is --disk-system-ceiling: above it acks, nacks and commits get 507 too.
+	SystemCeiling float64 `json:"systemCeiling" example:"0.95"`
+	// PressureDelete is --disk-pressure-delete: above cleanRatio unconsumed segments are deleted too.
+	PressureDelete bool `json:"pressureDelete"`
+	// SendsRefused: usedRatio is above sendCeiling.
+	SendsRefused bool `json:"sendsRefused"`
+	// SystemRefused: usedRatio is above systemCeiling.
+	SystemRefused bool `json:"systemRefused"`
+	// NoSpaceRefusals counts writes refused because the file system had no room for the next CommitLog segment, since start.
+	NoSpaceRefusals int64 `json:"noSpaceRefusals" example:"0"`
+} //	@name	DiskStatus
 
 // DispatchStatus is how far the dispatcher is behind the CommitLog.
 type DispatchStatus struct {
@@ -497,6 +523,10 @@ func (h *handler) brokerStatus(w http.ResponseWriter, r *http.Request) {
 		Dispatch: DispatchStatus{DispatchedOffset: s.Dispatch.Dispatched, LagBytes: s.Dispatch.LagBytes,
 			DelayMs: s.Dispatch.Delay.Milliseconds(), Error: s.Dispatch.Error, FailingSince: formatTime(s.Dispatch.FailingSince)},
 		Quarantine: Quarantine{Count: s.Quarantined, Records: make([]QuarantinedRecord, 0, len(s.QuarantinedRecent))},
+		Disk: DiskStatus{UsedRatio: s.Disk.Usage, SampledAt: formatTime(s.Disk.SampledAt), SampleError: s.Disk.SampleError,
+			CleanRatio: s.Disk.CleanRatio, SendCeiling: s.Disk.SendCeiling, SystemCeiling: s.Disk.SystemCeiling,
+			PressureDelete: s.Disk.PressureDelete, SendsRefused: s.Disk.SendsRefused, SystemRefused: s.Disk.SystemRefused,
+			NoSpaceRefusals: s.Disk.NoSpace},
 	}
 	for _, q := range s.QuarantinedRecent {
 		resp.Quarantine.Records = append(resp.Quarantine.Records, QuarantinedRecord{Offset: q.Offset, Size: q.Size, Stage: q.Stage, Reason: q.Reason, At: formatTime(q.At)})

@@ -211,6 +211,7 @@ func (h *handler) getDLQ(w http.ResponseWriter, r *http.Request) {
 //	@Failure	404	{object}	Problem	"group-not-found, message-not-found"
 //	@Failure	500	{object}	Problem	"internal"
 //	@Failure	503	{object}	Problem	"storage-read-only, shutting-down"
+//	@Failure	507	{object}	Problem	"disk-full"
 //	@Router		/groups/{group}/dlq/{messageId} [delete]
 func (h *handler) discardDLQ(w http.ResponseWriter, r *http.Request) {
 	group, err := nameParam(r, "group", "group")
@@ -241,6 +242,7 @@ func (h *handler) discardDLQ(w http.ResponseWriter, r *http.Request) {
 //	@Failure		415		{object}	Problem	"unsupported-media-type"
 //	@Failure		500		{object}	Problem	"internal"
 //	@Failure		503		{object}	Problem	"storage-read-only, shutting-down"
+//	@Failure		507		{object}	Problem	"disk-full"
 //	@Router			/groups/{group}/dlq/resend [post]
 func (h *handler) resendDLQ(w http.ResponseWriter, r *http.Request) {
 	group, err := nameParam(r, "group", "group")

@@ -121,7 +121,7 @@ var (
 	kindFlushTimeout    = problemKind{http.StatusServiceUnavailable, "flush-timeout", "Flush timeout: write outcome unknown, retry with the same Idempotency-Key", 1}
 	kindTimeout         = problemKind{http.StatusGatewayTimeout, "timeout", "Request timed out", 1}
 	kindHTTPVersion     = problemKind{http.StatusHTTPVersionNotSupported, "http-version-not-supported", "HTTP version not supported", 0}
-	kindDiskFull        = problemKind{http.StatusInsufficientStorage, "disk-full", "Disk full", 0}
+	kindDiskFull        = problemKind{http.StatusInsufficientStorage, "disk-full", "Disk full", 5}
 	// 508 (RFC 5842): the server stopped an operation that would loop.
 	kindPushLoop = problemKind{http.StatusLoopDetected, "push-loop", "Push loop detected", 0}
 )

@@ -124,6 +124,9 @@ type QueueProgress struct {
 	// LagIsLowerBound: the lag could not be counted completely; the true lag is higher.
 	LagIsLowerBound bool   `json:"lagIsLowerBound,omitempty"`
 	LastStoredAt    string `json:"lastStoredAt,omitempty" format:"date-time"`
+	// DroppedUnconsumed counts messages of the queue that retention removed before the group consumed them
+	// (expired, the topic's shorter retentionHours, or --disk-pressure-delete), since the broker started.
+	DroppedUnconsumed int64 `json:"droppedUnconsumed,omitempty" example:"0"`
 	// MirroredOffset is the committed offset mirrored in PostgreSQL (only
 	// with --database-url); it trails consumerOffset by the mirror's lag.
 	// Absent while the mirror is degraded (a note says so).
@@ -527,6 +530,7 @@ func (h *handler) getOffsets(w http.ResponseWriter, r *http.Request) {
 //	@Failure		415	{object}	Problem	"unsupported-media-type"
 //	@Failure		500	{object}	Problem	"internal"
 //	@Failure		503	{object}	Problem	"storage-read-only, shutting-down"
+//	@Failure		507	{object}	Problem	"disk-full"
 //	@Router			/groups/{group}/offsets [put]
 func (h *handler) commitOffsets(w http.ResponseWriter, r *http.Request) {
 	group, err := nameParam(r, "group", "group")
@@ -622,6 +626,7 @@ func (h *handler) groupProgress(ctx context.Context, group string, queues func(c
 //	@Failure		415		{object}	Problem	"unsupported-media-type"
 //	@Failure		500		{object}	Problem	"internal"
 //	@Failure		503		{object}	Problem	"storage-read-only, shutting-down"
+//	@Failure		507		{object}	Problem	"disk-full"
 //	@Router			/groups/{group}/reset-offset [post]
 func (h *handler) resetOffset(w http.ResponseWriter, r *http.Request) {
 	group, err := nameParam(r, "group", "group")
@@ -703,6 +708,8 @@ func toProgress(group string, queues []broker.QueueProgress, backlog broker.Grou
 			LagIsLowerBound: q.LagIsLowerBound,
 			LastStoredAt:    formatTime(q.LastStoredAt),
 			MirroredOffset:  q.MirroredOffset,
+
+			DroppedUnconsumed: q.DroppedUnconsumed,
 		})
 		if q.LagIsLowerBound {
 			out.Notes = append(out.Notes, fmt.Sprintf("the lag of %s queue %d is a lower bound (too many entries to count)", q.Topic, q.QueueID))

@@ -127,6 +127,7 @@ func (h *handler) getTimer(w http.ResponseWriter, r *http.Request) {
 //	@Failure	404	{object}	Problem	"message-not-found"
 //	@Failure	500	{object}	Problem	"internal"
 //	@Failure	503	{object}	Problem	"storage-read-only, shutting-down"
+//	@Failure	507	{object}	Problem	"disk-full"
 //	@Router		/timers/{id} [delete]
 func (h *handler) cancelTimer(w http.ResponseWriter, r *http.Request) {
 	if err := h.deps.Broker.CancelTimer(r.Context(), chi.URLParam(r, "id")); err != nil {
@@ -151,6 +152,7 @@ func (h *handler) cancelTimer(w http.ResponseWriter, r *http.Request) {
 //	@Failure	415		{object}	Problem	"unsupported-media-type"
 //	@Failure	500		{object}	Problem	"internal"
 //	@Failure	503		{object}	Problem	"storage-read-only, shutting-down"
+//	@Failure	507		{object}	Problem	"disk-full"
 //	@Router		/timers/{id} [put]
 func (h *handler) rescheduleTimer(w http.ResponseWriter, r *http.Request) {
 	var req RescheduleRequest

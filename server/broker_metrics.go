@@ -23,6 +23,7 @@ type brokerCollector struct {
 	src statsSource
 
 	sent, delivered, acked, retries, dead, inflight *prometheus.Desc
+	retentionDropped                                *prometheus.Desc
 	sentBytes, deliveredBytes                       *prometheus.Desc
 	scheduled, lateness, backlog, storeBytes        *prometheus.Desc
 	timersPending                                   *prometheus.Desc
@@ -44,6 +45,8 @@ func newBrokerCollector(src statsSource) *brokerCollector {
 		retries:        d("messages_retried_total", "Failed deliveries sent to the retry topic, per group and delay level.", "group", "level"),
 		dead:           d("messages_dlq_total", "Messages moved to the dead-letter queue, per group.", "group"),
 		inflight:       d("inflight_leases", "Leased messages not yet acknowledged, per group.", "group"),
+		retentionDropped: d("retention_dropped_unconsumed_total",
+			"Messages retention removed before the group consumed them (expired, a topic's shorter retentionHours, or --disk-pressure-delete), per group.", "group"),
 		scheduled:      d("scheduler_delivered_total", "Messages the delay scheduler delivered."),
 		lateness:       d("scheduler_lateness_seconds", "How late the scheduler delivered its recent messages.", "quantile"),
 		backlog:        d("scheduler_backlog_messages", "Schedule entries not yet delivered, per delay level.", "level"),
@@ -57,7 +60,7 @@ func newBrokerCollector(src statsSource) *brokerCollector {
 
 // Describe implements prometheus.Collector.
 func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.deliveredBytes, c.delivered, c.acked, c.retries, c.dead, c.inflight,
+	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.deliveredBytes, c.delivered, c.acked, c.retries, c.dead, c.inflight, c.retentionDropped,
 		c.scheduled, c.lateness, c.backlog, c.storeBytes, c.timersPending, c.commitLogMin, c.commitLogMax, c.offsetsClamped} {
 		ch <- d
 	}
@@ -77,6 +80,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.delivered, st.Delivered)
 	counter(c.acked, st.Acked)
 	counter(c.dead, st.DeadLetters)
+	counter(c.retentionDropped, st.RetentionDropped)
 	for _, r := range st.Retries {
 		ch <- prometheus.MustNewConstMetric(c.retries, prometheus.CounterValue, float64(r.Count), r.Group, strconv.Itoa(r.Level))
 	}

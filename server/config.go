@@ -34,6 +34,29 @@ type Config struct {
 	Flush string `help:"Flush mode: sync (fsync before the 200) or async (periodic)." env:"MQGATE_FLUSH" enum:"sync,async" default:"${flush}"`
 	// SegmentSize is the CommitLog segment size in bytes.
 	SegmentSize ByteSize `help:"CommitLog segment size (e.g. 1GiB)." env:"MQGATE_SEGMENT_SIZE" default:"${segment_size}"`
+	// Retention is how long CommitLog data is kept (RocketMQ
+	// fileReservedTime): segments last written longer ago are deleted,
+	// consumed or not (the skip is counted per group). A topic's
+	// retentionHours overrides it for that topic's messages.
+	Retention time.Duration `help:"How long CommitLog data is kept (fileReservedTime); a topic's retentionHours overrides it for its messages." env:"MQGATE_RETENTION" default:"${retention}"`
+	// RetentionInterval is how often the retention cleaner runs.
+	RetentionInterval time.Duration `help:"How often the retention cleaner runs." env:"MQGATE_RETENTION_INTERVAL" default:"${retention_interval}"`
+	// DiskMaxUsedRatio is the used fraction of the data dir's file system
+	// above which retention deletes, one per pass, the oldest segments
+	// every group has consumed, before their time.
+	DiskMaxUsedRatio float64 `help:"Disk used fraction above which retention deletes fully consumed segments early (diskMaxUsedSpaceRatio; 1 = never)." env:"MQGATE_DISK_MAX_USED_RATIO" default:"${disk_max_used_ratio}"`
+	// DiskSendCeiling is the used fraction above which sends are refused
+	// with 507 disk-full (acks, nacks and commits go on).
+	DiskSendCeiling float64 `help:"Disk used fraction above which sends get 507 disk-full; acks, nacks, lease changes and offset commits go on." env:"MQGATE_DISK_SEND_CEILING" default:"${disk_send_ceiling}"`
+	// DiskSystemCeiling is the used fraction above which acks, nacks,
+	// commits and the broker's own records are refused too.
+	DiskSystemCeiling float64 `help:"Disk used fraction above which acks, nacks, commits and the broker's own records get 507 too (the headroom above --disk-send-ceiling is theirs)." env:"MQGATE_DISK_SYSTEM_CEILING" default:"${disk_system_ceiling}"`
+	// DiskPressureDelete is RocketMQ's behaviour: above DiskMaxUsedRatio
+	// the oldest segment is deleted even if groups have not consumed it
+	// (counted per group in mqgate_retention_dropped_unconsumed_total).
+	DiskPressureDelete bool `help:"Above --disk-max-used-ratio delete the oldest segments even if groups have not consumed them (RocketMQ's behaviour; counted per group). Off: disk pressure never deletes unconsumed messages." env:"MQGATE_DISK_PRESSURE_DELETE"`
+	// DiskCheckInterval is how often the disk's used fraction is sampled.
+	DiskCheckInterval time.Duration `help:"How often the disk's used fraction is sampled for the ceilings." env:"MQGATE_DISK_CHECK_INTERVAL" default:"${disk_check_interval}"`
 	// DelayLevels is the delay of each level, level 1 first.
 	DelayLevels DelayLevels `help:"Delay of each delay level, space- or comma-separated (e.g. \"1s 5s 10s\"; ms allowed)." env:"MQGATE_DELAY_LEVELS" default:"${delay_levels}"`
 	// DatabaseURL is the PostgreSQL mirror's URL; empty runs embedded.
@@ -90,6 +113,10 @@ type Config struct {
 	// IPv4-mapped and NAT64 forms. Recommended in production.
 	PushDenyPrivate bool `name:"push-deny-private" help:"Refuse push (webhook) endpoints on loopback, private, carrier-grade NAT and unique-local addresses of IPv4 and IPv6 (recommended in production)." env:"MQGATE_PUSH_DENY_PRIVATE"`
 
+	// Storage holds advanced storage options (ConsumeQueue and index file
+	// sizes: small disks, tests); the flags above set its retention and
+	// disk fields. Not a flag.
+	Storage storage.Options `kong:"-"`
 	// LogOutput receives the logs (default os.Stderr). Not a flag.
 	LogOutput io.Writer `kong:"-"`
 	// Version is reported by mqgate_build_info and the start-up log. Not a flag.
@@ -108,6 +135,12 @@ func DefaultConfig() Config {
 		DataDir:           "./data",
 		Flush:             "sync",
 		SegmentSize:       1 << 30,
+		Retention:         72 * time.Hour,
+		RetentionInterval: 10 * time.Second,
+		DiskMaxUsedRatio:  0.75,
+		DiskSendCeiling:   storage.DefaultDiskSendCeiling,
+		DiskSystemCeiling: storage.DefaultDiskSystemCeiling,
+		DiskCheckInterval: time.Second,
 		DelayLevels:       levels,
 		AutoCreate:        true,
 		AutoCreateGroups:  true,
@@ -137,6 +170,12 @@ func (c Config) FlagDefaults() map[string]string {
 		"data_dir":            c.DataDir,
 		"flush":               c.Flush,
 		"segment_size":        c.SegmentSize.String(),
+		"retention":           c.Retention.String(),
+		"retention_interval":  c.RetentionInterval.String(),
+		"disk_max_used_ratio": strconv.FormatFloat(c.DiskMaxUsedRatio, 'g', -1, 64),
+		"disk_send_ceiling":   strconv.FormatFloat(c.DiskSendCeiling, 'g', -1, 64),
+		"disk_system_ceiling": strconv.FormatFloat(c.DiskSystemCeiling, 'g', -1, 64),
+		"disk_check_interval": c.DiskCheckInterval.String(),
 		"delay_levels":        c.DelayLevels.String(),
 		"auto_create":         strconv.FormatBool(c.AutoCreate),
 		"auto_create_groups":  strconv.FormatBool(c.AutoCreateGroups),
@@ -192,6 +231,17 @@ func (c Config) withDefaults() Config {
 	orDuration(&c.WriteTimeout, d.WriteTimeout)
 	orDuration(&c.IdleTimeout, d.IdleTimeout)
 	orDuration(&c.ShutdownTimeout, d.ShutdownTimeout)
+	orDuration(&c.Retention, d.Retention)
+	orDuration(&c.RetentionInterval, d.RetentionInterval)
+	orDuration(&c.DiskCheckInterval, d.DiskCheckInterval)
+	orRatio := func(v *float64, def float64) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	orRatio(&c.DiskMaxUsedRatio, d.DiskMaxUsedRatio)
+	orRatio(&c.DiskSendCeiling, d.DiskSendCeiling)
+	orRatio(&c.DiskSystemCeiling, max(d.DiskSystemCeiling, c.DiskSendCeiling))
 	if c.MaxWaiters == 0 {
 		c.MaxWaiters = d.MaxWaiters
 	}
@@ -235,6 +285,23 @@ func (c Config) Validate() error {
 	}
 	if int64(c.SegmentSize) > storage.MaxSegmentSize {
 		bad("segment-size %s must be at most %s", c.SegmentSize, ByteSize(storage.MaxSegmentSize))
+	}
+	if c.Retention < time.Hour {
+		bad("retention %s must be at least 1h", c.Retention)
+	}
+	if c.RetentionInterval <= 0 || c.DiskCheckInterval <= 0 {
+		bad("retention-interval and disk-check-interval must be positive")
+	}
+	for _, r := range []struct {
+		name  string
+		value float64
+	}{{"disk-max-used-ratio", c.DiskMaxUsedRatio}, {"disk-send-ceiling", c.DiskSendCeiling}, {"disk-system-ceiling", c.DiskSystemCeiling}} {
+		if !(r.value > 0 && r.value <= 1) {
+			bad("%s %v must be in (0, 1]", r.name, r.value)
+		}
+	}
+	if c.DiskSystemCeiling < c.DiskSendCeiling {
+		bad("disk-system-ceiling %v must be at least disk-send-ceiling %v", c.DiskSystemCeiling, c.DiskSendCeiling)
 	}
 	if c.SeedOffsets && c.DatabaseURL == "" {
 		bad("seed-offsets needs database-url")

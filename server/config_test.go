@@ -23,6 +23,11 @@ func TestDefaultConfigIsValid(t *testing.T) {
 	require.True(t, cfg.AutoCreate)
 	require.Len(t, cfg.DelayLevels, 18)
 	require.Equal(t, 2*time.Hour, cfg.DelayLevels[17])
+	require.Equal(t, 72*time.Hour, cfg.Retention)
+	require.Equal(t, 0.85, cfg.DiskSendCeiling)
+	require.Equal(t, 0.95, cfg.DiskSystemCeiling)
+	require.Equal(t, 0.75, cfg.DiskMaxUsedRatio)
+	require.False(t, cfg.DiskPressureDelete, "disk pressure never deletes unconsumed messages by default")
 }
 
 // TestFlagDefaultsCoverTags checks that every ${var} a flag tag uses has a
@@ -87,6 +92,11 @@ func TestConfigValidate(t *testing.T) {
 		{"AdvertiseAddrWithoutPort", func(c *Config) { c.AdvertiseAddr = "10.0.0.1" }},
 		{"AdvertiseAddrPortZero", func(c *Config) { c.AdvertiseAddr = "10.0.0.1:0" }},
 		{"NoMetricsLabelValues", func(c *Config) { c.MetricsMaxLabelValues = 0 }},
+		{"SendCeilingAboveOne", func(c *Config) { c.DiskSendCeiling = 1.5 }},
+		{"SystemBelowSendCeiling", func(c *Config) { c.DiskSendCeiling, c.DiskSystemCeiling = 0.9, 0.8 }},
+		{"NegativeCleanRatio", func(c *Config) { c.DiskMaxUsedRatio = -0.1 }},
+		{"RetentionBelowAnHour", func(c *Config) { c.Retention = time.Minute }},
+		{"NoDiskCheckInterval", func(c *Config) { c.DiskCheckInterval = 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -102,6 +102,10 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("%w: %w", ErrInvalidConfig, err), listener.Close())
 	}
+	so := cfg.Storage
+	so.FileReservedTime, so.RetentionInterval = cfg.Retention, cfg.RetentionInterval
+	so.DiskMaxUsedRatio, so.DiskSendCeiling, so.DiskSystemCeiling = cfg.DiskMaxUsedRatio, cfg.DiskSendCeiling, cfg.DiskSystemCeiling
+	so.DiskPressureDelete, so.DiskCheckInterval = cfg.DiskPressureDelete, cfg.DiskCheckInterval
 	b, err := broker.Open(ctx, broker.Options{
 		DataDir:            cfg.DataDir,
 		FlushMode:          cfg.Flush,
@@ -114,6 +118,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		Logger:             log, // the broker names its own components
 
 		MetricsMaxLabelValues: cfg.MetricsMaxLabelValues,
+		Storage:               so,
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open broker: %w", err), listener.Close())

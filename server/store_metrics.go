@@ -13,11 +13,13 @@ type dispatchSource interface {
 	Status(ctx context.Context) (broker.BrokerStatus, error)
 }
 
-// dispatchCollector exposes the health of the store's dispatcher and its
-// quarantine at scrape time.
+// dispatchCollector exposes the health of the store's dispatcher, its
+// quarantine and its disk at scrape time.
 type dispatchCollector struct {
 	src                              dispatchSource
 	quarantined, lag, delay, failing *prometheus.Desc
+	diskUsed, sendsRefused           *prometheus.Desc
+	systemRefused, noSpace           *prometheus.Desc
 }
 
 func newDispatchCollector(src dispatchSource) *dispatchCollector {
@@ -27,6 +29,13 @@ func newDispatchCollector(src dispatchSource) *dispatchCollector {
 		lag:         prometheus.NewDesc("mqgate_dispatch_lag_bytes", "Stored CommitLog bytes not yet visible to consumers.", nil, nil),
 		delay:       prometheus.NewDesc("mqgate_dispatch_delay_seconds", "How long the dispatcher has been behind the CommitLog (0 when caught up).", nil, nil),
 		failing:     prometheus.NewDesc("mqgate_dispatch_failing", "1 while the dispatcher's passes fail (an I/O error; retried), else 0.", nil, nil),
+		diskUsed:    prometheus.NewDesc("mqgate_disk_used_ratio", "Used fraction of the data dir's file system (as df), sampled every --disk-check-interval.", nil, nil),
+		sendsRefused: prometheus.NewDesc("mqgate_disk_sends_refused",
+			"1 while the disk is above --disk-send-ceiling (sends get 507 disk-full), else 0.", nil, nil),
+		systemRefused: prometheus.NewDesc("mqgate_disk_system_refused",
+			"1 while the disk is above --disk-system-ceiling (acks, nacks and commits get 507 too), else 0.", nil, nil),
+		noSpace: prometheus.NewDesc("mqgate_commitlog_no_space_total",
+			"Writes refused because the file system had no room for the next CommitLog segment.", nil, nil),
 	}
 }
 
@@ -36,6 +45,10 @@ func (c *dispatchCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.lag
 	ch <- c.delay
 	ch <- c.failing
+	ch <- c.diskUsed
+	ch <- c.sendsRefused
+	ch <- c.systemRefused
+	ch <- c.noSpace
 }
 
 // Collect implements prometheus.Collector.
@@ -52,4 +65,14 @@ func (c *dispatchCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(st.Dispatch.LagBytes))
 	ch <- prometheus.MustNewConstMetric(c.delay, prometheus.GaugeValue, st.Dispatch.Delay.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.failing, prometheus.GaugeValue, failing)
+	flag := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	ch <- prometheus.MustNewConstMetric(c.diskUsed, prometheus.GaugeValue, st.Disk.Usage)
+	ch <- prometheus.MustNewConstMetric(c.sendsRefused, prometheus.GaugeValue, flag(st.Disk.SendsRefused))
+	ch <- prometheus.MustNewConstMetric(c.systemRefused, prometheus.GaugeValue, flag(st.Disk.SystemRefused))
+	ch <- prometheus.MustNewConstMetric(c.noSpace, prometheus.CounterValue, float64(st.Disk.NoSpace))
 }

@@ -162,7 +162,69 @@
 // to the written offset in async mode — and appends ConsumeQueue and index
 // entries, then wakes long-polling readers by closing a per-topic channel.
 // A checkpointer flushes the derived files and rewrites the checkpoint every
-// CheckpointInterval; a retention cleaner deletes whole expired segments.
+// CheckpointInterval; a retention cleaner deletes whole segments (below).
+//
+// # Disk space
+//
+// Every append has a Class, and each class a ceiling on the used fraction
+// of the file system holding the store (sampled with statfs every
+// DiskCheckInterval and at each retention pass):
+//
+//	ClassSend     producers' messages (Put, PutBatch)       refused above DiskSendCeiling (0.85)
+//	ClassSystem   acks and offset commits, retry and        refused above DiskSystemCeiling (0.95)
+//	              dead-letter copies, status records,
+//	              delayed and timer deliveries
+//	ClassReclaim  copies retention needs to delete a        never refused by a ceiling
+//	              segment (dead letters, pending timers)
+//
+// So when the disk fills — by the store or by another process — producers
+// get ErrDiskFull first, while consumers keep acknowledging, failing and
+// committing from the headroom between the two ceilings, and the broker's
+// own records keep its promises for messages already accepted. A refusal
+// happens before any byte is written and is retryable; nothing is lost.
+// Independently of the ceilings, an append that needs a new CommitLog
+// segment the file system has no room for (fallocate: ENOSPC) is refused
+// with ErrDiskFull, whole (a batch reserves every segment it will roll into
+// before writing its first record; see package commitlog), and the next
+// append that needs it tries again: appends resume by themselves once space
+// returns. That is never the fatal write-path failure (ErrReadOnly, only
+// for a failed flush). The segment after the active one is always
+// preallocated, so system records have at least a segment's worth of room
+// even on a full disk. A ConsumeQueue or index file the dispatcher cannot
+// create stops its pass (DispatchStatus reports the error); the pass is
+// retried every 100 ms and resumes when space returns.
+//
+// # Retention and disk pressure
+//
+// Retention deletes whole CommitLog segments, oldest first, never the
+// active one and never records not yet dispatched. What consumers still
+// need is known to the store's owner, which installs a RetentionPolicy:
+// before every pass it reports three floors (CommitLog offsets), and before
+// every deletion it is told the cut and the reason, re-appends what must
+// outlive it (ClassReclaim) and counts the unconsumed messages consumers
+// lose. A pass deletes:
+//
+//   - a segment last written more than FileReservedTime (72 h) ago,
+//     consumed or not (reason "expired"), unless it holds a message a
+//     longer topic retention keeps (the Retained floor);
+//   - while the disk is above DiskMaxUsedRatio (0.75), one more segment per
+//     pass before its time, only if every consumer has consumed it (below
+//     the Unconsumed floor, reason "consumed"); with DiskPressureDelete
+//     (RocketMQ's behaviour, off by default) also when some have not
+//     (reason "disk-pressure");
+//   - never anything at or above the Keep floor (records that cannot be
+//     carried forward: undelivered delay-level entries, progress records
+//     no snapshot covers).
+//
+// So disk pressure never deletes an unconsumed message unless told to;
+// when nothing may go, sends stay refused until consumers catch up, time
+// retention frees segments, or an operator makes room. Without a policy
+// the store knows no consumer: pressure then deletes early only with
+// DiskPressureDelete. ConsumeQueue and index files wholly below the new
+// minimum go with the segments. A topic that keeps its messages for less
+// time than the store expires them logically instead (TrimQueue raises its
+// queues' minimum, persisted like retention's), since its bytes share
+// segments with other topics.
 //
 // A deleted topic's messages stay in the CommitLog until retention: its
 // ConsumeQueues' minimum offsets are raised above them (PurgeTopic, through

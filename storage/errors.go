@@ -13,6 +13,9 @@ var (
 	ErrOffsetTooSmall   = errors.New("storage: offset below the retained minimum")
 	ErrOffsetOutOfRange = errors.New("storage: offset beyond the queue's maximum")
 	ErrCorrupt          = errors.New("storage: corrupt data")
-	ErrDiskFull         = errors.New("storage: disk usage above the configured ceiling")
-	ErrLocked           = errors.New("storage: data directory is used by another process")
+	// ErrDiskFull refuses an append, before any byte of it is written: the
+	// file system is above the ceiling of its Class, or has no room for
+	// the next CommitLog segment. It is retryable; nothing is lost.
+	ErrDiskFull = errors.New("storage: disk full")
+	ErrLocked   = errors.New("storage: data directory is used by another process")
 )

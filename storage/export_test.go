@@ -19,3 +19,7 @@ func AppendRawForTest(s *Store, payload []byte) (int64, error) {
 	res, err := s.commitLog.Append(rawEncoder(payload))
 	return res.Offset, err
 }
+
+// SampleDiskForTest samples the disk usage now, as the monitor does every
+// DiskCheckInterval.
+func SampleDiskForTest(s *Store) (float64, error) { return s.sampleDisk() }

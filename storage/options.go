@@ -8,6 +8,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mqgate/mqgate/storage/commitlog"
+	"github.com/mqgate/mqgate/storage/internal/fileutil"
+	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
 
 // Options configures a Store. Zero values take the defaults documented on
@@ -38,12 +40,40 @@ type Options struct {
 	// checkpoint rewritten. Default 1 s.
 	CheckpointInterval time.Duration
 	// FileReservedTime is the retention window for CommitLog segments
-	// (RocketMQ fileReservedTime). Default 72 h.
+	// (RocketMQ fileReservedTime): a segment last written longer ago is
+	// deleted, consumed or not (the RetentionPolicy's Keep and Retained
+	// floors hold it back). Default 72 h.
 	FileReservedTime time.Duration
-	// DiskMaxUsedRatio is the disk-usage fraction above which the oldest
-	// segments are deleted early, and above which (plus 10 points, capped at
-	// 0.95) sends are refused with ErrDiskFull. Default 0.75.
+	// DiskMaxUsedRatio is the used fraction of the file system above which
+	// retention deletes segments before their time: the oldest one per
+	// pass, and only when every consumer has consumed it (the policy's
+	// Unconsumed floor) unless DiskPressureDelete. Default 0.75; 1 turns
+	// early deletion off.
 	DiskMaxUsedRatio float64
+	// DiskPressureDelete is RocketMQ's behaviour at diskMaxUsedSpaceRatio:
+	// above DiskMaxUsedRatio the oldest segment goes even when consumers
+	// have not consumed it (the policy counts what they lose). Default
+	// off: disk pressure never deletes an unconsumed message.
+	DiskPressureDelete bool
+	// DiskSendCeiling is the used fraction above which ClassSend appends
+	// (Put, PutBatch: producers' messages) are refused with ErrDiskFull.
+	// Default 0.85.
+	DiskSendCeiling float64
+	// DiskSystemCeiling is the used fraction above which ClassSystem
+	// appends (acks, offset commits, retry and dead-letter copies, status
+	// records, scheduled deliveries) are refused too; the room between the
+	// two ceilings is their reserved headroom. ClassReclaim appends are
+	// never refused by a ceiling. Default 0.95; at least DiskSendCeiling.
+	DiskSystemCeiling float64
+	// DiskCheckInterval is how often the used fraction is sampled (statfs)
+	// for the ceilings; each retention pass samples it too. Default 1 s.
+	DiskCheckInterval time.Duration
+	// DiskUsage reports the used fraction (0..1) of the file system holding
+	// dir. Default: statfs, as df computes it. Tests replace it.
+	DiskUsage func(dir string) (float64, error)
+	// FS is the file system of the CommitLog and the index. Default the
+	// operating system's; tests wrap it (vfs.NewErrorFS) to inject errors.
+	FS vfs.FS
 	// RetentionInterval is how often the cleaner runs. Default 10 s.
 	RetentionInterval time.Duration
 	// AllowCorrupt lets Open truncate at mid-log corruption instead of
@@ -84,6 +114,18 @@ func (o Options) withDefaults() Options {
 	if o.DiskMaxUsedRatio == 0 {
 		o.DiskMaxUsedRatio = 0.75
 	}
+	if o.DiskSendCeiling == 0 {
+		o.DiskSendCeiling = DefaultDiskSendCeiling
+	}
+	if o.DiskSystemCeiling == 0 {
+		o.DiskSystemCeiling = max(DefaultDiskSystemCeiling, o.DiskSendCeiling)
+	}
+	if o.DiskCheckInterval == 0 {
+		o.DiskCheckInterval = time.Second
+	}
+	if o.DiskUsage == nil {
+		o.DiskUsage = fileutil.DiskUsage
+	}
 	if o.RetentionInterval == 0 {
 		o.RetentionInterval = 10 * time.Second
 	}
@@ -102,11 +144,23 @@ func (o Options) Validate() error {
 		return fmt.Errorf("storage: max message size %d does not fit a %d-byte segment", o.MaxMessageSize, o.SegmentSize)
 	case o.DiskMaxUsedRatio <= 0 || o.DiskMaxUsedRatio > 1:
 		return fmt.Errorf("storage: disk max used ratio %.2f is not in (0,1]", o.DiskMaxUsedRatio)
+	case o.DiskSendCeiling <= 0 || o.DiskSendCeiling > 1:
+		return fmt.Errorf("storage: disk send ceiling %.2f is not in (0,1]", o.DiskSendCeiling)
+	case o.DiskSystemCeiling < o.DiskSendCeiling || o.DiskSystemCeiling > 1:
+		return fmt.Errorf("storage: disk system ceiling %.2f is not in [send ceiling %.2f, 1]", o.DiskSystemCeiling, o.DiskSendCeiling)
+	case o.DiskCheckInterval < 0 || o.RetentionInterval < 0 || o.FileReservedTime < 0:
+		return fmt.Errorf("storage: negative disk check interval, retention interval or file reserved time")
 	case !o.StoreHost.Addr().Is4():
 		return fmt.Errorf("storage: store host %s is not IPv4", o.StoreHost)
 	}
 	return nil
 }
+
+// Default disk ceilings (see Options).
+const (
+	DefaultDiskSendCeiling   = 0.85
+	DefaultDiskSystemCeiling = 0.95
+)
 
 // FlushMode is the CommitLog flush policy (commitlog.FlushSync or FlushAsync).
 type FlushMode = commitlog.FlushMode

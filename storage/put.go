@@ -95,47 +95,41 @@ func (s *Store) prepare(m *message.Message) (int, error) {
 	return size, nil
 }
 
-func (s *Store) checkWritable() error {
+func (s *Store) checkWritable(class Class) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	if s.diskFull.Load() {
-		return ErrDiskFull
-	}
-	return nil
+	return s.checkCeiling(class)
 }
 
-// Put appends one message. The store assigns QueueOffset, PhysicalOffset,
-// StoreTimestamp, StoreHost and TagsCode (written back into m). In sync
-// flush mode it returns only once the message is durable.
-func (s *Store) Put(m *message.Message) (PutResult, error) {
-	if err := s.checkWritable(); err != nil {
-		return PutResult{}, err
-	}
-	size, err := s.prepare(m)
-	if err != nil {
-		return PutResult{}, err
-	}
-	enc := s.encoders.Get().(*putEncoder)
-	enc.msg, enc.size = m, size
-	res, err := s.commitLog.Append(enc)
-	enc.msg = nil
-	s.encoders.Put(enc)
-	if err != nil {
-		return PutResult{}, s.mapAppendErr(err)
-	}
-	return s.result(m, res), nil
-}
+// Put appends one producer message (ClassSend). The store assigns
+// QueueOffset, PhysicalOffset, StoreTimestamp, StoreHost and TagsCode
+// (written back into m). In sync flush mode it returns only once the
+// message is durable.
+func (s *Store) Put(m *message.Message) (PutResult, error) { return s.put(ClassSend, m) }
 
-// PutBatch appends messages under one lock acquisition and one flush wait.
-// res must have len(ms). On error no result is valid (some messages may
+// PutBatch appends producer messages (ClassSend) under one lock
+// acquisition and one flush wait. res must have len(ms). A batch is
+// refused whole by a ceiling or a full disk (ErrDiskFull: nothing is
+// written). On any other error no result is valid (some messages may
 // still have been written: the caller must treat the outcome as unknown,
 // which is what Idempotency-Key retries are for).
 func (s *Store) PutBatch(ms []*message.Message, res []PutResult) error {
+	return s.PutClass(ClassSend, ms, res)
+}
+
+// PutClass is PutBatch for appends of any class (see Class): the broker's
+// own records use ClassSystem, the copies retention needs ClassReclaim.
+func (s *Store) PutClass(class Class, ms []*message.Message, res []PutResult) error {
 	if len(res) != len(ms) {
 		return fmt.Errorf("%w: %d results for %d messages", ErrInvalidMessage, len(res), len(ms))
 	}
-	if err := s.checkWritable(); err != nil {
+	if len(ms) == 1 {
+		r, err := s.put(class, ms[0])
+		res[0] = r
+		return err
+	}
+	if err := s.checkWritable(class); err != nil {
 		return err
 	}
 	encs := make([]commitlog.Encoder, len(ms))
@@ -156,6 +150,25 @@ func (s *Store) PutBatch(ms []*message.Message, res []PutResult) error {
 	return nil
 }
 
+func (s *Store) put(class Class, m *message.Message) (PutResult, error) {
+	if err := s.checkWritable(class); err != nil {
+		return PutResult{}, err
+	}
+	size, err := s.prepare(m)
+	if err != nil {
+		return PutResult{}, err
+	}
+	enc := s.encoders.Get().(*putEncoder)
+	enc.msg, enc.size = m, size
+	res, err := s.commitLog.Append(enc)
+	enc.msg = nil
+	s.encoders.Put(enc)
+	if err != nil {
+		return PutResult{}, s.mapAppendErr(err)
+	}
+	return s.result(m, res), nil
+}
+
 func (s *Store) result(m *message.Message, r commitlog.AppendResult) PutResult {
 	return PutResult{
 		ID:             message.NewID(s.storeHost, r.Offset),
@@ -169,6 +182,8 @@ func (s *Store) result(m *message.Message, r commitlog.AppendResult) PutResult {
 
 func (s *Store) mapAppendErr(err error) error {
 	switch {
+	case errors.Is(err, commitlog.ErrNoSpace):
+		return fmt.Errorf("%w: %w", ErrDiskFull, err)
 	case errors.Is(err, commitlog.ErrReadOnly):
 		return fmt.Errorf("%w: %w", ErrReadOnly, err)
 	case errors.Is(err, commitlog.ErrClosed):

@@ -28,12 +28,10 @@ func (a scheduleAdapter) LevelRange(level int) (int64, int64) {
 
 func (a scheduleAdapter) Signal() <-chan struct{} { return a.s.NewDataSignal(message.ScheduleTopic) }
 
+// Deliver stores due messages as system records: they were accepted
+// already, so the send ceiling does not hold them back.
 func (a scheduleAdapter) Deliver(msgs []*message.Message) error {
-	if len(msgs) == 1 {
-		_, err := a.s.Put(msgs[0])
-		return err
-	}
-	return a.s.PutBatch(msgs, make([]PutResult, len(msgs)))
+	return a.s.PutClass(ClassSystem, msgs, make([]PutResult, len(msgs)))
 }
 
 func (a scheduleAdapter) Delivered(topic, uniqKey string) (bool, error) {

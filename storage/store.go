@@ -74,10 +74,11 @@ type Store struct {
 	tableMu     sync.Mutex   // guards lastTable
 	lastTable   []byte       // the queue table last written
 	health      dispatchHealth
-	diskFull    atomic.Bool // set by the retention cleaner above the hard ceiling
+	disk        diskMonitor // last sample of the file system's used fraction (disk.go)
 
-	retentionHook atomic.Pointer[func(cut int64) error]
-	encoders      sync.Pool
+	retentionPolicy atomic.Pointer[RetentionPolicy]
+	heldLogged      atomic.Int64 // unix ns of the last "pressure, nothing deletable" warning
+	encoders        sync.Pool
 
 	closing  chan struct{}
 	workers  sync.WaitGroup
@@ -125,6 +126,9 @@ func Open(opts Options) (*Store, error) {
 		lock.Unlock()
 		return nil, err
 	}
+	if _, err := s.sampleDisk(); err != nil {
+		logger.Error().Err(err).Msg("disk usage sample failed")
+	}
 	s.recovery.Duration = time.Since(start)
 	ev := logger.Info()
 	if s.recovery.Abnormal {
@@ -164,6 +168,7 @@ func (s *Store) open() error {
 		FlushInterval: s.opts.FlushInterval,
 		AllowCorrupt:  s.opts.AllowCorrupt,
 		Logger:        s.opts.Logger,
+		FS:            s.opts.FS,
 	}
 	if s.recovery.CheckpointValid {
 		clOpts.HighWater = ckpt.Flushed
@@ -188,6 +193,7 @@ func (s *Store) open() error {
 		SlotCount:  s.opts.IndexSlots,
 		EntryCount: s.opts.IndexEntries,
 		Logger:     s.opts.Logger,
+		FS:         s.opts.FS,
 	})
 	if err != nil {
 		return fmt.Errorf("open index: %w", err)

@@ -166,13 +166,10 @@ func (b *Broker) persist(rec offset.Record, extra []*message.Message) error {
 	}
 	b.progressMu.RLock()
 	defer b.progressMu.RUnlock()
-	var err error
-	if len(msgs) == 1 {
-		_, err = b.store.Put(msgs[0])
-	} else {
-		err = b.store.PutBatch(msgs, make([]storage.PutResult, len(msgs)))
-	}
-	if err != nil {
+	// Progress, and the retry copies of failed deliveries, are system
+	// records: they go on above the send ceiling, from the headroom below
+	// the system ceiling (storage Class).
+	if err := b.store.PutClass(storage.ClassSystem, msgs, make([]storage.PutResult, len(msgs))); err != nil {
 		return mapStoreErr(err)
 	}
 	b.progress.Apply(rec)

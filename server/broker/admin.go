@@ -187,6 +187,7 @@ func (b *Broker) DeleteGroup(ctx context.Context, name string) error {
 	b.popsMu.Unlock()
 	b.progress.Forget(name)
 	b.metrics.forgetGroup(name)
+	b.dropped.forget(name)
 	return nil
 }
 

@@ -251,6 +251,10 @@ type QueueProgress struct {
 	InFlight int
 	// LastStoredAt is the store time of the newest message in the queue.
 	LastStoredAt time.Time
+	// DroppedUnconsumed counts the messages of the queue retention removed
+	// before the group consumed them (expired, a shorter topic retention,
+	// or --disk-pressure-delete), since the broker started.
+	DroppedUnconsumed int64
 	// MirroredOffset is the committed offset as mirrored in PostgreSQL;
 	// nil in embedded mode or when the queue is not mirrored (yet).
 	MirroredOffset *int64
@@ -312,6 +316,31 @@ type BrokerStatus struct {
 	// unreadable; Recent lists the newest of them.
 	Quarantined       int64
 	QuarantinedRecent []QuarantinedRecord
+	// Disk is the store's file system and its ceilings.
+	Disk DiskStatus
+}
+
+// DiskStatus is the store's view of its file system (storage.DiskStatus).
+type DiskStatus struct {
+	// Usage is the used fraction (0..1) at SampledAt.
+	Usage     float64
+	SampledAt time.Time
+	// SampleError is why the last sample failed ("" when it did not).
+	SampleError string
+	// CleanRatio is the usage above which retention deletes consumed
+	// segments early; SendCeiling the one above which sends are refused;
+	// SystemCeiling the one above which acks and other system records are
+	// refused too.
+	CleanRatio, SendCeiling, SystemCeiling float64
+	// PressureDelete: above CleanRatio unconsumed segments are deleted too
+	// (--disk-pressure-delete).
+	PressureDelete bool
+	// SendsRefused and SystemRefused: Usage is above the send / system
+	// ceiling.
+	SendsRefused, SystemRefused bool
+	// NoSpace counts appends refused because the next CommitLog segment
+	// could not be created (a full file system), since start.
+	NoSpace int64
 }
 
 // DispatchStatus describes the store's dispatcher.
@@ -383,7 +412,10 @@ var (
 	ErrShuttingDown = errors.New("broker: shutting down")
 	// ErrReadOnly: the store failed a flush and is read-only until restart.
 	ErrReadOnly = errors.New("broker: store is read-only")
-	// ErrDiskFull: disk usage passed the ceiling; sends are refused.
+	// ErrDiskFull: the disk is above the ceiling of the write (sends above
+	// --disk-send-ceiling, system records above --disk-system-ceiling), or
+	// has no room for the next CommitLog segment. Retryable; nothing of
+	// the refused write was stored.
 	ErrDiskFull = errors.New("broker: disk full")
 	// ErrFlushTimeout: the write was appended but its flush did not finish
 	// in time; the outcome is unknown to the caller.

@@ -176,6 +176,10 @@ type Broker struct {
 	// carriedBelow: dead letters below this CommitLog offset have been
 	// carried forward (their originals are about to be deleted).
 	carriedBelow atomic.Int64
+	// snapshotFrom is the progress-record queue offset the last offsets
+	// snapshot covers: retention keeps the records from there on.
+	snapshotFrom atomic.Int64
+	dropped      droppedCounts // unconsumed messages retention took, per key (retention.go)
 	scheduler    *schedule.Scheduler
 
 	started  time.Time
@@ -245,6 +249,7 @@ func (b *Broker) recover(ctx context.Context) error {
 		return err
 	}
 	b.progress = table
+	b.snapshotFrom.Store(from)
 	start := time.Now()
 	replayed := 0
 	err = b.scanSystemQueue(ctx, offsetTopic, from, func(m *message.Message) {
@@ -315,9 +320,7 @@ func (b *Broker) clampOffsets() error {
 }
 
 func (b *Broker) start() {
-	b.store.OnRetention(func(cut int64) error {
-		return errors.Join(b.carryDeadLetters(cut), b.carryTimers(cut), b.carryMeta(cut))
-	})
+	b.store.SetRetentionPolicy(retentionPolicy{b: b})
 	b.scheduler.Start(context.Background())
 	b.workers.Add(4)
 	go b.timerLoop()
@@ -347,9 +350,15 @@ func (b *Broker) every(d time.Duration, fn func()) {
 func (b *Broker) snapshot() error {
 	b.progressMu.Lock()
 	defer b.progressMu.Unlock()
-	return b.progress.Save(b.store.MetaPath(offsetsSnapshot), func() int64 {
-		return b.store.MaxOffset(offsetTopic, 0)
+	var from int64
+	err := b.progress.Save(b.store.MetaPath(offsetsSnapshot), func() int64 {
+		from = b.store.MaxOffset(offsetTopic, 0)
+		return from
 	})
+	if err == nil {
+		b.snapshotFrom.Store(from)
+	}
+	return err
 }
 
 // Close stops the workers, snapshots consumer progress and closes the
@@ -408,6 +417,14 @@ func (b *Broker) Degraded() []string {
 	if st := b.store.DispatchStatus(); st.Delay > b.opts.DispatchDelayLimit {
 		out = append(out, fmt.Sprintf("dispatcher %v behind the log (%d bytes not yet visible to consumers)", st.Delay.Truncate(time.Second), st.LagBytes))
 	}
+	switch d := b.store.DiskStatus(); {
+	case d.SystemRefused:
+		out = append(out, fmt.Sprintf("disk %.1f%% used, above the system ceiling %.0f%%: sends, acks and other records are refused (507 disk-full) until space is freed",
+			100*d.Usage, 100*d.SystemCeiling))
+	case d.SendsRefused:
+		out = append(out, fmt.Sprintf("disk %.1f%% used, above the send ceiling %.0f%%: sends are refused (507 disk-full); acks, nacks and commits go on",
+			100*d.Usage, 100*d.SendCeiling))
+	}
 	return out
 }
 
@@ -442,6 +459,7 @@ func (b *Broker) Status(ctx context.Context) (BrokerStatus, error) {
 		out.Dispatch.Error = ds.Err.Error()
 	}
 	out.Quarantined, out.QuarantinedRecent = b.Quarantined()
+	out.Disk = DiskStatus(b.store.DiskStatus())
 	for _, l := range b.scheduler.Status() {
 		out.Levels = append(out.Levels, DelayLevelStatus{Level: l.Level, Delay: l.Delay, Offset: l.Offset, MaxOffset: l.MaxOffset, Backlog: l.Backlog, NextDue: l.NextDue})
 	}

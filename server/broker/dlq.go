@@ -384,7 +384,13 @@ func (b *Broker) appendDLQStatus(recs []dlqStatusRecord, extra []*message.Messag
 		return err
 	}
 	msgs := append(extra, &message.Message{Topic: dlqStatusTopic, Body: body, BornTimestamp: time.Now().UnixMilli()})
-	if err := b.store.PutBatch(msgs, make([]storage.PutResult, len(msgs))); err != nil {
+	// A status alone keeps a promise (system headroom); resent copies are
+	// new deliveries, refused at the send ceiling like sends.
+	class := storage.ClassSystem
+	if len(extra) > 0 {
+		class = storage.ClassSend
+	}
+	if err := b.store.PutClass(class, msgs, make([]storage.PutResult, len(msgs))); err != nil {
 		return mapStoreErr(err)
 	}
 	for _, r := range recs {
@@ -447,7 +453,7 @@ func (b *Broker) carryDeadLetters(cut int64) error {
 		}
 		for start := 0; start < len(copies); start += resendChunk {
 			chunk := copies[start:min(start+resendChunk, len(copies))]
-			if err := b.store.PutBatch(chunk, make([]storage.PutResult, len(chunk))); err != nil {
+			if err := b.store.PutClass(storage.ClassReclaim, chunk, make([]storage.PutResult, len(chunk))); err != nil {
 				return mapStoreErr(err)
 			}
 		}

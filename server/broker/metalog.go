@@ -53,19 +53,20 @@ type metaRecord struct {
 // carryMeta (one change is always one message, however large).
 const maxMetaRecordBytes = 1 << 20
 
-// metaLog appends registry changes to the CommitLog; it returns the queue
-// offset of the message holding the last one.
-type metaLog func(bodies [][]byte) (last int64, err error)
+// metaLog appends registry changes to the CommitLog in a write class (a
+// change is a system record; the copy retention carries is a reclaim
+// record); it returns the queue offset of the message holding the last one.
+type metaLog func(class storage.Class, bodies [][]byte) (last int64, err error)
 
 // appendMeta builds the metaLog of the broker's store.
-func (b *Broker) appendMeta(bodies [][]byte) (int64, error) {
+func (b *Broker) appendMeta(class storage.Class, bodies [][]byte) (int64, error) {
 	now := time.Now().UnixMilli()
 	msgs := make([]*message.Message, len(bodies))
 	for i, body := range bodies {
 		msgs[i] = &message.Message{Topic: metaTopic, Body: body, BornTimestamp: now}
 	}
 	res := make([]storage.PutResult, len(msgs))
-	if err := b.store.PutBatch(msgs, res); err != nil {
+	if err := b.store.PutClass(class, msgs, res); err != nil {
 		return 0, mapStoreErr(err)
 	}
 	return res[len(res)-1].QueueOffset, nil
@@ -122,7 +123,7 @@ func (r *registry) commitLocked(recs ...metaRecord) error {
 	if err != nil {
 		return err
 	}
-	last, err := r.log([][]byte{body})
+	last, err := r.log(storage.ClassSystem, [][]byte{body})
 	if err != nil {
 		return err
 	}
@@ -260,7 +261,7 @@ func (r *registry) load(scan metaScan) error {
 	if upgraded {
 		// A data dir from before the registry was in the CommitLog: put
 		// it there now, so the files are snapshots from here on.
-		if err := r.carryLocked(); err != nil {
+		if err := r.carryLocked(storage.ClassSystem); err != nil {
 			return err
 		}
 	}
@@ -275,7 +276,7 @@ func (r *registry) load(scan metaScan) error {
 // carryLocked appends the whole registry as meta records (a topic, group
 // or tombstone each, in messages of at most maxMetaRecordBytes); the
 // caller holds r.mu or owns r alone.
-func (r *registry) carryLocked() error {
+func (r *registry) carryLocked(class storage.Class) error {
 	var recs []metaRecord
 	for _, t := range r.topics {
 		recs = append(recs, metaRecord{Kind: metaTopicPut, Topic: &t})
@@ -321,7 +322,7 @@ func (r *registry) carryLocked() error {
 		return err
 	}
 	for start := 0; start < len(bodies); start += 64 {
-		last, err := r.log(bodies[start:min(start+64, len(bodies))])
+		last, err := r.log(class, bodies[start:min(start+64, len(bodies))])
 		if err != nil {
 			return err
 		}
@@ -347,7 +348,7 @@ func (b *Broker) carryMeta(cut int64) error {
 	r := b.registry
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := r.carryLocked(); err != nil {
+	if err := r.carryLocked(storage.ClassReclaim); err != nil {
 		return err
 	}
 	r.saveSnapshotsLocked()

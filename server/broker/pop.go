@@ -381,11 +381,12 @@ func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, inv
 	c := b.cursor(ps, key)
 	committed, _, _ := b.progress.Get(key)
 	if low := b.store.MinOffset(v.storeTopic, v.storeQueue); committed < low {
-		// Retention deleted messages this group never consumed: move up.
+		// Retention deleted messages this group never consumed (counted
+		// and logged when they went, retention.go): move up.
 		if err := b.advance(key, low); err != nil {
 			return nil, time.Time{}, nil, err
 		}
-		b.log.Warn().Str("group", key.Group).Str("topic", v.storeTopic).Int32("queue", v.storeQueue).
+		b.log.Info().Str("group", key.Group).Str("topic", v.storeTopic).Int32("queue", v.storeQueue).
 			Int64("from", committed).Int64("to", low).Msg("consumer offset below the retained minimum; skipped ahead")
 		committed = low
 	}

@@ -86,6 +86,7 @@ func (b *Broker) Progress(ctx context.Context, group string) ([]QueueProgress, e
 			qp := QueueProgress{Topic: topic, QueueID: q, BrokerOffset: b.store.MaxOffset(v.storeTopic, v.storeQueue)}
 			qp.ConsumerOffset = max(committed, b.store.MinOffset(v.storeTopic, v.storeQueue))
 			qp.Lag = max(qp.BrokerOffset-qp.ConsumerOffset, 0)
+			qp.DroppedUnconsumed = b.dropped.get(v.key)
 			if ps != nil {
 				ps.mu.Lock()
 				if c := ps.queues[q]; c != nil {

@@ -78,6 +78,7 @@ func (b *Broker) sendBack(group string, items []sendBack) error {
 		msgs = append(msgs, b.retryCopy(cfg, res.Messages[0], it, now))
 	}
 	if err := b.persist(rec, msgs); err != nil {
+		b.offerAgain(group, items)
 		return err
 	}
 	for _, m := range msgs {
@@ -89,6 +90,28 @@ func (b *Broker) sendBack(group string, items []sendBack) error {
 		}
 	}
 	return nil
+}
+
+// offerAgain makes failed deliveries whose send-back could not be written
+// (a full disk refuses it; the write is retryable) visible to the group
+// again, as a lease shortened to 0 would: they are neither in flight nor
+// done, so without it they would wait for a restart. Ordered messages
+// that failed in place keep their state (orderly.go).
+func (b *Broker) offerAgain(group string, items []sendBack) {
+	for _, it := range items {
+		if len(it.history) > 0 {
+			continue
+		}
+		ps := b.existingPopState(group, it.view.key.Topic)
+		if ps == nil {
+			continue
+		}
+		ps.mu.Lock()
+		if c := ps.queues[it.view.key.QueueID]; c != nil && it.offset < c.next {
+			c.next = it.offset
+		}
+		ps.mu.Unlock()
+	}
 }
 
 // retryCopy builds the next incarnation of a failed message.

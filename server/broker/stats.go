@@ -33,10 +33,12 @@ type counters struct {
 	delivered      map[string]uint64   // leases granted per group
 	outBytes       map[string]uint64   // body bytes delivered per group
 	acked          map[string]uint64   // acks per group
-	lateness       []time.Duration     // recent scheduler lateness samples (ring)
-	latenessPos    int
-	scheduled      uint64 // messages the scheduler delivered
-	clamped        uint64 // consumer offsets lowered to their queue's maximum
+	// retentionDropped counts unconsumed messages retention removed, per group.
+	retentionDropped map[string]uint64
+	lateness         []time.Duration // recent scheduler lateness samples (ring)
+	latenessPos      int
+	scheduled        uint64 // messages the scheduler delivered
+	clamped          uint64 // consumer offsets lowered to their queue's maximum
 }
 
 type retryKey struct {
@@ -57,6 +59,7 @@ func (c *counters) init(maxLabels int) {
 	c.delivered = map[string]uint64{}
 	c.outBytes = map[string]uint64{}
 	c.acked = map[string]uint64{}
+	c.retentionDropped = map[string]uint64{}
 }
 
 // label returns the name counts of name go under: name itself when it
@@ -128,7 +131,7 @@ func (c *counters) forgetGroup(group string) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, m := range []map[string]uint64{c.dead, c.delivered, c.outBytes, c.acked} {
+	for _, m := range []map[string]uint64{c.dead, c.delivered, c.outBytes, c.acked, c.retentionDropped} {
 		fold(m, group)
 	}
 	for k, v := range c.retries {
@@ -172,6 +175,9 @@ type Stats struct {
 	Delivered map[string]uint64
 	// Acked counts acknowledgements by group.
 	Acked map[string]uint64
+	// RetentionDropped counts, by group, the messages retention removed
+	// before the group consumed them.
+	RetentionDropped map[string]uint64
 	// Scheduled counts messages the delay scheduler delivered.
 	Scheduled uint64
 	// OffsetsClamped counts consumer offsets found above their queue's
@@ -207,14 +213,15 @@ func (b *Broker) Stats() Stats {
 	c := &b.metrics
 	c.mu.Lock()
 	st := Stats{
-		DeadLetters:    copyCounts(c.dead),
-		Sent:           copyCounts(c.sent),
-		SentBytes:      copyCounts(c.sentBytes),
-		DeliveredBytes: copyCounts(c.outBytes),
-		Delivered:      copyCounts(c.delivered),
-		Acked:          copyCounts(c.acked),
-		Scheduled:      c.scheduled,
-		OffsetsClamped: c.clamped,
+		DeadLetters:      copyCounts(c.dead),
+		Sent:             copyCounts(c.sent),
+		SentBytes:        copyCounts(c.sentBytes),
+		DeliveredBytes:   copyCounts(c.outBytes),
+		Delivered:        copyCounts(c.delivered),
+		Acked:            copyCounts(c.acked),
+		RetentionDropped: copyCounts(c.retentionDropped),
+		Scheduled:        c.scheduled,
+		OffsetsClamped:   c.clamped,
 	}
 	for k, v := range c.retries {
 		st.Retries = append(st.Retries, RetryCount{Group: k.group, Level: k.level, Count: v})

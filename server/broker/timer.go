@@ -319,7 +319,7 @@ func (b *Broker) deliverTimers(batch []*timerEntry, now time.Time) error {
 		return err
 	}
 	msgs = append(msgs, &message.Message{Topic: timerStatusTopic, Body: body, BornTimestamp: now.UnixMilli()})
-	if err := b.store.PutBatch(msgs, make([]storage.PutResult, len(msgs))); err != nil {
+	if err := b.store.PutClass(storage.ClassSystem, msgs, make([]storage.PutResult, len(msgs))); err != nil {
 		return mapStoreErr(err)
 	}
 	return nil
@@ -434,7 +434,8 @@ func (b *Broker) appendTimerStatus(recs []timerStatusRecord) error {
 	if err != nil {
 		return err
 	}
-	if _, err := b.store.Put(&message.Message{Topic: timerStatusTopic, Body: body, BornTimestamp: time.Now().UnixMilli()}); err != nil {
+	msgs := []*message.Message{{Topic: timerStatusTopic, Body: body, BornTimestamp: time.Now().UnixMilli()}}
+	if err := b.store.PutClass(storage.ClassSystem, msgs, make([]storage.PutResult, 1)); err != nil {
 		return mapStoreErr(err)
 	}
 	return nil
@@ -455,7 +456,7 @@ func (b *Broker) RescheduleTimer(ctx context.Context, id string, at time.Time) (
 	e, err := b.pendingTimer(id)
 	var phys int64
 	if err == nil {
-		phys, err = b.copyTimer(e, at)
+		phys, err = b.copyTimer(e, at, storage.ClassSystem)
 	}
 	var snapshot timerEntry
 	if err == nil {
@@ -470,9 +471,9 @@ func (b *Broker) RescheduleTimer(ctx context.Context, id string, at time.Time) (
 	return b.timerView(&snapshot, false)
 }
 
-// copyTimer appends a new record of timer e due at at; the caller holds
-// the timer lock.
-func (b *Broker) copyTimer(e *timerEntry, at time.Time) (int64, error) {
+// copyTimer appends a new record of timer e due at at (in class); the
+// caller holds the timer lock.
+func (b *Broker) copyTimer(e *timerEntry, at time.Time, class storage.Class) (int64, error) {
 	m, err := b.store.Lookup(e.phys)
 	if err != nil {
 		return 0, mapStoreErr(err)
@@ -480,25 +481,32 @@ func (b *Broker) copyTimer(e *timerEntry, at time.Time) (int64, error) {
 	c := copyOf(m, timerTopic)
 	c.SetProperty(propTimerID, e.id)
 	c.SetProperty(message.PropertyDeliverTimeMs, dueMs(at))
-	r, err := b.store.Put(c)
-	if err != nil {
+	r := make([]storage.PutResult, 1)
+	if err := b.store.PutClass(class, []*message.Message{c}, r); err != nil {
 		return 0, mapStoreErr(err)
 	}
-	return r.PhysicalOffset, nil
+	return r[0].PhysicalOffset, nil
 }
 
 // carryTimers runs before retention deletes the CommitLog below cut:
-// pending timers recorded there are re-appended (same id and due time).
+// pending timers recorded there are re-appended (same id and due time). A
+// timer being delivered right now is not copied (its delivered status
+// could precede the copy): the deletion waits for the next pass instead.
 func (b *Broker) carryTimers(cut int64) error {
 	t := &b.timers
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	for _, e := range t.byID {
+		if e.phys < cut && e.inFlight {
+			return fmt.Errorf("timer %s below CommitLog offset %d is being delivered; retention waits for the next pass", e.id, cut)
+		}
+	}
 	carried := 0
 	for _, e := range t.byID {
-		if e.phys >= cut || e.inFlight {
+		if e.phys >= cut {
 			continue
 		}
-		phys, err := b.copyTimer(e, e.due)
+		phys, err := b.copyTimer(e, e.due, storage.ClassReclaim)
 		if err != nil {
 			return err
 		}

@@ -31,6 +31,13 @@ func (l *Log) place(e Encoder, size int) (AppendResult, error) {
 	if err := l.writableLocked(); err != nil {
 		return AppendResult{}, err
 	}
+	rolls := 0
+	if !fits(l.active.end()-l.writePos, size) {
+		rolls = 1
+	}
+	if err := l.reserveLocked(rolls); err != nil {
+		return AppendResult{}, err
+	}
 	res, err := l.appendLocked(e, size)
 	if err != nil {
 		return AppendResult{}, err
@@ -62,11 +69,25 @@ func (l *Log) AppendBatch(es []Encoder, res []AppendResult) error {
 	return l.commit(res[len(es)-1].end())
 }
 
-// placeBatch is place for a batch whose sizes were checked.
+// placeBatch is place for a batch whose sizes were checked. Every segment
+// the batch will roll into is created before its first record is written,
+// so a batch is refused whole (ErrNoSpace) or placed whole.
 func (l *Log) placeBatch(es []Encoder, res []AppendResult) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.writableLocked(); err != nil {
+		return err
+	}
+	rolls, left := 0, l.active.end()-l.writePos
+	for _, e := range es {
+		size, _ := l.frameSize(e.Len())
+		if !fits(left, size) {
+			rolls++
+			left = l.opts.SegmentSize
+		}
+		left -= int64(size)
+	}
+	if err := l.reserveLocked(rolls); err != nil {
 		return err
 	}
 	for i, e := range es {
@@ -108,12 +129,20 @@ func (l *Log) writableLocked() error {
 	return nil
 }
 
+// fits reports whether a frame of size bytes may go into a segment with
+// left bytes free (the placement invariant: it fills them exactly or
+// leaves room for a header).
+func fits(left int64, size int) bool {
+	return int64(size) == left || int64(size) <= left-HeaderSize
+}
+
 // appendLocked places one frame of size bytes at the write position,
 // rolling to the next segment first if the placement invariant requires
-// it. Called with mu held; it does not publish Written.
+// it. Called with mu held, after reserveLocked made sure the segments it
+// rolls into exist; it does not publish Written.
 func (l *Log) appendLocked(e Encoder, size int) (AppendResult, error) {
 	left := l.active.end() - l.writePos
-	if int64(size) != left && int64(size) > left-HeaderSize {
+	if !fits(left, size) {
 		if err := l.rollLocked(left); err != nil {
 			return AppendResult{}, err
 		}
@@ -128,17 +157,47 @@ func (l *Log) appendLocked(e Encoder, size int) (AppendResult, error) {
 	return AppendResult{Offset: pos, Size: int32(size)}, nil
 }
 
+// reserveLocked makes sure the next n segments after the active one exist
+// (created by the allocator, never written) before anything is written.
+// After a success the allocator is asked at once for the segment after
+// the last one reserved, so it is usually ready before it is needed.
+// After a failure nothing is asked: the next append that needs the
+// segment asks afresh, so it sees the disk as it is then, not as it was
+// (appends resume with the first one after space returns). A failure is
+// ErrNoSpace and leaves the log as it was: it is not a write-path failure
+// (no byte of a record was written, nothing is lost, Err stays nil).
+func (l *Log) reserveLocked(n int) error {
+	for len(l.reserve) < n {
+		base := l.active.end()
+		if k := len(l.reserve); k > 0 {
+			base = l.reserve[k-1].end()
+		}
+		if !l.allocPending {
+			l.alloc.request(base)
+		}
+		seg, err := l.alloc.take(base)
+		l.allocPending = false
+		if err != nil {
+			l.stats.allocFailures.Add(1)
+			return fmt.Errorf("%w: segment %d: %w", ErrNoSpace, base, err)
+		}
+		l.reserve = append(l.reserve, seg)
+		l.alloc.request(seg.end())
+		l.allocPending = true
+	}
+	return nil
+}
+
 // rollLocked closes the active segment with a Blank frame covering its
 // left bytes (none if it is full; if fewer than HeaderSize are left, which
 // only an operator-truncated segment allows, they stay zero) and switches
-// to the preallocated next segment. A failure to get the next segment is
-// fatal to the write path.
+// to the first reserved segment.
 func (l *Log) rollLocked(left int64) error {
-	old := l.active
-	next, err := l.alloc.take(old.end())
-	if err != nil {
-		return l.fail(fmt.Errorf("roll to segment %d: %w", old.end(), err))
+	if err := l.reserveLocked(1); err != nil {
+		return err
 	}
+	old, next := l.active, l.reserve[0]
+	l.reserve = append(l.reserve[:0], l.reserve[1:]...)
 	if left >= HeaderSize {
 		writeBlank(old.data[l.writePos-old.base:], l.writePos)
 	}
@@ -147,7 +206,6 @@ func (l *Log) rollLocked(left int64) error {
 	l.segMu.Unlock()
 	l.active = next
 	l.writePos = next.base
-	l.alloc.request(next.end())
 	l.stats.rolls.Add(1)
 	return nil
 }

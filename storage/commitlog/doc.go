@@ -69,8 +69,18 @@
 // of the segments involved and wakes every appender whose frame ends at or
 // below the new Flushed (group commit). FlushAsync: the flusher runs every
 // FlushInterval; the loss window after a crash is one interval. A failed
-// msync or segment creation kills the write path for good (fsyncgate):
-// waiting and later appends get ErrReadOnly and Err reports the cause.
+// msync kills the write path for good (fsyncgate): waiting and later
+// appends get ErrReadOnly and Err reports the cause.
+//
+// Roll: an append (or batch) that will not fit the active segment first
+// reserves every segment it will roll into — takes the one the allocator
+// prepared, and waits for further ones — and only then writes its first
+// frame. A segment that cannot be created (ENOSPC from fallocate on a full
+// disk, or any other error) refuses the whole append with ErrNoSpace
+// before any byte of it is written; the write path stays alive (Err is
+// nil), the creation is attempted again by the next append that needs it,
+// and appends resume by themselves once space returns. A creation that
+// fails leaves no file behind (the .tmp, or the renamed file, is removed).
 //
 // Open/recover: .tmp leftovers are removed. The scan starts at the segment
 // containing Options.RecoverFrom (a checkpointed frame boundary; segments

@@ -3,9 +3,12 @@ package commitlog
 import (
 	"errors"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mqgate/mqgate/storage/internal/vfs"
 	"github.com/stretchr/testify/require"
@@ -104,9 +107,12 @@ func TestFailedBackgroundFlushIsFatal(t *testing.T) {
 	require.Zero(t, l.Flushed())
 }
 
-// TestFailedSegmentCreationIsFatal: when the next segment cannot be
-// preallocated, the append that needs it and all later ones fail.
-func TestFailedSegmentCreationIsFatal(t *testing.T) {
+// TestFailedSegmentCreationIsRetryable: when the next segment cannot be
+// created (fallocate failing, as on a full disk), the append that needs
+// it is refused with ErrNoSpace before any byte is written, the write
+// path stays alive, and appends resume by themselves once creation works
+// again; nothing appended before is lost.
+func TestFailedSegmentCreationIsRetryable(t *testing.T) {
 	t.Parallel()
 	for _, mode := range flushModes {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -116,17 +122,110 @@ func TestFailedSegmentCreationIsFatal(t *testing.T) {
 			l := mustOpen(t, opts)
 			sw.on.Store(true)
 			full := make([]byte, seg-HeaderSize) // one record per segment
-			var err error
-			for i := 0; i < 3 && err == nil; i++ {
-				_, err = l.Append(bytesPayload(full))
+			for i := range full {
+				full[i] = byte(i%251 + 1)
 			}
-			require.ErrorIs(t, err, ErrReadOnly)
-			require.ErrorIs(t, l.Err(), vfs.ErrInjected)
-			sw.on.Store(false)
+			var acked written
+			var err error
+			for i := 0; i < 4 && err == nil; i++ {
+				var res AppendResult
+				if res, err = l.Append(bytesPayload(full)); err == nil {
+					acked.payloads, acked.results = append(acked.payloads, full), append(acked.results, res)
+				}
+			}
+			require.ErrorIs(t, err, ErrNoSpace)
+			require.ErrorIs(t, err, vfs.ErrInjected, "the cause is wrapped")
+			require.NotErrorIs(t, err, ErrReadOnly)
+			require.NoError(t, l.Err(), "a failed creation does not kill the write path")
+			written := l.Written()
+
+			// Refused again while creation fails, batches included, and
+			// nothing of a refused append is written.
 			_, err = l.Append(bytesPayload([]byte("small")))
-			require.ErrorIs(t, err, ErrReadOnly)
+			require.ErrorIs(t, err, ErrNoSpace)
+			require.ErrorIs(t, l.AppendBatch([]Encoder{bytesPayload([]byte("a")), bytesPayload(full)}, make([]AppendResult, 2)), ErrNoSpace)
+			require.Equal(t, written, l.Written())
+			require.GreaterOrEqual(t, l.Stats().AllocFailures, int64(3))
+			require.NoError(t, l.Flush())
+
+			sw.on.Store(false) // space returns
+			for range 3 {
+				res, err := l.Append(bytesPayload(full))
+				require.NoError(t, err)
+				acked.payloads, acked.results = append(acked.payloads, full), append(acked.results, res)
+			}
+			requireLogHolds(t, l, acked)
+			require.NoError(t, l.Close())
+			opts.FS = nil
+			requireLogHolds(t, mustOpen(t, opts), acked)
 		})
 	}
+}
+
+// TestBatchReservesEverySegmentFirst: a batch that rolls into several
+// segments creates all of them before writing its first record, so a
+// failed creation refuses the batch whole, never half.
+func TestBatchReservesEverySegmentFirst(t *testing.T) {
+	t.Parallel()
+	const seg = 4096
+	opts, sw := faultyOptions(t, seg, FlushSync, vfs.OpPreallocate)
+	l := mustOpen(t, opts)
+	first, err := l.Append(bytesPayload([]byte("first")))
+	require.NoError(t, err)
+	// Once the allocator has prepared the second segment (requested at
+	// Open), the third cannot be created.
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(opts.Dir, segmentName(seg)))
+		return err == nil
+	}, 10*time.Second, time.Millisecond)
+	sw.on.Store(true)
+	full := make([]byte, seg-HeaderSize)
+	batch := []Encoder{bytesPayload([]byte("x")), bytesPayload(full), bytesPayload(full)}
+	res := make([]AppendResult, len(batch))
+	require.ErrorIs(t, l.AppendBatch(batch, res), ErrNoSpace)
+	require.Equal(t, first.end(), l.Written(), "no record of the refused batch was written")
+	require.NoError(t, l.Err())
+
+	sw.on.Store(false)
+	require.NoError(t, l.AppendBatch(batch, res))
+	want := written{payloads: [][]byte{[]byte("first"), []byte("x"), full, full}, results: append([]AppendResult{first}, res...)}
+	requireLogHolds(t, l, want)
+	require.Equal(t, int64(2*seg), res[2].Offset, "the batch filled the segments in order")
+	require.NoError(t, l.Close())
+	opts.FS = nil
+	requireLogHolds(t, mustOpen(t, opts), want)
+}
+
+// TestFailedDirSyncLeavesNoSegmentBehind: a creation that fails after the
+// rename removes the file, so the retry can create it.
+func TestFailedDirSyncLeavesNoSegmentBehind(t *testing.T) {
+	t.Parallel()
+	const seg = 4096
+	opts := testOptions(t, seg, FlushSync)
+	third := filepath.Join(opts.Dir, segmentName(2*seg))
+	var failed atomic.Int64
+	opts.FS = vfs.NewErrorFS(vfs.OS(), vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		// Fail the directory fsync of the third segment's creation, once.
+		if op != vfs.OpSyncDir {
+			return nil
+		}
+		if _, err := os.Stat(third); err == nil && failed.CompareAndSwap(0, 1) {
+			return vfs.ErrInjected
+		}
+		return nil
+	}))
+	l := mustOpen(t, opts)
+	full := make([]byte, seg-HeaderSize)
+	for range 2 {
+		_, err := l.Append(bytesPayload(full))
+		require.NoError(t, err)
+	}
+	_, err := l.Append(bytesPayload(full)) // needs the third segment
+	require.ErrorIs(t, err, ErrNoSpace)
+	require.Equal(t, int64(1), failed.Load())
+	_, err = l.Append(bytesPayload(full))
+	require.NoError(t, err, "the retry is not blocked by a leftover file")
+	require.Len(t, l.Segments(), 3)
 }
 
 // TestOpenFailures: errors while opening are returned, not hidden, and

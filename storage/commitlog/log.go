@@ -17,9 +17,18 @@ var (
 	// ErrClosed is returned by every operation after Close.
 	ErrClosed = errors.New("commitlog: closed")
 	// ErrReadOnly is returned by appends once the write path is dead: a
-	// flush or segment creation failed (fsyncgate: never retried). Err
-	// reports the cause; a restart re-reads the log from disk.
+	// flush failed (fsyncgate: never retried; a failed segment creation is
+	// ErrNoSpace instead). Err reports the cause; a restart re-reads the
+	// log from disk.
 	ErrReadOnly = errors.New("commitlog: read-only after a write failure")
+	// ErrNoSpace is returned by an append that needs a new segment which
+	// could not be created (fallocate failing with ENOSPC, typically; any
+	// error creating it counts). Nothing of the append was written: the
+	// whole append, or batch, is refused before its first byte, and the
+	// write path stays alive. The creation is retried in the background
+	// for the next append, so appends resume by themselves once space
+	// returns.
+	ErrNoSpace = errors.New("commitlog: cannot create the next segment")
 	// ErrRecordTooLarge is returned when a frame (payload + HeaderSize)
 	// cannot be placed in an empty segment: it is larger than SegmentSize,
 	// or would leave 1..HeaderSize-1 bytes of it.
@@ -89,7 +98,8 @@ type RecoveryReport struct {
 type Stats struct {
 	Appends       int64         // records appended
 	Flushes       int64         // successful flushes (msync batches)
-	FlushFailures int64         // write-path failures (a failed flush or segment creation): 0 or 1, the log then goes read-only
+	FlushFailures int64         // write-path failures (a failed flush): 0 or 1, the log then goes read-only
+	AllocFailures int64         // appends refused with ErrNoSpace (the next segment could not be created)
 	FlushTime     time.Duration // total time spent in successful flushes
 	MaxFlush      time.Duration // longest successful flush
 	Rolls         int64         // segment rolls
@@ -107,6 +117,13 @@ type Log struct {
 	active   *segment // the segment being written: the last of segments
 	writePos int64    // end of the last frame written
 	closed   bool
+	// reserve holds created, never written segments that follow active
+	// contiguously: an append takes what it needs before writing anything
+	// (reserveLocked), so a roll inside it cannot fail.
+	reserve []*segment
+	// allocPending: the allocator has a request outstanding (for the
+	// segment after the last reserved one).
+	allocPending bool
 
 	// segments is the ordered, contiguous list of mapped segments. Readers
 	// hold segMu.RLock only while locating a segment and pinning it.
@@ -134,7 +151,7 @@ type Log struct {
 
 	recovery RecoveryReport
 	stats    struct {
-		appends, flushes, flushFailures, flushNanos, maxFlushNanos, rolls atomic.Int64
+		appends, flushes, flushFailures, allocFailures, flushNanos, maxFlushNanos, rolls atomic.Int64
 	}
 }
 
@@ -162,6 +179,7 @@ func Open(opts Options) (*Log, error) {
 	}
 	l.alloc = newAllocator(l.fs, opts.Dir, opts.SegmentSize, l.log)
 	l.alloc.request(l.active.end())
+	l.allocPending = true
 	l.wg.Add(2)
 	go func() {
 		defer l.wg.Done()
@@ -213,6 +231,7 @@ func (l *Log) Stats() Stats {
 		Appends:       l.stats.appends.Load(),
 		Flushes:       l.stats.flushes.Load(),
 		FlushFailures: l.stats.flushFailures.Load(),
+		AllocFailures: l.stats.allocFailures.Load(),
 		FlushTime:     time.Duration(l.stats.flushNanos.Load()),
 		MaxFlush:      time.Duration(l.stats.maxFlushNanos.Load()),
 		Rolls:         l.stats.rolls.Load(),
@@ -246,6 +265,9 @@ func (l *Log) Close() error {
 	l.isClosed.Store(true)
 	if err := l.alloc.discard(); err != nil {
 		errs = append(errs, fmt.Errorf("discard preallocated segment: %w", err))
+	}
+	if err := l.discardReserve(); err != nil {
+		errs = append(errs, fmt.Errorf("discard reserved segments: %w", err))
 	}
 	l.segMu.Lock()
 	segs := l.segments

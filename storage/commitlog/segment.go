@@ -2,6 +2,7 @@ package commitlog
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -92,13 +93,21 @@ func createSegment(fs vfs.FS, dir string, base, size int64) (_ *segment, err err
 		return nil, fmt.Errorf("create segment %s: %w", tmp, err)
 	}
 	var mapping vfs.Mapping
+	renamed := false
 	defer func() {
 		if err != nil {
+			// Leave nothing behind, so the creation can be retried (a
+			// failed directory fsync would otherwise leave a segment file
+			// that blocks every later attempt).
 			if mapping != nil {
 				_ = mapping.Unmap()
 			}
 			_ = f.Close()
-			_ = fs.Remove(tmp)
+			if renamed {
+				_ = fs.Remove(path)
+			} else {
+				_ = fs.Remove(tmp)
+			}
 		}
 	}()
 	if err := f.Preallocate(size); err != nil {
@@ -113,6 +122,7 @@ func createSegment(fs vfs.FS, dir string, base, size int64) (_ *segment, err err
 	if err := fs.Rename(tmp, path); err != nil {
 		return nil, fmt.Errorf("rename segment %s: %w", tmp, err)
 	}
+	renamed = true
 	if err := fs.SyncDir(dir); err != nil {
 		return nil, fmt.Errorf("sync dir after creating %s: %w", path, err)
 	}
@@ -237,7 +247,8 @@ func lastNonZero(b []byte) int {
 // allocator prepares the next segment in the background (etcd
 // file_pipeline, RocketMQ AllocateMappedFileService) so that a roll only
 // swaps pointers. At most one request is outstanding: the appender takes a
-// result and immediately asks for the following segment.
+// result and, when it is a segment, immediately asks for the following
+// one; after a failure the next append that needs a segment asks again.
 type allocator struct {
 	fs       vfs.FS
 	dir      string
@@ -245,6 +256,8 @@ type allocator struct {
 	log      zerolog.Logger
 	requests chan int64       // base of the segment wanted; cap 1
 	results  chan allocResult // cap 1
+	// failures counts consecutive failed creations; only run touches it.
+	failures int
 }
 
 type allocResult struct {
@@ -270,13 +283,25 @@ func (a *allocator) run(stop <-chan struct{}) {
 	}
 }
 
-// runOnce creates the segment starting at base.
+// runOnce creates the segment starting at base. While creations keep
+// failing (a full disk: every append that needs the segment asks again)
+// only the first failure, and every 100th, is logged as an error.
 func (a *allocator) runOnce(base int64) (*segment, error) {
 	start := time.Now()
 	seg, err := createSegment(a.fs, a.dir, base, a.size)
 	if err != nil {
-		a.log.Error().Err(err).Int64("base", base).Msg("preallocating next segment failed")
+		a.failures++
+		ev := a.log.Debug()
+		if a.failures%100 == 1 {
+			ev = a.log.Error()
+		}
+		ev.Err(err).Int64("base", base).Int("failures", a.failures).
+			Msg("preallocating next segment failed; appends that need it are refused until it succeeds")
 		return nil, err
+	}
+	if a.failures > 0 {
+		a.log.Info().Int64("base", base).Int("failures", a.failures).Msg("next segment preallocated again; appends resume")
+		a.failures = 0
 	}
 	a.log.Debug().Int64("base", base).Dur("took", time.Since(start)).Msg("next segment preallocated")
 	return seg, nil
@@ -318,4 +343,19 @@ func (a *allocator) discard() error {
 	default:
 		return nil
 	}
+}
+
+// discardReserve removes the reserved segments (after run has returned):
+// they were never written, so removing them loses nothing.
+func (l *Log) discardReserve() error {
+	if len(l.reserve) == 0 {
+		return nil
+	}
+	var errs []error
+	for _, seg := range l.reserve {
+		errs = append(errs, seg.release(), l.fs.Remove(seg.path))
+	}
+	l.reserve = nil
+	errs = append(errs, l.fs.SyncDir(l.opts.Dir))
+	return errors.Join(errs...)
 }

@@ -1,0 +1,136 @@
+package storage
+
+import (
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// Disk space (see doc.go, "Disk space"). The used fraction of the file
+// system is sampled every DiskCheckInterval and at every retention pass;
+// each append compares the last sample with the ceiling of its class.
+// A segment that cannot be created (a full file system) refuses the
+// append with ErrDiskFull too, whatever its class, and appends resume
+// with the first one after space returns.
+
+// Class says which disk ceiling an append is held to.
+type Class uint8
+
+const (
+	// ClassSend is a producer's message: refused above DiskSendCeiling.
+	// Put and PutBatch append in this class.
+	ClassSend Class = iota
+	// ClassSystem is a record that keeps a promise made for messages
+	// already accepted: acknowledgements and offset commits, retry and
+	// dead-letter copies of failed deliveries, status records, the
+	// deliveries of delayed messages and timers. Refused only above
+	// DiskSystemCeiling, so consumers keep draining a full disk.
+	ClassSystem
+	// ClassReclaim is a copy that lets retention delete a segment (dead
+	// letters and pending timers carried forward): never refused by a
+	// ceiling, since refusing it would keep the space from being freed.
+	ClassReclaim
+)
+
+// String names the class for logs and errors.
+func (c Class) String() string {
+	switch c {
+	case ClassSend:
+		return "send"
+	case ClassSystem:
+		return "system"
+	case ClassReclaim:
+		return "reclaim"
+	}
+	return fmt.Sprintf("Class(%d)", int(c))
+}
+
+// diskMonitor holds the last sample of the file system's used fraction.
+type diskMonitor struct {
+	usage     atomic.Uint64 // math.Float64bits of the used fraction
+	sampledAt atomic.Int64  // unix nanoseconds of the last good sample
+	failure   atomic.Pointer[string]
+}
+
+// sampleDisk measures the used fraction of the data directory's file
+// system and records it for the ceilings. A failed statfs keeps the last
+// sample (and is reported by DiskStatus).
+func (s *Store) sampleDisk() (float64, error) {
+	u, err := s.opts.DiskUsage(s.opts.Dir)
+	if err != nil {
+		msg := err.Error()
+		s.disk.failure.Store(&msg)
+		return math.Float64frombits(s.disk.usage.Load()), err
+	}
+	s.disk.failure.Store(nil)
+	s.disk.usage.Store(math.Float64bits(u))
+	s.disk.sampledAt.Store(time.Now().UnixNano())
+	return u, nil
+}
+
+// diskUsage is the last sampled used fraction.
+func (s *Store) diskUsage() float64 { return math.Float64frombits(s.disk.usage.Load()) }
+
+// checkCeiling refuses an append of class when the last sample is above
+// its ceiling.
+func (s *Store) checkCeiling(class Class) error {
+	u := s.diskUsage()
+	var ceiling float64
+	switch class {
+	case ClassSend:
+		ceiling = s.opts.DiskSendCeiling
+	case ClassSystem:
+		ceiling = s.opts.DiskSystemCeiling
+	default:
+		return nil
+	}
+	if u > ceiling {
+		return fmt.Errorf("%w: the file system of %s is %.1f%% used, above the %s ceiling of %.1f%%",
+			ErrDiskFull, s.opts.Dir, 100*u, class, 100*ceiling)
+	}
+	return nil
+}
+
+// DiskStatus is the store's view of its file system.
+type DiskStatus struct {
+	// Usage is the used fraction (0..1) at SampledAt.
+	Usage     float64
+	SampledAt time.Time
+	// SampleError is why the last sample failed ("" when it did not; the
+	// ceilings then use the previous sample).
+	SampleError string
+	// CleanRatio, SendCeiling and SystemCeiling are the configured
+	// thresholds (DiskMaxUsedRatio, DiskSendCeiling, DiskSystemCeiling).
+	CleanRatio, SendCeiling, SystemCeiling float64
+	// PressureDelete is DiskPressureDelete.
+	PressureDelete bool
+	// SendsRefused and SystemRefused report whether Usage is above the
+	// send and the system ceiling.
+	SendsRefused, SystemRefused bool
+	// NoSpace counts appends refused because the next CommitLog segment
+	// could not be created (a full file system), since Open.
+	NoSpace int64
+}
+
+// DiskStatus reports the last sample and the ceilings.
+func (s *Store) DiskStatus() DiskStatus {
+	u := s.diskUsage()
+	st := DiskStatus{
+		Usage:          u,
+		CleanRatio:     s.opts.DiskMaxUsedRatio,
+		SendCeiling:    s.opts.DiskSendCeiling,
+		SystemCeiling:  s.opts.DiskSystemCeiling,
+		PressureDelete: s.opts.DiskPressureDelete,
+		SendsRefused:   u > s.opts.DiskSendCeiling,
+		SystemRefused:  u > s.opts.DiskSystemCeiling,
+		NoSpace:        s.commitLog.Stats().AllocFailures,
+	}
+	if at := s.disk.sampledAt.Load(); at != 0 {
+		st.SampledAt = time.Unix(0, at)
+	}
+	if f := s.disk.failure.Load(); f != nil {
+		st.SampleError = *f
+	}
+	return st
+}
