@@ -433,6 +433,12 @@ const docTemplate = `{
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
+                    },
+                    "507": {
+                        "description": "disk-full",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
                     }
                 }
             }
@@ -605,6 +611,12 @@ const docTemplate = `{
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
+                    },
+                    "507": {
+                        "description": "disk-full",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
                     }
                 }
             }
@@ -712,6 +724,12 @@ const docTemplate = `{
                     },
                     "503": {
                         "description": "storage-read-only, shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "507": {
+                        "description": "disk-full",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -871,6 +889,12 @@ const docTemplate = `{
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
+                    },
+                    "507": {
+                        "description": "disk-full",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
                     }
                 }
             }
@@ -993,6 +1017,12 @@ const docTemplate = `{
                     },
                     "503": {
                         "description": "storage-read-only, shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "507": {
+                        "description": "disk-full",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -1125,6 +1155,12 @@ const docTemplate = `{
                     },
                     "503": {
                         "description": "storage-read-only, shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "507": {
+                        "description": "disk-full",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -1523,6 +1559,12 @@ const docTemplate = `{
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
+                    },
+                    "507": {
+                        "description": "disk-full",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
                     }
                 }
             },
@@ -1564,6 +1606,12 @@ const docTemplate = `{
                     },
                     "503": {
                         "description": "storage-read-only, shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "507": {
+                        "description": "disk-full",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -2140,6 +2188,14 @@ const docTemplate = `{
                         "$ref": "#/definitions/DelayLevel"
                     }
                 },
+                "disk": {
+                    "description": "Disk is the store's file system and the ceilings that refuse writes (507 disk-full).",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/DiskStatus"
+                        }
+                    ]
+                },
                 "dispatch": {
                     "description": "Dispatch is the store's dispatcher, which makes stored messages visible to consumers.",
                     "allOf": [
@@ -2366,6 +2422,57 @@ const docTemplate = `{
                     "description": "Total is the sum over byLevel plus timers; null when some level cannot be counted.",
                     "type": "integer",
                     "example": 1
+                }
+            }
+        },
+        "DiskStatus": {
+            "type": "object",
+            "properties": {
+                "cleanRatio": {
+                    "description": "CleanRatio is --disk-max-used-ratio: above it retention deletes fully consumed segments early.",
+                    "type": "number",
+                    "example": 0.75
+                },
+                "noSpaceRefusals": {
+                    "description": "NoSpaceRefusals counts writes refused because the file system had no room for the next CommitLog segment, since start.",
+                    "type": "integer",
+                    "example": 0
+                },
+                "pressureDelete": {
+                    "description": "PressureDelete is --disk-pressure-delete: above cleanRatio unconsumed segments are deleted too.",
+                    "type": "boolean"
+                },
+                "sampleError": {
+                    "description": "SampleError is why the last measurement failed (the previous one is used).",
+                    "type": "string"
+                },
+                "sampledAt": {
+                    "description": "SampledAt is when it was measured (every --disk-check-interval).",
+                    "type": "string",
+                    "format": "date-time"
+                },
+                "sendCeiling": {
+                    "description": "SendCeiling is --disk-send-ceiling: above it sends get 507 disk-full.",
+                    "type": "number",
+                    "example": 0.85
+                },
+                "sendsRefused": {
+                    "description": "SendsRefused: usedRatio is above sendCeiling.",
+                    "type": "boolean"
+                },
+                "systemCeiling": {
+                    "description": "SystemCeiling is --disk-system-ceiling: above it acks, nacks and commits get 507 too.",
+                    "type": "number",
+                    "example": 0.95
+                },
+                "systemRefused": {
+                    "description": "SystemRefused: usedRatio is above systemCeiling.",
+                    "type": "boolean"
+                },
+                "usedRatio": {
+                    "description": "UsedRatio is the used fraction of the data dir's file system (0..1), as df computes it.",
+                    "type": "number",
+                    "example": 0.42
                 }
             }
         },
@@ -3042,6 +3149,11 @@ const docTemplate = `{
                 "consumerOffset": {
                     "type": "integer",
                     "example": 42
+                },
+                "droppedUnconsumed": {
+                    "description": "DroppedUnconsumed counts messages of the queue that retention removed before the group consumed them\n(expired, the topic's shorter retentionHours, or --disk-pressure-delete), since the broker started.",
+                    "type": "integer",
+                    "example": 0
                 },
                 "inFlight": {
                     "type": "integer",
