@@ -1,6 +1,10 @@
 package storage
 
-import "time"
+import (
+	"time"
+
+	"github.com/mqgate/mqgate/storage/commitlog"
+)
 
 // RunRetentionForTest runs one retention pass as if the clock read now.
 func RunRetentionForTest(s *Store, now time.Time) (RetentionResult, error) {
@@ -18,4 +22,10 @@ func (p rawEncoder) Encode(dst []byte, _ int64) { copy(dst, p) }
 func AppendRawForTest(s *Store, payload []byte) (int64, error) {
 	res, err := s.commitLog.Append(rawEncoder(payload))
 	return res.Offset, err
+}
+
+// RunScrubForTest runs one scrubber step as if the clock read now,
+// verifying up to budget bytes (0: the configured rate's share).
+func RunScrubForTest(s *Store, now time.Time, budget int64) (commitlog.ScrubResult, error) {
+	return s.runScrub(now, budget)
 }

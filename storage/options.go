@@ -43,6 +43,15 @@ type Options struct {
 	DiskMaxUsedRatio float64
 	// RetentionInterval is how often the cleaner runs. Default 10 s.
 	RetentionInterval time.Duration
+	// ScrubRate is how many bytes per second the background scrubber
+	// verifies: it re-reads the sealed CommitLog segments and checks every
+	// frame's CRC, quarantining what is damaged (stage "scrub"). Default
+	// DefaultScrubRate (16 MiB/s); negative disables the scrubber.
+	ScrubRate int64
+	// ScrubInterval is the least time between the starts of two full
+	// scrub passes; a pass that takes longer is followed by the next at
+	// once. Default DefaultScrubInterval (24 h).
+	ScrubInterval time.Duration
 	// AllowCorrupt lets Open truncate at mid-log corruption instead of
 	// failing (operator override; data after the bad record is quarantined).
 	AllowCorrupt bool
@@ -84,6 +93,12 @@ func (o Options) withDefaults() Options {
 	if o.RetentionInterval == 0 {
 		o.RetentionInterval = 10 * time.Second
 	}
+	if o.ScrubRate == 0 {
+		o.ScrubRate = DefaultScrubRate
+	}
+	if o.ScrubInterval == 0 {
+		o.ScrubInterval = DefaultScrubInterval
+	}
 	return o
 }
 
@@ -99,6 +114,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("storage: max message size %d does not fit a %d-byte segment", o.MaxMessageSize, o.SegmentSize)
 	case o.DiskMaxUsedRatio <= 0 || o.DiskMaxUsedRatio > 1:
 		return fmt.Errorf("storage: disk max used ratio %.2f is not in (0,1]", o.DiskMaxUsedRatio)
+	case o.ScrubInterval < 0:
+		return fmt.Errorf("storage: negative scrub interval %v", o.ScrubInterval)
 	case !o.StoreHost.Addr().Is4():
 		return fmt.Errorf("storage: store host %s is not IPv4", o.StoreHost)
 	}

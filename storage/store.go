@@ -70,6 +70,7 @@ type Store struct {
 	dispatched  atomic.Int64 // CommitLog offset the dispatcher has processed up to
 	quarantined quarantine   // records set aside (quarantine.go)
 	health      dispatchHealth
+	scrub       scrubber    // scrub.go
 	diskFull    atomic.Bool // set by the retention cleaner above the hard ceiling
 
 	retentionHook atomic.Pointer[func(cut int64) error]
@@ -158,11 +159,14 @@ func (s *Store) open() error {
 		Logger:        s.opts.Logger,
 	}
 	if s.recovery.CheckpointValid {
+		// See "Recovery" in the package documentation for what each case
+		// verifies.
 		clOpts.HighWater = ckpt.Flushed
 		clOpts.RecoverFrom = ckpt.Flushed
 		if s.recovery.Abnormal || !ckpt.Clean {
-			// Verify the whole segment the last durable byte lives in.
-			clOpts.RecoverFrom = ckpt.Flushed - ckpt.Flushed%s.opts.SegmentSize
+			// Verify every frame that re-dispatch will read and the whole
+			// segment the last durable byte lives in.
+			clOpts.RecoverFrom = min(ckpt.Dispatched, ckpt.Flushed-ckpt.Flushed%s.opts.SegmentSize)
 		}
 	}
 	cl, err := commitlog.Open(clOpts)
@@ -186,6 +190,7 @@ func (s *Store) open() error {
 	}
 	s.index = idx
 	s.loadQuarantine()
+	s.initScrub()
 	if err := s.loadQueues(); err != nil {
 		return err
 	}
@@ -205,6 +210,9 @@ func (s *Store) open() error {
 	}
 	n, err := s.redispatch(from)
 	if err != nil {
+		if errors.Is(err, commitlog.ErrCorrupt) { // a damaged frame header
+			return fmt.Errorf("%w: re-dispatch from %d: %w", ErrCorrupt, from, err)
+		}
 		return fmt.Errorf("re-dispatch from %d: %w", from, err)
 	}
 	s.recovery.Redispatched = n
@@ -306,6 +314,9 @@ func (s *Store) Close() error {
 	}
 	close(s.closing)
 	s.workers.Wait()
+	if s.opts.ScrubRate > 0 {
+		s.saveScrub(time.Now())
+	}
 	var errs []error
 	// Drain: dispatch whatever was appended, then flush and checkpoint.
 	if err := s.commitLog.Flush(); err != nil {

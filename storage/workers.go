@@ -1,9 +1,11 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/mqgate/mqgate/storage/commitlog"
 	"github.com/mqgate/mqgate/storage/internal/fileutil"
 )
 
@@ -28,6 +30,14 @@ func (s *Store) start() {
 				Float64("diskUsage", res.DiskUsage).Msg("retention deleted segments")
 		}
 	})
+	if s.opts.ScrubRate > 0 {
+		s.workers.Add(1)
+		go s.every(scrubTick, func() {
+			if _, err := s.runScrub(time.Now(), 0); err != nil && !errors.Is(err, commitlog.ErrClosed) {
+				s.log.Error().Err(err).Msg("scrub step failed")
+			}
+		})
+	}
 }
 
 func (s *Store) every(d time.Duration, fn func()) {
