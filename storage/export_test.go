@@ -29,3 +29,15 @@ func AppendRawForTest(s *Store, payload []byte) (int64, error) {
 func RunScrubForTest(s *Store, now time.Time, budget int64) (commitlog.ScrubResult, error) {
 	return s.runScrub(now, budget)
 }
+
+// CheckpointForTest reads the checkpoint of the store in dir.
+func CheckpointForTest(dir string) (clean bool, flushed, dispatched int64, err error) {
+	c, err := readCheckpoint(dir)
+	return c.Clean, c.Flushed, c.Dispatched, err
+}
+
+// WriteCheckpointForTest replaces the checkpoint of the closed store in
+// dir, to stage what a crash (or a lagging checkpointer) leaves behind.
+func WriteCheckpointForTest(dir string, clean bool, flushed, dispatched int64) error {
+	return writeCheckpoint(dir, checkpoint{Clean: clean, Flushed: flushed, Dispatched: dispatched, WrittenAt: time.Now().UnixMilli()})
+}
