@@ -34,6 +34,10 @@ type Config struct {
 	Flush string `help:"Flush mode: sync (fsync before the 200) or async (periodic)." env:"MQGATE_FLUSH" enum:"sync,async" default:"${flush}"`
 	// SegmentSize is the CommitLog segment size in bytes.
 	SegmentSize ByteSize `help:"CommitLog segment size (e.g. 1GiB)." env:"MQGATE_SEGMENT_SIZE" default:"${segment_size}"`
+	// ScrubRate is how many bytes per second the background scrubber
+	// re-reads and verifies (CRC-32C of every frame) of the sealed
+	// CommitLog segments; 0 disables it.
+	ScrubRate ByteSize `help:"Rate at which the background scrubber re-reads and verifies sealed CommitLog segments (e.g. 16MiB, per second; 0 disables it)." env:"MQGATE_SCRUB_RATE" default:"${scrub_rate}"`
 	// DelayLevels is the delay of each level, level 1 first.
 	DelayLevels DelayLevels `help:"Delay of each delay level, space- or comma-separated (e.g. \"1s 5s 10s\"; ms allowed)." env:"MQGATE_DELAY_LEVELS" default:"${delay_levels}"`
 	// DatabaseURL is the PostgreSQL mirror's URL; empty runs embedded.
@@ -108,6 +112,7 @@ func DefaultConfig() Config {
 		DataDir:           "./data",
 		Flush:             "sync",
 		SegmentSize:       1 << 30,
+		ScrubRate:         ByteSize(storage.DefaultScrubRate),
 		DelayLevels:       levels,
 		AutoCreate:        true,
 		AutoCreateGroups:  true,
@@ -137,6 +142,7 @@ func (c Config) FlagDefaults() map[string]string {
 		"data_dir":            c.DataDir,
 		"flush":               c.Flush,
 		"segment_size":        c.SegmentSize.String(),
+		"scrub_rate":          c.ScrubRate.String(),
 		"delay_levels":        c.DelayLevels.String(),
 		"auto_create":         strconv.FormatBool(c.AutoCreate),
 		"auto_create_groups":  strconv.FormatBool(c.AutoCreateGroups),
@@ -158,8 +164,9 @@ func (c Config) FlagDefaults() map[string]string {
 }
 
 // withDefaults returns c with zero values replaced by DefaultConfig's, so
-// a test can fill in only what it cares about. Booleans and ShutdownDelay
-// keep their zero value (false, 0), which is meaningful.
+// a test can fill in only what it cares about. Booleans, ShutdownDelay
+// and ScrubRate keep their zero value (false, 0, disabled), which is
+// meaningful.
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	orString := func(v *string, def string) {
@@ -236,6 +243,9 @@ func (c Config) Validate() error {
 	if int64(c.SegmentSize) > storage.MaxSegmentSize {
 		bad("segment-size %s must be at most %s", c.SegmentSize, ByteSize(storage.MaxSegmentSize))
 	}
+	if c.ScrubRate < 0 {
+		bad("scrub-rate %s must not be negative", c.ScrubRate)
+	}
 	if c.SeedOffsets && c.DatabaseURL == "" {
 		bad("seed-offsets needs database-url")
 	}
@@ -284,6 +294,15 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// scrubRate is the storage option for a --scrub-rate: 0 disables the
+// scrubber (storage.Options reads 0 as its default, negative as off).
+func scrubRate(rate ByteSize) int64 {
+	if rate == 0 {
+		return -1
+	}
+	return int64(rate)
 }
 
 // redactedDatabaseURL is DatabaseURL with any password masked, for logs.

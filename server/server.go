@@ -36,6 +36,7 @@ import (
 	"github.com/mqgate/mqgate/server/broker"
 	"github.com/mqgate/mqgate/server/pgmirror"
 	"github.com/mqgate/mqgate/server/push"
+	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/web"
 )
 
@@ -111,6 +112,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		NoAutoCreateGroups: !cfg.AutoCreateGroups,
 		DelayLevels:        cfg.DelayLevels,
 		StoreHost:          host,
+		Storage:            storage.Options{ScrubRate: scrubRate(cfg.ScrubRate)},
 		Logger:             log, // the broker names its own components
 
 		MetricsMaxLabelValues: cfg.MetricsMaxLabelValues,
@@ -190,6 +192,7 @@ func newServerOn(cfg Config, log zerolog.Logger, b backend, listener net.Listene
 		Str("data_dir", cfg.DataDir).
 		Str("flush", cfg.Flush).
 		Str("segment_size", cfg.SegmentSize.String()).
+		Str("scrub_rate", cfg.ScrubRate.String()).
 		Str("max_message_size", cfg.MaxMessageSize.String()).
 		Str("delay_levels", cfg.DelayLevels.String()).
 		Bool("auto_create", cfg.AutoCreate).
