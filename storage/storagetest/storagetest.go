@@ -214,3 +214,12 @@ func RemoveCheckpoint(t testing.TB, dir string) {
 		t.Fatal(err)
 	}
 }
+
+// RemoveScrubProgress deletes the scrubber's saved progress of the store
+// in dir (if any), so that the next Open starts a pass at once.
+func RemoveScrubProgress(t testing.TB, dir string) {
+	t.Helper()
+	if err := os.Remove(filepath.Join(dir, "config", "scrub.json")); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+}
