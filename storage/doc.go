@@ -71,8 +71,17 @@
 // whole segment of the last durable byte are verified (size, magic,
 // stored offset, CRC). A bad frame between RecoverFrom and HighWater was
 // durable and is corruption: Open fails. A bad frame at or above
-// HighWater is a torn tail: the log ends there. Re-dispatch therefore
-// reads only verified frames.
+// HighWater is a torn tail: the log ends there.
+//
+// Re-dispatch starts at the checkpointed dispatched offset, or a little
+// earlier where the index's last flushed record ends (the index never
+// claims the last message it was given). Frames it reads that the scan did
+// not verify — after a clean start, or that little way back — are checked
+// by the dispatcher as at run time (see Damaged records): one that fails
+// its CRC is quarantined and passed over; one whose header is damaged
+// fails Open with ErrCorrupt, and since that range was not scanned,
+// AllowCorrupt does not apply there: removing the checkpoint makes the
+// next Open scan everything (and end the log at that frame).
 //
 // No checkpoint (missing, or it fails its magic, version or CRC): the
 // whole CommitLog is scanned and verified, and everything is re-dispatched.

@@ -3,6 +3,7 @@ package storage
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"time"
@@ -143,7 +144,11 @@ func (s *Store) runScrub(now time.Time, budget int64) (commitlog.ScrubResult, er
 		return res, err
 	}
 	for _, b := range res.Bad {
-		s.quarantine(b.Offset, b.Size, "scrub", b.Err)
+		cause := b.Err
+		if b.Unverified > 0 {
+			cause = fmt.Errorf("%w (%d bytes to the end of its segment unchecked)", cause, b.Unverified)
+		}
+		s.quarantine(b.Offset, b.Size, "scrub", cause)
 	}
 	st.Position = res.Next
 	st.BytesVerified += res.Bytes
