@@ -77,10 +77,12 @@ type BrokerStatus struct {
 	NextTimerAt string `json:"nextTimerAt,omitempty" format:"date-time"`
 	// Dispatch is the store's dispatcher, which makes stored messages visible to consumers.
 	Dispatch DispatchStatus `json:"dispatch"`
-	// Quarantine lists records the store set aside: intact but impossible to dispatch or read.
+	// Quarantine lists records the store set aside: impossible to dispatch or read, or damaged (their CRC fails).
 	Quarantine Quarantine `json:"quarantine"`
 	// Disk is the store's file system and the ceilings that refuse writes (507 disk-full).
 	Disk DiskStatus `json:"disk"`
+	// Scrub is the background scrubber, which re-reads the sealed CommitLog segments and verifies every frame's CRC.
+	Scrub ScrubStatus `json:"scrub"`
 } //	@name	BrokerStatus
 
 // DiskStatus is the store's file system: how full it is and what that refuses.
@@ -106,6 +108,34 @@ type DiskStatus struct {
 	// NoSpaceRefusals counts writes refused because the file system had no room for the next CommitLog segment, since start.
 	NoSpaceRefusals int64 `json:"noSpaceRefusals" example:"0"`
 } //	@name	DiskStatus
+
+// ScrubStatus is the background scrubber's progress.
+type ScrubStatus struct {
+	// Enabled is false when the scrubber is off (--scrub-rate 0).
+	Enabled bool `json:"enabled" example:"true"`
+	// RateBytesPerSecond is the scrubber's pace.
+	RateBytesPerSecond int64 `json:"rateBytesPerSecond" example:"16777216"`
+	// Position is the CommitLog offset the current pass has verified up to.
+	Position int64 `json:"position" example:"1073741824"`
+	// Passes counts full passes over the sealed segments.
+	Passes int64 `json:"passes" example:"3"`
+	// LastPassAt is when the last full pass ended (absent before the first).
+	LastPassAt string `json:"lastPassAt,omitempty" format:"date-time"`
+	// LastPassMs is how long the last full pass took.
+	LastPassMs int64 `json:"lastPassMs" example:"64000"`
+	// PassStartedAt is when the current pass started (absent between passes).
+	PassStartedAt string `json:"passStartedAt,omitempty" format:"date-time"`
+	// NextPassAt is when the next pass starts (absent during a pass).
+	NextPassAt string `json:"nextPassAt,omitempty" format:"date-time"`
+	// BytesVerified counts the bytes verified since start.
+	BytesVerified int64 `json:"bytesVerified" example:"3221225472"`
+	// RecordsVerified counts the records verified since start.
+	RecordsVerified int64 `json:"recordsVerified" example:"3145728"`
+	// BadFrames counts the damaged frames found since start; each is also in quarantine (stage scrub).
+	BadFrames int64 `json:"badFrames" example:"0"`
+	// BusyMs is the time spent verifying since start.
+	BusyMs int64 `json:"busyMs" example:"1200"`
+} //	@name	ScrubStatus
 
 // DispatchStatus is how far the dispatcher is behind the CommitLog.
 type DispatchStatus struct {
@@ -135,8 +165,8 @@ type QuarantinedRecord struct {
 	Offset int64 `json:"offset" example:"4096"`
 	// Size is the record's size in bytes.
 	Size int32 `json:"size" example:"40510"`
-	// Stage is where it was refused: dispatch (never made visible) or read (could not be decoded).
-	Stage string `json:"stage" enums:"dispatch,read" example:"dispatch"`
+	// Stage is where it was found: dispatch (never made visible), read (a reader could not use it) or scrub (the background scrubber found it damaged).
+	Stage string `json:"stage" enums:"dispatch,read,scrub" example:"dispatch"`
 	// Reason says why.
 	Reason string `json:"reason" example:"storage: corrupt data: record at 4096: message: corrupt payload: properties length 40350 with 40350 bytes left"`
 	// At is when it was quarantined.
@@ -528,6 +558,11 @@ func (h *handler) brokerStatus(w http.ResponseWriter, r *http.Request) {
 			PressureDelete: s.Disk.PressureDelete, SendsRefused: s.Disk.SendsRefused, SystemRefused: s.Disk.SystemRefused,
 			NoSpaceRefusals: s.Disk.NoSpace},
 	}
+	sc := s.Scrub
+	resp.Scrub = ScrubStatus{Enabled: sc.Enabled, RateBytesPerSecond: sc.Rate, Position: sc.Position, Passes: sc.Passes,
+		LastPassAt: formatTime(sc.LastPassAt), LastPassMs: sc.LastPassDuration.Milliseconds(),
+		PassStartedAt: formatTime(sc.PassStartedAt), NextPassAt: formatTime(sc.NextPassAt),
+		BytesVerified: sc.BytesVerified, RecordsVerified: sc.RecordsVerified, BadFrames: sc.BadFrames, BusyMs: sc.Busy.Milliseconds()}
 	for _, q := range s.QuarantinedRecent {
 		resp.Quarantine.Records = append(resp.Quarantine.Records, QuarantinedRecord{Offset: q.Offset, Size: q.Size, Stage: q.Stage, Reason: q.Reason, At: formatTime(q.At)})
 	}

@@ -57,6 +57,10 @@ type Config struct {
 	DiskPressureDelete bool `help:"Above --disk-max-used-ratio delete the oldest segments even if groups have not consumed them (RocketMQ's behaviour; counted per group). Off: disk pressure never deletes unconsumed messages." env:"MQGATE_DISK_PRESSURE_DELETE"`
 	// DiskCheckInterval is how often the disk's used fraction is sampled.
 	DiskCheckInterval time.Duration `help:"How often the disk's used fraction is sampled for the ceilings." env:"MQGATE_DISK_CHECK_INTERVAL" default:"${disk_check_interval}"`
+	// ScrubRate is how many bytes per second the background scrubber
+	// re-reads and verifies (CRC-32C of every frame) of the sealed
+	// CommitLog segments; 0 disables it.
+	ScrubRate ByteSize `help:"Rate at which the background scrubber re-reads and verifies sealed CommitLog segments (e.g. 16MiB, per second; 0 disables it)." env:"MQGATE_SCRUB_RATE" default:"${scrub_rate}"`
 	// DelayLevels is the delay of each level, level 1 first.
 	DelayLevels DelayLevels `help:"Delay of each delay level, space- or comma-separated (e.g. \"1s 5s 10s\"; ms allowed)." env:"MQGATE_DELAY_LEVELS" default:"${delay_levels}"`
 	// DatabaseURL is the PostgreSQL mirror's URL; empty runs embedded.
@@ -141,6 +145,7 @@ func DefaultConfig() Config {
 		DiskSendCeiling:   storage.DefaultDiskSendCeiling,
 		DiskSystemCeiling: storage.DefaultDiskSystemCeiling,
 		DiskCheckInterval: time.Second,
+		ScrubRate:         ByteSize(storage.DefaultScrubRate),
 		DelayLevels:       levels,
 		AutoCreate:        true,
 		AutoCreateGroups:  true,
@@ -176,6 +181,7 @@ func (c Config) FlagDefaults() map[string]string {
 		"disk_send_ceiling":   strconv.FormatFloat(c.DiskSendCeiling, 'g', -1, 64),
 		"disk_system_ceiling": strconv.FormatFloat(c.DiskSystemCeiling, 'g', -1, 64),
 		"disk_check_interval": c.DiskCheckInterval.String(),
+		"scrub_rate":          c.ScrubRate.String(),
 		"delay_levels":        c.DelayLevels.String(),
 		"auto_create":         strconv.FormatBool(c.AutoCreate),
 		"auto_create_groups":  strconv.FormatBool(c.AutoCreateGroups),
@@ -197,8 +203,9 @@ func (c Config) FlagDefaults() map[string]string {
 }
 
 // withDefaults returns c with zero values replaced by DefaultConfig's, so
-// a test can fill in only what it cares about. Booleans and ShutdownDelay
-// keep their zero value (false, 0), which is meaningful.
+// a test can fill in only what it cares about. Booleans, ShutdownDelay
+// and ScrubRate keep their zero value (false, 0, disabled), which is
+// meaningful.
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	orString := func(v *string, def string) {
@@ -303,6 +310,9 @@ func (c Config) Validate() error {
 	if c.DiskSystemCeiling < c.DiskSendCeiling {
 		bad("disk-system-ceiling %v must be at least disk-send-ceiling %v", c.DiskSystemCeiling, c.DiskSendCeiling)
 	}
+	if c.ScrubRate < 0 {
+		bad("scrub-rate %s must not be negative", c.ScrubRate)
+	}
 	if c.SeedOffsets && c.DatabaseURL == "" {
 		bad("seed-offsets needs database-url")
 	}
@@ -351,6 +361,15 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// scrubRate is the storage option for a --scrub-rate: 0 disables the
+// scrubber (storage.Options reads 0 as its default, negative as off).
+func scrubRate(rate ByteSize) int64 {
+	if rate == 0 {
+		return -1
+	}
+	return int64(rate)
 }
 
 // redactedDatabaseURL is DatabaseURL with any password masked, for logs.

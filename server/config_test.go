@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/schedule"
 )
 
@@ -66,6 +67,16 @@ func TestConfigWithDefaults(t *testing.T) {
 	require.False(t, cfg.AutoCreate, "a boolean keeps its zero value")
 }
 
+// TestScrubRate: --scrub-rate 0 turns the scrubber off (the storage
+// option's zero would be its default), and the default is the store's.
+func TestScrubRate(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, ByteSize(storage.DefaultScrubRate), DefaultConfig().ScrubRate)
+	require.Negative(t, scrubRate(0))
+	require.Equal(t, int64(4<<20), scrubRate(4<<20))
+	require.Zero(t, Config{}.withDefaults().ScrubRate, "zero is meaningful: off")
+}
+
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -97,6 +108,7 @@ func TestConfigValidate(t *testing.T) {
 		{"NegativeCleanRatio", func(c *Config) { c.DiskMaxUsedRatio = -0.1 }},
 		{"RetentionBelowAnHour", func(c *Config) { c.Retention = time.Minute }},
 		{"NoDiskCheckInterval", func(c *Config) { c.DiskCheckInterval = 0 }},
+		{"NegativeScrubRate", func(c *Config) { c.ScrubRate = -1 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

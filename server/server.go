@@ -106,6 +106,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	so.FileReservedTime, so.RetentionInterval = cfg.Retention, cfg.RetentionInterval
 	so.DiskMaxUsedRatio, so.DiskSendCeiling, so.DiskSystemCeiling = cfg.DiskMaxUsedRatio, cfg.DiskSendCeiling, cfg.DiskSystemCeiling
 	so.DiskPressureDelete, so.DiskCheckInterval = cfg.DiskPressureDelete, cfg.DiskCheckInterval
+	so.ScrubRate = scrubRate(cfg.ScrubRate)
 	b, err := broker.Open(ctx, broker.Options{
 		DataDir:            cfg.DataDir,
 		FlushMode:          cfg.Flush,
@@ -195,6 +196,7 @@ func newServerOn(cfg Config, log zerolog.Logger, b backend, listener net.Listene
 		Str("data_dir", cfg.DataDir).
 		Str("flush", cfg.Flush).
 		Str("segment_size", cfg.SegmentSize.String()).
+		Str("scrub_rate", cfg.ScrubRate.String()).
 		Str("max_message_size", cfg.MaxMessageSize.String()).
 		Str("delay_levels", cfg.DelayLevels.String()).
 		Bool("auto_create", cfg.AutoCreate).

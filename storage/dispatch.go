@@ -20,10 +20,17 @@ import (
 type dispatcher struct {
 	buf        []byte
 	keyBuf     []byte
-	names      map[string]string // interned topic names
-	touched    []string          // topics that got entries in this pass
-	indexFloor int64             // the index already holds every offset <= this
+	names      map[string]string  // interned topic names
+	touched    []string           // topics that got entries in this pass
+	indexFloor int64              // the index already holds every offset <= this
+	skipped    []commitlog.Record // records passed over for a CRC mismatch (no payload), oldest first
+	logged     string             // the last failure logged by dispatchLoop
+	loggedAt   time.Time
 }
+
+// maxSkipped bounds the records the dispatcher remembers having passed
+// over (see fillSkipped).
+const maxSkipped = 1024
 
 // dispatchLimit is how far consumers may see: the flushed offset in sync
 // mode (a consumer never sees a message a crash could take back), the
@@ -47,8 +54,12 @@ func (s *Store) redispatch(from int64) (int64, error) {
 
 // dispatchAvailable dispatches every record below limit, then wakes the
 // long-polling readers of the topics it touched. A record it can never
-// dispatch (errUndispatchable) is quarantined and passed over; any other
-// failure (an I/O error) stops the pass at that record, to be retried.
+// dispatch (errUndispatchable) is quarantined and passed over, and so is a
+// record whose frame fails its CRC while its header is intact (its length
+// is known; see "Damaged records" in the package documentation). Any other
+// failure stops the pass at that record, to be retried: an I/O error, or a
+// frame whose header is damaged — past it the next frame's position is
+// unknown, so the dispatcher stops there and DispatchStatus reports it.
 func (s *Store) dispatchAvailable(limit int64) (int64, error) {
 	d := &s.disp
 	var n int64
@@ -57,6 +68,17 @@ func (s *Store) dispatchAvailable(limit int64) (int64, error) {
 		rec, next, err := s.commitLog.Next(off, d.buf)
 		if errors.Is(err, commitlog.ErrNoData) {
 			break
+		}
+		if errors.Is(err, commitlog.ErrChecksum) {
+			s.quarantine(rec.Offset, rec.Size, "dispatch", err)
+			if len(d.skipped) == maxSkipped {
+				d.skipped = append(d.skipped[:0], d.skipped[1:]...)
+			}
+			d.skipped = append(d.skipped, rec)
+			n++
+			off = next
+			s.dispatched.Store(off)
+			continue
 		}
 		if err != nil {
 			return n, fmt.Errorf("dispatch at %d: %w", off, err)
@@ -101,7 +123,7 @@ func (s *Store) dispatchRecord(rec commitlog.Record) error {
 		return err
 	}
 	entry := consumequeue.Entry{CommitLogOffset: rec.Offset, Size: rec.Size, TagsCode: info.TagsCode}
-	err = putQueueEntry(q, info.QueueOffset, entry)
+	err = s.putQueueEntry(q, info.QueueOffset, entry)
 	if errors.Is(err, consumequeue.ErrGap) {
 		// The queue lost an end its records still have (files lost while
 		// the table did not know them yet): rebuild it from the CommitLog
@@ -115,7 +137,7 @@ func (s *Store) dispatchRecord(rec commitlog.Record) error {
 		if q, err = s.queue(topic, info.QueueID, true); err != nil {
 			return err
 		}
-		err = putQueueEntry(q, info.QueueOffset, entry)
+		err = s.putQueueEntry(q, info.QueueOffset, entry)
 	}
 	if err != nil {
 		err = fmt.Errorf("consume queue %s/%d offset %d: %w", topic, info.QueueID, info.QueueOffset, err)
@@ -141,14 +163,19 @@ func (s *Store) dispatchRecord(rec commitlog.Record) error {
 	return nil
 }
 
-// putQueueEntry writes entry at queue offset off. A queue that is empty
-// below off (its files were lost, or retention moved past its start) is
-// restarted at off; an entry below a minimum that retention already
-// recorded is skipped (re-dispatch after a crash).
-func putQueueEntry(q *consumequeue.Queue, off int64, e consumequeue.Entry) error {
+// putQueueEntry writes entry at queue offset off. A gap before off that
+// records the dispatcher passed over explain is closed with placeholders
+// (fillSkipped); a queue that is otherwise empty below off (its files were
+// lost, or retention moved past its start) is restarted at off; an entry
+// below a minimum that retention already recorded is skipped (re-dispatch
+// after a crash).
+func (s *Store) putQueueEntry(q *consumequeue.Queue, off int64, e consumequeue.Entry) error {
 	err := q.Put(off, e)
 	if errors.Is(err, consumequeue.ErrOffsetTooSmall) {
 		return nil
+	}
+	if errors.Is(err, consumequeue.ErrGap) && s.fillSkipped(q, off, e.CommitLogOffset) {
+		return q.Put(off, e)
 	}
 	if errors.Is(err, consumequeue.ErrGap) && q.MaxOffset() == q.MinOffset() {
 		if err := q.Reset(off); err != nil {
@@ -157,6 +184,43 @@ func putQueueEntry(q *consumequeue.Queue, off int64, e consumequeue.Entry) error
 		return q.Put(off, e)
 	}
 	return err
+}
+
+// fillSkipped closes the gap [MaxOffset, off) of q before the record at
+// recOffset when at least as many records the dispatcher passed over (CRC
+// mismatch) lie between q's last entry and that record: the missing queue
+// offsets were theirs, since a queue's records are in the log in
+// queue-offset order. Each hole gets a placeholder entry pointing at one
+// of those damaged frames (which one does not matter: none can be read),
+// so the queue stays dense and a reader that reaches a placeholder finds
+// a frame that fails its CRC and passes over it. It reports whether the
+// gap was closed; any other gap is left to errUndispatchable.
+func (s *Store) fillSkipped(q *consumequeue.Queue, off, recOffset int64) bool {
+	d := &s.disp
+	top := q.MaxOffset()
+	holes := off - top
+	after := int64(-1)
+	if last, ok := q.LastEntry(); ok {
+		after = last.CommitLogOffset
+	}
+	var fill []commitlog.Record
+	for _, r := range d.skipped {
+		if r.Offset > after && r.Offset < recOffset {
+			fill = append(fill, r)
+		}
+	}
+	if holes <= 0 || int64(len(fill)) < holes {
+		return false
+	}
+	for i, r := range fill[:holes] {
+		if err := q.Put(top+int64(i), consumequeue.Entry{CommitLogOffset: r.Offset, Size: r.Size}); err != nil {
+			s.log.Warn().Err(err).Int64("queueOffset", top+int64(i)).Msg("placeholder for a damaged record not written")
+			return false
+		}
+	}
+	s.log.Warn().Int64("from", top).Int64("to", off).Int64("damagedAt", fill[0].Offset).
+		Msg("queue offsets of damaged records kept as placeholders; readers pass over them")
+	return true
 }
 
 func (s *Store) indexRecord(topic string, offset int64, info *message.DispatchInfo) error {
@@ -289,8 +353,16 @@ func (s *Store) dispatchLoop() {
 		}
 		s.recordDispatch(err)
 		if err != nil {
-			s.log.Error().Err(err).Msg("dispatch failed; retrying")
+			// A pass stuck at a damaged header fails the same way every
+			// 100 ms: log it when it changes and once a minute.
+			d := &s.disp
+			if now := time.Now(); err.Error() != d.logged || now.Sub(d.loggedAt) >= time.Minute {
+				s.log.Error().Err(err).Msg("dispatch failed; retrying every 100 ms")
+				d.logged, d.loggedAt = err.Error(), now
+			}
 			retry = time.After(100 * time.Millisecond)
+		} else {
+			s.disp.logged = ""
 		}
 	}
 }

@@ -1,6 +1,10 @@
 package storage
 
-import "time"
+import (
+	"time"
+
+	"github.com/mqgate/mqgate/storage/commitlog"
+)
 
 // RunRetentionForTest runs one retention pass as if the clock read now.
 func RunRetentionForTest(s *Store, now time.Time) (RetentionResult, error) {
@@ -23,3 +27,21 @@ func AppendRawForTest(s *Store, payload []byte) (int64, error) {
 // SampleDiskForTest samples the disk usage now, as the monitor does every
 // DiskCheckInterval.
 func SampleDiskForTest(s *Store) (float64, error) { return s.sampleDisk() }
+
+// RunScrubForTest runs one scrubber step as if the clock read now,
+// verifying up to budget bytes (0: the configured rate's share).
+func RunScrubForTest(s *Store, now time.Time, budget int64) (commitlog.ScrubResult, error) {
+	return s.runScrub(now, budget)
+}
+
+// CheckpointForTest reads the checkpoint of the store in dir.
+func CheckpointForTest(dir string) (clean bool, flushed, dispatched int64, err error) {
+	c, err := readCheckpoint(dir)
+	return c.Clean, c.Flushed, c.Dispatched, err
+}
+
+// WriteCheckpointForTest replaces the checkpoint of the closed store in
+// dir, to stage what a crash (or a lagging checkpointer) leaves behind.
+func WriteCheckpointForTest(dir string, clean bool, flushed, dispatched int64) error {
+	return writeCheckpoint(dir, checkpoint{Clean: clean, Flushed: flushed, Dispatched: dispatched, WrittenAt: time.Now().UnixMilli()})
+}

@@ -76,6 +76,15 @@ type Options struct {
 	FS vfs.FS
 	// RetentionInterval is how often the cleaner runs. Default 10 s.
 	RetentionInterval time.Duration
+	// ScrubRate is how many bytes per second the background scrubber
+	// verifies: it re-reads the sealed CommitLog segments and checks every
+	// frame's CRC, quarantining what is damaged (stage "scrub"). Default
+	// DefaultScrubRate (16 MiB/s); negative disables the scrubber.
+	ScrubRate int64
+	// ScrubInterval is the least time between the starts of two full
+	// scrub passes; a pass that takes longer is followed by the next at
+	// once. Default DefaultScrubInterval (24 h).
+	ScrubInterval time.Duration
 	// AllowCorrupt lets Open truncate at mid-log corruption instead of
 	// failing (operator override; data after the bad record is quarantined).
 	AllowCorrupt bool
@@ -129,6 +138,12 @@ func (o Options) withDefaults() Options {
 	if o.RetentionInterval == 0 {
 		o.RetentionInterval = 10 * time.Second
 	}
+	if o.ScrubRate == 0 {
+		o.ScrubRate = DefaultScrubRate
+	}
+	if o.ScrubInterval == 0 {
+		o.ScrubInterval = DefaultScrubInterval
+	}
 	return o
 }
 
@@ -150,6 +165,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("storage: disk system ceiling %.2f is not in [send ceiling %.2f, 1]", o.DiskSystemCeiling, o.DiskSendCeiling)
 	case o.DiskCheckInterval < 0 || o.RetentionInterval < 0 || o.FileReservedTime < 0:
 		return fmt.Errorf("storage: negative disk check interval, retention interval or file reserved time")
+	case o.ScrubInterval < 0:
+		return fmt.Errorf("storage: negative scrub interval %v", o.ScrubInterval)
 	case !o.StoreHost.Addr().Is4():
 		return fmt.Errorf("storage: store host %s is not IPv4", o.StoreHost)
 	}

@@ -9,18 +9,20 @@ import (
 	"time"
 )
 
-// Quarantine: a record the store cannot use although its frame is intact
-// (valid size, magic and CRC) — its payload does not decode, names a topic
-// that cannot be a ConsumeQueue directory, or conflicts with its queue's
-// entries. Such a record is a bug (Put refuses everything the readers would
-// refuse), not corruption, so it must never stop the store: the dispatcher
-// and the readers set it aside, count it, log it with its offset and move
-// on. Readiness reports the store degraded while any record is quarantined.
+// Quarantine: a record the store cannot use. Either its frame is intact
+// (valid size, magic and CRC) but its payload does not decode, names a
+// topic that cannot be a ConsumeQueue directory, or conflicts with its
+// queue's entries — a bug, since Put refuses everything the readers would
+// refuse — or its bytes were damaged after they were written and fail the
+// frame's CRC (see "Damaged records" in doc.go). Either way it must never
+// stop the store: the dispatcher, the readers and the scrubber set it
+// aside, count it, log it with its offset and move on. Readiness reports
+// the store degraded while any record is quarantined.
 //
 // The list survives restarts in <dir>/config/quarantine.json (the count and
 // the newest maxQuarantineListed records), rewritten atomically on each
-// addition. A record seen again (re-dispatch after a crash) is not counted
-// twice.
+// addition. A record seen again (re-dispatch after a crash, another
+// reader, the next scrub pass) is not counted twice while it is listed.
 
 // quarantineFile is the metadata file listing quarantined records.
 const quarantineFile = "quarantine.json"
@@ -34,8 +36,9 @@ type QuarantinedRecord struct {
 	Offset int64 `json:"offset"`
 	// Size is the record's frame size in bytes (0 when unknown).
 	Size int32 `json:"size"`
-	// Stage is where it was refused: "dispatch" (not made visible in a
-	// ConsumeQueue) or "read" (a reader could not decode it).
+	// Stage is who found it: "dispatch" (not made visible in a
+	// ConsumeQueue), "read" (a reader could not use it) or "scrub" (the
+	// scrubber found its frame damaged).
 	Stage string `json:"stage"`
 	// Reason says why.
 	Reason string `json:"reason"`

@@ -15,58 +15,80 @@ import (
 var readBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 // Lookup returns the message stored at a CommitLog offset taken from a
-// ConsumeQueue entry (trusted input).
+// ConsumeQueue or index entry (trusted input). Every frame is verified
+// (size, magic, stored offset, CRC-32C) before it is decoded, so damaged
+// bytes are never returned: a record that cannot be served gives an error
+// wrapping ErrNotFound and ErrCorrupt (callers that pass over missing
+// messages pass over it too), and one whose checksum fails is quarantined
+// (stage "read").
 func (s *Store) Lookup(offset int64) (*message.Message, error) {
-	return s.lookup(offset, false)
+	m, size, err := s.lookup(offset)
+	if errors.Is(err, commitlog.ErrChecksum) {
+		s.quarantine(offset, size, "read", err)
+	}
+	return m, err
 }
 
 // LookupID returns the message a message id names. The id comes from a
-// client, so the frame at its offset is fully verified (size, magic, stored
-// offset, CRC) before it is decoded.
-// A message below its queue's minimum offset (purged) is ErrNotFound.
+// client, so its offset may be anything: a frame that fails validation is
+// ErrNotFound (and ErrCorrupt), and is not quarantined — a client must not
+// be able to fill the quarantine list by guessing offsets (the scrubber
+// and the queue readers report real damage). A message below its queue's
+// minimum offset (purged) is ErrNotFound.
 func (s *Store) LookupID(id message.ID) (*message.Message, error) {
-	m, err := s.lookup(id.Offset(), true)
+	m, _, err := s.lookup(id.Offset())
 	if err == nil && s.purged(m) {
 		return nil, fmt.Errorf("%w: message %s was deleted with its topic or by retention", ErrNotFound, id)
 	}
 	return m, err
 }
 
-func (s *Store) lookup(offset int64, verify bool) (*message.Message, error) {
+// lookup reads and decodes the record at offset; size is the frame's size
+// when known (also for a record that fails its checksum).
+func (s *Store) lookup(offset int64) (*message.Message, int32, error) {
 	if s.closed.Load() {
-		return nil, ErrClosed
+		return nil, 0, ErrClosed
 	}
 	bp := readBuffers.Get().(*[]byte)
 	defer readBuffers.Put(bp)
-	var (
-		rec commitlog.Record
-		err error
-	)
-	if verify {
-		rec, err = s.commitLog.Verify(offset, *bp)
-	} else {
-		rec, err = s.commitLog.Read(offset, *bp)
-	}
+	rec, err := s.commitLog.Read(offset, *bp)
 	if err != nil {
-		return nil, s.mapReadErr(offset, err)
+		return nil, rec.Size, s.mapReadErr(offset, err)
 	}
 	if cap(rec.Payload) > cap(*bp) {
 		*bp = rec.Payload[:0]
 	}
 	m := new(message.Message)
 	if err := message.DecodePayload(rec.Payload, m); err != nil {
-		return nil, fmt.Errorf("%w: record at %d: %w", ErrCorrupt, offset, err)
+		return nil, rec.Size, unreadable(offset, err)
 	}
 	m.PhysicalOffset = offset
-	return m, nil
+	return m, rec.Size, nil
 }
+
+// errUnreadable is a record that cannot be served: its frame fails
+// validation or its payload does not decode. errors.Is matches ErrNotFound,
+// ErrCorrupt and the cause (commitlog.ErrChecksum for damaged bytes).
+type errUnreadable struct {
+	offset int64
+	cause  error
+}
+
+func (e *errUnreadable) Error() string {
+	return fmt.Sprintf("storage: unreadable record at commitlog offset %d: %v", e.offset, e.cause)
+}
+
+func (e *errUnreadable) Unwrap() []error { return []error{ErrNotFound, ErrCorrupt, e.cause} }
+
+func unreadable(offset int64, cause error) error { return &errUnreadable{offset: offset, cause: cause} }
 
 func (s *Store) mapReadErr(offset int64, err error) error {
 	switch {
 	case errors.Is(err, commitlog.ErrOffsetTooSmall):
 		return fmt.Errorf("%w: commitlog offset %d < %d", ErrOffsetTooSmall, offset, s.commitLog.MinOffset())
-	case errors.Is(err, commitlog.ErrNoData), errors.Is(err, commitlog.ErrEndOfSegment),
-		errors.Is(err, commitlog.ErrCorrupt):
+	case errors.Is(err, commitlog.ErrCorrupt):
+		return unreadable(offset, err)
+	case errors.Is(err, commitlog.ErrNoData), errors.Is(err, commitlog.ErrEndOfSegment):
 		return fmt.Errorf("%w: no message at commitlog offset %d", ErrNotFound, offset)
 	case errors.Is(err, commitlog.ErrClosed):
 		return ErrClosed
@@ -200,7 +222,7 @@ func (s *Store) readQueue(topic string, queueID int32, offset int64, max int, ma
 				scanned++
 				continue
 			}
-			m, err := s.Lookup(e.CommitLogOffset)
+			m, _, err := s.lookup(e.CommitLogOffset)
 			if err == nil {
 				err = checkMessage(key, res.Next, m)
 				if err != nil && !s.badQueueEntry(key, res.Next, e, err) {
@@ -220,9 +242,10 @@ func (s *Store) readQueue(topic string, queueID int32, offset int64, max int, ma
 				res.Skipped++
 				continue
 			}
-			if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNotFound) {
-				// Unreadable although dispatched: set it aside and move
-				// on, so one bad record cannot wedge its queue.
+			if errors.Is(err, ErrNotFound) {
+				// Unreadable although dispatched (damaged bytes fail the
+				// frame's CRC): set it aside and move on, so one bad
+				// record is never served and cannot wedge its queue.
 				s.quarantine(e.CommitLogOffset, e.Size, "read", fmt.Errorf("%s/%d offset %d: %w", topic, queueID, res.Next-1, err))
 				res.Quarantined++
 				continue
@@ -238,7 +261,11 @@ func (s *Store) readQueue(topic string, queueID int32, offset int64, max int, ma
 
 // SearchOffsetByTime returns the first queue offset of (topic, queueID)
 // whose store time is >= ts (unix ms), or MaxOffset when none is
-// (RocketMQ's getOffsetInQueueByTime, used by reset-offset-by-time).
+// (RocketMQ's getOffsetInQueueByTime, used by reset-offset-by-time). An
+// entry whose record cannot be read (quarantined, as ReadQueue does)
+// takes the store time of the next readable entry, at most maxScan
+// entries on, which keeps the search monotonic; with none, it counts as
+// newer than ts.
 func (s *Store) SearchOffsetByTime(topic string, queueID int32, ts int64) (int64, error) {
 	q, _ := s.queue(topic, queueID, false)
 	if q == nil {
@@ -248,31 +275,56 @@ func (s *Store) SearchOffsetByTime(topic string, queueID int32, ts int64) (int64
 	var searchErr error
 	bp := readBuffers.Get().(*[]byte)
 	defer readBuffers.Put(bp)
+	// storedAt is the store time of the entry at off: found false when
+	// off is past the queue's end, older when retention deleted its record.
+	storedAt := func(off int64) (at int64, found, older bool, err error) {
+		for end := min(off+maxScan, hi); off < end; off++ {
+			e, err := q.Get(off)
+			if err != nil {
+				if errors.Is(err, consumequeue.ErrOffsetTooSmall) {
+					return 0, true, true, nil
+				}
+				if errors.Is(err, consumequeue.ErrOffsetOutOfRange) {
+					return 0, false, false, nil
+				}
+				return 0, false, false, err
+			}
+			rec, err := s.commitLog.Read(e.CommitLogOffset, *bp)
+			switch {
+			case errors.Is(err, commitlog.ErrOffsetTooSmall):
+				return 0, true, true, nil // deleted by retention: older than anything left
+			case err == nil:
+				if cap(rec.Payload) > cap(*bp) {
+					*bp = rec.Payload[:0]
+				}
+				var d message.DispatchInfo
+				if err = message.DecodeDispatch(rec.Payload, &d); err == nil {
+					return d.StoreTimestamp, true, false, nil
+				}
+			case !errors.Is(err, commitlog.ErrCorrupt):
+				return 0, false, false, s.mapReadErr(e.CommitLogOffset, err)
+			}
+			// Unreadable although dispatched: set it aside, try the next.
+			s.quarantine(e.CommitLogOffset, e.Size, "read",
+				fmt.Errorf("%s/%d offset %d: %w", topic, queueID, off, unreadable(e.CommitLogOffset, err)))
+		}
+		return 0, false, false, nil
+	}
 	n := sort.Search(int(hi-lo), func(i int) bool {
 		if searchErr != nil {
 			return true
 		}
-		e, err := q.Get(lo + int64(i))
-		if err != nil {
-			if !errors.Is(err, consumequeue.ErrOffsetTooSmall) {
-				searchErr = err
-			}
-			return errors.Is(err, consumequeue.ErrOffsetOutOfRange)
-		}
-		rec, err := s.commitLog.Read(e.CommitLogOffset, *bp)
-		if err != nil {
-			if errors.Is(err, commitlog.ErrOffsetTooSmall) {
-				return false // deleted by retention: older than anything left
-			}
+		at, found, older, err := storedAt(lo + int64(i))
+		switch {
+		case err != nil:
 			searchErr = err
 			return true
-		}
-		var d message.DispatchInfo
-		if err := message.DecodeDispatch(rec.Payload, &d); err != nil {
-			searchErr = fmt.Errorf("%w: %w", ErrCorrupt, err)
+		case older:
+			return false
+		case !found:
 			return true
 		}
-		return d.StoreTimestamp >= ts
+		return at >= ts
 	})
 	if searchErr != nil {
 		return 0, searchErr

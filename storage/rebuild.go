@@ -186,6 +186,18 @@ func (s *Store) rebuildQueues(targets map[queueKey]int64, upTo int64) error {
 		if errors.Is(err, commitlog.ErrNoData) {
 			break
 		}
+		if errors.Is(err, commitlog.ErrChecksum) {
+			// A damaged record (quarantined by the dispatcher): its queue
+			// offset is kept as a placeholder when the gap shows
+			// (putQueueEntry, fillSkipped).
+			d := &s.disp
+			if len(d.skipped) == maxSkipped {
+				d.skipped = append(d.skipped[:0], d.skipped[1:]...)
+			}
+			d.skipped = append(d.skipped, rec)
+			off = next
+			continue
+		}
 		if err != nil {
 			return fail(fmt.Errorf("rebuild: read at %d: %w", off, err))
 		}
@@ -202,7 +214,7 @@ func (s *Store) rebuildQueues(targets map[queueKey]int64, upTo int64) error {
 			continue
 		}
 		e := consumequeue.Entry{CommitLogOffset: rec.Offset, Size: rec.Size, TagsCode: info.TagsCode}
-		err = putQueueEntry(t.q, info.QueueOffset, e)
+		err = s.putQueueEntry(t.q, info.QueueOffset, e)
 		if errors.Is(err, consumequeue.ErrGap) {
 			// Records of the queue are missing from the CommitLog (a cut
 			// made by AllowCorrupt): continue after the hole.

@@ -75,6 +75,7 @@ type Store struct {
 	lastTable   []byte       // the queue table last written
 	health      dispatchHealth
 	disk        diskMonitor // last sample of the file system's used fraction (disk.go)
+	scrub       scrubber    // scrub.go
 
 	retentionPolicy atomic.Pointer[RetentionPolicy]
 	heldLogged      atomic.Int64 // unix ns of the last "pressure, nothing deletable" warning
@@ -171,11 +172,14 @@ func (s *Store) open() error {
 		FS:            s.opts.FS,
 	}
 	if s.recovery.CheckpointValid {
+		// See "Recovery" in the package documentation for what each case
+		// verifies.
 		clOpts.HighWater = ckpt.Flushed
 		clOpts.RecoverFrom = ckpt.Flushed
 		if s.recovery.Abnormal || !ckpt.Clean {
-			// Verify the whole segment the last durable byte lives in.
-			clOpts.RecoverFrom = ckpt.Flushed - ckpt.Flushed%s.opts.SegmentSize
+			// Verify every frame that re-dispatch will read and the whole
+			// segment the last durable byte lives in.
+			clOpts.RecoverFrom = min(ckpt.Dispatched, ckpt.Flushed-ckpt.Flushed%s.opts.SegmentSize)
 		}
 	}
 	cl, err := commitlog.Open(clOpts)
@@ -200,6 +204,7 @@ func (s *Store) open() error {
 	}
 	s.index = idx
 	s.loadQuarantine()
+	s.initScrub()
 	table, tableErr := readQueueTable(dir)
 	tableOK := tableErr == nil
 	if tableErr != nil && !errors.Is(tableErr, os.ErrNotExist) {
@@ -241,6 +246,9 @@ func (s *Store) open() error {
 	}
 	n, err := s.redispatch(from)
 	if err != nil {
+		if errors.Is(err, commitlog.ErrCorrupt) { // a damaged frame header
+			return fmt.Errorf("%w: re-dispatch from %d: %w", ErrCorrupt, from, err)
+		}
 		return fmt.Errorf("re-dispatch from %d: %w", from, err)
 	}
 	s.recovery.Redispatched = n
@@ -402,6 +410,9 @@ func (s *Store) Close() error {
 	}
 	close(s.closing)
 	s.workers.Wait()
+	if s.opts.ScrubRate > 0 {
+		s.saveScrub(time.Now())
+	}
 	var errs []error
 	// Drain: dispatch whatever was appended, then flush and checkpoint.
 	if err := s.commitLog.Flush(); err != nil {

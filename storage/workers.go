@@ -1,7 +1,10 @@
 package storage
 
 import (
+	"errors"
 	"time"
+
+	"github.com/mqgate/mqgate/storage/commitlog"
 )
 
 // start launches the background workers; Close stops and waits for them.
@@ -27,6 +30,14 @@ func (s *Store) start() {
 		}
 		s.logRetention(res)
 	})
+	if s.opts.ScrubRate > 0 {
+		s.workers.Add(1)
+		go s.every(scrubTick, func() {
+			if _, err := s.runScrub(time.Now(), 0); err != nil && !errors.Is(err, commitlog.ErrClosed) {
+				s.log.Error().Err(err).Msg("scrub step failed")
+			}
+		})
+	}
 }
 
 func (s *Store) every(d time.Duration, fn func()) {

@@ -52,6 +52,16 @@ func TestFlagsAndEnvironment(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 }
 
+func TestScrubRateFlagAndEnvironment(t *testing.T) {
+	c, _ := parse(t)
+	require.Equal(t, server.ByteSize(16<<20), c.Serve.Config.ScrubRate)
+	t.Setenv("MQGATE_SCRUB_RATE", "0")
+	c, _ = parse(t)
+	require.Zero(t, c.Serve.Config.ScrubRate, "0 disables the scrubber")
+	c, _ = parse(t, "--scrub-rate", "64MiB")
+	require.Equal(t, server.ByteSize(64<<20), c.Serve.Config.ScrubRate)
+}
+
 func TestHealthcheckUsesListen(t *testing.T) {
 	t.Setenv("MQGATE_LISTEN", ":9000")
 	c, ctx := parse(t, "healthcheck")

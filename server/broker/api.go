@@ -318,6 +318,8 @@ type BrokerStatus struct {
 	QuarantinedRecent []QuarantinedRecord
 	// Disk is the store's file system and its ceilings.
 	Disk DiskStatus
+	// Scrub is the store's background scrubber.
+	Scrub ScrubStatus
 }
 
 // DiskStatus is the store's view of its file system (storage.DiskStatus).
@@ -343,6 +345,33 @@ type DiskStatus struct {
 	NoSpace int64
 }
 
+// ScrubStatus describes the store's scrubber, which re-reads the sealed
+// CommitLog segments and verifies every frame's CRC.
+type ScrubStatus struct {
+	// Enabled is false when the scrubber is off; Rate is its pace in
+	// bytes per second.
+	Enabled bool
+	Rate    int64
+	// Position is the CommitLog offset the current pass has reached.
+	Position int64
+	// Passes counts full passes; LastPassAt and LastPassDuration describe
+	// the last one (zero before the first).
+	Passes           int64
+	LastPassAt       time.Time
+	LastPassDuration time.Duration
+	// PassStartedAt is when the current pass started (zero between
+	// passes); NextPassAt when the next starts (zero during a pass).
+	PassStartedAt time.Time
+	NextPassAt    time.Time
+	// BytesVerified, RecordsVerified and BadFrames count since start;
+	// each bad frame is also quarantined (stage "scrub").
+	BytesVerified   int64
+	RecordsVerified int64
+	BadFrames       int64
+	// Busy is the time spent verifying since start.
+	Busy time.Duration
+}
+
 // DispatchStatus describes the store's dispatcher.
 type DispatchStatus struct {
 	// Dispatched is the CommitLog offset below which every record is
@@ -359,13 +388,14 @@ type DispatchStatus struct {
 	FailingSince time.Time
 }
 
-// QuarantinedRecord is one record the store set aside: its frame is intact
-// but it cannot be dispatched or read. The store moves on without it.
+// QuarantinedRecord is one record the store set aside: it cannot be
+// dispatched or read (its payload is invalid, or its bytes were damaged
+// and fail the frame's CRC). The store moves on without it.
 type QuarantinedRecord struct {
 	// Offset is the record's CommitLog offset; Size its frame size.
 	Offset int64
 	Size   int32
-	// Stage is "dispatch" or "read".
+	// Stage is "dispatch", "read" or "scrub".
 	Stage string
 	// Reason says why.
 	Reason string

@@ -460,6 +460,11 @@ func (b *Broker) Status(ctx context.Context) (BrokerStatus, error) {
 	}
 	out.Quarantined, out.QuarantinedRecent = b.Quarantined()
 	out.Disk = DiskStatus(b.store.DiskStatus())
+	sc := b.store.ScrubStatus()
+	out.Scrub = ScrubStatus{Enabled: sc.Enabled, Rate: sc.Rate, Position: sc.Position, Passes: sc.Passes,
+		LastPassAt: sc.LastPassAt, LastPassDuration: sc.LastPassDuration, PassStartedAt: sc.PassStartedAt,
+		NextPassAt: sc.NextPassAt, BytesVerified: sc.BytesVerified, RecordsVerified: sc.RecordsVerified,
+		BadFrames: sc.BadFrames, Busy: sc.Busy}
 	for _, l := range b.scheduler.Status() {
 		out.Levels = append(out.Levels, DelayLevelStatus{Level: l.Level, Delay: l.Delay, Offset: l.Offset, MaxOffset: l.MaxOffset, Backlog: l.Backlog, NextDue: l.NextDue})
 	}

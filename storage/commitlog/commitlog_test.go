@@ -40,7 +40,7 @@ func TestAppendStampsOffset(t *testing.T) {
 		p := &payload{data: make([]byte, 100), stamp: true}
 		res, err := l.Append(p)
 		require.NoError(t, err)
-		rec, err := l.Verify(res.Offset, nil)
+		rec, err := l.Read(res.Offset, nil)
 		require.NoError(t, err)
 		require.Equal(t, uint64(res.Offset), binary.BigEndian.Uint64(rec.Payload))
 	}
@@ -168,7 +168,7 @@ func TestSegmentBoundaries(t *testing.T) {
 				r2, err := l.Append(frame(2000))
 				require.NoError(t, err)
 				require.Equal(t, int64(seg), r2.Offset)
-				_, err = l.Verify(3000, nil)
+				_, err = l.Read(3000, nil)
 				require.ErrorIs(t, err, ErrEndOfSegment)
 				require.NoError(t, l.Close())
 				l2 := mustOpen(t, Options{Dir: l.opts.Dir, SegmentSize: seg, FlushMode: mode})

@@ -97,6 +97,42 @@
 // removed). A valid-looking frame after an invalid one is never trusted:
 // the kernel may write mmap pages back in any order (rule 6).
 //
+// # Reads
+//
+// Read and Next validate the whole frame before returning it — size
+// bounds, magic, stored offset, then the CRC over every byte — so a record
+// whose bytes changed after they were written (a bit flip on the device or
+// in the page cache, a stray write) is never returned. CRC-32C uses the
+// CPU's instruction (SSE 4.2 on amd64, the CRC extension on arm64) at
+// about the speed of the copy Read makes anyway, so a cached read costs up
+// to twice the bare copy (BenchmarkRead) and a consumer's read through the
+// store, which also decodes and allocates, little more (the storage
+// package's BenchmarkReadQueue). The checks are ordered so that the
+// failure tells what is known:
+//
+//   - ErrChecksum (which wraps ErrCorrupt): size, magic and stored offset
+//     are valid and only the CRC fails. The frame's extent is trusted —
+//     the size field is covered by the CRC too, but a wrong size would
+//     almost surely also misplace the next frame, whose own stored offset
+//     would then not match — so Read reports the record's Offset and Size
+//     and Next returns the offset after it: a caller may pass over it.
+//   - ErrCorrupt without ErrChecksum: the header itself is garbage (or the
+//     offset is not a frame start). Nothing after it can be located
+//     without guessing; Next does not move.
+//
+// # Scrubbing
+//
+// Scrub verifies the frames of sealed segments (every segment but the
+// active one) from a frame boundary, for a byte budget per call, and
+// reports what is invalid without changing anything; its caller (the
+// store's scrubber) paces the calls and persists the position. A frame
+// whose CRC fails is reported with its extent and the walk goes on after
+// it; a damaged header is reported with the rest of its segment as
+// unverified, and the walk goes on at the next segment's base (always a
+// frame start). Reading a mapped page whose device read fails raises
+// SIGBUS; Scrub turns that into a reported ErrFault for the rest of the
+// segment (runtime/debug.SetPanicOnFault) rather than a crash.
+//
 // Retention is decided by the caller: Segments lists the files and
 // DeleteSegmentsBelow removes whole sealed segments. A segment's mapping is
 // released only when no reader is inside it, so deleting under readers

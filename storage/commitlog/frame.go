@@ -64,9 +64,11 @@ func (s frameStatus) valid() bool { return s == frameRecord || s == frameBlank }
 // decodeFrame examines the frame that starts at b[0], where b is the rest of
 // its segment (so len(b) bounds the frame) and pos is the frame's log
 // offset. It returns the frame's status and total size (0 unless the size
-// field was in bounds). The checksum is verified only when checkCRC is set.
-// It never panics and never allocates, whatever b holds.
-func decodeFrame(b []byte, pos int64, checkCRC bool) (frameStatus, int) {
+// field was in bounds). Size, magic and stored offset are checked before
+// the checksum, so frameBadCRC means the header is intact: the frame's
+// length is known even though its bytes cannot be trusted. It never
+// panics and never allocates, whatever b holds.
+func decodeFrame(b []byte, pos int64) (frameStatus, int) {
 	if len(b) < HeaderSize {
 		return frameShort, 0
 	}
@@ -93,14 +95,12 @@ func decodeFrame(b []byte, pos int64, checkCRC bool) (frameStatus, int) {
 	if int64(binary.BigEndian.Uint64(b[offsetFieldOffset:])) != pos {
 		return frameBadOffset, n
 	}
-	if checkCRC {
-		end := n
-		if status == frameBlank {
-			end = HeaderSize
-		}
-		if frameCRC(b[:end]) != binary.BigEndian.Uint32(b[crcFieldOffset:]) {
-			return frameBadCRC, n
-		}
+	end := n
+	if status == frameBlank {
+		end = HeaderSize
+	}
+	if frameCRC(b[:end]) != storedCRC(b) {
+		return frameBadCRC, n
 	}
 	return status, n
 }
@@ -112,6 +112,14 @@ func frameCRC(frame []byte) uint32 {
 	c := crc32.Update(0, crcTable, frame[:crcFieldOffset])
 	return crc32.Update(c, crcTable, frame[crcFieldOffset+crcWidth:])
 }
+
+// isRecordHeader reports whether the frame header at b[0] has RecordMagic.
+func isRecordHeader(b []byte) bool {
+	return binary.BigEndian.Uint32(b[magicFieldOffset:]) == RecordMagic
+}
+
+// storedCRC is the crc field of the frame header at b[0].
+func storedCRC(b []byte) uint32 { return binary.BigEndian.Uint32(b[crcFieldOffset:]) }
 
 // putHeader writes a frame header without its crc into frame[:HeaderSize].
 func putHeader(frame []byte, size int, magic uint32, pos int64) {

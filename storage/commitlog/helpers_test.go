@@ -108,7 +108,7 @@ func appendRandom(t *testing.T, l *Log, rng *rand.Rand, n int) written {
 }
 
 // requireLogHolds walks the log with Next from MinOffset and checks that it
-// holds exactly w's records, in order, and that Read and Verify agree.
+// holds exactly w's records, in order, and that Next and Read agree.
 func requireLogHolds(t *testing.T, l *Log, w written) {
 	t.Helper()
 	off := l.MinOffset()
@@ -120,9 +120,9 @@ func requireLogHolds(t *testing.T, l *Log, w written) {
 		require.Equal(t, w.results[i].Size, rec.Size, "record %d size", i)
 		requirePayload(t, want, rec.Payload, "record %d payload", i)
 		require.Equal(t, rec.Offset+int64(rec.Size), next)
-		v, err := l.Verify(rec.Offset, nil)
-		require.NoError(t, err, "verify record %d", i)
-		requirePayload(t, want, v.Payload, "verify record %d payload", i)
+		v, err := l.Read(rec.Offset, nil)
+		require.NoError(t, err, "read record %d", i)
+		requirePayload(t, want, v.Payload, "read record %d payload", i)
 		buf = rec.Payload
 		off = next
 	}
@@ -180,7 +180,7 @@ func requirePayload(t *testing.T, want, got []byte, msgAndArgs ...any) {
 func requireRecords(t *testing.T, l *Log, w written) {
 	t.Helper()
 	for i, r := range w.results {
-		rec, err := l.Verify(r.Offset, nil)
+		rec, err := l.Read(r.Offset, nil)
 		require.NoError(t, err, "record %d", i)
 		requirePayload(t, w.payloads[i], rec.Payload, "record %d", i)
 	}

@@ -38,13 +38,23 @@ var (
 	ErrOffsetTooSmall = errors.New("commitlog: offset below the oldest retained segment")
 	// ErrNoData is returned for an offset at or after Written.
 	ErrNoData = errors.New("commitlog: no data at offset")
-	// ErrEndOfSegment is returned by Read and Verify at a Blank frame: the
+	// ErrEndOfSegment is returned by Read at a Blank frame: the
 	// next record starts at the next segment's base.
 	ErrEndOfSegment = errors.New("commitlog: end of segment")
 	// ErrCorrupt is returned by Open for an invalid frame below HighWater,
-	// and by Read/Verify for a frame that fails validation (or an offset
+	// and by Read and Next for a frame that fails validation (or an offset
 	// that is not a frame start).
 	ErrCorrupt = errors.New("commitlog: corrupt frame")
+	// ErrChecksum (which wraps ErrCorrupt) is returned by Read and Next
+	// for a record frame whose header (size, magic, stored offset) is
+	// intact but whose CRC-32C does not match: its bytes were damaged
+	// after they were written, and its length is known, so readers can
+	// pass over it.
+	ErrChecksum = fmt.Errorf("%w: CRC-32C mismatch", ErrCorrupt)
+	// ErrFault is reported by Scrub when reading a segment's mapping
+	// faulted (SIGBUS): the device returned an I/O error for the page, or
+	// the file was truncated behind the log's back.
+	ErrFault = errors.New("commitlog: fault reading a segment")
 	// ErrInvalidArgument is returned for invalid Options or arguments.
 	ErrInvalidArgument = errors.New("commitlog: invalid argument")
 )

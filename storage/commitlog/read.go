@@ -1,46 +1,49 @@
 package commitlog
 
 import (
+	"errors"
 	"fmt"
 )
 
 // Read returns the record whose frame starts at offset, its payload copied
-// into buf (grown if needed). It checks the frame's size, magic and stored
-// offset but not its CRC (Verify does). At a Blank frame it returns
-// ErrEndOfSegment and nothing else.
+// into buf (grown if needed). The frame is fully validated first — size,
+// magic, stored offset and CRC-32C — so a damaged record is never returned
+// (see "Reads" in the package documentation). A record frame whose header
+// is intact but whose checksum fails gives an error wrapping ErrChecksum
+// (and so ErrCorrupt) along with the record's Offset and Size, without a
+// payload; any other invalid frame, or an offset that is not a frame
+// start, gives ErrCorrupt. At a Blank frame it returns ErrEndOfSegment and
+// nothing else.
 func (l *Log) Read(offset int64, buf []byte) (Record, error) {
-	rec, _, err := l.read(offset, buf, false)
-	return rec, err
-}
-
-// Verify is Read plus the CRC check: a frame that fails it gives
-// ErrCorrupt.
-func (l *Log) Verify(offset int64, buf []byte) (Record, error) {
-	rec, _, err := l.read(offset, buf, true)
+	rec, _, err := l.read(offset, buf)
 	return rec, err
 }
 
 // Next reads the first record at or after offset (a frame start), skipping
 // a Blank frame to the next segment's base. It returns the record and the
-// offset just after it. offset >= Written gives ErrNoData.
+// offset just after it. offset >= Written gives ErrNoData. A record whose
+// checksum fails gives an error wrapping ErrChecksum, the record's Offset
+// and Size (no payload) and the offset after it: its header is intact, so
+// the caller may pass over it. Any other error returns offset unchanged:
+// past a damaged header the next frame's position is unknown.
 func (l *Log) Next(offset int64, buf []byte) (rec Record, next int64, err error) {
 	for {
-		rec, segEnd, err := l.read(offset, buf, false)
-		if err == ErrEndOfSegment {
+		rec, segEnd, err := l.read(offset, buf)
+		switch {
+		case err == nil || errors.Is(err, ErrChecksum):
+			return rec, offset + int64(rec.Size), err
+		case err == ErrEndOfSegment:
 			offset = segEnd
-			continue
-		}
-		if err != nil {
+		default:
 			return Record{}, offset, err
 		}
-		return rec, offset + int64(rec.Size), nil
 	}
 }
 
 // read reads the frame at offset. At the end of a segment (a Blank frame,
 // or the zero tail of a truncated segment) it returns ErrEndOfSegment and
 // the segment's end.
-func (l *Log) read(offset int64, buf []byte, checkCRC bool) (Record, int64, error) {
+func (l *Log) read(offset int64, buf []byte) (Record, int64, error) {
 	if offset < l.minOffset.Load() {
 		return Record{}, 0, ErrOffsetTooSmall
 	}
@@ -60,20 +63,30 @@ func (l *Log) read(offset int64, buf []byte, checkCRC bool) (Record, int64, erro
 		return Record{}, 0, ErrClosed
 	}
 	rel := offset - s.base
-	status, size := decodeFrame(s.data[rel:], offset, checkCRC)
+	b := s.data[rel:]
+	status, size := decodeFrame(b, offset)
+	inWritten := offset+int64(size) <= written
 	switch {
-	case status == frameRecord && offset+int64(size) <= written:
-		buf = append(buf[:0], s.data[rel+HeaderSize:rel+int64(size)]...)
+	case status == frameRecord && inWritten:
+		buf = append(buf[:0], b[HeaderSize:size]...)
 		return Record{Offset: offset, Size: int32(size), Payload: buf}, 0, nil
 	case status == frameBlank:
 		return Record{}, s.end(), ErrEndOfSegment
-	case status == frameShort && firstNonZero(s.data[rel:]) < 0:
+	case status == frameShort && firstNonZero(b) < 0:
 		return Record{}, s.end(), ErrEndOfSegment
-	case status == frameRecord:
+	case status == frameBadCRC && inWritten && isRecordHeader(b):
+		return Record{Offset: offset, Size: int32(size)}, 0, checksumError(b[:size], offset)
+	case status == frameRecord || status == frameBadCRC:
 		return Record{}, 0, fmt.Errorf("%w: frame at %d ends past written data %d (not a frame start?)", ErrCorrupt, offset, written)
 	default:
 		return Record{}, 0, fmt.Errorf("%w: at %d: %v", ErrCorrupt, offset, status)
 	}
+}
+
+// checksumError describes the record frame at offset whose CRC fails.
+func checksumError(frame []byte, offset int64) error {
+	return fmt.Errorf("%w: record at %d (%d bytes): stored crc %08x, computed %08x",
+		ErrChecksum, offset, len(frame), storedCRC(frame), frameCRC(frame))
 }
 
 // pin finds the segment holding offset and returns it read-locked, so it

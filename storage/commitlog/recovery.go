@@ -211,7 +211,7 @@ func (l *Log) walkFrom(segs []*segment, from int64) walkResult {
 			continue
 		}
 		rel := pos - s.base
-		status, size := decodeFrame(s.data[rel:], pos, true)
+		status, size := decodeFrame(s.data[rel:], pos)
 		if status == frameRecord {
 			pos += int64(size)
 			w.records++

@@ -4,10 +4,13 @@
 package storagetest
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"testing"
 
 	"github.com/mqgate/mqgate/storage"
@@ -102,6 +105,43 @@ func ZeroFrom(t testing.TB, path string, off int64) {
 	}
 }
 
+// BodyOffset finds the record at CommitLog offset phys in the segment
+// files of the store in dir and returns the segment's path and the file
+// offset of the middle byte of body inside that record: the place to
+// FlipBit to damage a stored message's body (so its frame fails its CRC)
+// while its frame header stays intact. The store may be open or closed.
+func BodyOffset(t testing.TB, dir string, phys int64, body []byte) (string, int64) {
+	t.Helper()
+	var path string
+	var base int64 = -1
+	for _, seg := range Segments(t, dir) {
+		b, err := strconv.ParseInt(filepath.Base(seg), 10, 64)
+		if err == nil && b <= phys && b > base {
+			path, base = seg, b
+		}
+	}
+	if path == "" {
+		t.Fatalf("no segment of %s holds offset %d", dir, phys)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := phys - base
+	if rel+commitlog.HeaderSize > int64(len(data)) {
+		t.Fatalf("offset %d is past the end of %s", phys, path)
+	}
+	size := int64(binary.BigEndian.Uint32(data[rel:]))
+	if size < commitlog.HeaderSize || rel+size > int64(len(data)) {
+		t.Fatalf("no frame at offset %d of %s (size field %d)", phys, path, size)
+	}
+	i := bytes.Index(data[rel+commitlog.HeaderSize:rel+size], body)
+	if i < 0 || len(body) == 0 {
+		t.Fatalf("the record at %d does not hold the body %.20q", phys, body)
+	}
+	return path, rel + commitlog.HeaderSize + int64(i) + int64(len(body))/2
+}
+
 // FlipBit flips one bit of path at byte offset off.
 func FlipBit(t testing.TB, path string, off int64, bit uint) {
 	t.Helper()
@@ -171,6 +211,15 @@ func EncodeUnchecked(m *message.Message) []byte {
 func RemoveCheckpoint(t testing.TB, dir string) {
 	t.Helper()
 	if err := os.Remove(filepath.Join(dir, "checkpoint")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// RemoveScrubProgress deletes the scrubber's saved progress of the store
+// in dir (if any), so that the next Open starts a pass at once.
+func RemoveScrubProgress(t testing.TB, dir string) {
+	t.Helper()
+	if err := os.Remove(filepath.Join(dir, "config", "scrub.json")); err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
 }
