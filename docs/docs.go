@@ -2218,7 +2218,7 @@ const docTemplate = `{
                     "format": "date-time"
                 },
                 "quarantine": {
-                    "description": "Quarantine lists records the store set aside: intact but impossible to dispatch or read.",
+                    "description": "Quarantine lists records the store set aside: impossible to dispatch or read, or damaged (their CRC fails).",
                     "allOf": [
                         {
                             "$ref": "#/definitions/Quarantine"
@@ -2242,6 +2242,14 @@ const docTemplate = `{
                 "schedulerLatenessP99Ms": {
                     "type": "number",
                     "example": 12
+                },
+                "scrub": {
+                    "description": "Scrub is the background scrubber, which re-reads the sealed CommitLog segments and verifies every frame's CRC.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/ScrubStatus"
+                        }
+                    ]
                 },
                 "storeBytes": {
                     "type": "integer",
@@ -3085,11 +3093,12 @@ const docTemplate = `{
                     "example": 40510
                 },
                 "stage": {
-                    "description": "Stage is where it was refused: dispatch (never made visible) or read (could not be decoded).",
+                    "description": "Stage is where it was found: dispatch (never made visible), read (a reader could not use it) or scrub (the background scrubber found it damaged).",
                     "type": "string",
                     "enum": [
                         "dispatch",
-                        "read"
+                        "read",
+                        "scrub"
                     ],
                     "example": "dispatch"
                 }
@@ -3281,6 +3290,71 @@ const docTemplate = `{
                     "description": "Topic limits the reset to one topic (default: every subscribed topic).",
                     "type": "string",
                     "example": "orders"
+                }
+            }
+        },
+        "ScrubStatus": {
+            "type": "object",
+            "properties": {
+                "badFrames": {
+                    "description": "BadFrames counts the damaged frames found since start; each is also in quarantine (stage scrub).",
+                    "type": "integer",
+                    "example": 0
+                },
+                "busyMs": {
+                    "description": "BusyMs is the time spent verifying since start.",
+                    "type": "integer",
+                    "example": 1200
+                },
+                "bytesVerified": {
+                    "description": "BytesVerified counts the bytes verified since start.",
+                    "type": "integer",
+                    "example": 3221225472
+                },
+                "enabled": {
+                    "description": "Enabled is false when the scrubber is off (--scrub-rate 0).",
+                    "type": "boolean",
+                    "example": true
+                },
+                "lastPassAt": {
+                    "description": "LastPassAt is when the last full pass ended (absent before the first).",
+                    "type": "string",
+                    "format": "date-time"
+                },
+                "lastPassMs": {
+                    "description": "LastPassMs is how long the last full pass took.",
+                    "type": "integer",
+                    "example": 64000
+                },
+                "nextPassAt": {
+                    "description": "NextPassAt is when the next pass starts (absent during a pass).",
+                    "type": "string",
+                    "format": "date-time"
+                },
+                "passStartedAt": {
+                    "description": "PassStartedAt is when the current pass started (absent between passes).",
+                    "type": "string",
+                    "format": "date-time"
+                },
+                "passes": {
+                    "description": "Passes counts full passes over the sealed segments.",
+                    "type": "integer",
+                    "example": 3
+                },
+                "position": {
+                    "description": "Position is the CommitLog offset the current pass has verified up to.",
+                    "type": "integer",
+                    "example": 1073741824
+                },
+                "rateBytesPerSecond": {
+                    "description": "RateBytesPerSecond is the scrubber's pace.",
+                    "type": "integer",
+                    "example": 16777216
+                },
+                "recordsVerified": {
+                    "description": "RecordsVerified counts the records verified since start.",
+                    "type": "integer",
+                    "example": 3145728
                 }
             }
         },
