@@ -116,6 +116,9 @@ func readQueueTable(dir string) (queueTable, error) {
 // the derived files were flushed.
 func (s *Store) snapshotQueues() queueTable {
 	t := queueTable{indexedPhy: s.index.MaxPhysicalOffset(), queues: make(map[queueKey]queueBounds)}
+	if s.index.Files() == 0 {
+		t.indexedPhy = -1 // no key indexed yet: no file to lose
+	}
 	s.queuesMu.RLock()
 	for k, q := range s.queues {
 		qb := queueBounds{min: q.MinOffset(), max: q.MaxOffset(), lastPhy: -1}

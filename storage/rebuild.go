@@ -198,6 +198,11 @@ func (s *Store) rebuildQueues(targets map[queueKey]int64, upTo int64) error {
 			off = next
 			continue
 		}
+		if errors.Is(err, commitlog.ErrCorrupt) {
+			// A damaged frame header: nothing after it can be trusted to be
+			// a frame (see Damaged records in doc.go).
+			return fail(fmt.Errorf("%w: rebuild: read at %d: %w", ErrCorrupt, off, err))
+		}
 		if err != nil {
 			return fail(fmt.Errorf("rebuild: read at %d: %w", off, err))
 		}
@@ -294,6 +299,11 @@ func setAside(dir string) error {
 // off of key (nil when it does). It reads the record from the CommitLog.
 func (s *Store) verifyEntry(key queueKey, off int64, e consumequeue.Entry, buf []byte) error {
 	rec, err := s.commitLog.Read(e.CommitLogOffset, buf)
+	if errors.Is(err, commitlog.ErrChecksum) && rec.Size == e.Size {
+		// The entry points at an intact frame of its size whose bytes were
+		// damaged: the record is bad, not the entry. Readers quarantine it.
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("%w: entry %d points at CommitLog offset %d: %w", ErrCorrupt, off, e.CommitLogOffset, err)
 	}

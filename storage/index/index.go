@@ -291,6 +291,14 @@ func (x *Index) Complete(phyOffset int64) {
 	}
 }
 
+// Files reports how many index files there are (0 until the first key is
+// added: an index of messages without keys has none to lose).
+func (x *Index) Files() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.files)
+}
+
 // MaxPhysicalOffset returns the highest phyOffset whose keys are all
 // indexed, -1 when nothing is. Right after Open it is what recovery could
 // prove durable (the store re-adds every message above it); afterwards it is
