@@ -2,7 +2,10 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 
 	"github.com/rs/zerolog"
 
@@ -28,7 +31,13 @@ func openSecurity(ctx context.Context, cfg Config, log zerolog.Logger) (*securit
 	s := &security{metrics: auth.NewMetrics()}
 	var err error
 	s.file, err = auth.OpenFile(cfg.ACLFile, auth.FileOptions{PollInterval: cfg.ACLPollInterval, Logger: log, Metrics: s.metrics})
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%w: %w: write or mount one (see the README's \"Authentication\"), or run without "+
+			"authentication with an empty --acl-file (MQGATE_ACL_FILE=) and, off loopback, --insecure-no-auth", ErrInvalidConfig, err)
+	case errors.Is(err, fs.ErrPermission):
+		return nil, fmt.Errorf("%w: %w: the file must be readable by the user mqgate runs as (uid %d)", ErrInvalidConfig, err, os.Getuid())
+	case err != nil:
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	if cfg.JWTSecret != "" || cfg.JWTJWKSURL != "" {
