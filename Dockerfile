@@ -5,7 +5,16 @@
 #
 #   docker build -t mqgate --build-arg VERSION=$(git describe --tags --always) \
 #       --build-arg REVISION=$(git rev-parse HEAD) .
-#   docker run -p 8080:8080 -v mqgate-data:/data mqgate
+#   docker run -p 8080:8080 -v mqgate-data:/data \
+#       -v "$PWD/plain_acl.yml:/etc/mqgate/plain_acl.yml:ro" mqgate
+#
+# The container listens on every interface, so it needs accounts: it
+# reads /etc/mqgate/plain_acl.yml (see the README's "Authentication") and
+# refuses to start without it. The file must be readable by uid 65532:
+# chown 65532 and chmod 600 a file with plain secretKey values, or keep
+# only secretKeyHash values (`docker run --rm -i mqgate hash-secret`)
+# in a file that may be 0644. To run without authentication anyway (a
+# private network you trust): -e MQGATE_ACL_FILE= -e MQGATE_INSECURE_NO_AUTH=true.
 #
 # Kubernetes ignores HEALTHCHECK: probe GET /livez (liveness) and
 # GET /readyz (readiness) on port 8080 instead.
@@ -34,7 +43,8 @@ LABEL org.opencontainers.image.title="mqgate" \
 COPY --from=build /out/mqgate /mqgate
 COPY --from=build --chown=65532:65532 /out/data /data
 ENV MQGATE_DATA_DIR=/data \
-    MQGATE_LISTEN=:8080 \
+    MQGATE_LISTEN=0.0.0.0:8080 \
+    MQGATE_ACL_FILE=/etc/mqgate/plain_acl.yml \
     MQGATE_LOG_FORMAT=json
 VOLUME /data
 EXPOSE 8080

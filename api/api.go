@@ -179,6 +179,9 @@ type Deps struct {
 	// Draining, when it returns true, makes every request answer 503
 	// shutting-down with Retry-After. Default: never.
 	Draining func() bool
+	// Auth, when not nil, authenticates every request and checks its
+	// route's permission (auth.go). Nil: authentication off.
+	Auth Authenticator
 }
 
 // withDefaults returns d with zero values replaced by defaults.
@@ -212,14 +215,15 @@ type handler struct {
 }
 
 // NewHandler returns the /v1 router; mount it at "/v1". It carries its own
-// middleware: request id, access log, panic recovery and the shutdown gate.
+// middleware: request id, access log, panic recovery, the shutdown gate and
+// authorization.
 func NewHandler(d Deps) http.Handler {
 	d = d.withDefaults()
 	h := &handler{deps: d, waiters: make(chan struct{}, d.MaxWaiters)}
 
 	r := chi.NewRouter()
 	r.Use(requestLogging(d.Logger)...)
-	r.Use(recoverer, h.drainGate, clientIdentity)
+	r.Use(recoverer, h.drainGate, h.authorize(r), clientIdentity)
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
 		WriteError(w, req, ErrRouteNotFound)
 	})

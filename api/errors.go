@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/rs/zerolog/hlog"
 
+	"github.com/mqgate/mqgate/server/auth"
 	"github.com/mqgate/mqgate/server/broker"
 )
 
@@ -112,6 +115,9 @@ var (
 	kindRange           = problemKind{http.StatusRequestedRangeNotSatisfiable, "range-not-satisfiable", "Range not satisfiable", 0}
 	kindKeyReused       = problemKind{http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency key reused with a different request", 0}
 	kindTooManyWaiters  = problemKind{http.StatusTooManyRequests, "too-many-waiters", "Too many waiting pulls", 1}
+	kindUnauthenticated = problemKind{http.StatusUnauthorized, "unauthenticated", "Authentication required", 0}
+	kindForbidden       = problemKind{http.StatusForbidden, "forbidden", "Forbidden", 0}
+	kindAuthThrottled   = problemKind{http.StatusTooManyRequests, "too-many-auth-failures", "Too many failed authentications", 0}
 	kindClientClosed    = problemKind{499, "request-canceled", "Request canceled by the client", 0}
 	kindInternal        = problemKind{http.StatusInternalServerError, "internal", "Internal server error", 0}
 	kindNotImplemented  = problemKind{http.StatusNotImplemented, "not-implemented", "Not implemented", 0}
@@ -153,6 +159,9 @@ var sentinelKinds = []struct {
 	{ErrHeaderTooLarge, kindHeaderTooLarge},
 	{broker.ErrIdempotencyKeyReused, kindKeyReused},
 	{ErrTooManyWaiters, kindTooManyWaiters},
+	{auth.ErrUnauthenticated, kindUnauthenticated},
+	{auth.ErrForbidden, kindForbidden},
+	{auth.ErrThrottled, kindAuthThrottled},
 	{broker.ErrNotImplemented, kindNotImplemented},
 	{ErrTransferEncoding, kindNotImplemented},
 	{broker.ErrShuttingDown, kindShuttingDown},
@@ -202,6 +211,11 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if kind.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(kind.retryAfter))
+	}
+	var wait interface{ RetryAfter() time.Duration }
+	if errors.As(err, &wait) {
+		// An error that knows when to come back (auth.ThrottledError).
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.RetryAfter().Seconds())))))
 	}
 	if kind == kindTooLarge {
 		// The rest of the body stays unread: do not reuse the connection.

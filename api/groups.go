@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/mqgate/mqgate/server/auth"
 	"github.com/mqgate/mqgate/server/broker"
 )
 
@@ -555,6 +556,10 @@ func (h *handler) commitOffsets(w http.ResponseWriter, r *http.Request) {
 			return
 		case o.QueueID < 0 || o.Offset < 0:
 			WriteError(w, r, invalidArgument("offsets[%d]: queueId and offset must not be negative", i))
+			return
+		}
+		if err := requireTopic(r, o.Topic, auth.PermSub); err != nil {
+			WriteError(w, r, err)
 			return
 		}
 		commits = append(commits, broker.OffsetCommit{Topic: o.Topic, QueueID: o.QueueID, Offset: o.Offset})

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mqgate/mqgate/server/auth"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/schedule"
 )
@@ -21,7 +22,36 @@ import (
 // DefaultConfig through FlagDefaults, so defaults live in one place.
 type Config struct {
 	// Listen is the HTTP listen address (host:port; port 0 picks a free one).
-	Listen string `help:"HTTP listen address (host:port)." env:"MQGATE_LISTEN" default:"${listen}"`
+	// Without ACLFile only a loopback address is accepted, unless
+	// InsecureNoAuth.
+	Listen string `help:"HTTP listen address (host:port). Without --acl-file only a loopback address (127.0.0.1, ::1, localhost) is accepted, unless --insecure-no-auth." env:"MQGATE_LISTEN" default:"${listen}"`
+	// ACLFile is the RocketMQ plain_acl.yml of accounts and permissions
+	// (server/auth/doc.go). Given, every API request is authenticated and
+	// authorized; the file is reloaded when it changes.
+	ACLFile string `name:"acl-file" help:"Accounts and permissions (RocketMQ plain_acl.yml; reloaded when it changes). Given, every API request needs credentials." env:"MQGATE_ACL_FILE"`
+	// InsecureNoAuth allows a non-loopback Listen without ACLFile.
+	InsecureNoAuth bool `name:"insecure-no-auth" help:"Allow a non-loopback --listen without --acl-file: anyone who can reach the port can do anything." env:"MQGATE_INSECURE_NO_AUTH"`
+	// JWTSecret is the HMAC key of bearer JWTs (HS256/384/512), at least
+	// 32 bytes. Needs ACLFile (the token's account claim names an account).
+	JWTSecret string `name:"jwt-secret" help:"HMAC key (32+ bytes) of bearer JWTs (HS256, HS384, HS512); prefer the environment variable to the flag." env:"MQGATE_JWT_SECRET"`
+	// JWTJWKSURL is the JSON Web Key Set of an identity provider (https,
+	// or http on loopback); needs JWTIssuer and JWTAudience.
+	JWTJWKSURL string `name:"jwt-jwks-url" help:"JWKS URL of the identity provider signing bearer JWTs (RS*, PS*, ES*, EdDSA); needs --jwt-issuer and --jwt-audience." env:"MQGATE_JWT_JWKS_URL"`
+	// JWTIssuer, when set, must equal a token's iss claim.
+	JWTIssuer string `name:"jwt-issuer" help:"Required iss claim of bearer JWTs." env:"MQGATE_JWT_ISSUER"`
+	// JWTAudience, when set, must be in a token's aud claim.
+	JWTAudience string `name:"jwt-audience" help:"Required aud claim of bearer JWTs." env:"MQGATE_JWT_AUDIENCE"`
+	// JWTAccountClaim is the claim naming the token's account.
+	JWTAccountClaim string `name:"jwt-account-claim" help:"Claim of bearer JWTs that names the account (an accessKey of the ACL file)." env:"MQGATE_JWT_ACCOUNT_CLAIM" default:"${jwt_account_claim}"`
+	// AuthFailuresPerMinute is how many failed authentications an address,
+	// or an account, may have per minute (a token bucket of that burst)
+	// before it is slowed: the address refused with 429, the account's
+	// failed attempts answered late.
+	AuthFailuresPerMinute int `name:"auth-failures-per-minute" help:"Failed authentications an address (or an account) may have per minute before it is slowed (the address gets 429, the account's failures are answered late)." env:"MQGATE_AUTH_FAILURES_PER_MINUTE" default:"${auth_failures_per_minute}"`
+	// AdminListen, when set, serves /metrics and /debug/pprof (with
+	// Pprof), and /livez and /readyz, on their own address without
+	// authentication, and no longer on Listen.
+	AdminListen string `name:"admin-listen" help:"Serve /metrics and /debug/pprof (and /livez, /readyz) on this address, without authentication, instead of on --listen; keep it private." env:"MQGATE_ADMIN_LISTEN"`
 	// AdvertiseAddr is the IPv4 host:port written into message ids (a
 	// host name is resolved once at start). Empty: the listen address when
 	// it names an IPv4 host, else the host's first non-loopback IPv4
@@ -121,6 +151,9 @@ type Config struct {
 	// sizes: small disks, tests); the flags above set its retention and
 	// disk fields. Not a flag.
 	Storage storage.Options `kong:"-"`
+	// ACLPollInterval is how often the ACL file is looked at (default
+	// one second). Not a flag.
+	ACLPollInterval time.Duration `kong:"-"`
 	// LogOutput receives the logs (default os.Stderr). Not a flag.
 	LogOutput io.Writer `kong:"-"`
 	// Version is reported by mqgate_build_info and the start-up log. Not a flag.
@@ -135,7 +168,7 @@ func DefaultConfig() Config {
 		panic(err) // a constant that parses
 	}
 	return Config{
-		Listen:            ":8080",
+		Listen:            "127.0.0.1:8080",
 		DataDir:           "./data",
 		Flush:             "sync",
 		SegmentSize:       1 << 30,
@@ -164,6 +197,8 @@ func DefaultConfig() Config {
 		Version:           "dev",
 
 		MetricsMaxLabelValues: 1000,
+		JWTAccountClaim:       auth.DefaultAccountClaim,
+		AuthFailuresPerMinute: auth.DefaultFailuresPerMinute,
 	}
 }
 
@@ -199,6 +234,8 @@ func (c Config) FlagDefaults() map[string]string {
 		"log_level":           c.LogLevel,
 
 		"metrics_max_label_values": strconv.Itoa(c.MetricsMaxLabelValues),
+		"jwt_account_claim":        c.JWTAccountClaim,
+		"auth_failures_per_minute": strconv.Itoa(c.AuthFailuresPerMinute),
 	}
 }
 
@@ -229,6 +266,7 @@ func (c Config) withDefaults() Config {
 	orString(&c.LogFormat, d.LogFormat)
 	orString(&c.LogLevel, d.LogLevel)
 	orString(&c.Version, d.Version)
+	orString(&c.JWTAccountClaim, d.JWTAccountClaim)
 	orSize(&c.SegmentSize, d.SegmentSize)
 	orSize(&c.MaxMessageSize, d.MaxMessageSize)
 	orSize(&c.MaxRequestSize, d.MaxRequestSize)
@@ -255,6 +293,9 @@ func (c Config) withDefaults() Config {
 	if c.MetricsMaxLabelValues == 0 {
 		c.MetricsMaxLabelValues = d.MetricsMaxLabelValues
 	}
+	if c.AuthFailuresPerMinute == 0 {
+		c.AuthFailuresPerMinute = d.AuthFailuresPerMinute
+	}
 	if len(c.DelayLevels) == 0 {
 		c.DelayLevels = d.DelayLevels
 	}
@@ -270,9 +311,19 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...)))
 	}
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+	if host, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen %q: %v", c.Listen, err)
+	} else if c.ACLFile == "" && !c.InsecureNoAuth && !loopbackHost(host) {
+		bad("listen %q reaches beyond this host, and without --acl-file anyone who can reach it can send, read, "+
+			"reconfigure and delete everything: give --acl-file (accounts and permissions, see the README's "+
+			"\"Authentication\"), listen on 127.0.0.1, or accept the risk with --insecure-no-auth", c.Listen)
 	}
+	if c.AdminListen != "" {
+		if _, _, err := net.SplitHostPort(c.AdminListen); err != nil {
+			bad("admin-listen %q: %v", c.AdminListen, err)
+		}
+	}
+	c.validateAuth(bad)
 	if c.AdvertiseAddr != "" {
 		if err := checkAdvertiseAddr(c.AdvertiseAddr); err != nil {
 			bad("%v", err)
@@ -370,6 +421,43 @@ func scrubRate(rate ByteSize) int64 {
 		return -1
 	}
 	return int64(rate)
+}
+
+// validateAuth checks the authentication flags.
+func (c Config) validateAuth(bad func(format string, args ...any)) {
+	jwt := c.JWTSecret != "" || c.JWTJWKSURL != ""
+	if c.ACLFile == "" && (jwt || c.JWTIssuer != "" || c.JWTAudience != "") {
+		bad("the jwt flags need --acl-file: a token's %s claim names an account of it", c.JWTAccountClaim)
+	}
+	switch {
+	case c.JWTSecret != "" && c.JWTJWKSURL != "":
+		bad("give --jwt-secret or --jwt-jwks-url, not both")
+	case c.JWTSecret != "" && len(c.JWTSecret) < 32:
+		bad("jwt-secret is %d bytes; an HMAC key must be at least 32 (e.g. openssl rand -base64 32)", len(c.JWTSecret))
+	case c.JWTJWKSURL != "":
+		if err := auth.CheckJWKSURL(c.JWTJWKSURL); err != nil {
+			bad("%v", err)
+		}
+		if c.JWTIssuer == "" || c.JWTAudience == "" {
+			bad("jwt-jwks-url needs --jwt-issuer and --jwt-audience: an identity provider signs tokens for other services too")
+		}
+	}
+	if c.JWTAccountClaim == "" {
+		bad("jwt-account-claim is empty")
+	}
+	if c.AuthFailuresPerMinute < 1 {
+		bad("auth-failures-per-minute %d must be positive", c.AuthFailuresPerMinute)
+	}
+}
+
+// loopbackHost reports whether a listen host reaches only this host:
+// localhost or a loopback address (an empty host is every interface).
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 // redactedDatabaseURL is DatabaseURL with any password masked, for logs.

@@ -16,7 +16,7 @@ func TestDefaultConfigIsValid(t *testing.T) {
 	t.Parallel()
 	cfg := DefaultConfig()
 	require.NoError(t, cfg.Validate())
-	require.Equal(t, ":8080", cfg.Listen)
+	require.Equal(t, "127.0.0.1:8080", cfg.Listen, "loopback until authentication is on")
 	require.Equal(t, "./data", cfg.DataDir)
 	require.Equal(t, "sync", cfg.Flush)
 	require.Equal(t, ByteSize(1<<30), cfg.SegmentSize)
@@ -109,6 +109,21 @@ func TestConfigValidate(t *testing.T) {
 		{"RetentionBelowAnHour", func(c *Config) { c.Retention = time.Minute }},
 		{"NoDiskCheckInterval", func(c *Config) { c.DiskCheckInterval = 0 }},
 		{"NegativeScrubRate", func(c *Config) { c.ScrubRate = -1 }},
+		{"AllInterfacesWithoutAuth", func(c *Config) { c.Listen = ":8080" }},
+		{"PublicAddressWithoutAuth", func(c *Config) { c.Listen = "192.0.2.10:8080" }},
+		{"HostNameWithoutAuth", func(c *Config) { c.Listen = "gateway.example:8080" }},
+		{"BadAdminListen", func(c *Config) { c.AdminListen = "9090" }},
+		{"JWTWithoutACL", func(c *Config) { c.JWTSecret = "0123456789abcdef0123456789abcdef" }},
+		{"ShortJWTSecret", func(c *Config) { c.ACLFile = "acl.yml"; c.JWTSecret = "short" }},
+		{"JWTSecretAndJWKS", func(c *Config) {
+			c.ACLFile, c.JWTSecret, c.JWTJWKSURL = "acl.yml", "0123456789abcdef0123456789abcdef", "https://idp.example/jwks"
+			c.JWTIssuer, c.JWTAudience = "i", "a"
+		}},
+		{"JWKSWithoutAudience", func(c *Config) { c.ACLFile, c.JWTJWKSURL, c.JWTIssuer = "acl.yml", "https://idp.example/jwks", "i" }},
+		{"JWKSOverPlainHTTP", func(c *Config) {
+			c.ACLFile, c.JWTJWKSURL, c.JWTIssuer, c.JWTAudience = "acl.yml", "http://idp.example/jwks", "i", "a"
+		}},
+		{"NoAuthFailures", func(c *Config) { c.AuthFailuresPerMinute = -1 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -117,6 +132,28 @@ func TestConfigValidate(t *testing.T) {
 			require.ErrorIs(t, cfg.Validate(), ErrInvalidConfig)
 		})
 	}
+
+	t.Run("NonLoopbackListen", func(t *testing.T) {
+		t.Parallel()
+		cfg := DefaultConfig()
+		cfg.Listen = "0.0.0.0:8080"
+		err := cfg.Validate()
+		require.ErrorIs(t, err, ErrInvalidConfig)
+		require.ErrorContains(t, err, "--acl-file")
+		require.ErrorContains(t, err, "--insecure-no-auth")
+		for _, ok := range []func(*Config){
+			func(c *Config) { c.InsecureNoAuth = true },
+			func(c *Config) { c.ACLFile = "acl.yml" },
+			func(c *Config) { c.Listen = "[::1]:8080" },
+			func(c *Config) { c.Listen = "localhost:8080" },
+			func(c *Config) { c.Listen = "127.0.0.2:0" },
+		} {
+			cfg := DefaultConfig()
+			cfg.Listen = "0.0.0.0:8080"
+			ok(&cfg)
+			require.NoError(t, cfg.Validate())
+		}
+	})
 
 	t.Run("ReportsEveryProblem", func(t *testing.T) {
 		t.Parallel()

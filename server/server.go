@@ -68,6 +68,15 @@ type Server struct {
 	listener net.Listener
 	http     *http.Server
 
+	// security is authentication (nil: off).
+	security *security
+	// adminListener and admin serve --admin-listen (nil without it);
+	// adminServed reports the end of its Serve.
+	adminListener net.Listener
+	admin         *http.Server
+	adminServed   chan error
+	adminStarted  atomic.Bool
+
 	// pushConfig is where push endpoints may point (the deny flags and
 	// this server's own listener), for the dispatcher and for the check
 	// when a group is saved.
@@ -92,12 +101,29 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	log := newLogger(cfg)
-	// Listen first: a busy port fails fast, and message ids carry the port
+	// The ACL file first: a bad one fails the start before anything opens.
+	sec, err := openSecurity(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	// Listen next: a busy port fails fast, and message ids carry the port
 	// actually bound.
 	listener, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
+	var adminListener net.Listener
+	if cfg.AdminListen != "" {
+		if adminListener, err = net.Listen("tcp", cfg.AdminListen); err != nil {
+			return nil, errors.Join(fmt.Errorf("listen on %s (admin): %w", cfg.AdminListen, err), listener.Close())
+		}
+	}
+	opened := false
+	defer func() {
+		if !opened && adminListener != nil {
+			_ = adminListener.Close() // a failed Open leaves nothing listening
+		}
+	}()
 	host, hostSource, err := storeHost(ctx, cfg.AdvertiseAddr, listener.Addr(), net.DefaultResolver.LookupNetIP)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("%w: %w", ErrInvalidConfig, err), listener.Close())
@@ -132,8 +158,11 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if mirror != nil {
 		be = mirroredBroker{Broker: b, mirror: mirror}
 	}
-	s := newServerOn(cfg, log, be, listener)
+	s := newServerOn(cfg, log, be, listener, sec)
 	s.log.Info().Str("store_host", host.String()).Str("from", hostSource).Msg("message ids carry this store host")
+	if adminListener != nil {
+		s.serveAdminOn(adminListener)
+	}
 	s.registry.MustRegister(newBrokerCollector(b), newDispatchCollector(b))
 	if mirror != nil {
 		s.mirror = mirror
@@ -155,6 +184,8 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, errors.Join(err, b.Close(ctx))
 	}
 	s.push.Start(context.Background())
+	s.security.start()
+	opened = true
 	return s, nil
 }
 
@@ -165,14 +196,18 @@ func newServer(cfg Config, log zerolog.Logger, b backend) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	return newServerOn(cfg, log, b, listener), nil
+	return newServerOn(cfg, log, b, listener, nil), nil
 }
 
-// newServerOn wires an opened broker into a server on listener.
-func newServerOn(cfg Config, log zerolog.Logger, b backend, listener net.Listener) *Server {
-	s := &Server{cfg: cfg, rootLog: log, log: log.With().Str("component", "server").Logger()}
+// newServerOn wires an opened broker into a server on listener, with
+// authentication sec (nil: off).
+func newServerOn(cfg Config, log zerolog.Logger, b backend, listener net.Listener, sec *security) *Server {
+	s := &Server{cfg: cfg, rootLog: log, log: log.With().Str("component", "server").Logger(), security: sec}
 	s.pollCtx, s.cancelPolls = context.WithCancel(context.Background())
 	s.registry = newRegistry(cfg.Version)
+	if sec != nil {
+		s.registry.MustRegister(sec.metrics)
+	}
 	s.listener = newConnListener(listener, int64(cfg.MaxHeaderBytes), s.log)
 	s.pushConfig = push.Config{DenyCIDRs: cfg.PushDenyCIDRs, DenyPrivate: cfg.PushDenyPrivate}
 	if addr, ok := listener.Addr().(*net.TCPAddr); ok {
@@ -204,8 +239,23 @@ func newServerOn(cfg Config, log zerolog.Logger, b backend, listener net.Listene
 		Bool("pprof", cfg.Pprof).
 		Str("push_deny_cidrs", cfg.PushDenyCIDRs.String()).
 		Bool("push_deny_private", cfg.PushDenyPrivate).
+		Str("auth", sec.mode()).
+		Str("acl_file", cfg.ACLFile).
+		Str("admin_listen", cfg.AdminListen).
 		Msg("mqgate configured")
+	if sec == nil {
+		s.log.Warn().Str("addr", s.Addr()).
+			Msg("AUTHENTICATION IS OFF: anyone who can reach this address can send, read, reconfigure and delete everything; give --acl-file to turn it on")
+	}
 	return s
+}
+
+// authenticator is the API's guard, nil when authentication is off.
+func (s *Server) authenticator() api.Authenticator {
+	if s.security == nil {
+		return nil
+	}
+	return s.security.guard
 }
 
 // routes builds the root router.
@@ -228,8 +278,14 @@ func (s *Server) routes() http.Handler {
 	r.Group(func(r chi.Router) {
 		// These handlers answer errors in plain text (http.Error).
 		r.Use(problemErrors)
-		// GET /metrics — Prometheus exposition.
-		r.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
+		if s.cfg.AdminListen == "" {
+			// GET /metrics and /debug/pprof/ — for admins (anyone without
+			// authentication), unless --admin-listen serves them.
+			r.Group(func(r chi.Router) {
+				r.Use(api.RequireAdmin(s.authenticator()))
+				s.adminRoutes(r)
+			})
+		}
 		// GET /openapi.json — the OpenAPI 3.0 spec.
 		r.Get("/openapi.json", openAPI)
 		// GET /swagger/ — Swagger UI over the swag (Swagger 2.0) spec.
@@ -239,10 +295,6 @@ func (s *Server) routes() http.Handler {
 		r.Get("/", redirect("/ui/"))
 		r.Get("/ui", redirect("/ui/"))
 		r.Handle("/ui/*", http.StripPrefix("/ui", web.Handler()))
-		if s.cfg.Pprof {
-			// /debug/pprof/ — profiles (only with --pprof).
-			r.Mount("/debug", middleware.Profiler())
-		}
 	})
 	// /v1 — the REST API.
 	r.Mount("/v1", api.NewHandler(api.Deps{
@@ -254,8 +306,20 @@ func (s *Server) routes() http.Handler {
 		WriteTimeout:   s.cfg.WriteTimeout,
 		PollContext:    s.pollCtx,
 		Draining:       func() bool { return s.state.Load() != stateRunning },
+		Auth:           s.authenticator(),
 	}))
 	return r
+}
+
+// adminRoutes are the operator's routes: /metrics, and /debug/pprof/
+// with --pprof.
+func (s *Server) adminRoutes(r chi.Router) {
+	// GET /metrics — Prometheus exposition.
+	r.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
+	if s.cfg.Pprof {
+		// /debug/pprof/ — profiles (only with --pprof).
+		r.Mount("/debug", middleware.Profiler())
+	}
 }
 
 // pushCheckedBroker is the broker as the API sees it: saving a group
@@ -297,8 +361,65 @@ func (s *Server) Addr() string { return s.listener.Addr().String() }
 // register their collectors into it.
 func (s *Server) Registry() *prometheus.Registry { return s.registry }
 
+// serveAdminOn prepares the --admin-listen server on l: /livez, /readyz,
+// /metrics and (with --pprof) /debug/pprof/, without authentication.
+// Serve serves it.
+func (s *Server) serveAdminOn(l net.Listener) {
+	r := chi.NewRouter()
+	r.Get("/livez", livez)
+	r.Get("/readyz", s.readyz)
+	r.Group(func(r chi.Router) {
+		r.Use(problemErrors)
+		s.adminRoutes(r)
+	})
+	s.adminListener = l
+	s.adminServed = make(chan error, 1)
+	s.admin = &http.Server{
+		Handler:           r,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		ErrorLog:          stdlog.New(s.rootLog.With().Str("component", "net/http").Str("listener", "admin").Logger(), "", 0),
+	}
+	s.log.Info().Str("admin_addr", l.Addr().String()).Msg("/metrics and /debug/pprof are served on the admin address, without authentication")
+}
+
+// AdminAddr is the --admin-listen address bound ("" without one).
+func (s *Server) AdminAddr() string {
+	if s.adminListener == nil {
+		return ""
+	}
+	return s.adminListener.Addr().String()
+}
+
+// closeAdmin stops the admin server (nil without one).
+func (s *Server) closeAdmin(ctx context.Context) error {
+	if s.admin == nil {
+		return nil
+	}
+	err := s.admin.Shutdown(ctx)
+	_ = s.adminListener.Close() // when Serve never ran
+	if s.adminStarted.Load() {
+		if serveErr := <-s.adminServed; serveErr != nil {
+			err = errors.Join(err, serveErr)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("shutdown admin http: %w", err)
+	}
+	return nil
+}
+
 // Serve serves HTTP until Close; it returns nil after a graceful Close.
 func (s *Server) Serve() error {
+	if s.admin != nil && s.adminStarted.CompareAndSwap(false, true) {
+		go func() {
+			err := s.admin.Serve(s.adminListener)
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			s.adminServed <- err
+		}()
+	}
 	s.log.Info().Str("addr", s.Addr()).Msg("serving")
 	if err := s.http.Serve(s.listener); !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
@@ -333,6 +454,7 @@ func (s *Server) close(ctx context.Context) error {
 		// the dispatcher's drain timeout, then give their leases back.
 		s.push.Stop()
 	}
+	s.security.stop()
 
 	if s.cfg.ShutdownDelay > 0 {
 		timer := time.NewTimer(s.cfg.ShutdownDelay)
@@ -348,6 +470,7 @@ func (s *Server) close(ctx context.Context) error {
 		s.log.Warn().Err(err).Msg("in-flight requests did not finish in time; closing their connections")
 		errs = append(errs, fmt.Errorf("shutdown http: %w", err), s.http.Close())
 	}
+	errs = append(errs, s.closeAdmin(ctx))
 
 	brokerCtx := ctx
 	if ctx.Err() != nil {
@@ -422,7 +545,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	degraded := s.broker.Degraded()
+	degraded := append(s.broker.Degraded(), s.security.degraded()...)
 	// The PostgreSQL mirror is a projection: it never makes mqgate unready,
 	// but a degraded mirror is reported.
 	if s.mirror != nil {

@@ -34,6 +34,7 @@ type cli struct {
 	Version     versionCmd     `cmd:"" help:"Print the version and exit."`
 	Bench       benchCmd       `cmd:"" help:"Load-test a running gateway (sends; optional net/http baseline)."`
 	Migrate     migrateCmd     `cmd:"" help:"Run the PostgreSQL mirror's migrations: up, down (one step) or version."`
+	HashSecret  hashSecretCmd  `cmd:"" name:"hash-secret" help:"Print the argon2id hash (secretKeyHash of the ACL file) of a secret read from standard input."`
 }
 
 // serveCmd runs the server until SIGINT or SIGTERM.

@@ -152,7 +152,7 @@ func TestPushLoops(t *testing.T) {
 
 	t.Run("SelfPushToAWildcardListenerIsRefusedOnSave", func(t *testing.T) {
 		t.Parallel()
-		gw := startGateway(t, func(c *server.Config) { c.Listen = ":0" })
+		gw := startGateway(t, func(c *server.Config) { c.Listen, c.InsecureNoAuth = ":0", true })
 		hosts := []string{"127.0.0.1", "127.0.0.53", "::1", "localhost"}
 		if ip, ok := nonLoopbackAddr(t); ok {
 			hosts = append(hosts, ip.String())

@@ -1,0 +1,241 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/rs/zerolog"
+	"github.com/rs/zerolog/hlog"
+
+	"github.com/mqgate/mqgate/server/auth"
+	"github.com/mqgate/mqgate/server/broker"
+)
+
+// Authenticator identifies the caller of a request; *auth.Guard
+// satisfies it. Deps.Auth nil turns authentication off.
+type Authenticator interface {
+	// Authenticate returns the caller, or an error wrapping
+	// auth.ErrUnauthenticated, auth.ErrForbidden or auth.ErrThrottled.
+	Authenticate(r *http.Request) (*auth.Principal, error)
+	// Challenge is the WWW-Authenticate value of a 401.
+	Challenge() string
+}
+
+// routeRule is the permission one route needs. Deny by default: a route
+// without a rule in routeRules is refused to everyone (TestEveryRouteHasARule
+// keeps the table complete).
+type routeRule struct {
+	// admin: only admin accounts.
+	admin bool
+	// topicParam names the path parameter holding a topic, which the
+	// caller must hold topicPerm on.
+	topicParam string
+	topicPerm  auth.Perm
+	// groupParam names the path parameter holding a group, which the
+	// caller must hold groupPerm on.
+	groupParam string
+	groupPerm  auth.Perm
+}
+
+var (
+	adminOnly = routeRule{admin: true}
+	// subGroup: SUB on the group of the path.
+	subGroup = routeRule{groupParam: "group", groupPerm: auth.PermSub}
+)
+
+// routeRules maps "METHOD pattern" (the /v1 router's patterns) to its
+// rule. The choices, also in the README:
+//
+//   - Sending needs PUB on the topic; pull needs SUB on the topic and on
+//     the group; reading a queue by offset needs SUB on the topic.
+//   - ack, nack, lease changes name only the group: they need SUB on the
+//     group. Their receipts are unforgeable (HMAC) handles bound to that
+//     group and were handed out by a pull, which needed SUB on the topic;
+//     taking SUB on a topic away stops new pulls, and leases already out
+//     expire.
+//   - Offset commits need SUB on the group and on every topic the body
+//     names (checked by the handler, which has decoded it); reading a
+//     group's offsets, progress and configuration needs SUB on the group.
+//   - A group's dead letters may be read (list, one) with SUB on the
+//     group: they are that group's own undeliverable messages. Resending
+//     and discarding them need admin.
+//   - A topic's configuration may be read with PUB or SUB on it; listing
+//     topics or groups, creating, changing or deleting them, push
+//     configuration (part of a group's configuration), reset-offset,
+//     timers, broker status and message lookups need admin.
+//
+// Admin accounts hold every permission. Auto-creation follows from these
+// rules: only a PUB holder can send to (and so create) a topic, only a
+// holder of SUB on topic and group can pull (and so create the group).
+var routeRules = map[string]routeRule{
+	"POST /topics/{topic}/messages":                 {topicParam: "topic", topicPerm: auth.PermPub},
+	"GET /topics":                                   adminOnly,
+	"GET /topics/{topic}":                           {topicParam: "topic", topicPerm: auth.PermAny},
+	"PUT /topics/{topic}":                           adminOnly,
+	"PATCH /topics/{topic}":                         adminOnly,
+	"DELETE /topics/{topic}":                        adminOnly,
+	"GET /topics/{topic}/queues/{queueId}/messages": {topicParam: "topic", topicPerm: auth.PermSub},
+
+	"POST /groups/{group}/topics/{topic}/pull": {topicParam: "topic", topicPerm: auth.PermSub, groupParam: "group", groupPerm: auth.PermSub},
+	"POST /groups/{group}/ack":                 subGroup,
+	"POST /groups/{group}/nack":                subGroup,
+	"POST /groups/{group}/leases":              subGroup,
+	"GET /groups/{group}/offsets":              subGroup,
+	"PUT /groups/{group}/offsets":              subGroup, // + SUB on each topic of the body
+	"GET /groups/{group}/progress":             subGroup,
+	"GET /groups/{group}":                      subGroup,
+	"GET /groups":                              adminOnly,
+	"PUT /groups/{group}":                      adminOnly,
+	"PATCH /groups/{group}":                    adminOnly,
+	"DELETE /groups/{group}":                   adminOnly,
+	"POST /groups/{group}/reset-offset":        adminOnly,
+
+	"GET /groups/{group}/dlq":                subGroup,
+	"GET /groups/{group}/dlq/{messageId}":    subGroup,
+	"DELETE /groups/{group}/dlq/{messageId}": adminOnly,
+	"POST /groups/{group}/dlq/resend":        adminOnly,
+	"GET /messages":                          adminOnly,
+	"GET /messages/{messageId}":              adminOnly,
+	"GET /broker/status":                     adminOnly,
+	"GET /timers":                            adminOnly,
+	"GET /timers/{id}":                       adminOnly,
+	"PUT /timers/{id}":                       adminOnly,
+	"DELETE /timers/{id}":                    adminOnly,
+}
+
+// principalKey is the context key of the authenticated caller.
+type principalKey struct{}
+
+// authorize authenticates every request that matches a route of routes
+// and checks its rule; a request matching no route goes on to the 404 or
+// 405 answer (no handler runs). With Deps.Auth nil it does nothing.
+func (h *handler) authorize(routes chi.Routes) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			guard := h.deps.Auth
+			if guard == nil {
+				next.ServeHTTP(w, r)
+				return
+			}
+			path := r.URL.Path
+			if r.URL.RawPath != "" {
+				path = r.URL.RawPath
+			}
+			if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.RoutePath != "" {
+				path = rctx.RoutePath
+			}
+			match := chi.NewRouteContext()
+			pattern := routes.Find(match, r.Method, path)
+			if pattern == "" {
+				next.ServeHTTP(w, r)
+				return
+			}
+			p, ok := authenticate(w, r, guard)
+			if !ok {
+				return
+			}
+			rule, ok := routeRules[r.Method+" "+pattern]
+			if !ok {
+				hlog.FromRequest(r).Error().Str("route", r.Method+" "+pattern).Msg("route has no permission rule: refused")
+				WriteError(w, r, fmt.Errorf("%w: %s %s has no permission rule", auth.ErrForbidden, r.Method, pattern))
+				return
+			}
+			if err := rule.check(p, r, match); err != nil {
+				WriteError(w, r, err)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+		})
+	}
+}
+
+// authenticate runs guard on r; on failure it answers (401 with
+// WWW-Authenticate, 403 or 429) and returns false. The account goes into
+// the request's access-log line.
+func authenticate(w http.ResponseWriter, r *http.Request, guard Authenticator) (*auth.Principal, bool) {
+	p, err := guard.Authenticate(r)
+	if err != nil {
+		if errors.Is(err, auth.ErrUnauthenticated) {
+			w.Header().Set("WWW-Authenticate", guard.Challenge())
+		}
+		WriteError(w, r, err)
+		return nil, false
+	}
+	hlog.FromRequest(r).UpdateContext(func(c zerolog.Context) zerolog.Context {
+		return c.Str("account", p.Name())
+	})
+	return p, true
+}
+
+// check applies the rule to p with the path parameters of match.
+func (rule routeRule) check(p *auth.Principal, r *http.Request, match *chi.Context) error {
+	if rule.admin && !p.Admin() {
+		return fmt.Errorf("%w: account %q is not an admin; %s %s needs admin", auth.ErrForbidden, p.Name(), r.Method, r.URL.EscapedPath())
+	}
+	for _, need := range []struct {
+		kind  auth.Kind
+		param string
+		perm  auth.Perm
+	}{{auth.Topic, rule.topicParam, rule.topicPerm}, {auth.Group, rule.groupParam, rule.groupPerm}} {
+		if need.param == "" {
+			continue
+		}
+		name := match.URLParam(need.param)
+		if r.URL.RawPath != "" {
+			// Routed on the escaped path: unescape as nameParam does, so
+			// that the name checked is the name the handler uses.
+			unescaped, err := url.PathUnescape(name)
+			if err != nil {
+				return fmt.Errorf("%w: %s %s is not a valid path segment", auth.ErrForbidden, need.kind, broker.QuoteValue(name))
+			}
+			name = unescaped
+		}
+		if !p.Can(need.kind, name, need.perm) {
+			return forbidden(p, need.kind, name, need.perm)
+		}
+	}
+	return nil
+}
+
+// forbidden is the error of a missing permission.
+func forbidden(p *auth.Principal, kind auth.Kind, name string, perm auth.Perm) error {
+	return fmt.Errorf("%w: account %q lacks %s on %s %s", auth.ErrForbidden, p.Name(), perm, kind, broker.QuoteValue(name))
+}
+
+// requireTopic checks, for a handler, a permission on a topic named in a
+// request body (the route's rule covered the path). Without
+// authentication it allows everything.
+func requireTopic(r *http.Request, topic string, perm auth.Perm) error {
+	p, ok := r.Context().Value(principalKey{}).(*auth.Principal)
+	if !ok || p.Can(auth.Topic, topic, perm) {
+		return nil
+	}
+	return forbidden(p, auth.Topic, topic, perm)
+}
+
+// RequireAdmin lets only admin accounts through (the server guards
+// /metrics and /debug/pprof with it). With guard nil it lets everything
+// through.
+func RequireAdmin(guard Authenticator) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if guard == nil {
+				next.ServeHTTP(w, r)
+				return
+			}
+			p, ok := authenticate(w, r, guard)
+			if !ok {
+				return
+			}
+			if !p.Admin() {
+				WriteError(w, r, fmt.Errorf("%w: account %q is not an admin; %s needs admin", auth.ErrForbidden, p.Name(), r.URL.EscapedPath()))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}

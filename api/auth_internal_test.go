@@ -1,0 +1,43 @@
+package api
+
+import (
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/stretchr/testify/require"
+)
+
+// TestEveryRouteHasARule: every route of the /v1 router has a permission
+// rule, and every rule names a route (a new route without a rule is
+// refused to everyone, admins included, and fails here first).
+func TestEveryRouteHasARule(t *testing.T) {
+	routes, ok := NewHandler(Deps{}).(chi.Routes)
+	require.True(t, ok)
+	seen := map[string]bool{}
+	var missing []string
+	require.NoError(t, chi.Walk(routes, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		key := method + " " + strings.TrimSuffix(route, "/")
+		seen[key] = true
+		if _, ok := routeRules[key]; !ok {
+			missing = append(missing, key)
+		}
+		return nil
+	}))
+	sort.Strings(missing)
+	require.Empty(t, missing, "routes without a permission rule in auth.go's routeRules")
+	for key := range routeRules {
+		require.True(t, seen[key], "rule %q names no route", key)
+	}
+	for key, rule := range routeRules {
+		method, pattern, _ := strings.Cut(key, " ")
+		for _, param := range []string{rule.topicParam, rule.groupParam} {
+			if param != "" {
+				require.Contains(t, pattern, "{"+param+"}", "%s %s", method, pattern)
+			}
+		}
+		require.True(t, rule.admin || rule.topicParam != "" || rule.groupParam != "", "%s: a rule that allows any account", key)
+	}
+}

@@ -1,0 +1,282 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Errors of authentication. The api package maps them to 401, 403 and 429.
+var (
+	// ErrUnauthenticated: no credentials, or credentials that do not
+	// verify. The detail never says which of accessKey and secret was
+	// wrong.
+	ErrUnauthenticated = errors.New("auth: unauthenticated")
+	// ErrForbidden: a known account without the permission, or a request
+	// from an address outside a white list.
+	ErrForbidden = errors.New("auth: forbidden")
+	// ErrThrottled: the address failed to authenticate too often; the
+	// error's RetryAfter says when to try again.
+	ErrThrottled = errors.New("auth: too many failed authentications")
+)
+
+// ThrottledError is ErrThrottled with the time to wait.
+type ThrottledError struct{ Wait time.Duration }
+
+// Error says what happened.
+func (e *ThrottledError) Error() string {
+	return fmt.Sprintf("%v from this address; retry in %s", ErrThrottled, e.Wait.Round(time.Second))
+}
+
+// Is makes errors.Is(err, ErrThrottled) hold.
+func (e *ThrottledError) Is(target error) bool { return target == ErrThrottled }
+
+// RetryAfter is the time to wait (the Retry-After header).
+func (e *ThrottledError) RetryAfter() time.Duration { return e.Wait }
+
+// Source gives the ACL in force (a *File).
+type Source interface {
+	ACL() *ACL
+}
+
+// Options configure a Guard.
+type Options struct {
+	// ACL is where the ACL in force comes from.
+	ACL Source
+	// JWT verifies bearer tokens; nil refuses them.
+	JWT *JWTVerifier
+	// FailuresPerMinute is the failure limiter's rate (default
+	// DefaultFailuresPerMinute).
+	FailuresPerMinute int
+	// Metrics, when not nil, count failures.
+	Metrics *Metrics
+	// Logger receives throttling (default: none).
+	Logger zerolog.Logger
+}
+
+// Guard authenticates requests against the ACL in force.
+type Guard struct {
+	opts    Options
+	limiter *failureLimiter
+	// slots bounds the password-hash checks running at once, so that a
+	// flood of wrong secrets cannot take all memory (argon2id) or queue
+	// every core.
+	slots chan struct{}
+	now   func() time.Time
+}
+
+// NewGuard returns a Guard.
+func NewGuard(opts Options) *Guard {
+	opts.Logger = opts.Logger.With().Str("component", "auth").Logger()
+	return &Guard{
+		opts:    opts,
+		limiter: newFailureLimiter(opts.FailuresPerMinute),
+		slots:   make(chan struct{}, max(2, runtime.GOMAXPROCS(0))),
+		now:     time.Now,
+	}
+}
+
+// Principal is an authenticated caller.
+type Principal struct {
+	account *Account
+	method  string
+}
+
+// Name is the account's accessKey.
+func (p *Principal) Name() string { return p.account.AccessKey }
+
+// Method is how the caller authenticated: "basic" or "bearer".
+func (p *Principal) Method() string { return p.method }
+
+// Admin reports an admin account.
+func (p *Principal) Admin() bool { return p.account.Admin }
+
+// Can reports whether the caller may act with need on the resource.
+func (p *Principal) Can(kind Kind, name string, need Perm) bool {
+	return p.account.Can(kind, name, need)
+}
+
+// Challenge is the WWW-Authenticate value of a 401.
+func (g *Guard) Challenge() string {
+	if g.opts.JWT != nil {
+		return `Basic realm="mqgate", charset="UTF-8", Bearer realm="mqgate"`
+	}
+	return `Basic realm="mqgate", charset="UTF-8"`
+}
+
+// Degraded says what keeps the newest ACL file or the JWT key set from
+// being in force.
+func (g *Guard) Degraded() []string {
+	var out []string
+	if d, ok := g.opts.ACL.(interface{ Degraded() []string }); ok {
+		out = append(out, d.Degraded()...)
+	}
+	if g.opts.JWT != nil {
+		out = append(out, g.opts.JWT.Degraded()...)
+	}
+	return out
+}
+
+// errBadCredentials is the one answer for an unknown accessKey and a
+// wrong secret.
+var errBadCredentials = fmt.Errorf("%w: wrong accessKey or secretKey", ErrUnauthenticated)
+
+// Authenticate identifies the caller of r: HTTP Basic with accessKey and
+// secretKey, or a bearer JWT naming an account. The address is the TCP
+// peer's (r.RemoteAddr), never a header a client could write.
+func (g *Guard) Authenticate(r *http.Request) (*Principal, error) {
+	acl := g.opts.ACL.ACL()
+	now := g.now()
+	addr, ok := remoteAddr(r.RemoteAddr)
+	if !ok {
+		return nil, fmt.Errorf("%w: the remote address %q is not an IP address", ErrForbidden, r.RemoteAddr)
+	}
+	if !acl.allowsAddress(addr) {
+		g.opts.Metrics.failed(accountNoneLabel, reasonAddress)
+		return nil, fmt.Errorf("%w: requests from %s are not allowed (globalWhiteRemoteAddresses)", ErrForbidden, addr)
+	}
+	header := r.Header.Get("Authorization")
+	if header == "" {
+		g.opts.Metrics.failed(accountNoneLabel, reasonMissing)
+		how := "HTTP Basic with accessKey:secretKey"
+		if g.opts.JWT != nil {
+			how += ", or a bearer token"
+		}
+		return nil, fmt.Errorf("%w: credentials are required (%s)", ErrUnauthenticated, how)
+	}
+	if wait := g.limiter.addressWait(addr, now); wait > 0 {
+		g.opts.Metrics.throttle(throttledAddress)
+		return nil, &ThrottledError{Wait: wait}
+	}
+	scheme, credentials, _ := strings.Cut(header, " ")
+	var account *Account
+	var method string
+	switch strings.ToLower(scheme) {
+	case "basic":
+		method = "basic"
+		accessKey, secretKey, ok := r.BasicAuth()
+		if !ok {
+			return nil, g.failed(r.Context(), addr, "", reasonMalformed, now,
+				fmt.Errorf("%w: the Basic credentials are not base64 of accessKey:secretKey", ErrUnauthenticated))
+		}
+		account = acl.Account(accessKey)
+		verified, err := g.verifySecret(r.Context(), acl, account, accessKey, []byte(secretKey), now)
+		if err != nil {
+			return nil, err
+		}
+		if !verified {
+			label := accessKey
+			if account == nil {
+				label = ""
+			}
+			return nil, g.failed(r.Context(), addr, label, reasonBadSecret, now, errBadCredentials)
+		}
+	case "bearer":
+		method = "bearer"
+		if g.opts.JWT == nil {
+			return nil, g.failed(r.Context(), addr, "", reasonNoBearer, now,
+				fmt.Errorf("%w: bearer tokens are not accepted here (no --jwt-secret or --jwt-jwks-url); use HTTP Basic", ErrUnauthenticated))
+		}
+		name, err := g.opts.JWT.Verify(r.Context(), strings.TrimSpace(credentials))
+		if err != nil {
+			g.opts.Logger.Debug().Err(err).Str("ip", addr.String()).Msg("bearer token refused")
+			return nil, g.failed(r.Context(), addr, "", reasonBadToken, now,
+				fmt.Errorf("%w: the bearer token is invalid or expired", ErrUnauthenticated))
+		}
+		if account = acl.Account(name); account == nil {
+			return nil, g.failed(r.Context(), addr, "", reasonUnknownClaim, now,
+				fmt.Errorf("%w: the bearer token names no account of the ACL", ErrUnauthenticated))
+		}
+	default:
+		return nil, g.failed(r.Context(), addr, "", reasonMalformed, now,
+			fmt.Errorf("%w: unsupported Authorization scheme; use Basic%s", ErrUnauthenticated, map[bool]string{true: " or Bearer"}[g.opts.JWT != nil]))
+	}
+	if !account.allowsAddress(addr) {
+		g.opts.Metrics.failed(account.AccessKey, reasonAddress)
+		return nil, fmt.Errorf("%w: account %q may not be used from %s (whiteRemoteAddress)", ErrForbidden, account.AccessKey, addr)
+	}
+	return &Principal{account: account, method: method}, nil
+}
+
+// failed counts a failure, holds the answer back when the account is
+// over its limit, and returns err. account is "" when the request named
+// no account of the ACL.
+func (g *Guard) failed(ctx context.Context, addr netip.Addr, account, reason string, now time.Time, err error) error {
+	label, limiterKey := account, account
+	if account == "" {
+		label, limiterKey = accountUnknownLabel, "\x00unknown"
+		if reason == reasonMalformed || reason == reasonNoBearer {
+			label = accountNoneLabel
+		}
+	}
+	g.opts.Metrics.failed(label, reason)
+	delay, dry := g.limiter.fail(addr, limiterKey, now)
+	if dry {
+		g.opts.Logger.Warn().Str("ip", addr.String()).Msg("too many failed authentications from this address: refusing it with 429 for a while")
+	}
+	if delay > 0 {
+		g.opts.Metrics.throttle(throttledAccount)
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return err
+}
+
+// verifySecret checks secretKey against the account's secrets (against a
+// dummy of the same cost when the account is unknown or has none). A
+// password-hash success is cached for a short time.
+func (g *Guard) verifySecret(ctx context.Context, acl *ACL, account *Account, accessKey string, secretKey []byte, now time.Time) (bool, error) {
+	if account == nil || len(account.secrets) == 0 {
+		_, err := g.check(ctx, acl.dummy, secretKey)
+		return false, err
+	}
+	slow := false
+	for _, s := range account.secrets {
+		slow = slow || s.slow()
+	}
+	var key cacheKey
+	if slow {
+		key = acl.cache.key(accessKey, secretKey)
+		if acl.cache.has(key, now) {
+			return true, nil
+		}
+	}
+	for _, s := range account.secrets {
+		ok, err := g.check(ctx, s, secretKey)
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			if slow {
+				acl.cache.add(key, now)
+			}
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// check runs one verification, a password hash in one of the slots.
+func (g *Guard) check(ctx context.Context, s secret, candidate []byte) (bool, error) {
+	if s.slow() {
+		select {
+		case g.slots <- struct{}{}:
+			defer func() { <-g.slots }()
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	return s.verify(candidate), nil
+}
