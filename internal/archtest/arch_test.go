@@ -24,6 +24,7 @@ var forbidden = map[string][]string{
 	"server/broker":        {"api", "server/pgmirror", "server/push", "storage/commitlog", "storage/consumequeue", "storage/index", "storage/internal"},
 	"server/pgmirror":      {"api", "storage/commitlog", "storage/consumequeue", "storage/index", "storage/internal", "storage/schedule"},
 	"server/push":          {"server/pgmirror", "storage"},
+	"server/auth":          {"api", "server/broker", "server/pgmirror", "server/push", "storage", "web", "docs"},
 	"api":                  {"server/pgmirror", "server/push", "storage/commitlog", "storage/consumequeue", "storage/index", "storage/internal", "storage/offset", "storage/schedule"},
 	"web":                  {"api", "server", "storage"},
 	"migrations":           {"api", "server", "storage"},
