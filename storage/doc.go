@@ -13,6 +13,8 @@
 //	<dir>/consumequeue/<topic>/<queueId>/%020d
 //	                                  ConsumeQueue files (package consumequeue)
 //	<dir>/index/%020d                 key hash index files (package index)
+//	<dir>/timers/                     the broker's timer index, derived from
+//	                                  its timer queues (server/broker/timerindex)
 //	<dir>/config/<name>               small metadata files, each replaced
 //	                                  atomically (WriteMeta); the store's own
 //	                                  is quarantine.json (below), the others
