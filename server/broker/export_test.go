@@ -1,5 +1,7 @@
 package broker
 
+import "github.com/mqgate/mqgate/server/broker/timerindex"
+
 // TimerRecovery is how the timer index was opened (tests).
 type TimerRecovery = timerRecovery
 
@@ -9,3 +11,6 @@ func (b *Broker) TimerRecovered() TimerRecovery {
 	defer b.timers.mu.Unlock()
 	return b.timers.recovered
 }
+
+// TimerIndexStats reports the timer index's size.
+func (b *Broker) TimerIndexStats() timerindex.Stats { return b.timers.index.Stats() }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -38,10 +39,10 @@ import (
 // One goroutine delivers due timers (timerdeliver.go): the real messages
 // and the "delivered" status go in one batch; the records of a batch are
 // in flight (invisible to list, cancel and reschedule) until the index has
-// seen the status. A timer is never delivered early; after a restart, one
-// that was due before it (it may have been delivered by a batch a crash
-// tore) is first looked up in its topic by its UNIQ_KEY, so it is not
-// delivered twice. Before retention deletes a segment, pending timers
+// seen the status. A timer is never delivered early. A timer created
+// before the last start (a batch a crash tore may have stored its
+// delivery but not its status) or whose delivery failed is first looked
+// up in its topic by its UNIQ_KEY, so it is not delivered twice. Before retention deletes a segment, pending timers
 // recorded there are carried (re-appended), so a timer outlives the
 // retention window.
 
@@ -76,8 +77,8 @@ type Timer struct {
 // timerSet is the broker's timer state: the index and the records being
 // delivered.
 type timerSet struct {
-	// deliverMu orders delivery passes against retention carries: a
-	// carry never copies a record a delivery is reading.
+	// deliverMu is held by a delivery pass; a retention carry takes it
+	// for its last pass, when no delivery reads a record it carries.
 	deliverMu sync.Mutex
 
 	mu    sync.Mutex // guards what follows and orders timer operations
@@ -95,10 +96,17 @@ type timerSet struct {
 	legacy map[string]legacyTimer
 	// floor is the timer queue's minimum the index was last given.
 	floor int64
+	// startOffset is the CommitLog's end when the broker opened: a timer
+	// whose id lies below it may have been delivered before a crash.
+	startOffset int64
 	// recovered describes the last start-up (tests, logs).
 	recovered timerRecovery
 	// followed counts the records followTimers has read.
 	followed struct{ births, statuses int64 }
+	// bornDue is the earliest due time (unix ms) of the records born
+	// since the timer loop last looked (math.MaxInt64: none): a new
+	// record can only bring the next due time forward.
+	bornDue int64
 
 	wake chan struct{} // buffered(1): something to deliver may have changed
 }
@@ -109,6 +117,7 @@ type legacyTimer struct {
 }
 
 func (t *timerSet) init() {
+	t.bornDue = math.MaxInt64
 	t.inFlight = make(map[int64]bool)
 	t.unsure = make(map[int64]struct{})
 	t.legacy = make(map[string]legacyTimer)
@@ -183,6 +192,15 @@ func timerID(m *message.Message) string {
 		return id
 	}
 	return message.NewID(m.StoreHost, m.PhysicalOffset).String()
+}
+
+// timerIDOffset is the CommitLog offset the timer's id names (its first
+// record's).
+func timerIDOffset(m *message.Message) int64 {
+	if id, err := message.ParseID(m.Property(propTimerID)); err == nil {
+		return id.Offset()
+	}
+	return m.PhysicalOffset
 }
 
 func dueOf(m *message.Message) time.Time {
@@ -327,7 +345,9 @@ func (b *Broker) ListTimers(ctx context.Context, topic string, cursor string, li
 		if err != nil {
 			return nil, "", err
 		}
-		after = timerindex.Key{Due: dueMsOf(m), Seq: m.QueueOffset}
+		// After every record of the cursor's timer (a carry may have
+		// copied it since, under a new seq).
+		after = timerindex.Key{Due: dueMsOf(m), ID: timerIDOffset(m), Seq: math.MaxInt64}
 	}
 	if err := b.lockTimers(ctx); err != nil {
 		return nil, "", err

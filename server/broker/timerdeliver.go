@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"strconv"
 	"time"
 
@@ -26,14 +27,25 @@ func (b *Broker) timerLoop() {
 	backoff := 100 * time.Millisecond
 	wait := time.NewTimer(time.Hour)
 	defer wait.Stop()
+	var next time.Time // the next due time, when known
+	known := false
 	for {
 		_ = b.awaitDispatch(b.closingCtx)
 		t.mu.Lock()
 		err := b.followTimers()
-		var next time.Time
-		if err == nil {
+		switch {
+		case err != nil:
+		case known:
+			// Only what was born since can come sooner (a kill makes the
+			// wait end early, harmlessly).
+			if t.bornDue != math.MaxInt64 && (next.IsZero() || t.bornDue < next.UnixMilli()) {
+				next = time.UnixMilli(t.bornDue)
+			}
+		default:
 			next, err = b.nextTimerLocked()
+			known = err == nil
 		}
+		t.bornDue = math.MaxInt64
 		t.mu.Unlock()
 		d := timerFollowEvery
 		switch {
@@ -53,8 +65,10 @@ func (b *Broker) timerLoop() {
 		case <-wait.C:
 		}
 		if next.IsZero() || time.Now().Before(next) {
+			known = false // every timerFollowEvery, look again
 			continue
 		}
+		known = false
 		if err := b.deliverDueTimers(time.Now()); err != nil {
 			b.log.Error().Err(err).Dur("retryIn", backoff).Msg("delivering timers failed; will retry")
 			select {
@@ -72,9 +86,7 @@ func (b *Broker) timerLoop() {
 // dueTimer is a timer record picked for delivery.
 type dueTimer struct {
 	timerindex.Entry
-	// check: it may have been delivered already (due before this process
-	// started, or an earlier attempt's outcome is unknown).
-	check bool
+	unsure bool // an earlier attempt's outcome is unknown
 }
 
 // deliverDueTimers delivers every timer due at now, in batches.
@@ -82,7 +94,6 @@ func (b *Broker) deliverDueTimers(now time.Time) error {
 	t := &b.timers
 	t.deliverMu.Lock()
 	defer t.deliverMu.Unlock()
-	started := b.started.UnixMilli()
 	for {
 		t.mu.Lock()
 		if err := b.followTimers(); err != nil {
@@ -98,7 +109,7 @@ func (b *Broker) deliverDueTimers(now time.Time) error {
 				return true
 			}
 			_, unsure := t.unsure[e.Seq]
-			batch = append(batch, dueTimer{Entry: e, check: unsure || e.Due < started})
+			batch = append(batch, dueTimer{Entry: e, unsure: unsure})
 			return len(batch) < timerBatch
 		})
 		for _, d := range batch {
@@ -165,13 +176,17 @@ func (b *Broker) deliverTimers(batch []dueTimer, now time.Time) error {
 			return mapStoreErr(err)
 		}
 		id := timerID(m)
-		if mid, err := message.ParseID(id); err == nil && mid.Offset() < b.retryFloor(d.Topic) {
+		mid, err := message.ParseID(id)
+		if err == nil && mid.Offset() < b.retryFloor(d.Topic) {
 			// Its topic was deleted after it was scheduled.
 			recs = append(recs, settle(m, timerCancelled, now))
 			continue
 		}
 		recs = append(recs, settle(m, timerDelivered, now))
-		if d.check {
+		// A timer that existed before this process started may have been
+		// delivered by a batch a crash tore (its status lost): look for
+		// the delivery first, as after a failed write.
+		if d.unsure || err == nil && mid.Offset() < b.timers.startOffset {
 			done, err := b.store.FindByUniqKey(d.Topic, timerKey(id))
 			if err == nil && done != nil {
 				continue // delivered by a batch whose status a crash or an error lost
@@ -202,18 +217,36 @@ func (b *Broker) deliverTimers(batch []dueTimer, now time.Time) error {
 
 // carryTimers runs before retention deletes the CommitLog below cut:
 // pending timers recorded there are re-appended (same id and due time;
-// each copy supersedes the record it copies).
+// each copy supersedes the record it copies), a batch at a time while
+// deliveries go on; a last pass, with no delivery under way, carries what
+// a delivery had in flight and did not settle, so that no delivery is
+// left reading a record retention deletes.
 func (b *Broker) carryTimers(cut int64) error {
 	t := &b.timers
-	t.deliverMu.Lock() // no delivery reads a record while it is carried
-	defer t.deliverMu.Unlock()
 	_ = b.awaitDispatch(b.closingCtx)
+	carried, err := b.carryBelow(cut)
+	if err == nil {
+		t.deliverMu.Lock()
+		var more int
+		more, err = b.carryBelow(cut)
+		t.deliverMu.Unlock()
+		carried += more
+	}
+	if carried > 0 {
+		b.log.Info().Int("timers", carried).Int64("below", cut).Msg("pending timers carried past retention")
+	}
+	return err
+}
+
+// carryBelow copies the pending records below cut that are not in flight.
+func (b *Broker) carryBelow(cut int64) (int, error) {
+	t := &b.timers
 	carried := 0
 	for from, done := int64(0), false; !done; {
 		t.mu.Lock()
 		if err := b.followTimers(); err != nil {
 			t.mu.Unlock()
-			return err
+			return carried, err
 		}
 		var copies []*message.Message
 		for len(copies) < timerBatch {
@@ -224,7 +257,7 @@ func (b *Broker) carryTimers(cut int64) error {
 			}
 			from = seq + 1
 			if t.busy(seq) {
-				continue // delivered; its status is on the way
+				continue // being delivered
 			}
 			m, err := b.queueRecord(timerTopic, seq)
 			if isGone(err) {
@@ -232,7 +265,7 @@ func (b *Broker) carryTimers(cut int64) error {
 			}
 			if err != nil {
 				t.mu.Unlock()
-				return mapStoreErr(err)
+				return carried, mapStoreErr(err)
 			}
 			if m.PhysicalOffset >= cut {
 				done = true
@@ -249,11 +282,8 @@ func (b *Broker) carryTimers(cut int64) error {
 		}
 		t.mu.Unlock()
 		if err != nil {
-			return mapStoreErr(err)
+			return carried, mapStoreErr(err)
 		}
 	}
-	if carried > 0 {
-		b.log.Info().Int("timers", carried).Int64("below", cut).Msg("pending timers carried past retention")
-	}
-	return nil
+	return carried, nil
 }

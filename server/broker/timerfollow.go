@@ -139,7 +139,9 @@ func (b *Broker) applyTimers(u timerindex.Update) {
 // timerBirth adds timer record m to u.
 func (b *Broker) timerBirth(u *timerindex.Update, m *message.Message) {
 	topic := m.Property(message.PropertyRealTopic)
-	u.Births = append(u.Births, timerindex.Entry{Due: dueMsOf(m), Seq: m.QueueOffset, Topic: topic})
+	due := dueMsOf(m)
+	u.Births = append(u.Births, timerindex.Entry{Due: due, ID: timerIDOffset(m), Seq: m.QueueOffset, Topic: topic})
+	b.timers.bornDue = min(b.timers.bornDue, due)
 	if p := m.Property(propTimerPrev); p != "" {
 		if prev, err := strconv.ParseInt(p, 10, 64); err == nil {
 			u.Kills = append(u.Kills, timerindex.Kill{Seq: prev, Topic: topic})
@@ -197,6 +199,7 @@ func (b *Broker) timerIndexOptions() timerindex.Options {
 func (b *Broker) openTimers(ctx context.Context) error {
 	start := time.Now()
 	t := &b.timers
+	t.startOffset = b.store.WriteOffset()
 	opts := b.timerIndexOptions()
 	x, err := timerindex.Open(opts)
 	if err == nil {
@@ -234,6 +237,9 @@ func (b *Broker) openTimers(ctx context.Context) error {
 		}
 	})
 	t.recovered.Births, t.recovered.Statuses = t.followed.births-before.births, t.followed.statuses-before.statuses
+	if err == nil {
+		err = b.migrateLegacyTimers()
+	}
 	t.mu.Unlock()
 	if err == nil && t.recovered.Rebuilt {
 		err = b.maintainTimerIndex()
@@ -247,6 +253,37 @@ func (b *Broker) openTimers(ctx context.Context) error {
 	b.log.Info().Bool("rebuilt", t.recovered.Rebuilt).Int64("pending", st.Pending).Int("runs", st.Runs).
 		Int64("timerRecords", t.recovered.Births).Int64("statusRecords", t.recovered.Statuses).
 		Dur("took", t.recovered.Took).Msg("timers recovered")
+	return nil
+}
+
+// migrateLegacyTimers supersedes every pending copy written before the
+// index existed (found only through the legacy map) by a copy of today's
+// form, which its id finds (UNIQ_KEY), then forgets the map. The caller
+// holds the timer lock.
+func (b *Broker) migrateLegacyTimers() error {
+	t := &b.timers
+	var copies []*message.Message
+	for _, l := range t.legacy {
+		if !t.index.Live(l.seq) {
+			continue
+		}
+		m, err := b.queueRecord(timerTopic, l.seq)
+		if err != nil {
+			return fmt.Errorf("migrate timer record %d: %w", l.seq, err)
+		}
+		copies = append(copies, timerCopy(m, dueOf(m)))
+	}
+	for len(copies) > 0 {
+		n := min(len(copies), timerBatch)
+		if err := b.store.PutBatch(copies[:n], make([]storage.PutResult, n)); err != nil {
+			return fmt.Errorf("migrate timer records: %w", err)
+		}
+		copies = copies[n:]
+		if err := b.settleOwnWrite(); err != nil {
+			return err
+		}
+	}
+	clear(t.legacy)
 	return nil
 }
 

@@ -180,3 +180,46 @@ func TestTimersIndexRecovery(t *testing.T) {
 		require.Empty(t, bd.listAll(t, ""))
 	})
 }
+
+// Retention carries every pending timer (a copy that supersedes its
+// record) as often as it deletes the segments holding them: the same
+// timers stay pending, listed and counted, across restarts and crashes.
+func TestTimersCarriedPastRetention(t *testing.T) {
+	opts := retentionOptions(t)
+	opts.TimerIndexBuffer = 16
+	optsFor := func(dir string) broker.Options { o := opts; o.DataDir = dir; return o }
+	bd := &bundle{dir: opts.DataDir, ctx: context.Background(), b: mustOpen(t, opts)}
+	at := time.Now().Add(time.Hour).Truncate(time.Second)
+	var ids []string
+	for _, topic := range []string{"ca", "cb", "cc"} {
+		ids = append(ids, bd.sendTimers(t, topic, 100, at)...)
+	}
+	for i := 0; i < 30; i++ {
+		require.NoError(t, bd.b.CancelTimer(bd.ctx, ids[i*10]))
+		_, err := bd.b.RescheduleTimer(bd.ctx, ids[i*10+1], at.Add(time.Duration(i)*time.Minute))
+		require.NoError(t, err)
+	}
+	want := bd.listAll(t, "")
+	require.Len(t, want, 270)
+	wantB := bd.listAll(t, "cb")
+	for round := 0; round < 3; round++ {
+		bd.rollAndExpire(t, 20*time.Second)
+		require.Equal(t, want, bd.listAll(t, ""), "round %d", round)
+		require.Equal(t, wantB, bd.listAll(t, "cb"))
+	}
+	p, err := bd.b.Backlog(bd.ctx, "g-none")
+	if err == nil {
+		require.Zero(t, p.Timers, "a group consuming nothing counts no timer")
+	}
+	bd.crashImage(t, optsFor)
+	require.Equal(t, want, bd.listAll(t, ""))
+	require.NoError(t, bd.b.Close(bd.ctx))
+	bd.b = mustOpen(t, optsFor(bd.dir))
+	require.Zero(t, bd.b.TimerRecovered().Births)
+	require.Equal(t, want, bd.listAll(t, ""))
+	n, _ := bd.b.TimerCount()
+	require.Equal(t, 270, n)
+	tm, err := bd.b.GetTimer(bd.ctx, ids[11])
+	require.NoError(t, err, "a carried timer is found by its id")
+	require.Equal(t, at.Add(time.Minute).UTC(), tm.DeliverAt)
+}

@@ -10,9 +10,9 @@
 // queues of the store — the timer queue, one record per timer record
 // (registration, reschedule, retention carry), and the status queue, whose
 // records settle timer records (delivered, cancelled) — and applies what
-// it reads as an Update: births (a timer record with its due time and
-// destination topic, identified by its offset in the timer queue, its
-// seq) and kills (a seq that is no longer pending: delivered, cancelled,
+// it reads as an Update: births (a timer record with its due time, its
+// timer's id and destination topic, identified by its offset in the timer
+// queue, its seq) and kills (a seq that is no longer pending: delivered, cancelled,
 // or superseded by a newer record of the same timer). A birth is applied
 // once, in seq order; a kill is idempotent and names the record it ends,
 // so replaying the queues from a checkpointed position reaches the same
@@ -28,8 +28,10 @@
 //     pending timer (up to 4 in memory, with the arrays' growth slack),
 //     and 1 bit per seq where they are dense. Seqs below
 //     its floor (the timer queue's minimum: deleted by retention) are dead.
-//   - Sorted runs: immutable files of (due, seq, topic) entries in
-//     ascending (due, seq) order. An entry is pending while its seq is in
+//   - Sorted runs: immutable files of (due, id, seq, topic) entries in
+//     ascending (due, id, seq) order: soonest first, and timers due at
+//     the same time by id (which, unlike seq, a timer keeps when it is
+//     copied, so a listing resumed from a key is stable). An entry is pending while its seq is in
 //     the live set; dead entries are skipped on reading and dropped when
 //     runs are merged.
 //   - The buffer: births not yet written to a run, sorted in memory
@@ -61,14 +63,15 @@
 //	8    8    entries   n
 //	16   4    crc       CRC-32C of the n entries
 //	20   4    hcrc      CRC-32C of bytes [0:20]
-//	24   20n  entries, ascending by (due, seq), no two equal
+//	24   28n  entries, ascending by (due, id, seq), no two equal
 //
-// Entry (20 bytes):
+// Entry (28 bytes):
 //
 //	off  len  field
 //	0    8    due    int64   unix milliseconds
-//	8    8    seq    int64   offset of the record in the timer queue
-//	16   4    topic  uint32  ordinal in the checkpoint's topic table
+//	8    8    id     int64   the timer's id: CommitLog offset of its first record
+//	16   8    seq    int64   offset of the record in the timer queue
+//	24   4    topic  uint32  ordinal in the checkpoint's topic table
 //
 // # Checkpoint (part of the on-disk format; never change)
 //

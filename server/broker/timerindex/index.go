@@ -19,7 +19,7 @@ type Options struct {
 	Dir string
 	// BufferEntries is how many births the in-memory buffer holds before
 	// Full signals that a checkpoint should write it out as a run
-	// (default 65 536: 1.5 MiB of memory, 1.25 MiB of run file).
+	// (default 65 536: 2 MiB of memory, 1.75 MiB of run file).
 	BufferEntries int
 	// FanIn is how many runs of one tier Compact merges into one run of
 	// the next tier (default 8).
@@ -53,9 +53,13 @@ func (o Options) withDefaults() (Options, error) {
 // Entry is a pending timer record as the index knows it.
 type Entry struct {
 	Due   int64  // unix ms
+	ID    int64  // the timer's id: the CommitLog offset of its first record
 	Seq   int64  // offset of the record in the timer queue
 	Topic string // destination topic
 }
+
+// Key is the entry's position in due order.
+func (e Entry) Key() Key { return Key{e.Due, e.ID, e.Seq} }
 
 // Kill ends a timer record: Seq is no longer pending. Topic is its
 // destination, for the per-topic counts ("" when the user cannot tell: the
@@ -81,7 +85,7 @@ type Update struct {
 }
 
 // MinKey is before every key: Scan(MinKey, ...) starts at the soonest.
-var MinKey = Key{Due: math.MinInt64, Seq: math.MinInt64}
+var MinKey = Key{Due: math.MinInt64, ID: math.MinInt64, Seq: math.MinInt64}
 
 // Index is the timer index (see doc.go). Safe for concurrent use;
 // Checkpoint and Compact must not run concurrently with each other.
@@ -226,7 +230,7 @@ func (x *Index) Apply(u Update) int64 {
 			b.Topic = "?"
 		}
 		o := x.ordinalFor(b.Topic)
-		x.mem.insert(item{due: b.Due, seq: b.Seq, topic: o})
+		x.mem.insert(item{due: b.Due, id: b.ID, seq: b.Seq, topic: o})
 		x.counts[o]++
 		u.Pos.Timers = max(u.Pos.Timers, b.Seq+1)
 	}
@@ -288,8 +292,8 @@ func (x *Index) CountTopic(topic string) int64 {
 	return 0
 }
 
-// Scan calls fn with the pending entries after the key after, in (due,
-// seq) order — of topic, or of all when topic is "" — until fn returns
+// Scan calls fn with the pending entries after the key after, in key
+// order — of topic, or of all when topic is "" — until fn returns
 // false or limit entries (pending or not: limit bounds the work; 0 is no
 // limit) were examined. It returns the key of the last entry examined
 // (pass it as after to resume) and whether it reached the end. fn runs
@@ -327,7 +331,7 @@ func (x *Index) Scan(after Key, topic string, limit int, fn func(Entry) bool) (K
 		last = it.key()
 		examined++
 		if x.live.contains(it.seq) && (!filtered || it.topic == want) {
-			if !fn(Entry{Due: it.due, Seq: it.seq, Topic: x.topics[it.topic]}) {
+			if !fn(Entry{Due: it.due, ID: it.id, Seq: it.seq, Topic: x.topics[it.topic]}) {
 				return last, false, iterErr(iters)
 			}
 		}

@@ -38,7 +38,7 @@ func (m *model) sorted(topic string) []Entry {
 		}
 	}
 	slices.SortFunc(out, func(a, b Entry) int {
-		if (Key{a.Due, a.Seq}).Less(Key{b.Due, b.Seq}) {
+		if a.Key().Less(b.Key()) {
 			return -1
 		}
 		return 1
@@ -90,7 +90,9 @@ func TestIndexModel(t *testing.T) {
 			case 0, 1, 2:
 				var u Update
 				for range rapid.IntRange(1, 30).Draw(t, "births") {
-					e := Entry{Due: rapid.Int64Range(0, 100).Draw(t, "due"), Seq: int64(len(births)), Topic: rapid.SampledFrom(topics).Draw(t, "topic")}
+					// Few ids: records of one timer (same id), and ties.
+					e := Entry{Due: rapid.Int64Range(0, 100).Draw(t, "due"), ID: rapid.Int64Range(0, 20).Draw(t, "id"),
+						Seq: int64(len(births)), Topic: rapid.SampledFrom(topics).Draw(t, "topic")}
 					births = append(births, e)
 					u.Births = append(u.Births, e)
 					if e.Seq >= floor {
@@ -173,7 +175,7 @@ func TestIndexScanMergeAndDrop(t *testing.T) {
 	defer x.Close()
 	var seq int64
 	birth := func(due int64, topic string) {
-		x.Apply(Update{Births: []Entry{{Due: due, Seq: seq, Topic: topic}}, Pos: Position{Timers: seq + 1}})
+		x.Apply(Update{Births: []Entry{{Due: due, ID: 1000 + seq, Seq: seq, Topic: topic}}, Pos: Position{Timers: seq + 1}})
 		seq++
 	}
 	for i := 0; i < 4; i++ {
@@ -199,7 +201,7 @@ func TestIndexScanMergeAndDrop(t *testing.T) {
 	require.Len(t, all, 8)
 	require.Equal(t, int64(50), all[0].Due)
 	var page []Entry
-	_, _, err = x.Scan(Key{all[2].Due, all[2].Seq}, "", 0, func(e Entry) bool { page = append(page, e); return len(page) < 2 })
+	_, _, err = x.Scan(all[2].Key(), "", 0, func(e Entry) bool { page = append(page, e); return len(page) < 2 })
 	require.NoError(t, err)
 	require.Equal(t, all[3:5], page)
 	require.Equal(t, all[:4], scanAll(t, x, "u", 0))
@@ -226,7 +228,7 @@ func writeSample(t *testing.T) (Options, []string) {
 	x, err := Create(opts, Position{TimerMark: NoMark, StatusMark: NoMark})
 	require.NoError(t, err)
 	for seq := int64(0); seq < 6; seq++ {
-		x.Apply(Update{Births: []Entry{{Due: 10 * seq, Seq: seq, Topic: "t"}}, Pos: Position{Timers: seq + 1, TimerMark: Mark{seq, 100 * seq}, StatusMark: NoMark}})
+		x.Apply(Update{Births: []Entry{{Due: 10 * seq, ID: seq, Seq: seq, Topic: "t"}}, Pos: Position{Timers: seq + 1, TimerMark: Mark{seq, 100 * seq}, StatusMark: NoMark}})
 		if seq%3 == 2 {
 			require.NoError(t, x.Checkpoint())
 		}
@@ -322,7 +324,7 @@ func TestIndexCheckpointWriteError(t *testing.T) {
 	x, err := Open(opts)
 	require.NoError(t, err)
 	defer x.Close()
-	x.Apply(Update{Births: []Entry{{Due: 1, Seq: 6, Topic: "t"}}, Pos: Position{Timers: 7, TimerMark: Mark{6, 600}, StatusMark: NoMark}})
+	x.Apply(Update{Births: []Entry{{Due: 1, ID: 6, Seq: 6, Topic: "t"}}, Pos: Position{Timers: 7, TimerMark: Mark{6, 600}, StatusMark: NoMark}})
 	blocker := filepath.Join(opts.Dir, checkpointName+tmpSuffix)
 	require.NoError(t, os.Mkdir(blocker, 0o755))
 	require.Error(t, x.Checkpoint())

@@ -5,26 +5,34 @@ import (
 	"sort"
 )
 
-// item is one index entry: a timer record's due time, seq and topic
-// ordinal. Items are ordered by (due, seq); seq alone is unique.
+// item is one index entry: a timer record's due time, timer id, seq and
+// topic ordinal. Items are ordered by key; seq alone is unique.
 type item struct {
 	due   int64
+	id    int64
 	seq   int64
 	topic uint32
 }
 
-// Key is a position in due order: (due, seq).
+// Key is a position in due order: (due, id, seq). Timers due at the same
+// time are ordered by id, which a timer keeps across its records, so a
+// listing resumed from a key neither repeats nor skips a timer that was
+// copied meanwhile (a carry gives its record a new seq, not a new place).
 type Key struct {
 	Due int64 // unix ms
+	ID  int64 // the timer's id: the CommitLog offset of its first record
 	Seq int64
 }
 
-func (it item) key() Key { return Key{it.due, it.seq} }
+func (it item) key() Key { return Key{it.due, it.id, it.seq} }
 
-// Less orders keys by due time, then seq.
+// Less orders keys by due time, then id, then seq.
 func (k Key) Less(o Key) bool {
 	if k.Due != o.Due {
 		return k.Due < o.Due
+	}
+	if k.ID != o.ID {
+		return k.ID < o.ID
 	}
 	return k.Seq < o.Seq
 }

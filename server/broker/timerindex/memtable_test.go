@@ -28,14 +28,14 @@ func TestMemtableModel(t *testing.T) {
 			switch rapid.IntRange(0, 4).Draw(t, "op") {
 			case 0, 1:
 				for range rapid.IntRange(1, 700).Draw(t, "n") {
-					it := item{due: rapid.Int64Range(0, 50).Draw(t, "due"), seq: seq, topic: uint32(seq % 3)}
+					it := item{due: rapid.Int64Range(0, 50).Draw(t, "due"), id: rapid.Int64Range(0, 9).Draw(t, "id"), seq: seq, topic: uint32(seq % 3)}
 					seq++
 					m.insert(it)
 					model = append(model, it)
 				}
 				slices.SortFunc(model, keyCmp)
 			case 2:
-				after := Key{Due: rapid.Int64Range(-1, 51).Draw(t, "due"), Seq: rapid.Int64Range(-1, seq).Draw(t, "seq")}
+				after := Key{Due: rapid.Int64Range(-1, 51).Draw(t, "due"), ID: rapid.Int64Range(-1, 10).Draw(t, "id"), Seq: rapid.Int64Range(-1, seq).Draw(t, "seq")}
 				it := &memIter{m: &m}
 				it.ci, it.ij = m.seek(after)
 				var got []item

@@ -19,7 +19,7 @@ const (
 	runMagic      = 0x4D515452 // "MQTR"
 	runVersion    = 1
 	runHeaderSize = 24
-	entrySize     = 20 // due int64, seq int64, topic uint32
+	entrySize     = 28 // due int64, id int64, seq int64, topic uint32
 
 	runSuffix = ".run"
 	tmpSuffix = ".tmp"
@@ -41,15 +41,17 @@ func parseRunName(name string) (uint64, bool) {
 
 func encodeEntry(dst []byte, it item) {
 	binary.BigEndian.PutUint64(dst[0:], uint64(it.due))
-	binary.BigEndian.PutUint64(dst[8:], uint64(it.seq))
-	binary.BigEndian.PutUint32(dst[16:], it.topic)
+	binary.BigEndian.PutUint64(dst[8:], uint64(it.id))
+	binary.BigEndian.PutUint64(dst[16:], uint64(it.seq))
+	binary.BigEndian.PutUint32(dst[24:], it.topic)
 }
 
 func decodeEntry(b []byte) item {
 	return item{
 		due:   int64(binary.BigEndian.Uint64(b[0:])),
-		seq:   int64(binary.BigEndian.Uint64(b[8:])),
-		topic: binary.BigEndian.Uint32(b[16:]),
+		id:    int64(binary.BigEndian.Uint64(b[8:])),
+		seq:   int64(binary.BigEndian.Uint64(b[16:])),
+		topic: binary.BigEndian.Uint32(b[24:]),
 	}
 }
 
