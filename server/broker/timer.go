@@ -42,9 +42,9 @@ import (
 // seen the status. A timer is never delivered early. A timer created
 // before the last start (a batch a crash tore may have stored its
 // delivery but not its status) or whose delivery failed is first looked
-// up in its topic by its UNIQ_KEY, so it is not delivered twice. Before retention deletes a segment, pending timers
-// recorded there are carried (re-appended), so a timer outlives the
-// retention window.
+// up in its topic by its UNIQ_KEY, so it is not delivered twice. Before
+// retention deletes a segment, pending timers recorded there are carried
+// (re-appended), so a timer outlives the retention window.
 
 const (
 	timerTopic       = systemPrefix + "TIMER"

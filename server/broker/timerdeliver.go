@@ -35,6 +35,7 @@ func (b *Broker) timerLoop() {
 		err := b.followTimers()
 		switch {
 		case err != nil:
+			known = false
 		case known:
 			// Only what was born since can come sooner (a kill makes the
 			// wait end early, harmlessly).
