@@ -62,7 +62,7 @@ type Options struct {
 	SnapshotInterval time.Duration
 	// TimerIndexBuffer is how many new timer records the timer index holds
 	// in memory before it writes them out as a sorted run (default 65 536,
-	// about 1.5 MiB; see package timerindex).
+	// about 2 MiB; see package timerindex).
 	TimerIndexBuffer int
 	// MetricsMaxLabelValues is the most topics, and the most groups, whose
 	// counters Stats reports under their own name; the others are summed

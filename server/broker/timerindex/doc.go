@@ -12,11 +12,11 @@
 // records settle timer records (delivered, cancelled) — and applies what
 // it reads as an Update: births (a timer record with its due time, its
 // timer's id and destination topic, identified by its offset in the timer
-// queue, its seq) and kills (a seq that is no longer pending: delivered, cancelled,
-// or superseded by a newer record of the same timer). A birth is applied
-// once, in seq order; a kill is idempotent and names the record it ends,
-// so replaying the queues from a checkpointed position reaches the same
-// state, whatever the order of kills. Everything here is derived from the
+// queue, its seq) and kills (a seq that is no longer pending: delivered,
+// cancelled, or superseded by a newer record of the same timer). A birth
+// is applied once, in seq order; a kill is idempotent and names the
+// record it ends, so replaying the queues from a checkpointed position
+// reaches the same state, whatever the order of kills. Everything here is derived from the
 // CommitLog and can be rebuilt from it (the broker does, from the queues'
 // minimums, when Open fails).
 //
@@ -26,14 +26,14 @@
 //     chunks, each a sorted array of 16-bit offsets (up to 4 096 members)
 //     or an 8 KiB bitmap (RoaringBitmap's containers): 2 bytes per
 //     pending timer (up to 4 in memory, with the arrays' growth slack),
-//     and 1 bit per seq where they are dense. Seqs below
-//     its floor (the timer queue's minimum: deleted by retention) are dead.
+//     and 1 bit per seq where they are dense. Seqs below its floor (the
+//     timer queue's minimum: deleted by retention) are dead.
 //   - Sorted runs: immutable files of (due, id, seq, topic) entries in
 //     ascending (due, id, seq) order: soonest first, and timers due at
 //     the same time by id (which, unlike seq, a timer keeps when it is
-//     copied, so a listing resumed from a key is stable). An entry is pending while its seq is in
-//     the live set; dead entries are skipped on reading and dropped when
-//     runs are merged.
+//     copied, so a listing resumed from a key is stable). An entry is
+//     pending while its seq is in the live set; dead entries are skipped
+//     on reading and dropped when runs are merged.
 //   - The buffer: births not yet written to a run, sorted in memory
 //     (at most Options.BufferEntries before a checkpoint writes them out).
 //   - The topic table (ordinal -> name) and the pending count per topic.
