@@ -18,6 +18,8 @@
 //	                                  the files of a queue that was rebuilt
 //	                                  (the newest set aside; never read)
 //	<dir>/index/%020d                 key hash index files (package index)
+//	<dir>/timers/                     the broker's timer index, derived from
+//	                                  its timer queues (server/broker/timerindex)
 //	<dir>/config/<name>               small metadata files, each replaced
 //	                                  atomically (WriteMeta); the store's own
 //	                                  are quarantine.json and scrub.json

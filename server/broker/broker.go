@@ -57,8 +57,13 @@ type Options struct {
 	// DispatchDelayLimit is how far the store's dispatcher may fall behind
 	// the log before Degraded reports it (default 10 s).
 	DispatchDelayLimit time.Duration
-	// SnapshotInterval is how often consumer progress is snapshotted (default 5 s).
+	// SnapshotInterval is how often consumer progress is snapshotted and
+	// the timer index checkpointed (default 5 s).
 	SnapshotInterval time.Duration
+	// TimerIndexBuffer is how many new timer records the timer index holds
+	// in memory before it writes them out as a sorted run (default 65 536,
+	// about 2 MiB; see package timerindex).
+	TimerIndexBuffer int
 	// MetricsMaxLabelValues is the most topics, and the most groups, whose
 	// counters Stats reports under their own name; the others are summed
 	// under OtherLabel (default 1000).
@@ -182,12 +187,16 @@ type Broker struct {
 	dropped      droppedCounts // unconsumed messages retention took, per key (retention.go)
 	scheduler    *schedule.Scheduler
 
-	started  time.Time
-	closing  chan struct{}
-	closed   atomic.Bool
-	workers  sync.WaitGroup
-	closeMu  sync.Mutex
-	closeErr error
+	started time.Time
+	closing chan struct{}
+	// closingCtx is cancelled when the broker starts closing: the
+	// context of background waits.
+	closingCtx    context.Context
+	cancelClosing context.CancelFunc
+	closed        atomic.Bool
+	workers       sync.WaitGroup
+	closeMu       sync.Mutex
+	closeErr      error
 }
 
 const offsetsSnapshot = "offsets.snapshot"
@@ -215,12 +224,17 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 		started: time.Now(),
 		closing: make(chan struct{}),
 	}
+	b.closingCtx, b.cancelClosing = context.WithCancel(context.Background())
 	b.dedup.init()
 	b.metrics.init(opts.MetricsMaxLabelValues)
 	b.timers.init()
 	b.ladder.init(len(opts.DelayLevels))
 	b.epoch.Store(uint64(time.Now().UnixNano()))
 	if err := b.recover(ctx); err != nil {
+		if b.timers.index != nil {
+			_ = b.timers.index.Close()
+		}
+		b.cancelClosing()
 		_ = store.Close()
 		return nil, err
 	}
@@ -277,7 +291,7 @@ func (b *Broker) recover(ctx context.Context) error {
 	if err := b.replayDLQStatuses(ctx); err != nil {
 		return err
 	}
-	if err := b.recoverTimers(ctx); err != nil {
+	if err := b.openTimers(ctx); err != nil {
 		return err
 	}
 	b.scheduler, err = schedule.New(schedule.Config{
@@ -322,8 +336,9 @@ func (b *Broker) clampOffsets() error {
 func (b *Broker) start() {
 	b.store.SetRetentionPolicy(retentionPolicy{b: b})
 	b.scheduler.Start(context.Background())
-	b.workers.Add(4)
+	b.workers.Add(5)
 	go b.timerLoop()
+	go b.timerIndexLoop()
 	go b.every(200*time.Millisecond, b.reapExpired)
 	go b.every(b.opts.SnapshotInterval, func() {
 		if err := b.snapshot(); err != nil {
@@ -370,9 +385,11 @@ func (b *Broker) Close(ctx context.Context) error {
 		return b.closeErr
 	}
 	close(b.closing)
+	b.cancelClosing()
 	b.workers.Wait()
 	var errs []error
 	errs = append(errs, b.scheduler.Stop())
+	errs = append(errs, b.closeTimers())
 	errs = append(errs, b.snapshot())
 	errs = append(errs, b.store.Close())
 	b.closeErr = errors.Join(errs...)
@@ -567,5 +584,5 @@ var systemProperties = map[string]struct{}{
 	message.PropertyRetryTopic: {}, message.PropertyOriginMessageID: {}, message.PropertyRealTopic: {},
 	message.PropertyRealQueueID: {}, message.PropertyDelayLevel: {}, message.PropertyMaxReconsumeTimes: {},
 	message.PropertyDeliverTimeMs: {}, message.PropertyShardingKey: {}, message.PropertyDedupID: {},
-	propAttempts: {}, propDLQReason: {}, propDLQID: {}, propDLQDeadAt: {}, propTimerID: {}, propOrderSeq: {},
+	propAttempts: {}, propDLQReason: {}, propDLQID: {}, propDLQDeadAt: {}, propTimerID: {}, propTimerPrev: {}, propOrderSeq: {},
 }

@@ -1014,8 +1014,9 @@ func crashCopy(src, dst string) error {
 	}{
 		{"config", nil},
 		{".", func(rel string) bool {
-			return topLevelFiles(rel) && !slices.Contains([]string{"commitlog", "consumequeue", "index", "config"}, rel)
+			return topLevelFiles(rel) && !slices.Contains([]string{"commitlog", "consumequeue", "index", "config", "timers"}, rel)
 		}},
+		{"timers", nil},
 		{"consumequeue", nil},
 		{"index", nil},
 		{"commitlog", nil},

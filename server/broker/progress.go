@@ -174,7 +174,7 @@ func (b *Broker) Backlog(ctx context.Context, group string) (GroupBacklog, error
 		}
 	}
 	for t := range topics {
-		out.Timers += int64(b.timers.pendingFor(t))
+		out.Timers += int64(b.pendingFor(t))
 	}
 	return out, nil
 }

@@ -1,41 +1,65 @@
 package broker
 
 import (
-	"container/heap"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"math"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/timerindex"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 )
 
 // Timers: delayed delivery at an arbitrary time (delayMs / deliverAt),
-// beyond RocketMQ 4's fixed levels (DESIGN §4). A timer is a record in the
-// system topic rmq_sys_TIMER carrying its destination (REAL_TOPIC /
-// REAL_QID) and due time (TIMER_DELIVER_MS). Pending timers are held in a
-// min-heap by due time, rebuilt at start-up from the timer records minus
-// those a status record (rmq_sys_TIMER_STATUS) settled. One goroutine
-// sleeps until the head is due and delivers: the real messages and the
-// "delivered" status go in one batch, so a restart neither loses nor
-// repeats a delivery. Timers can be listed, cancelled and rescheduled
-// while pending (a reschedule appends a new record with the same
-// TIMER_ID); before retention deletes a segment, pending timers in it are
-// re-appended, so a timer outlives the retention window.
+// beyond RocketMQ 4's fixed levels. A timer is a record in the system
+// topic rmq_sys_TIMER carrying its destination (REAL_TOPIC / REAL_QID)
+// and due time (TIMER_DELIVER_MS); its id is the message id of its first
+// record. A reschedule, and the carry of a pending timer past retention,
+// append a copy with a new due time that names the timer (TIMER_ID, and
+// UNIQ_KEY "timer:<id>", so the newest copy is found by id through the
+// store's key index) and the record it supersedes (TIMER_PREV, its offset
+// in the timer queue). A delivery or a cancellation appends a status
+// record (rmq_sys_TIMER_STATUS) naming the records it settles.
+//
+// The pending timers are not held in memory: the timer index (package
+// timerindex, files in <data>/timers) orders them by due time on disk and
+// keeps the pending set and the counts per topic in a few bytes per
+// timer. It is derived from the two queues: followTimers applies what was
+// dispatched since its checkpointed position (a birth per timer record, a
+// kill per superseded or settled record), so a start-up reads only the
+// records since the last checkpoint, and a lost or damaged index is
+// rebuilt from the queues (timerfollow.go). Every operation first brings
+// the index up to date with what was stored before it (lockTimers).
+//
+// One goroutine delivers due timers (timerdeliver.go): the real messages
+// and the "delivered" status go in one batch; the records of a batch are
+// in flight (invisible to list, cancel and reschedule) until the index has
+// seen the status. A timer is never delivered early. A timer created
+// before the last start (a batch a crash tore may have stored its
+// delivery but not its status) or whose delivery failed is first looked
+// up in its topic by its UNIQ_KEY, so it is not delivered twice. Before
+// retention deletes a segment, pending timers recorded there are carried
+// (re-appended), so a timer outlives the retention window.
 
 const (
 	timerTopic       = systemPrefix + "TIMER"
 	timerStatusTopic = systemPrefix + "TIMER_STATUS"
 	propTimerID      = "TIMER_ID"
+	// propTimerPrev, on a copy of a timer record, is the timer-queue
+	// offset of the record it supersedes.
+	propTimerPrev = "TIMER_PREV"
 
 	timerDelivered = "delivered"
 	timerCancelled = "cancelled"
 )
+
+// timerKey is the UNIQ_KEY of a timer's copies and of its delivery.
+func timerKey(id string) string { return "timer:" + id }
 
 // Timer is one pending delayed message.
 type Timer struct {
@@ -50,46 +74,53 @@ type Timer struct {
 	ScheduledAt time.Time
 }
 
-type timerEntry struct {
-	id       string
-	due      time.Time
-	phys     int64 // CommitLog offset of the timer's latest record
-	topic    string
-	index    int // in the heap; -1 when out of it
-	inFlight bool
-}
-
-type timerHeap []*timerEntry
-
-func (h timerHeap) Len() int { return len(h) }
-func (h timerHeap) Less(i, j int) bool {
-	if h[i].due.Equal(h[j].due) {
-		return h[i].phys < h[j].phys
-	}
-	return h[i].due.Before(h[j].due)
-}
-func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
-func (h *timerHeap) Push(x any)   { e := x.(*timerEntry); e.index = len(*h); *h = append(*h, e) }
-func (h *timerHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	e.index = -1
-	return e
-}
-func (h timerHeap) peek() *timerEntry { return h[0] }
-
+// timerSet is the broker's timer state: the index and the records being
+// delivered.
 type timerSet struct {
-	mu      sync.Mutex
-	byID    map[string]*timerEntry
-	byTopic map[string]int // pending timers per destination topic
-	heap    timerHeap
-	wake    chan struct{} // buffered(1): a new head
+	// deliverMu is held by a delivery pass; a retention carry takes it
+	// for its last pass, when no delivery reads a record it carries.
+	deliverMu sync.Mutex
+
+	mu    sync.Mutex // guards what follows and orders timer operations
+	index *timerindex.Index
+	// inFlight holds the seqs of the records being delivered: false while
+	// the batch is written, true once it is stored and until the index
+	// has seen its status.
+	inFlight map[int64]bool
+	// unsure holds the seqs whose delivery failed with an unknown outcome:
+	// their topic is searched before they are delivered again.
+	unsure map[int64]struct{}
+	// legacy maps a timer id to its latest record among those written
+	// before the index existed (no TIMER_PREV): only such records add to
+	// it.
+	legacy map[string]legacyTimer
+	// floor is the timer queue's minimum the index was last given.
+	floor int64
+	// startOffset is the CommitLog's end when the broker opened: a timer
+	// whose id lies below it may have been delivered before a crash.
+	startOffset int64
+	// recovered describes the last start-up (tests, logs).
+	recovered timerRecovery
+	// followed counts the records followTimers has read.
+	followed struct{ births, statuses int64 }
+	// bornDue is the earliest due time (unix ms) of the records born
+	// since the timer loop last looked (math.MaxInt64: none): a new
+	// record can only bring the next due time forward.
+	bornDue int64
+
+	wake chan struct{} // buffered(1): something to deliver may have changed
+}
+
+type legacyTimer struct {
+	seq   int64
+	topic string
 }
 
 func (t *timerSet) init() {
-	t.byID = make(map[string]*timerEntry)
-	t.byTopic = make(map[string]int)
+	t.bornDue = math.MaxInt64
+	t.inFlight = make(map[int64]bool)
+	t.unsure = make(map[int64]struct{})
+	t.legacy = make(map[string]legacyTimer)
 	t.wake = make(chan struct{}, 1)
 }
 
@@ -100,51 +131,27 @@ func (t *timerSet) nudge() {
 	}
 }
 
-// put adds or moves a timer; the caller holds t.mu.
-func (t *timerSet) put(id, topic string, due time.Time, phys int64) {
-	if e, ok := t.byID[id]; ok {
-		e.due, e.phys = due, phys
-		if e.index >= 0 {
-			heap.Fix(&t.heap, e.index)
-		}
-		return
-	}
-	e := &timerEntry{id: id, topic: topic, due: due, phys: phys, index: -1}
-	t.byID[id] = e
-	t.byTopic[topic]++
-	heap.Push(&t.heap, e)
+// busy reports whether seq is being delivered.
+func (t *timerSet) busy(seq int64) bool {
+	_, ok := t.inFlight[seq]
+	return ok
 }
 
-// remove drops a timer; the caller holds t.mu.
-func (t *timerSet) remove(e *timerEntry) {
-	if e.index >= 0 {
-		heap.Remove(&t.heap, e.index)
-	}
-	t.forget(e)
-}
-
-// forget drops a timer that is out of the heap; the caller holds t.mu.
-func (t *timerSet) forget(e *timerEntry) {
-	if _, ok := t.byID[e.id]; !ok {
-		return
-	}
-	delete(t.byID, e.id)
-	if t.byTopic[e.topic]--; t.byTopic[e.topic] <= 0 {
-		delete(t.byTopic, e.topic)
-	}
-}
-
-// pendingFor counts the pending timers destined to topic.
-func (t *timerSet) pendingFor(topic string) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.byTopic[topic]
-}
-
+// timerStatusRecord is one entry of a status record's JSON array.
 type timerStatusRecord struct {
 	ID     string    `json:"id"`
 	Status string    `json:"status"`
 	At     time.Time `json:"at"`
+	// Seq is the timer-queue offset of the record settled and Topic its
+	// destination (absent from records written before the timer index:
+	// those settle every record of ID).
+	Seq   *int64 `json:"seq,omitempty"`
+	Topic string `json:"topic,omitempty"`
+}
+
+func settle(m *message.Message, status string, at time.Time) timerStatusRecord {
+	seq := m.QueueOffset
+	return timerStatusRecord{ID: timerID(m), Status: status, At: at.UTC(), Seq: &seq, Topic: m.Property(message.PropertyRealTopic)}
 }
 
 // timerDue parses a send's delayMs / deliverAt into a due time; zero
@@ -187,173 +194,137 @@ func timerID(m *message.Message) string {
 	return message.NewID(m.StoreHost, m.PhysicalOffset).String()
 }
 
+// timerIDOffset is the CommitLog offset the timer's id names (its first
+// record's).
+func timerIDOffset(m *message.Message) int64 {
+	if id, err := message.ParseID(m.Property(propTimerID)); err == nil {
+		return id.Offset()
+	}
+	return m.PhysicalOffset
+}
+
 func dueOf(m *message.Message) time.Time {
+	return time.UnixMilli(dueMsOf(m))
+}
+
+func dueMsOf(m *message.Message) int64 {
 	ms, _ := strconv.ParseInt(m.Property(message.PropertyDeliverTimeMs), 10, 64)
-	return time.UnixMilli(ms)
+	return ms
 }
 
-// recoverTimers rebuilds the pending set from the timer records and
-// their statuses.
-func (b *Broker) recoverTimers(ctx context.Context) error {
-	settled := map[string]bool{}
-	err := b.scanSystemQueue(ctx, timerStatusTopic, 0, func(m *message.Message) {
-		var recs []timerStatusRecord
-		if json.Unmarshal(m.Body, &recs) == nil {
-			for _, r := range recs {
-				settled[r.ID] = true
-			}
-		}
-	})
-	if err != nil {
+// timerCopy is a new record of timer record m due at at, superseding m.
+func timerCopy(m *message.Message, at time.Time) *message.Message {
+	id := timerID(m)
+	c := copyOf(m, timerTopic)
+	c.SetProperty(propTimerID, id)
+	c.SetProperty(propTimerPrev, strconv.FormatInt(m.QueueOffset, 10))
+	c.SetProperty(message.PropertyUniqKey, timerKey(id))
+	c.SetProperty(message.PropertyDeliverTimeMs, dueMs(at))
+	return c
+}
+
+// registerTimer is called for a stored timer record; it returns the
+// timer's destination queue (the queue offset is not known before
+// delivery: -1). The index learns of the record from its queue.
+func (b *Broker) registerTimer(m *message.Message, _ storage.PutResult) (int32, int64) {
+	b.timers.nudge()
+	qid, _ := strconv.ParseInt(m.Property(message.PropertyRealQueueID), 10, 32)
+	return int32(qid), -1
+}
+
+// lockTimers takes the timer lock with the index up to date with every
+// record stored before the call. On success the caller must unlock.
+func (b *Broker) lockTimers(ctx context.Context) error {
+	if err := b.awaitDispatch(ctx); err != nil {
 		return err
 	}
-	t := &b.timers
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return b.scanSystemQueue(ctx, timerTopic, 0, func(m *message.Message) {
-		if id := timerID(m); !settled[id] {
-			t.put(id, m.Property(message.PropertyRealTopic), dueOf(m), m.PhysicalOffset) // the latest record wins
-		}
-	})
-}
-
-// timerLoop delivers due timers until the broker closes.
-func (b *Broker) timerLoop() {
-	defer b.workers.Done()
-	backoff := 100 * time.Millisecond
-	for {
-		t := &b.timers
-		t.mu.Lock()
-		var wait <-chan time.Time
-		if len(t.heap) > 0 {
-			if d := time.Until(t.heap.peek().due); d > 0 {
-				wait = time.After(d)
-			} else {
-				wait = time.After(0)
-			}
-		}
-		t.mu.Unlock()
-		select {
-		case <-b.closing:
-			return
-		case <-t.wake:
-			continue
-		case <-wait:
-		}
-		if err := b.deliverDueTimers(time.Now()); err != nil {
-			b.log.Error().Err(err).Dur("retryIn", backoff).Msg("delivering timers failed; will retry")
-			select {
-			case <-b.closing:
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 5*time.Second)
-			continue
-		}
-		backoff = 100 * time.Millisecond
-	}
-}
-
-// deliverDueTimers delivers every timer due at now, in batches.
-func (b *Broker) deliverDueTimers(now time.Time) error {
-	t := &b.timers
-	for {
-		t.mu.Lock()
-		var batch []*timerEntry
-		for len(t.heap) > 0 && !t.heap.peek().due.After(now) && len(batch) < 256 {
-			e := heap.Pop(&t.heap).(*timerEntry)
-			e.inFlight = true
-			batch = append(batch, e)
-		}
-		t.mu.Unlock()
-		if len(batch) == 0 {
-			return nil
-		}
-		err := b.deliverTimers(batch, now)
-		t.mu.Lock()
-		for _, e := range batch {
-			e.inFlight = false
-			if err != nil {
-				heap.Push(&t.heap, e) // retried
-			} else {
-				t.forget(e)
-			}
-		}
-		t.mu.Unlock()
-		if err != nil {
-			return err
-		}
-	}
-}
-
-func (b *Broker) deliverTimers(batch []*timerEntry, now time.Time) error {
-	b.topicGate.RLock() // see topicdelete.go
-	defer b.topicGate.RUnlock()
-	msgs := make([]*message.Message, 0, len(batch)+1)
-	recs := make([]timerStatusRecord, 0, len(batch))
-	for _, e := range batch {
-		if id, err := message.ParseID(e.id); err == nil && id.Offset() < b.retryFloor(e.topic) {
-			// Its topic was deleted after it was scheduled.
-			recs = append(recs, timerStatusRecord{ID: e.id, Status: timerCancelled, At: now.UTC()})
-			continue
-		}
-		recs = append(recs, timerStatusRecord{ID: e.id, Status: timerDelivered, At: now.UTC()})
-		m, err := b.store.Lookup(e.phys)
-		if errors.Is(err, storage.ErrOffsetTooSmall) || errors.Is(err, storage.ErrNotFound) {
-			b.log.Error().Str("timer", e.id).Msg("timer record lost; it cannot be delivered")
-			continue
-		}
-		if err != nil {
-			return mapStoreErr(err)
-		}
-		out := copyOf(m, m.Property(message.PropertyRealTopic),
-			message.PropertyRealTopic, message.PropertyRealQueueID, message.PropertyDeliverTimeMs, propTimerID)
-		if qid, err := strconv.ParseInt(m.Property(message.PropertyRealQueueID), 10, 32); err == nil {
-			out.QueueID = int32(qid)
-		}
-		msgs = append(msgs, out)
-		b.metrics.late(now.Sub(e.due))
-	}
-	body, err := json.Marshal(recs)
-	if err != nil {
+	b.timers.mu.Lock()
+	if err := b.followTimers(); err != nil {
+		b.timers.mu.Unlock()
 		return err
-	}
-	msgs = append(msgs, &message.Message{Topic: timerStatusTopic, Body: body, BornTimestamp: now.UnixMilli()})
-	if err := b.store.PutClass(storage.ClassSystem, msgs, make([]storage.PutResult, len(msgs))); err != nil {
-		return mapStoreErr(err)
 	}
 	return nil
 }
 
-// pendingTimer finds a pending timer that is not being delivered.
-func (b *Broker) pendingTimer(id string) (*timerEntry, error) {
+// settleOwnWrite waits until what the caller stored is dispatched and
+// applies it to the index; the caller holds the timer lock.
+func (b *Broker) settleOwnWrite() error {
+	if err := b.awaitDispatch(b.closingCtx); err != nil {
+		return err
+	}
+	return b.followTimers()
+}
+
+// queueRecord reads the record at seq of queue 0 of a system topic.
+func (b *Broker) queueRecord(topic string, seq int64) (*message.Message, error) {
+	res, err := b.store.ReadQueue(topic, 0, seq, 1, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Messages) == 0 || res.Messages[0].QueueOffset != seq {
+		return nil, fmt.Errorf("%w: %s/0 offset %d is gone", storage.ErrNotFound, topic, seq)
+	}
+	return res.Messages[0], nil
+}
+
+func isGone(err error) bool {
+	return errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrOffsetTooSmall) || errors.Is(err, storage.ErrOffsetOutOfRange)
+}
+
+// latestTimerRecord finds the newest record of timer id (pending or not):
+// its newest copy by UNIQ_KEY, else the first record, which the id names.
+func (b *Broker) latestTimerRecord(id message.ID) (*message.Message, error) {
+	m, err := b.store.FindByUniqKey(timerTopic, timerKey(id.String()))
+	if err == nil {
+		return m, nil
+	}
+	if !errors.Is(err, storage.ErrNotFound) {
+		return nil, mapStoreErr(err)
+	}
+	m, err = b.store.LookupID(id)
+	if isGone(err) || err == nil && (m.Topic != timerTopic || timerID(m) != id.String()) {
+		return nil, storage.ErrNotFound
+	}
+	if err != nil {
+		return nil, mapStoreErr(err)
+	}
+	return m, nil
+}
+
+// pendingTimer returns the latest record of a pending timer that is not
+// being delivered; the caller holds the timer lock.
+func (b *Broker) pendingTimer(id string) (*message.Message, error) {
 	mid, err := message.ParseID(id)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	e, ok := b.timers.byID[mid.String()]
-	if !ok || e.inFlight {
+	m, err := b.latestTimerRecord(mid)
+	if err == nil && (!b.timers.index.Live(m.QueueOffset) || b.timers.busy(m.QueueOffset)) {
+		err = storage.ErrNotFound
+	}
+	if errors.Is(err, storage.ErrNotFound) {
 		return nil, fmt.Errorf("%w: no pending timer %s (delivered, cancelled or unknown)", ErrMessageNotFound, id)
 	}
-	return e, nil
+	return m, err
 }
 
-func (b *Broker) timerView(e *timerEntry, withBody bool) (Timer, error) {
-	m, err := b.store.Lookup(e.phys)
-	if err != nil {
-		return Timer{}, mapStoreErr(err)
-	}
+// timerView describes the timer whose latest record is m.
+func timerView(m *message.Message, withBody bool) Timer {
 	rm := toReceived(m)
-	t := Timer{ID: e.id, Topic: e.topic, DeliverAt: e.due.UTC(), Tag: rm.Tag, Keys: rm.Keys, Properties: rm.Properties,
-		ScheduledAt: time.UnixMilli(m.StoreTimestamp).UTC()}
+	t := Timer{ID: timerID(m), Topic: m.Property(message.PropertyRealTopic), DeliverAt: dueOf(m).UTC(),
+		Tag: rm.Tag, Keys: rm.Keys, Properties: rm.Properties, ScheduledAt: time.UnixMilli(m.StoreTimestamp).UTC()}
 	if qid, err := strconv.ParseInt(m.Property(message.PropertyRealQueueID), 10, 32); err == nil {
 		t.QueueID = int32(qid)
 	}
 	if withBody {
 		t.Body = m.Body
 	}
-	return t, nil
+	return t
 }
+
+// listStep bounds the index entries one step of a listing examines under
+// the timer lock.
+const listStep = 1 << 16
 
 // ListTimers lists pending timers (of topic, or all when ""), soonest
 // first, up to limit, after the cursor (a timer id from the last page).
@@ -361,71 +332,88 @@ func (b *Broker) ListTimers(ctx context.Context, topic string, cursor string, li
 	if limit <= 0 || limit > 500 {
 		limit = 100
 	}
-	b.timers.mu.Lock()
-	entries := make([]*timerEntry, 0, len(b.timers.byID))
-	for _, e := range b.timers.byID {
-		if (topic == "" || e.topic == topic) && !e.inFlight {
-			snapshot := *e // the entry changes under the lock (retention, reschedule)
-			entries = append(entries, &snapshot)
-		}
-	}
-	b.timers.mu.Unlock()
-	sort.Slice(entries, func(i, j int) bool { return timerHeap(entries).Less(i, j) })
-	start := 0
+	after := timerindex.MinKey
 	if cursor != "" {
-		start = len(entries)
-		for i, e := range entries {
-			if e.id == cursor {
-				start = i + 1
-				break
-			}
+		id, err := message.ParseID(cursor)
+		if err != nil {
+			return nil, "", fmt.Errorf("%w: cursor is not a timer id: %w", ErrInvalidArgument, err)
 		}
+		m, err := b.latestTimerRecord(id)
+		if errors.Is(err, storage.ErrNotFound) {
+			return nil, "", nil // a timer long gone: nothing after it is known
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		// After every record of the cursor's timer (a carry may have
+		// copied it since, under a new seq).
+		after = timerindex.Key{Due: dueMsOf(m), ID: timerIDOffset(m), Seq: math.MaxInt64}
 	}
-	var out []Timer
-	next := ""
-	for _, e := range entries[start:] {
-		if len(out) == limit {
-			next = out[len(out)-1].ID
+	if err := b.lockTimers(ctx); err != nil {
+		return nil, "", err
+	}
+	t := &b.timers
+	var found []timerindex.Entry
+	for {
+		last, done, err := t.index.Scan(after, topic, listStep, func(e timerindex.Entry) bool {
+			if !t.busy(e.Seq) {
+				found = append(found, e)
+			}
+			return len(found) <= limit
+		})
+		if err != nil || done || len(found) > limit {
+			t.mu.Unlock()
+			if err != nil {
+				return nil, "", err
+			}
 			break
 		}
-		t, err := b.timerView(e, false)
+		after = last
+		t.mu.Unlock() // let deliveries and sends through between steps
+		t.mu.Lock()
+	}
+	var out []Timer
+	for _, e := range found[:min(len(found), limit)] {
+		m, err := b.queueRecord(timerTopic, e.Seq)
 		if err != nil {
 			continue // delivered or carried meanwhile
 		}
-		out = append(out, t)
+		out = append(out, timerView(m, false))
+	}
+	next := ""
+	if len(found) > limit && len(out) > 0 {
+		next = out[len(out)-1].ID
 	}
 	return out, next, nil
 }
 
 // GetTimer returns one pending timer with its body.
 func (b *Broker) GetTimer(ctx context.Context, id string) (Timer, error) {
-	b.timers.mu.Lock()
-	e, err := b.pendingTimer(id)
-	var snapshot timerEntry
-	if err == nil {
-		snapshot = *e
+	if err := b.lockTimers(ctx); err != nil {
+		return Timer{}, err
 	}
+	m, err := b.pendingTimer(id)
 	b.timers.mu.Unlock()
 	if err != nil {
 		return Timer{}, err
 	}
-	return b.timerView(&snapshot, true)
+	return timerView(m, true), nil
 }
 
 // CancelTimer cancels a pending timer: it is never delivered.
 func (b *Broker) CancelTimer(ctx context.Context, id string) error {
-	t := &b.timers
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e, err := b.pendingTimer(id)
+	if err := b.lockTimers(ctx); err != nil {
+		return err
+	}
+	defer b.timers.mu.Unlock()
+	m, err := b.pendingTimer(id)
 	if err != nil {
 		return err
 	}
-	if err := b.appendTimerStatus([]timerStatusRecord{{ID: e.id, Status: timerCancelled, At: time.Now().UTC()}}); err != nil {
+	if err := b.appendTimerStatus([]timerStatusRecord{settle(m, timerCancelled, time.Now())}); err != nil {
 		return err
 	}
-	t.remove(e)
-	return nil
+	return b.settleOwnWrite()
 }
 
 // appendTimerStatus makes timer status changes durable.
@@ -441,8 +429,8 @@ func (b *Broker) appendTimerStatus(recs []timerStatusRecord) error {
 	return nil
 }
 
-// RescheduleTimer moves a pending timer to a new due time (a record with
-// the same TIMER_ID is appended; the latest record wins).
+// RescheduleTimer moves a pending timer to a new due time (a copy of its
+// record due then supersedes it).
 func (b *Broker) RescheduleTimer(ctx context.Context, id string, at time.Time) (Timer, error) {
 	now := time.Now()
 	if !at.After(now) {
@@ -451,92 +439,60 @@ func (b *Broker) RescheduleTimer(ctx context.Context, id string, at time.Time) (
 	if at.After(now.Add(b.opts.MaxTimerDelay)) {
 		return Timer{}, fmt.Errorf("%w: a timer may be at most %v ahead", ErrInvalidArgument, b.opts.MaxTimerDelay)
 	}
-	t := &b.timers
-	t.mu.Lock()
-	e, err := b.pendingTimer(id)
-	var phys int64
-	if err == nil {
-		phys, err = b.copyTimer(e, at, storage.ClassSystem)
+	if err := b.lockTimers(ctx); err != nil {
+		return Timer{}, err
 	}
-	var snapshot timerEntry
-	if err == nil {
-		t.put(e.id, e.topic, at, phys)
-		t.nudge()
-		snapshot = *e
-	}
-	t.mu.Unlock()
+	defer b.timers.mu.Unlock()
+	m, err := b.pendingTimer(id)
 	if err != nil {
 		return Timer{}, err
 	}
-	return b.timerView(&snapshot, false)
+	c := timerCopy(m, at)
+	if err := b.store.PutClass(storage.ClassSystem, []*message.Message{c}, make([]storage.PutResult, 1)); err != nil {
+		return Timer{}, mapStoreErr(err)
+	}
+	b.timers.nudge()
+	if err := b.settleOwnWrite(); err != nil {
+		return Timer{}, err
+	}
+	return timerView(c, false), nil
 }
 
-// copyTimer appends a new record of timer e due at at (in class); the
-// caller holds the timer lock.
-func (b *Broker) copyTimer(e *timerEntry, at time.Time, class storage.Class) (int64, error) {
-	m, err := b.store.Lookup(e.phys)
-	if err != nil {
-		return 0, mapStoreErr(err)
+// TimerCount is how many timers are pending, and the next due time of
+// those not being delivered.
+func (b *Broker) TimerCount() (int, time.Time) {
+	if err := b.lockTimers(b.closingCtx); err != nil {
+		b.log.Error().Err(err).Msg("timer index not up to date")
+		b.timers.mu.Lock()
 	}
-	c := copyOf(m, timerTopic)
-	c.SetProperty(propTimerID, e.id)
-	c.SetProperty(message.PropertyDeliverTimeMs, dueMs(at))
-	r := make([]storage.PutResult, 1)
-	if err := b.store.PutClass(class, []*message.Message{c}, r); err != nil {
-		return 0, mapStoreErr(err)
-	}
-	return r[0].PhysicalOffset, nil
+	defer b.timers.mu.Unlock()
+	next, _ := b.nextTimerLocked()
+	return int(b.timers.index.Count()), next
 }
 
-// carryTimers runs before retention deletes the CommitLog below cut:
-// pending timers recorded there are re-appended (same id and due time). A
-// timer being delivered right now is not copied (its delivered status
-// could precede the copy): the deletion waits for the next pass instead.
-func (b *Broker) carryTimers(cut int64) error {
+// nextTimerLocked is the due time of the soonest pending timer not being
+// delivered (zero when none); the caller holds the timer lock.
+func (b *Broker) nextTimerLocked() (time.Time, error) {
+	t := &b.timers
+	var next time.Time
+	_, _, err := t.index.Scan(timerindex.MinKey, "", 0, func(e timerindex.Entry) bool {
+		if t.busy(e.Seq) {
+			return true
+		}
+		next = time.UnixMilli(e.Due)
+		return false
+	})
+	return next, err
+}
+
+// pendingFor counts the pending timers destined to topic (the caller has
+// awaited the dispatch of what was stored before).
+func (b *Broker) pendingFor(topic string) int {
 	t := &b.timers
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, e := range t.byID {
-		if e.phys < cut && e.inFlight {
-			return fmt.Errorf("timer %s below CommitLog offset %d is being delivered; retention waits for the next pass", e.id, cut)
-		}
+	if err := b.followTimers(); err != nil {
+		b.log.Error().Err(err).Msg("timer index not up to date")
 	}
-	carried := 0
-	for _, e := range t.byID {
-		if e.phys >= cut {
-			continue
-		}
-		phys, err := b.copyTimer(e, e.due, storage.ClassReclaim)
-		if err != nil {
-			return err
-		}
-		e.phys = phys
-		carried++
-	}
-	if carried > 0 {
-		b.log.Info().Int("timers", carried).Int64("below", cut).Msg("pending timers carried past retention")
-	}
-	return nil
-}
-
-// TimerCount is how many timers are pending, and the next due time.
-func (b *Broker) TimerCount() (int, time.Time) {
-	b.timers.mu.Lock()
-	defer b.timers.mu.Unlock()
-	if len(b.timers.heap) == 0 {
-		return len(b.timers.byID), time.Time{}
-	}
-	return len(b.timers.byID), b.timers.heap.peek().due
-}
-
-// registerTimer adds a stored timer record to the pending set and returns
-// its destination queue (the queue offset is not known before delivery: -1).
-func (b *Broker) registerTimer(m *message.Message, r storage.PutResult) (int32, int64) {
-	t := &b.timers
-	t.mu.Lock()
-	t.put(r.ID.String(), m.Property(message.PropertyRealTopic), dueOf(m), r.PhysicalOffset)
-	t.mu.Unlock()
-	t.nudge()
-	qid, _ := strconv.ParseInt(m.Property(message.PropertyRealQueueID), 10, 32)
-	return int32(qid), -1
+	return int(t.index.CountTopic(topic))
 }

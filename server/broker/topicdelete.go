@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/timerindex"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
 	"github.com/mqgate/mqgate/storage/schedule"
@@ -139,30 +140,48 @@ func (b *Broker) dropTopicProgress(name string) error {
 }
 
 // cancelTopicTimers cancels the pending timers of the topic (one being
-// delivered right now is dropped by deliverTimers).
+// delivered right now is dropped by deliverTimers), a status record per
+// resendChunk of them.
 func (b *Broker) cancelTopicTimers(name string) error {
 	t := &b.timers
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var recs []timerStatusRecord
-	var gone []*timerEntry
-	now := time.Now().UTC()
-	for _, e := range t.byID {
-		if e.topic == name && !e.inFlight {
-			recs = append(recs, timerStatusRecord{ID: e.id, Status: timerCancelled, At: now})
-			gone = append(gone, e)
-		}
+	if err := b.lockTimers(b.closingCtx); err != nil {
+		return err
 	}
-	for start := 0; start < len(recs); start += resendChunk {
-		chunk := recs[start:min(start+resendChunk, len(recs))]
-		if err := b.appendTimerStatus(chunk); err != nil {
+	defer t.mu.Unlock()
+	after := timerindex.MinKey
+	for {
+		var seqs []int64
+		last, done, err := t.index.Scan(after, name, 0, func(e timerindex.Entry) bool {
+			if !t.busy(e.Seq) {
+				seqs = append(seqs, e.Seq)
+			}
+			return len(seqs) < resendChunk
+		})
+		if err != nil {
 			return err
 		}
-		for _, e := range gone[start : start+len(chunk)] {
-			t.remove(e)
+		now := time.Now()
+		recs := make([]timerStatusRecord, 0, len(seqs))
+		for _, seq := range seqs {
+			m, err := b.queueRecord(timerTopic, seq)
+			if err != nil {
+				return mapStoreErr(err)
+			}
+			recs = append(recs, settle(m, timerCancelled, now))
 		}
+		if len(recs) > 0 {
+			if err := b.appendTimerStatus(recs); err != nil {
+				return err
+			}
+			if err := b.settleOwnWrite(); err != nil {
+				return err
+			}
+		}
+		if done || len(seqs) < resendChunk {
+			return nil
+		}
+		after = last
 	}
-	return nil
 }
 
 // originTopic is the topic a stored message belongs to: the original

@@ -1,0 +1,16 @@
+package broker
+
+import "github.com/mqgate/mqgate/server/broker/timerindex"
+
+// TimerRecovery is how the timer index was opened (tests).
+type TimerRecovery = timerRecovery
+
+// TimerRecovered reports how the timer index was opened.
+func (b *Broker) TimerRecovered() TimerRecovery {
+	b.timers.mu.Lock()
+	defer b.timers.mu.Unlock()
+	return b.timers.recovered
+}
+
+// TimerIndexStats reports the timer index's size.
+func (b *Broker) TimerIndexStats() timerindex.Stats { return b.timers.index.Stats() }

@@ -1,0 +1,290 @@
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/mqgate/mqgate/server/broker/timerindex"
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/message"
+)
+
+// timerBatch is how many timers one delivery batch (and one carry batch)
+// writes.
+const timerBatch = 256
+
+// timerFollowEvery is how often the timer loop catches the index up with
+// records nobody announced (carries, records written while it slept).
+const timerFollowEvery = time.Second
+
+// timerLoop delivers due timers until the broker closes.
+func (b *Broker) timerLoop() {
+	defer b.workers.Done()
+	t := &b.timers
+	backoff := 100 * time.Millisecond
+	wait := time.NewTimer(time.Hour)
+	defer wait.Stop()
+	var next time.Time // the next due time, when known
+	known := false
+	for {
+		_ = b.awaitDispatch(b.closingCtx)
+		t.mu.Lock()
+		err := b.followTimers()
+		switch {
+		case err != nil:
+			known = false
+		case known:
+			// Only what was born since can come sooner (a kill makes the
+			// wait end early, harmlessly).
+			if t.bornDue != math.MaxInt64 && (next.IsZero() || t.bornDue < next.UnixMilli()) {
+				next = time.UnixMilli(t.bornDue)
+			}
+		default:
+			next, err = b.nextTimerLocked()
+			known = err == nil
+		}
+		t.bornDue = math.MaxInt64
+		t.mu.Unlock()
+		d := timerFollowEvery
+		switch {
+		case err != nil:
+			b.log.Error().Err(err).Msg("reading the timer index failed; will retry")
+			d = backoff
+		case !next.IsZero():
+			d = min(d, max(0, time.Until(next)))
+		}
+		wait.Reset(d)
+		select {
+		case <-b.closing:
+			return
+		case <-t.wake:
+			wait.Stop()
+			continue
+		case <-wait.C:
+		}
+		if next.IsZero() || time.Now().Before(next) {
+			known = false // every timerFollowEvery, look again
+			continue
+		}
+		known = false
+		if err := b.deliverDueTimers(time.Now()); err != nil {
+			b.log.Error().Err(err).Dur("retryIn", backoff).Msg("delivering timers failed; will retry")
+			select {
+			case <-b.closing:
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+	}
+}
+
+// dueTimer is a timer record picked for delivery.
+type dueTimer struct {
+	timerindex.Entry
+	unsure bool // an earlier attempt's outcome is unknown
+}
+
+// deliverDueTimers delivers every timer due at now, in batches.
+func (b *Broker) deliverDueTimers(now time.Time) error {
+	t := &b.timers
+	t.deliverMu.Lock()
+	defer t.deliverMu.Unlock()
+	for {
+		t.mu.Lock()
+		if err := b.followTimers(); err != nil {
+			t.mu.Unlock()
+			return err
+		}
+		var batch []dueTimer
+		_, _, err := t.index.Scan(timerindex.MinKey, "", 0, func(e timerindex.Entry) bool {
+			if e.Due > now.UnixMilli() {
+				return false
+			}
+			if t.busy(e.Seq) {
+				return true
+			}
+			_, unsure := t.unsure[e.Seq]
+			batch = append(batch, dueTimer{Entry: e, unsure: unsure})
+			return len(batch) < timerBatch
+		})
+		for _, d := range batch {
+			t.inFlight[d.Seq] = false
+		}
+		t.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if len(batch) == 0 {
+			return nil
+		}
+		err = b.deliverTimers(batch, now)
+		b.settleDelivery(batch, err == nil)
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// settleDelivery waits for the index to see the batch's status and ends
+// its flight: a record still pending after a failed write may be retried
+// (unsure); one whose batch was stored stays in flight until its status
+// is applied.
+func (b *Broker) settleDelivery(batch []dueTimer, stored bool) {
+	t := &b.timers
+	if stored {
+		_ = b.awaitDispatch(b.closingCtx)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := b.followTimers(); err != nil {
+		b.log.Error().Err(err).Msg("timer index not up to date after a delivery")
+	}
+	for _, d := range batch {
+		switch {
+		case !t.index.Live(d.Seq):
+			delete(t.inFlight, d.Seq)
+			delete(t.unsure, d.Seq)
+		case stored:
+			t.inFlight[d.Seq] = true
+		default:
+			delete(t.inFlight, d.Seq)
+			t.unsure[d.Seq] = struct{}{}
+		}
+	}
+}
+
+// deliverTimers stores the real messages of a batch and its status.
+func (b *Broker) deliverTimers(batch []dueTimer, now time.Time) error {
+	b.topicGate.RLock() // see topicdelete.go
+	defer b.topicGate.RUnlock()
+	msgs := make([]*message.Message, 0, len(batch)+1)
+	recs := make([]timerStatusRecord, 0, len(batch))
+	for _, d := range batch {
+		m, err := b.queueRecord(timerTopic, d.Seq)
+		if isGone(err) {
+			b.log.Error().Int64("seq", d.Seq).Msg("timer record lost; it cannot be delivered")
+			seq := d.Seq
+			recs = append(recs, timerStatusRecord{Status: timerDelivered, At: now.UTC(), Seq: &seq, Topic: d.Topic})
+			continue
+		}
+		if err != nil {
+			return mapStoreErr(err)
+		}
+		id := timerID(m)
+		mid, err := message.ParseID(id)
+		if err == nil && mid.Offset() < b.retryFloor(d.Topic) {
+			// Its topic was deleted after it was scheduled.
+			recs = append(recs, settle(m, timerCancelled, now))
+			continue
+		}
+		recs = append(recs, settle(m, timerDelivered, now))
+		// A timer that existed before this process started may have been
+		// delivered by a batch a crash tore (its status lost): look for
+		// the delivery first, as after a failed write.
+		if d.unsure || err == nil && mid.Offset() < b.timers.startOffset {
+			done, err := b.store.FindByUniqKey(d.Topic, timerKey(id))
+			if err == nil && done != nil {
+				continue // delivered by a batch whose status a crash or an error lost
+			}
+			if err != nil && !errors.Is(err, storage.ErrNotFound) {
+				return mapStoreErr(err)
+			}
+		}
+		out := copyOf(m, d.Topic, message.PropertyRealTopic, message.PropertyRealQueueID, message.PropertyDeliverTimeMs,
+			propTimerID, propTimerPrev, message.PropertyUniqKey)
+		out.SetProperty(message.PropertyUniqKey, timerKey(id))
+		if qid, err := strconv.ParseInt(m.Property(message.PropertyRealQueueID), 10, 32); err == nil {
+			out.QueueID = int32(qid)
+		}
+		msgs = append(msgs, out)
+		b.metrics.late(now.Sub(time.UnixMilli(d.Due)))
+	}
+	body, err := json.Marshal(recs)
+	if err != nil {
+		return err
+	}
+	msgs = append(msgs, &message.Message{Topic: timerStatusTopic, Body: body, BornTimestamp: now.UnixMilli()})
+	if err := b.store.PutClass(storage.ClassSystem, msgs, make([]storage.PutResult, len(msgs))); err != nil {
+		return mapStoreErr(err)
+	}
+	return nil
+}
+
+// carryTimers runs before retention deletes the CommitLog below cut:
+// pending timers recorded there are re-appended (same id and due time;
+// each copy supersedes the record it copies), a batch at a time while
+// deliveries go on; a last pass, with no delivery under way, carries what
+// a delivery had in flight and did not settle, so that no delivery is
+// left reading a record retention deletes.
+func (b *Broker) carryTimers(cut int64) error {
+	t := &b.timers
+	_ = b.awaitDispatch(b.closingCtx)
+	carried, err := b.carryBelow(cut)
+	if err == nil {
+		t.deliverMu.Lock()
+		var more int
+		more, err = b.carryBelow(cut)
+		t.deliverMu.Unlock()
+		carried += more
+	}
+	if carried > 0 {
+		b.log.Info().Int("timers", carried).Int64("below", cut).Msg("pending timers carried past retention")
+	}
+	return err
+}
+
+// carryBelow copies the pending records below cut that are not in flight.
+func (b *Broker) carryBelow(cut int64) (int, error) {
+	t := &b.timers
+	carried := 0
+	for from, done := int64(0), false; !done; {
+		t.mu.Lock()
+		if err := b.followTimers(); err != nil {
+			t.mu.Unlock()
+			return carried, err
+		}
+		var copies []*message.Message
+		for len(copies) < timerBatch {
+			seq, ok := t.index.NextLive(from)
+			if !ok {
+				done = true
+				break
+			}
+			from = seq + 1
+			if t.busy(seq) {
+				continue // being delivered
+			}
+			m, err := b.queueRecord(timerTopic, seq)
+			if isGone(err) {
+				continue
+			}
+			if err != nil {
+				t.mu.Unlock()
+				return carried, mapStoreErr(err)
+			}
+			if m.PhysicalOffset >= cut {
+				done = true
+				break
+			}
+			copies = append(copies, timerCopy(m, dueOf(m)))
+		}
+		var err error
+		if len(copies) > 0 {
+			if err = b.store.PutClass(storage.ClassReclaim, copies, make([]storage.PutResult, len(copies))); err == nil {
+				carried += len(copies)
+				err = b.settleOwnWrite()
+			}
+		}
+		t.mu.Unlock()
+		if err != nil {
+			return carried, mapStoreErr(err)
+		}
+	}
+	return carried, nil
+}
