@@ -50,6 +50,8 @@ var (
 	// ErrRangeNotSatisfiable: a Range request for a file (the web console)
 	// lies outside the file.
 	ErrRangeNotSatisfiable = errors.New("api: range not satisfiable")
+	// ErrHTTPSRequired: plain HTTP arrived on a port that speaks TLS.
+	ErrHTTPSRequired = errors.New("api: https required")
 )
 
 // problemMediaType is the RFC 9457 media type of error bodies.
@@ -98,6 +100,7 @@ var (
 	kindInvalidName     = problemKind{http.StatusBadRequest, "invalid-name", "Invalid topic or group name", 0}
 	kindInvalidArgument = problemKind{http.StatusBadRequest, "invalid-argument", "Invalid argument", 0}
 	kindMalformed       = problemKind{http.StatusBadRequest, "malformed-request", "Malformed request", 0}
+	kindHTTPSRequired   = problemKind{http.StatusBadRequest, "https-required", "HTTPS required", 0}
 	kindEmptyBody       = problemKind{http.StatusBadRequest, "empty-body", "Message body is empty", 0}
 	kindOffsetRange     = problemKind{http.StatusBadRequest, "offset-out-of-range", "Offset out of range", 0}
 	kindNotFound        = problemKind{http.StatusNotFound, "not-found", "Not found", 0}
@@ -142,6 +145,7 @@ var sentinelKinds = []struct {
 	{broker.ErrReservedName, kindInvalidName},
 	{broker.ErrInvalidArgument, kindInvalidArgument},
 	{ErrMalformedRequest, kindMalformed},
+	{ErrHTTPSRequired, kindHTTPSRequired},
 	{broker.ErrEmptyBody, kindEmptyBody},
 	{broker.ErrOffsetOutOfRange, kindOffsetRange},
 	{ErrRouteNotFound, kindNotFound},

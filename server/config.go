@@ -52,6 +52,17 @@ type Config struct {
 	// Pprof), and /livez and /readyz, on their own address without
 	// authentication, and no longer on Listen.
 	AdminListen string `name:"admin-listen" help:"Serve /metrics and /debug/pprof (and /livez, /readyz) on this address, without authentication, instead of on --listen; keep it private." env:"MQGATE_ADMIN_LISTEN"`
+	// TLSCertFile and TLSKeyFile are the PEM certificate chain and
+	// private key of the server (both or neither): given, --listen and
+	// --admin-listen speak HTTPS only (TLS 1.2+), and the pair is reloaded
+	// when the files change (tls.go).
+	TLSCertFile string `name:"tls-cert-file" help:"PEM certificate (chain) of the server; with --tls-key-file, --listen and --admin-listen serve HTTPS only (TLS 1.2+), reloaded when the files change." env:"MQGATE_TLS_CERT_FILE"`
+	TLSKeyFile  string `name:"tls-key-file" help:"PEM private key of --tls-cert-file (keep it 0600)." env:"MQGATE_TLS_KEY_FILE"`
+	// TLSClientCAFile is a PEM bundle of the CAs whose client
+	// certificates are accepted; a verified certificate's subject Common
+	// Name is the accessKey of the account it signs in as. Needs TLS and
+	// ACLFile.
+	TLSClientCAFile string `name:"tls-client-ca-file" help:"PEM CA bundle of client certificates; a verified certificate signs in as the account its subject CN names (needs --tls-cert-file and --acl-file; use a CA for mqgate clients only)." env:"MQGATE_TLS_CLIENT_CA_FILE"`
 	// AdvertiseAddr is the IPv4 host:port written into message ids (a
 	// host name is resolved once at start). Empty: the listen address when
 	// it names an IPv4 host, else the host's first non-loopback IPv4
@@ -154,6 +165,9 @@ type Config struct {
 	// ACLPollInterval is how often the ACL file is looked at (default
 	// one second). Not a flag.
 	ACLPollInterval time.Duration `kong:"-"`
+	// TLSReloadInterval is how often, at most, a handshake looks at the
+	// TLS files (default one second). Not a flag.
+	TLSReloadInterval time.Duration `kong:"-"`
 	// LogOutput receives the logs (default os.Stderr). Not a flag.
 	LogOutput io.Writer `kong:"-"`
 	// Version is reported by mqgate_build_info and the start-up log. Not a flag.
@@ -324,6 +338,7 @@ func (c Config) Validate() error {
 		}
 	}
 	c.validateAuth(bad)
+	c.validateTLS(bad)
 	if c.AdvertiseAddr != "" {
 		if err := checkAdvertiseAddr(c.AdvertiseAddr); err != nil {
 			bad("%v", err)
@@ -447,6 +462,21 @@ func (c Config) validateAuth(bad func(format string, args ...any)) {
 	}
 	if c.AuthFailuresPerMinute < 1 {
 		bad("auth-failures-per-minute %d must be positive", c.AuthFailuresPerMinute)
+	}
+}
+
+// validateTLS checks the TLS flags.
+func (c Config) validateTLS(bad func(format string, args ...any)) {
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		bad("give --tls-cert-file and --tls-key-file together")
+	}
+	if c.TLSClientCAFile != "" {
+		if c.TLSCertFile == "" {
+			bad("tls-client-ca-file needs --tls-cert-file and --tls-key-file")
+		}
+		if c.ACLFile == "" {
+			bad("tls-client-ca-file needs --acl-file: a client certificate's subject CN names an account of it")
+		}
 	}
 }
 

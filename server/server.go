@@ -12,6 +12,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	stdlog "log"
@@ -70,6 +71,8 @@ type Server struct {
 
 	// security is authentication (nil: off).
 	security *security
+	// tls is the key pair and client CAs (nil: plain HTTP).
+	tls *tlsFiles
 	// adminListener and admin serve --admin-listen (nil without it);
 	// adminServed reports the end of its Serve.
 	adminListener net.Listener
@@ -106,6 +109,10 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	tf, err := openTLS(cfg, log)
+	if err != nil {
+		return nil, err
+	}
 	// Listen next: a busy port fails fast, and message ids carry the port
 	// actually bound.
 	listener, err := net.Listen("tcp", cfg.Listen)
@@ -117,6 +124,14 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		if adminListener, err = net.Listen("tcp", cfg.AdminListen); err != nil {
 			return nil, errors.Join(fmt.Errorf("listen on %s (admin): %w", cfg.AdminListen, err), listener.Close())
 		}
+		if tf != nil {
+			// The admin server is a plain net/http server: it handles the
+			// *tls.Conn itself.
+			adminListener = tls.NewListener(adminListener, tf.serverConfig())
+		}
+	}
+	if tf != nil {
+		listener = tls.NewListener(listener, tf.serverConfig())
 	}
 	opened := false
 	defer func() {
@@ -158,7 +173,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if mirror != nil {
 		be = mirroredBroker{Broker: b, mirror: mirror}
 	}
-	s := newServerOn(cfg, log, be, listener, sec)
+	s := newServerOn(cfg, log, be, listener, sec, tf)
 	s.log.Info().Str("store_host", host.String()).Str("from", hostSource).Msg("message ids carry this store host")
 	if adminListener != nil {
 		s.serveAdminOn(adminListener)
@@ -196,19 +211,22 @@ func newServer(cfg Config, log zerolog.Logger, b backend) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	return newServerOn(cfg, log, b, listener, nil), nil
+	return newServerOn(cfg, log, b, listener, nil, nil), nil
 }
 
 // newServerOn wires an opened broker into a server on listener, with
-// authentication sec (nil: off).
-func newServerOn(cfg Config, log zerolog.Logger, b backend, listener net.Listener, sec *security) *Server {
-	s := &Server{cfg: cfg, rootLog: log, log: log.With().Str("component", "server").Logger(), security: sec}
+// authentication sec (nil: off) and TLS tf (nil: off; listener is then a
+// tls.Listener).
+func newServerOn(cfg Config, log zerolog.Logger, b backend, listener net.Listener, sec *security, tf *tlsFiles) *Server {
+	s := &Server{cfg: cfg, rootLog: log, log: log.With().Str("component", "server").Logger(), security: sec, tls: tf}
 	s.pollCtx, s.cancelPolls = context.WithCancel(context.Background())
 	s.registry = newRegistry(cfg.Version)
 	if sec != nil {
 		s.registry.MustRegister(sec.metrics)
 	}
-	s.listener = newConnListener(listener, int64(cfg.MaxHeaderBytes), s.log)
+	cl := newConnListener(listener, int64(cfg.MaxHeaderBytes), s.log)
+	cl.tls, cl.handshakeTimeout = tf != nil, cfg.ReadHeaderTimeout
+	s.listener = cl
 	s.pushConfig = push.Config{DenyCIDRs: cfg.PushDenyCIDRs, DenyPrivate: cfg.PushDenyPrivate}
 	if addr, ok := listener.Addr().(*net.TCPAddr); ok {
 		s.pushConfig.Self = []netip.AddrPort{addr.AddrPort()}
@@ -240,6 +258,7 @@ func newServerOn(cfg Config, log zerolog.Logger, b backend, listener net.Listene
 		Str("push_deny_cidrs", cfg.PushDenyCIDRs.String()).
 		Bool("push_deny_private", cfg.PushDenyPrivate).
 		Str("auth", sec.mode()).
+		Bool("tls", tf != nil).
 		Str("acl_file", cfg.ACLFile).
 		Str("admin_listen", cfg.AdminListen).
 		Msg("mqgate configured")
@@ -546,6 +565,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	degraded := append(s.broker.Degraded(), s.security.degraded()...)
+	degraded = append(degraded, s.tls.degraded()...)
 	// The PostgreSQL mirror is a projection: it never makes mqgate unready,
 	// but a degraded mirror is reported.
 	if s.mirror != nil {

@@ -94,6 +94,17 @@
 // and aud against the configured values (both required with a JWKS URL),
 // and the account claim (sub by default) must name an account of the ACL.
 //
+// Client certificate: with TLS and --tls-client-ca-file, a request
+// without an Authorization header on a connection whose client
+// certificate the handshake verified against those CAs (for client
+// authentication) signs in as the account its subject Common Name names
+// (method "certificate"); a CN naming no account is a 401. The CN, not a
+// SAN, because it is what `openssl req -subj /CN=billing-worker` and most
+// internal CAs set for a client, and an accessKey is no host name. Any
+// certificate those CAs sign for CN=x is account x, so they must issue
+// certificates for mqgate clients only. An Authorization header wins
+// over the certificate. The white lists apply as to every sign-in.
+//
 // Secrets are compared in constant time: a plain secret by the SHA-256 of
 // both sides, hashes by their own algorithms. An unknown accessKey is
 // checked against a dummy secret of the same kind and cost as the file's
