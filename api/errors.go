@@ -121,6 +121,7 @@ var (
 	kindUnauthenticated = problemKind{http.StatusUnauthorized, "unauthenticated", "Authentication required", 0}
 	kindForbidden       = problemKind{http.StatusForbidden, "forbidden", "Forbidden", 0}
 	kindAuthThrottled   = problemKind{http.StatusTooManyRequests, "too-many-auth-failures", "Too many failed authentications", 0}
+	kindRateLimited     = problemKind{http.StatusTooManyRequests, "rate-limited", "Rate limit exceeded", 0}
 	kindClientClosed    = problemKind{499, "request-canceled", "Request canceled by the client", 0}
 	kindInternal        = problemKind{http.StatusInternalServerError, "internal", "Internal server error", 0}
 	kindNotImplemented  = problemKind{http.StatusNotImplemented, "not-implemented", "Not implemented", 0}
@@ -166,6 +167,7 @@ var sentinelKinds = []struct {
 	{auth.ErrUnauthenticated, kindUnauthenticated},
 	{auth.ErrForbidden, kindForbidden},
 	{auth.ErrThrottled, kindAuthThrottled},
+	{ErrRateLimited, kindRateLimited},
 	{broker.ErrNotImplemented, kindNotImplemented},
 	{ErrTransferEncoding, kindNotImplemented},
 	{broker.ErrShuttingDown, kindShuttingDown},
@@ -256,6 +258,8 @@ func newProblem(kind problemKind, err error) Problem {
 	if errors.As(err, &maxBytes) {
 		p.Limit, p.LimitUnit = int(maxBytes.Limit), "bytes"
 		p.Detail = fmt.Sprintf("%v: the limit is %d bytes", err, maxBytes.Limit)
+	} else if rl := (*RateLimitError)(nil); errors.As(err, &rl) {
+		p.Limit, p.LimitUnit = int(rl.Limit), rl.What+" per second"
 	} else if errors.As(err, &limit) {
 		p.Field, p.Limit, p.LimitUnit = limit.Field, limit.Limit, limit.Unit
 		if p.LimitUnit == "" {

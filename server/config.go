@@ -121,6 +121,16 @@ type Config struct {
 	MaxHeaderBytes ByteSize `help:"Largest request header block." env:"MQGATE_MAX_HEADER_BYTES" default:"${max_header_bytes}"`
 	// MaxWaiters caps concurrent long polls (429 above).
 	MaxWaiters int `help:"Most concurrent long-polling pulls; more get 429." env:"MQGATE_MAX_WAITERS" default:"${max_waiters}"`
+	// RequestsPerSecond is each account's default API request rate (an
+	// account of the ACL file may set requestsPerSecond); 0 is unlimited.
+	// Without authentication all callers are one account.
+	RequestsPerSecond float64 `help:"Default API request rate of each account (requestsPerSecond in the ACL file overrides it; 0 = unlimited; without --acl-file all callers are one account); over it: 429 rate-limited with Retry-After." env:"MQGATE_REQUESTS_PER_SECOND" default:"${requests_per_second}"`
+	// MessagesPerSecond is each account's default rate of messages sent
+	// (messagesPerSecond in the ACL file); 0 is unlimited.
+	MessagesPerSecond float64 `help:"Default rate of messages each account may send, a batch of n counting n (messagesPerSecond in the ACL file overrides it; 0 = unlimited)." env:"MQGATE_MESSAGES_PER_SECOND" default:"${messages_per_second}"`
+	// MaxLongPolls is each account's default number of pulls waiting at
+	// once (maxLongPolls in the ACL file); 0 is unlimited.
+	MaxLongPolls int `name:"max-long-polls" help:"Default number of pulls one account may have waiting at once (maxLongPolls in the ACL file overrides it; 0 = unlimited); more get 429 too-many-waiters." env:"MQGATE_MAX_LONG_POLLS" default:"${max_long_polls}"`
 	// ReadHeaderTimeout bounds reading a request's headers (slowloris).
 	ReadHeaderTimeout time.Duration `help:"Time to read request headers." env:"MQGATE_READ_HEADER_TIMEOUT" default:"${read_header_timeout}"`
 	// ReadTimeout bounds reading a whole request, body included.
@@ -200,6 +210,7 @@ func DefaultConfig() Config {
 		MaxRequestSize:    8 << 20,
 		MaxHeaderBytes:    64 << 10,
 		MaxWaiters:        10_000,
+		MaxLongPolls:      1_000,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -238,6 +249,9 @@ func (c Config) FlagDefaults() map[string]string {
 		"max_request_size":    c.MaxRequestSize.String(),
 		"max_header_bytes":    c.MaxHeaderBytes.String(),
 		"max_waiters":         strconv.Itoa(c.MaxWaiters),
+		"requests_per_second": strconv.FormatFloat(c.RequestsPerSecond, 'g', -1, 64),
+		"messages_per_second": strconv.FormatFloat(c.MessagesPerSecond, 'g', -1, 64),
+		"max_long_polls":      strconv.Itoa(c.MaxLongPolls),
 		"read_header_timeout": c.ReadHeaderTimeout.String(),
 		"read_timeout":        c.ReadTimeout.String(),
 		"write_timeout":       c.WriteTimeout.String(),
@@ -390,6 +404,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxWaiters < 1 {
 		bad("max-waiters %d must be positive", c.MaxWaiters)
+	}
+	if c.RequestsPerSecond < 0 || c.MessagesPerSecond < 0 || c.MaxLongPolls < 0 {
+		bad("requests-per-second, messages-per-second and max-long-polls must not be negative (0 = unlimited)")
 	}
 	if c.MetricsMaxLabelValues < 1 {
 		bad("metrics-max-label-values %d must be positive", c.MetricsMaxLabelValues)

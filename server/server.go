@@ -326,6 +326,11 @@ func (s *Server) routes() http.Handler {
 		PollContext:    s.pollCtx,
 		Draining:       func() bool { return s.state.Load() != stateRunning },
 		Auth:           s.authenticator(),
+		Limits: api.AccountLimits{
+			RequestsPerSecond: s.cfg.RequestsPerSecond,
+			MessagesPerSecond: s.cfg.MessagesPerSecond,
+			MaxLongPolls:      s.cfg.MaxLongPolls,
+		},
 	}))
 	return r
 }

@@ -37,6 +37,10 @@
 //   - defaultTopicPerm, defaultGroupPerm: DENY (the default when absent),
 //     PUB, SUB or PUB|SUB, for the topics and groups not listed.
 //   - topicPerms, groupPerms: "name=PERM" entries; a name appears once.
+//   - requestsPerSecond, messagesPerSecond, maxLongPolls (mqgate's
+//     extensions): the account's abuse limits — API requests per second,
+//     messages sent per second (a batch of n counts n), pulls waiting at
+//     once. Absent: the server's flag default; 0: unlimited.
 //
 // Every other key, a permission other than those four, a repeated
 // accessKey or resource, a malformed hash or address pattern, a second

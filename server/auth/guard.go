@@ -101,6 +101,9 @@ func (p *Principal) Name() string { return p.account.AccessKey }
 // "certificate".
 func (p *Principal) Method() string { return p.method }
 
+// Limits are the account's abuse limits from the ACL file.
+func (p *Principal) Limits() Limits { return p.account.Limits }
+
 // Admin reports an admin account.
 func (p *Principal) Admin() bool { return p.account.Admin }
 
