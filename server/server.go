@@ -165,6 +165,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open broker: %w", err), listener.Close())
 	}
+	secureDataDir(cfg.DataDir, log.With().Str("component", "server").Logger())
 	mirror, err := openMirror(ctx, cfg, b, log)
 	if err != nil {
 		return nil, errors.Join(err, listener.Close(), b.Close(ctx))
@@ -231,7 +232,7 @@ func newServerOn(cfg Config, log zerolog.Logger, b backend, listener net.Listene
 	if addr, ok := listener.Addr().(*net.TCPAddr); ok {
 		s.pushConfig.Self = []netip.AddrPort{addr.AddrPort()}
 	}
-	s.broker = pushCheckedBroker{backend: b, checkURL: s.pushConfig.CheckURL}
+	s.broker = pushCheckedBroker{backend: b, checkURL: s.pushConfig.CheckURL, checkResolved: s.pushConfig.CheckURLResolved}
 	s.http = &http.Server{
 		Handler:           trackConn(s.routes()),
 		ConnContext:       connContext,
@@ -347,30 +348,48 @@ func (s *Server) adminRoutes(r chi.Router) {
 }
 
 // pushCheckedBroker is the broker as the API sees it: saving a group
-// whose push endpoint delivery would certainly refuse — a literal (or
-// localhost) address that is forbidden, denied, or this server's own
-// listener — is a 400 invalid-argument (push.Config.CheckURL). Push
-// delivery drives the broker directly and checks every address it dials.
+// whose push endpoint delivery would refuse — a literal (or localhost)
+// address that is forbidden, denied, or this server's own listener, a
+// numeric host form, a metadata service's name, or a name that resolves
+// to such an address now — is a 400 invalid-argument
+// (push.Config.CheckURLResolved). Push delivery drives the broker
+// directly and checks every address it dials.
 type pushCheckedBroker struct {
 	backend
-	checkURL func(rawURL string) error
+	// checkURL checks without resolving (under the registry lock);
+	// checkResolved resolves names too (never under a lock).
+	checkURL      func(rawURL string) error
+	checkResolved func(ctx context.Context, rawURL string) error
 }
 
 // PutGroup checks the group's push URL, then stores the group.
 func (b pushCheckedBroker) PutGroup(ctx context.Context, g broker.GroupConfig) (broker.GroupConfig, bool, error) {
 	if g.Push != nil {
-		if err := b.checkURL(g.Push.URL); err != nil {
+		if err := b.checkResolved(ctx, g.Push.URL); err != nil {
 			return g, false, err
 		}
 	}
 	return b.backend.PutGroup(ctx, g)
 }
 
-// PatchGroup checks the patched group's push URL before it is stored.
+// PatchGroup checks the patched group's push URL before it is stored. The
+// patch runs under the broker's registry lock, where no name may be
+// resolved: it is applied once before, to the current group, to resolve
+// and check the URL it gives; under the lock a URL other than that one
+// (the group changed meanwhile) gets the checks without resolution.
 func (b pushCheckedBroker) PatchGroup(ctx context.Context, name string, patch func(broker.GroupConfig) (broker.GroupConfig, error)) (broker.GroupConfig, error) {
+	checked := ""
+	if cur, err := b.backend.GetGroup(ctx, name); err == nil {
+		if g, err := patch(cur); err == nil && g.Push != nil {
+			if err := b.checkResolved(ctx, g.Push.URL); err != nil {
+				return g, err
+			}
+			checked = g.Push.URL
+		}
+	}
 	return b.backend.PatchGroup(ctx, name, func(old broker.GroupConfig) (broker.GroupConfig, error) {
 		g, err := patch(old)
-		if err == nil && g.Push != nil {
+		if err == nil && g.Push != nil && g.Push.URL != checked {
 			err = b.checkURL(g.Push.URL)
 		}
 		return g, err
