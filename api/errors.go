@@ -52,6 +52,12 @@ var (
 	ErrRangeNotSatisfiable = errors.New("api: range not satisfiable")
 	// ErrHTTPSRequired: plain HTTP arrived on a port that speaks TLS.
 	ErrHTTPSRequired = errors.New("api: https required")
+	// ErrHostNotAllowed: the request's Host is not a name this server
+	// answers to (DNS rebinding).
+	ErrHostNotAllowed = errors.New("api: host not allowed")
+	// ErrOriginNotAllowed: a state-changing request from a web page of an
+	// origin the CORS configuration does not allow.
+	ErrOriginNotAllowed = errors.New("api: origin not allowed")
 )
 
 // problemMediaType is the RFC 9457 media type of error bodies.
@@ -120,6 +126,8 @@ var (
 	kindTooManyWaiters  = problemKind{http.StatusTooManyRequests, "too-many-waiters", "Too many waiting pulls", 1}
 	kindUnauthenticated = problemKind{http.StatusUnauthorized, "unauthenticated", "Authentication required", 0}
 	kindForbidden       = problemKind{http.StatusForbidden, "forbidden", "Forbidden", 0}
+	kindOrigin          = problemKind{http.StatusForbidden, "origin-not-allowed", "Origin not allowed", 0}
+	kindHost            = problemKind{http.StatusMisdirectedRequest, "host-not-allowed", "Host not allowed", 0}
 	kindAuthThrottled   = problemKind{http.StatusTooManyRequests, "too-many-auth-failures", "Too many failed authentications", 0}
 	kindRateLimited     = problemKind{http.StatusTooManyRequests, "rate-limited", "Rate limit exceeded", 0}
 	kindClientClosed    = problemKind{499, "request-canceled", "Request canceled by the client", 0}
@@ -166,6 +174,8 @@ var sentinelKinds = []struct {
 	{ErrTooManyWaiters, kindTooManyWaiters},
 	{auth.ErrUnauthenticated, kindUnauthenticated},
 	{auth.ErrForbidden, kindForbidden},
+	{ErrOriginNotAllowed, kindOrigin},
+	{ErrHostNotAllowed, kindHost},
 	{auth.ErrThrottled, kindAuthThrottled},
 	{ErrRateLimited, kindRateLimited},
 	{broker.ErrNotImplemented, kindNotImplemented},

@@ -63,6 +63,14 @@ type Config struct {
 	// Name is the accessKey of the account it signs in as. Needs TLS and
 	// ACLFile.
 	TLSClientCAFile string `name:"tls-client-ca-file" help:"PEM CA bundle of client certificates; a verified certificate signs in as the account its subject CN names (needs --tls-cert-file and --acl-file; use a CA for mqgate clients only)." env:"MQGATE_TLS_CLIENT_CA_FILE"`
+	// AllowedHosts are the host names requests may carry in Host besides
+	// IP addresses, localhost names and the hosts of Listen and
+	// AdvertiseAddr; "*" allows any (browser.go).
+	AllowedHosts []string `name:"allowed-hosts" help:"Host names clients (and proxies) use for this server, comma-separated; requests for other names get 421 (DNS rebinding). IP addresses, localhost and the --listen/--advertise-addr hosts are always allowed; * allows any." env:"MQGATE_ALLOWED_HOSTS" sep:","`
+	// CORSAllowedOrigins are the web origins (scheme://host[:port]) whose
+	// pages may call the API; state-changing requests of other origins
+	// are refused. "*" allows any.
+	CORSAllowedOrigins []string `name:"cors-allowed-origins" help:"Web origins (https://app.example) whose pages may call the API (CORS); POST, PUT, PATCH and DELETE with another Origin get 403 (clients without Origin, like curl, are not affected). Default: none but the console's own." env:"MQGATE_CORS_ALLOWED_ORIGINS" sep:","`
 	// AdvertiseAddr is the IPv4 host:port written into message ids (a
 	// host name is resolved once at start). Empty: the listen address when
 	// it names an IPv4 host, else the host's first non-loopback IPv4
@@ -353,6 +361,14 @@ func (c Config) Validate() error {
 	}
 	c.validateAuth(bad)
 	c.validateTLS(bad)
+	for _, o := range c.CORSAllowedOrigins {
+		if o = strings.TrimSpace(o); o == "*" || o == "" {
+			continue
+		}
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			bad("cors-allowed-origins %q: want an origin such as https://app.example or http://localhost:3000", o)
+		}
+	}
 	if c.AdvertiseAddr != "" {
 		if err := checkAdvertiseAddr(c.AdvertiseAddr); err != nil {
 			bad("%v", err)

@@ -270,6 +270,16 @@ func newServerOn(cfg Config, log zerolog.Logger, b backend, listener net.Listene
 	return s
 }
 
+// hosts is the Host policy (browser.go): the configured names plus the
+// hosts of the listen, admin and advertise addresses.
+func (s *Server) hosts() hostPolicy {
+	p := newHostPolicy(s.cfg.AllowedHosts, s.cfg.Listen, s.cfg.AdvertiseAddr)
+	if host, _, err := net.SplitHostPort(s.cfg.AdminListen); err == nil && host != "" {
+		p.names = append(p.names, strings.ToLower(host))
+	}
+	return p
+}
+
 // authenticator is the API's guard, nil when authentication is off.
 func (s *Server) authenticator() api.Authenticator {
 	if s.security == nil {
@@ -282,7 +292,7 @@ func (s *Server) authenticator() api.Authenticator {
 func (s *Server) routes() http.Handler {
 	metrics := newHTTPMetrics(s.registry)
 	r := chi.NewRouter()
-	r.Use(metrics.middleware)
+	r.Use(metrics.middleware, s.hosts().check, newOriginPolicy(s.cfg.CORSAllowedOrigins).handler)
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
 		api.WriteError(w, req, api.ErrRouteNotFound)
 	})
@@ -409,6 +419,7 @@ func (s *Server) Registry() *prometheus.Registry { return s.registry }
 // Serve serves it.
 func (s *Server) serveAdminOn(l net.Listener) {
 	r := chi.NewRouter()
+	r.Use(s.hosts().check) // unauthenticated: no page may read it by rebinding
 	r.Get("/livez", livez)
 	r.Get("/readyz", s.readyz)
 	r.Group(func(r chi.Router) {
