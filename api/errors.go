@@ -84,7 +84,8 @@ type Problem struct {
 	Code string `json:"code" example:"topic-not-found"`
 	// RequestID is the id of the request (also in the X-Request-Id header and the server logs).
 	RequestID string `json:"requestId,omitempty" example:"d4m1c8sl0s73b0h3ds2g"`
-	// Field names the request field over a limit (body-too-large, properties-too-large, value-too-long).
+	// Field names the request field over a limit (body-too-large, properties-too-large, value-too-long), or the
+	// quota reached (quota-exceeded: topics, queuesPerTopic, queues, groups, pushEndpoints, pendingTimers).
 	Field string `json:"field,omitempty" example:"messages[3].tag"`
 	// Limit is the limit that field is over, in LimitUnit.
 	Limit int `json:"limit,omitempty" example:"255"`
@@ -140,6 +141,7 @@ var (
 	kindTimeout         = problemKind{http.StatusGatewayTimeout, "timeout", "Request timed out", 1}
 	kindHTTPVersion     = problemKind{http.StatusHTTPVersionNotSupported, "http-version-not-supported", "HTTP version not supported", 0}
 	kindDiskFull        = problemKind{http.StatusInsufficientStorage, "disk-full", "Disk full", 5}
+	kindQuota           = problemKind{http.StatusConflict, "quota-exceeded", "Quota exceeded", 0}
 	// 508 (RFC 5842): the server stopped an operation that would loop.
 	kindPushLoop = problemKind{http.StatusLoopDetected, "push-loop", "Push loop detected", 0}
 )
@@ -186,6 +188,7 @@ var sentinelKinds = []struct {
 	{broker.ErrFlushTimeout, kindFlushTimeout},
 	{ErrHTTPVersion, kindHTTPVersion},
 	{broker.ErrDiskFull, kindDiskFull},
+	{broker.ErrQuotaExceeded, kindQuota},
 	{ErrPushLoop, kindPushLoop},
 	{context.Canceled, kindClientClosed},
 	{context.DeadlineExceeded, kindTimeout},
@@ -268,6 +271,8 @@ func newProblem(kind problemKind, err error) Problem {
 	if errors.As(err, &maxBytes) {
 		p.Limit, p.LimitUnit = int(maxBytes.Limit), "bytes"
 		p.Detail = fmt.Sprintf("%v: the limit is %d bytes", err, maxBytes.Limit)
+	} else if quota := (*broker.QuotaError)(nil); errors.As(err, &quota) {
+		p.Field, p.Limit, p.LimitUnit = quota.Quota, quota.Limit, quota.Unit
 	} else if rl := (*RateLimitError)(nil); errors.As(err, &rl) {
 		p.Limit, p.LimitUnit = int(rl.Limit), rl.What+" per second"
 	} else if errors.As(err, &limit) {

@@ -139,6 +139,16 @@ type Config struct {
 	// MaxLongPolls is each account's default number of pulls waiting at
 	// once (maxLongPolls in the ACL file); 0 is unlimited.
 	MaxLongPolls int `name:"max-long-polls" help:"Default number of pulls one account may have waiting at once (maxLongPolls in the ACL file overrides it; 0 = unlimited); more get 429 too-many-waiters." env:"MQGATE_MAX_LONG_POLLS" default:"${max_long_polls}"`
+	// MaxTopics, MaxQueues, MaxQueuesPerTopic, MaxGroups,
+	// MaxPushEndpoints and MaxPendingTimers are the broker's quotas
+	// (server/broker/quota.go): creating past one is a 409 quota-exceeded;
+	// 0 is unlimited.
+	MaxTopics         int `help:"Most topics (explicit or auto-created); more get 409 quota-exceeded (0 = unlimited)." env:"MQGATE_MAX_TOPICS" default:"${max_topics}"`
+	MaxQueues         int `help:"Most queues of all topics together (each is a file and a memory map); 0 = unlimited." env:"MQGATE_MAX_QUEUES" default:"${max_queues}"`
+	MaxQueuesPerTopic int `help:"Most queues of one topic (at most 1024); 0 = 1024." env:"MQGATE_MAX_QUEUES_PER_TOPIC" default:"${max_queues_per_topic}"`
+	MaxGroups         int `help:"Most consumer groups (explicit or auto-created); 0 = unlimited." env:"MQGATE_MAX_GROUPS" default:"${max_groups}"`
+	MaxPushEndpoints  int `help:"Most groups with a push (webhook) endpoint; 0 = unlimited." env:"MQGATE_MAX_PUSH_ENDPOINTS" default:"${max_push_endpoints}"`
+	MaxPendingTimers  int `help:"Most timers waiting to fire (deliverAt / delayMs); more get 409 quota-exceeded (0 = unlimited)." env:"MQGATE_MAX_PENDING_TIMERS" default:"${max_pending_timers}"`
 	// ReadHeaderTimeout bounds reading a request's headers (slowloris).
 	ReadHeaderTimeout time.Duration `help:"Time to read request headers." env:"MQGATE_READ_HEADER_TIMEOUT" default:"${read_header_timeout}"`
 	// ReadTimeout bounds reading a whole request, body included.
@@ -219,6 +229,12 @@ func DefaultConfig() Config {
 		MaxHeaderBytes:    64 << 10,
 		MaxWaiters:        10_000,
 		MaxLongPolls:      1_000,
+		MaxTopics:         4096,
+		MaxQueues:         16384,
+		MaxQueuesPerTopic: 1024,
+		MaxGroups:         4096,
+		MaxPushEndpoints:  256,
+		MaxPendingTimers:  10_000_000,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -239,35 +255,41 @@ func DefaultConfig() Config {
 // reference (use it with kong.Vars(DefaultConfig().FlagDefaults())).
 func (c Config) FlagDefaults() map[string]string {
 	return map[string]string{
-		"listen":              c.Listen,
-		"data_dir":            c.DataDir,
-		"flush":               c.Flush,
-		"segment_size":        c.SegmentSize.String(),
-		"retention":           c.Retention.String(),
-		"retention_interval":  c.RetentionInterval.String(),
-		"disk_max_used_ratio": strconv.FormatFloat(c.DiskMaxUsedRatio, 'g', -1, 64),
-		"disk_send_ceiling":   strconv.FormatFloat(c.DiskSendCeiling, 'g', -1, 64),
-		"disk_system_ceiling": strconv.FormatFloat(c.DiskSystemCeiling, 'g', -1, 64),
-		"disk_check_interval": c.DiskCheckInterval.String(),
-		"scrub_rate":          c.ScrubRate.String(),
-		"delay_levels":        c.DelayLevels.String(),
-		"auto_create":         strconv.FormatBool(c.AutoCreate),
-		"auto_create_groups":  strconv.FormatBool(c.AutoCreateGroups),
-		"max_message_size":    c.MaxMessageSize.String(),
-		"max_request_size":    c.MaxRequestSize.String(),
-		"max_header_bytes":    c.MaxHeaderBytes.String(),
-		"max_waiters":         strconv.Itoa(c.MaxWaiters),
-		"requests_per_second": strconv.FormatFloat(c.RequestsPerSecond, 'g', -1, 64),
-		"messages_per_second": strconv.FormatFloat(c.MessagesPerSecond, 'g', -1, 64),
-		"max_long_polls":      strconv.Itoa(c.MaxLongPolls),
-		"read_header_timeout": c.ReadHeaderTimeout.String(),
-		"read_timeout":        c.ReadTimeout.String(),
-		"write_timeout":       c.WriteTimeout.String(),
-		"idle_timeout":        c.IdleTimeout.String(),
-		"shutdown_delay":      c.ShutdownDelay.String(),
-		"shutdown_timeout":    c.ShutdownTimeout.String(),
-		"log_format":          c.LogFormat,
-		"log_level":           c.LogLevel,
+		"listen":               c.Listen,
+		"data_dir":             c.DataDir,
+		"flush":                c.Flush,
+		"segment_size":         c.SegmentSize.String(),
+		"retention":            c.Retention.String(),
+		"retention_interval":   c.RetentionInterval.String(),
+		"disk_max_used_ratio":  strconv.FormatFloat(c.DiskMaxUsedRatio, 'g', -1, 64),
+		"disk_send_ceiling":    strconv.FormatFloat(c.DiskSendCeiling, 'g', -1, 64),
+		"disk_system_ceiling":  strconv.FormatFloat(c.DiskSystemCeiling, 'g', -1, 64),
+		"disk_check_interval":  c.DiskCheckInterval.String(),
+		"scrub_rate":           c.ScrubRate.String(),
+		"delay_levels":         c.DelayLevels.String(),
+		"auto_create":          strconv.FormatBool(c.AutoCreate),
+		"auto_create_groups":   strconv.FormatBool(c.AutoCreateGroups),
+		"max_message_size":     c.MaxMessageSize.String(),
+		"max_request_size":     c.MaxRequestSize.String(),
+		"max_header_bytes":     c.MaxHeaderBytes.String(),
+		"max_waiters":          strconv.Itoa(c.MaxWaiters),
+		"requests_per_second":  strconv.FormatFloat(c.RequestsPerSecond, 'g', -1, 64),
+		"messages_per_second":  strconv.FormatFloat(c.MessagesPerSecond, 'g', -1, 64),
+		"max_long_polls":       strconv.Itoa(c.MaxLongPolls),
+		"max_topics":           strconv.Itoa(c.MaxTopics),
+		"max_queues":           strconv.Itoa(c.MaxQueues),
+		"max_queues_per_topic": strconv.Itoa(c.MaxQueuesPerTopic),
+		"max_groups":           strconv.Itoa(c.MaxGroups),
+		"max_push_endpoints":   strconv.Itoa(c.MaxPushEndpoints),
+		"max_pending_timers":   strconv.Itoa(c.MaxPendingTimers),
+		"read_header_timeout":  c.ReadHeaderTimeout.String(),
+		"read_timeout":         c.ReadTimeout.String(),
+		"write_timeout":        c.WriteTimeout.String(),
+		"idle_timeout":         c.IdleTimeout.String(),
+		"shutdown_delay":       c.ShutdownDelay.String(),
+		"shutdown_timeout":     c.ShutdownTimeout.String(),
+		"log_format":           c.LogFormat,
+		"log_level":            c.LogLevel,
 
 		"metrics_max_label_values": strconv.Itoa(c.MetricsMaxLabelValues),
 		"jwt_account_claim":        c.JWTAccountClaim,
@@ -420,6 +442,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxWaiters < 1 {
 		bad("max-waiters %d must be positive", c.MaxWaiters)
+	}
+	if min(c.MaxTopics, c.MaxQueues, c.MaxQueuesPerTopic, c.MaxGroups, c.MaxPushEndpoints, c.MaxPendingTimers) < 0 {
+		bad("max-topics, max-queues, max-queues-per-topic, max-groups, max-push-endpoints and max-pending-timers must not be negative (0 = unlimited)")
 	}
 	if c.RequestsPerSecond < 0 || c.MessagesPerSecond < 0 || c.MaxLongPolls < 0 {
 		bad("requests-per-second, messages-per-second and max-long-polls must not be negative (0 = unlimited)")

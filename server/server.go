@@ -160,7 +160,15 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		Logger:             log, // the broker names its own components
 
 		MetricsMaxLabelValues: cfg.MetricsMaxLabelValues,
-		Storage:               so,
+		Quotas: broker.Quotas{
+			MaxTopics:         cfg.MaxTopics,
+			MaxQueues:         cfg.MaxQueues,
+			MaxQueuesPerTopic: cfg.MaxQueuesPerTopic,
+			MaxGroups:         cfg.MaxGroups,
+			MaxPushEndpoints:  cfg.MaxPushEndpoints,
+			MaxPendingTimers:  cfg.MaxPendingTimers,
+		},
+		Storage: so,
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open broker: %w", err), listener.Close())
