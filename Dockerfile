@@ -29,7 +29,7 @@ ARG REVISION=unknown
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath \
         -ldflags="-s -w -X main.version=${VERSION} -X main.commit=${REVISION}" \
         -o /out/mqgate ./cmd/mqgate \
-    && mkdir -p /out/data
+    && mkdir -p -m 0700 /out/data
 
 FROM gcr.io/distroless/static-debian12:nonroot
 ARG VERSION=dev

@@ -182,6 +182,10 @@ type Deps struct {
 	// Auth, when not nil, authenticates every request and checks its
 	// route's permission (auth.go). Nil: authentication off.
 	Auth Authenticator
+	// Limits are the default abuse limits of every account (limits.go);
+	// zero fields are unlimited. With Auth nil every caller is one
+	// account.
+	Limits AccountLimits
 }
 
 // withDefaults returns d with zero values replaced by defaults.
@@ -212,18 +216,20 @@ type handler struct {
 	deps Deps
 	// waiters is a semaphore of MaxWaiters slots taken by long polls.
 	waiters chan struct{}
+	// limits are the per-account rates and long-poll counts.
+	limits *accountLimiter
 }
 
 // NewHandler returns the /v1 router; mount it at "/v1". It carries its own
-// middleware: request id, access log, panic recovery, the shutdown gate and
-// authorization.
+// middleware: request id, access log, panic recovery, the shutdown gate,
+// authorization and the per-account request rate.
 func NewHandler(d Deps) http.Handler {
 	d = d.withDefaults()
-	h := &handler{deps: d, waiters: make(chan struct{}, d.MaxWaiters)}
+	h := &handler{deps: d, waiters: make(chan struct{}, d.MaxWaiters), limits: newAccountLimiter(d.Limits)}
 
 	r := chi.NewRouter()
 	r.Use(requestLogging(d.Logger)...)
-	r.Use(recoverer, h.drainGate, h.authorize(r), clientIdentity)
+	r.Use(recoverer, h.drainGate, h.authorize(r), h.rateLimit, clientIdentity)
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
 		WriteError(w, req, ErrRouteNotFound)
 	})

@@ -156,10 +156,16 @@ func (h *handler) authorize(routes chi.Routes) func(http.Handler) http.Handler {
 // authenticate runs guard on r; on failure it answers (401 with
 // WWW-Authenticate, 403 or 429) and returns false. The account goes into
 // the request's access-log line.
+//
+// A 401 to a script's request (X-Requested-With: XMLHttpRequest, as the
+// console sends) has no WWW-Authenticate: with a Basic challenge the
+// browser would put up its own password dialog over the page, which asks
+// for credentials itself. Every other client (curl, SDKs) gets the
+// challenge RFC 9110 asks for.
 func authenticate(w http.ResponseWriter, r *http.Request, guard Authenticator) (*auth.Principal, bool) {
 	p, err := guard.Authenticate(r)
 	if err != nil {
-		if errors.Is(err, auth.ErrUnauthenticated) {
+		if errors.Is(err, auth.ErrUnauthenticated) && r.Header.Get("X-Requested-With") != "XMLHttpRequest" {
 			w.Header().Set("WWW-Authenticate", guard.Challenge())
 		}
 		WriteError(w, r, err)

@@ -50,6 +50,14 @@ var (
 	// ErrRangeNotSatisfiable: a Range request for a file (the web console)
 	// lies outside the file.
 	ErrRangeNotSatisfiable = errors.New("api: range not satisfiable")
+	// ErrHTTPSRequired: plain HTTP arrived on a port that speaks TLS.
+	ErrHTTPSRequired = errors.New("api: https required")
+	// ErrHostNotAllowed: the request's Host is not a name this server
+	// answers to (DNS rebinding).
+	ErrHostNotAllowed = errors.New("api: host not allowed")
+	// ErrOriginNotAllowed: a state-changing request from a web page of an
+	// origin the CORS configuration does not allow.
+	ErrOriginNotAllowed = errors.New("api: origin not allowed")
 )
 
 // problemMediaType is the RFC 9457 media type of error bodies.
@@ -76,7 +84,8 @@ type Problem struct {
 	Code string `json:"code" example:"topic-not-found"`
 	// RequestID is the id of the request (also in the X-Request-Id header and the server logs).
 	RequestID string `json:"requestId,omitempty" example:"d4m1c8sl0s73b0h3ds2g"`
-	// Field names the request field over a limit (body-too-large, properties-too-large, value-too-long).
+	// Field names the request field over a limit (body-too-large, properties-too-large, value-too-long), or the
+	// quota reached (quota-exceeded: topics, queuesPerTopic, queues, groups, pushEndpoints, pendingTimers).
 	Field string `json:"field,omitempty" example:"messages[3].tag"`
 	// Limit is the limit that field is over, in LimitUnit.
 	Limit int `json:"limit,omitempty" example:"255"`
@@ -98,6 +107,7 @@ var (
 	kindInvalidName     = problemKind{http.StatusBadRequest, "invalid-name", "Invalid topic or group name", 0}
 	kindInvalidArgument = problemKind{http.StatusBadRequest, "invalid-argument", "Invalid argument", 0}
 	kindMalformed       = problemKind{http.StatusBadRequest, "malformed-request", "Malformed request", 0}
+	kindHTTPSRequired   = problemKind{http.StatusBadRequest, "https-required", "HTTPS required", 0}
 	kindEmptyBody       = problemKind{http.StatusBadRequest, "empty-body", "Message body is empty", 0}
 	kindOffsetRange     = problemKind{http.StatusBadRequest, "offset-out-of-range", "Offset out of range", 0}
 	kindNotFound        = problemKind{http.StatusNotFound, "not-found", "Not found", 0}
@@ -117,7 +127,10 @@ var (
 	kindTooManyWaiters  = problemKind{http.StatusTooManyRequests, "too-many-waiters", "Too many waiting pulls", 1}
 	kindUnauthenticated = problemKind{http.StatusUnauthorized, "unauthenticated", "Authentication required", 0}
 	kindForbidden       = problemKind{http.StatusForbidden, "forbidden", "Forbidden", 0}
+	kindOrigin          = problemKind{http.StatusForbidden, "origin-not-allowed", "Origin not allowed", 0}
+	kindHost            = problemKind{http.StatusMisdirectedRequest, "host-not-allowed", "Host not allowed", 0}
 	kindAuthThrottled   = problemKind{http.StatusTooManyRequests, "too-many-auth-failures", "Too many failed authentications", 0}
+	kindRateLimited     = problemKind{http.StatusTooManyRequests, "rate-limited", "Rate limit exceeded", 0}
 	kindClientClosed    = problemKind{499, "request-canceled", "Request canceled by the client", 0}
 	kindInternal        = problemKind{http.StatusInternalServerError, "internal", "Internal server error", 0}
 	kindNotImplemented  = problemKind{http.StatusNotImplemented, "not-implemented", "Not implemented", 0}
@@ -128,6 +141,7 @@ var (
 	kindTimeout         = problemKind{http.StatusGatewayTimeout, "timeout", "Request timed out", 1}
 	kindHTTPVersion     = problemKind{http.StatusHTTPVersionNotSupported, "http-version-not-supported", "HTTP version not supported", 0}
 	kindDiskFull        = problemKind{http.StatusInsufficientStorage, "disk-full", "Disk full", 5}
+	kindQuota           = problemKind{http.StatusConflict, "quota-exceeded", "Quota exceeded", 0}
 	// 508 (RFC 5842): the server stopped an operation that would loop.
 	kindPushLoop = problemKind{http.StatusLoopDetected, "push-loop", "Push loop detected", 0}
 )
@@ -142,6 +156,7 @@ var sentinelKinds = []struct {
 	{broker.ErrReservedName, kindInvalidName},
 	{broker.ErrInvalidArgument, kindInvalidArgument},
 	{ErrMalformedRequest, kindMalformed},
+	{ErrHTTPSRequired, kindHTTPSRequired},
 	{broker.ErrEmptyBody, kindEmptyBody},
 	{broker.ErrOffsetOutOfRange, kindOffsetRange},
 	{ErrRouteNotFound, kindNotFound},
@@ -161,7 +176,10 @@ var sentinelKinds = []struct {
 	{ErrTooManyWaiters, kindTooManyWaiters},
 	{auth.ErrUnauthenticated, kindUnauthenticated},
 	{auth.ErrForbidden, kindForbidden},
+	{ErrOriginNotAllowed, kindOrigin},
+	{ErrHostNotAllowed, kindHost},
 	{auth.ErrThrottled, kindAuthThrottled},
+	{ErrRateLimited, kindRateLimited},
 	{broker.ErrNotImplemented, kindNotImplemented},
 	{ErrTransferEncoding, kindNotImplemented},
 	{broker.ErrShuttingDown, kindShuttingDown},
@@ -170,6 +188,7 @@ var sentinelKinds = []struct {
 	{broker.ErrFlushTimeout, kindFlushTimeout},
 	{ErrHTTPVersion, kindHTTPVersion},
 	{broker.ErrDiskFull, kindDiskFull},
+	{broker.ErrQuotaExceeded, kindQuota},
 	{ErrPushLoop, kindPushLoop},
 	{context.Canceled, kindClientClosed},
 	{context.DeadlineExceeded, kindTimeout},
@@ -252,6 +271,10 @@ func newProblem(kind problemKind, err error) Problem {
 	if errors.As(err, &maxBytes) {
 		p.Limit, p.LimitUnit = int(maxBytes.Limit), "bytes"
 		p.Detail = fmt.Sprintf("%v: the limit is %d bytes", err, maxBytes.Limit)
+	} else if quota := (*broker.QuotaError)(nil); errors.As(err, &quota) {
+		p.Field, p.Limit, p.LimitUnit = quota.Quota, quota.Limit, quota.Unit
+	} else if rl := (*RateLimitError)(nil); errors.As(err, &rl) {
+		p.Limit, p.LimitUnit = int(rl.Limit), rl.What+" per second"
 	} else if errors.As(err, &limit) {
 		p.Field, p.Limit, p.LimitUnit = limit.Field, limit.Limit, limit.Unit
 		if p.LimitUnit == "" {

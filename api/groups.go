@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -67,7 +68,12 @@ type PushRequest struct {
 
 // Push is a group's webhook endpoint. The secret is only shown by the PUT that generated it.
 type Push struct {
-	URL string `json:"url" example:"https://hooks.example.com/mqgate"`
+	// URL is the endpoint, with credentials redacted: user info and the values of query parameters named like
+	// token, key, secret, signature, sig, password or auth read REDACTED. A PUT or PATCH that sends REDACTED
+	// back for such a parameter keeps its stored value.
+	URL string `json:"url" example:"https://hooks.example.com/mqgate?token=REDACTED"`
+	// URLRedacted is true when url has redacted parts.
+	URLRedacted bool `json:"urlRedacted,omitempty"`
 	// Secret is present only in the response of the PUT that generated it.
 	Secret         string `json:"secret,omitempty" example:"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"`
 	Mode           string `json:"mode" enums:"json,binary" example:"json"`
@@ -300,14 +306,20 @@ func (h *handler) putGroup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var prev *broker.PushConfig
-	if cfg.Push != nil && cfg.Push.Secret == "" {
-		// An update without a secret keeps the endpoint's current one.
+	if cfg.Push != nil && (cfg.Push.Secret == "" || strings.Contains(cfg.Push.URL, Redacted)) {
+		// An update without a secret keeps the endpoint's current one, and
+		// redacted URL parts keep their stored values.
 		old, err := h.deps.Broker.GetGroup(r.Context(), name)
 		if err != nil && !errors.Is(err, broker.ErrGroupNotFound) {
 			WriteError(w, r, err)
 			return
 		}
-		prev = old.Push
+		if old.Push != nil {
+			cfg.Push.URL = restoreRedacted(cfg.Push.URL, old.Push.URL)
+		}
+		if cfg.Push.Secret == "" {
+			prev = old.Push
+		}
 	}
 	generated, err := broker.NormalizePush(&cfg, prev)
 	if err != nil {
@@ -374,6 +386,9 @@ func (h *handler) patchGroup(w http.ResponseWriter, r *http.Request) {
 		}
 		if p := cur.Push; p != nil && p.Disabled && cfg.Push != nil && cfg.Push.Disabled {
 			cfg.Push.DisabledReason = p.DisabledReason // still disabled, for the same reason
+		}
+		if cur.Push != nil && cfg.Push != nil {
+			cfg.Push.URL = restoreRedacted(cfg.Push.URL, cur.Push.URL)
 		}
 		generated, err = broker.NormalizePush(&cfg, cur.Push)
 		return cfg, err
@@ -682,8 +697,10 @@ func toGroup(g broker.GroupConfig) Group {
 		out.Subscriptions = append(out.Subscriptions, Subscription{Topic: s.Topic, TagExpression: s.TagExpression})
 	}
 	if p := g.Push; p != nil {
+		shown, redacted := redactURL(p.URL)
 		out.Push = &Push{
-			URL:            p.URL,
+			URL:            shown,
+			URLRedacted:    redacted,
 			Mode:           p.Mode,
 			MaxConcurrency: p.MaxConcurrency,
 			TimeoutMs:      p.Timeout.Milliseconds(),

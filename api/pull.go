@@ -91,7 +91,7 @@ func (h *handler) registerPullRoutes(r chi.Router) {
 //	@Failure		404		{object}	Problem	"topic-not-found, group-not-found"
 //	@Failure		413		{object}	Problem	"body-too-large"
 //	@Failure		415		{object}	Problem	"unsupported-media-type"
-//	@Failure		429		{object}	Problem	"too-many-waiters"
+//	@Failure		429		{object}	Problem	"too-many-waiters (the server's --max-waiters or the account's maxLongPolls), rate-limited"
 //	@Failure		500		{object}	Problem	"internal"
 //	@Failure		503		{object}	Problem	"shutting-down"
 //	@Router			/groups/{group}/topics/{topic}/pull [post]
@@ -135,6 +135,12 @@ func (h *handler) pull(w http.ResponseWriter, r *http.Request) {
 			WriteError(w, r, fmt.Errorf("%w: %d pulls are already waiting", ErrTooManyWaiters, cap(h.waiters)))
 			return
 		}
+		release, err := h.longPoll(r)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		defer release()
 		// Let this response outlive the server-wide WriteTimeout (and keep
 		// the read deadline, whose expiry would cancel the request context,
 		// out of the way). Not every ResponseWriter supports deadlines.

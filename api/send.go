@@ -129,6 +129,7 @@ func (h *handler) registerSendRoutes(r chi.Router) {
 //	@Failure		409						{object}	Problem	"idempotency-request-in-flight"
 //	@Failure		413						{object}	Problem	"body-too-large, properties-too-large (properties with tag, keys, sharding key and dedup id: 16 KiB, 128 properties)"
 //	@Failure		422						{object}	Problem	"idempotency-key-reused"
+//	@Failure		429						{object}	Problem	"rate-limited (the account's requestsPerSecond or messagesPerSecond; Retry-After)"
 //	@Failure		500						{object}	Problem	"internal"
 //	@Failure		503						{object}	Problem	"flush-timeout, storage-read-only, shutting-down"
 //	@Failure		507						{object}	Problem	"disk-full"
@@ -157,6 +158,10 @@ func (h *handler) send(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := applyIdempotencyKey(msgs, batch, key); err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	if err := h.allowMessages(r, len(msgs)); err != nil {
 		WriteError(w, r, err)
 		return
 	}

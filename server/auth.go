@@ -55,11 +55,12 @@ func openSecurity(ctx context.Context, cfg Config, log zerolog.Logger) (*securit
 		}
 	}
 	s.guard = auth.NewGuard(auth.Options{
-		ACL:               s.file,
-		JWT:               s.jwt,
-		FailuresPerMinute: cfg.AuthFailuresPerMinute,
-		Metrics:           s.metrics,
-		Logger:            log,
+		ACL:                s.file,
+		JWT:                s.jwt,
+		FailuresPerMinute:  cfg.AuthFailuresPerMinute,
+		ClientCertificates: cfg.TLSClientCAFile != "",
+		Metrics:            s.metrics,
+		Logger:             log,
 	})
 	return s, nil
 }

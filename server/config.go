@@ -52,6 +52,25 @@ type Config struct {
 	// Pprof), and /livez and /readyz, on their own address without
 	// authentication, and no longer on Listen.
 	AdminListen string `name:"admin-listen" help:"Serve /metrics and /debug/pprof (and /livez, /readyz) on this address, without authentication, instead of on --listen; keep it private." env:"MQGATE_ADMIN_LISTEN"`
+	// TLSCertFile and TLSKeyFile are the PEM certificate chain and
+	// private key of the server (both or neither): given, --listen and
+	// --admin-listen speak HTTPS only (TLS 1.2+), and the pair is reloaded
+	// when the files change (tls.go).
+	TLSCertFile string `name:"tls-cert-file" help:"PEM certificate (chain) of the server; with --tls-key-file, --listen and --admin-listen serve HTTPS only (TLS 1.2+), reloaded when the files change." env:"MQGATE_TLS_CERT_FILE"`
+	TLSKeyFile  string `name:"tls-key-file" help:"PEM private key of --tls-cert-file (keep it 0600)." env:"MQGATE_TLS_KEY_FILE"`
+	// TLSClientCAFile is a PEM bundle of the CAs whose client
+	// certificates are accepted; a verified certificate's subject Common
+	// Name is the accessKey of the account it signs in as. Needs TLS and
+	// ACLFile.
+	TLSClientCAFile string `name:"tls-client-ca-file" help:"PEM CA bundle of client certificates; a verified certificate signs in as the account its subject CN names (needs --tls-cert-file and --acl-file; use a CA for mqgate clients only)." env:"MQGATE_TLS_CLIENT_CA_FILE"`
+	// AllowedHosts are the host names requests may carry in Host besides
+	// IP addresses, localhost names and the hosts of Listen and
+	// AdvertiseAddr; "*" allows any (browser.go).
+	AllowedHosts []string `name:"allowed-hosts" help:"Host names clients (and proxies) use for this server, comma-separated; requests for other names get 421 (DNS rebinding). IP addresses, localhost and the --listen/--advertise-addr hosts are always allowed; * allows any." env:"MQGATE_ALLOWED_HOSTS" sep:","`
+	// CORSAllowedOrigins are the web origins (scheme://host[:port]) whose
+	// pages may call the API; state-changing requests of other origins
+	// are refused. "*" allows any.
+	CORSAllowedOrigins []string `name:"cors-allowed-origins" help:"Web origins (https://app.example) whose pages may call the API (CORS); POST, PUT, PATCH and DELETE with another Origin get 403 (clients without Origin, like curl, are not affected). Default: none but the console's own." env:"MQGATE_CORS_ALLOWED_ORIGINS" sep:","`
 	// AdvertiseAddr is the IPv4 host:port written into message ids (a
 	// host name is resolved once at start). Empty: the listen address when
 	// it names an IPv4 host, else the host's first non-loopback IPv4
@@ -110,6 +129,26 @@ type Config struct {
 	MaxHeaderBytes ByteSize `help:"Largest request header block." env:"MQGATE_MAX_HEADER_BYTES" default:"${max_header_bytes}"`
 	// MaxWaiters caps concurrent long polls (429 above).
 	MaxWaiters int `help:"Most concurrent long-polling pulls; more get 429." env:"MQGATE_MAX_WAITERS" default:"${max_waiters}"`
+	// RequestsPerSecond is each account's default API request rate (an
+	// account of the ACL file may set requestsPerSecond); 0 is unlimited.
+	// Without authentication all callers are one account.
+	RequestsPerSecond float64 `help:"Default API request rate of each account (requestsPerSecond in the ACL file overrides it; 0 = unlimited; without --acl-file all callers are one account); over it: 429 rate-limited with Retry-After." env:"MQGATE_REQUESTS_PER_SECOND" default:"${requests_per_second}"`
+	// MessagesPerSecond is each account's default rate of messages sent
+	// (messagesPerSecond in the ACL file); 0 is unlimited.
+	MessagesPerSecond float64 `help:"Default rate of messages each account may send, a batch of n counting n (messagesPerSecond in the ACL file overrides it; 0 = unlimited)." env:"MQGATE_MESSAGES_PER_SECOND" default:"${messages_per_second}"`
+	// MaxLongPolls is each account's default number of pulls waiting at
+	// once (maxLongPolls in the ACL file); 0 is unlimited.
+	MaxLongPolls int `name:"max-long-polls" help:"Default number of pulls one account may have waiting at once (maxLongPolls in the ACL file overrides it; 0 = unlimited); more get 429 too-many-waiters." env:"MQGATE_MAX_LONG_POLLS" default:"${max_long_polls}"`
+	// MaxTopics, MaxQueues, MaxQueuesPerTopic, MaxGroups,
+	// MaxPushEndpoints and MaxPendingTimers are the broker's quotas
+	// (server/broker/quota.go): creating past one is a 409 quota-exceeded;
+	// 0 is unlimited.
+	MaxTopics         int `help:"Most topics (explicit or auto-created); more get 409 quota-exceeded (0 = unlimited)." env:"MQGATE_MAX_TOPICS" default:"${max_topics}"`
+	MaxQueues         int `help:"Most queues of all topics together (each is a file and a memory map); 0 = unlimited." env:"MQGATE_MAX_QUEUES" default:"${max_queues}"`
+	MaxQueuesPerTopic int `help:"Most queues of one topic (at most 1024); 0 = 1024." env:"MQGATE_MAX_QUEUES_PER_TOPIC" default:"${max_queues_per_topic}"`
+	MaxGroups         int `help:"Most consumer groups (explicit or auto-created); 0 = unlimited." env:"MQGATE_MAX_GROUPS" default:"${max_groups}"`
+	MaxPushEndpoints  int `help:"Most groups with a push (webhook) endpoint; 0 = unlimited." env:"MQGATE_MAX_PUSH_ENDPOINTS" default:"${max_push_endpoints}"`
+	MaxPendingTimers  int `help:"Most timers waiting to fire (deliverAt / delayMs); more get 409 quota-exceeded (0 = unlimited)." env:"MQGATE_MAX_PENDING_TIMERS" default:"${max_pending_timers}"`
 	// ReadHeaderTimeout bounds reading a request's headers (slowloris).
 	ReadHeaderTimeout time.Duration `help:"Time to read request headers." env:"MQGATE_READ_HEADER_TIMEOUT" default:"${read_header_timeout}"`
 	// ReadTimeout bounds reading a whole request, body included.
@@ -154,6 +193,9 @@ type Config struct {
 	// ACLPollInterval is how often the ACL file is looked at (default
 	// one second). Not a flag.
 	ACLPollInterval time.Duration `kong:"-"`
+	// TLSReloadInterval is how often, at most, a handshake looks at the
+	// TLS files (default one second). Not a flag.
+	TLSReloadInterval time.Duration `kong:"-"`
 	// LogOutput receives the logs (default os.Stderr). Not a flag.
 	LogOutput io.Writer `kong:"-"`
 	// Version is reported by mqgate_build_info and the start-up log. Not a flag.
@@ -186,6 +228,13 @@ func DefaultConfig() Config {
 		MaxRequestSize:    8 << 20,
 		MaxHeaderBytes:    64 << 10,
 		MaxWaiters:        10_000,
+		MaxLongPolls:      1_000,
+		MaxTopics:         4096,
+		MaxQueues:         16384,
+		MaxQueuesPerTopic: 1024,
+		MaxGroups:         4096,
+		MaxPushEndpoints:  256,
+		MaxPendingTimers:  10_000_000,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -206,32 +255,41 @@ func DefaultConfig() Config {
 // reference (use it with kong.Vars(DefaultConfig().FlagDefaults())).
 func (c Config) FlagDefaults() map[string]string {
 	return map[string]string{
-		"listen":              c.Listen,
-		"data_dir":            c.DataDir,
-		"flush":               c.Flush,
-		"segment_size":        c.SegmentSize.String(),
-		"retention":           c.Retention.String(),
-		"retention_interval":  c.RetentionInterval.String(),
-		"disk_max_used_ratio": strconv.FormatFloat(c.DiskMaxUsedRatio, 'g', -1, 64),
-		"disk_send_ceiling":   strconv.FormatFloat(c.DiskSendCeiling, 'g', -1, 64),
-		"disk_system_ceiling": strconv.FormatFloat(c.DiskSystemCeiling, 'g', -1, 64),
-		"disk_check_interval": c.DiskCheckInterval.String(),
-		"scrub_rate":          c.ScrubRate.String(),
-		"delay_levels":        c.DelayLevels.String(),
-		"auto_create":         strconv.FormatBool(c.AutoCreate),
-		"auto_create_groups":  strconv.FormatBool(c.AutoCreateGroups),
-		"max_message_size":    c.MaxMessageSize.String(),
-		"max_request_size":    c.MaxRequestSize.String(),
-		"max_header_bytes":    c.MaxHeaderBytes.String(),
-		"max_waiters":         strconv.Itoa(c.MaxWaiters),
-		"read_header_timeout": c.ReadHeaderTimeout.String(),
-		"read_timeout":        c.ReadTimeout.String(),
-		"write_timeout":       c.WriteTimeout.String(),
-		"idle_timeout":        c.IdleTimeout.String(),
-		"shutdown_delay":      c.ShutdownDelay.String(),
-		"shutdown_timeout":    c.ShutdownTimeout.String(),
-		"log_format":          c.LogFormat,
-		"log_level":           c.LogLevel,
+		"listen":               c.Listen,
+		"data_dir":             c.DataDir,
+		"flush":                c.Flush,
+		"segment_size":         c.SegmentSize.String(),
+		"retention":            c.Retention.String(),
+		"retention_interval":   c.RetentionInterval.String(),
+		"disk_max_used_ratio":  strconv.FormatFloat(c.DiskMaxUsedRatio, 'g', -1, 64),
+		"disk_send_ceiling":    strconv.FormatFloat(c.DiskSendCeiling, 'g', -1, 64),
+		"disk_system_ceiling":  strconv.FormatFloat(c.DiskSystemCeiling, 'g', -1, 64),
+		"disk_check_interval":  c.DiskCheckInterval.String(),
+		"scrub_rate":           c.ScrubRate.String(),
+		"delay_levels":         c.DelayLevels.String(),
+		"auto_create":          strconv.FormatBool(c.AutoCreate),
+		"auto_create_groups":   strconv.FormatBool(c.AutoCreateGroups),
+		"max_message_size":     c.MaxMessageSize.String(),
+		"max_request_size":     c.MaxRequestSize.String(),
+		"max_header_bytes":     c.MaxHeaderBytes.String(),
+		"max_waiters":          strconv.Itoa(c.MaxWaiters),
+		"requests_per_second":  strconv.FormatFloat(c.RequestsPerSecond, 'g', -1, 64),
+		"messages_per_second":  strconv.FormatFloat(c.MessagesPerSecond, 'g', -1, 64),
+		"max_long_polls":       strconv.Itoa(c.MaxLongPolls),
+		"max_topics":           strconv.Itoa(c.MaxTopics),
+		"max_queues":           strconv.Itoa(c.MaxQueues),
+		"max_queues_per_topic": strconv.Itoa(c.MaxQueuesPerTopic),
+		"max_groups":           strconv.Itoa(c.MaxGroups),
+		"max_push_endpoints":   strconv.Itoa(c.MaxPushEndpoints),
+		"max_pending_timers":   strconv.Itoa(c.MaxPendingTimers),
+		"read_header_timeout":  c.ReadHeaderTimeout.String(),
+		"read_timeout":         c.ReadTimeout.String(),
+		"write_timeout":        c.WriteTimeout.String(),
+		"idle_timeout":         c.IdleTimeout.String(),
+		"shutdown_delay":       c.ShutdownDelay.String(),
+		"shutdown_timeout":     c.ShutdownTimeout.String(),
+		"log_format":           c.LogFormat,
+		"log_level":            c.LogLevel,
 
 		"metrics_max_label_values": strconv.Itoa(c.MetricsMaxLabelValues),
 		"jwt_account_claim":        c.JWTAccountClaim,
@@ -324,6 +382,15 @@ func (c Config) Validate() error {
 		}
 	}
 	c.validateAuth(bad)
+	c.validateTLS(bad)
+	for _, o := range c.CORSAllowedOrigins {
+		if o = strings.TrimSpace(o); o == "*" || o == "" {
+			continue
+		}
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			bad("cors-allowed-origins %q: want an origin such as https://app.example or http://localhost:3000", o)
+		}
+	}
 	if c.AdvertiseAddr != "" {
 		if err := checkAdvertiseAddr(c.AdvertiseAddr); err != nil {
 			bad("%v", err)
@@ -375,6 +442,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxWaiters < 1 {
 		bad("max-waiters %d must be positive", c.MaxWaiters)
+	}
+	if min(c.MaxTopics, c.MaxQueues, c.MaxQueuesPerTopic, c.MaxGroups, c.MaxPushEndpoints, c.MaxPendingTimers) < 0 {
+		bad("max-topics, max-queues, max-queues-per-topic, max-groups, max-push-endpoints and max-pending-timers must not be negative (0 = unlimited)")
+	}
+	if c.RequestsPerSecond < 0 || c.MessagesPerSecond < 0 || c.MaxLongPolls < 0 {
+		bad("requests-per-second, messages-per-second and max-long-polls must not be negative (0 = unlimited)")
 	}
 	if c.MetricsMaxLabelValues < 1 {
 		bad("metrics-max-label-values %d must be positive", c.MetricsMaxLabelValues)
@@ -447,6 +520,21 @@ func (c Config) validateAuth(bad func(format string, args ...any)) {
 	}
 	if c.AuthFailuresPerMinute < 1 {
 		bad("auth-failures-per-minute %d must be positive", c.AuthFailuresPerMinute)
+	}
+}
+
+// validateTLS checks the TLS flags.
+func (c Config) validateTLS(bad func(format string, args ...any)) {
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		bad("give --tls-cert-file and --tls-key-file together")
+	}
+	if c.TLSClientCAFile != "" {
+		if c.TLSCertFile == "" {
+			bad("tls-client-ca-file needs --tls-cert-file and --tls-key-file")
+		}
+		if c.ACLFile == "" {
+			bad("tls-client-ca-file needs --acl-file: a client certificate's subject CN names an account of it")
+		}
 	}
 }
 

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -38,8 +40,13 @@ import (
 //     (Python's urllib and requests, Java's HttpURLConnection) report
 //     "connection reset" instead of the 413.
 //
-// serverConn needs only a net.Conn: to serve TLS, wrap the connections of
-// a tls.Listener (and forward ConnectionState) so that it sees plain text.
+// With TLS (tls.go) the listener wraps the connections of a tls.Listener,
+// so that serverConn sees plain text: it sits above TLS. net/http then
+// sees no *tls.Conn, so a tlsServerConn does the handshake itself when
+// net/http asks for its ConnectionState (once, before the first request,
+// in the connection's own goroutine, which sets Request.TLS), and answers
+// plain HTTP sent to the TLS port with a 400 https-required problem in
+// plain text, followed by a lingering close on the raw connection.
 
 // Lingering close limits.
 const (
@@ -68,6 +75,10 @@ type connListener struct {
 	maxHeaderBytes int64
 	limits         lingerLimits
 	log            zerolog.Logger
+	// tls is set when the inner listener is a tls.Listener;
+	// handshakeTimeout bounds each handshake.
+	tls              bool
+	handshakeTimeout time.Duration
 
 	mu        sync.Mutex
 	closed    bool
@@ -91,7 +102,12 @@ func (l *connListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &serverConn{Conn: c, listener: l}, nil
+	sc := &serverConn{Conn: c, listener: l}
+	if tc, ok := c.(*tls.Conn); ok && l.tls {
+		sc.tlsConn = tc
+		return &tlsServerConn{sc}, nil
+	}
+	return sc, nil
 }
 
 // Close closes the listener and ends every lingering close.
@@ -99,7 +115,7 @@ func (l *connListener) Close() error {
 	l.mu.Lock()
 	l.closed = true
 	for c := range l.lingering {
-		_ = c.Conn.SetReadDeadline(time.Now())
+		_ = c.drained().SetReadDeadline(time.Now())
 	}
 	l.mu.Unlock()
 	return l.Listener.Close()
@@ -118,8 +134,25 @@ type serverConn struct {
 	// linger makes Close drain the connection first.
 	linger atomic.Bool
 
+	// tlsConn is Conn as a *tls.Conn (nil without TLS). handshakeErr is
+	// set when its handshake failed: reads then see EOF, so that net/http
+	// closes quietly. plain is the raw connection when it carried plain
+	// HTTP: the answer was written to it, and a lingering close drains it.
+	tlsConn      *tls.Conn
+	handshakeErr error
+	plain        net.Conn
+
 	closeOnce sync.Once
 	closeErr  error
+}
+
+// Read reads the request stream; after a failed TLS handshake it is at
+// its end.
+func (c *serverConn) Read(p []byte) (int, error) {
+	if c.handshakeErr != nil {
+		return 0, io.EOF
+	}
+	return c.Conn.Read(p)
 }
 
 // Write passes the handlers' responses through and replaces net/http's
@@ -144,7 +177,7 @@ func (c *serverConn) Write(p []byte) (int, error) {
 // CloseWrite half-closes the connection when the underlying one can
 // (net/http calls it before closing a connection with unread input).
 func (c *serverConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+	if cw, ok := c.drained().(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
 	return nil
@@ -156,8 +189,65 @@ func (c *serverConn) Close() error {
 	if c.linger.Swap(false) {
 		c.listener.lingerClose(c)
 	}
-	c.closeOnce.Do(func() { c.closeErr = c.Conn.Close() })
+	c.closeOnce.Do(func() {
+		if c.plain != nil {
+			c.closeErr = c.plain.Close()
+			return
+		}
+		c.closeErr = c.Conn.Close()
+	})
 	return c.closeErr
+}
+
+// drained is the connection a lingering close reads from: the raw one
+// after plain HTTP on the TLS port, else Conn.
+func (c *serverConn) drained() net.Conn {
+	if c.plain != nil {
+		return c.plain
+	}
+	return c.Conn
+}
+
+// tlsServerConn is a serverConn over TLS. Only it has ConnectionState,
+// which net/http reads to set Request.TLS (a plain connection must not
+// look like a TLS one).
+type tlsServerConn struct{ *serverConn }
+
+// ConnectionState performs the handshake, bounded by the listener's
+// handshake timeout, and returns its state (net/http calls it once, before
+// reading the first request). A client that sent plain HTTP gets a 400
+// https-required problem in plain text.
+func (c *tlsServerConn) ConnectionState() tls.ConnectionState {
+	if !c.tlsConn.ConnectionState().HandshakeComplete && c.handshakeErr == nil {
+		c.handshake()
+	}
+	return c.tlsConn.ConnectionState()
+}
+
+// handshake runs the TLS handshake.
+func (c *tlsServerConn) handshake() {
+	l := c.listener
+	if l.handshakeTimeout > 0 {
+		_ = c.tlsConn.SetDeadline(time.Now().Add(l.handshakeTimeout))
+	}
+	err := c.tlsConn.Handshake()
+	_ = c.tlsConn.SetDeadline(time.Time{})
+	if err == nil {
+		return
+	}
+	c.handshakeErr = err
+	var re tls.RecordHeaderError
+	if errors.As(err, &re) && re.Conn != nil && tlsRecordLooksLikeHTTP(re.RecordHeader) {
+		c.plain = re.Conn
+		resp := plainHTTPSRequired()
+		_ = re.Conn.SetWriteDeadline(time.Now().Add(lingerTimeout))
+		if _, werr := re.Conn.Write(resp); werr == nil {
+			c.linger.Store(true) // the client may still be sending its request
+		}
+		l.log.Debug().Str("remote", c.RemoteAddr().String()).Msg("plain HTTP on the TLS port: answered 400 https-required")
+		return
+	}
+	l.log.Debug().Str("remote", c.RemoteAddr().String()).Err(err).Msg("TLS handshake failed")
 }
 
 // lingerClose half-closes c and reads and discards its input until the
@@ -188,7 +278,7 @@ func (l *connListener) lingerClose(c *serverConn) {
 			break
 		}
 		var n int
-		n, err = c.Conn.Read(buf[:min(int64(len(buf)), l.limits.maxBytes-drained)])
+		n, err = c.drained().Read(buf[:min(int64(len(buf)), l.limits.maxBytes-drained)])
 		drained += int64(n)
 		if err != nil {
 			break
@@ -219,7 +309,7 @@ func (l *connListener) setLingerDeadline(c *serverConn, t time.Time) bool {
 	if l.closed {
 		return false
 	}
-	return c.Conn.SetReadDeadline(t) == nil
+	return c.drained().SetReadDeadline(t) == nil
 }
 
 // connKey is the context key of the request's *serverConn.
@@ -228,10 +318,21 @@ type connKey struct{}
 // connContext stores the connection in its requests' contexts
 // (http.Server.ConnContext).
 func connContext(ctx context.Context, c net.Conn) context.Context {
-	if sc, ok := c.(*serverConn); ok {
+	if sc := asServerConn(c); sc != nil {
 		return context.WithValue(ctx, connKey{}, sc)
 	}
 	return ctx
+}
+
+// asServerConn is c as a *serverConn (nil when it is none).
+func asServerConn(c net.Conn) *serverConn {
+	switch sc := c.(type) {
+	case *serverConn:
+		return sc
+	case *tlsServerConn:
+		return sc.serverConn
+	}
+	return nil
 }
 
 // connStateChanged resets a connection that goes idle between requests
@@ -239,7 +340,7 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 // nothing to linger for, and the next writes are its own again until a
 // handler takes the next request.
 func connStateChanged(c net.Conn, state http.ConnState) {
-	if sc, ok := c.(*serverConn); ok && state == http.StateIdle {
+	if sc := asServerConn(c); sc != nil && state == http.StateIdle {
 		sc.serving.Store(false)
 		sc.linger.Store(false)
 	}

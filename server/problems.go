@@ -45,7 +45,19 @@ func (l *connListener) problemResponse(p []byte) (resp []byte, ok bool) {
 	// net/http puts the detail of a 400 into the status line:
 	// "400 Bad Request: malformed Host header".
 	_, detail, _ := strings.Cut(rest[3:], ": ")
-	problem := api.ProblemOf(l.netHTTPError(status, detail))
+	return rawProblem(proto, api.ProblemOf(l.netHTTPError(status, detail)))
+}
+
+// plainHTTPSRequired is the answer to plain HTTP on the TLS port, written
+// in plain text on the raw connection.
+func plainHTTPSRequired() []byte {
+	resp, _ := rawProblem("HTTP/1.1", api.ProblemOf(fmt.Errorf("%w: %v", api.ErrHTTPSRequired, errHTTPSRequired)))
+	return resp
+}
+
+// rawProblem renders a whole response (status line, headers, body) of
+// problem that closes the connection.
+func rawProblem(proto string, problem api.Problem) ([]byte, bool) {
 	body, err := json.Marshal(problem)
 	if err != nil {
 		return nil, false

@@ -12,6 +12,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	stdlog "log"
@@ -70,6 +71,8 @@ type Server struct {
 
 	// security is authentication (nil: off).
 	security *security
+	// tls is the key pair and client CAs (nil: plain HTTP).
+	tls *tlsFiles
 	// adminListener and admin serve --admin-listen (nil without it);
 	// adminServed reports the end of its Serve.
 	adminListener net.Listener
@@ -106,6 +109,10 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	tf, err := openTLS(cfg, log)
+	if err != nil {
+		return nil, err
+	}
 	// Listen next: a busy port fails fast, and message ids carry the port
 	// actually bound.
 	listener, err := net.Listen("tcp", cfg.Listen)
@@ -117,6 +124,14 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		if adminListener, err = net.Listen("tcp", cfg.AdminListen); err != nil {
 			return nil, errors.Join(fmt.Errorf("listen on %s (admin): %w", cfg.AdminListen, err), listener.Close())
 		}
+		if tf != nil {
+			// The admin server is a plain net/http server: it handles the
+			// *tls.Conn itself.
+			adminListener = tls.NewListener(adminListener, tf.serverConfig())
+		}
+	}
+	if tf != nil {
+		listener = tls.NewListener(listener, tf.serverConfig())
 	}
 	opened := false
 	defer func() {
@@ -145,11 +160,20 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		Logger:             log, // the broker names its own components
 
 		MetricsMaxLabelValues: cfg.MetricsMaxLabelValues,
-		Storage:               so,
+		Quotas: broker.Quotas{
+			MaxTopics:         cfg.MaxTopics,
+			MaxQueues:         cfg.MaxQueues,
+			MaxQueuesPerTopic: cfg.MaxQueuesPerTopic,
+			MaxGroups:         cfg.MaxGroups,
+			MaxPushEndpoints:  cfg.MaxPushEndpoints,
+			MaxPendingTimers:  cfg.MaxPendingTimers,
+		},
+		Storage: so,
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open broker: %w", err), listener.Close())
 	}
+	secureDataDir(cfg.DataDir, log.With().Str("component", "server").Logger())
 	mirror, err := openMirror(ctx, cfg, b, log)
 	if err != nil {
 		return nil, errors.Join(err, listener.Close(), b.Close(ctx))
@@ -158,7 +182,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if mirror != nil {
 		be = mirroredBroker{Broker: b, mirror: mirror}
 	}
-	s := newServerOn(cfg, log, be, listener, sec)
+	s := newServerOn(cfg, log, be, listener, sec, tf)
 	s.log.Info().Str("store_host", host.String()).Str("from", hostSource).Msg("message ids carry this store host")
 	if adminListener != nil {
 		s.serveAdminOn(adminListener)
@@ -196,24 +220,27 @@ func newServer(cfg Config, log zerolog.Logger, b backend) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	return newServerOn(cfg, log, b, listener, nil), nil
+	return newServerOn(cfg, log, b, listener, nil, nil), nil
 }
 
 // newServerOn wires an opened broker into a server on listener, with
-// authentication sec (nil: off).
-func newServerOn(cfg Config, log zerolog.Logger, b backend, listener net.Listener, sec *security) *Server {
-	s := &Server{cfg: cfg, rootLog: log, log: log.With().Str("component", "server").Logger(), security: sec}
+// authentication sec (nil: off) and TLS tf (nil: off; listener is then a
+// tls.Listener).
+func newServerOn(cfg Config, log zerolog.Logger, b backend, listener net.Listener, sec *security, tf *tlsFiles) *Server {
+	s := &Server{cfg: cfg, rootLog: log, log: log.With().Str("component", "server").Logger(), security: sec, tls: tf}
 	s.pollCtx, s.cancelPolls = context.WithCancel(context.Background())
 	s.registry = newRegistry(cfg.Version)
 	if sec != nil {
 		s.registry.MustRegister(sec.metrics)
 	}
-	s.listener = newConnListener(listener, int64(cfg.MaxHeaderBytes), s.log)
+	cl := newConnListener(listener, int64(cfg.MaxHeaderBytes), s.log)
+	cl.tls, cl.handshakeTimeout = tf != nil, cfg.ReadHeaderTimeout
+	s.listener = cl
 	s.pushConfig = push.Config{DenyCIDRs: cfg.PushDenyCIDRs, DenyPrivate: cfg.PushDenyPrivate}
 	if addr, ok := listener.Addr().(*net.TCPAddr); ok {
 		s.pushConfig.Self = []netip.AddrPort{addr.AddrPort()}
 	}
-	s.broker = pushCheckedBroker{backend: b, checkURL: s.pushConfig.CheckURL}
+	s.broker = pushCheckedBroker{backend: b, checkURL: s.pushConfig.CheckURL, checkResolved: s.pushConfig.CheckURLResolved}
 	s.http = &http.Server{
 		Handler:           trackConn(s.routes()),
 		ConnContext:       connContext,
@@ -240,6 +267,7 @@ func newServerOn(cfg Config, log zerolog.Logger, b backend, listener net.Listene
 		Str("push_deny_cidrs", cfg.PushDenyCIDRs.String()).
 		Bool("push_deny_private", cfg.PushDenyPrivate).
 		Str("auth", sec.mode()).
+		Bool("tls", tf != nil).
 		Str("acl_file", cfg.ACLFile).
 		Str("admin_listen", cfg.AdminListen).
 		Msg("mqgate configured")
@@ -248,6 +276,16 @@ func newServerOn(cfg Config, log zerolog.Logger, b backend, listener net.Listene
 			Msg("AUTHENTICATION IS OFF: anyone who can reach this address can send, read, reconfigure and delete everything; give --acl-file to turn it on")
 	}
 	return s
+}
+
+// hosts is the Host policy (browser.go): the configured names plus the
+// hosts of the listen, admin and advertise addresses.
+func (s *Server) hosts() hostPolicy {
+	p := newHostPolicy(s.cfg.AllowedHosts, s.cfg.Listen, s.cfg.AdvertiseAddr)
+	if host, _, err := net.SplitHostPort(s.cfg.AdminListen); err == nil && host != "" {
+		p.names = append(p.names, strings.ToLower(host))
+	}
+	return p
 }
 
 // authenticator is the API's guard, nil when authentication is off.
@@ -262,7 +300,7 @@ func (s *Server) authenticator() api.Authenticator {
 func (s *Server) routes() http.Handler {
 	metrics := newHTTPMetrics(s.registry)
 	r := chi.NewRouter()
-	r.Use(metrics.middleware)
+	r.Use(metrics.middleware, s.hosts().check, newOriginPolicy(s.cfg.CORSAllowedOrigins).handler)
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
 		api.WriteError(w, req, api.ErrRouteNotFound)
 	})
@@ -307,6 +345,11 @@ func (s *Server) routes() http.Handler {
 		PollContext:    s.pollCtx,
 		Draining:       func() bool { return s.state.Load() != stateRunning },
 		Auth:           s.authenticator(),
+		Limits: api.AccountLimits{
+			RequestsPerSecond: s.cfg.RequestsPerSecond,
+			MessagesPerSecond: s.cfg.MessagesPerSecond,
+			MaxLongPolls:      s.cfg.MaxLongPolls,
+		},
 	}))
 	return r
 }
@@ -323,30 +366,48 @@ func (s *Server) adminRoutes(r chi.Router) {
 }
 
 // pushCheckedBroker is the broker as the API sees it: saving a group
-// whose push endpoint delivery would certainly refuse — a literal (or
-// localhost) address that is forbidden, denied, or this server's own
-// listener — is a 400 invalid-argument (push.Config.CheckURL). Push
-// delivery drives the broker directly and checks every address it dials.
+// whose push endpoint delivery would refuse — a literal (or localhost)
+// address that is forbidden, denied, or this server's own listener, a
+// numeric host form, a metadata service's name, or a name that resolves
+// to such an address now — is a 400 invalid-argument
+// (push.Config.CheckURLResolved). Push delivery drives the broker
+// directly and checks every address it dials.
 type pushCheckedBroker struct {
 	backend
-	checkURL func(rawURL string) error
+	// checkURL checks without resolving (under the registry lock);
+	// checkResolved resolves names too (never under a lock).
+	checkURL      func(rawURL string) error
+	checkResolved func(ctx context.Context, rawURL string) error
 }
 
 // PutGroup checks the group's push URL, then stores the group.
 func (b pushCheckedBroker) PutGroup(ctx context.Context, g broker.GroupConfig) (broker.GroupConfig, bool, error) {
 	if g.Push != nil {
-		if err := b.checkURL(g.Push.URL); err != nil {
+		if err := b.checkResolved(ctx, g.Push.URL); err != nil {
 			return g, false, err
 		}
 	}
 	return b.backend.PutGroup(ctx, g)
 }
 
-// PatchGroup checks the patched group's push URL before it is stored.
+// PatchGroup checks the patched group's push URL before it is stored. The
+// patch runs under the broker's registry lock, where no name may be
+// resolved: it is applied once before, to the current group, to resolve
+// and check the URL it gives; under the lock a URL other than that one
+// (the group changed meanwhile) gets the checks without resolution.
 func (b pushCheckedBroker) PatchGroup(ctx context.Context, name string, patch func(broker.GroupConfig) (broker.GroupConfig, error)) (broker.GroupConfig, error) {
+	checked := ""
+	if cur, err := b.backend.GetGroup(ctx, name); err == nil {
+		if g, err := patch(cur); err == nil && g.Push != nil {
+			if err := b.checkResolved(ctx, g.Push.URL); err != nil {
+				return g, err
+			}
+			checked = g.Push.URL
+		}
+	}
 	return b.backend.PatchGroup(ctx, name, func(old broker.GroupConfig) (broker.GroupConfig, error) {
 		g, err := patch(old)
-		if err == nil && g.Push != nil {
+		if err == nil && g.Push != nil && g.Push.URL != checked {
 			err = b.checkURL(g.Push.URL)
 		}
 		return g, err
@@ -366,6 +427,7 @@ func (s *Server) Registry() *prometheus.Registry { return s.registry }
 // Serve serves it.
 func (s *Server) serveAdminOn(l net.Listener) {
 	r := chi.NewRouter()
+	r.Use(s.hosts().check) // unauthenticated: no page may read it by rebinding
 	r.Get("/livez", livez)
 	r.Get("/readyz", s.readyz)
 	r.Group(func(r chi.Router) {
@@ -546,6 +608,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	degraded := append(s.broker.Degraded(), s.security.degraded()...)
+	degraded = append(degraded, s.tls.degraded()...)
 	// The PostgreSQL mirror is a projection: it never makes mqgate unready,
 	// but a degraded mirror is reported.
 	if s.mirror != nil {

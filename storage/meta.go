@@ -35,8 +35,8 @@ func (s *Store) WriteMeta(name string, data []byte) error {
 		return fmt.Errorf("%w: metadata name %q", ErrInvalidMessage, name)
 	}
 	dir := filepath.Join(s.opts.Dir, "config")
-	if err := os.MkdirAll(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := os.MkdirAll(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
-	return fileutil.WriteFileAtomic(s.MetaPath(name), data, 0o644)
+	return fileutil.WriteFileAtomic(s.MetaPath(name), data, 0o600)
 }

@@ -96,7 +96,7 @@ func Open(opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	start := time.Now()
 	logger := opts.Logger.With().Str("component", "storage").Logger()
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, err
 	}
 	lock, err := fileutil.LockDir(opts.Dir)

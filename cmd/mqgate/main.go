@@ -50,15 +50,16 @@ func (c *serveCmd) Run(ctx context.Context) error {
 
 // healthcheckCmd probes a running server.
 type healthcheckCmd struct {
-	Listen  string        `help:"Listen address of the server to probe." env:"MQGATE_LISTEN" default:"${listen}"`
-	Timeout time.Duration `help:"Give up after this long." default:"3s"`
+	Listen      string        `help:"Listen address of the server to probe." env:"MQGATE_LISTEN" default:"${listen}"`
+	TLSCertFile string        `name:"tls-cert-file" help:"The server's --tls-cert-file: probe with https, accepting exactly that certificate." env:"MQGATE_TLS_CERT_FILE"`
+	Timeout     time.Duration `help:"Give up after this long." default:"3s"`
 }
 
 // Run performs one probe.
 func (c *healthcheckCmd) Run(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	return server.HealthCheck(ctx, c.Listen)
+	return server.HealthCheckTLS(ctx, c.Listen, c.TLSCertFile)
 }
 
 // versionCmd prints the build.

@@ -105,6 +105,10 @@ type Account struct {
 	TopicPerms map[string]Perm
 	GroupPerms map[string]Perm
 
+	// Limits are the account's abuse limits (the extension fields of the
+	// file); an unset one takes the server's default.
+	Limits Limits
+
 	// secrets are the accepted secret keys (more than one while a key
 	// is rotated); none means the account signs in with bearer tokens only.
 	secrets []secret
@@ -115,6 +119,19 @@ type Account struct {
 	white addressList
 	// line is the account's line in the file (for messages).
 	line int
+}
+
+// Limits are an account's abuse limits, set in the ACL file with the
+// extension keys requestsPerSecond, messagesPerSecond and maxLongPolls. A
+// nil field is not set (the server's default applies); 0 means unlimited.
+type Limits struct {
+	// RequestsPerSecond is the account's API request rate.
+	RequestsPerSecond *float64
+	// MessagesPerSecond is the rate of messages it may send (a batch of n
+	// counts n).
+	MessagesPerSecond *float64
+	// MaxLongPolls is how many of its pulls may wait at once.
+	MaxLongPolls *int
 }
 
 // Can reports whether the account may act with need on the resource
@@ -181,6 +198,10 @@ const (
 	maxSecretLength = 1024
 	// maxResourceNameLength bounds a topic or group name.
 	maxResourceNameLength = 255
+	// maxRate bounds requestsPerSecond and messagesPerSecond.
+	maxRate = 10_000_000
+	// maxLongPolls bounds maxLongPolls.
+	maxLongPolls = 1_000_000
 )
 
 // ErrInvalidACL is wrapped by every error about an ACL file's content.
@@ -203,6 +224,9 @@ type accountYAML struct {
 	DefaultGroupPerm   string     `yaml:"defaultGroupPerm"`
 	TopicPerms         []string   `yaml:"topicPerms"`
 	GroupPerms         []string   `yaml:"groupPerms"`
+	RequestsPerSecond  *float64   `yaml:"requestsPerSecond"`
+	MessagesPerSecond  *float64   `yaml:"messagesPerSecond"`
+	MaxLongPolls       *int       `yaml:"maxLongPolls"`
 
 	line int
 	// set records which keys the entry has.
@@ -216,7 +240,9 @@ var topKeys = []string{"globalWhiteRemoteAddresses", "accounts", "dataVersion"}
 
 // accountKeys are the keys of an account.
 var accountKeys = []string{"accessKey", "secretKey", "secretKeyHash", "whiteRemoteAddress", "admin",
-	"defaultTopicPerm", "defaultGroupPerm", "topicPerms", "groupPerms"}
+	"defaultTopicPerm", "defaultGroupPerm", "topicPerms", "groupPerms",
+	// mqgate's extensions: abuse limits.
+	"requestsPerSecond", "messagesPerSecond", "maxLongPolls"}
 
 // checkKeys refuses a mapping key outside known, and a repeated key.
 func checkKeys(node *yaml.Node, known []string, where string) (map[string]bool, error) {
@@ -411,6 +437,18 @@ func (y accountYAML) account() (*Account, error) {
 	if a.GroupPerms, err = parseResourcePerms(y.GroupPerms, "groupPerms"); err != nil {
 		return nil, err
 	}
+	for _, r := range []struct {
+		name  string
+		value *float64
+	}{{"requestsPerSecond", y.RequestsPerSecond}, {"messagesPerSecond", y.MessagesPerSecond}} {
+		if r.value != nil && (*r.value < 0 || *r.value > maxRate || *r.value != *r.value) {
+			return nil, fmt.Errorf("%s %v must be 0 (unlimited) to %d", r.name, *r.value, maxRate)
+		}
+	}
+	if y.MaxLongPolls != nil && (*y.MaxLongPolls < 0 || *y.MaxLongPolls > maxLongPolls) {
+		return nil, fmt.Errorf("maxLongPolls %d must be 0 (unlimited) to %d", *y.MaxLongPolls, maxLongPolls)
+	}
+	a.Limits = Limits{RequestsPerSecond: y.RequestsPerSecond, MessagesPerSecond: y.MessagesPerSecond, MaxLongPolls: y.MaxLongPolls}
 	return a, nil
 }
 

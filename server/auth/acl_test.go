@@ -116,6 +116,9 @@ func TestParseRefuses(t *testing.T) {
 		{"AdminNotBool", account("    admin: yes-please\n"), "line 3"},
 		{"TwoDocuments", "accounts: []\n---\naccounts: []\n", "second YAML document"},
 		{"Tabs", "accounts:\n\t- accessKey: x\n", "line 2"},
+		{"NegativeRate", account("    requestsPerSecond: -1\n"), "requestsPerSecond -1 must be 0 (unlimited)"},
+		{"RateNotNumber", account("    messagesPerSecond: fast\n"), "line 3"},
+		{"NegativeLongPolls", account("    maxLongPolls: -2\n"), "maxLongPolls -2 must be 0 (unlimited)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -127,4 +130,16 @@ func TestParseRefuses(t *testing.T) {
 	}
 	_, err = Parse([]byte(strings.Repeat(" ", MaxFileSize+1)))
 	require.ErrorContains(t, err, "the limit is")
+}
+
+// TestParseLimits: the abuse-limit extension keys are read; absent ones
+// stay unset (the server's defaults apply).
+func TestParseLimits(t *testing.T) {
+	acl, err := Parse([]byte("accounts:\n  - accessKey: a\n    requestsPerSecond: 2.5\n    messagesPerSecond: 0\n    maxLongPolls: 7\n  - accessKey: b\n"))
+	require.NoError(t, err)
+	l := acl.Account("a").Limits
+	require.Equal(t, 2.5, *l.RequestsPerSecond)
+	require.Equal(t, 0.0, *l.MessagesPerSecond)
+	require.Equal(t, 7, *l.MaxLongPolls)
+	require.Equal(t, Limits{}, acl.Account("b").Limits)
 }

@@ -37,6 +37,10 @@
 //   - defaultTopicPerm, defaultGroupPerm: DENY (the default when absent),
 //     PUB, SUB or PUB|SUB, for the topics and groups not listed.
 //   - topicPerms, groupPerms: "name=PERM" entries; a name appears once.
+//   - requestsPerSecond, messagesPerSecond, maxLongPolls (mqgate's
+//     extensions): the account's abuse limits — API requests per second,
+//     messages sent per second (a batch of n counts n), pulls waiting at
+//     once. Absent: the server's flag default; 0: unlimited.
 //
 // Every other key, a permission other than those four, a repeated
 // accessKey or resource, a malformed hash or address pattern, a second
@@ -93,6 +97,17 @@
 // id); exp is required, nbf and iat are checked with 30 s of leeway, iss
 // and aud against the configured values (both required with a JWKS URL),
 // and the account claim (sub by default) must name an account of the ACL.
+//
+// Client certificate: with TLS and --tls-client-ca-file, a request
+// without an Authorization header on a connection whose client
+// certificate the handshake verified against those CAs (for client
+// authentication) signs in as the account its subject Common Name names
+// (method "certificate"); a CN naming no account is a 401. The CN, not a
+// SAN, because it is what `openssl req -subj /CN=billing-worker` and most
+// internal CAs set for a client, and an accessKey is no host name. Any
+// certificate those CAs sign for CN=x is account x, so they must issue
+// certificates for mqgate clients only. An Authorization header wins
+// over the certificate. The white lists apply as to every sign-in.
 //
 // Secrets are compared in constant time: a plain secret by the SHA-256 of
 // both sides, hashes by their own algorithms. An unknown accessKey is

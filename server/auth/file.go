@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -241,6 +242,9 @@ func (f *File) load(stamp fileStamp, data []byte) (*ACL, error) {
 	if err := checkMode(stamp.mode, acl.hasPlainSecret); err != nil {
 		return nil, err
 	}
+	if err := checkDirs(f.path); err != nil {
+		return nil, err
+	}
 	if stamp.mode.Perm()&0o044 != 0 && runtime.GOOS != "windows" {
 		f.opts.Logger.Warn().Str("mode", fmt.Sprintf("%04o", stamp.mode.Perm())).
 			Msg("the acl file is readable by group or others; it holds only hashes, but offline guessing of weak secrets is possible: chmod 600")
@@ -272,6 +276,32 @@ func checkMode(mode os.FileMode, plainSecret bool) error {
 		return fmt.Errorf("%w: mode %04o lets any user write the file (and make themselves admin): chmod 600 it", ErrFileMode, perm)
 	case plainSecret && perm&0o044 != 0:
 		return fmt.Errorf("%w: mode %04o lets group or others read the plain secretKey values in it: chmod 600 it, or replace secretKey by secretKeyHash", ErrFileMode, perm)
+	}
+	return nil
+}
+
+// checkDirs refuses an ACL file in a directory any user may write
+// without the sticky bit — the file's own, and the one it resolves to
+// through symlinks (a Kubernetes volume's ..data): anyone could rename
+// another file over it. (A sticky directory, like a Kubernetes volume's
+// root or /tmp, lets users replace only their own files.)
+func checkDirs(path string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	dirs := []string{filepath.Dir(path)}
+	if real, err := filepath.EvalSymlinks(path); err == nil && filepath.Dir(real) != dirs[0] {
+		dirs = append(dirs, filepath.Dir(real))
+	}
+	for _, dir := range dirs {
+		info, err := os.Stat(dir)
+		if err != nil {
+			continue
+		}
+		if m := info.Mode(); m.Perm()&0o002 != 0 && m&os.ModeSticky == 0 {
+			return fmt.Errorf("%w: the directory %s (mode %04o) lets any user replace the file (and make themselves admin): chmod o-w it, or move the file to a directory only its owner may write",
+				ErrFileMode, dir, m.Perm())
+		}
 	}
 	return nil
 }

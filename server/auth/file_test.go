@@ -137,3 +137,41 @@ func TestFilePollerStartStop(t *testing.T) {
 	require.NoError(t, err)
 	g.Stop() // never started
 }
+
+// TestFileDirectoryModes: an ACL file in a directory any user may write
+// is refused (anyone could rename a file of their own over it), also when
+// the file is reached through a symlink; a sticky directory is fine.
+func TestFileDirectoryModes(t *testing.T) {
+	content := oneAccount("p", "plain-secret")
+	for _, c := range []struct {
+		name string
+		mode os.FileMode
+		ok   bool
+	}{
+		{"OwnerOnly", 0o700, true},
+		{"WorldReadable", 0o755, true},
+		{"WorldWritable", 0o777, false},
+		{"WorldWritableSticky", 0o777 | os.ModeSticky, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "acl")
+			require.NoError(t, os.Mkdir(dir, 0o700))
+			path := filepath.Join(dir, "plain_acl.yml")
+			writeACL(t, path, content, 0o600)
+			require.NoError(t, os.Chmod(dir, c.mode))
+			_, err := OpenFile(path, FileOptions{})
+			// Through a symlink from a safe directory, as Kubernetes mounts.
+			link := filepath.Join(t.TempDir(), "plain_acl.yml")
+			require.NoError(t, os.Symlink(path, link))
+			_, linkErr := OpenFile(link, FileOptions{})
+			if c.ok {
+				require.NoError(t, err)
+				require.NoError(t, linkErr)
+				return
+			}
+			require.ErrorIs(t, err, ErrFileMode)
+			require.ErrorContains(t, err, "lets any user replace the file")
+			require.ErrorIs(t, linkErr, ErrFileMode)
+		})
+	}
+}

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -55,6 +56,10 @@ type Options struct {
 	// FailuresPerMinute is the failure limiter's rate (default
 	// DefaultFailuresPerMinute).
 	FailuresPerMinute int
+	// ClientCertificates is set when TLS asks for client certificates
+	// (the 401's detail mentions them). A verified one signs in whether or
+	// not it is set.
+	ClientCertificates bool
 	// Metrics, when not nil, count failures.
 	Metrics *Metrics
 	// Logger receives throttling (default: none).
@@ -92,8 +97,12 @@ type Principal struct {
 // Name is the account's accessKey.
 func (p *Principal) Name() string { return p.account.AccessKey }
 
-// Method is how the caller authenticated: "basic" or "bearer".
+// Method is how the caller authenticated: "basic", "bearer" or
+// "certificate".
 func (p *Principal) Method() string { return p.method }
+
+// Limits are the account's abuse limits from the ACL file.
+func (p *Principal) Limits() Limits { return p.account.Limits }
 
 // Admin reports an admin account.
 func (p *Principal) Admin() bool { return p.account.Admin }
@@ -144,10 +153,16 @@ func (g *Guard) Authenticate(r *http.Request) (*Principal, error) {
 	}
 	header := r.Header.Get("Authorization")
 	if header == "" {
+		if cert := clientCertificate(r); cert != nil {
+			return g.certificatePrincipal(acl, addr, cert)
+		}
 		g.opts.Metrics.failed(accountNoneLabel, reasonMissing)
 		how := "HTTP Basic with accessKey:secretKey"
 		if g.opts.JWT != nil {
 			how += ", or a bearer token"
+		}
+		if g.opts.ClientCertificates {
+			how += ", or a client certificate"
 		}
 		return nil, fmt.Errorf("%w: credentials are required (%s)", ErrUnauthenticated, how)
 	}
@@ -203,6 +218,34 @@ func (g *Guard) Authenticate(r *http.Request) (*Principal, error) {
 		return nil, fmt.Errorf("%w: account %q may not be used from %s (whiteRemoteAddress)", ErrForbidden, account.AccessKey, addr)
 	}
 	return &Principal{account: account, method: method}, nil
+}
+
+// clientCertificate is the client certificate the TLS handshake verified
+// against the client CAs (nil without one). Unverified certificates never
+// count: the handshake refuses them.
+func clientCertificate(r *http.Request) *x509.Certificate {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+		return nil
+	}
+	return r.TLS.VerifiedChains[0][0]
+}
+
+// certificatePrincipal signs a verified client certificate in as the
+// account its subject Common Name names. A certificate proves possession
+// of its key, so nothing is guessed and the failure limiter is not asked;
+// the white lists apply as to every sign-in.
+func (g *Guard) certificatePrincipal(acl *ACL, addr netip.Addr, cert *x509.Certificate) (*Principal, error) {
+	name := cert.Subject.CommonName
+	account := acl.Account(name)
+	if account == nil {
+		g.opts.Metrics.failed(accountUnknownLabel, reasonUnknownCert)
+		return nil, fmt.Errorf("%w: the client certificate's subject CN %s names no account of the ACL", ErrUnauthenticated, quoteKey(name))
+	}
+	if !account.allowsAddress(addr) {
+		g.opts.Metrics.failed(account.AccessKey, reasonAddress)
+		return nil, fmt.Errorf("%w: account %q may not be used from %s (whiteRemoteAddress)", ErrForbidden, account.AccessKey, addr)
+	}
+	return &Principal{account: account, method: "certificate"}, nil
 }
 
 // failed counts a failure, holds the answer back when the account is

@@ -15,6 +15,7 @@ const (
 	reasonUnknownClaim  = "unknown_claim" // a valid token naming no account
 	reasonAddress       = "address"       // the address is outside a white list
 	reasonNoBearer      = "bearer_off"    // a bearer token while none is accepted
+	reasonUnknownCert   = "unknown_cert"  // a verified client certificate naming no account
 	accountUnknownLabel = "_unknown"      // an accessKey not in the ACL
 	accountNoneLabel    = "_none"         // no account named
 	throttledAddress    = "address"       // scope label of throttling

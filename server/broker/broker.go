@@ -68,6 +68,9 @@ type Options struct {
 	// counters Stats reports under their own name; the others are summed
 	// under OtherLabel (default 1000).
 	MetricsMaxLabelValues int
+	// Quotas bound the topics, queues, groups, push endpoints and pending
+	// timers the API may create (quota.go); zero fields are unlimited.
+	Quotas Quotas
 	// StoreHost is the address written into message ids (default 127.0.0.1:8080).
 	StoreHost netip.AddrPort
 	// Storage carries advanced storage options (tiny files in tests,
@@ -248,6 +251,7 @@ func (b *Broker) recover(ctx context.Context) error {
 	if b.registry, err = openRegistry(b.store, b.appendMeta, scan, b.log.With().Str("part", "registry").Logger()); err != nil {
 		return err
 	}
+	b.registry.quotas = b.opts.Quotas
 	if b.receipts, err = loadReceiptKey(b.store); err != nil {
 		return err
 	}

@@ -30,6 +30,8 @@ type registry struct {
 	tombs   map[string]topicTombstone
 	groups  map[string]GroupConfig
 	covered int64 // the snapshots hold every rmq_sys_META record below this queue offset
+	// quotas bound what puts may create (quota.go); set once at open.
+	quotas Quotas
 }
 
 // topicTombstone records a topic's deletion (topicdelete.go): every message
@@ -101,6 +103,9 @@ func (r *registry) putTopic(t TopicConfig, ifAbsent bool) (TopicConfig, bool, er
 		return old, false, nil
 	}
 	if !exists {
+		if err := r.checkTopicLocked(TopicConfig{}, false, t); err != nil {
+			return t, false, err
+		}
 		t.CreatedAt = time.Now().UTC().Truncate(time.Millisecond)
 		return t, true, r.storeTopicLocked(t)
 	}
@@ -131,6 +136,9 @@ func (r *registry) replaceTopicLocked(old, t TopicConfig) (TopicConfig, error) {
 	}
 	if t == old {
 		return old, nil
+	}
+	if err := r.checkTopicLocked(old, true, t); err != nil {
+		return old, err
 	}
 	if err := r.storeTopicLocked(t); err != nil {
 		return old, err
@@ -212,6 +220,9 @@ func (r *registry) putGroup(g GroupConfig, ifAbsent bool) (GroupConfig, bool, er
 	} else {
 		g.CreatedAt = time.Now().UTC().Truncate(time.Millisecond)
 	}
+	if err := r.checkGroupLocked(old, exists, g); err != nil {
+		return old, false, err
+	}
 	if err := r.storeGroupLocked(g); err != nil {
 		return old, false, err
 	}
@@ -231,6 +242,9 @@ func (r *registry) updateGroup(name string, fn func(GroupConfig) (GroupConfig, e
 		return old, err
 	}
 	g.Name, g.CreatedAt = old.Name, old.CreatedAt
+	if err := r.checkGroupLocked(old, true, g); err != nil {
+		return old, err
+	}
 	if err := r.storeGroupLocked(g); err != nil {
 		return old, err
 	}

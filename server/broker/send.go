@@ -50,6 +50,15 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []SendMessage) ([]
 		}
 	}
 
+	timers := 0
+	for _, m := range stored {
+		if m.Topic == timerTopic {
+			timers++
+		}
+	}
+	if err := b.checkTimers(timers); err != nil {
+		return nil, err
+	}
 	results := make([]SendResult, len(msgs))
 	claims, err := b.claimDedup(topic, msgs, results, now)
 	if err != nil {

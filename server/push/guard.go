@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,8 +47,10 @@ import (
 // the IPv4 address it embeds. Deny-list prefixes written in the mapped
 // form (::ffff:10.0.0.0/104) are turned into their IPv4 prefix.
 //
-// CheckURL applies the same rules when a group is saved, to the hosts that
-// need no resolution: literal addresses and localhost names.
+// CheckURLResolved applies the same rules when a group is saved: to
+// literal addresses and localhost names, and to the addresses a host name
+// resolves to at that moment; numeric host forms that resolvers disagree
+// on and the metadata services' names are refused outright.
 
 // forbiddenRange is one forbidden range and why.
 type forbiddenRange struct {
@@ -342,36 +345,109 @@ func isLocalhost(host string) bool {
 }
 
 // CheckURL refuses, when a group is saved, a push endpoint that delivery
-// would certainly refuse: one whose host is a literal address (or a
-// localhost name, which is always loopback) that is forbidden, denied or
-// one of Self on the URL's port. Other host names are resolved, and
-// checked, at delivery time only (where they point may change). A URL
-// that does not parse is left to broker.NormalizePush. The error wraps
+// would certainly refuse, without resolving names: one whose host is a
+// literal address (or a localhost name, which is always loopback) that is
+// forbidden, denied or one of Self on the URL's port; a host in one of the
+// numeric forms some resolvers read as an IPv4 address (2852039166,
+// 0xa9fea9fe, 0251.0376.0251.0376, 169.254.43518: inet_aton's); and the
+// cloud metadata services' names (metadataNames). A URL that does not
+// parse is left to broker.NormalizePush. The error wraps
 // broker.ErrInvalidArgument (a 400 invalid-argument) and
 // ErrForbiddenAddress.
 func (c Config) CheckURL(rawURL string) error {
+	_, err := c.checkURL(context.Background(), rawURL, false)
+	return err
+}
+
+// CheckURLResolved is CheckURL plus, for a host name, a lookup (bounded by
+// saveLookupTimeout) whose every address must be allowed, so that a name
+// pointing at a forbidden address is refused when the group is saved, not
+// only at delivery. A name that does not resolve (yet) is accepted:
+// delivery resolves and checks again on every connection, since where a
+// name points may change.
+func (c Config) CheckURLResolved(ctx context.Context, rawURL string) error {
+	_, err := c.checkURL(ctx, rawURL, true)
+	return err
+}
+
+// saveLookupTimeout bounds the lookup of CheckURLResolved.
+const saveLookupTimeout = 3 * time.Second
+
+// metadataNames are the names of cloud metadata services, refused
+// whatever they resolve to here (GCP's, and AWS's instance-data).
+var metadataNames = []string{"metadata.google.internal", "metadata.goog", "metadata", "instance-data", "instance-data.ec2.internal"}
+
+// checkURL applies the save-time checks; resolved reports whether a name
+// was resolved.
+func (c Config) checkURL(ctx context.Context, rawURL string, resolve bool) (bool, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Hostname() == "" {
-		return nil
+		return false, nil
 	}
 	host := u.Hostname()
 	port, err := urlPort(u)
 	if err != nil {
-		return fmt.Errorf("%w: push url: %w", broker.ErrInvalidArgument, err)
+		return false, fmt.Errorf("%w: push url: %w", broker.ErrInvalidArgument, err)
 	}
+	lower := strings.ToLower(strings.TrimSuffix(host, "."))
 	var addrs []netip.Addr
 	switch a, err := netip.ParseAddr(host); {
 	case err == nil:
 		addrs = []netip.Addr{a}
 	case isLocalhost(host):
 		addrs = localhostAddrs
+	case numericHost(lower):
+		return false, fmt.Errorf("%w: push url: %w: host %s is a numeric form some resolvers read as an IPv4 address; write the address in dotted decimal",
+			broker.ErrInvalidArgument, ErrForbiddenAddress, broker.QuoteValue(host))
+	case slices.Contains(metadataNames, lower):
+		return false, fmt.Errorf("%w: push url: %w: %s is a cloud metadata service", broker.ErrInvalidArgument, ErrForbiddenAddress, broker.QuoteValue(host))
+	case !resolve:
+		return false, nil
 	default:
-		return nil
+		g := newGuard(c)
+		lookupCtx, cancel := context.WithTimeout(ctx, saveLookupTimeout)
+		defer cancel()
+		addrs, err = g.lookup(lookupCtx, host)
+		if err != nil || len(addrs) == 0 {
+			return false, nil // checked at delivery
+		}
+		if err := g.checkAll(host, addrs, port); err != nil {
+			return true, fmt.Errorf("%w: push url: %w", broker.ErrInvalidArgument, err)
+		}
+		return true, nil
 	}
 	if err := newGuard(c).checkAll(host, addrs, port); err != nil {
-		return fmt.Errorf("%w: push url: %w", broker.ErrInvalidArgument, err)
+		return false, fmt.Errorf("%w: push url: %w", broker.ErrInvalidArgument, err)
 	}
-	return nil
+	return false, nil
+}
+
+// numericHost reports whether host is 1 to 4 dot-separated numbers in
+// decimal, octal (leading 0) or hexadecimal (0x) — what inet_aton, and so
+// some resolvers and HTTP clients, take for an IPv4 address — without
+// being a plain dotted-decimal address (netip parses those).
+func numericHost(host string) bool {
+	parts := strings.Split(host, ".")
+	if len(parts) > 4 {
+		return false
+	}
+	for _, p := range parts {
+		digits := p
+		base := 10
+		switch {
+		case strings.HasPrefix(p, "0x"):
+			digits, base = p[2:], 16
+		case len(p) > 1 && p[0] == '0':
+			digits, base = p[1:], 8
+		}
+		if digits == "" && base != 16 {
+			return false
+		}
+		if _, err := strconv.ParseUint(digits, base, 32); err != nil && digits != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // urlPort is u's port, or its scheme's default one.

@@ -237,3 +237,53 @@ func TestCheckURL(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckURLResolved: at save time a name is resolved and refused when
+// any address is forbidden; a name that does not resolve is left to
+// delivery; numeric host forms and metadata names are refused without a
+// lookup.
+func TestCheckURLResolved(t *testing.T) {
+	t.Parallel()
+	lookup := func(_ context.Context, host string) ([]netip.Addr, error) {
+		switch host {
+		case "rebind.example":
+			return []netip.Addr{netip.MustParseAddr("203.0.113.7"), netip.MustParseAddr("169.254.169.254")}, nil
+		case "hooks.example":
+			return []netip.Addr{netip.MustParseAddr("203.0.113.8")}, nil
+		case "inside.example":
+			return []netip.Addr{netip.MustParseAddr("10.0.0.5")}, nil
+		}
+		return nil, errors.New("no such host")
+	}
+	cfg := Config{Lookup: lookup}
+	private := Config{Lookup: lookup, DenyPrivate: true}
+	for _, tc := range []struct {
+		cfg      Config
+		url, why string
+		name     string
+	}{
+		{cfg, "http://rebind.example/", "169.254.169.254 (rebind.example) is the cloud metadata address", "OneBadAddress"},
+		{cfg, "http://hooks.example/", "", "Public"},
+		{cfg, "http://inside.example/", "", "PrivateAllowed"},
+		{private, "http://inside.example/", "10.0.0.5 (inside.example) is private", "PrivateDenied"},
+		{cfg, "http://nxdomain.example/", "", "Unresolved"},
+		{cfg, "http://2852039166/", "numeric form", "Decimal"},
+		{cfg, "http://0xA9FEA9FE/", "numeric form", "Hex"},
+		{cfg, "http://0251.0376.0251.0376/", "numeric form", "Octal"},
+		{cfg, "http://169.254.43518/", "numeric form", "ThreeParts"},
+		{cfg, "http://010.0.0.1/", "numeric form", "LeadingZero"},
+		{cfg, "http://Metadata.Google.Internal./", "cloud metadata service", "MetadataName"},
+		{cfg, "http://1.example/", "", "DigitLabel"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.CheckURLResolved(context.Background(), tc.url)
+			if tc.why == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, broker.ErrInvalidArgument)
+			require.ErrorIs(t, err, ErrForbiddenAddress)
+			require.ErrorContains(t, err, tc.why)
+		})
+	}
+}

@@ -36,8 +36,77 @@ class ProblemError extends Error {
   }
 }
 
+// ---------- sign-in ----------
+//
+// With an ACL file the API needs an account. The console keeps the access
+// key and secret in sessionStorage (this tab only, gone when it closes)
+// and sends them as HTTP Basic with every call. Every call also carries
+// X-Requested-With: XMLHttpRequest, so that a 401 comes without
+// WWW-Authenticate and the browser shows our form, not its own dialog.
+
+const CREDENTIALS = "mqgate.credentials";
+
+function credentials() {
+  try { return JSON.parse(sessionStorage.getItem(CREDENTIALS)); } catch (e) { return null; }
+}
+
+function basicHeader(c) {
+  const bytes = new TextEncoder().encode(c.accessKey + ":" + c.secretKey);
+  let bin = "";
+  for (const b of bytes) bin += String.fromCharCode(b);
+  return "Basic " + btoa(bin);
+}
+
+// showLogin asks for an account, saying why.
+function showLogin(why) {
+  document.getElementById("login-why").textContent = why || "This gateway needs an account of its ACL file.";
+  document.getElementById("login").classList.remove("hidden");
+  document.querySelector("main").classList.add("hidden");
+  document.querySelector("#login input[name=accessKey]").focus();
+}
+
+function showAccount() {
+  const c = credentials();
+  document.getElementById("account").classList.toggle("hidden", !c);
+  document.getElementById("account-name").textContent = c ? "signed in as " + c.accessKey : "";
+}
+
+function hideLogin() {
+  document.getElementById("login").classList.add("hidden");
+  document.querySelector("main").classList.remove("hidden");
+  showAccount();
+}
+
+function wireLogin() {
+  document.getElementById("login").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const v = formValues(ev.target);
+    const c = { accessKey: v.accessKey, secretKey: ev.target.elements.secretKey.value };
+    // Any route tells good credentials from bad: 401 or not.
+    const res = await fetch(API + "/topics", { headers: { Accept: "application/json", Authorization: basicHeader(c), "X-Requested-With": "XMLHttpRequest" } });
+    if (res.status === 401) {
+      let detail = "";
+      try { detail = (await res.json()).detail || ""; } catch (e) { /* not a problem body */ }
+      showLogin("Wrong access key or secret key. " + detail);
+      return;
+    }
+    sessionStorage.setItem(CREDENTIALS, JSON.stringify(c));
+    ev.target.reset();
+    hideLogin();
+    route();
+  });
+  document.getElementById("sign-out").addEventListener("click", () => {
+    sessionStorage.removeItem(CREDENTIALS);
+    showAccount();
+    showLogin("Signed out.");
+  });
+  showAccount();
+}
+
 async function api(method, path, body, headers) {
-  const init = { method, headers: Object.assign({ Accept: "application/json" }, headers || {}) };
+  const init = { method, headers: Object.assign({ Accept: "application/json", "X-Requested-With": "XMLHttpRequest" }, headers || {}) };
+  const c = credentials();
+  if (c) init.headers.Authorization = basicHeader(c);
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
@@ -47,6 +116,11 @@ async function api(method, path, body, headers) {
   let data = null;
   if (text) {
     try { data = JSON.parse(text); } catch (e) { data = { detail: text }; }
+  }
+  if (res.status === 401) {
+    if (c) sessionStorage.removeItem(CREDENTIALS); // no longer valid (rotated, removed)
+    showAccount();
+    showLogin(c ? "The account was refused: " + ((data && data.detail) || "") : "This gateway needs an account of its ACL file.");
   }
   if (!res.ok) throw new ProblemError(data || {}, res.status);
   return data;
@@ -919,6 +993,7 @@ document.addEventListener("DOMContentLoaded", () => {
     document.getElementById("found").replaceChildren(messageTable(r.messages));
   }));
 
+  wireLogin();
   wireDLQ();
   wireTimers();
   renderLeased();

@@ -1,0 +1,182 @@
+package server_test
+
+// The web console's sign-in in a real browser: Debian's chromium driven
+// by playwright-core (installed from npm into a temporary directory),
+// against the real server with an ACL file. Skipped when chromium, node
+// or npm are missing, unless CI is set (.ci/run installs them).
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/server"
+)
+
+// playwrightCore is the npm package that drives chromium.
+const playwrightCore = "playwright-core@1.65.1"
+
+// chromiumPath is Debian's chromium.
+const chromiumPath = "/usr/bin/chromium"
+
+// consoleScript signs in to the console with a wrong and then the right
+// secret, creates a topic through the form, signs out, and prints what
+// it saw as JSON. Every 401 of an API call is recorded with its
+// WWW-Authenticate (which would make chromium show its own dialog).
+const consoleScript = `
+const { chromium } = require("playwright-core");
+const [base, user, secret, shot] = process.argv.slice(2);
+(async () => {
+  const browser = await chromium.launch({
+    executablePath: "/usr/bin/chromium",
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  const out = { unauthorized: [], apiCalls: 0, apiCallsWithBasic: 0, dialogs: 0 };
+  try {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    page.on("dialog", (d) => { out.dialogs++; d.dismiss(); });
+    page.on("response", (r) => {
+      if (r.url().includes("/v1/") && r.status() === 401) out.unauthorized.push(r.headers()["www-authenticate"] || "");
+    });
+    page.on("request", (r) => {
+      if (!r.url().includes("/v1/")) return;
+      out.apiCalls++;
+      if ((r.headers()["authorization"] || "").startsWith("Basic ")) out.apiCallsWithBasic++;
+    });
+    await page.goto(base + "/ui/");
+    await page.waitForSelector("#login:not(.hidden)", { timeout: 10000 });
+    out.loginShownAtStart = true;
+
+    await page.fill("#login input[name=accessKey]", user);
+    await page.fill("#login input[name=secretKey]", "not-" + secret);
+    await page.click("#login button[type=submit]");
+    await page.waitForFunction(() => document.getElementById("login-why").textContent.startsWith("Wrong"), null, { timeout: 10000 });
+    out.wrongSecretMessage = await page.textContent("#login-why");
+
+    await page.fill("#login input[name=secretKey]", secret);
+    await page.click("#login button[type=submit]");
+    await page.waitForSelector("#login.hidden", { state: "attached", timeout: 10000 });
+    out.account = await page.textContent("#account-name");
+    out.stored = await page.evaluate(() => sessionStorage.getItem("mqgate.credentials") !== null);
+    await page.waitForFunction(() => document.querySelectorAll("#status > *").length > 0, null, { timeout: 10000 });
+
+    const before = out.apiCallsWithBasic;
+    await page.click("button[data-tab=topics]");
+    await page.fill("#topic-form input[name=name]", "console-topic");
+    await page.fill("#topic-form input[name=queues]", "2");
+    await page.click("#topic-form button[type=submit]");
+    await page.waitForFunction(() => document.getElementById("notice").textContent.includes("console-topic saved"), null, { timeout: 10000 });
+    out.basicAfterLogin = out.apiCallsWithBasic > before;
+    await page.screenshot({ path: shot });
+
+    await page.click("#sign-out");
+    await page.waitForSelector("#login:not(.hidden)", { timeout: 10000 });
+    out.storedAfterSignOut = await page.evaluate(() => sessionStorage.getItem("mqgate.credentials") !== null);
+    await page.reload();
+    await page.waitForSelector("#login:not(.hidden)", { timeout: 10000 });
+    out.loginShownAfterReload = true;
+  } catch (e) {
+    out.error = String(e && e.stack || e);
+  } finally {
+    await browser.close();
+  }
+  console.log(JSON.stringify(out));
+})();
+`
+
+// consoleUnavailable skips, or fails under CI, when the browser test
+// cannot run.
+func consoleUnavailable(t *testing.T, why string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("CI is set but the console browser test cannot run: "+why, args...)
+	}
+	t.Skipf("skipping the console browser test: "+why, args...)
+}
+
+// TestE2EConsoleSignIn: in chromium, the console asks for an account
+// with its own form (no 401 of its calls carries WWW-Authenticate, so the
+// browser never shows its dialog), refuses a wrong secret, keeps the
+// right one in sessionStorage and sends it as Basic with every call
+// (creating a topic through the form), and forgets it on sign-out; curl's
+// 401 keeps its challenge.
+func TestE2EConsoleSignIn(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		consoleUnavailable(t, "%s is not installed (apt-get install chromium)", chromiumPath)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		consoleUnavailable(t, "node is not installed")
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		consoleUnavailable(t, "npm is not installed")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"private": true}`), 0o644))
+	install := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--loglevel=error", playwrightCore)
+	install.Dir = dir
+	install.Env = append(os.Environ(), "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1")
+	if out, err := install.CombinedOutput(); err != nil {
+		consoleUnavailable(t, "npm install %s failed: %v\n%s", playwrightCore, err, out)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "console.js"), []byte(consoleScript), 0o644))
+
+	e := startAuthE2E(t, newACL(t, matrixACL(t)), func(c *server.Config) { c.ShutdownTimeout = 5 * time.Second })
+	shot := filepath.Join(dir, "console.png")
+	run := exec.CommandContext(ctx, node, "console.js", e.base, "admin", adminSecret, shot)
+	run.Dir = dir
+	run.Env = append(os.Environ(), "HOME="+dir)
+	raw, err := run.Output()
+	require.NoError(t, err, "%s", raw)
+	var out struct {
+		Unauthorized          []string `json:"unauthorized"`
+		APICalls              int      `json:"apiCalls"`
+		APICallsWithBasic     int      `json:"apiCallsWithBasic"`
+		Dialogs               int      `json:"dialogs"`
+		LoginShownAtStart     bool     `json:"loginShownAtStart"`
+		WrongSecretMessage    string   `json:"wrongSecretMessage"`
+		Account               string   `json:"account"`
+		Stored                bool     `json:"stored"`
+		BasicAfterLogin       bool     `json:"basicAfterLogin"`
+		StoredAfterSignOut    bool     `json:"storedAfterSignOut"`
+		LoginShownAfterReload bool     `json:"loginShownAfterReload"`
+		Error                 string   `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &out), "%s", raw)
+	require.Empty(t, out.Error)
+	t.Logf("console: %d API calls, %d with Basic, 401s: %q; screenshot %s", out.APICalls, out.APICallsWithBasic, out.Unauthorized, shot)
+	require.True(t, out.LoginShownAtStart)
+	require.NotEmpty(t, out.Unauthorized, "the calls before sign-in were refused")
+	for _, challenge := range out.Unauthorized {
+		require.Empty(t, challenge, "a 401 of the console's calls must not carry WWW-Authenticate")
+	}
+	require.Zero(t, out.Dialogs)
+	require.Contains(t, out.WrongSecretMessage, "Wrong access key or secret key")
+	require.Equal(t, "signed in as admin", strings.TrimSpace(out.Account))
+	require.True(t, out.Stored)
+	require.True(t, out.BasicAfterLogin)
+	require.False(t, out.StoredAfterSignOut)
+	require.True(t, out.LoginShownAfterReload)
+
+	decode(t, e.do(t, http.MethodGet, "/v1/topics/console-topic", "", nil, basic("admin", adminSecret)), http.StatusOK, nil)
+	r := e.get(t, "/v1/topics")
+	require.Equal(t, http.StatusUnauthorized, r.Status)
+	require.Equal(t, `Basic realm="mqgate", charset="UTF-8"`, r.Header.Get("WWW-Authenticate"), "curl keeps its challenge")
+	r = e.do(t, http.MethodGet, "/v1/topics", "", nil, http.Header{"X-Requested-With": {"XMLHttpRequest"}})
+	require.Equal(t, http.StatusUnauthorized, r.Status)
+	require.Empty(t, r.Header.Get("WWW-Authenticate"))
+}
