@@ -1238,7 +1238,7 @@ const docTemplate = `{
                         }
                     },
                     "429": {
-                        "description": "too-many-waiters",
+                        "description": "too-many-waiters (the server's --max-waiters or the account's maxLongPolls), rate-limited",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -2013,6 +2013,12 @@ const docTemplate = `{
                     },
                     "422": {
                         "description": "idempotency-key-reused",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "429": {
+                        "description": "rate-limited (the account's requestsPerSecond or messagesPerSecond; Retry-After)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -2839,7 +2845,7 @@ const docTemplate = `{
                     "example": "broker: topic not found"
                 },
                 "field": {
-                    "description": "Field names the request field over a limit (body-too-large, properties-too-large, value-too-long).",
+                    "description": "Field names the request field over a limit (body-too-large, properties-too-large, value-too-long), or the\nquota reached (quota-exceeded: topics, queuesPerTopic, queues, groups, pushEndpoints, pendingTimers).",
                     "type": "string",
                     "example": "messages[3].tag"
                 },
@@ -3005,8 +3011,13 @@ const docTemplate = `{
                     "example": 15000
                 },
                 "url": {
+                    "description": "URL is the endpoint, with credentials redacted: user info and the values of query parameters named like\ntoken, key, secret, signature, sig, password or auth read REDACTED. A PUT or PATCH that sends REDACTED\nback for such a parameter keeps its stored value.",
                     "type": "string",
-                    "example": "https://hooks.example.com/mqgate"
+                    "example": "https://hooks.example.com/mqgate?token=REDACTED"
+                },
+                "urlRedacted": {
+                    "description": "URLRedacted is true when url has redacted parts.",
+                    "type": "boolean"
                 }
             }
         },
