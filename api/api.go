@@ -228,8 +228,7 @@ func NewHandler(d Deps) http.Handler {
 	h := &handler{deps: d, waiters: make(chan struct{}, d.MaxWaiters), limits: newAccountLimiter(d.Limits)}
 
 	r := chi.NewRouter()
-	r.Use(requestLogging(d.Logger)...)
-	r.Use(recoverer, h.drainGate, h.authorize(r), h.rateLimit, clientIdentity)
+	r.Use(requestScope(d.Logger), h.drainGate, h.authorize(r), h.rateLimit, clientIdentity)
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
 		WriteError(w, req, ErrRouteNotFound)
 	})

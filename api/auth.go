@@ -9,7 +9,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
-	"github.com/rs/zerolog/hlog"
 
 	"github.com/mqgate/mqgate/server/auth"
 	"github.com/mqgate/mqgate/server/broker"
@@ -107,8 +106,18 @@ var routeRules = map[string]routeRule{
 	"DELETE /timers/{id}":                    adminOnly,
 }
 
-// principalKey is the context key of the authenticated caller.
+// principalKey is the context key of the authenticated caller outside a
+// request scope (the API keeps it in the scope).
 type principalKey struct{}
+
+// principalFrom returns the authenticated caller of r.
+func principalFrom(r *http.Request) (*auth.Principal, bool) {
+	if s := scopeOf(r); s != nil && s.principal != nil {
+		return s.principal, true
+	}
+	p, ok := r.Context().Value(principalKey{}).(*auth.Principal)
+	return p, ok
+}
 
 // authorize authenticates every request that matches a route of routes
 // and checks its rule; a request matching no route goes on to the 404 or
@@ -140,7 +149,9 @@ func (h *handler) authorize(routes chi.Routes) func(http.Handler) http.Handler {
 			}
 			rule, ok := routeRules[r.Method+" "+pattern]
 			if !ok {
-				hlog.FromRequest(r).Error().Str("route", r.Method+" "+pattern).Msg("route has no permission rule: refused")
+				if ev := logEvent(r, zerolog.ErrorLevel); ev != nil {
+					ev.Str("route", r.Method+" "+pattern).Msg("route has no permission rule: refused")
+				}
 				WriteError(w, r, fmt.Errorf("%w: %s %s has no permission rule", auth.ErrForbidden, r.Method, pattern))
 				return
 			}
@@ -148,7 +159,12 @@ func (h *handler) authorize(routes chi.Routes) func(http.Handler) http.Handler {
 				WriteError(w, r, err)
 				return
 			}
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+			if s := scopeOf(r); s != nil {
+				s.principal = p
+			} else {
+				r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+			}
+			next.ServeHTTP(w, r)
 		})
 	}
 }
@@ -171,9 +187,6 @@ func authenticate(w http.ResponseWriter, r *http.Request, guard Authenticator) (
 		WriteError(w, r, err)
 		return nil, false
 	}
-	hlog.FromRequest(r).UpdateContext(func(c zerolog.Context) zerolog.Context {
-		return c.Str("account", p.Name())
-	})
 	return p, true
 }
 
@@ -216,7 +229,7 @@ func forbidden(p *auth.Principal, kind auth.Kind, name string, perm auth.Perm) e
 // request body (the route's rule covered the path). Without
 // authentication it allows everything.
 func requireTopic(r *http.Request, topic string, perm auth.Perm) error {
-	p, ok := r.Context().Value(principalKey{}).(*auth.Principal)
+	p, ok := principalFrom(r)
 	if !ok || p.Can(auth.Topic, topic, perm) {
 		return nil
 	}

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rs/zerolog/hlog"
+	"github.com/rs/zerolog"
 
 	"github.com/mqgate/mqgate/server/auth"
 	"github.com/mqgate/mqgate/server/broker"
@@ -216,17 +216,18 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	kind := classify(err)
 	p := newProblem(kind, err)
 	p.Instance = r.URL.EscapedPath()
-	if id, ok := hlog.IDFromRequest(r); ok {
-		p.RequestID = id.String()
+	if s := scopeOf(r); s != nil {
+		p.RequestID = s.id.String()
 	}
-	log := hlog.FromRequest(r)
+	level, msg := zerolog.DebugLevel, "request rejected"
 	switch {
 	case kind == kindInternal:
-		log.Error().Err(err).Str("code", kind.code).Msg("request failed")
+		level, msg = zerolog.ErrorLevel, "request failed"
 	case kind.status >= 500:
-		log.Warn().Err(err).Str("code", kind.code).Msg("request failed")
-	default:
-		log.Debug().Err(err).Str("code", kind.code).Msg("request rejected")
+		level, msg = zerolog.WarnLevel, "request failed"
+	}
+	if ev := logEvent(r, level); ev != nil {
+		ev.Err(err).Str("code", kind.code).Msg(msg)
 	}
 	if kind.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(kind.retryAfter))

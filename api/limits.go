@@ -120,7 +120,7 @@ func (h *handler) principalOf(r *http.Request) (p *auth.Principal, name string, 
 	if h.deps.Auth == nil {
 		return nil, anonymous, true
 	}
-	p, ok = r.Context().Value(principalKey{}).(*auth.Principal)
+	p, ok = principalFrom(r)
 	if !ok {
 		return nil, "", false
 	}

@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
-	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -18,70 +17,9 @@ import (
 	"github.com/go-chi/chi/v5"
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/rs/zerolog"
-	"github.com/rs/zerolog/hlog"
 
 	"github.com/mqgate/mqgate/server/broker"
 )
-
-// requestLogging is the logging chain: a request-scoped child logger, a
-// request id (xid, echoed in X-Request-Id and in problem bodies) and one
-// access-log line per request with method, path, route pattern, status,
-// bytes and latency.
-func requestLogging(log zerolog.Logger) []func(http.Handler) http.Handler {
-	return []func(http.Handler) http.Handler{
-		hlog.NewHandler(log),
-		hlog.RequestIDHandler("req_id", "X-Request-Id"),
-		hlog.RemoteIPHandler("ip"),
-		hlog.AccessHandler(accessLine),
-	}
-}
-
-// accessLine logs one finished request.
-func accessLine(r *http.Request, status, size int, duration time.Duration) {
-	if status == 0 {
-		status = http.StatusOK // nothing written: net/http sends 200
-	}
-	log := hlog.FromRequest(r)
-	event := log.Info()
-	if status >= 500 {
-		event = log.Warn()
-	}
-	route := ""
-	if rctx := chi.RouteContext(r.Context()); rctx != nil {
-		route = rctx.RoutePattern()
-	}
-	event.
-		Str("method", r.Method).
-		Str("path", r.URL.Path).
-		Str("route", route).
-		Int("status", status).
-		Int("bytes", size).
-		Float64("latency_ms", float64(duration.Microseconds())/1000).
-		Msg("http request")
-}
-
-// recoverer turns a handler panic into a logged 500 problem. It re-panics
-// http.ErrAbortHandler, which net/http uses to abort a response on purpose.
-func recoverer(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			v := recover()
-			if v == nil {
-				return
-			}
-			if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
-				panic(v)
-			}
-			hlog.FromRequest(r).Error().
-				Str("panic", fmt.Sprint(v)).
-				Bytes("stack", debug.Stack()).
-				Msg("handler panicked")
-			WriteError(w, r, fmt.Errorf("panic: %v", v))
-		}()
-		next.ServeHTTP(w, r)
-	})
-}
 
 // drainGate answers 503 shutting-down (with Retry-After) while the server
 // drains.
@@ -168,15 +106,24 @@ func isJSON(contentType string) bool {
 
 // readBody reads the whole (already size-limited) request body.
 func readBody(r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		var maxBytes *http.MaxBytesError
-		if errors.As(err, &maxBytes) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w: reading body: %v", ErrMalformedRequest, err)
+	var body []byte
+	if err := readBodyInto(r, &body); err != nil {
+		return nil, err
 	}
 	return body, nil
+}
+
+// readBodyInto reads the whole (already size-limited) request body into
+// *buf.
+func readBodyInto(r *http.Request, buf *[]byte) error {
+	if err := readInto(buf, r.Body, r.ContentLength); err != nil {
+		var maxBytes *http.MaxBytesError
+		if errors.As(err, &maxBytes) {
+			return err
+		}
+		return fmt.Errorf("%w: reading body: %v", ErrMalformedRequest, err)
+	}
+	return nil
 }
 
 // readJSON decodes the request body into dst, refusing unknown fields and
@@ -314,14 +261,22 @@ func jsonKindOf(t reflect.Type) string {
 
 // writeJSON renders v as a JSON response with the given status.
 func writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
+	jb := jsonBufferPool.Get().(*jsonBuffer)
+	defer func() {
+		if jb.buf.Cap() <= maxPooledBuffer {
+			jb.buf.Reset()
+			jsonBufferPool.Put(jb)
+		}
+	}()
+	if err := jb.enc.Encode(v); err != nil { // Encode appends the newline
 		WriteError(w, r, fmt.Errorf("encode response: %w", err))
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(jb.buf.Len()))
 	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
+	_, _ = w.Write(jb.buf.Bytes())
 }
 
 // maxNameLength is the longest name the transport lets through; the broker

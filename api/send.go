@@ -148,10 +148,12 @@ func (h *handler) send(w http.ResponseWriter, r *http.Request) {
 	}
 	var msgs []broker.SendMessage
 	batch := false
+	body := getBuffer() // the raw body or the JSON text; free once sent
+	defer putBuffer(body)
 	if isEnvelope(r.Header.Get("Content-Type")) {
-		msgs, batch, err = h.decodeEnvelope(r)
+		msgs, batch, err = h.decodeEnvelope(r, body)
 	} else {
-		msgs, err = h.decodeRaw(r)
+		msgs, err = h.decodeRaw(r, body)
 	}
 	if err != nil {
 		WriteError(w, r, err)
@@ -198,13 +200,12 @@ func isEnvelope(contentType string) bool {
 
 // decodeEnvelope decodes a JSON send body: one message, or a batch (then
 // batch is true).
-func (h *handler) decodeEnvelope(r *http.Request) (msgs []broker.SendMessage, batch bool, err error) {
-	body, err := readBody(r)
-	if err != nil {
+func (h *handler) decodeEnvelope(r *http.Request, buf *[]byte) (msgs []broker.SendMessage, batch bool, err error) {
+	if err := readBodyInto(r, buf); err != nil {
 		return nil, false, err
 	}
 	var req SendRequest
-	if err := decodeJSON(body, &req); err != nil {
+	if err := decodeJSON(*buf, &req); err != nil {
 		if errors.Is(err, errUnknownMember) {
 			err = fmt.Errorf("%w (the JSON body is a message {body, tag, …} or {messages:[…]}; "+
 				"to store a JSON document as-is, send it with another Content-Type such as application/octet-stream)", err)
@@ -303,15 +304,15 @@ func (h *handler) checkMessage(m broker.SendMessage, prefix string) error {
 
 // decodeRaw reads a non-JSON send body as one message whose attributes come
 // from X-Mqgate-* headers.
-func (h *handler) decodeRaw(r *http.Request) ([]broker.SendMessage, error) {
+func (h *handler) decodeRaw(r *http.Request, buf *[]byte) ([]broker.SendMessage, error) {
 	limit := int64(h.deps.MaxMessageSize)
 	if r.ContentLength > limit {
 		return nil, &broker.LimitError{Field: "body", Size: int(r.ContentLength), Limit: h.deps.MaxMessageSize, Kind: broker.ErrTooLarge}
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	if err != nil {
+	if err := readInto(buf, io.LimitReader(r.Body, limit+1), r.ContentLength); err != nil {
 		return nil, fmt.Errorf("%w: reading body: %w", ErrMalformedRequest, err)
 	}
+	body := *buf
 	msg := broker.SendMessage{
 		Body:        body,
 		Tag:         r.Header.Get(headerTag),

@@ -144,6 +144,10 @@ type serverConn struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// body wraps the body of the request being served (net/http serves a
+	// connection's requests one at a time, so one is enough).
+	body trackedBody
 }
 
 // Read reads the request stream; after a failed TLS handshake it is at
@@ -362,9 +366,10 @@ func trackConn(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body := &trackedBody{ReadCloser: r.Body, remaining: r.ContentLength}
-		// A shallow copy: net/http keeps looking at its own r.Body.
-		r = r.WithContext(r.Context())
+		body := &sc.body
+		*body = trackedBody{ReadCloser: r.Body, remaining: r.ContentLength}
+		// net/http closes the body through its own reference; the request
+		// is the handler's to change, as http.MaxBytesReader does.
 		r.Body = body
 		next.ServeHTTP(w, r)
 		if body.unread() {

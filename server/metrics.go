@@ -4,10 +4,10 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -18,6 +18,9 @@ type httpMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	inFlight prometheus.Gauge
+
+	mu    sync.RWMutex
+	cache map[seriesKey]series
 }
 
 // newRegistry returns a registry with the Go runtime, process and build
@@ -39,6 +42,7 @@ func newRegistry(version string) *prometheus.Registry {
 // newHTTPMetrics creates and registers the HTTP metrics.
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 	m := &httpMetrics{
+		cache: make(map[seriesKey]series),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mqgate_http_requests_total",
 			Help: "HTTP requests by route pattern, method and status code.",
@@ -58,29 +62,106 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 }
 
 // middleware records every request once it has been routed and served.
+// The series of a (route, method, code) are looked up once and kept: a
+// request then costs two map reads, not a label hash and a join of its
+// route's patterns.
 func (m *httpMetrics) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		m.inFlight.Inc()
 		defer m.inFlight.Dec()
-		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		next.ServeHTTP(ww, r)
+		rec := statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(&rec, r)
 
-		route := "unmatched"
+		key := seriesKey{method: metricMethod(r.Method), code: rec.status}
+		if key.code == 0 {
+			key.code = http.StatusOK
+		}
 		if rctx := chi.RouteContext(r.Context()); rctx != nil {
-			if pattern := rctx.RoutePattern(); pattern != "" {
-				route = pattern
+			if n := len(rctx.RoutePatterns); n <= len(key.patterns) {
+				key.n = copy(key.patterns[:], rctx.RoutePatterns)
+			} else {
+				key.n, key.patterns[0] = -1, rctx.RoutePattern()
 			}
 		}
-		status := ww.Status()
-		if status == 0 {
-			status = http.StatusOK
-		}
-		method := metricMethod(r.Method)
-		m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
-		m.duration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+		sr := m.series(key, r)
+		sr.requests.Inc()
+		sr.duration.Observe(time.Since(start).Seconds())
 	})
 }
+
+// seriesKey names the series of one request: its route (chi's patterns,
+// or the joined pattern when n is -1), method and status code.
+type seriesKey struct {
+	patterns [3]string
+	n        int
+	method   string
+	code     int
+}
+
+// series are the metric children of one seriesKey.
+type series struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+// series returns (creating once) the children of key.
+func (m *httpMetrics) series(key seriesKey, r *http.Request) series {
+	m.mu.RLock()
+	sr, ok := m.cache[key]
+	m.mu.RUnlock()
+	if ok {
+		return sr
+	}
+	route := "unmatched"
+	switch {
+	case key.n < 0:
+		route = key.patterns[0]
+	case key.n > 0:
+		if rctx := chi.RouteContext(r.Context()); rctx != nil {
+			if p := rctx.RoutePattern(); p != "" {
+				route = p
+			}
+		}
+	}
+	if route == "" {
+		route = "unmatched"
+	}
+	sr = series{
+		requests: m.requests.WithLabelValues(route, key.method, strconv.Itoa(key.code)),
+		duration: m.duration.WithLabelValues(route, key.method),
+	}
+	m.mu.Lock()
+	m.cache[key] = sr
+	m.mu.Unlock()
+	return sr
+}
+
+// statusRecorder notes the status a handler answers; Unwrap lets
+// http.ResponseController reach the connection.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+// WriteHeader notes the first final status.
+func (w *statusRecorder) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write notes an implicit 200.
+func (w *statusRecorder) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap returns the writer underneath.
+func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // metricMethod folds unknown methods into "other" so that clients cannot
 // create label values at will.

@@ -18,6 +18,8 @@ import (
 const maxBatch = 1000
 
 // Send stores msgs on topic in order, as one CommitLog batch (one flush).
+// It keeps no reference to the messages' bodies once it returns (they are
+// copied into the CommitLog), so the caller may reuse their buffers.
 // Messages with a DedupID already seen within the dedup window are not
 // stored again: their earlier result comes back with Duplicate set.
 func (b *Broker) Send(ctx context.Context, topic string, msgs []SendMessage) ([]SendResult, error) {
