@@ -173,11 +173,7 @@ func (h *handler) pull(w http.ResponseWriter, r *http.Request) {
 		}
 		msgs = nil
 	}
-	resp := PullResponse{Messages: make([]Message, 0, len(msgs))}
-	for _, m := range msgs {
-		resp.Messages = append(resp.Messages, ToMessage(m))
-	}
-	writeJSON(w, r, http.StatusOK, resp)
+	writePullResponse(w, msgs)
 }
 
 // ToMessage converts a broker message to its wire form (what a pull

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,11 @@ import (
 
 	"github.com/mqgate/mqgate/server/broker"
 )
+
+// ContentTypeBatch is the media type of a binary batch send: a 4-byte
+// big-endian message count, then per message a 4-byte big-endian size and
+// the body.
+const ContentTypeBatch = "application/vnd.mqgate.batch"
 
 // Headers of a raw (non-JSON) send.
 const (
@@ -104,6 +110,7 @@ func (h *handler) registerSendRoutes(r chi.Router) {
 //	@Description	Send one message or a batch to a topic.
 //	@Description
 //	@Description	With `Content-Type: application/json` the body is one SendMessage, or `{"messages":[…]}` for a batch (at most 256 messages, stored in order).
+//	@Description	With `Content-Type: application/vnd.mqgate.batch` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary `/mpub`); the `X-Mqgate-*` headers apply to every message.
 //	@Description	With any other Content-Type the body is one raw message; its tag, keys and properties come from the `X-Mqgate-*` headers.
 //	@Description
 //	@Description	`Idempotency-Key` makes a retry safe: within the dedup window a repeated send returns the first result (with `Idempotent-Replayed: true`), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own `dedupId` uses `<key>:<i>`.
@@ -112,6 +119,7 @@ func (h *handler) registerSendRoutes(r chi.Router) {
 //	@Accept			json
 //	@Accept			octet-stream
 //	@Accept			plain
+//	@Accept			application/vnd.mqgate.batch
 //	@Produce		json
 //	@Produce		application/problem+json
 //	@Param			topic					path		string		true	"Topic name"
@@ -150,9 +158,13 @@ func (h *handler) send(w http.ResponseWriter, r *http.Request) {
 	batch := false
 	body := getBuffer() // the raw body or the JSON text; free once sent
 	defer putBuffer(body)
-	if isEnvelope(r.Header.Get("Content-Type")) {
+	switch sendFormat(r.Header.Get("Content-Type")) {
+	case formatEnvelope:
 		msgs, batch, err = h.decodeEnvelope(r, body)
-	} else {
+	case formatBinaryBatch:
+		msgs, err = h.decodeBinaryBatch(r, body)
+		batch = true
+	default:
 		msgs, err = h.decodeRaw(r, body)
 	}
 	if err != nil {
@@ -173,29 +185,96 @@ func (h *handler) send(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, err)
 		return
 	}
-	resp := SendResponse{Results: make([]SendResult, 0, len(results))}
 	replayed := len(results) > 0
 	for _, res := range results {
-		resp.Results = append(resp.Results, SendResult{
-			MessageID:   res.MessageID,
-			QueueID:     res.QueueID,
-			QueueOffset: res.QueueOffset,
-			Duplicate:   res.Duplicate,
-		})
 		replayed = replayed && res.Duplicate
 	}
 	if replayed {
 		w.Header().Set(headerReplayed, "true")
 	}
-	writeJSON(w, r, http.StatusOK, resp)
+	writeSendResponse(w, r, results)
 }
 
-// isEnvelope reports whether a send body is the JSON envelope: exactly
-// application/json. Any other type, application/*+json included, is a
-// raw message body.
-func isEnvelope(contentType string) bool {
+// writeSendResponse writes the SendResponse of results. Message ids are
+// hex, so the JSON is appended directly, without reflection; an id that is
+// not (never produced by the broker) takes the general encoder.
+func writeSendResponse(w http.ResponseWriter, r *http.Request, results []broker.SendResult) {
+	buf := getBuffer()
+	defer putBuffer(buf)
+	b := append((*buf)[:0], `{"results":[`...)
+	for i, res := range results {
+		if !isHex(res.MessageID) {
+			resp := SendResponse{Results: make([]SendResult, 0, len(results))}
+			for _, res := range results {
+				resp.Results = append(resp.Results, SendResult{MessageID: res.MessageID, QueueID: res.QueueID, QueueOffset: res.QueueOffset, Duplicate: res.Duplicate})
+			}
+			writeJSON(w, r, http.StatusOK, resp)
+			return
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"messageId":"`...)
+		b = append(b, res.MessageID...)
+		b = append(b, `","queueId":`...)
+		b = strconv.AppendInt(b, int64(res.QueueID), 10)
+		b = append(b, `,"queueOffset":`...)
+		b = strconv.AppendInt(b, res.QueueOffset, 10)
+		if res.Duplicate {
+			b = append(b, `,"duplicate":true`...)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, "]}\n"...)
+	*buf = b
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+// isHex reports whether s is non-empty and all hexadecimal digits.
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'A' <= c && c <= 'F' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// Send body formats, chosen by the Content-Type.
+const (
+	formatRaw         = iota // any other type: one message, the body as-is
+	formatEnvelope           // application/json: SendRequest
+	formatBinaryBatch        // ContentTypeBatch: length-prefixed bodies
+)
+
+// sendFormat maps a send's Content-Type to its body format: exactly
+// application/json is the JSON envelope, ContentTypeBatch the binary
+// batch; any other type, application/*+json included, is a raw message
+// body.
+func sendFormat(contentType string) int {
+	switch contentType { // the common spellings, without parsing
+	case "application/json":
+		return formatEnvelope
+	case ContentTypeBatch:
+		return formatBinaryBatch
+	case "application/octet-stream", "text/plain", "":
+		return formatRaw
+	}
 	mediaType, _, err := mime.ParseMediaType(contentType)
-	return err == nil && mediaType == "application/json"
+	switch {
+	case err != nil:
+		return formatRaw
+	case mediaType == "application/json":
+		return formatEnvelope
+	case mediaType == ContentTypeBatch:
+		return formatBinaryBatch
+	}
+	return formatRaw
 }
 
 // decodeEnvelope decodes a JSON send body: one message, or a batch (then
@@ -312,9 +391,98 @@ func (h *handler) decodeRaw(r *http.Request, buf *[]byte) ([]broker.SendMessage,
 	if err := readInto(buf, io.LimitReader(r.Body, limit+1), r.ContentLength); err != nil {
 		return nil, fmt.Errorf("%w: reading body: %w", ErrMalformedRequest, err)
 	}
-	body := *buf
+	msg, err := headerAttributes(r)
+	if err != nil {
+		return nil, err
+	}
+	msg.Body = *buf
+	if err := h.checkMessage(msg, ""); err != nil {
+		return nil, err
+	}
+	return []broker.SendMessage{msg}, nil
+}
+
+// decodeBinaryBatch reads a ContentTypeBatch body: a 4-byte big-endian
+// message count, then for each message a 4-byte big-endian body size and
+// the body (the framing of NSQ's binary /mpub). The X-Mqgate-* headers
+// give every message of the batch its tag, keys, properties, sharding key
+// and delay, as for a raw send. Bodies alias buf, which outlives the send.
+func (h *handler) decodeBinaryBatch(r *http.Request, buf *[]byte) ([]broker.SendMessage, error) {
+	if err := readBodyInto(r, buf); err != nil {
+		return nil, err
+	}
+	attrs, err := headerAttributes(r)
+	if err != nil {
+		return nil, err
+	}
+	frames, err := splitBatch(*buf, MaxBatchMessages, h.deps.MaxMessageSize)
+	if err != nil {
+		return nil, err
+	}
+	msgs := make([]broker.SendMessage, len(frames))
+	for i, body := range frames {
+		msgs[i] = attrs
+		msgs[i].Body = body
+		if err := h.checkMessage(msgs[i], "messages["+strconv.Itoa(i)+"]."); err != nil {
+			return nil, err
+		}
+	}
+	return msgs, nil
+}
+
+// splitBatch splits a binary batch into its bodies (slices of data). The
+// count must be 1..maxCount, every body 1..maxSize bytes, and the frames
+// must cover data exactly.
+func splitBatch(data []byte, maxCount, maxSize int) ([][]byte, error) {
+	if len(data) < 4 {
+		return nil, fmt.Errorf("%w: a %s body starts with a 4-byte big-endian message count; the body has %d bytes", ErrMalformedRequest, ContentTypeBatch, len(data))
+	}
+	count := binary.BigEndian.Uint32(data)
+	if count == 0 || count > uint32(maxCount) {
+		return nil, invalidArgument("the batch holds %d messages; 1 to %d are allowed", count, maxCount)
+	}
+	if uint64(count)*4 > uint64(len(data)-4) {
+		return nil, fmt.Errorf("%w: the batch announces %d messages but has only %d bytes after the count", ErrMalformedRequest, count, len(data)-4)
+	}
+	frames := make([][]byte, 0, count)
+	rest := data[4:]
+	for i := 0; i < int(count); i++ {
+		if len(rest) < 4 {
+			return nil, fmt.Errorf("%w: messages[%d]: the body ends before its 4-byte size", ErrMalformedRequest, i)
+		}
+		size := binary.BigEndian.Uint32(rest)
+		rest = rest[4:]
+		switch {
+		case size == 0:
+			return nil, fmt.Errorf("%w: messages[%d].body is empty", broker.ErrEmptyBody, i)
+		case size > uint32(maxSize):
+			return nil, &broker.LimitError{Field: "messages[" + strconv.Itoa(i) + "].body", Size: int(min(size, 1<<31-1)), Limit: maxSize, Kind: broker.ErrTooLarge}
+		case uint64(size) > uint64(len(rest)):
+			return nil, fmt.Errorf("%w: messages[%d] announces %d bytes but %d remain", ErrMalformedRequest, i, size, len(rest))
+		}
+		frames = append(frames, rest[:size:size])
+		rest = rest[size:]
+	}
+	if len(rest) != 0 {
+		return nil, fmt.Errorf("%w: %d bytes follow the last of the %d messages", ErrMalformedRequest, len(rest), count)
+	}
+	return frames, nil
+}
+
+// AppendBatch appends the ContentTypeBatch encoding of bodies to dst.
+func AppendBatch(dst []byte, bodies ...[]byte) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(bodies)))
+	for _, b := range bodies {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(b)))
+		dst = append(dst, b...)
+	}
+	return dst
+}
+
+// headerAttributes reads the X-Mqgate-* attributes of a raw or binary
+// batch send into a message without a body.
+func headerAttributes(r *http.Request) (broker.SendMessage, error) {
 	msg := broker.SendMessage{
-		Body:        body,
 		Tag:         r.Header.Get(headerTag),
 		ShardingKey: r.Header.Get(headerShardingKey),
 	}
@@ -337,28 +505,25 @@ func (h *handler) decodeRaw(r *http.Request, buf *[]byte) ([]broker.SendMessage,
 	if v := r.Header.Get(headerDelayLevel); v != "" {
 		level, err := strconv.Atoi(v)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s %s is not an integer", ErrMalformedRequest, headerDelayLevel, broker.QuoteValue(v))
+			return msg, fmt.Errorf("%w: %s %s is not an integer", ErrMalformedRequest, headerDelayLevel, broker.QuoteValue(v))
 		}
 		msg.DelayLevel = level
 	}
 	if v := r.Header.Get(headerDelayMs); v != "" {
 		ms, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s %s is not an integer", ErrMalformedRequest, headerDelayMs, broker.QuoteValue(v))
+			return msg, fmt.Errorf("%w: %s %s is not an integer", ErrMalformedRequest, headerDelayMs, broker.QuoteValue(v))
 		}
 		msg.DelayMs = ms
 	}
 	if v := r.Header.Get(headerDeliverAt); v != "" {
 		at, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s %s is not an RFC 3339 time", ErrMalformedRequest, headerDeliverAt, broker.QuoteValue(v))
+			return msg, fmt.Errorf("%w: %s %s is not an RFC 3339 time", ErrMalformedRequest, headerDeliverAt, broker.QuoteValue(v))
 		}
 		msg.DeliverAt = at
 	}
-	if err := h.checkMessage(msg, ""); err != nil {
-		return nil, err
-	}
-	return []broker.SendMessage{msg}, nil
+	return msg, nil
 }
 
 // idempotencyKey returns the Idempotency-Key header ("" when absent). The

@@ -1906,11 +1906,12 @@ const docTemplate = `{
         },
         "/topics/{topic}/messages": {
             "post": {
-                "description": "Send one message or a batch to a topic.\n\nWith ` + "`" + `Content-Type: application/json` + "`" + ` the body is one SendMessage, or ` + "`" + `{\"messages\":[…]}` + "`" + ` for a batch (at most 256 messages, stored in order).\nWith any other Content-Type the body is one raw message; its tag, keys and properties come from the ` + "`" + `X-Mqgate-*` + "`" + ` headers.\n\n` + "`" + `Idempotency-Key` + "`" + ` makes a retry safe: within the dedup window a repeated send returns the first result (with ` + "`" + `Idempotent-Replayed: true` + "`" + `), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own ` + "`" + `dedupId` + "`" + ` uses ` + "`" + `\u003ckey\u003e:\u003ci\u003e` + "`" + `.\nA 503 ` + "`" + `flush-timeout` + "`" + ` means the outcome is unknown: retry with the same key.",
+                "description": "Send one message or a batch to a topic.\n\nWith ` + "`" + `Content-Type: application/json` + "`" + ` the body is one SendMessage, or ` + "`" + `{\"messages\":[…]}` + "`" + ` for a batch (at most 256 messages, stored in order).\nWith ` + "`" + `Content-Type: application/vnd.mqgate.batch` + "`" + ` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary ` + "`" + `/mpub` + "`" + `); the ` + "`" + `X-Mqgate-*` + "`" + ` headers apply to every message.\nWith any other Content-Type the body is one raw message; its tag, keys and properties come from the ` + "`" + `X-Mqgate-*` + "`" + ` headers.\n\n` + "`" + `Idempotency-Key` + "`" + ` makes a retry safe: within the dedup window a repeated send returns the first result (with ` + "`" + `Idempotent-Replayed: true` + "`" + `), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own ` + "`" + `dedupId` + "`" + ` uses ` + "`" + `\u003ckey\u003e:\u003ci\u003e` + "`" + `.\nA 503 ` + "`" + `flush-timeout` + "`" + ` means the outcome is unknown: retry with the same key.",
                 "consumes": [
                     "application/json",
                     "application/octet-stream",
-                    "text/plain"
+                    "text/plain",
+                    "application/vnd.mqgate.batch"
                 ],
                 "produces": [
                     "application/json",

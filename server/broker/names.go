@@ -2,7 +2,6 @@ package broker
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 )
 
@@ -21,7 +20,17 @@ const (
 	offsetTopic = systemPrefix + "OFFSET"
 )
 
-var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+// isNameChars reports whether name is only letters, digits, '_' and '-'
+// (a loop, not a regexp: every send checks its topic).
+func isNameChars(name string) bool {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 func validateName(kind, name string, max int) error {
 	switch {
@@ -31,7 +40,7 @@ func validateName(kind, name string, max int) error {
 		return fmt.Errorf("%w: %s name is %d characters long; the limit is %d", ErrInvalidName, kind, len(name), max)
 	case strings.HasPrefix(name, "%") || strings.HasPrefix(name, systemPrefix) || name == "SCHEDULE_TOPIC_XXXX":
 		return fmt.Errorf("%w: %s name %s uses a reserved prefix (%%, %s) or name", ErrReservedName, kind, QuoteValue(name), systemPrefix)
-	case !namePattern.MatchString(name):
+	case !isNameChars(name):
 		return fmt.Errorf("%w: %s name %s may only contain letters, digits, '_' and '-'", ErrInvalidName, kind, QuoteValue(name))
 	}
 	return nil

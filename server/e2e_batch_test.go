@@ -1,0 +1,55 @@
+package server_test
+
+import (
+	"encoding/base64"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/api"
+)
+
+// TestE2EBinaryBatchRoundTrip sends binary batches over HTTP and pulls
+// every message back, byte for byte, in order, with the header attributes.
+func TestE2EBinaryBatchRoundTrip(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t)
+	require.Equal(t, http.StatusCreated, e.json(t, http.MethodPut, "/v1/topics/bin", api.TopicRequest{Queues: 1}).Status)
+
+	var bodies [][]byte
+	for i := 0; i < api.MaxBatchMessages; i++ {
+		b := []byte(strings.Repeat(string(rune('a'+i%26)), 1+i*7))
+		if i%5 == 0 {
+			b = append(b, 0x00, 0xff, '\n', '"') // binary and JSON-hostile bytes
+		}
+		bodies = append(bodies, b)
+	}
+	header := http.Header{"X-Mqgate-Tag": {"bin"}, "X-Mqgate-Property-Origin": {"batch"}}
+	for _, chunk := range [][][]byte{bodies[:1], bodies[1:100], bodies[100:]} {
+		r := e.do(t, http.MethodPost, "/v1/topics/bin/messages", api.ContentTypeBatch, api.AppendBatch(nil, chunk...), header)
+		var resp api.SendResponse
+		decode(t, r, http.StatusOK, &resp)
+		require.Len(t, resp.Results, len(chunk))
+	}
+	// A refused batch stores nothing.
+	bad := append(api.AppendBatch(nil, []byte("x"), []byte("y")), 'z')
+	problem(t, e.do(t, http.MethodPost, "/v1/topics/bin/messages", api.ContentTypeBatch, bad, nil), http.StatusBadRequest, "malformed-request")
+
+	got := e.pullN(t, "g", "bin", len(bodies), 30_000, 20*time.Second)
+	require.Len(t, got, len(bodies))
+	for i, m := range got {
+		require.EqualValues(t, i, m.QueueOffset)
+		body := []byte(m.Body)
+		if m.BodyEncoding == "base64" {
+			var err error
+			body, err = base64.StdEncoding.DecodeString(m.Body)
+			require.NoError(t, err)
+		}
+		require.Equal(t, bodies[i], body, "message %d", i)
+		require.Equal(t, "bin", m.Tag)
+		require.Equal(t, "batch", m.Properties["origin"])
+	}
+}
