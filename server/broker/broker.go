@@ -1,8 +1,3 @@
-// Package broker holds mqgate's messaging semantics over the storage
-// engine: send (with idempotency keys), pop-style pull with leases and
-// receipts, ack / nack / lease changes with durable consumer progress, and
-// the admin operations. It knows nothing about HTTP; package api maps its
-// types and errors onto the wire.
 package broker
 
 import (

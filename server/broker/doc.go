@@ -1,0 +1,102 @@
+// Package broker holds mqgate's messaging semantics over the storage
+// engine: send (with idempotency keys), pop-style pull with leases and
+// receipts, ack / nack / lease changes with durable consumer progress,
+// retries and dead letters, timers, and the admin operations. It knows
+// nothing about HTTP; package api maps its types and errors onto the wire.
+//
+// # What the broker persists
+//
+// Every fact the broker must not lose is a record in the CommitLog,
+// appended through the group commit before the change is visible to any
+// client (so a 200 in sync mode means the fact is on disk). The files under
+// <data>/config are snapshots or keys, never the only copy of a fact,
+// except receipt.key. The formats below are part of the on-disk format:
+// add fields, never change or remove one.
+//
+// System topics (the "rmq_sys_" prefix is reserved, as are "%" and
+// SCHEDULE_TOPIC_XXXX; clients cannot send to them):
+//
+//	rmq_sys_META          registry changes (metalog.go). Queue 0. Body: a JSON
+//	                      array of {"kind","name","topic","group","tomb"}, kind
+//	                      one of topic, topic-deleted, tombstone, group,
+//	                      group-deleted; each record holds the whole new state
+//	                      of one topic, tombstone or group, so replaying it is
+//	                      idempotent.
+//	rmq_sys_OFFSET        consumer progress: acks, commits, advances and failed
+//	                      deliveries. Body: package offset's record encoding
+//	                      (storage/offset/doc.go), generations make replay
+//	                      idempotent.
+//	rmq_sys_DLQ           dead-letter status changes. Body: JSON
+//	                      {"group","messageId","status","at"}, status dead,
+//	                      resent or discarded.
+//	rmq_sys_TIMER         timers (delayMs / deliverAt). A record is the message
+//	                      itself with its destination in REAL_TOPIC / REAL_QID
+//	                      and its due time in TIMER_DELIVER_MS; a reschedule or a
+//	                      retention carry appends a copy naming the timer
+//	                      (TIMER_ID, UNIQ_KEY "timer:<id>") and the record it
+//	                      supersedes (TIMER_PREV, its queue offset).
+//	rmq_sys_TIMER_STATUS  timer settlements. Body: a JSON array of
+//	                      {"id","status","at","seq","topic"}, status delivered
+//	                      or cancelled.
+//	SCHEDULE_TOPIC_XXXX   delay-level messages and retries waiting on the
+//	                      ladder (queue = level - 1), RocketMQ's layout, moved
+//	                      to their real topic when due (package schedule).
+//	%RETRY%<group>        a group's redeliveries, queue 0.
+//	%DLQ%<group>          a group's dead letters, queue 0; never pulled.
+//
+// Properties the broker owns (a client cannot set them; broker.go's
+// systemProperties refuses them on send):
+//
+//	ATTEMPTS      JSON array of Attempt {"at","outcome","client","reason",
+//	              "delayLevel","count"}: the failed deliveries of a retry or
+//	              dead letter, bounded to the newest 32 entries in 8 KiB
+//	              with reasons cut to 512 bytes; older entries fold into one
+//	              "omitted" entry with their count (limits.go).
+//	DLQ_REASON    the last failure reason of a dead letter (at most 2 KiB).
+//	DLQ_ID        the id a dead letter keeps when retention carries it.
+//	DLQ_DEAD_AT   its original death time (Unix ms).
+//	TIMER_ID      the timer a copy belongs to.
+//	TIMER_PREV    the timer-queue offset of the record a copy supersedes.
+//	ORDER_SEQ     the queue offset of a dead-lettered orderly message.
+//	and the storage engine's RocketMQ properties (REAL_TOPIC, REAL_QID,
+//	DELAY, RETRY_TOPIC, UNIQ_KEY, TIMER_DELIVER_MS, …: storage/message).
+//
+// Files under <data>/config (written 0600 in a 0700 directory, each by
+// "tmp, fsync, rename, fsync dir"):
+//
+//	topics.json, groups.json  snapshots of the registry, each naming the
+//	                          rmq_sys_META queue offset it is complete up to;
+//	                          missing or unreadable ones are rebuilt from the
+//	                          log. groups.json holds push secrets.
+//	offsets.snapshot          package offset's snapshot of consumer progress
+//	                          and the rmq_sys_OFFSET offset it covers; lost,
+//	                          every retained offset record is replayed.
+//	receipt.key               32 random bytes, the HMAC key of receipts; lost,
+//	                          outstanding receipts become invalid (their leases
+//	                          expire and the messages are delivered again).
+//
+// The timer index (<data>/timers, package timerindex) is derived state:
+// rebuilt from rmq_sys_TIMER and rmq_sys_TIMER_STATUS when missing or
+// damaged.
+//
+// # Receipts
+//
+// A receipt is the opaque handle of one lease (receipt.go): base64url
+// without padding of
+//
+//	version u8 (1) | epoch u64 | queueId i32 | offset i64 | groupLen u8 | group
+//	| topicLen u8 | topic | mac [16]
+//
+// big-endian, where mac is HMAC-SHA256 under receipt.key of everything
+// before it, truncated to 16 bytes. The epoch increases with every lease
+// granted, so the receipt of an older lease of the same message is stale
+// and refused rather than settling the newer lease.
+//
+// # Durability of a reply
+//
+// Send, ack, nack, lease changes, offset commits, topic and group changes,
+// dead-letter resends and timer operations answer only after their records
+// are appended (and, in sync flush mode, flushed). Leases themselves are
+// memory only: after a restart every unacknowledged message is delivered
+// again (at-least-once), and old receipts answer "expired".
+package broker
