@@ -127,16 +127,16 @@ const (
 	// broker suspend limit).
 	MaxWaitMs = 30_000
 	// MaxPullMessages is the most messages one pull returns.
-	MaxPullMessages = 32
+	MaxPullMessages = broker.MaxPullMessages
 	// DefaultPullMessages is maxMessages when a pull leaves it out.
-	DefaultPullMessages = 16
+	DefaultPullMessages = broker.DefaultPullMessages
 	// MaxInvisibleMs is the longest lease a pull or lease change may ask for (12 h).
 	MaxInvisibleMs = 12 * 60 * 60 * 1000
 	// MaxBatchMessages is the most messages one send request may carry.
-	MaxBatchMessages = 256
+	MaxBatchMessages = broker.MaxSendBatch
 	// MaxBatchItems is the most receipts or items one ack, nack, lease or
 	// offset request may carry.
-	MaxBatchItems = 1024
+	MaxBatchItems = broker.MaxBatchItems
 	// MaxReadMessages is the most messages one queue read or key query returns.
 	MaxReadMessages = 32
 	// DefaultMaxMessageSize is Deps.MaxMessageSize when zero (4 MiB).

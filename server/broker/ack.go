@@ -88,8 +88,8 @@ func (b *Broker) checkBatch(group string, n int) error {
 	if err := ValidateGroupName(group); err != nil {
 		return err
 	}
-	if n == 0 || n > maxBatch {
-		return fmt.Errorf("%w: 1 to %d items", ErrInvalidArgument, maxBatch)
+	if n == 0 || n > MaxBatchItems {
+		return fmt.Errorf("%w: 1 to %d items", ErrInvalidArgument, MaxBatchItems)
 	}
 	return nil
 }

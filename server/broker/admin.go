@@ -201,8 +201,8 @@ func (b *Broker) CommitOffsets(ctx context.Context, group string, commits []Offs
 	if _, err := b.groupForPull(group); err != nil {
 		return err
 	}
-	if len(commits) == 0 || len(commits) > maxBatch {
-		return fmt.Errorf("%w: 1 to %d commits", ErrInvalidArgument, maxBatch)
+	if len(commits) == 0 || len(commits) > MaxBatchItems {
+		return fmt.Errorf("%w: 1 to %d commits", ErrInvalidArgument, MaxBatchItems)
 	}
 	for i, c := range commits {
 		t, err := b.GetTopic(ctx, c.Topic)
@@ -293,8 +293,8 @@ func (b *Broker) ReadQueue(ctx context.Context, topic string, queueID int32, fro
 	if queueID < 0 || int(queueID) >= cfg.Queues {
 		return nil, from, fmt.Errorf("%w: queue %d does not exist", ErrInvalidArgument, queueID)
 	}
-	if max <= 0 || max > maxPullMessages*8 {
-		return nil, from, fmt.Errorf("%w: max must be 1..%d", ErrInvalidArgument, maxPullMessages*8)
+	if max <= 0 || max > maxReadQueueMessages {
+		return nil, from, fmt.Errorf("%w: max must be 1..%d", ErrInvalidArgument, maxReadQueueMessages)
 	}
 	if err := b.store.AwaitDispatch(ctx); err != nil && !errors.Is(err, ctx.Err()) {
 		return nil, from, mapStoreErr(err)

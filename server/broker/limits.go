@@ -55,6 +55,23 @@ const (
 	MaxTagExpressionBytes = 4096
 )
 
+// Limits and defaults of one request; package api exports the same values
+// (api.MaxPullMessages, …), so the transport and the broker never disagree.
+const (
+	// MaxPullMessages is the most messages one pull returns.
+	MaxPullMessages = 32
+	// DefaultPullMessages is a pull's maxMessages when it gives none.
+	DefaultPullMessages = 16
+	// MaxSendBatch is the most messages one send may carry.
+	MaxSendBatch = 256
+	// MaxBatchItems is the most receipts or items of one ack, nack, lease
+	// change or offset commit.
+	MaxBatchItems = 1024
+	// maxReadQueueMessages bounds one ReadQueue (the API asks for at most
+	// api.MaxReadMessages; internal readers for more).
+	maxReadQueueMessages = 256
+)
+
 // What the broker keeps of failures: the attempt history (property
 // ATTEMPTS) holds the newest attempts, each reason cut to
 // maxStoredReasonBytes, in at most maxAttemptsBytes; older attempts are

@@ -20,10 +20,8 @@ import (
 // after a restart every unacknowledged message is delivered again — never
 // lost, possibly duplicated, which is at-least-once.
 
-const (
-	maxPullMessages = 32
-	maxPullWait     = 30 * time.Second
-)
+// maxPullWait is the longest long poll (RocketMQ's broker suspend limit).
+const maxPullWait = 30 * time.Second
 
 type popKey struct{ group, topic string }
 
@@ -116,10 +114,10 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) ([]ReceivedMessage, 
 		return nil, err
 	}
 	if req.MaxMessages == 0 {
-		req.MaxMessages = maxPullMessages
+		req.MaxMessages = DefaultPullMessages
 	}
-	if req.MaxMessages < 0 || req.MaxMessages > maxPullMessages {
-		return nil, fmt.Errorf("%w: maxMessages must be 1..%d", ErrInvalidArgument, maxPullMessages)
+	if req.MaxMessages < 0 || req.MaxMessages > MaxPullMessages {
+		return nil, fmt.Errorf("%w: maxMessages must be 1..%d", ErrInvalidArgument, MaxPullMessages)
 	}
 	if req.Wait < 0 || req.Wait > maxPullWait {
 		return nil, fmt.Errorf("%w: wait must be 0..%v", ErrInvalidArgument, maxPullWait)

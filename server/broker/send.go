@@ -14,8 +14,6 @@ import (
 	"github.com/mqgate/mqgate/storage/message"
 )
 
-// maxBatch caps the messages of one send.
-const maxBatch = 1000
 
 // Send stores msgs on topic in order, as one CommitLog batch (one flush).
 // It keeps no reference to the messages' bodies once it returns (they are
@@ -29,8 +27,8 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []SendMessage) ([]
 	if err := ValidateTopicName(topic); err != nil {
 		return nil, err
 	}
-	if len(msgs) == 0 || len(msgs) > maxBatch {
-		return nil, fmt.Errorf("%w: a send carries 1 to %d messages, got %d", ErrInvalidArgument, maxBatch, len(msgs))
+	if len(msgs) == 0 || len(msgs) > MaxSendBatch {
+		return nil, fmt.Errorf("%w: a send carries 1 to %d messages, got %d", ErrInvalidArgument, MaxSendBatch, len(msgs))
 	}
 	// A deletion of the topic happens wholly before or after this send
 	// (topicdelete.go): a message is never stored into a topic between

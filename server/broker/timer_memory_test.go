@@ -113,12 +113,12 @@ func measureTimers(t *testing.T, dir string) timerMemReport {
 }
 
 // registerTimers sends n timers with 1-byte bodies, due between an hour
-// and a year ahead, 1000 a send.
+// and a year ahead, broker.MaxSendBatch a send.
 func registerTimers(t *testing.T, b *broker.Broker, n int, seed uint64) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 1))
 	const year = int64(365 * 24 * time.Hour / time.Millisecond)
-	msgs := make([]broker.SendMessage, 1000)
+	msgs := make([]broker.SendMessage, broker.MaxSendBatch)
 	for sent := 0; sent < n; {
 		k := min(len(msgs), n-sent)
 		for i := range msgs[:k] {

@@ -130,7 +130,7 @@ func (b *Broker) dropTopicProgress(name string) error {
 		rec.Entries = append(rec.Entries, offset.Entry{Kind: offset.KindCommit, Key: k, Generation: gen + 1, Offset: to})
 	}
 	for len(rec.Entries) > 0 {
-		n := min(len(rec.Entries), maxBatch)
+		n := min(len(rec.Entries), MaxBatchItems)
 		if err := b.persist(offset.Record{Entries: rec.Entries[:n]}, nil); err != nil {
 			return err
 		}
