@@ -8,6 +8,15 @@
 // ChangeLease, and GetGroup/PutGroup to disable an endpoint. It is a
 // background service with Start(ctx)/Stop() and a testable runOnce.
 //
+// The files: config.go (Config, its defaults and the Broker interface),
+// dispatcher.go (the Dispatcher: start, stop, and runOnce reconciling the
+// pullers with the groups' endpoints), puller.go (per (group, topic) long
+// polls, one delivery goroutine per message, settling by the answer),
+// deliver.go and payload.go (the HTTP POST and its body), sign.go
+// (Standard Webhooks signatures), leases.go (in-flight deliveries and
+// their lease extension), disable.go (410 Gone), guard.go (the SSRF
+// guard), metrics.go.
+//
 // # The delivery contract
 //
 //   - 2xx: the message is acked.
