@@ -102,42 +102,82 @@ func tagMatcher(expr string) (func(int64) bool, error) {
 }
 
 // Pull leases up to req.MaxMessages messages of req.Topic to req.Group,
-// long-polling up to req.Wait for the first one.
+// long-polling up to req.Wait for the first one. Its steps: planPull
+// checks the request and resolves what it asks against the topic and the
+// group, catchUp makes what was sent before visible, and awaitPop pops
+// until it has messages or the wait is over.
 func (b *Broker) Pull(ctx context.Context, req PullRequest) ([]ReceivedMessage, error) {
+	plan, err := b.planPull(req)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(plan.wait)
+	if err := b.catchUp(ctx); err != nil {
+		return nil, err
+	}
+	msgs, err := b.awaitPop(ctx, plan, deadline)
+	if err != nil || len(msgs) > 0 {
+		b.metrics.addGroup(b.metrics.delivered, plan.group.Name, len(msgs))
+		bytes := 0
+		for _, m := range msgs {
+			bytes += len(m.Body)
+		}
+		b.metrics.addGroup(b.metrics.outBytes, plan.group.Name, bytes)
+	}
+	return msgs, err
+}
+
+// pullPlan is a checked pull: the topic and group it reads, how many
+// messages, the lease, the tag filter and the wait.
+type pullPlan struct {
+	topic     TopicConfig
+	group     GroupConfig
+	max       int
+	invisible time.Duration
+	match     func(int64) bool
+	wait      time.Duration
+	state     *popState
+}
+
+// planPull validates req and resolves its defaults: maxMessages
+// (DefaultPullMessages), the lease (the request's, else the group's, else
+// the broker's default) and the tag expression (the request's, else the
+// group's subscription of the topic).
+func (b *Broker) planPull(req PullRequest) (pullPlan, error) {
 	if b.closed.Load() {
-		return nil, ErrShuttingDown
+		return pullPlan{}, ErrShuttingDown
 	}
 	if err := ValidateGroupName(req.Group); err != nil {
-		return nil, err
+		return pullPlan{}, err
 	}
 	if err := ValidateTopicName(req.Topic); err != nil {
-		return nil, err
+		return pullPlan{}, err
 	}
 	if req.MaxMessages == 0 {
 		req.MaxMessages = DefaultPullMessages
 	}
 	if req.MaxMessages < 0 || req.MaxMessages > MaxPullMessages {
-		return nil, fmt.Errorf("%w: maxMessages must be 1..%d", ErrInvalidArgument, MaxPullMessages)
+		return pullPlan{}, fmt.Errorf("%w: maxMessages must be 1..%d", ErrInvalidArgument, MaxPullMessages)
 	}
 	if req.Wait < 0 || req.Wait > maxPullWait {
-		return nil, fmt.Errorf("%w: wait must be 0..%v", ErrInvalidArgument, maxPullWait)
+		return pullPlan{}, fmt.Errorf("%w: wait must be 0..%v", ErrInvalidArgument, maxPullWait)
 	}
 	if req.Invisible < 0 || req.Invisible > b.opts.MaxInvisible {
-		return nil, fmt.Errorf("%w: invisibility must be 0..%v", ErrInvalidArgument, b.opts.MaxInvisible)
+		return pullPlan{}, fmt.Errorf("%w: invisibility must be 0..%v", ErrInvalidArgument, b.opts.MaxInvisible)
 	}
 	topic, ok := b.registry.topic(req.Topic)
 	if !ok {
-		return nil, fmt.Errorf("%w: %s", ErrTopicNotFound, req.Topic)
+		return pullPlan{}, fmt.Errorf("%w: %s", ErrTopicNotFound, req.Topic)
 	}
 	if topic.Perm == "w" {
-		return nil, fmt.Errorf("%w: topic %s is write-only (perm w)", ErrInvalidArgument, req.Topic)
+		return pullPlan{}, fmt.Errorf("%w: topic %s is write-only (perm w)", ErrInvalidArgument, req.Topic)
 	}
 	group, err := b.groupForPull(req.Group)
 	if err != nil {
-		return nil, err
+		return pullPlan{}, err
 	}
 	if group.ConsumeMode == "broadcasting" {
-		return nil, fmt.Errorf("%w: group %s is broadcasting: each consumer reads by offset (GET /v1/topics/{topic}/queues/{queueId}/messages) and keeps its own offsets", ErrInvalidArgument, req.Group)
+		return pullPlan{}, fmt.Errorf("%w: group %s is broadcasting: each consumer reads by offset (GET /v1/topics/{topic}/queues/{queueId}/messages) and keeps its own offsets", ErrInvalidArgument, req.Group)
 	}
 	invisible := req.Invisible
 	if invisible == 0 {
@@ -156,34 +196,44 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) ([]ReceivedMessage, 
 	}
 	match, err := tagMatcher(expr)
 	if err != nil {
-		return nil, err
+		return pullPlan{}, err
 	}
-	ps := b.popState(req.Group, req.Topic)
-	deadline := time.Now().Add(req.Wait)
-	// Read-your-writes: what was sent before this pull is visible to it
-	// (the dispatcher is almost always caught up: no timer on that path).
-	if !b.store.CaughtUp() {
-		catchUp, cancel := context.WithTimeout(ctx, time.Second)
-		err = b.store.AwaitDispatch(catchUp)
-		cancel()
-		if errors.Is(err, storage.ErrClosed) {
-			return nil, ErrShuttingDown
-		}
+	return pullPlan{
+		topic: topic, group: group, max: req.MaxMessages, invisible: invisible, match: match,
+		wait: req.Wait, state: b.popState(req.Group, req.Topic),
+	}, nil
+}
+
+// catchUp waits (up to a second) until the dispatcher has indexed what
+// was stored before the pull: read-your-writes. The dispatcher is almost
+// always caught up, so that path takes no timer.
+func (b *Broker) catchUp(ctx context.Context) error {
+	if b.store.CaughtUp() {
+		return nil
 	}
+	wait, cancel := context.WithTimeout(ctx, time.Second)
+	err := b.store.AwaitDispatch(wait)
+	cancel()
+	if errors.Is(err, storage.ErrClosed) {
+		return ErrShuttingDown
+	}
+	return nil
+}
+
+// awaitPop pops until it has messages or an error, or until deadline:
+// between attempts it sleeps until new data in the topic or the group's
+// retry topic, a freed ordered message, the next lease expiry, or the end
+// of the wait.
+func (b *Broker) awaitPop(ctx context.Context, p pullPlan, deadline time.Time) ([]ReceivedMessage, error) {
+	client := clientOf(ctx)
 	for {
-		signal := b.store.NewDataSignal(req.Topic)
-		retrySignal := b.store.NewDataSignal(RetryTopic(req.Group))
-		ps.mu.Lock()
-		freed := ps.wakeChan()
-		ps.mu.Unlock()
-		msgs, nextExpiry, err := b.popOnce(ps, group, topic, req.MaxMessages, invisible, match, clientOf(ctx))
+		signal := b.store.NewDataSignal(p.topic.Name)
+		retrySignal := b.store.NewDataSignal(RetryTopic(p.group.Name))
+		p.state.mu.Lock()
+		freed := p.state.wakeChan()
+		p.state.mu.Unlock()
+		msgs, nextExpiry, err := b.popOnce(p.state, p.group, p.topic, p.max, p.invisible, p.match, client)
 		if err != nil || len(msgs) > 0 {
-			b.metrics.addGroup(b.metrics.delivered, req.Group, len(msgs))
-			bytes := 0
-			for _, m := range msgs {
-				bytes += len(m.Body)
-			}
-			b.metrics.addGroup(b.metrics.outBytes, req.Group, bytes)
 			return msgs, err
 		}
 		wait := time.Until(deadline)
@@ -374,39 +424,16 @@ func (b *Broker) markSkipped(key offset.Key, offs []int64) {
 	b.progress.Apply(offset.Record{Entries: []offset.Entry{{Kind: offset.KindAck, Key: key, Generation: gen, Offsets: offs}}})
 }
 
+// popQueue leases up to max messages of one queue under ps.mu: it aligns
+// the cursor with the durable progress, takes back expired leases (their
+// retry copies are sent after the lock), re-offers due ordered messages,
+// then reads fresh ones. It also returns the next time a lease expires or
+// an ordered message falls due.
 func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, invisible time.Duration, client string) ([]ReceivedMessage, time.Time, []sendBack, error) {
 	key := v.key
 	c := b.cursor(ps, key)
-	committed, _, _ := b.progress.Get(key)
-	if low := b.store.MinOffset(v.storeTopic, v.storeQueue); committed < low {
-		// Retention deleted messages this group never consumed (counted
-		// and logged when they went, retention.go): move up.
-		if err := b.advance(key, low); err != nil {
-			return nil, time.Time{}, nil, err
-		}
-		b.log.Info().Str("group", key.Group).Str("topic", v.storeTopic).Int32("queue", v.storeQueue).
-			Int64("from", committed).Int64("to", low).Msg("consumer offset below the retained minimum; skipped ahead")
-		committed = low
-	}
-	if top := b.store.MaxOffset(v.storeTopic, v.storeQueue); committed > top {
-		// The group consumed beyond what the store holds (the CommitLog
-		// lost its tail: async flush and a crash). Never a silent
-		// out-of-range loop: lower the offset to the maximum, visibly, so
-		// the messages stored from now on are delivered.
-		if err := b.commit(key, top); err != nil {
-			return nil, time.Time{}, nil, err
-		}
-		b.metrics.clampedOffset()
-		b.log.Warn().Str("group", key.Group).Str("topic", v.storeTopic).Int32("queue", v.storeQueue).
-			Int64("from", committed).Int64("to", top).Msg("consumer offset above the queue's maximum; lowered to it")
-		committed = top
-		c.next = top
-		c.inflight = make(map[int64]*lease)
-	} else if c.next > top {
-		c.next = top
-	}
-	if c.next < committed {
-		c.next = committed
+	if err := b.alignCursor(c, key, v); err != nil {
+		return nil, time.Time{}, nil, err
 	}
 	expired, nextExpiry := b.takeExpired(ps, c, v, now)
 	var out []ReceivedMessage
@@ -420,7 +447,59 @@ func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, inv
 			nextExpiry = due
 		}
 	}
+	out, err := b.readFresh(c, key, v, max, now, invisible, client, out)
+	if err != nil {
+		return out, nextExpiry, expired, err
+	}
+	for _, l := range c.inflight {
+		if !l.settling && !l.waiting && (nextExpiry.IsZero() || l.deadline.Before(nextExpiry)) {
+			nextExpiry = l.deadline
+		}
+	}
+	return out, nextExpiry, expired, nil
+}
 
+// alignCursor brings the cursor of key in line with the durable
+// progress before a pop: above what retention deleted, never above what
+// the store holds, never below the committed offset.
+func (b *Broker) alignCursor(c *cursor, key offset.Key, v queueView) error {
+	committed, _, _ := b.progress.Get(key)
+	if low := b.store.MinOffset(v.storeTopic, v.storeQueue); committed < low {
+		// Retention deleted messages this group never consumed (counted
+		// and logged when they went, retention.go): move up.
+		if err := b.advance(key, low); err != nil {
+			return err
+		}
+		b.log.Info().Str("group", key.Group).Str("topic", v.storeTopic).Int32("queue", v.storeQueue).
+			Int64("from", committed).Int64("to", low).Msg("consumer offset below the retained minimum; skipped ahead")
+		committed = low
+	}
+	if top := b.store.MaxOffset(v.storeTopic, v.storeQueue); committed > top {
+		// The group consumed beyond what the store holds (the CommitLog
+		// lost its tail: async flush and a crash). Never a silent
+		// out-of-range loop: lower the offset to the maximum, visibly, so
+		// the messages stored from now on are delivered.
+		if err := b.commit(key, top); err != nil {
+			return err
+		}
+		b.metrics.clampedOffset()
+		b.log.Warn().Str("group", key.Group).Str("topic", v.storeTopic).Int32("queue", v.storeQueue).
+			Int64("from", committed).Int64("to", top).Msg("consumer offset above the queue's maximum; lowered to it")
+		committed = top
+		c.next = top
+		c.inflight = make(map[int64]*lease)
+	} else if c.next > top {
+		c.next = top
+	}
+	if c.next < committed {
+		c.next = committed
+	}
+	return nil
+}
+
+// readFresh leases up to max messages from the cursor on, after the ones
+// already in out.
+func (b *Broker) readFresh(c *cursor, key offset.Key, v queueView, max int, now time.Time, invisible time.Duration, client string, out []ReceivedMessage) ([]ReceivedMessage, error) {
 	// Fresh messages from the cursor (a bounded number of reads, so a
 	// selective tag filter over a long backlog cannot hold the lock long).
 	for reads := 0; len(out) < max && reads < 8; reads++ {
@@ -431,7 +510,7 @@ func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, inv
 			continue
 		}
 		if err != nil {
-			return out, nextExpiry, expired, mapStoreErr(err)
+			return out, mapStoreErr(err)
 		}
 		if res.Next == from {
 			break
@@ -470,12 +549,7 @@ func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, inv
 		}
 		c.next = res.Next
 	}
-	for _, l := range c.inflight {
-		if !l.settling && !l.waiting && (nextExpiry.IsZero() || l.deadline.Before(nextExpiry)) {
-			nextExpiry = l.deadline
-		}
-	}
-	return out, nextExpiry, expired, nil
+	return out, nil
 }
 
 // grant starts a new lease on m and returns it as delivered.
