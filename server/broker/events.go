@@ -85,11 +85,14 @@ func (b *Broker) DeadLetterStatusChanges(ctx context.Context, from int64, max in
 	return out, res.Next, nil
 }
 
-// ProjectionSignal returns a channel closed when any system stream grows
-// (offset records, dead letters of any group, status changes), for a
-// projection to wait on instead of polling.
-func (b *Broker) ProjectionSignal() <-chan struct{} {
-	return b.store.NewDataSignal(offsetTopic)
+// ProjectionSignals returns two channels, for a projection to wait on
+// instead of polling: progress is closed when the progress stream grows
+// (acks, commits, and the failed deliveries that go with every new dead
+// letter), deadLetters when a dead-letter status changes (resend,
+// discard), which writes no progress record. Take them before reading, so
+// that no growth is missed.
+func (b *Broker) ProjectionSignals() (progress, deadLetters <-chan struct{}) {
+	return b.store.NewDataSignal(offsetTopic), b.store.NewDataSignal(dlqStatusTopic)
 }
 
 // OffsetRecordsMax is the end of the progress stream (the next offset),

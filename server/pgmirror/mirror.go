@@ -44,7 +44,7 @@ type Source interface {
 	OffsetRecordsMin() int64
 	DeadLetterArrivals(ctx context.Context, group string, from int64, max int) ([]broker.DeadLetter, int64, error)
 	DeadLetterStatusChanges(ctx context.Context, from int64, max int) ([]broker.DLQStatusChange, int64, error)
-	ProjectionSignal() <-chan struct{}
+	ProjectionSignals() (progress, deadLetters <-chan struct{})
 	ListGroups(ctx context.Context) ([]broker.GroupConfig, error)
 	Progress(ctx context.Context, group string) ([]broker.QueueProgress, error)
 }
@@ -169,7 +169,8 @@ func (m *Mirror) Close() error {
 }
 
 // loop is the writer: a pass whenever the log signals new progress
-// records (after BatchDelay, to batch a burst), at least every
+// records or dead-letter status changes (after BatchDelay, to batch a
+// burst), at least every
 // PollInterval, at once again while a pass was cut by BatchSize, and with
 // exponential backoff after failures.
 func (m *Mirror) loop(ctx context.Context) {
@@ -178,7 +179,7 @@ func (m *Mirror) loop(ctx context.Context) {
 	defer poll.Stop()
 	backoff := m.cfg.RetryMin
 	for {
-		signal := m.src.ProjectionSignal() // before reading: no lost wake-up
+		progress, deadLetters := m.src.ProjectionSignals() // before reading: no lost wake-up
 		res, err := m.runOnce(ctx)
 		if ctx.Err() != nil {
 			return
@@ -205,7 +206,11 @@ func (m *Mirror) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-poll.C:
-		case <-signal:
+		case <-progress:
+			if !sleep(ctx, m.cfg.BatchDelay) {
+				return
+			}
+		case <-deadLetters:
 			if !sleep(ctx, m.cfg.BatchDelay) {
 				return
 			}
