@@ -83,6 +83,9 @@ func (t *benchTarget) config() loadgen.Config {
 		URL: t.URL, Topic: t.Topic, Queues: t.Queues, BodySize: int(t.BodySize), Duration: t.Duration, Count: t.Count,
 		Baseline: t.Baseline, User: t.User, Password: t.Password, Token: t.Token, CAFile: t.CAFile, Insecure: t.InsecureSkipVerify,
 	}
+	if cfg.Queues == 0 {
+		cfg.Queues = -1 // do not create
+	}
 	if t.Progress || term.IsTerminal(int(os.Stderr.Fd())) {
 		cfg.Progress = os.Stderr
 	}

@@ -275,6 +275,9 @@ func Consume(ctx context.Context, cfg Config) ([]Result, error) {
 		return out, err
 	}
 	c := &client{http: hc, base: cfg.URL, auth: cfg.authorization()}
+	if err := ensureTopic(ctx, c, Config{Topic: cfg.Topic, Queues: -1}); err != nil {
+		return out, fmt.Errorf("topic %s: %w", cfg.Topic, err)
+	}
 	r := cfg.result("consume", fmt.Sprintf("consume pull=%d consumers=%d", cfg.PullBatch, cfg.Consumers))
 	cnt := &counters{}
 	start := time.Now()

@@ -34,6 +34,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -41,7 +42,7 @@ import (
 type Config struct {
 	URL         string        // gateway base URL (default http://127.0.0.1:8080)
 	Topic       string        // default "bench"
-	Queues      int           // queues of the topic when the run creates it (default 8; 0 leaves an existing topic alone)
+	Queues      int           // queues of the topic when the run creates it (default 8; below 0: never create, the first send may auto-create it)
 	Group       string        // consumer group (default "bench")
 	BodySize    int           // bytes per message body (default 1024)
 	Batch       int           // messages per send request (default 1, at most 256)
@@ -81,6 +82,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Group == "" {
 		c.Group = "bench"
+	}
+	if c.Queues == 0 {
+		c.Queues = 8
 	}
 	if c.BodySize == 0 {
 		c.BodySize = 1024
@@ -202,6 +206,9 @@ func (e *StatusError) Error() string {
 // missing permission or a topic that is not there will not get better by
 // retrying.
 func fatal(err error) bool {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return true // nothing listens (any more)
+	}
 	var se *StatusError
 	if errors.As(err, &se) {
 		switch se.Status {
@@ -263,13 +270,11 @@ func (c *client) doURL(ctx context.Context, method, u, path string, body []byte,
 	return json.NewDecoder(resp.Body).Decode(out)
 }
 
-// ensureTopic creates the topic with cfg.Queues queues when it is
-// missing. A 403 (an account without admin rights) is not an error: the
-// topic may exist already, or the first send auto-creates it.
+// ensureTopic probes the gateway (reachable, credentials accepted) and
+// creates the topic with cfg.Queues queues when it is missing and Queues
+// is above 0. A 403 (an account without admin rights) is not an error:
+// the topic may exist already, or the first send auto-creates it.
 func ensureTopic(ctx context.Context, c *client, cfg Config) error {
-	if cfg.Queues <= 0 {
-		return nil
-	}
 	var t struct {
 		Queues int `json:"queues"`
 	}
@@ -278,9 +283,12 @@ func ensureTopic(ctx context.Context, c *client, cfg Config) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &se) && se.Status == http.StatusNotFound:
 	case errors.As(err, &se) && se.Status == http.StatusForbidden:
 		return nil
+	case errors.As(err, &se) && se.Status == http.StatusNotFound:
+		if cfg.Queues <= 0 {
+			return nil
+		}
 	default:
 		return err
 	}
