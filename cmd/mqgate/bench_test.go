@@ -75,7 +75,7 @@ func TestBenchReadmeCommandsRun(t *testing.T) {
 	t.Parallel()
 	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	require.NoError(t, err)
-	cmds := regexp.MustCompile(`(?m)^(?:go run \./cmd/mqgate|mqgate|bin/mqgate) (bench[^\n#]*)`).FindAllStringSubmatch(string(readme), -1)
+	cmds := regexp.MustCompile(`(?m)^(?:go run \./cmd/mqgate|mqgate|bin/mqgate) (bench[^\n#|]*)`).FindAllStringSubmatch(string(readme), -1)
 	require.NotEmpty(t, cmds, "the README shows mqgate bench")
 	p := startServer(t, t.TempDir(), freeAddr(t))
 	dur := regexp.MustCompile(`--duration[ =]\S+`)

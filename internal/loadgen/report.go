@@ -129,6 +129,8 @@ func WriteTable(w io.Writer, results []Result) error {
 // ms shows milliseconds with three significant digits.
 func ms(v float64) string {
 	switch {
+	case v >= 1000:
+		return fmt.Sprintf("%.2fs", v/1000)
 	case v >= 100:
 		return fmt.Sprintf("%.0fms", v)
 	case v >= 10:
