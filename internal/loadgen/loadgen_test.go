@@ -3,13 +3,21 @@ package loadgen_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -320,4 +328,46 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// selfSigned writes a self-signed certificate for 127.0.0.1 and its key
+// to dir and returns their paths.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mqgate bench test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600))
+	return certFile, keyFile
+}
+
+func TestTLS(t *testing.T) {
+	t.Parallel()
+	certFile, keyFile := selfSigned(t, t.TempDir())
+	base := startServer(t, func(c *server.Config) { c.TLSCertFile, c.TLSKeyFile = certFile, keyFile })
+	base = "https" + strings.TrimPrefix(base, "http")
+	ctx := context.Background()
+
+	res, err := loadgen.Produce(ctx, loadgen.Config{URL: base, Count: 20, CAFile: certFile})
+	require.NoError(t, err)
+	require.EqualValues(t, 20, res[0].Sent)
+	res, err = loadgen.Consume(ctx, loadgen.Config{URL: base, Count: 20, Insecure: true, Duration: time.Minute})
+	require.NoError(t, err)
+	require.EqualValues(t, 20, res[0].Acked)
+
+	_, err = loadgen.Produce(ctx, loadgen.Config{URL: base, Count: 1})
+	require.ErrorContains(t, err, "certificate", "an unknown CA is refused")
+	_, err = loadgen.Produce(ctx, loadgen.Config{URL: base, Count: 1, CAFile: keyFile})
+	require.ErrorContains(t, err, "no PEM certificates")
 }
