@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,7 +68,7 @@ func BenchmarkHTTP(b *testing.B) {
 	b.Run("Pull32", func(b *testing.B) {
 		// A topic of its own with enough messages for every pull, sent
 		// before the timer starts.
-		topic := fmt.Sprintf("pull%d", b.N)
+		topic := fmt.Sprintf("pull%d", benchTopics.Add(1))
 		benchFill(b, client, base, topic, b.N*32+32, bodySize)
 		pull := base + "/v1/groups/bench/topics/" + topic + "/pull"
 		req := []byte(`{"maxMessages":32,"invisibleMs":600000}`)
@@ -84,7 +85,7 @@ func BenchmarkHTTP(b *testing.B) {
 	})
 
 	b.Run("Ack", func(b *testing.B) {
-		topic := fmt.Sprintf("ack%d", b.N)
+		topic := fmt.Sprintf("ack%d", benchTopics.Add(1))
 		benchFill(b, client, base, topic, b.N, bodySize)
 		receipts := make(chan string, b.N)
 		pull := base + "/v1/groups/bench/topics/" + topic + "/pull"
@@ -118,6 +119,10 @@ func BenchmarkHTTP(b *testing.B) {
 		})
 	})
 }
+
+// benchTopics numbers the topics of the pull and ack benchmarks: each
+// round (every b.N, every -count) gets a fresh backlog.
+var benchTopics atomic.Int64
 
 // benchServer opens a server with authentication off on loopback.
 func benchServer(b *testing.B) string {
