@@ -5,7 +5,7 @@ PKGS          := ./...
 
 SWAG          ?= $(GO) run github.com/swaggo/swag/cmd/swag@v1.16.6
 
-.PHONY: all build run test lint fmt-check vet staticcheck docs docs-check test-race bench fuzz clean
+.PHONY: all build run test lint fmt-check vet staticcheck docs docs-check test-race bench bench-http fuzz clean
 
 all: build
 
@@ -45,6 +45,12 @@ test-race:
 ## bench: the storage benchmarks with the raw-disk baseline in the same run.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime=2s ./storage/...
+
+## bench-http: the HTTP hot paths (send single, send batch of 100, pull 32,
+## ack) of a real server on loopback, with a bare net/http baseline in the
+## same run: read each path as a ratio to Baseline.
+bench-http:
+	$(GO) test -run '^$$' -bench 'BenchmarkHTTP' -benchmem -benchtime=2s -count=3 ./server/
 
 ## fuzz: a short run of every fuzz target (FUZZTIME=30s by default); all
 ## targets run, and the target fails at the end if any of them failed.

@@ -33,7 +33,7 @@ type cli struct {
 	Serve       serveCmd       `cmd:"" default:"withargs" help:"Run the gateway (the default command)."`
 	Healthcheck healthcheckCmd `cmd:"" help:"Exit 0 when the server on --listen answers GET /livez with 200, else 1."`
 	Version     versionCmd     `cmd:"" help:"Print the version and exit."`
-	Bench       benchCmd       `cmd:"" help:"Load-test a running gateway (sends; optional net/http baseline)."`
+	Bench       benchCmd       `cmd:"" help:"Load-test a running gateway: produce (default), consume, e2e; optional net/http baseline."`
 	Migrate     migrateCmd     `cmd:"" help:"Run the PostgreSQL mirror's migrations: up, down (one step) or version."`
 	HashSecret  hashSecretCmd  `cmd:"" name:"hash-secret" help:"Print the argon2id hash (secretKeyHash of the ACL file) of a secret read from standard input."`
 }

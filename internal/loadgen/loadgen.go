@@ -1,231 +1,319 @@
-// Package loadgen is mqgate's own load generator (`mqgate bench`): closed
-// loop HTTP clients that send (single messages or batches) and optionally
-// pull+ack against a running gateway for a fixed time, and report
-// throughput and latency percentiles. With Baseline set it first measures
-// a bare net/http handler on loopback in the same run, so the gateway's
-// numbers come with the machine's HTTP ceiling beside them.
+// Package loadgen is mqgate's own load generator (`mqgate bench`): HTTP
+// producers and consumers against a running gateway, for sizing a
+// deployment the way RocketMQ's benchmark producer and consumer or
+// `nats bench` do.
+//
+//   - Produce sends single messages or batches from Concurrency clients,
+//     either closed loop (each client sends its next request when the last
+//     one answered) or open loop at a fixed Rate (requests are scheduled on
+//     a timer and latency counts from the scheduled time, so a slow server
+//     cannot hide its latency by slowing the senders down: no coordinated
+//     omission).
+//   - Consume pulls (long poll) and acks from Consumers clients.
+//   - E2E does both at once and measures each message from its born time,
+//     stamped by the producer into the first 19 bytes of the body (Unix
+//     nanoseconds; the scheduled send time in rate mode), to its delivery.
+//
+// Latencies go into HDR histograms (p50, p90, p99, p99.9, max). With
+// Baseline set, a bare net/http handler on loopback is measured first with
+// the same requests, so the gateway's numbers come with the machine's HTTP
+// ceiling beside them.
 package loadgen
 
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"sort"
+	"net/url"
+	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
+	"syscall"
 	"time"
 )
 
-// Options configures a run.
-type Options struct {
-	URL         string        // gateway base URL, e.g. http://127.0.0.1:8080
-	Topic       string        // topic to send to (created with Queues queues)
-	Queues      int           // default 8
-	Concurrency int           // concurrent clients (default 32)
-	Duration    time.Duration // per measurement (default 10 s)
-	Batch       int           // messages per request (default 1)
+// Config configures a run. Zero values take the defaults in withDefaults.
+type Config struct {
+	URL         string        // gateway base URL (default http://127.0.0.1:8080)
+	Topic       string        // default "bench"
+	Queues      int           // queues of the topic when the run creates it (default 8; below 0: never create, the first send may auto-create it)
+	Group       string        // consumer group (default "bench")
 	BodySize    int           // bytes per message body (default 1024)
-	Baseline    bool          // also measure a bare net/http handler
+	Batch       int           // messages per send request (default 1, at most 256)
+	Concurrency int           // producer clients (default 32)
+	Consumers   int           // consumer clients (default 16)
+	PullBatch   int           // maxMessages per pull (default 32)
+	Invisible   time.Duration // lease per pulled message (default 30 s)
+	Wait        time.Duration // long-poll wait per pull (default 1 s)
+	Duration    time.Duration // length of the run; 0 with Count 0 means 10 s
+	Count       int64         // messages to send (produce) or ack (consume); 0 = until Duration
+	Rate        float64       // open model: messages per second on a timer; 0 = closed loop
+	Idle        time.Duration // consume: stop once no message arrived for this long (0 = never)
+	Drain       time.Duration // e2e: how long consumers may take after the producers stop (default 30 s)
+	Baseline    bool          // measure a bare net/http handler first
+
+	User, Password string // HTTP Basic (accessKey, secretKey)
+	Token          string // Bearer token (JWT)
+	CAFile         string // PEM CA bundle for https
+	Insecure       bool   // skip TLS verification
+
+	// Progress, when set, gets a live progress line (msgs/s, MB/s, errors).
+	Progress io.Writer
+	// Client, when set, replaces the client built from the TLS options.
+	Client *http.Client
 }
 
-// Result is one measurement.
-type Result struct {
-	Name        string
-	Requests    int64
-	Messages    int64
-	Errors      int64
-	Elapsed     time.Duration
-	ReqPerSec   float64
-	MsgPerSec   float64
-	MBPerSec    float64
-	P50, P99    time.Duration
-	P999, Worst time.Duration
+// MaxBatch is the most messages one send request may carry.
+const MaxBatch = 256
+
+func (c Config) withDefaults() Config {
+	if c.URL == "" {
+		c.URL = "http://127.0.0.1:8080"
+	}
+	c.URL = strings.TrimRight(c.URL, "/")
+	if c.Topic == "" {
+		c.Topic = "bench"
+	}
+	if c.Group == "" {
+		c.Group = "bench"
+	}
+	if c.Queues == 0 {
+		c.Queues = 8
+	}
+	if c.BodySize == 0 {
+		c.BodySize = 1024
+	}
+	if c.Batch == 0 {
+		c.Batch = 1
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 32
+	}
+	if c.Consumers == 0 {
+		c.Consumers = 16
+	}
+	if c.PullBatch == 0 {
+		c.PullBatch = 32
+	}
+	if c.Invisible == 0 {
+		c.Invisible = 30 * time.Second
+	}
+	if c.Wait == 0 {
+		c.Wait = time.Second
+	}
+	if c.Duration == 0 && c.Count == 0 {
+		c.Duration = 10 * time.Second
+	}
+	if c.Drain == 0 {
+		c.Drain = 30 * time.Second
+	}
+	return c
 }
 
-func (r Result) String() string {
-	return fmt.Sprintf("%-28s %9.0f req/s %10.0f msg/s %7.1f MB/s  p50 %-9v p99 %-9v p99.9 %-9v errors %d",
-		r.Name, r.ReqPerSec, r.MsgPerSec, r.MBPerSec, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.P999.Round(time.Microsecond), r.Errors)
-}
-
-func (o Options) withDefaults() Options {
-	if o.Topic == "" {
-		o.Topic = "bench"
+// Validate reports a configuration no run can use.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.BodySize < 1:
+		return errors.New("body size must be at least 1 byte")
+	case c.Batch < 1 || c.Batch > MaxBatch:
+		return fmt.Errorf("batch must be 1-%d messages", MaxBatch)
+	case c.Concurrency < 1 || c.Consumers < 1:
+		return errors.New("concurrency and consumers must be at least 1")
+	case c.PullBatch < 1 || c.PullBatch > 32:
+		return errors.New("pull batch must be 1-32 (the server's maxMessages)")
+	case c.Wait < 0 || c.Wait > 30*time.Second:
+		return errors.New("wait must be 0-30s")
+	case c.Invisible < time.Millisecond || c.Invisible > 12*time.Hour:
+		return errors.New("invisible time must be 1ms-12h")
+	case c.Rate < 0 || c.Count < 0 || c.Duration < 0:
+		return errors.New("rate, count and duration must not be negative")
+	case c.User != "" && c.Token != "":
+		return errors.New("give --user/--password or --token, not both")
 	}
-	if o.Queues == 0 {
-		o.Queues = 8
-	}
-	if o.Concurrency == 0 {
-		o.Concurrency = 32
-	}
-	if o.Duration == 0 {
-		o.Duration = 10 * time.Second
-	}
-	if o.Batch == 0 {
-		o.Batch = 1
-	}
-	if o.BodySize == 0 {
-		o.BodySize = 1024
-	}
-	return o
-}
-
-// Run performs the configured measurements and returns them in order.
-func Run(ctx context.Context, o Options) ([]Result, error) {
-	o = o.withDefaults()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.Concurrency * 2, MaxConnsPerHost: o.Concurrency * 2}}
-	var out []Result
-	if o.Baseline {
-		r, err := baseline(ctx, o, client)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, r)
-	}
-	if err := createTopic(ctx, client, o); err != nil {
-		return out, err
-	}
-	body := sendBody(o)
-	url := strings.TrimRight(o.URL, "/") + "/v1/topics/" + o.Topic + "/messages"
-	name := fmt.Sprintf("mqgate send batch=%d", o.Batch)
-	r := measure(ctx, name, o, func(ctx context.Context) (int, int, error) {
-		if err := post(ctx, client, url, body); err != nil {
-			return 0, 0, err
-		}
-		return o.Batch, o.Batch * o.BodySize, nil
-	})
-	return append(out, r), nil
-}
-
-// post sends one JSON request and requires a 200.
-func post(ctx context.Context, client *http.Client, url string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status %d", resp.StatusCode)
+	if _, err := url.Parse(c.URL); err != nil {
+		return fmt.Errorf("url: %w", err)
 	}
 	return nil
 }
 
-func sendBody(o Options) []byte {
-	payload := strings.Repeat("x", o.BodySize)
-	type msg struct {
-		Body string `json:"body"`
+// newClient builds the HTTP client: keep-alive connections for every
+// worker, the TLS options.
+func (c Config) newClient(conns int) (*http.Client, error) {
+	if c.Client != nil {
+		return c.Client, nil
 	}
-	if o.Batch == 1 {
-		b, _ := json.Marshal(msg{Body: payload})
-		return b
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = conns * 2
+	t.MaxIdleConnsPerHost = conns * 2
+	t.MaxConnsPerHost = 0
+	if c.CAFile != "" || c.Insecure {
+		cfg := &tls.Config{InsecureSkipVerify: c.Insecure} //nolint:gosec // the user asked for it
+		if c.CAFile != "" {
+			pem, err := os.ReadFile(c.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("ca file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("ca file %s: no PEM certificates", c.CAFile)
+			}
+			cfg.RootCAs = pool
+		}
+		t.TLSClientConfig = cfg
 	}
-	msgs := make([]msg, o.Batch)
-	for i := range msgs {
-		msgs[i].Body = payload
-	}
-	b, _ := json.Marshal(struct {
-		Messages []msg `json:"messages"`
-	}{msgs})
-	return b
+	return &http.Client{Transport: t}, nil
 }
 
-func createTopic(ctx context.Context, client *http.Client, o Options) error {
-	b, _ := json.Marshal(map[string]int{"queues": o.Queues})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, strings.TrimRight(o.URL, "/")+"/v1/topics/"+o.Topic, bytes.NewReader(b))
+// authorization is the Authorization header value, or "".
+func (c Config) authorization() string {
+	switch {
+	case c.Token != "":
+		return "Bearer " + c.Token
+	case c.User != "" || c.Password != "":
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte(c.User+":"+c.Password))
+	}
+	return ""
+}
+
+// StatusError is an answer other than 2xx, with the problem's code and
+// detail when the body is application/problem+json.
+type StatusError struct {
+	Method, Path string
+	Status       int
+	Code         string
+	Detail       string
+}
+
+func (e *StatusError) Error() string {
+	s := fmt.Sprintf("%s %s: %d %s", e.Method, e.Path, e.Status, http.StatusText(e.Status))
+	if e.Code != "" {
+		s += " (" + e.Code + ")"
+	}
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	return s
+}
+
+// fatal reports whether err ends the run at once: wrong credentials, a
+// missing permission or a topic that is not there will not get better by
+// retrying.
+func fatal(err error) bool {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return true // nothing listens (any more)
+	}
+	var se *StatusError
+	if errors.As(err, &se) {
+		switch se.Status {
+		case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusMisdirectedRequest:
+			return true
+		}
+	}
+	return false
+}
+
+// client is one configured HTTP client of the gateway.
+type client struct {
+	http *http.Client
+	base string
+	auth string
+}
+
+// do sends body (JSON) and decodes a 2xx answer into out when out is not
+// nil; anything else is a *StatusError.
+func (c *client) do(ctx context.Context, method, path string, body []byte, out any) error {
+	return c.doURL(ctx, method, c.base+path, path, body, out)
+}
+
+func (c *client) doURL(ctx context.Context, method, u, path string, body []byte, out any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.auth != "" {
+		req.Header.Set("Authorization", c.auth)
+	}
+	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("create topic: %w", err)
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		msg, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("create topic: status %d: %s", resp.StatusCode, msg)
-	}
-	return nil
-}
-
-// baseline measures a bare net/http handler that reads the same request
-// body and answers a small JSON document, on loopback.
-func baseline(ctx context.Context, o Options, client *http.Client) (Result, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return Result{}, err
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"results":[{"messageId":"00000000000000000000000000000000","queueId":0,"queueOffset":0}]}`))
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-	body := sendBody(o)
-	url := "http://" + ln.Addr().String() + "/"
-	name := fmt.Sprintf("bare net/http batch=%d", o.Batch)
-	return measure(ctx, name, o, func(ctx context.Context) (int, int, error) {
-		if err := post(ctx, client, url, body); err != nil {
-			return 0, 0, err
+		se := &StatusError{Method: method, Path: path, Status: resp.StatusCode}
+		var p struct {
+			Code   string `json:"code"`
+			Detail string `json:"detail"`
 		}
-		return o.Batch, o.Batch * o.BodySize, nil
-	}), nil
+		if b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10)); json.Unmarshal(b, &p) == nil {
+			se.Code, se.Detail = p.Code, p.Detail
+		}
+		return se
+	}
+	if out == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		return err
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
 }
 
-// measure runs op from Concurrency clients for Duration.
-func measure(ctx context.Context, name string, o Options, op func(context.Context) (msgs, bytes int, err error)) Result {
-	ctx, cancel := context.WithTimeout(ctx, o.Duration)
-	defer cancel()
-	var requests, messages, bytesSent, errs atomic.Int64
-	lat := make([][]time.Duration, o.Concurrency)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for c := 0; c < o.Concurrency; c++ {
-		wg.Add(1)
-		go func(c int) {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				t0 := time.Now()
-				n, b, err := op(ctx)
-				if ctx.Err() != nil {
-					return
-				}
-				if err != nil {
-					errs.Add(1)
-					continue
-				}
-				lat[c] = append(lat[c], time.Since(t0))
-				requests.Add(1)
-				messages.Add(int64(n))
-				bytesSent.Add(int64(b))
-			}
-		}(c)
+// ensureTopic probes the gateway (reachable, credentials accepted) and
+// creates the topic with cfg.Queues queues when it is missing and Queues
+// is above 0. A 403 (an account without admin rights) is not an error:
+// the topic may exist already, or the first send auto-creates it.
+func ensureTopic(ctx context.Context, c *client, cfg Config) error {
+	var t struct {
+		Queues int `json:"queues"`
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	var all []time.Duration
-	for _, l := range lat {
-		all = append(all, l...)
+	err := c.do(ctx, http.MethodGet, "/v1/topics/"+url.PathEscape(cfg.Topic), nil, &t)
+	var se *StatusError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se) && se.Status == http.StatusForbidden:
+		return nil
+	case errors.As(err, &se) && se.Status == http.StatusNotFound:
+		if cfg.Queues <= 0 {
+			return nil
+		}
+	default:
+		return err
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	r := Result{Name: name, Requests: requests.Load(), Messages: messages.Load(), Errors: errs.Load(), Elapsed: elapsed}
-	secs := elapsed.Seconds()
-	r.ReqPerSec = float64(r.Requests) / secs
-	r.MsgPerSec = float64(r.Messages) / secs
-	r.MBPerSec = float64(bytesSent.Load()) / secs / (1 << 20)
-	if n := len(all); n > 0 {
-		r.P50, r.P99, r.P999, r.Worst = all[n/2], all[n*99/100], all[n*999/1000], all[n-1]
+	b, _ := json.Marshal(map[string]int{"queues": cfg.Queues})
+	err = c.do(ctx, http.MethodPut, "/v1/topics/"+url.PathEscape(cfg.Topic), b, nil)
+	if errors.As(err, &se) && se.Status == http.StatusForbidden {
+		return nil
 	}
-	return r
+	return err
+}
+
+// retryPause is how long a worker waits after an error that may pass
+// (429, 5xx, a dropped connection) before it tries again.
+const retryPause = 20 * time.Millisecond
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
