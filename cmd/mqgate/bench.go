@@ -47,6 +47,7 @@ type benchSend struct {
 	Batch       []int   `help:"Messages per send request (1-256); several values run one after the other." default:"1"`
 	Concurrency int     `short:"c" aliases:"conns,connections" help:"Concurrent producer connections." default:"32"`
 	Rate        float64 `help:"Open model: send this many messages per second on a timer; latency counts from each send's scheduled time (0: closed loop)."`
+	Binary      bool    `help:"Send binary batches (Content-Type application/vnd.mqgate.batch) instead of JSON."`
 }
 
 // benchPull are the consumer flags.
@@ -101,6 +102,7 @@ func (c *benchProduceCmd) Run(ctx context.Context) error {
 	return c.runBatches(ctx, c.Batch, func(ctx context.Context, batch int, first bool) ([]loadgen.Result, error) {
 		cfg := c.config()
 		cfg.Batch, cfg.Concurrency, cfg.Rate, cfg.Baseline = batch, c.Concurrency, c.Rate, cfg.Baseline && first
+		cfg.Binary = c.Binary
 		return loadgen.Produce(ctx, cfg)
 	})
 }
@@ -120,6 +122,7 @@ func (c *benchE2ECmd) Run(ctx context.Context) error {
 		cfg := c.config()
 		c.apply(&cfg)
 		cfg.Batch, cfg.Concurrency, cfg.Rate, cfg.Baseline = batch, c.Concurrency, c.Rate, cfg.Baseline && first
+		cfg.Binary = c.Binary
 		cfg.Group, cfg.Drain = c.Group, c.Drain
 		return loadgen.E2E(ctx, cfg)
 	})

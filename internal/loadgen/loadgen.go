@@ -46,6 +46,7 @@ type Config struct {
 	Group       string        // consumer group (default "bench")
 	BodySize    int           // bytes per message body (default 1024)
 	Batch       int           // messages per send request (default 1, at most 256)
+	Binary      bool          // send application/vnd.mqgate.batch bodies instead of JSON
 	Concurrency int           // producer clients (default 32)
 	Consumers   int           // consumer clients (default 16)
 	PullBatch   int           // maxMessages per pull (default 32)
@@ -233,6 +234,11 @@ func (c *client) do(ctx context.Context, method, path string, body []byte, out a
 }
 
 func (c *client) doURL(ctx context.Context, method, u, path string, body []byte, out any) error {
+	return c.doType(ctx, method, u, path, "application/json", body, out)
+}
+
+// doType sends body with the given Content-Type.
+func (c *client) doType(ctx context.Context, method, u, path, ctype string, body []byte, out any) error {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -242,7 +248,7 @@ func (c *client) doURL(ctx context.Context, method, u, path string, body []byte,
 		return err
 	}
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", ctype)
 	}
 	if c.auth != "" {
 		req.Header.Set("Authorization", c.auth)

@@ -105,6 +105,27 @@ func TestProduceThenConsumeExactCount(t *testing.T) {
 	require.Zero(t, res[0].Acked)
 }
 
+// TestBinaryBatchesRoundTrip: binary batches store exactly the count, and
+// their stamps survive to the consumer (e2e latencies from every message).
+func TestBinaryBatchesRoundTrip(t *testing.T) {
+	t.Parallel()
+	base := startServer(t)
+	ctx := context.Background()
+	res, err := loadgen.Produce(ctx, loadgen.Config{URL: base, Topic: "bin", Queues: 2, Count: 250, Batch: 100, Binary: true, Concurrency: 2, BodySize: 64})
+	require.NoError(t, err)
+	require.EqualValues(t, 250, res[0].Sent)
+	require.EqualValues(t, 3, res[0].Requests)
+	require.Zero(t, res[0].Errors, res[0].ErrorSamples)
+	res, err = loadgen.Consume(ctx, loadgen.Config{URL: base, Topic: "bin", Group: "g", Count: 250, Consumers: 2, Duration: time.Minute})
+	require.NoError(t, err)
+	require.EqualValues(t, 250, res[0].Acked)
+	require.EqualValues(t, 250*64, res[0].Bytes)
+
+	res, err = loadgen.E2E(ctx, loadgen.Config{URL: base, Topic: "bin-e2e", Count: 200, Batch: 50, Binary: true, Concurrency: 2, Consumers: 2, BodySize: 64})
+	require.NoError(t, err)
+	require.EqualValues(t, 200, res[0].Latency["e2e"].Count, "every binary message carried its stamp")
+}
+
 func TestConsumeCountBelowBacklogLeavesTheRest(t *testing.T) {
 	t.Parallel()
 	base := startServer(t)

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -21,13 +22,37 @@ const stampLen = 19
 type template struct {
 	buf    []byte
 	stamps []int
+	ctype  string // the Content-Type of buf
+}
+
+// contentTypeBatch is the gateway's binary batch: a 4-byte big-endian
+// message count, then per message a 4-byte big-endian size and the body
+// (api.ContentTypeBatch; loadgen talks to the gateway only over HTTP).
+const contentTypeBatch = "application/vnd.mqgate.batch"
+
+// newBinaryTemplate builds a binary batch of n messages of size bytes.
+func newBinaryTemplate(n, size int) *template {
+	t := &template{ctype: contentTypeBatch}
+	b := binary.BigEndian.AppendUint32(nil, uint32(n))
+	for range n {
+		b = binary.BigEndian.AppendUint32(b, uint32(size))
+		pad := size
+		if size >= stampLen {
+			t.stamps = append(t.stamps, len(b))
+			b = append(b, "0000000000000000000"...)
+			pad -= stampLen
+		}
+		b = append(b, bytes.Repeat([]byte{'x'}, pad)...)
+	}
+	t.buf = b
+	return t
 }
 
 // newTemplate builds the JSON body of a send of n messages of size bytes:
 // {"body":"…"} for one, {"messages":[…]} for more. Bodies of at least
 // stampLen bytes start with a stamp.
 func newTemplate(n, size int) *template {
-	t := &template{}
+	t := &template{ctype: "application/json"}
 	var b bytes.Buffer
 	body := func() {
 		b.WriteString(`{"body":"`)
@@ -188,7 +213,11 @@ func sendLoop(ctx context.Context, cfg Config, c *client, spec sendSpec, p *pace
 		go func(hs histSet) {
 			defer wg.Done()
 			lat := hs.get("send")
-			full := newTemplate(cfg.Batch, spec.size)
+			build := newTemplate
+			if cfg.Binary {
+				build = newBinaryTemplate
+			}
+			full := build(cfg.Batch, spec.size)
 			var tail *template // the count's last, shorter batch
 			for {
 				n, due, ok := p.take(ctx)
@@ -198,7 +227,7 @@ func sendLoop(ctx context.Context, cfg Config, c *client, spec sendSpec, p *pace
 				t := full
 				if n != cfg.Batch {
 					if tail == nil {
-						tail = newTemplate(n, spec.size)
+						tail = build(n, spec.size)
 					}
 					t = tail
 				}
@@ -207,7 +236,7 @@ func sendLoop(ctx context.Context, cfg Config, c *client, spec sendSpec, p *pace
 				// again (its latency still counts from due), so a --count
 				// run stores exactly count messages.
 				for {
-					err := c.doURL(ctx, http.MethodPost, spec.url, spec.path, body, nil)
+					err := c.doType(ctx, http.MethodPost, spec.url, spec.path, t.ctype, body, nil)
 					if err == nil {
 						break
 					}
