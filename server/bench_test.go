@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server"
 )
 
@@ -29,7 +30,7 @@ import (
 //	go test -run '^$' -bench HTTP -benchtime 2s ./server/
 //
 // SendSingle sends one 1 KiB message per request, SendBatch100 100 of
-// them; Pull32 pulls 32 (a backlog is sent before the timer starts; what
+// them as JSON and SendBatch100Binary as a binary batch; Pull32 pulls 32 (a backlog is sent before the timer starts; what
 // it pulls is acked in the background); Ack acks one receipt per request
 // (pulled before the timer starts).
 func BenchmarkHTTP(b *testing.B) {
@@ -64,6 +65,14 @@ func BenchmarkHTTP(b *testing.B) {
 	})
 	b.Run("SendBatch100", func(b *testing.B) {
 		benchParallel(b, 100, func() { benchPost(b, client, send, batch, nil) })
+	})
+	bodies := make([][]byte, 100)
+	for i := range bodies {
+		bodies[i] = bytes.Repeat([]byte{'x'}, bodySize)
+	}
+	binaryBatch := api.AppendBatch(nil, bodies...)
+	b.Run("SendBatch100Binary", func(b *testing.B) {
+		benchParallel(b, 100, func() { benchPostType(b, client, send, api.ContentTypeBatch, binaryBatch) })
 	})
 
 	b.Run("Pull32", func(b *testing.B) {
@@ -193,6 +202,22 @@ func benchParallel(b *testing.B, perOp int, op func()) {
 
 // benchPost posts a JSON body, requires a 200 and decodes into out when
 // it is not nil.
+// benchPostType posts body with the given Content-Type, discarding the answer.
+func benchPostType(b *testing.B, client *http.Client, url, contentType string, body []byte) {
+	resp, err := client.Post(url, contentType, bytes.NewReader(body))
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(resp.Body)
+		b.Errorf("%s: %d %s", url, resp.StatusCode, msg)
+		return
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+}
+
 func benchPost(b *testing.B, client *http.Client, url string, body []byte, out any) {
 	resp, err := client.Post(url, "application/json", bytes.NewReader(body))
 	if err != nil {
