@@ -35,7 +35,7 @@ var forbidden = map[string][]string{
 }
 
 // testOnly are helper packages no production package may import.
-var testOnly = []string{"storage/storagetest", "server/pgmirror/pgtest"}
+var testOnly = []string{"storage/storagetest", "server/pgmirror/pgtest", "server/broker/brokertest", "server/servertest"}
 
 type pkg struct {
 	ImportPath string

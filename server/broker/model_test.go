@@ -71,6 +71,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/mqgate/mqgate/server/broker"
+	"github.com/mqgate/mqgate/server/broker/brokertest"
 )
 
 const (
@@ -105,7 +106,7 @@ func setRapidDefault(t *testing.T, name, env string, v int) {
 }
 
 func modelOptions(dir string) broker.Options {
-	o := testOptions(dir)
+	o := brokertest.Options(dir)
 	o.MaxMessageSize = 4 << 10
 	o.SegmentSize = 80 << 10 // > MaxMessageSize + the 64 KiB property overhead; rolls often
 	o.Storage.QueueEntriesPerFile = 16
@@ -116,7 +117,8 @@ func modelOptions(dir string) broker.Options {
 }
 
 func levelDelay(level int) time.Duration {
-	return testLevels[min(level, len(testLevels))-1]
+	levels := brokertest.Levels()
+	return levels[min(level, len(levels))-1]
 }
 
 type copyKind uint8
@@ -1320,7 +1322,7 @@ func (bd *bundle) crashImage(t *testing.T, opts func(string) broker.Options) {
 	require.NoError(t, crashCopy(bd.dir, dst))
 	require.NoError(t, bd.b.Close(bd.ctx))
 	bd.dir = dst
-	bd.b = mustOpen(t, opts(dst))
+	bd.b = brokertest.Open(t, opts(dst))
 }
 
 // TestModelDedupLostAfterCrash: index.Flush writes an indexedPhyOffset
@@ -1334,7 +1336,7 @@ func (bd *bundle) crashImage(t *testing.T, opts func(string) broker.Options) {
 // kill -9 of a process instead of the crash copy.
 func TestModelDedupLostAfterCrash(t *testing.T) {
 	dir := t.TempDir()
-	bd := &bundle{dir: dir, ctx: context.Background(), b: mustOpen(t, modelOptions(dir))}
+	bd := &bundle{dir: dir, ctx: context.Background(), b: brokertest.Open(t, modelOptions(dir))}
 	first, err := bd.b.Send(bd.ctx, "dd", []broker.SendMessage{{Body: []byte("two"), DedupID: "k2"}})
 	require.NoError(t, err)
 	time.Sleep(200 * time.Millisecond) // a checkpoint (every 20 ms here, 1 s by default) covers the send
@@ -1356,7 +1358,7 @@ func TestModelDedupLostAfterCrash(t *testing.T) {
 // is one copy.
 func TestModelRetryDuplicatedAfterCrash(t *testing.T) {
 	dir := t.TempDir()
-	bd := &bundle{dir: dir, ctx: context.Background(), b: mustOpen(t, modelOptions(dir))}
+	bd := &bundle{dir: dir, ctx: context.Background(), b: brokertest.Open(t, modelOptions(dir))}
 	bd.send(t, "rd", "x")
 	require.Len(t, bd.pull(t, "g", "rd", 1, time.Second, 30*time.Millisecond), 1)
 	time.Sleep(50 * time.Millisecond)

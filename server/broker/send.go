@@ -14,7 +14,6 @@ import (
 	"github.com/mqgate/mqgate/storage/message"
 )
 
-
 // Send stores msgs on topic in order, as one CommitLog batch (one flush).
 // It keeps no reference to the messages' bodies once it returns (they are
 // copied into the CommitLog), so the caller may reuse their buffers.
