@@ -1,0 +1,98 @@
+package servertest
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// Eventually polls cond every 10 ms until it holds, failing with its last
+// explanation after timeout. It polls a condition; it never sleeps in
+// place of one.
+func Eventually(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s: %s", timeout, why)
+		}
+		<-tick.C
+	}
+}
+
+// WaitGoroutines waits until the process runs at most baseline goroutines
+// and fails with a dump of them after timeout. It returns how long it
+// took.
+func WaitGoroutines(t testing.TB, baseline int, timeout time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	deadline := start.Add(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n := runtime.NumGoroutine()
+		if n <= baseline {
+			return time.Since(start)
+		}
+		if time.Now().After(deadline) {
+			var dump bytes.Buffer
+			_ = pprof.Lookup("goroutine").WriteTo(&dump, 1)
+			t.Fatalf("%d goroutines after %s, baseline %d:\n%s", n, timeout, baseline, dump.String())
+		}
+		<-tick.C
+	}
+}
+
+// SettledGoroutines closes the idle connections of clients and returns
+// the goroutine count once it has stopped changing (the baseline of a
+// leak check).
+func SettledGoroutines(t testing.TB, clients ...*http.Client) int {
+	t.Helper()
+	for _, c := range clients {
+		c.CloseIdleConnections()
+	}
+	last, stable := runtime.NumGoroutine(), 0
+	Eventually(t, 5*time.Second, func() (bool, string) {
+		n := runtime.NumGoroutine()
+		if n == last {
+			stable++
+		} else {
+			last, stable = n, 0
+		}
+		return stable >= 10, fmt.Sprintf("goroutine count still changing (%d)", n)
+	})
+	return last
+}
+
+// VerifyNoLeaks runs the package's tests (call it from TestMain) and
+// then fails the binary if goroutines are left running once every test
+// and its cleanups have finished: a server, broker, store or push
+// dispatcher that was not closed, or one whose Close returned before its
+// goroutines ended. The idle connections of http.DefaultTransport (tests
+// that call http.Get) are closed first; goleak retries for a while, so
+// goroutines on their way out are not reported. opts name goroutines
+// that may stay (goleak.IgnoreTopFunction).
+func VerifyNoLeaks(m *testing.M, opts ...goleak.Option) {
+	code := m.Run()
+	if code == 0 {
+		http.DefaultClient.CloseIdleConnections()
+		if err := goleak.Find(opts...); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines left running after the tests: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
