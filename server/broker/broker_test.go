@@ -113,7 +113,9 @@ func TestLongPollWakesOnSend(t *testing.T) {
 		msgs, _ := bd.b.Pull(bd.ctx, broker.PullRequest{Group: "g", Topic: "lp", MaxMessages: 1, Wait: 20 * time.Second})
 		done <- msgs
 	}()
-	time.Sleep(50 * time.Millisecond) // let the poll park
+	// Let the poll park: the broker shows no parked poll to wait for, and
+	// the send is delivered either way; this makes it the wake-up path.
+	time.Sleep(50 * time.Millisecond)
 	bd.send(t, "lp", "wake")
 	select {
 	case msgs := <-done:

@@ -866,7 +866,7 @@ func (m *model) judgeNack(g int, r *rcpt, level int, st broker.ReceiptStatus, tS
 func (m *model) sleep(t *rapid.T) {
 	d := time.Duration(rapid.IntRange(10, 60).Draw(t, "ms")) * time.Millisecond
 	t.Logf("sleep %v", d)
-	time.Sleep(d)
+	time.Sleep(d) // the action itself: time passes (leases expire, retries fall due)
 }
 
 // dropLeases applies a restart: every lease is gone. A lease that was
@@ -1273,7 +1273,7 @@ func TestModelStaleReceiptAfterRestart(t *testing.T) {
 	bd.send(t, "stale", "x")
 	first := bd.pull(t, "g", "stale", 1, time.Second, 50*time.Millisecond)
 	require.Len(t, first, 1)
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // outlive the 50 ms lease
 	require.Empty(t, bd.pull(t, "g", "stale", 1, 0, time.Minute)) // takes the expired lease: the retry copy is scheduled
 	res, err := bd.b.Ack(bd.ctx, "g", receipts(first))
 	require.NoError(t, err)
@@ -1314,6 +1314,29 @@ func TestModelResetReplaysOutOfOrderAcks(t *testing.T) {
 	require.Equal(t, map[string]int{"a": 1, "b": 1}, bodies(again), "a reset to the beginning replays every message")
 }
 
+// awaitCheckpoint waits until a checkpoint covers everything written so
+// far: the dispatcher passes the CommitLog's end as it is on entry, then
+// <dir>/checkpoint (storage/doc.go) is rewritten.
+func (bd *bundle) awaitCheckpoint(t *testing.T) {
+	t.Helper()
+	st, err := bd.b.Status(bd.ctx)
+	require.NoError(t, err)
+	end := st.CommitLogMax
+	brokertest.Eventually(t, 5*time.Second, func() (bool, string) {
+		st, err := bd.b.Status(bd.ctx)
+		require.NoError(t, err)
+		return st.Dispatch.Dispatched >= end, fmt.Sprintf("dispatched %d of %d", st.Dispatch.Dispatched, end)
+	})
+	caughtUp := time.Now()
+	brokertest.Eventually(t, 5*time.Second, func() (bool, string) {
+		fi, err := os.Stat(filepath.Join(bd.dir, "checkpoint"))
+		if err != nil {
+			return false, err.Error()
+		}
+		return fi.ModTime().After(caughtUp), "no checkpoint since the dispatcher caught up"
+	})
+}
+
 // crashImage opens a broker on a crash copy of bd's live directory (see
 // crashCopy) and closes the old one.
 func (bd *bundle) crashImage(t *testing.T, opts func(string) broker.Options) {
@@ -1339,7 +1362,7 @@ func TestModelDedupLostAfterCrash(t *testing.T) {
 	bd := &bundle{dir: dir, ctx: context.Background(), b: brokertest.Open(t, modelOptions(dir))}
 	first, err := bd.b.Send(bd.ctx, "dd", []broker.SendMessage{{Body: []byte("two"), DedupID: "k2"}})
 	require.NoError(t, err)
-	time.Sleep(200 * time.Millisecond) // a checkpoint (every 20 ms here, 1 s by default) covers the send
+	bd.awaitCheckpoint(t) // every 20 ms here, 1 s by default
 	bd.crashImage(t, modelOptions)
 	again, err := bd.b.Send(bd.ctx, "dd", []broker.SendMessage{{Body: []byte("two"), DedupID: "k2"}})
 	require.NoError(t, err)
@@ -1361,9 +1384,13 @@ func TestModelRetryDuplicatedAfterCrash(t *testing.T) {
 	bd := &bundle{dir: dir, ctx: context.Background(), b: brokertest.Open(t, modelOptions(dir))}
 	bd.send(t, "rd", "x")
 	require.Len(t, bd.pull(t, "g", "rd", 1, time.Second, 30*time.Millisecond), 1)
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond)                          // outlive the 30 ms lease
 	require.Empty(t, bd.pull(t, "g", "rd", 1, 0, time.Minute)) // sends the expired lease back
-	time.Sleep(150 * time.Millisecond)                         // the retry reaches %RETRY%g; a checkpoint follows
+	brokertest.Eventually(t, 5*time.Second, func() (bool, string) {
+		n := bd.b.Stats().Scheduled
+		return n >= 1, fmt.Sprintf("the scheduler delivered %d retries to %%RETRY%%g", n)
+	})
+	bd.awaitCheckpoint(t)
 	bd.crashImage(t, modelOptions)
 	var all []broker.ReceivedMessage
 	for i := 0; i < 3; i++ {

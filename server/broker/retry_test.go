@@ -144,7 +144,7 @@ func TestLeaseExtensionIsNotAnAttempt(t *testing.T) {
 		res, err := bd.b.ChangeLease(bd.ctx, "g", []broker.LeaseItem{{Receipt: got[0].Receipt, Invisible: 100 * time.Millisecond}})
 		require.NoError(t, err)
 		require.Equal(t, broker.ReceiptOK, res[0].Status)
-		time.Sleep(40 * time.Millisecond)
+		time.Sleep(40 * time.Millisecond) // time passes: five of these outlive the first 50 ms lease
 	}
 	res, err := bd.b.Ack(bd.ctx, "g", []string{got[0].Receipt})
 	require.NoError(t, err)

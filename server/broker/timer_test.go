@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -94,16 +95,11 @@ func (bd *bundle) rollAndExpire(t *testing.T, timeout time.Duration) {
 	for i := 0; i < 200; i++ {
 		bd.send(t, "filler", filler)
 	}
-	deadline := time.Now().Add(timeout)
-	for {
+	brokertest.Eventually(t, timeout, func() (bool, string) {
 		st, err := bd.b.Status(bd.ctx)
 		require.NoError(t, err)
-		if st.CommitLogMin > 128<<10*2 {
-			return
-		}
-		require.True(t, time.Now().Before(deadline), "retention never ran (min %d)", st.CommitLogMin)
-		time.Sleep(20 * time.Millisecond)
-	}
+		return st.CommitLogMin > 128<<10*2, fmt.Sprintf("retention never ran (min %d)", st.CommitLogMin)
+	})
 }
 
 // Pending timers survive a restart (delivered once, not early) and

@@ -11,26 +11,17 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/mqgate/mqgate/server/broker/brokertest"
 )
 
 // Eventually polls cond every 10 ms until it holds, failing with its last
-// explanation after timeout. It polls a condition; it never sleeps in
-// place of one.
+// explanation after timeout (brokertest.Eventually: one implementation
+// for both layers). It polls a condition; it never sleeps in place of
+// one. cond runs on the test's goroutine, so it may use require.
 func Eventually(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %s", timeout, why)
-		}
-		<-tick.C
-	}
+	brokertest.Eventually(t, timeout, cond)
 }
 
 // WaitGoroutines waits until the process runs at most baseline goroutines

@@ -71,3 +71,24 @@ func MustOpen(t testing.TB, dir string, tweaks ...func(*broker.Options)) *broker
 	}
 	return Open(t, opts)
 }
+
+// Eventually polls cond every 10 ms until it holds, failing with its last
+// explanation after timeout. It polls a condition; it never sleeps in
+// place of one. cond runs on the test's goroutine, so it may use require.
+// (servertest.Eventually is this one.)
+func Eventually(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s: %s", timeout, why)
+		}
+		<-tick.C
+	}
+}
