@@ -13,6 +13,9 @@ import (
 	"github.com/mqgate/mqgate/server/broker/brokertest"
 )
 
+// TestMain fails the binary when a test leaves goroutines running.
+func TestMain(m *testing.M) { brokertest.VerifyNoLeaks(m) }
+
 type bundle struct {
 	dir string
 	b   *broker.Broker

@@ -187,3 +187,6 @@ func copyDir(t testing.TB, from, to string) {
 	out, err := exec.Command("cp", "-a", from, to).CombinedOutput()
 	require.NoError(t, err, string(out))
 }
+
+// TestMain fails the binary when a test leaves goroutines running.
+func TestMain(m *testing.M) { brokertest.VerifyNoLeaks(m) }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
-	"os"
 	"runtime"
 	"runtime/pprof"
 	"testing"
@@ -70,20 +69,10 @@ func SettledGoroutines(t testing.TB, clients ...*http.Client) int {
 
 // VerifyNoLeaks runs the package's tests (call it from TestMain) and
 // then fails the binary if goroutines are left running once every test
-// and its cleanups have finished: a server, broker, store or push
-// dispatcher that was not closed, or one whose Close returned before its
-// goroutines ended. The idle connections of http.DefaultTransport (tests
-// that call http.Get) are closed first; goleak retries for a while, so
-// goroutines on their way out are not reported. opts name goroutines
-// that may stay (goleak.IgnoreTopFunction).
+// and its cleanups have finished (brokertest.VerifyNoLeaks: a server,
+// broker, store or push dispatcher that was not closed, or one whose
+// Close returned before its goroutines ended). opts name goroutines that
+// may stay (goleak.IgnoreTopFunction).
 func VerifyNoLeaks(m *testing.M, opts ...goleak.Option) {
-	code := m.Run()
-	if code == 0 {
-		http.DefaultClient.CloseIdleConnections()
-		if err := goleak.Find(opts...); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: goroutines left running after the tests: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	brokertest.VerifyNoLeaks(m, opts...)
 }

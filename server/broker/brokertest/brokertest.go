@@ -7,10 +7,14 @@ package brokertest
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/mqgate/mqgate/server/broker"
 	"github.com/mqgate/mqgate/storage"
@@ -91,4 +95,24 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() (bool, string))
 		}
 		<-tick.C
 	}
+}
+
+// VerifyNoLeaks runs the package's tests (call it from TestMain) and
+// then fails the binary if goroutines are left running once every test
+// and its cleanups have finished: a broker, store or worker that was not
+// closed, or one whose Close returned before its goroutines ended. The
+// idle connections of http.DefaultTransport (tests that call http.Get)
+// are closed first; goleak retries for a while, so goroutines on their
+// way out are not reported. opts name goroutines that may stay
+// (goleak.IgnoreTopFunction).
+func VerifyNoLeaks(m *testing.M, opts ...goleak.Option) {
+	code := m.Run()
+	if code == 0 {
+		http.DefaultClient.CloseIdleConnections()
+		if err := goleak.Find(opts...); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines left running after the tests: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
