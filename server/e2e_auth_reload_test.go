@@ -31,6 +31,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/mqgate/mqgate/server"
+	"github.com/mqgate/mqgate/server/servertest"
 )
 
 // syncBuffer is a log sink safe for concurrent writes.
@@ -52,9 +53,9 @@ func (b *syncBuffer) String() string {
 }
 
 // sendAs sends one message to topic with header and returns the status.
-func (e *e2eServer) sendAs(t *testing.T, topic string, header http.Header) e2eResp {
+func (e *e2eServer) sendAs(t *testing.T, topic string, header http.Header) servertest.Resp {
 	t.Helper()
-	return e.do(t, http.MethodPost, "/v1/topics/"+topic+"/messages", "application/json", []byte(`{"body":"x"}`), header)
+	return e.Do(t, http.MethodPost, "/v1/topics/"+topic+"/messages", "application/json", []byte(`{"body":"x"}`), header)
 }
 
 // TestE2EAuthHotReloadUnderLoad: while four clients send without pause
@@ -80,13 +81,13 @@ func TestE2EAuthHotReloadUnderLoad(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil && sent.Load() < 200_000 {
-				req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, e.base+"/v1/topics/load/messages", strings.NewReader(`{"body":"x"}`))
+				req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, e.Base+"/v1/topics/load/messages", strings.NewReader(`{"body":"x"}`))
 				if err != nil {
 					panic(err)
 				}
 				req.Header.Set("Content-Type", "application/json")
 				req.Header["Authorization"] = steady["Authorization"]
-				resp, err := e.client.Do(req)
+				resp, err := e.Client.Do(req)
 				if err == nil {
 					resp.Body.Close()
 				}
@@ -104,7 +105,7 @@ func TestE2EAuthHotReloadUnderLoad(t *testing.T) {
 	// so that every version of the file is read while they send.
 	underLoad := func() {
 		from := sent.Load()
-		eventually(t, 10*time.Second, func() (bool, string) {
+		servertest.Eventually(t, 10*time.Second, func() (bool, string) {
 			return sent.Load() >= from+8, "the steady clients are not sending"
 		})
 	}
@@ -118,13 +119,13 @@ func TestE2EAuthHotReloadUnderLoad(t *testing.T) {
 		}
 		write(t, path, withNewcomer)
 		underLoad()
-		eventually(t, 10*time.Second, func() (bool, string) {
+		servertest.Eventually(t, 10*time.Second, func() (bool, string) {
 			r := e.sendAs(t, "load", newcomer)
 			return r.Status == http.StatusOK, "newcomer not admitted yet: " + r.String()
 		})
 		write(t, path, base)
 		underLoad()
-		eventually(t, 10*time.Second, func() (bool, string) {
+		servertest.Eventually(t, 10*time.Second, func() (bool, string) {
 			r := e.sendAs(t, "load", newcomer)
 			return r.Status == http.StatusUnauthorized, "newcomer still admitted: " + r.String()
 		})
@@ -153,7 +154,7 @@ func TestE2EAuthKeyRotation(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, e.sendAs(t, "orders", newH).Status)
 
 	writeACL(t, path, acl(oldHash, newHash))
-	eventually(t, 10*time.Second, func() (bool, string) {
+	servertest.Eventually(t, 10*time.Second, func() (bool, string) {
 		r := e.sendAs(t, "orders", newH)
 		return r.Status == http.StatusOK, r.String()
 	})
@@ -161,7 +162,7 @@ func TestE2EAuthKeyRotation(t *testing.T) {
 	require.Equal(t, http.StatusOK, e.sendAs(t, "orders", oldH).Status, "(now cached)")
 
 	writeACL(t, path, acl(newHash))
-	eventually(t, 10*time.Second, func() (bool, string) {
+	servertest.Eventually(t, 10*time.Second, func() (bool, string) {
 		r := e.sendAs(t, "orders", oldH)
 		return r.Status == http.StatusUnauthorized, r.String()
 	})
@@ -176,14 +177,14 @@ func TestE2EAuthBadReloadKeepsTheLastGood(t *testing.T) {
 	good := "accounts:\n  - accessKey: worker\n    secretKey: worker-secret\n    topicPerms: [\"orders=PUB\"]\n"
 	path := newACL(t, good)
 	e := startAuthE2E(t, path)
-	require.Equal(t, "ok\n", string(e.get(t, "/readyz").Body))
+	require.Equal(t, "ok\n", string(e.Get(t, "/readyz").Body))
 
 	writeACL(t, path, good+"    groupPerms: [\"billing=READ\"]\n")
-	eventually(t, 10*time.Second, func() (bool, string) {
-		r := e.get(t, "/readyz")
+	servertest.Eventually(t, 10*time.Second, func() (bool, string) {
+		r := e.Get(t, "/readyz")
 		return r.Status == http.StatusOK && strings.Contains(string(r.Body), "acl file "+path+": auth: invalid acl: line 2"), r.String()
 	})
-	body := string(e.get(t, "/readyz").Body)
+	body := string(e.Get(t, "/readyz").Body)
 	require.True(t, strings.HasPrefix(body, "ok ("), body)
 	require.Contains(t, body, `permission "READ"`)
 	require.Contains(t, body, "serving the version loaded at")
@@ -191,8 +192,8 @@ func TestE2EAuthBadReloadKeepsTheLastGood(t *testing.T) {
 
 	require.NoError(t, os.Chmod(path, 0o644)) // still invalid, and now readable by others
 	writeACL(t, path, good)
-	eventually(t, 10*time.Second, func() (bool, string) {
-		r := e.get(t, "/readyz")
+	servertest.Eventually(t, 10*time.Second, func() (bool, string) {
+		r := e.Get(t, "/readyz")
 		return string(r.Body) == "ok\n", r.String()
 	})
 }
@@ -223,7 +224,7 @@ func TestE2EAuthJWTHMAC(t *testing.T) {
 	}
 	require.Equal(t, http.StatusOK, e.sendAs(t, "orders", sign(jwt.SigningMethodHS256, secret, claims(nil))).Status)
 	require.Equal(t, http.StatusOK, e.sendAs(t, "orders", sign(jwt.SigningMethodHS512, secret, claims(nil))).Status)
-	p := problem(t, e.sendAs(t, "audit", sign(jwt.SigningMethodHS256, secret, claims(nil))), http.StatusForbidden, "forbidden")
+	p := servertest.WantProblem(t, e.sendAs(t, "audit", sign(jwt.SigningMethodHS256, secret, claims(nil))), http.StatusForbidden, "forbidden")
 	require.Contains(t, p.Detail, `account "token-user" lacks PUB on topic "audit"`)
 
 	none, err := jwt.NewWithClaims(jwt.SigningMethodNone, claims(nil)).SignedString(jwt.UnsafeAllowNoneSignatureType)
@@ -242,7 +243,7 @@ func TestE2EAuthJWTHMAC(t *testing.T) {
 		"BasicForAccount": basic("token-user", "anything-at-all"), // a token-only account has no secret
 	} {
 		r := e.sendAs(t, "orders", h)
-		problem(t, r, http.StatusUnauthorized, "unauthenticated")
+		servertest.WantProblem(t, r, http.StatusUnauthorized, "unauthenticated")
 		require.Equal(t, `Basic realm="mqgate", charset="UTF-8", Bearer realm="mqgate"`, r.Header.Get("WWW-Authenticate"), name)
 	}
 }
@@ -328,17 +329,17 @@ func TestE2EAuthThrottle(t *testing.T) {
 	e := startAuthE2E(t, path, func(c *server.Config) { c.AuthFailuresPerMinute = 3 })
 	guesser := e.from(t, "127.0.0.4")
 	for range 3 {
-		problem(t, guesser.sendAs(t, "orders", basic("worker", "guess")), http.StatusUnauthorized, "unauthenticated")
+		servertest.WantProblem(t, guesser.sendAs(t, "orders", basic("worker", "guess")), http.StatusUnauthorized, "unauthenticated")
 	}
 	r := guesser.sendAs(t, "orders", basic("worker", "worker-secret"))
-	problem(t, r, http.StatusTooManyRequests, "too-many-auth-failures")
+	servertest.WantProblem(t, r, http.StatusTooManyRequests, "too-many-auth-failures")
 	require.Equal(t, "20", r.Header.Get("Retry-After"), "3 per minute: a token every 20 s")
 	require.Equal(t, http.StatusOK, e.sendAs(t, "orders", basic("worker", "worker-secret")).Status, "another address, the same account: served")
 	// No credentials are no failure: an anonymous probe is not throttled
 	// further, just told to authenticate... from a fresh address.
-	problem(t, e.from(t, "127.0.0.5").sendAs(t, "orders", nil), http.StatusUnauthorized, "unauthenticated")
+	servertest.WantProblem(t, e.from(t, "127.0.0.5").sendAs(t, "orders", nil), http.StatusUnauthorized, "unauthenticated")
 
-	metrics := string(e.do(t, http.MethodGet, "/metrics", "", nil, basic("admin", "admin-secret")).Body)
+	metrics := string(e.Do(t, http.MethodGet, "/metrics", "", nil, basic("admin", "admin-secret")).Body)
 	require.Contains(t, metrics, `mqgate_auth_failures_total{account="worker",reason="bad_secret"} 3`)
 	require.Contains(t, metrics, `mqgate_auth_throttled_total{scope="address"} 1`)
 	require.Contains(t, metrics, `mqgate_auth_failures_total{account="_none",reason="missing"} 1`)
@@ -369,12 +370,12 @@ func TestE2EAuthNoSecretsInLogs(t *testing.T) {
 	}
 	for _, h := range headers {
 		for _, path := range []string{"/v1/topics/orders/messages", "/v1/topics/audit/messages"} {
-			e.do(t, http.MethodPost, path, "application/json", []byte(`{"body":"x"}`), h)
+			e.Do(t, http.MethodPost, path, "application/json", []byte(`{"body":"x"}`), h)
 		}
-		e.do(t, http.MethodGet, "/metrics", "", nil, h)
-		e.do(t, http.MethodGet, "/v1/broker/status", "", nil, h)
+		e.Do(t, http.MethodGet, "/metrics", "", nil, h)
+		e.Do(t, http.MethodGet, "/v1/broker/status", "", nil, h)
 	}
-	e.close(t)
+	e.Close(t)
 	out := logs.String()
 	require.Contains(t, out, `"account":"worker"`, "the access log names the account")
 	require.Contains(t, out, `"account":"hashed"`)
@@ -400,7 +401,7 @@ func TestE2EAuthNoSecretsInLogs(t *testing.T) {
 // authentication is off (also on loopback).
 func TestE2ESafeDefaults(t *testing.T) {
 	t.Parallel()
-	cfg := e2eConfig(t, t.TempDir())
+	cfg := servertest.Config(t, t.TempDir())
 	cfg.Listen = "0.0.0.0:0"
 	_, err := server.Open(context.Background(), cfg)
 	require.ErrorIs(t, err, server.ErrInvalidConfig)
@@ -410,10 +411,10 @@ func TestE2ESafeDefaults(t *testing.T) {
 
 	var logs syncBuffer
 	e := startE2E(t, func(c *server.Config) { c.Listen, c.InsecureNoAuth, c.LogOutput = "0.0.0.0:0", true, &logs })
-	require.Equal(t, http.StatusOK, e.do(t, http.MethodGet, "/v1/topics", "", nil, nil).Status, "no credentials needed")
+	require.Equal(t, http.StatusOK, e.Do(t, http.MethodGet, "/v1/topics", "", nil, nil).Status, "no credentials needed")
 	require.Contains(t, logs.String(), "AUTHENTICATION IS OFF")
 
-	cfg = e2eConfig(t, t.TempDir())
+	cfg = servertest.Config(t, t.TempDir())
 	cfg.ACLFile = newACL(t, "accounts:\n  - accessKey: a\n    secretKey: plain-secret\n")
 	require.NoError(t, os.Chmod(cfg.ACLFile, 0o644))
 	_, err = server.Open(context.Background(), cfg)

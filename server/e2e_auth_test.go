@@ -29,6 +29,7 @@ import (
 
 	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server"
+	"github.com/mqgate/mqgate/server/servertest"
 )
 
 // writeACL writes an ACL file (mode 0600) and returns its path; rewriting
@@ -92,10 +93,8 @@ func (e *e2eServer) from(t *testing.T, ip string) *e2eServer {
 	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.DialContext = dialer.DialContext
-	c := *e
-	c.client = &http.Client{Transport: transport, Timeout: 60 * time.Second}
 	t.Cleanup(transport.CloseIdleConnections)
-	return &c
+	return &e2eServer{e.With(e.Base, &http.Client{Transport: transport, Timeout: 60 * time.Second})}
 }
 
 // The secrets of the matrix.
@@ -206,10 +205,10 @@ func TestE2EAuthMatrix(t *testing.T) {
 	t.Parallel()
 	e := startAuthE2E(t, newACL(t, matrixACL(t)), func(c *server.Config) { c.Pprof = true })
 	adminH := basic("admin", adminSecret)
-	decode(t, e.do(t, http.MethodPut, "/v1/topics/orders", "application/json", []byte(`{"queues":2}`), adminH), http.StatusCreated, nil)
-	decode(t, e.do(t, http.MethodPut, "/v1/groups/billing", "application/json", []byte(`{"subscriptions":[{"topic":"orders"}]}`), adminH), http.StatusCreated, nil)
+	servertest.Decode(t, e.Do(t, http.MethodPut, "/v1/topics/orders", "application/json", []byte(`{"queues":2}`), adminH), http.StatusCreated, nil)
+	servertest.Decode(t, e.Do(t, http.MethodPut, "/v1/groups/billing", "application/json", []byte(`{"subscriptions":[{"topic":"orders"}]}`), adminH), http.StatusCreated, nil)
 	var sent api.SendResponse
-	decode(t, e.do(t, http.MethodPost, "/v1/topics/orders/messages", "application/json", []byte(`{"body":"first","keys":["k"]}`), basic("producer", producerSecret)), http.StatusOK, &sent)
+	servertest.Decode(t, e.Do(t, http.MethodPost, "/v1/topics/orders/messages", "application/json", []byte(`{"body":"first","keys":["k"]}`), basic("producer", producerSecret)), http.StatusOK, &sent)
 	messageID := sent.Results[0].MessageID
 
 	principals := []principal{
@@ -233,7 +232,7 @@ func TestE2EAuthMatrix(t *testing.T) {
 	var spec struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`
 	}
-	require.NoError(t, json.Unmarshal(e.get(t, "/openapi.json").Body, &spec))
+	require.NoError(t, json.Unmarshal(e.Get(t, "/openapi.json").Body, &spec))
 	inSpec := 0
 	for path, methods := range spec.Paths {
 		for method := range methods {
@@ -260,7 +259,7 @@ func TestE2EAuthMatrix(t *testing.T) {
 			if call.body != "" {
 				body = []byte(call.body)
 			}
-			r := clients[p.from].do(t, method, call.path, call.contentType, body, p.header)
+			r := clients[p.from].Do(t, method, call.path, call.contentType, body, p.header)
 			what := fmt.Sprintf("%s as %s from %s: %s", op, p.name, p.from, r)
 			want := expectedStatus(call, p)
 			switch want {
@@ -272,10 +271,10 @@ func TestE2EAuthMatrix(t *testing.T) {
 			}
 			switch r.Status {
 			case http.StatusUnauthorized:
-				require.Equal(t, "unauthenticated", checkProblem(t, what, r).Code)
+				require.Equal(t, "unauthenticated", servertest.CheckProblem(t, what, r).Code)
 				require.Equal(t, `Basic realm="mqgate", charset="UTF-8"`, r.Header.Get("WWW-Authenticate"), what)
 			case http.StatusForbidden:
-				require.Equal(t, "forbidden", checkProblem(t, what, r).Code)
+				require.Equal(t, "forbidden", servertest.CheckProblem(t, what, r).Code)
 				require.Empty(t, r.Header.Get("WWW-Authenticate"), what)
 			}
 			row += fmt.Sprintf(" %d |", r.Status)
@@ -330,26 +329,26 @@ func TestE2EAuthBodyAndPathNames(t *testing.T) {
 	t.Parallel()
 	e := startAuthE2E(t, newACL(t, matrixACL(t)))
 	adminH, consumerH := basic("admin", adminSecret), basic("consumer", consumerSecret)
-	decode(t, e.do(t, http.MethodPut, "/v1/topics/orders", "application/json", []byte(`{"queues":1}`), adminH), http.StatusCreated, nil)
-	decode(t, e.do(t, http.MethodPut, "/v1/groups/billing", "application/json", []byte(`{"subscriptions":[{"topic":"orders"}]}`), adminH), http.StatusCreated, nil)
+	servertest.Decode(t, e.Do(t, http.MethodPut, "/v1/topics/orders", "application/json", []byte(`{"queues":1}`), adminH), http.StatusCreated, nil)
+	servertest.Decode(t, e.Do(t, http.MethodPut, "/v1/groups/billing", "application/json", []byte(`{"subscriptions":[{"topic":"orders"}]}`), adminH), http.StatusCreated, nil)
 
-	p := problem(t, e.do(t, http.MethodPut, "/v1/groups/billing/offsets", "application/json",
+	p := servertest.WantProblem(t, e.Do(t, http.MethodPut, "/v1/groups/billing/offsets", "application/json",
 		[]byte(`{"offsets":[{"topic":"orders","queueId":0,"offset":0},{"topic":"audit","queueId":0,"offset":0}]}`), consumerH), http.StatusForbidden, "forbidden")
 	require.Contains(t, p.Detail, `account "consumer" lacks SUB on topic "audit"`)
 
 	// %6Frders is "orders": allowed; %61udit is "audit": refused.
-	r := e.do(t, http.MethodPost, "/v1/groups/billing/topics/%6Frders/pull", "application/json", []byte(`{"waitMs":0}`), consumerH)
+	r := e.Do(t, http.MethodPost, "/v1/groups/billing/topics/%6Frders/pull", "application/json", []byte(`{"waitMs":0}`), consumerH)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r)
-	problem(t, e.do(t, http.MethodPost, "/v1/groups/billing/topics/%61udit/pull", "application/json", []byte(`{"waitMs":0}`), consumerH), http.StatusForbidden, "forbidden")
-	problem(t, e.do(t, http.MethodPost, "/v1/groups/%62illing/topics/audit/pull", "application/json", []byte(`{"waitMs":0}`), consumerH), http.StatusForbidden, "forbidden")
+	servertest.WantProblem(t, e.Do(t, http.MethodPost, "/v1/groups/billing/topics/%61udit/pull", "application/json", []byte(`{"waitMs":0}`), consumerH), http.StatusForbidden, "forbidden")
+	servertest.WantProblem(t, e.Do(t, http.MethodPost, "/v1/groups/%62illing/topics/audit/pull", "application/json", []byte(`{"waitMs":0}`), consumerH), http.StatusForbidden, "forbidden")
 
 	// Auto-creation follows the permissions: the producer may not create
 	// topics it has no PUB on; the consumer's pull creates nothing it
 	// may not consume.
-	problem(t, e.do(t, http.MethodPost, "/v1/topics/fresh/messages", "application/json", []byte(`{"body":"x"}`), basic("producer", producerSecret)), http.StatusForbidden, "forbidden")
-	problem(t, e.do(t, http.MethodGet, "/v1/topics/fresh", "", nil, adminH), http.StatusNotFound, "topic-not-found")
-	problem(t, e.do(t, http.MethodPost, "/v1/groups/fresh/topics/orders/pull", "application/json", []byte(`{"waitMs":0}`), consumerH), http.StatusForbidden, "forbidden")
-	problem(t, e.do(t, http.MethodGet, "/v1/groups/fresh", "", nil, adminH), http.StatusNotFound, "group-not-found")
+	servertest.WantProblem(t, e.Do(t, http.MethodPost, "/v1/topics/fresh/messages", "application/json", []byte(`{"body":"x"}`), basic("producer", producerSecret)), http.StatusForbidden, "forbidden")
+	servertest.WantProblem(t, e.Do(t, http.MethodGet, "/v1/topics/fresh", "", nil, adminH), http.StatusNotFound, "topic-not-found")
+	servertest.WantProblem(t, e.Do(t, http.MethodPost, "/v1/groups/fresh/topics/orders/pull", "application/json", []byte(`{"waitMs":0}`), consumerH), http.StatusForbidden, "forbidden")
+	servertest.WantProblem(t, e.Do(t, http.MethodGet, "/v1/groups/fresh", "", nil, adminH), http.StatusNotFound, "group-not-found")
 }
 
 // TestE2EAuthAdminListen: with --admin-listen, /metrics and /debug/pprof
@@ -361,14 +360,14 @@ func TestE2EAuthAdminListen(t *testing.T) {
 		c.AdminListen = "127.0.0.1:0"
 		c.Pprof = true
 	})
-	problem(t, e.do(t, http.MethodGet, "/metrics", "", nil, basic("admin", adminSecret)), http.StatusNotFound, "not-found")
-	problem(t, e.do(t, http.MethodGet, "/debug/pprof/", "", nil, basic("admin", adminSecret)), http.StatusNotFound, "not-found")
+	servertest.WantProblem(t, e.Do(t, http.MethodGet, "/metrics", "", nil, basic("admin", adminSecret)), http.StatusNotFound, "not-found")
+	servertest.WantProblem(t, e.Do(t, http.MethodGet, "/debug/pprof/", "", nil, basic("admin", adminSecret)), http.StatusNotFound, "not-found")
 
-	adminBase := "http://" + e.srv.AdminAddr()
+	adminBase := "http://" + e.Srv.AdminAddr()
 	for path, want := range map[string]string{"/metrics": "mqgate_acl_accounts 3", "/debug/pprof/": "goroutine", "/livez": "ok", "/readyz": "ok"} {
 		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, adminBase+path, nil)
 		require.NoError(t, err)
-		resp, err := e.client.Do(req)
+		resp, err := e.Client.Do(req)
 		require.NoError(t, err)
 		body, err := io.ReadAll(resp.Body)
 		require.NoError(t, err)

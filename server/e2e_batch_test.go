@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/api"
+	"github.com/mqgate/mqgate/server/servertest"
 )
 
 // TestE2EBinaryBatchRoundTrip sends binary batches over HTTP and pulls
@@ -17,7 +18,7 @@ import (
 func TestE2EBinaryBatchRoundTrip(t *testing.T) {
 	t.Parallel()
 	e := startE2E(t)
-	require.Equal(t, http.StatusCreated, e.json(t, http.MethodPut, "/v1/topics/bin", api.TopicRequest{Queues: 1}).Status)
+	require.Equal(t, http.StatusCreated, e.JSON(t, http.MethodPut, "/v1/topics/bin", api.TopicRequest{Queues: 1}).Status)
 
 	var bodies [][]byte
 	for i := 0; i < api.MaxBatchMessages; i++ {
@@ -29,16 +30,16 @@ func TestE2EBinaryBatchRoundTrip(t *testing.T) {
 	}
 	header := http.Header{"X-Mqgate-Tag": {"bin"}, "X-Mqgate-Property-Origin": {"batch"}}
 	for _, chunk := range [][][]byte{bodies[:1], bodies[1:100], bodies[100:]} {
-		r := e.do(t, http.MethodPost, "/v1/topics/bin/messages", api.ContentTypeBatch, api.AppendBatch(nil, chunk...), header)
+		r := e.Do(t, http.MethodPost, "/v1/topics/bin/messages", api.ContentTypeBatch, api.AppendBatch(nil, chunk...), header)
 		var resp api.SendResponse
-		decode(t, r, http.StatusOK, &resp)
+		servertest.Decode(t, r, http.StatusOK, &resp)
 		require.Len(t, resp.Results, len(chunk))
 	}
 	// A refused batch stores nothing.
 	bad := append(api.AppendBatch(nil, []byte("x"), []byte("y")), 'z')
-	problem(t, e.do(t, http.MethodPost, "/v1/topics/bin/messages", api.ContentTypeBatch, bad, nil), http.StatusBadRequest, "malformed-request")
+	servertest.WantProblem(t, e.Do(t, http.MethodPost, "/v1/topics/bin/messages", api.ContentTypeBatch, bad, nil), http.StatusBadRequest, "malformed-request")
 
-	got := e.pullN(t, "g", "bin", len(bodies), 30_000, 20*time.Second)
+	got := e.PullN(t, "g", "bin", len(bodies), 30_000, 20*time.Second)
 	require.Len(t, got, len(bodies))
 	for i, m := range got {
 		require.EqualValues(t, i, m.QueueOffset)

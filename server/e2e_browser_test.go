@@ -18,11 +18,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/server"
+	"github.com/mqgate/mqgate/server/servertest"
 )
 
 // browserRequest performs a request with the given Host (empty: the
 // server's address) and extra headers.
-func (e *e2eServer) browserRequest(t *testing.T, method, base, path, host, contentType, body string, header http.Header) e2eResp {
+func (e *e2eServer) browserRequest(t *testing.T, method, base, path, host, contentType, body string, header http.Header) servertest.Resp {
 	t.Helper()
 	req, err := http.NewRequestWithContext(context.Background(), method, base+path, bytes.NewReader([]byte(body)))
 	require.NoError(t, err)
@@ -35,14 +36,14 @@ func (e *e2eServer) browserRequest(t *testing.T, method, base, path, host, conte
 	if host != "" {
 		req.Host = host
 	}
-	resp, err := e.client.Do(req)
+	resp, err := e.Client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	r := e2eResp{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	r := servertest.Resp{Status: resp.StatusCode, Header: resp.Header, Body: b}
 	if r.Status >= 400 {
-		checkProblem(t, method+" "+path, r)
+		servertest.CheckProblem(t, method+" "+path, r)
 	}
 	return r
 }
@@ -58,22 +59,22 @@ func TestE2EHostCheck(t *testing.T) {
 		c.AllowedHosts = []string{"gw.example.com"}
 		c.AdminListen = "127.0.0.1:0"
 	})
-	_, port, _ := strings.Cut(e.srv.Addr(), ":")
-	p := problem(t, e.browserRequest(t, http.MethodPost, e.base, "/v1/topics/rebound/messages", "evil.example:"+port, "text/plain", "stolen", nil),
+	_, port, _ := strings.Cut(e.Srv.Addr(), ":")
+	p := servertest.WantProblem(t, e.browserRequest(t, http.MethodPost, e.Base, "/v1/topics/rebound/messages", "evil.example:"+port, "text/plain", "stolen", nil),
 		http.StatusMisdirectedRequest, "host-not-allowed")
 	require.Contains(t, p.Detail, `host "evil.example:`+port+`" is not served here`)
-	problem(t, e.get(t, "/v1/topics/rebound"), http.StatusNotFound, "topic-not-found")
-	problem(t, e.browserRequest(t, http.MethodGet, e.base, "/livez", "evil.example", "", "", nil), http.StatusMisdirectedRequest, "host-not-allowed")
-	problem(t, e.browserRequest(t, http.MethodGet, "http://"+e.srv.AdminAddr(), "/metrics", "evil.example", "", "", nil), http.StatusMisdirectedRequest, "host-not-allowed")
+	servertest.WantProblem(t, e.Get(t, "/v1/topics/rebound"), http.StatusNotFound, "topic-not-found")
+	servertest.WantProblem(t, e.browserRequest(t, http.MethodGet, e.Base, "/livez", "evil.example", "", "", nil), http.StatusMisdirectedRequest, "host-not-allowed")
+	servertest.WantProblem(t, e.browserRequest(t, http.MethodGet, "http://"+e.Srv.AdminAddr(), "/metrics", "evil.example", "", "", nil), http.StatusMisdirectedRequest, "host-not-allowed")
 
 	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "LocalHost", "[::1]:" + port, "10.1.2.3", "mqgate:" + port,
 		"console.localhost", "gw.example.com", "GW.example.com.:" + port} {
-		r := e.browserRequest(t, http.MethodPost, e.base, "/v1/topics/hosts/messages", host, "text/plain", "ok", nil)
+		r := e.browserRequest(t, http.MethodPost, e.Base, "/v1/topics/hosts/messages", host, "text/plain", "ok", nil)
 		require.Equal(t, http.StatusOK, r.Status, "Host %s: %s", host, r)
 	}
 
 	open := startE2E(t, func(c *server.Config) { c.AllowedHosts = []string{"*"} })
-	r := open.browserRequest(t, http.MethodPost, open.base, "/v1/topics/any/messages", "evil.example", "text/plain", "ok", nil)
+	r := open.browserRequest(t, http.MethodPost, open.Base, "/v1/topics/any/messages", "evil.example", "text/plain", "ok", nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r)
 }
 
@@ -85,18 +86,18 @@ func TestE2EOriginCheck(t *testing.T) {
 	t.Parallel()
 	e := startE2E(t)
 	evil := http.Header{"Origin": {"https://evil.example"}}
-	p := problem(t, e.browserRequest(t, http.MethodPost, e.base, "/v1/topics/csrf/messages", "", "text/plain", "forged", evil), http.StatusForbidden, "origin-not-allowed")
+	p := servertest.WantProblem(t, e.browserRequest(t, http.MethodPost, e.Base, "/v1/topics/csrf/messages", "", "text/plain", "forged", evil), http.StatusForbidden, "origin-not-allowed")
 	require.Contains(t, p.Detail, `from origin "https://evil.example"`)
 	for _, method := range []string{http.MethodPut, http.MethodPatch, http.MethodDelete} {
-		problem(t, e.browserRequest(t, method, e.base, "/v1/topics/csrf", "", "application/json", `{}`, evil), http.StatusForbidden, "origin-not-allowed")
+		servertest.WantProblem(t, e.browserRequest(t, method, e.Base, "/v1/topics/csrf", "", "application/json", `{}`, evil), http.StatusForbidden, "origin-not-allowed")
 	}
-	problem(t, e.browserRequest(t, http.MethodPost, e.base, "/v1/topics/csrf/messages", "", "text/plain", "forged", http.Header{"Origin": {"null"}}), http.StatusForbidden, "origin-not-allowed")
-	problem(t, e.get(t, "/v1/topics/csrf"), http.StatusNotFound, "topic-not-found")
+	servertest.WantProblem(t, e.browserRequest(t, http.MethodPost, e.Base, "/v1/topics/csrf/messages", "", "text/plain", "forged", http.Header{"Origin": {"null"}}), http.StatusForbidden, "origin-not-allowed")
+	servertest.WantProblem(t, e.Get(t, "/v1/topics/csrf"), http.StatusNotFound, "topic-not-found")
 
-	decode(t, e.browserRequest(t, http.MethodPost, e.base, "/v1/topics/csrf/messages", "", "text/plain", "from curl", nil), http.StatusOK, nil)
-	own := http.Header{"Origin": {e.base}}
-	decode(t, e.browserRequest(t, http.MethodPost, e.base, "/v1/topics/csrf/messages", "", "text/plain", "from the console", own), http.StatusOK, nil)
-	r := e.browserRequest(t, http.MethodGet, e.base, "/v1/topics/csrf", "", "", "", evil)
+	servertest.Decode(t, e.browserRequest(t, http.MethodPost, e.Base, "/v1/topics/csrf/messages", "", "text/plain", "from curl", nil), http.StatusOK, nil)
+	own := http.Header{"Origin": {e.Base}}
+	servertest.Decode(t, e.browserRequest(t, http.MethodPost, e.Base, "/v1/topics/csrf/messages", "", "text/plain", "from the console", own), http.StatusOK, nil)
+	r := e.browserRequest(t, http.MethodGet, e.Base, "/v1/topics/csrf", "", "", "", evil)
 	require.Equal(t, http.StatusOK, r.Status)
 	require.Empty(t, r.Header.Get("Access-Control-Allow-Origin"), "a foreign page cannot read the answer")
 }
@@ -113,7 +114,7 @@ func TestE2ECORS(t *testing.T) {
 		"Access-Control-Request-Method":  {"POST"},
 		"Access-Control-Request-Headers": {"authorization, content-type, x-mqgate-property-order-id"},
 	}
-	r := e.browserRequest(t, http.MethodOptions, e.base, "/v1/topics/orders/messages", "", "", "", preflight)
+	r := e.browserRequest(t, http.MethodOptions, e.Base, "/v1/topics/orders/messages", "", "", "", preflight)
 	require.Equal(t, http.StatusNoContent, r.Status, "%s", r)
 	require.Equal(t, app, r.Header.Get("Access-Control-Allow-Origin"))
 	require.Equal(t, "POST", r.Header.Get("Access-Control-Allow-Methods"))
@@ -122,18 +123,18 @@ func TestE2ECORS(t *testing.T) {
 
 	h := basic("producer", producerSecret)
 	h.Set("Origin", app)
-	r = e.browserRequest(t, http.MethodPost, e.base, "/v1/topics/orders/messages", "", "application/json", `{"body":"from the app"}`, h)
+	r = e.browserRequest(t, http.MethodPost, e.Base, "/v1/topics/orders/messages", "", "application/json", `{"body":"from the app"}`, h)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r)
 	require.Equal(t, app, r.Header.Get("Access-Control-Allow-Origin"))
 	require.Contains(t, r.Header.Get("Access-Control-Expose-Headers"), "X-Request-Id")
 	// A 401 is readable too (the app can show it).
-	r = e.browserRequest(t, http.MethodPost, e.base, "/v1/topics/orders/messages", "", "application/json", `{"body":"x"}`, http.Header{"Origin": {app}})
+	r = e.browserRequest(t, http.MethodPost, e.Base, "/v1/topics/orders/messages", "", "application/json", `{"body":"x"}`, http.Header{"Origin": {app}})
 	require.Equal(t, http.StatusUnauthorized, r.Status)
 	require.Equal(t, app, r.Header.Get("Access-Control-Allow-Origin"))
 
 	preflight.Set("Origin", "https://evil.example")
-	r = e.browserRequest(t, http.MethodOptions, e.base, "/v1/topics/orders/messages", "", "", "", preflight)
+	r = e.browserRequest(t, http.MethodOptions, e.Base, "/v1/topics/orders/messages", "", "", "", preflight)
 	require.Empty(t, r.Header.Get("Access-Control-Allow-Origin"))
 	h.Set("Origin", "https://evil.example")
-	problem(t, e.browserRequest(t, http.MethodPost, e.base, "/v1/topics/orders/messages", "", "application/json", `{"body":"x"}`, h), http.StatusForbidden, "origin-not-allowed")
+	servertest.WantProblem(t, e.browserRequest(t, http.MethodPost, e.Base, "/v1/topics/orders/messages", "", "application/json", `{"body":"x"}`, h), http.StatusForbidden, "origin-not-allowed")
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/server"
+	"github.com/mqgate/mqgate/server/servertest"
 )
 
 // playwrightCore is the npm package that drives chromium.
@@ -137,7 +138,7 @@ func TestE2EConsoleSignIn(t *testing.T) {
 
 	e := startAuthE2E(t, newACL(t, matrixACL(t)), func(c *server.Config) { c.ShutdownTimeout = 5 * time.Second })
 	shot := filepath.Join(dir, "console.png")
-	run := exec.CommandContext(ctx, node, "console.js", e.base, "admin", adminSecret, shot)
+	run := exec.CommandContext(ctx, node, "console.js", e.Base, "admin", adminSecret, shot)
 	run.Dir = dir
 	run.Env = append(os.Environ(), "HOME="+dir)
 	raw, err := run.Output()
@@ -172,11 +173,11 @@ func TestE2EConsoleSignIn(t *testing.T) {
 	require.False(t, out.StoredAfterSignOut)
 	require.True(t, out.LoginShownAfterReload)
 
-	decode(t, e.do(t, http.MethodGet, "/v1/topics/console-topic", "", nil, basic("admin", adminSecret)), http.StatusOK, nil)
-	r := e.get(t, "/v1/topics")
+	servertest.Decode(t, e.Do(t, http.MethodGet, "/v1/topics/console-topic", "", nil, basic("admin", adminSecret)), http.StatusOK, nil)
+	r := e.Get(t, "/v1/topics")
 	require.Equal(t, http.StatusUnauthorized, r.Status)
 	require.Equal(t, `Basic realm="mqgate", charset="UTF-8"`, r.Header.Get("WWW-Authenticate"), "curl keeps its challenge")
-	r = e.do(t, http.MethodGet, "/v1/topics", "", nil, http.Header{"X-Requested-With": {"XMLHttpRequest"}})
+	r = e.Do(t, http.MethodGet, "/v1/topics", "", nil, http.Header{"X-Requested-With": {"XMLHttpRequest"}})
 	require.Equal(t, http.StatusUnauthorized, r.Status)
 	require.Empty(t, r.Header.Get("WWW-Authenticate"))
 }

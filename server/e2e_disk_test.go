@@ -13,6 +13,7 @@ import (
 
 	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server"
+	"github.com/mqgate/mqgate/server/servertest"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/storagetest"
@@ -24,7 +25,7 @@ import (
 func diskE2E(t *testing.T, size int64, opts ...func(*server.Config)) (*e2eServer, string) {
 	t.Helper()
 	mount := storagetest.MountTmpfs(t, size)
-	cfg := e2eConfig(t, filepath.Join(mount, "data"))
+	cfg := servertest.Config(t, filepath.Join(mount, "data"))
 	cfg.SegmentSize = 1 << 20
 	cfg.MaxMessageSize = 64 << 10
 	cfg.DiskCheckInterval = 10 * time.Millisecond
@@ -44,7 +45,7 @@ func diskBody(i int) string {
 
 // sendUntilRefused sends batches of 16 until a send gets 507 disk-full and
 // returns how many messages were accepted (from first on) and the refusal.
-func (e *e2eServer) sendUntilRefused(t *testing.T, topic string, first int) (int, e2eResp) {
+func (e *e2eServer) sendUntilRefused(t *testing.T, topic string, first int) (int, servertest.Resp) {
 	t.Helper()
 	n := first
 	for range 100_000 {
@@ -52,22 +53,22 @@ func (e *e2eServer) sendUntilRefused(t *testing.T, topic string, first int) (int
 		for i := range batch {
 			batch[i] = api.SendMessage{Body: diskBody(n + i)}
 		}
-		r := e.json(t, http.MethodPost, "/v1/topics/"+topic+"/messages", api.SendRequest{Messages: &batch})
+		r := e.JSON(t, http.MethodPost, "/v1/topics/"+topic+"/messages", api.SendRequest{Messages: &batch})
 		if r.Status != http.StatusOK {
-			problem(t, r, http.StatusInsufficientStorage, "disk-full")
+			servertest.WantProblem(t, r, http.StatusInsufficientStorage, "disk-full")
 			return n - first, r
 		}
 		n += len(batch)
 	}
 	t.Fatal("sends were never refused")
-	return 0, e2eResp{}
+	return 0, servertest.Resp{}
 }
 
 // brokerDisk reads the disk part of GET /v1/broker/status.
 func (e *e2eServer) brokerDisk(t *testing.T) api.BrokerStatus {
 	t.Helper()
 	var st api.BrokerStatus
-	decode(t, e.get(t, "/v1/broker/status"), http.StatusOK, &st)
+	servertest.Decode(t, e.Get(t, "/v1/broker/status"), http.StatusOK, &st)
 	return st
 }
 
@@ -82,8 +83,8 @@ func TestE2EDiskFullFromSends(t *testing.T) {
 	e, mount := diskE2E(t, 48<<20)
 	filler := filepath.Join(mount, "filler")
 	storagetest.FillTo(t, filler, 0.40)
-	decode(t, e.json(t, http.MethodPut, "/v1/topics/disk", api.TopicRequest{Queues: 2}), http.StatusCreated, nil)
-	decode(t, e.json(t, http.MethodPut, "/v1/groups/g", api.GroupRequest{Subscriptions: []api.Subscription{{Topic: "disk"}}}), http.StatusCreated, nil)
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/topics/disk", api.TopicRequest{Queues: 2}), http.StatusCreated, nil)
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/g", api.GroupRequest{Subscriptions: []api.Subscription{{Topic: "disk"}}}), http.StatusCreated, nil)
 
 	accepted, refused := e.sendUntilRefused(t, "disk", 0)
 	require.Equal(t, "5", refused.Header.Get("Retry-After"))
@@ -92,58 +93,58 @@ func TestE2EDiskFullFromSends(t *testing.T) {
 	require.False(t, st.Disk.SystemRefused)
 	require.Greater(t, st.Disk.UsedRatio, st.Disk.SendCeiling)
 	require.Zero(t, st.CommitLogMinOffset, "nothing is consumed: nothing is deleted")
-	ready := e.get(t, "/readyz")
+	ready := e.Get(t, "/readyz")
 	require.Equal(t, http.StatusOK, ready.Status, "a full disk does not make the server unready")
 	require.Contains(t, string(ready.Body), "sends are refused")
-	v, ok := e.metricValue(t, "mqgate_disk_sends_refused")
+	v, ok := e.MetricValue(t, "mqgate_disk_sends_refused")
 	require.True(t, ok)
 	require.Equal(t, 1.0, v)
 	t.Logf("sends accepted until the ceiling: %d messages of 4 KiB; disk %.1f%% used", accepted, 100*st.Disk.UsedRatio)
 
 	// Consumers keep working above the send ceiling.
 	acked := map[string]bool{}
-	got := e.pullN(t, "g", "disk", 64, 60_000, 10*time.Second)
+	got := e.PullN(t, "g", "disk", 64, 60_000, 10*time.Second)
 	var ackReceipts []string
 	for _, m := range got[:60] {
 		ackReceipts = append(ackReceipts, m.Receipt)
 		acked[m.Body[:6]] = true
 	}
-	for _, status := range e.ack(t, "g", ackReceipts...) {
+	for _, status := range e.Ack(t, "g", ackReceipts...) {
 		require.Equal(t, "ok", status)
 	}
-	e.nack(t, "g", got[60].Receipt, 1, "nack above the send ceiling")
-	e.nack(t, "g", got[61].Receipt, 1, "nack above the send ceiling")
-	res := e.receipts(t, "g", "leases", api.LeaseRequest{Items: []api.LeaseItem{{Receipt: got[62].Receipt, InvisibleMs: 0}, {Receipt: got[63].Receipt, InvisibleMs: 0}}})
+	e.Nack(t, "g", got[60].Receipt, 1, "nack above the send ceiling")
+	e.Nack(t, "g", got[61].Receipt, 1, "nack above the send ceiling")
+	res := e.Receipts(t, "g", "leases", api.LeaseRequest{Items: []api.LeaseItem{{Receipt: got[62].Receipt, InvisibleMs: 0}, {Receipt: got[63].Receipt, InvisibleMs: 0}}})
 	require.Equal(t, "ok", res[0].Status)
-	decode(t, e.json(t, http.MethodPut, "/v1/groups/offsets-mode/offsets", api.Offsets{Offsets: []api.QueueOffset{{Topic: "disk", QueueID: 0, Offset: 10}}}), http.StatusNoContent, nil)
-	problem(t, e.json(t, http.MethodPost, "/v1/topics/disk/messages", api.SendMessage{Body: "still refused"}), http.StatusInsufficientStorage, "disk-full")
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/offsets-mode/offsets", api.Offsets{Offsets: []api.QueueOffset{{Topic: "disk", QueueID: 0, Offset: 10}}}), http.StatusNoContent, nil)
+	servertest.WantProblem(t, e.JSON(t, http.MethodPost, "/v1/topics/disk/messages", api.SendMessage{Body: "still refused"}), http.StatusInsufficientStorage, "disk-full")
 	t.Logf("above the ceiling: %d acks, 2 nacks, 2 lease changes and an offset commit answered 200", len(ackReceipts))
 
 	// The other process's file goes: sends resume without a restart.
 	require.NoError(t, os.Remove(filler))
 	freed := time.Now()
 	require.Eventually(t, func() bool {
-		return e.json(t, http.MethodPost, "/v1/topics/disk/messages", api.SendMessage{Body: diskBody(accepted)}).Status == http.StatusOK
+		return e.JSON(t, http.MethodPost, "/v1/topics/disk/messages", api.SendMessage{Body: diskBody(accepted)}).Status == http.StatusOK
 	}, 10*time.Second, 5*time.Millisecond)
 	t.Logf("sends resumed %v after the space was freed", time.Since(freed).Round(time.Millisecond))
 	accepted++
-	require.NotContains(t, string(e.get(t, "/readyz").Body), "refused")
+	require.NotContains(t, string(e.Get(t, "/readyz").Body), "refused")
 
 	// Everything accepted and not acknowledged is delivered once (the two
 	// nacked as retries), across a restart.
 	delivered := map[string]int{}
 	consume := func(e *e2eServer, n int) {
-		for _, m := range e.pullN(t, "g", "disk", n, 60_000, 30*time.Second) {
+		for _, m := range e.PullN(t, "g", "disk", n, 60_000, 30*time.Second) {
 			delivered[m.Body[:6]]++
-			require.Equal(t, []string{"ok"}, e.ack(t, "g", m.Receipt))
+			require.Equal(t, []string{"ok"}, e.Ack(t, "g", m.Receipt))
 		}
 	}
 	half := (accepted - len(acked)) / 2
 	consume(e, half)
-	e.close(t)
-	e = openE2E(t, e.cfg)
+	e.Close(t)
+	e = openE2E(t, e.Cfg)
 	consume(e, accepted-len(acked)-half)
-	require.Empty(t, e.pull(t, "g", "disk", api.PullRequest{MaxMessages: 32, WaitMs: 200}), "nothing is delivered twice")
+	require.Empty(t, e.Pull(t, "g", "disk", api.PullRequest{MaxMessages: 32, WaitMs: 200}), "nothing is delivered twice")
 	for i := range accepted {
 		name := diskBody(i)[:6]
 		if acked[name] {
@@ -162,8 +163,8 @@ func TestE2EDiskFullFromSends(t *testing.T) {
 // counts what g lost (metric and progress).
 func TestE2EDiskFilledByAnotherProcess(t *testing.T) {
 	e, mount := diskE2E(t, 32<<20)
-	decode(t, e.json(t, http.MethodPut, "/v1/topics/disk", api.TopicRequest{Queues: 1}), http.StatusCreated, nil)
-	decode(t, e.json(t, http.MethodPut, "/v1/groups/g", api.GroupRequest{Subscriptions: []api.Subscription{{Topic: "disk"}}}), http.StatusCreated, nil)
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/topics/disk", api.TopicRequest{Queues: 1}), http.StatusCreated, nil)
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/g", api.GroupRequest{Subscriptions: []api.Subscription{{Topic: "disk"}}}), http.StatusCreated, nil)
 	const total = 1200
 	var ids []string
 	for i := 0; i < total; i += 100 {
@@ -172,26 +173,26 @@ func TestE2EDiskFilledByAnotherProcess(t *testing.T) {
 			batch[j] = api.SendMessage{Body: diskBody(i + j)}
 		}
 		var out api.SendResponse
-		decode(t, e.json(t, http.MethodPost, "/v1/topics/disk/messages", api.SendRequest{Messages: &batch}), http.StatusOK, &out)
+		servertest.Decode(t, e.JSON(t, http.MethodPost, "/v1/topics/disk/messages", api.SendRequest{Messages: &batch}), http.StatusOK, &out)
 		for _, r := range out.Results {
 			ids = append(ids, r.MessageID)
 		}
 	}
-	for _, m := range e.pullN(t, "g", "disk", total/2, 60_000, 30*time.Second) {
-		require.Equal(t, []string{"ok"}, e.ack(t, "g", m.Receipt))
+	for _, m := range e.PullN(t, "g", "disk", total/2, 60_000, 30*time.Second) {
+		require.Equal(t, []string{"ok"}, e.Ack(t, "g", m.Receipt))
 	}
-	firstUnconsumed := e.message(t, ids[total/2])
+	firstUnconsumed := e.Message(t, ids[total/2])
 	require.True(t, diskBody(total/2) == firstUnconsumed.Body)
 
 	storagetest.FillTo(t, filepath.Join(mount, "filler"), 0.95)
 	require.Eventually(t, func() bool {
-		return e.json(t, http.MethodPost, "/v1/topics/disk/messages", api.SendMessage{Body: "refused?"}).Status == http.StatusInsufficientStorage
+		return e.JSON(t, http.MethodPost, "/v1/topics/disk/messages", api.SendMessage{Body: "refused?"}).Status == http.StatusInsufficientStorage
 	}, 10*time.Second, 5*time.Millisecond)
 	// Retention deletes the consumed segments (all of them: the first
 	// unconsumed message's segment is the lowest left) and nothing else.
 	id, err := message.ParseID(ids[total/2])
 	require.NoError(t, err)
-	segment := int64(e.cfg.SegmentSize)
+	segment := int64(e.Cfg.SegmentSize)
 	want := id.Offset() - id.Offset()%segment
 	require.Positive(t, want)
 	var min int64
@@ -200,13 +201,13 @@ func TestE2EDiskFilledByAnotherProcess(t *testing.T) {
 		require.LessOrEqual(t, min, want, "a segment holding unconsumed messages was deleted")
 		return min == want
 	}, 10*time.Second, 5*time.Millisecond, "consumed data is deleted under pressure")
-	problem(t, e.get(t, "/v1/messages/"+ids[0]), http.StatusBadRequest, "offset-out-of-range") // deleted
+	servertest.WantProblem(t, e.Get(t, "/v1/messages/"+ids[0]), http.StatusBadRequest, "offset-out-of-range") // deleted
 	requireReadable := func(e *e2eServer, from int) {
 		t.Helper()
 		off := int64(from)
 		for off < total {
 			var page api.QueueMessages
-			decode(t, e.get(t, fmt.Sprintf("/v1/topics/disk/queues/0/messages?offset=%d&max=32", off)), http.StatusOK, &page)
+			servertest.Decode(t, e.Get(t, fmt.Sprintf("/v1/topics/disk/queues/0/messages?offset=%d&max=32", off)), http.StatusOK, &page)
 			require.NotEmpty(t, page.Messages, "offset %d", off)
 			for _, m := range page.Messages {
 				if m.QueueOffset < total { // the probes above may have slipped in before the sample
@@ -217,30 +218,30 @@ func TestE2EDiskFilledByAnotherProcess(t *testing.T) {
 		}
 	}
 	requireReadable(e, total/2)
-	_, ok := e.metricValue(t, `mqgate_retention_dropped_unconsumed_total{group="g"}`)
+	_, ok := e.MetricValue(t, `mqgate_retention_dropped_unconsumed_total{group="g"}`)
 	require.False(t, ok, "nothing unconsumed was dropped")
 	t.Logf("pressure retention deleted the %d consumed segments and stopped at the first unconsumed message's", min/segment)
 
 	// Opt-in: RocketMQ's behaviour deletes what g has not consumed, and
 	// counts it.
-	e.close(t)
-	cfg := e.cfg
+	e.Close(t)
+	cfg := e.Cfg
 	cfg.DiskPressureDelete = true
 	e = openE2E(t, cfg)
 	var lost float64
 	require.Eventually(t, func() bool {
-		lost, ok = e.metricValue(t, `mqgate_retention_dropped_unconsumed_total{group="g"}`)
+		lost, ok = e.MetricValue(t, `mqgate_retention_dropped_unconsumed_total{group="g"}`)
 		return ok && lost > 0
 	}, 10*time.Second, 5*time.Millisecond)
 	require.NoError(t, os.Remove(filepath.Join(mount, "filler")))
 	var prog api.Progress
 	require.Eventually(t, func() bool {
-		decode(t, e.get(t, "/v1/groups/g/progress"), http.StatusOK, &prog)
-		lost, _ = e.metricValue(t, `mqgate_retention_dropped_unconsumed_total{group="g"}`)
+		servertest.Decode(t, e.Get(t, "/v1/groups/g/progress"), http.StatusOK, &prog)
+		lost, _ = e.MetricValue(t, `mqgate_retention_dropped_unconsumed_total{group="g"}`)
 		return len(prog.Queues) == 1 && float64(prog.Queues[0].DroppedUnconsumed) == lost &&
 			prog.Queues[0].ConsumerOffset == total/2+prog.Queues[0].DroppedUnconsumed
 	}, 10*time.Second, 5*time.Millisecond, "the progress counts every message g lost: %+v", prog)
-	got := e.pull(t, "g", "disk", api.PullRequest{MaxMessages: 1, WaitMs: 1000})
+	got := e.Pull(t, "g", "disk", api.PullRequest{MaxMessages: 1, WaitMs: 1000})
 	require.Len(t, got, 1)
 	require.Equal(t, prog.Queues[0].ConsumerOffset, got[0].QueueOffset, "delivery goes on after what was dropped")
 	t.Logf("--disk-pressure-delete dropped %.0f unconsumed messages of group g", lost)

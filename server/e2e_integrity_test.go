@@ -11,6 +11,7 @@ import (
 
 	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server"
+	"github.com/mqgate/mqgate/server/servertest"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/storagetest"
 )
@@ -39,26 +40,26 @@ func TestE2EDamagedMessageIsNotDelivered(t *testing.T) {
 	var bodies []string
 	for i := range 6 {
 		body := fmt.Sprintf("integrity-%d-%s", i, strings.Repeat("b", 200))
-		ids = append(ids, e.send(t, "integrity", api.SendMessage{Body: body, Keys: []string{fmt.Sprintf("k%d", i)}}).MessageID)
+		ids = append(ids, e.Send(t, "integrity", api.SendMessage{Body: body, Keys: []string{fmt.Sprintf("k%d", i)}}).MessageID)
 		bodies = append(bodies, body)
 	}
-	e.close(t)
-	offset := damageStoredBody(t, e.cfg.DataDir, ids[2], bodies[2])
+	e.Close(t)
+	offset := damageStoredBody(t, e.Cfg.DataDir, ids[2], bodies[2])
 
-	e = openE2E(t, e.cfg)
-	problem(t, e.get(t, "/v1/messages/"+ids[2]), http.StatusNotFound, "message-not-found")
-	got := e.pullN(t, "g", "integrity", 5, 60_000, 10*time.Second)
+	e = openE2E(t, e.Cfg)
+	servertest.WantProblem(t, e.Get(t, "/v1/messages/"+ids[2]), http.StatusNotFound, "message-not-found")
+	got := e.PullN(t, "g", "integrity", 5, 60_000, 10*time.Second)
 	var gotBodies []string
 	for _, m := range got {
 		gotBodies = append(gotBodies, m.Body)
 	}
 	require.ElementsMatch(t, append(append([]string(nil), bodies[:2]...), bodies[3:]...), gotBodies)
-	require.Empty(t, e.pull(t, "g", "integrity", api.PullRequest{MaxMessages: 32, WaitMs: 300}), "nothing else is delivered")
-	require.Empty(t, e.byKey(t, "integrity", "k2"))
-	require.Len(t, e.byKey(t, "integrity", "k3"), 1)
+	require.Empty(t, e.Pull(t, "g", "integrity", api.PullRequest{MaxMessages: 32, WaitMs: 300}), "nothing else is delivered")
+	require.Empty(t, e.ByKey(t, "integrity", "k2"))
+	require.Len(t, e.ByKey(t, "integrity", "k3"), 1)
 
 	var status api.BrokerStatus
-	decode(t, e.get(t, "/v1/broker/status"), http.StatusOK, &status)
+	servertest.Decode(t, e.Get(t, "/v1/broker/status"), http.StatusOK, &status)
 	require.EqualValues(t, 1, status.Quarantine.Count)
 	require.Len(t, status.Quarantine.Records, 1)
 	q := status.Quarantine.Records[0]
@@ -69,12 +70,12 @@ func TestE2EDamagedMessageIsNotDelivered(t *testing.T) {
 	require.True(t, status.Scrub.Enabled)
 	require.Equal(t, int64(16<<20), status.Scrub.RateBytesPerSecond)
 
-	ready := e.get(t, "/readyz")
+	ready := e.Get(t, "/readyz")
 	require.Equal(t, http.StatusOK, ready.Status)
 	require.Contains(t, string(ready.Body), "ok (")
 	require.Contains(t, string(ready.Body), "1 records quarantined")
 	require.Contains(t, string(ready.Body), fmt.Sprintf("offset %d", offset))
-	v, ok := e.metricValue(t, "mqgate_store_quarantined_records")
+	v, ok := e.MetricValue(t, "mqgate_store_quarantined_records")
 	require.True(t, ok)
 	require.EqualValues(t, 1, v)
 }
@@ -95,21 +96,21 @@ func TestE2EScrubberFindsDamagedOldMessage(t *testing.T) {
 	var ids []string
 	for i := range 40 {
 		body := fmt.Sprintf("old-%02d-%s", i, strings.Repeat("o", 30_000))
-		ids = append(ids, e.send(t, "old", api.SendMessage{Body: body}).MessageID)
+		ids = append(ids, e.Send(t, "old", api.SendMessage{Body: body}).MessageID)
 	}
 	var status api.BrokerStatus
-	decode(t, e.get(t, "/v1/broker/status"), http.StatusOK, &status)
+	servertest.Decode(t, e.Get(t, "/v1/broker/status"), http.StatusOK, &status)
 	require.False(t, status.Scrub.Enabled)
 	require.Greater(t, status.CommitLogMaxOffset, int64(2*512<<10), "several segments")
-	e.close(t)
-	offset := damageStoredBody(t, e.cfg.DataDir, ids[1], fmt.Sprintf("old-01-%s", strings.Repeat("o", 30_000)))
+	e.Close(t)
+	offset := damageStoredBody(t, e.Cfg.DataDir, ids[1], fmt.Sprintf("old-01-%s", strings.Repeat("o", 30_000)))
 	require.Less(t, offset, int64(512<<10), "in the first segment")
 
-	e.cfg.ScrubRate = 16 << 20
-	e = openE2E(t, e.cfg)
-	eventually(t, 10*time.Second, func() (bool, string) {
+	e.Cfg.ScrubRate = 16 << 20
+	e = openE2E(t, e.Cfg)
+	servertest.Eventually(t, 10*time.Second, func() (bool, string) {
 		status = api.BrokerStatus{}
-		decode(t, e.get(t, "/v1/broker/status"), http.StatusOK, &status)
+		servertest.Decode(t, e.Get(t, "/v1/broker/status"), http.StatusOK, &status)
 		return status.Scrub.Passes >= 1, fmt.Sprintf("scrub status %+v", status.Scrub)
 	})
 	sc := status.Scrub
@@ -132,9 +133,9 @@ func TestE2EScrubberFindsDamagedOldMessage(t *testing.T) {
 		"mqgate_store_scrub_verified_records_total":      20,
 		"mqgate_store_quarantined_records":               1,
 	} {
-		v, ok := e.metricValue(t, series)
+		v, ok := e.MetricValue(t, series)
 		require.True(t, ok, series)
 		require.GreaterOrEqual(t, v, min, series)
 	}
-	require.Contains(t, string(e.get(t, "/readyz").Body), "scrub")
+	require.Contains(t, string(e.Get(t, "/readyz").Body), "scrub")
 }

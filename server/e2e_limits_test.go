@@ -19,6 +19,7 @@ import (
 	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server"
 	"github.com/mqgate/mqgate/server/broker"
+	"github.com/mqgate/mqgate/server/servertest"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/storagetest"
 )
@@ -35,11 +36,11 @@ func fastLadder(t *testing.T) func(*server.Config) {
 func requireServing(t *testing.T, e *e2eServer, topic string) {
 	t.Helper()
 	body := fmt.Sprintf("alive-%d", time.Now().UnixNano())
-	e.send(t, topic, api.SendMessage{Body: body})
+	e.Send(t, topic, api.SendMessage{Body: body})
 	group := fmt.Sprintf("probe%d", time.Now().UnixNano())
 	var got []api.Message
-	eventually(t, 10*time.Second, func() (bool, string) {
-		got = append(got, e.pull(t, group, topic, api.PullRequest{MaxMessages: 32, WaitMs: 200})...)
+	servertest.Eventually(t, 10*time.Second, func() (bool, string) {
+		got = append(got, e.Pull(t, group, topic, api.PullRequest{MaxMessages: 32, WaitMs: 200})...)
 		for _, m := range got {
 			if m.Body == body {
 				return true, ""
@@ -56,7 +57,7 @@ func TestE2EOversizedPropertiesRefused(t *testing.T) {
 	t.Parallel()
 	e := startE2E(t)
 	big := map[string]string{"stack": strings.Repeat("x", 40_000)}
-	p := problem(t, e.json(t, http.MethodPost, "/v1/topics/wedge/messages", api.SendMessage{Body: "a", Properties: big}),
+	p := servertest.WantProblem(t, e.JSON(t, http.MethodPost, "/v1/topics/wedge/messages", api.SendMessage{Body: "a", Properties: big}),
 		http.StatusRequestEntityTooLarge, "properties-too-large")
 	require.Equal(t, "properties", p.Field)
 	require.Equal(t, broker.MaxUserPropertiesBytes, p.Limit)
@@ -79,7 +80,7 @@ func TestE2EOversizedPropertiesRefused(t *testing.T) {
 		{map[string]any{"messages": []api.SendMessage{{Body: "a"}, {Body: "b", Tag: long(300)}}}, 400, "value-too-long", "messages[1].tag", broker.MaxTagBytes},
 		{api.SendMessage{Body: strings.Repeat("b", 5<<20)}, 413, "body-too-large", "", 0},
 	} {
-		p := problem(t, e.json(t, http.MethodPost, "/v1/topics/wedge/messages", tc.msg), tc.status, tc.code)
+		p := servertest.WantProblem(t, e.JSON(t, http.MethodPost, "/v1/topics/wedge/messages", tc.msg), tc.status, tc.code)
 		if tc.field != "" {
 			require.Equal(t, tc.field, p.Field)
 			require.Equal(t, tc.limit, p.Limit)
@@ -91,15 +92,15 @@ func TestE2EOversizedPropertiesRefused(t *testing.T) {
 	for i := 0; i < 40; i++ {
 		header.Set(fmt.Sprintf("X-Mqgate-Property-P%d", i), long(1000))
 	}
-	problem(t, e.do(t, http.MethodPost, "/v1/topics/wedge/messages", "text/plain", []byte("raw"), header),
+	servertest.WantProblem(t, e.Do(t, http.MethodPost, "/v1/topics/wedge/messages", "text/plain", []byte("raw"), header),
 		http.StatusRequestEntityTooLarge, "properties-too-large")
 
 	requireServing(t, e, "wedge")
 	var status api.BrokerStatus
-	decode(t, e.get(t, "/v1/broker/status"), http.StatusOK, &status)
+	servertest.Decode(t, e.Get(t, "/v1/broker/status"), http.StatusOK, &status)
 	require.Zero(t, status.Quarantine.Count)
 	require.Zero(t, status.Dispatch.LagBytes)
-	require.Equal(t, "ok\n", string(e.get(t, "/readyz").Body))
+	require.Equal(t, "ok\n", string(e.Get(t, "/readyz").Body))
 }
 
 // TestE2EVerboseFailuresStayBounded: a consumer that nacks with a 4 KB
@@ -110,24 +111,24 @@ func TestE2EOversizedPropertiesRefused(t *testing.T) {
 func TestE2EVerboseFailuresStayBounded(t *testing.T) {
 	t.Parallel()
 	e := startE2E(t, fastLadder(t))
-	decode(t, e.json(t, http.MethodPut, "/v1/groups/verbose", api.GroupRequest{RetryMaxTimes: 20}), http.StatusCreated, nil)
-	sent := e.send(t, "traces", api.SendMessage{Body: "fails", Properties: map[string]string{"origin": "test"}})
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/verbose", api.GroupRequest{RetryMaxTimes: 20}), http.StatusCreated, nil)
+	sent := e.Send(t, "traces", api.SendMessage{Body: "fails", Properties: map[string]string{"origin": "test"}})
 	trace := strings.Repeat("at com.example.Worker.handle(Worker.java:42)\n", 100)[:4096]
 	header := http.Header{api.ClientIDHeader: {"worker-7"}}
 	for attempt := 0; attempt <= 20; attempt++ {
-		m := e.pullN(t, "verbose", "traces", 1, 60_000, 10*time.Second)[0]
+		m := e.PullN(t, "verbose", "traces", 1, 60_000, 10*time.Second)[0]
 		require.EqualValues(t, attempt, m.ReconsumeTimes)
 		require.Equal(t, map[string]string{"origin": "test"}, m.Properties)
-		r := e.do(t, http.MethodPost, "/v1/groups/verbose/nack", "application/json",
+		r := e.Do(t, http.MethodPost, "/v1/groups/verbose/nack", "application/json",
 			[]byte(fmt.Sprintf(`{"items":[{"receipt":%q,"reason":%q}]}`, m.Receipt, fmt.Sprintf("attempt %d\n%s", attempt, trace))), header)
 		var res api.ReceiptResponse
-		decode(t, r, http.StatusOK, &res)
+		servertest.Decode(t, r, http.StatusOK, &res)
 		require.Equal(t, "ok", res.Results[0].Status, "attempt %d", attempt)
 	}
 	var dead api.DeadLetterList
-	eventually(t, 10*time.Second, func() (bool, string) {
+	servertest.Eventually(t, 10*time.Second, func() (bool, string) {
 		dead = api.DeadLetterList{}
-		decode(t, e.get(t, "/v1/groups/verbose/dlq"), http.StatusOK, &dead)
+		servertest.Decode(t, e.Get(t, "/v1/groups/verbose/dlq"), http.StatusOK, &dead)
 		return len(dead.Items) == 1, fmt.Sprintf("%d dead letters", len(dead.Items))
 	})
 	d := dead.Items[0]
@@ -148,10 +149,10 @@ func TestE2EVerboseFailuresStayBounded(t *testing.T) {
 	require.Equal(t, 21, total, "the history counts every failure")
 	require.Contains(t, d.Attempts[len(d.Attempts)-1].Reason, "attempt 20")
 
-	e.close(t)
-	e = openE2E(t, e.cfg)
+	e.Close(t)
+	e = openE2E(t, e.Cfg)
 	dead = api.DeadLetterList{}
-	decode(t, e.get(t, "/v1/groups/verbose/dlq"), http.StatusOK, &dead)
+	servertest.Decode(t, e.Get(t, "/v1/groups/verbose/dlq"), http.StatusOK, &dead)
 	require.Len(t, dead.Items, 1)
 	requireServing(t, e, "traces")
 }
@@ -164,30 +165,30 @@ func TestE2EVerboseFailuresStayBounded(t *testing.T) {
 func TestE2EUndispatchableRecordQuarantined(t *testing.T) {
 	t.Parallel()
 	e := startE2E(t)
-	e.send(t, "around", api.SendMessage{Body: "before"})
-	e.close(t)
+	e.Send(t, "around", api.SendMessage{Body: "before"})
+	e.Close(t)
 
 	poison := &message.Message{Topic: "around", Body: []byte("poison"), Properties: map[string]string{"big": strings.Repeat("x", 40_350)}}
-	offset := storagetest.AppendRaw(t, e.cfg.DataDir, int64(e.cfg.SegmentSize), storagetest.EncodeUnchecked(poison))
+	offset := storagetest.AppendRaw(t, e.Cfg.DataDir, int64(e.Cfg.SegmentSize), storagetest.EncodeUnchecked(poison))
 
-	e = openE2E(t, e.cfg)
-	e.send(t, "around", api.SendMessage{Body: "after"})
-	got := e.pullN(t, "g", "around", 2, 60_000, 10*time.Second)
+	e = openE2E(t, e.Cfg)
+	e.Send(t, "around", api.SendMessage{Body: "after"})
+	got := e.PullN(t, "g", "around", 2, 60_000, 10*time.Second)
 	require.ElementsMatch(t, []string{"before", "after"}, []string{got[0].Body, got[1].Body})
 
 	var status api.BrokerStatus
-	decode(t, e.get(t, "/v1/broker/status"), http.StatusOK, &status)
+	servertest.Decode(t, e.Get(t, "/v1/broker/status"), http.StatusOK, &status)
 	require.EqualValues(t, 1, status.Quarantine.Count)
 	require.Len(t, status.Quarantine.Records, 1)
 	q := status.Quarantine.Records[0]
 	require.Equal(t, offset, q.Offset)
 	require.Equal(t, "dispatch", q.Stage)
 	require.Contains(t, q.Reason, "properties length")
-	ready := e.get(t, "/readyz")
+	ready := e.Get(t, "/readyz")
 	require.Equal(t, http.StatusOK, ready.Status)
 	require.Contains(t, string(ready.Body), "1 records quarantined")
 	require.Contains(t, string(ready.Body), fmt.Sprintf("offset %d", offset))
-	v, ok := e.metricValue(t, "mqgate_store_quarantined_records")
+	v, ok := e.MetricValue(t, "mqgate_store_quarantined_records")
 	require.True(t, ok)
 	require.EqualValues(t, 1, v)
 }
@@ -200,7 +201,7 @@ func TestE2ERefusesAmbiguousJSON(t *testing.T) {
 	e := startE2E(t)
 	send := func(body string) api.Problem {
 		t.Helper()
-		return problem(t, e.do(t, http.MethodPost, "/v1/topics/strict/messages", "application/json", []byte(body), nil),
+		return servertest.WantProblem(t, e.Do(t, http.MethodPost, "/v1/topics/strict/messages", "application/json", []byte(body), nil),
 			http.StatusBadRequest, "malformed-request")
 	}
 	for _, body := range []string{"{\"body\":\"caf\xe9\"}", `{"body":"\udc00"}`} {
@@ -211,13 +212,13 @@ func TestE2ERefusesAmbiguousJSON(t *testing.T) {
 	require.Contains(t, send(`{"body":"a","BODY":"b"}`).Detail, "case-sensitive")
 	require.Contains(t, send(`{"body":"a","properties":{"k":"1","k":"2"}}`).Detail, "appears twice")
 	// The same bytes as base64 are stored as they are.
-	res := e.send(t, "strict", api.SendMessage{Body: "Y2Fm6Q==", BodyEncoding: "base64"})
-	m := e.message(t, res.MessageID)
+	res := e.Send(t, "strict", api.SendMessage{Body: "Y2Fm6Q==", BodyEncoding: "base64"})
+	m := e.Message(t, res.MessageID)
 	require.Equal(t, "base64", m.BodyEncoding)
 	require.Equal(t, "Y2Fm6Q==", m.Body)
 	// Other routes decode the same way.
-	problem(t, e.do(t, http.MethodPut, "/v1/topics/strict", "application/json", []byte(`{"queues":4,"queues":8}`), nil),
+	servertest.WantProblem(t, e.Do(t, http.MethodPut, "/v1/topics/strict", "application/json", []byte(`{"queues":4,"queues":8}`), nil),
 		http.StatusBadRequest, "malformed-request")
-	problem(t, e.do(t, http.MethodPost, "/v1/groups/g/topics/strict/pull", "application/json", []byte(`{"maxMessages":1,"MaxMessages":2}`), nil),
+	servertest.WantProblem(t, e.Do(t, http.MethodPost, "/v1/groups/g/topics/strict/pull", "application/json", []byte(`{"maxMessages":1,"MaxMessages":2}`), nil),
 		http.StatusBadRequest, "malformed-request")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/api"
+	"github.com/mqgate/mqgate/server/servertest"
 )
 
 // post does one JSON POST from any goroutine (no t.FailNow off the test
@@ -22,12 +23,12 @@ func (e *e2eServer) post(ctx context.Context, path string, in, out any) error {
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.base+path, bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.Base+path, bytes.NewReader(b))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := e.client.Do(req)
+	resp, err := e.Client.Do(req)
 	if err != nil {
 		return err
 	}
@@ -46,7 +47,7 @@ func (e *e2eServer) post(ctx context.Context, path string, in, out any) error {
 // exactly once per group; none is lost.
 func TestE2EProducersAndConsumers(t *testing.T) {
 	e := startE2E(t)
-	decode(t, e.json(t, http.MethodPut, "/v1/topics/load", api.TopicRequest{Queues: 4}), http.StatusCreated, nil)
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/topics/load", api.TopicRequest{Queues: 4}), http.StatusCreated, nil)
 	const producers, each, consumers = 8, 100, 8
 	total := producers * each
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -17,12 +17,13 @@ import (
 
 	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server/push"
+	"github.com/mqgate/mqgate/server/servertest"
 )
 
 // patch sends a merge patch (a string body, as is) with contentType.
-func (e *e2eServer) patch(t *testing.T, path, contentType, body string) e2eResp {
+func (e *e2eServer) patch(t *testing.T, path, contentType, body string) servertest.Resp {
 	t.Helper()
-	return e.do(t, http.MethodPatch, path, contentType, []byte(body), nil)
+	return e.Do(t, http.MethodPatch, path, contentType, []byte(body), nil)
 }
 
 func TestE2EPatchTopic(t *testing.T) {
@@ -30,16 +31,16 @@ func TestE2EPatchTopic(t *testing.T) {
 	e := startE2E(t)
 	const mp = "application/merge-patch+json"
 	var topic api.Topic
-	topic = fresh[api.Topic](t, e.json(t, http.MethodPut, "/v1/topics/wide", api.TopicRequest{Queues: 8, RetentionHours: 24}), http.StatusCreated)
+	topic = fresh[api.Topic](t, e.JSON(t, http.MethodPut, "/v1/topics/wide", api.TopicRequest{Queues: 8, RetentionHours: 24}), http.StatusCreated)
 
 	t.Run("PutIsAFullReplace", func(t *testing.T) {
-		p := problem(t, e.json(t, http.MethodPut, "/v1/topics/wide", `{"perm":"r"}`), http.StatusBadRequest, "invalid-argument")
+		p := servertest.WantProblem(t, e.JSON(t, http.MethodPut, "/v1/topics/wide", `{"perm":"r"}`), http.StatusBadRequest, "invalid-argument")
 		require.Contains(t, p.Detail, "PUT replaces the whole topic: queues defaults to 4 when omitted and a topic's queue count cannot shrink (8 -> 4)")
 		require.Contains(t, p.Detail, "use PATCH to change only perm")
-		p = problem(t, e.json(t, http.MethodPut, "/v1/topics/wide", `{"queues":2,"perm":"r"}`), http.StatusBadRequest, "invalid-argument")
+		p = servertest.WantProblem(t, e.JSON(t, http.MethodPut, "/v1/topics/wide", `{"queues":2,"perm":"r"}`), http.StatusBadRequest, "invalid-argument")
 		require.Contains(t, p.Detail, "cannot shrink (8 -> 2)")
 		require.NotContains(t, p.Detail, "defaults to", "queues was given: no word about defaults")
-		topic = fresh[api.Topic](t, e.get(t, "/v1/topics/wide"), http.StatusOK)
+		topic = fresh[api.Topic](t, e.Get(t, "/v1/topics/wide"), http.StatusOK)
 		require.Equal(t, api.Topic{Name: "wide", Queues: 8, RetentionHours: 24, Perm: "rw", CreatedAt: topic.CreatedAt}, topic, "a refused PUT changes nothing")
 	})
 
@@ -62,52 +63,52 @@ func TestE2EPatchTopic(t *testing.T) {
 		require.Equal(t, api.Topic{Name: "wide", Queues: 8, RetentionHours: 0, Perm: "rw", CreatedAt: created}, topic)
 		topic = fresh[api.Topic](t, e.patch(t, "/v1/topics/wide", mp+"; charset=utf-8", `{"queues":12}`), http.StatusOK)
 		require.Equal(t, 12, topic.Queues)
-		topic = fresh[api.Topic](t, e.get(t, "/v1/topics/wide"), http.StatusOK)
+		topic = fresh[api.Topic](t, e.Get(t, "/v1/topics/wide"), http.StatusOK)
 		require.Equal(t, api.Topic{Name: "wide", Queues: 12, RetentionHours: 0, Perm: "rw", CreatedAt: created}, topic)
 	})
 
 	t.Run("ValidatedLikeAPut", func(t *testing.T) {
-		p := problem(t, e.patch(t, "/v1/topics/wide", mp, `{"queues":3}`), http.StatusBadRequest, "invalid-argument")
+		p := servertest.WantProblem(t, e.patch(t, "/v1/topics/wide", mp, `{"queues":3}`), http.StatusBadRequest, "invalid-argument")
 		require.Contains(t, p.Detail, "cannot shrink (12 -> 3)")
-		p = problem(t, e.patch(t, "/v1/topics/wide", mp, `{"queues":null}`), http.StatusBadRequest, "invalid-argument")
+		p = servertest.WantProblem(t, e.patch(t, "/v1/topics/wide", mp, `{"queues":null}`), http.StatusBadRequest, "invalid-argument")
 		require.Contains(t, p.Detail, "cannot shrink (12 -> 4)", "null resets queues to the default")
-		problem(t, e.patch(t, "/v1/topics/wide", mp, `{"perm":"x"}`), http.StatusBadRequest, "invalid-argument")
-		problem(t, e.patch(t, "/v1/topics/wide", mp, `{"queues":5000}`), http.StatusBadRequest, "invalid-argument")
-		p = problem(t, e.patch(t, "/v1/topics/wide", mp, `{"perms":"r"}`), http.StatusBadRequest, "malformed-request")
+		servertest.WantProblem(t, e.patch(t, "/v1/topics/wide", mp, `{"perm":"x"}`), http.StatusBadRequest, "invalid-argument")
+		servertest.WantProblem(t, e.patch(t, "/v1/topics/wide", mp, `{"queues":5000}`), http.StatusBadRequest, "invalid-argument")
+		p = servertest.WantProblem(t, e.patch(t, "/v1/topics/wide", mp, `{"perms":"r"}`), http.StatusBadRequest, "malformed-request")
 		require.Contains(t, p.Detail, "perms")
-		problem(t, e.patch(t, "/v1/topics/wide", mp, `{"queues":"8"}`), http.StatusBadRequest, "malformed-request")
-		problem(t, e.patch(t, "/v1/topics/wide", mp, `[{"op":"replace","path":"/perm","value":"r"}]`), http.StatusBadRequest, "malformed-request")
-		problem(t, e.patch(t, "/v1/topics/wide", mp, `"r"`), http.StatusBadRequest, "malformed-request")
-		problem(t, e.patch(t, "/v1/topics/wide", mp, `{"perm":"r"} {}`), http.StatusBadRequest, "malformed-request")
-		problem(t, e.patch(t, "/v1/topics/wide", mp, ``), http.StatusBadRequest, "malformed-request")
-		problem(t, e.patch(t, "/v1/topics/wide", mp, `{"perm":`), http.StatusBadRequest, "malformed-request")
+		servertest.WantProblem(t, e.patch(t, "/v1/topics/wide", mp, `{"queues":"8"}`), http.StatusBadRequest, "malformed-request")
+		servertest.WantProblem(t, e.patch(t, "/v1/topics/wide", mp, `[{"op":"replace","path":"/perm","value":"r"}]`), http.StatusBadRequest, "malformed-request")
+		servertest.WantProblem(t, e.patch(t, "/v1/topics/wide", mp, `"r"`), http.StatusBadRequest, "malformed-request")
+		servertest.WantProblem(t, e.patch(t, "/v1/topics/wide", mp, `{"perm":"r"} {}`), http.StatusBadRequest, "malformed-request")
+		servertest.WantProblem(t, e.patch(t, "/v1/topics/wide", mp, ``), http.StatusBadRequest, "malformed-request")
+		servertest.WantProblem(t, e.patch(t, "/v1/topics/wide", mp, `{"perm":`), http.StatusBadRequest, "malformed-request")
 		r := e.patch(t, "/v1/topics/wide", "application/json-patch+json", `[]`)
-		problem(t, r, http.StatusUnsupportedMediaType, "unsupported-media-type")
+		servertest.WantProblem(t, r, http.StatusUnsupportedMediaType, "unsupported-media-type")
 		require.Equal(t, mp, r.Header.Get("Accept-Patch"), "a 415 names the patch format it takes")
-		problem(t, e.patch(t, "/v1/topics/wide", "text/plain", `{}`), http.StatusUnsupportedMediaType, "unsupported-media-type")
-		problem(t, e.patch(t, "/v1/topics/wide", "", `{}`), http.StatusUnsupportedMediaType, "unsupported-media-type")
-		problem(t, e.patch(t, "/v1/topics/nowhere", mp, `{"perm":"r"}`), http.StatusNotFound, "topic-not-found")
-		problem(t, e.patch(t, "/v1/topics/%25RETRY%25x", mp, `{"perm":"r"}`), http.StatusBadRequest, "invalid-name")
-		problem(t, e.get(t, "/v1/topics/nowhere"), http.StatusNotFound, "topic-not-found")
-		topic = fresh[api.Topic](t, e.get(t, "/v1/topics/wide"), http.StatusOK)
+		servertest.WantProblem(t, e.patch(t, "/v1/topics/wide", "text/plain", `{}`), http.StatusUnsupportedMediaType, "unsupported-media-type")
+		servertest.WantProblem(t, e.patch(t, "/v1/topics/wide", "", `{}`), http.StatusUnsupportedMediaType, "unsupported-media-type")
+		servertest.WantProblem(t, e.patch(t, "/v1/topics/nowhere", mp, `{"perm":"r"}`), http.StatusNotFound, "topic-not-found")
+		servertest.WantProblem(t, e.patch(t, "/v1/topics/%25RETRY%25x", mp, `{"perm":"r"}`), http.StatusBadRequest, "invalid-name")
+		servertest.WantProblem(t, e.Get(t, "/v1/topics/nowhere"), http.StatusNotFound, "topic-not-found")
+		topic = fresh[api.Topic](t, e.Get(t, "/v1/topics/wide"), http.StatusOK)
 		require.Equal(t, 12, topic.Queues, "refused patches change nothing")
 		require.Equal(t, "rw", topic.Perm)
 	})
 
 	t.Run("TheTopicObeysThePatch", func(t *testing.T) {
 		topic = fresh[api.Topic](t, e.patch(t, "/v1/topics/wide", mp, `{"perm":"r"}`), http.StatusOK)
-		problem(t, e.json(t, http.MethodPost, "/v1/topics/wide/messages", api.SendMessage{Body: "x"}), http.StatusBadRequest, "invalid-argument")
+		servertest.WantProblem(t, e.JSON(t, http.MethodPost, "/v1/topics/wide/messages", api.SendMessage{Body: "x"}), http.StatusBadRequest, "invalid-argument")
 		topic = fresh[api.Topic](t, e.patch(t, "/v1/topics/wide", mp, `{"perm":null}`), http.StatusOK)
-		e.send(t, "wide", api.SendMessage{Body: "x"})
+		e.Send(t, "wide", api.SendMessage{Body: "x"})
 	})
 }
 
 // fresh decodes r's JSON body into a new value (decoding into a used one
 // would keep members the body leaves out).
-func fresh[T any](t *testing.T, r e2eResp, status int) T {
+func fresh[T any](t *testing.T, r servertest.Resp, status int) T {
 	t.Helper()
 	var v T
-	decode(t, r, status, &v)
+	servertest.Decode(t, r, status, &v)
 	return v
 }
 
@@ -155,7 +156,7 @@ func (wh *webhook) count() int {
 func (wh *webhook) wait(t *testing.T, n int) webhookHit {
 	t.Helper()
 	var got webhookHit
-	eventually(t, 20*time.Second, func() (bool, string) {
+	servertest.Eventually(t, 20*time.Second, func() (bool, string) {
 		wh.mu.Lock()
 		defer wh.mu.Unlock()
 		if len(wh.hits) >= n {
@@ -173,7 +174,7 @@ func TestE2EPatchGroup(t *testing.T) {
 	const mp = "application/merge-patch+json"
 	wh := newWebhook(t)
 	var g api.Group
-	decode(t, e.json(t, http.MethodPut, "/v1/groups/hooked", api.GroupRequest{
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/hooked", api.GroupRequest{
 		RetryMaxTimes: 5, InvisibleMs: 20_000,
 		Subscriptions: []api.Subscription{{Topic: "hook-a", TagExpression: "x || y"}, {Topic: "hook-b"}},
 		Push:          &api.PushRequest{URL: wh.url, TimeoutMs: 3000},
@@ -184,9 +185,9 @@ func TestE2EPatchGroup(t *testing.T) {
 	t.Run("PushAtTheGatewayItselfIsRefused", func(t *testing.T) {
 		// The same check as a PUT: a push into this gateway's own listener
 		// would store every message again.
-		self := fmt.Sprintf(`{"push":{"url":"http://%s/v1/topics/hook-a/messages"}}`, e.srv.Addr())
-		problem(t, e.patch(t, "/v1/groups/hooked", mp, self), http.StatusBadRequest, "invalid-argument")
-		got := fresh[api.Group](t, e.get(t, "/v1/groups/hooked"), http.StatusOK)
+		self := fmt.Sprintf(`{"push":{"url":"http://%s/v1/topics/hook-a/messages"}}`, e.Srv.Addr())
+		servertest.WantProblem(t, e.patch(t, "/v1/groups/hooked", mp, self), http.StatusBadRequest, "invalid-argument")
+		got := fresh[api.Group](t, e.Get(t, "/v1/groups/hooked"), http.StatusOK)
 		require.Equal(t, wh.url, got.Push.URL, "a refused patch changes nothing")
 	})
 
@@ -199,12 +200,12 @@ func TestE2EPatchGroup(t *testing.T) {
 		require.Equal(t, []api.Subscription{{Topic: "hook-a", TagExpression: "x || y"}, {Topic: "hook-b"}}, g.Subscriptions)
 		require.Equal(t, &api.Push{URL: wh.url, Mode: "json", MaxConcurrency: 2, TimeoutMs: 3000}, g.Push,
 			"push merges member by member; the secret is not shown again")
-		got := fresh[api.Group](t, e.get(t, "/v1/groups/hooked"), http.StatusOK)
+		got := fresh[api.Group](t, e.Get(t, "/v1/groups/hooked"), http.StatusOK)
 		require.Equal(t, g, got)
 
 		// The secret is write-only: the patch did not name it, so the
 		// endpoint still signs with the one the PUT generated.
-		e.send(t, "hook-a", api.SendMessage{Body: "signed", Tag: "x"})
+		e.Send(t, "hook-a", api.SendMessage{Body: "signed", Tag: "x"})
 		hit := wh.wait(t, 1)
 		require.NoError(t, push.Verify(secret, hit.header, hit.body, time.Now(), push.DefaultTolerance))
 	})
@@ -222,31 +223,31 @@ func TestE2EPatchGroup(t *testing.T) {
 		g = fresh[api.Group](t, e.patch(t, "/v1/groups/hooked", mp, `{"push":null}`), http.StatusOK)
 		require.Nil(t, g.Push, "push: null removes the endpoint")
 		require.Equal(t, 3, g.RetryMaxTimes)
-		got := fresh[api.Group](t, e.get(t, "/v1/groups/hooked"), http.StatusOK)
+		got := fresh[api.Group](t, e.Get(t, "/v1/groups/hooked"), http.StatusOK)
 		require.Nil(t, got.Push)
 
 		// A new endpoint by patch gets a generated secret, shown once.
 		g = fresh[api.Group](t, e.patch(t, "/v1/groups/hooked", mp, `{"push":{"url":"`+wh.url+`/again"}}`), http.StatusOK)
 		require.True(t, strings.HasPrefix(g.Push.Secret, "whsec_"))
 		require.NotEqual(t, secret, g.Push.Secret)
-		got = fresh[api.Group](t, e.get(t, "/v1/groups/hooked"), http.StatusOK)
+		got = fresh[api.Group](t, e.Get(t, "/v1/groups/hooked"), http.StatusOK)
 		require.Empty(t, got.Push.Secret)
 	})
 
 	t.Run("ValidatedLikeAPut", func(t *testing.T) {
-		problem(t, e.patch(t, "/v1/groups/hooked", mp, `{"consumeMode":"broadcasting"}`), http.StatusBadRequest, "invalid-argument")
-		problem(t, e.patch(t, "/v1/groups/hooked", mp, `{"retryMaxTimes":-1}`), http.StatusBadRequest, "invalid-argument")
-		problem(t, e.patch(t, "/v1/groups/hooked", mp, `{"push":{"url":"ftp://x"}}`), http.StatusBadRequest, "invalid-argument")
-		problem(t, e.patch(t, "/v1/groups/hooked", mp, `{"push":{"secret":"nope"}}`), http.StatusBadRequest, "invalid-argument")
-		problem(t, e.patch(t, "/v1/groups/hooked", mp, `{"push":{"bogus":1}}`), http.StatusBadRequest, "malformed-request")
-		problem(t, e.patch(t, "/v1/groups/hooked", mp, `{"subscription":[]}`), http.StatusBadRequest, "malformed-request")
-		problem(t, e.patch(t, "/v1/groups/hooked", mp, `{"subscriptions":[{"topic":"%bad"}]}`), http.StatusBadRequest, "invalid-name")
-		problem(t, e.patch(t, "/v1/groups/hooked", mp, `{"subscriptions":[{"topic":"t","sql":"a > 1"}]}`), http.StatusNotImplemented, "not-implemented")
-		problem(t, e.patch(t, "/v1/groups/hooked", mp, `{"orderly":"yes"}`), http.StatusBadRequest, "malformed-request")
-		problem(t, e.patch(t, "/v1/groups/hooked", "text/plain", `{}`), http.StatusUnsupportedMediaType, "unsupported-media-type")
-		problem(t, e.patch(t, "/v1/groups/nobody", mp, `{"orderly":true}`), http.StatusNotFound, "group-not-found")
-		problem(t, e.get(t, "/v1/groups/nobody"), http.StatusNotFound, "group-not-found")
-		got := fresh[api.Group](t, e.get(t, "/v1/groups/hooked"), http.StatusOK)
+		servertest.WantProblem(t, e.patch(t, "/v1/groups/hooked", mp, `{"consumeMode":"broadcasting"}`), http.StatusBadRequest, "invalid-argument")
+		servertest.WantProblem(t, e.patch(t, "/v1/groups/hooked", mp, `{"retryMaxTimes":-1}`), http.StatusBadRequest, "invalid-argument")
+		servertest.WantProblem(t, e.patch(t, "/v1/groups/hooked", mp, `{"push":{"url":"ftp://x"}}`), http.StatusBadRequest, "invalid-argument")
+		servertest.WantProblem(t, e.patch(t, "/v1/groups/hooked", mp, `{"push":{"secret":"nope"}}`), http.StatusBadRequest, "invalid-argument")
+		servertest.WantProblem(t, e.patch(t, "/v1/groups/hooked", mp, `{"push":{"bogus":1}}`), http.StatusBadRequest, "malformed-request")
+		servertest.WantProblem(t, e.patch(t, "/v1/groups/hooked", mp, `{"subscription":[]}`), http.StatusBadRequest, "malformed-request")
+		servertest.WantProblem(t, e.patch(t, "/v1/groups/hooked", mp, `{"subscriptions":[{"topic":"%bad"}]}`), http.StatusBadRequest, "invalid-name")
+		servertest.WantProblem(t, e.patch(t, "/v1/groups/hooked", mp, `{"subscriptions":[{"topic":"t","sql":"a > 1"}]}`), http.StatusNotImplemented, "not-implemented")
+		servertest.WantProblem(t, e.patch(t, "/v1/groups/hooked", mp, `{"orderly":"yes"}`), http.StatusBadRequest, "malformed-request")
+		servertest.WantProblem(t, e.patch(t, "/v1/groups/hooked", "text/plain", `{}`), http.StatusUnsupportedMediaType, "unsupported-media-type")
+		servertest.WantProblem(t, e.patch(t, "/v1/groups/nobody", mp, `{"orderly":true}`), http.StatusNotFound, "group-not-found")
+		servertest.WantProblem(t, e.Get(t, "/v1/groups/nobody"), http.StatusNotFound, "group-not-found")
+		got := fresh[api.Group](t, e.Get(t, "/v1/groups/hooked"), http.StatusOK)
 		require.Equal(t, "clustering", got.ConsumeMode, "refused patches change nothing")
 		require.Equal(t, 3, got.RetryMaxTimes)
 		require.Equal(t, wh.url+"/again", got.Push.URL)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server"
+	"github.com/mqgate/mqgate/server/servertest"
 )
 
 // slowLevel3 keeps the e2e levels but makes level 3 (the first retry of
@@ -23,7 +24,7 @@ const slowLevel3 = "20ms 40ms 1500ms 80ms 100ms 120ms 140ms 160ms 180ms 200ms 22
 // progress fetches a group's progress.
 func (e *e2eServer) progress(t *testing.T, group string) api.Progress {
 	t.Helper()
-	return fresh[api.Progress](t, e.get(t, "/v1/groups/"+group+"/progress"), http.StatusOK)
+	return fresh[api.Progress](t, e.Get(t, "/v1/groups/"+group+"/progress"), http.StatusOK)
 }
 
 // levelCounts maps level to count (-1 for unknown).
@@ -53,8 +54,8 @@ func TestE2EProgressCountsTheLadder(t *testing.T) {
 	e := startE2E(t, func(c *server.Config) {
 		require.NoError(t, c.DelayLevels.UnmarshalText([]byte(slowLevel3)))
 	})
-	decode(t, e.json(t, http.MethodPut, "/v1/topics/lag", api.TopicRequest{Queues: 1}), http.StatusCreated, nil)
-	decode(t, e.json(t, http.MethodPut, "/v1/groups/g", api.GroupRequest{Subscriptions: []api.Subscription{{Topic: "lag"}}}), http.StatusCreated, nil)
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/topics/lag", api.TopicRequest{Queues: 1}), http.StatusCreated, nil)
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/g", api.GroupRequest{Subscriptions: []api.Subscription{{Topic: "lag"}}}), http.StatusCreated, nil)
 
 	p := e.progress(t, "g")
 	require.Zero(t, p.TotalLag)
@@ -64,10 +65,10 @@ func TestE2EProgressCountsTheLadder(t *testing.T) {
 	require.NotNil(t, p.Delayed.Total)
 	require.False(t, p.TotalLagIsLowerBound)
 
-	e.send(t, "lag", api.SendMessage{Body: "fails once"})
+	e.Send(t, "lag", api.SendMessage{Body: "fails once"})
 	require.EqualValues(t, 1, e.progress(t, "g").TotalLag)
-	m := e.pullN(t, "g", "lag", 1, 30_000, 10*time.Second)[0]
-	e.nack(t, "g", m.Receipt, 0, "later") // the default ladder: level 3 + reconsumeTimes
+	m := e.PullN(t, "g", "lag", 1, 30_000, 10*time.Second)[0]
+	e.Nack(t, "g", m.Receipt, 0, "later") // the default ladder: level 3 + reconsumeTimes
 	nackedAt := time.Now()
 
 	p = e.progress(t, "g")
@@ -79,8 +80,8 @@ func TestE2EProgressCountsTheLadder(t *testing.T) {
 	require.Zero(t, lag, "the failed delivery is done in its queue")
 
 	// The same after a restart: the ladder is counted again from the log.
-	e.close(t)
-	e = openE2E(t, e.cfg)
+	e.Close(t)
+	e = openE2E(t, e.Cfg)
 	p = e.progress(t, "g")
 	if time.Since(nackedAt) < time.Second { // else the retry may have fallen due meanwhile
 		require.Equal(t, map[int]int64{3: 1}, levelCounts(p.Retry.ByLevel), "counted again after a restart")
@@ -89,7 +90,7 @@ func TestE2EProgressCountsTheLadder(t *testing.T) {
 		t.Logf("the restart took %v: not checking the ladder after it", time.Since(nackedAt))
 	}
 
-	retry := e.pullN(t, "g", "lag", 1, 30_000, 10*time.Second)[0]
+	retry := e.PullN(t, "g", "lag", 1, 30_000, 10*time.Second)[0]
 	require.Equal(t, m.MessageID, retry.OriginMessageID)
 	p = e.progress(t, "g")
 	require.Empty(t, p.Retry.ByLevel, "delivered: no longer in the ladder")
@@ -97,15 +98,15 @@ func TestE2EProgressCountsTheLadder(t *testing.T) {
 	require.EqualValues(t, 1, p.TotalLag, "leased, not acked: still lag (in flight)")
 	l, _ := queueLag(p, "lag", -1)
 	require.EqualValues(t, 1, l, "the retry is in the retry view now")
-	require.Equal(t, []string{"ok"}, e.ack(t, "g", retry.Receipt))
+	require.Equal(t, []string{"ok"}, e.Ack(t, "g", retry.Receipt))
 	p = e.progress(t, "g")
 	require.Zero(t, p.TotalLag)
 	require.Zero(t, *p.Retry.Total)
 
 	// Delayed messages of the group's topics: delay levels and timers.
-	e.send(t, "lag", api.SendMessage{Body: "later", DelayLevel: 3})
-	e.send(t, "lag", api.SendMessage{Body: "much later", DelayMs: 3_600_000})
-	e.send(t, "elsewhere", api.SendMessage{Body: "not g's", DelayLevel: 3})
+	e.Send(t, "lag", api.SendMessage{Body: "later", DelayLevel: 3})
+	e.Send(t, "lag", api.SendMessage{Body: "much later", DelayMs: 3_600_000})
+	e.Send(t, "elsewhere", api.SendMessage{Body: "not g's", DelayLevel: 3})
 	p = e.progress(t, "g")
 	require.Equal(t, map[int]int64{3: 1}, levelCounts(p.Delayed.ByLevel))
 	require.EqualValues(t, 1, p.Delayed.Timers)
@@ -113,9 +114,9 @@ func TestE2EProgressCountsTheLadder(t *testing.T) {
 	require.EqualValues(t, 2, p.TotalLag)
 	require.Zero(t, *p.Retry.Total, "a delayed message is no retry")
 
-	got := e.pullN(t, "g", "lag", 1, 30_000, 10*time.Second)[0]
+	got := e.PullN(t, "g", "lag", 1, 30_000, 10*time.Second)[0]
 	require.Equal(t, "later", got.Body)
-	require.Equal(t, []string{"ok"}, e.ack(t, "g", got.Receipt))
+	require.Equal(t, []string{"ok"}, e.Ack(t, "g", got.Receipt))
 	p = e.progress(t, "g")
 	require.Empty(t, p.Delayed.ByLevel)
 	require.EqualValues(t, 1, *p.Delayed.Total, "the timer still waits")
@@ -128,16 +129,16 @@ func TestE2EProgressCountsTheLadder(t *testing.T) {
 func TestE2EProgressRetryViewPerTopic(t *testing.T) {
 	t.Parallel()
 	e := startE2E(t)
-	decode(t, e.json(t, http.MethodPut, "/v1/groups/two", api.GroupRequest{
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/two", api.GroupRequest{
 		Subscriptions: []api.Subscription{{Topic: "left"}, {Topic: "right"}},
 	}), http.StatusCreated, nil)
 	for _, topic := range []string{"left", "right"} {
-		e.send(t, topic, api.SendMessage{Body: topic})
-		m := e.pullN(t, "two", topic, 1, 30_000, 10*time.Second)[0]
-		e.nack(t, "two", m.Receipt, 1, "retry now")
+		e.Send(t, topic, api.SendMessage{Body: topic})
+		m := e.PullN(t, "two", topic, 1, 30_000, 10*time.Second)[0]
+		e.Nack(t, "two", m.Receipt, 1, "retry now")
 	}
 	// Both retries land in %RETRY%two; only "left" pulls its own.
-	eventually(t, 10*time.Second, func() (bool, string) {
+	servertest.Eventually(t, 10*time.Second, func() (bool, string) {
 		p := e.progress(t, "two")
 		return *p.Retry.Total == 0, "retries still in the ladder"
 	})
@@ -149,9 +150,9 @@ func TestE2EProgressRetryViewPerTopic(t *testing.T) {
 	require.Equal(t, [2]int64{1, 1}, [2]int64{l, r}, "%+v", p.Queues)
 	require.EqualValues(t, 2, p.TotalLag)
 
-	back := e.pullN(t, "two", "left", 1, 30_000, 10*time.Second)[0]
+	back := e.PullN(t, "two", "left", 1, 30_000, 10*time.Second)[0]
 	require.Equal(t, "left", back.Body)
-	require.Equal(t, []string{"ok"}, e.ack(t, "two", back.Receipt))
+	require.Equal(t, []string{"ok"}, e.Ack(t, "two", back.Receipt))
 	p = e.progress(t, "two")
 	l, _ = queueLag(p, "left", -1)
 	r, _ = queueLag(p, "right", -1)

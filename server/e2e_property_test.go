@@ -22,6 +22,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/mqgate/mqgate/api"
+	"github.com/mqgate/mqgate/server/servertest"
 )
 
 // lengths are the sizes values are drawn with: small ones and the
@@ -68,7 +69,7 @@ func TestE2ESendDecodeProperty(t *testing.T) {
 	stored, refused := 0, 0
 	rapid.Check(t, func(rt *rapid.T) {
 		var want sentMessage
-		var resp e2eResp
+		var resp servertest.Resp
 		if rapid.Bool().Draw(rt, "raw") {
 			want.body = rapid.SliceOfN(rapid.Byte(), 1, 3000).Draw(rt, "body")
 			header := http.Header{}
@@ -89,7 +90,7 @@ func TestE2ESendDecodeProperty(t *testing.T) {
 				}
 				want.properties[name] = strings.Trim(v, " \t")
 			}
-			resp = e.do(t, http.MethodPost, "/v1/topics/prop/messages", "application/octet-stream", want.body, header)
+			resp = e.Do(t, http.MethodPost, "/v1/topics/prop/messages", "application/octet-stream", want.body, header)
 		} else {
 			msg := api.SendMessage{
 				Tag:         textGen(300).Draw(rt, "tag"),
@@ -108,7 +109,7 @@ func TestE2ESendDecodeProperty(t *testing.T) {
 			want.tag, want.keys, want.properties = msg.Tag, msg.Keys, msg.Properties
 			body, err := json.Marshal(msg)
 			require.NoError(t, err)
-			resp = e.do(t, http.MethodPost, "/v1/topics/prop/messages", "application/json", body, nil)
+			resp = e.Do(t, http.MethodPost, "/v1/topics/prop/messages", "application/json", body, nil)
 		}
 		require.Less(rt, resp.Status, 500, "never a 5xx: %s", resp)
 		if resp.Status != http.StatusOK {
@@ -117,23 +118,23 @@ func TestE2ESendDecodeProperty(t *testing.T) {
 		}
 		stored++
 		var res api.SendResponse
-		decode(t, resp, http.StatusOK, &res)
+		servertest.Decode(t, resp, http.StatusOK, &res)
 		require.Len(rt, res.Results, 1)
 
 		// Read back by id (the record's CRC is verified and it decodes)...
-		got := e.message(t, res.Results[0].MessageID)
+		got := e.Message(t, res.Results[0].MessageID)
 		requireSame(rt, want, got)
 		// ...and through the dispatcher, by a pull.
-		pulled := e.pullN(t, "prop-readers", "prop", 1, 60_000, 10*time.Second)
+		pulled := e.PullN(t, "prop-readers", "prop", 1, 60_000, 10*time.Second)
 		require.Equal(rt, res.Results[0].MessageID, pulled[0].MessageID)
 		requireSame(rt, want, pulled[0])
-		require.Equal(rt, []string{"ok"}, e.ack(t, "prop-readers", pulled[0].Receipt))
+		require.Equal(rt, []string{"ok"}, e.Ack(t, "prop-readers", pulled[0].Receipt))
 	})
 	t.Logf("%d sends stored and read back equal, %d refused with a 4xx problem", stored, refused)
 	require.Positive(t, stored)
 	require.Positive(t, refused)
 	var status api.BrokerStatus
-	decode(t, e.get(t, "/v1/broker/status"), http.StatusOK, &status)
+	servertest.Decode(t, e.Get(t, "/v1/broker/status"), http.StatusOK, &status)
 	require.Zero(t, status.Quarantine.Count, "nothing accepted was set aside")
 }
 

@@ -14,12 +14,13 @@ import (
 
 	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server"
+	"github.com/mqgate/mqgate/server/servertest"
 )
 
 // quotaProblem asserts a 409 quota-exceeded of quota with limit.
-func quotaProblem(t *testing.T, r e2eResp, quota string, limit int) api.Problem {
+func quotaProblem(t *testing.T, r servertest.Resp, quota string, limit int) api.Problem {
 	t.Helper()
-	p := problem(t, r, http.StatusConflict, "quota-exceeded")
+	p := servertest.WantProblem(t, r, http.StatusConflict, "quota-exceeded")
 	require.Equal(t, quota, p.Field, "%s", r)
 	require.Equal(t, limit, p.Limit, "%s", r)
 	require.NotEmpty(t, p.LimitUnit)
@@ -36,45 +37,45 @@ func TestE2EQuotas(t *testing.T) {
 	})
 
 	t.Run("TopicsAndQueues", func(t *testing.T) {
-		decode(t, e.json(t, http.MethodPut, "/v1/topics/a", map[string]int{"queues": 4}), http.StatusCreated, nil)
-		quotaProblem(t, e.json(t, http.MethodPut, "/v1/topics/b", map[string]int{"queues": 5}), "queuesPerTopic", 4)
-		decode(t, e.json(t, http.MethodPut, "/v1/topics/b", map[string]int{"queues": 2}), http.StatusCreated, nil)
-		p := quotaProblem(t, e.do(t, http.MethodPatch, "/v1/topics/b", "application/merge-patch+json", []byte(`{"queues":3}`), nil), "queues", 6)
+		servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/topics/a", map[string]int{"queues": 4}), http.StatusCreated, nil)
+		quotaProblem(t, e.JSON(t, http.MethodPut, "/v1/topics/b", map[string]int{"queues": 5}), "queuesPerTopic", 4)
+		servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/topics/b", map[string]int{"queues": 2}), http.StatusCreated, nil)
+		p := quotaProblem(t, e.Do(t, http.MethodPatch, "/v1/topics/b", "application/merge-patch+json", []byte(`{"queues":3}`), nil), "queues", 6)
 		require.Contains(t, p.Detail, "would make 7 queues where the limit is 6 (--max-queues; 6 exist)")
 		// Auto-creation by a send counts too, and creates nothing.
-		p = quotaProblem(t, e.json(t, http.MethodPost, "/v1/topics/c/messages", api.SendMessage{Body: "x"}), "topics", 2)
+		p = quotaProblem(t, e.JSON(t, http.MethodPost, "/v1/topics/c/messages", api.SendMessage{Body: "x"}), "topics", 2)
 		require.Contains(t, p.Detail, "--max-topics")
-		problem(t, e.get(t, "/v1/topics/c"), http.StatusNotFound, "topic-not-found")
+		servertest.WantProblem(t, e.Get(t, "/v1/topics/c"), http.StatusNotFound, "topic-not-found")
 		// Room for a topic again once one is gone, but an auto-created
 		// one's default queues (4) would pass the total.
-		require.Equal(t, http.StatusNoContent, e.do(t, http.MethodDelete, "/v1/topics/b", "", nil, nil).Status)
-		quotaProblem(t, e.json(t, http.MethodPost, "/v1/topics/c/messages", api.SendMessage{Body: "x"}), "queues", 6)
-		decode(t, e.json(t, http.MethodPut, "/v1/topics/c", map[string]int{"queues": 2}), http.StatusCreated, nil)
-		e.send(t, "c", api.SendMessage{Body: "x"})
+		require.Equal(t, http.StatusNoContent, e.Do(t, http.MethodDelete, "/v1/topics/b", "", nil, nil).Status)
+		quotaProblem(t, e.JSON(t, http.MethodPost, "/v1/topics/c/messages", api.SendMessage{Body: "x"}), "queues", 6)
+		servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/topics/c", map[string]int{"queues": 2}), http.StatusCreated, nil)
+		e.Send(t, "c", api.SendMessage{Body: "x"})
 	})
 
 	t.Run("GroupsAndPushEndpoints", func(t *testing.T) {
-		decode(t, e.json(t, http.MethodPut, "/v1/groups/g1", map[string]any{"push": map[string]any{"url": "http://hooks.invalid/", "disabled": true}}), http.StatusCreated, nil)
-		e.pull(t, "g2", "a", api.PullRequest{}) // auto-created
-		quotaProblem(t, e.json(t, http.MethodPost, "/v1/groups/g3/topics/a/pull", api.PullRequest{}), "groups", 2)
-		quotaProblem(t, e.json(t, http.MethodPut, "/v1/groups/g3", map[string]any{}), "groups", 2)
-		quotaProblem(t, e.json(t, http.MethodPut, "/v1/groups/g2", map[string]any{"push": map[string]any{"url": "http://hooks.invalid/"}}), "pushEndpoints", 1)
-		quotaProblem(t, e.do(t, http.MethodPatch, "/v1/groups/g2", "application/merge-patch+json", []byte(`{"push":{"url":"http://hooks.invalid/"}}`), nil), "pushEndpoints", 1)
+		servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/g1", map[string]any{"push": map[string]any{"url": "http://hooks.invalid/", "disabled": true}}), http.StatusCreated, nil)
+		e.Pull(t, "g2", "a", api.PullRequest{}) // auto-created
+		quotaProblem(t, e.JSON(t, http.MethodPost, "/v1/groups/g3/topics/a/pull", api.PullRequest{}), "groups", 2)
+		quotaProblem(t, e.JSON(t, http.MethodPut, "/v1/groups/g3", map[string]any{}), "groups", 2)
+		quotaProblem(t, e.JSON(t, http.MethodPut, "/v1/groups/g2", map[string]any{"push": map[string]any{"url": "http://hooks.invalid/"}}), "pushEndpoints", 1)
+		quotaProblem(t, e.Do(t, http.MethodPatch, "/v1/groups/g2", "application/merge-patch+json", []byte(`{"push":{"url":"http://hooks.invalid/"}}`), nil), "pushEndpoints", 1)
 		// The endpoint that exists may change.
-		decode(t, e.json(t, http.MethodPut, "/v1/groups/g1", map[string]any{"push": map[string]any{"url": "http://hooks2.invalid/", "disabled": true}}), http.StatusOK, nil)
+		servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/g1", map[string]any{"push": map[string]any{"url": "http://hooks2.invalid/", "disabled": true}}), http.StatusOK, nil)
 	})
 
 	t.Run("PendingTimers", func(t *testing.T) {
 		later := api.SendMessage{Body: "later", DelayMs: 3_600_000}
-		quotaProblem(t, e.json(t, http.MethodPost, "/v1/topics/a/messages", map[string]any{"messages": []api.SendMessage{later, later, later}}), "pendingTimers", 2)
-		decode(t, e.json(t, http.MethodPost, "/v1/topics/a/messages", map[string]any{"messages": []api.SendMessage{later, later}}), http.StatusOK, nil)
-		eventually(t, 10*time.Second, func() (bool, string) {
+		quotaProblem(t, e.JSON(t, http.MethodPost, "/v1/topics/a/messages", map[string]any{"messages": []api.SendMessage{later, later, later}}), "pendingTimers", 2)
+		servertest.Decode(t, e.JSON(t, http.MethodPost, "/v1/topics/a/messages", map[string]any{"messages": []api.SendMessage{later, later}}), http.StatusOK, nil)
+		servertest.Eventually(t, 10*time.Second, func() (bool, string) {
 			var list api.TimerList
-			decode(t, e.get(t, "/v1/timers"), http.StatusOK, &list)
+			servertest.Decode(t, e.Get(t, "/v1/timers"), http.StatusOK, &list)
 			return len(list.Items) == 2, fmt.Sprintf("%d timers", len(list.Items))
 		})
-		quotaProblem(t, e.json(t, http.MethodPost, "/v1/topics/a/messages", later), "pendingTimers", 2)
+		quotaProblem(t, e.JSON(t, http.MethodPost, "/v1/topics/a/messages", later), "pendingTimers", 2)
 		// Messages that are no timers go on.
-		e.send(t, "a", api.SendMessage{Body: "now"})
+		e.Send(t, "a", api.SendMessage{Body: "now"})
 	})
 }

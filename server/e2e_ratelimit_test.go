@@ -21,6 +21,7 @@ import (
 
 	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server"
+	"github.com/mqgate/mqgate/server/servertest"
 )
 
 // limitsACL has accounts with limits of their own and one without.
@@ -61,7 +62,7 @@ func batchOf(n int) []byte {
 }
 
 // retryAfter is the Retry-After of r in seconds.
-func retryAfter(t *testing.T, r e2eResp) int {
+func retryAfter(t *testing.T, r servertest.Resp) int {
 	t.Helper()
 	n, err := strconv.Atoi(r.Header.Get("Retry-After"))
 	require.NoError(t, err, "Retry-After of %s", r)
@@ -78,16 +79,16 @@ func TestE2ERateLimitsPerAccount(t *testing.T) {
 	path := newACL(t, limitsACL("5"))
 	e := startAuthE2E(t, path)
 	slow, fast := basic("slow", "slow-secret-1"), basic("fast", "fast-secret-1")
-	decode(t, e.do(t, http.MethodPost, "/v1/topics/limits/messages", "application/json", []byte(`{"body":"x"}`), fast), http.StatusOK, nil)
+	servertest.Decode(t, e.Do(t, http.MethodPost, "/v1/topics/limits/messages", "application/json", []byte(`{"body":"x"}`), fast), http.StatusOK, nil)
 
 	// The bucket holds one second's worth: 5 requests pass, the 6th not,
 	// whatever address headers it carries.
-	var refused e2eResp
+	var refused servertest.Resp
 	for i := 0; ; i++ {
 		h := slow.Clone()
 		h.Set("X-Forwarded-For", fmt.Sprintf("10.9.8.%d", i))
 		h.Set("X-Real-Ip", fmt.Sprintf("10.9.7.%d", i))
-		r := e.do(t, http.MethodGet, "/v1/topics/limits", "", nil, h)
+		r := e.Do(t, http.MethodGet, "/v1/topics/limits", "", nil, h)
 		if r.Status == http.StatusTooManyRequests {
 			refused = r
 			require.GreaterOrEqual(t, i, 5, "the first five requests pass")
@@ -96,7 +97,7 @@ func TestE2ERateLimitsPerAccount(t *testing.T) {
 		require.Equal(t, http.StatusOK, r.Status, "%s", r)
 		require.Less(t, i, 8, "the 6th request within a second is refused")
 	}
-	p := problem(t, refused, http.StatusTooManyRequests, "rate-limited")
+	p := servertest.WantProblem(t, refused, http.StatusTooManyRequests, "rate-limited")
 	require.Contains(t, p.Detail, `account "slow" is over its 5 requests per second (requestsPerSecond)`)
 	require.Equal(t, 5, p.Limit)
 	require.Equal(t, "requests per second", p.LimitUnit)
@@ -104,50 +105,50 @@ func TestE2ERateLimitsPerAccount(t *testing.T) {
 
 	// Another account is not slowed.
 	for range 20 {
-		decode(t, e.do(t, http.MethodGet, "/v1/topics/limits", "", nil, fast), http.StatusOK, nil)
+		servertest.Decode(t, e.Do(t, http.MethodGet, "/v1/topics/limits", "", nil, fast), http.StatusOK, nil)
 	}
 	// The bucket refills.
-	eventually(t, 5*time.Second, func() (bool, string) {
-		r := e.do(t, http.MethodGet, "/v1/topics/limits", "", nil, slow)
+	servertest.Eventually(t, 5*time.Second, func() (bool, string) {
+		r := e.Do(t, http.MethodGet, "/v1/topics/limits", "", nil, slow)
 		return r.Status == http.StatusOK, r.String()
 	})
 
 	t.Run("Messages", func(t *testing.T) {
 		trickle := basic("trickle", "trickle-secret-1")
 		// The burst is at least one full batch.
-		decode(t, e.do(t, http.MethodPost, "/v1/topics/limits/messages", "application/json", batchOf(api.MaxBatchMessages), trickle), http.StatusOK, nil)
-		r := e.do(t, http.MethodPost, "/v1/topics/limits/messages", "application/json", batchOf(2), trickle)
-		p := problem(t, r, http.StatusTooManyRequests, "rate-limited")
+		servertest.Decode(t, e.Do(t, http.MethodPost, "/v1/topics/limits/messages", "application/json", batchOf(api.MaxBatchMessages), trickle), http.StatusOK, nil)
+		r := e.Do(t, http.MethodPost, "/v1/topics/limits/messages", "application/json", batchOf(2), trickle)
+		p := servertest.WantProblem(t, r, http.StatusTooManyRequests, "rate-limited")
 		require.Contains(t, p.Detail, "10 messages per second (messagesPerSecond)")
 		require.Equal(t, 1, retryAfter(t, r))
 		// A refused batch stored nothing of itself and took no tokens.
-		eventually(t, 5*time.Second, func() (bool, string) {
-			r := e.do(t, http.MethodPost, "/v1/topics/limits/messages", "application/json", batchOf(2), trickle)
+		servertest.Eventually(t, 5*time.Second, func() (bool, string) {
+			r := e.Do(t, http.MethodPost, "/v1/topics/limits/messages", "application/json", batchOf(2), trickle)
 			return r.Status == http.StatusOK, r.String()
 		})
 	})
 
 	t.Run("LongPolls", func(t *testing.T) {
 		poller := basic("poller", "poller-secret-1")
-		decode(t, e.do(t, http.MethodPut, "/v1/topics/limits-empty", "application/json", []byte(`{"queues":1}`), basic("root", "root-secret-1")), http.StatusCreated, nil)
+		servertest.Decode(t, e.Do(t, http.MethodPut, "/v1/topics/limits-empty", "application/json", []byte(`{"queues":1}`), basic("root", "root-secret-1")), http.StatusCreated, nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		for range 2 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.base+"/v1/groups/pollers/topics/limits-empty/pull", strings.NewReader(`{"waitMs":20000}`))
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.Base+"/v1/groups/pollers/topics/limits-empty/pull", strings.NewReader(`{"waitMs":20000}`))
 				req.Header = poller.Clone()
 				req.Header.Set("Content-Type", "application/json")
-				if resp, err := e.client.Do(req); err == nil {
+				if resp, err := e.Client.Do(req); err == nil {
 					resp.Body.Close()
 				}
 			}()
 		}
 		defer func() { cancel(); wg.Wait() }()
 		// Both are waiting once the server serves them and this /metrics.
-		eventually(t, 10*time.Second, func() (bool, string) {
-			r := e.do(t, http.MethodGet, "/metrics", "", nil, basic("root", "root-secret-1"))
+		servertest.Eventually(t, 10*time.Second, func() (bool, string) {
+			r := e.Do(t, http.MethodGet, "/metrics", "", nil, basic("root", "root-secret-1"))
 			for _, line := range strings.Split(string(r.Body), "\n") {
 				if v, ok := strings.CutPrefix(line, "mqgate_http_requests_in_flight "); ok {
 					return strings.TrimSpace(v) == "3", line
@@ -155,19 +156,19 @@ func TestE2ERateLimitsPerAccount(t *testing.T) {
 			}
 			return false, "no in-flight gauge"
 		})
-		p := problem(t, e.do(t, http.MethodPost, "/v1/groups/pollers/topics/limits-empty/pull", "application/json", []byte(`{"waitMs":10}`), poller),
+		p := servertest.WantProblem(t, e.Do(t, http.MethodPost, "/v1/groups/pollers/topics/limits-empty/pull", "application/json", []byte(`{"waitMs":10}`), poller),
 			http.StatusTooManyRequests, "too-many-waiters")
 		require.Contains(t, p.Detail, `account "poller" has 2 pulls waiting, its limit (maxLongPolls)`)
 		// A pull that does not wait is not a long poll; other accounts poll.
-		decode(t, e.do(t, http.MethodPost, "/v1/groups/pollers/topics/limits-empty/pull", "application/json", []byte(`{"waitMs":0}`), poller), http.StatusOK, nil)
-		decode(t, e.do(t, http.MethodPost, "/v1/groups/pollers/topics/limits-empty/pull", "application/json", []byte(`{"waitMs":10}`), fast), http.StatusOK, nil)
+		servertest.Decode(t, e.Do(t, http.MethodPost, "/v1/groups/pollers/topics/limits-empty/pull", "application/json", []byte(`{"waitMs":0}`), poller), http.StatusOK, nil)
+		servertest.Decode(t, e.Do(t, http.MethodPost, "/v1/groups/pollers/topics/limits-empty/pull", "application/json", []byte(`{"waitMs":10}`), fast), http.StatusOK, nil)
 	})
 
 	t.Run("Reload", func(t *testing.T) {
 		writeACL(t, path, limitsACL("0"))
-		eventually(t, 10*time.Second, func() (bool, string) {
+		servertest.Eventually(t, 10*time.Second, func() (bool, string) {
 			for range 20 {
-				if r := e.do(t, http.MethodGet, "/v1/topics/limits", "", nil, slow); r.Status != http.StatusOK {
+				if r := e.Do(t, http.MethodGet, "/v1/topics/limits", "", nil, slow); r.Status != http.StatusOK {
 					return false, r.String()
 				}
 			}
@@ -183,13 +184,13 @@ func TestE2ERateLimitAnonymous(t *testing.T) {
 	e := startE2E(t, func(c *server.Config) { c.RequestsPerSecond = 3 })
 	statuses := []int{}
 	for range 4 {
-		statuses = append(statuses, e.get(t, "/v1/topics").Status)
+		statuses = append(statuses, e.Get(t, "/v1/topics").Status)
 	}
 	require.Equal(t, []int{200, 200, 200, 429}, statuses)
-	p := problem(t, e.get(t, "/v1/topics"), http.StatusTooManyRequests, "rate-limited")
+	p := servertest.WantProblem(t, e.Get(t, "/v1/topics"), http.StatusTooManyRequests, "rate-limited")
 	require.Contains(t, p.Detail, `account "anonymous" is over its 3 requests per second`)
 	// The probes are not rate limited.
-	require.Equal(t, http.StatusOK, e.get(t, "/readyz").Status)
+	require.Equal(t, http.StatusOK, e.Get(t, "/readyz").Status)
 }
 
 // TestE2ERateLimitAccuracy: over two seconds of requests as fast as one
@@ -203,7 +204,7 @@ func TestE2ERateLimitAccuracy(t *testing.T) {
 	start := time.Now()
 	ok, refused := 0, 0
 	for time.Since(start) < span {
-		switch r := e.do(t, http.MethodGet, "/v1/topics/nothing", "", nil, slow); r.Status {
+		switch r := e.Do(t, http.MethodGet, "/v1/topics/nothing", "", nil, slow); r.Status {
 		case http.StatusTooManyRequests:
 			refused++
 		default:

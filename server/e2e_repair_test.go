@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/api"
+	"github.com/mqgate/mqgate/server/servertest"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/storagetest"
 )
@@ -53,17 +54,17 @@ func TestE2EDerivedFilesRebuiltAfterDamage(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := startE2E(t)
-			cfg := e.cfg
-			decode(t, e.json(t, http.MethodPut, "/v1/topics/heal", api.TopicRequest{Queues: 2}), http.StatusCreated, nil)
-			decode(t, e.json(t, http.MethodPut, "/v1/groups/healers", api.GroupRequest{InvisibleMs: 60_000,
+			cfg := e.Cfg
+			servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/topics/heal", api.TopicRequest{Queues: 2}), http.StatusCreated, nil)
+			servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/healers", api.GroupRequest{InvisibleMs: 60_000,
 				Subscriptions: []api.Subscription{{Topic: "heal"}}}), http.StatusCreated, nil)
 			const n = 20
 			used := map[int32]map[int64]bool{0: {}, 1: {}}
 			for i := 0; i < n; i++ {
-				r := e.send(t, "heal", api.SendMessage{Body: fmt.Sprintf("h%02d", i), Keys: []string{fmt.Sprintf("key%02d", i)}})
+				r := e.Send(t, "heal", api.SendMessage{Body: fmt.Sprintf("h%02d", i), Keys: []string{fmt.Sprintf("key%02d", i)}})
 				used[r.QueueID][r.QueueOffset] = true
 			}
-			got := e.pullN(t, "healers", "heal", n, 60_000, 10*time.Second)
+			got := e.PullN(t, "healers", "heal", n, 60_000, 10*time.Second)
 			sort.Slice(got, func(i, j int) bool { return got[i].Body < got[j].Body })
 			acked := map[string]bool{}
 			var receipts []string
@@ -71,28 +72,28 @@ func TestE2EDerivedFilesRebuiltAfterDamage(t *testing.T) {
 				acked[m.Body] = true
 				receipts = append(receipts, m.Receipt)
 			}
-			for _, st := range e.ack(t, "healers", receipts...) {
+			for _, st := range e.Ack(t, "healers", receipts...) {
 				require.Equal(t, "ok", st)
 			}
-			e.close(t)
+			e.Close(t)
 			damage(t, cfg.DataDir)
 			e = openE2E(t, cfg)
 
-			again := e.pullN(t, "healers", "heal", n/2, 60_000, 10*time.Second)
+			again := e.PullN(t, "healers", "heal", n/2, 60_000, 10*time.Second)
 			for _, m := range again {
 				require.False(t, acked[m.Body], "%s was acknowledged before the restart and delivered again", m.Body)
 			}
-			require.Empty(t, e.pull(t, "healers", "heal", api.PullRequest{WaitMs: 200}), "nothing else is delivered")
+			require.Empty(t, e.Pull(t, "healers", "heal", api.PullRequest{WaitMs: 200}), "nothing else is delivered")
 			for i := 0; i < 4; i++ {
-				r := e.send(t, "heal", api.SendMessage{Body: fmt.Sprintf("new%d", i)})
+				r := e.Send(t, "heal", api.SendMessage{Body: fmt.Sprintf("new%d", i)})
 				require.False(t, used[r.QueueID][r.QueueOffset], "queue %d offset %d given out twice", r.QueueID, r.QueueOffset)
 				used[r.QueueID][r.QueueOffset] = true
 			}
-			fresh := e.pullN(t, "healers", "heal", 4, 60_000, 10*time.Second)
+			fresh := e.PullN(t, "healers", "heal", 4, 60_000, 10*time.Second)
 			for _, m := range fresh {
 				require.Contains(t, m.Body, "new")
 			}
-			require.Len(t, e.byKey(t, "heal", "key07"), 1, "lookups by key still work")
+			require.Len(t, e.ByKey(t, "heal", "key07"), 1, "lookups by key still work")
 		})
 	}
 }
@@ -105,26 +106,26 @@ func TestE2EDerivedFilesRebuiltAfterDamage(t *testing.T) {
 func TestE2EConsumerOffsetAboveMaxIsClamped(t *testing.T) {
 	t.Parallel()
 	e := startE2E(t)
-	cfg := e.cfg
-	decode(t, e.json(t, http.MethodPut, "/v1/topics/lossy", api.TopicRequest{Queues: 1}), http.StatusCreated, nil)
-	decode(t, e.json(t, http.MethodPut, "/v1/groups/eater", api.GroupRequest{InvisibleMs: 60_000,
+	cfg := e.Cfg
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/topics/lossy", api.TopicRequest{Queues: 1}), http.StatusCreated, nil)
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/eater", api.GroupRequest{InvisibleMs: 60_000,
 		Subscriptions: []api.Subscription{{Topic: "lossy"}}}), http.StatusCreated, nil)
 	var cut int64
 	for i := 0; i < 10; i++ {
-		r := e.send(t, "lossy", api.SendMessage{Body: fmt.Sprintf("l%d", i)})
+		r := e.Send(t, "lossy", api.SendMessage{Body: fmt.Sprintf("l%d", i)})
 		if i == 5 {
 			id, err := message.ParseID(r.MessageID)
 			require.NoError(t, err)
 			cut = id.Offset()
 		}
 	}
-	got := e.pullN(t, "eater", "lossy", 10, 60_000, 10*time.Second)
+	got := e.PullN(t, "eater", "lossy", 10, 60_000, 10*time.Second)
 	var receipts []string
 	for _, m := range got {
 		receipts = append(receipts, m.Receipt)
 	}
-	e.ack(t, "eater", receipts...)
-	e.close(t)
+	e.Ack(t, "eater", receipts...)
+	e.Close(t)
 
 	// Lose everything from message 5 on, as a crash before the flush would.
 	segs := storagetest.Segments(t, cfg.DataDir)
@@ -133,11 +134,11 @@ func TestE2EConsumerOffsetAboveMaxIsClamped(t *testing.T) {
 	storagetest.SimulateCrash(t, cfg.DataDir)
 	e = openE2E(t, cfg)
 
-	r := e.send(t, "lossy", api.SendMessage{Body: "after"})
+	r := e.Send(t, "lossy", api.SendMessage{Body: "after"})
 	require.EqualValues(t, 5, r.QueueOffset)
-	m := e.pullN(t, "eater", "lossy", 1, 60_000, 10*time.Second)
+	m := e.PullN(t, "eater", "lossy", 1, 60_000, 10*time.Second)
 	require.Equal(t, "after", m[0].Body)
-	v, ok := e.metricValue(t, "mqgate_consumer_offsets_clamped_total")
+	v, ok := e.MetricValue(t, "mqgate_consumer_offsets_clamped_total")
 	require.True(t, ok)
 	require.EqualValues(t, 1, v)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/api"
+	"github.com/mqgate/mqgate/server/servertest"
 )
 
 // TestE2EReceipts over HTTP: a lease that runs out without an ack
@@ -24,20 +25,20 @@ import (
 func TestE2EReceipts(t *testing.T) {
 	t.Parallel()
 	e := startE2E(t)
-	sent := e.send(t, "leases", api.SendMessage{Body: "lease me", Tag: "t1", Keys: []string{"k1"}})
+	sent := e.Send(t, "leases", api.SendMessage{Body: "lease me", Tag: "t1", Keys: []string{"k1"}})
 
 	pulledAt := time.Now()
-	first := e.pull(t, "ga", "leases", api.PullRequest{MaxMessages: 1, WaitMs: 2000, InvisibleMs: 200})
+	first := e.Pull(t, "ga", "leases", api.PullRequest{MaxMessages: 1, WaitMs: 2000, InvisibleMs: 200})
 	require.Len(t, first, 1)
 	require.Equal(t, sent.MessageID, first[0].MessageID)
 	require.Zero(t, first[0].ReconsumeTimes)
 
 	// No ack: after 200 ms the lease expires, the failure path writes a
 	// retry copy at level 3 (60 ms), and a waiting pull gets it.
-	second := e.pullN(t, "ga", "leases", 1, 30_000, 10*time.Second)[0]
+	second := e.PullN(t, "ga", "leases", 1, 30_000, 10*time.Second)[0]
 	waited := time.Since(pulledAt)
-	require.GreaterOrEqual(t, waited, 200*time.Millisecond+levelDelay(t, e.cfg, 3), "redelivered after the lease and the level-3 delay")
-	t.Logf("redelivery %v after the pull (lease 200ms + level 3 %v)", waited, levelDelay(t, e.cfg, 3))
+	require.GreaterOrEqual(t, waited, 200*time.Millisecond+servertest.LevelDelay(t, e.Cfg, 3), "redelivered after the lease and the level-3 delay")
+	t.Logf("redelivery %v after the pull (lease 200ms + level 3 %v)", waited, servertest.LevelDelay(t, e.Cfg, 3))
 	require.Equal(t, "lease me", second.Body)
 	require.Equal(t, "leases", second.Topic)
 	require.Equal(t, "t1", second.Tag)
@@ -48,13 +49,13 @@ func TestE2EReceipts(t *testing.T) {
 	require.NotEqual(t, first[0].Receipt, second.Receipt)
 
 	// The first receipt is expired and does not touch the new lease.
-	res := e.receipts(t, "ga", "ack", api.AckRequest{Receipts: []string{first[0].Receipt}})
+	res := e.Receipts(t, "ga", "ack", api.AckRequest{Receipts: []string{first[0].Receipt}})
 	require.Equal(t, "expired", res[0].Status)
 	require.NotEmpty(t, res[0].Error)
 	require.Equal(t, []string{"expired"}, e.receipts2(t, "ga", "leases", first[0].Receipt), "nor can it change the new lease")
 	require.Equal(t, []string{"expired"}, e.receipts2(t, "ga", "nack", first[0].Receipt), "nor nack it")
 	var progress api.Progress
-	decode(t, e.get(t, "/v1/groups/ga/progress"), http.StatusOK, &progress)
+	servertest.Decode(t, e.Get(t, "/v1/groups/ga/progress"), http.StatusOK, &progress)
 	inFlight := 0
 	for _, q := range progress.Queues {
 		inFlight += q.InFlight
@@ -69,41 +70,41 @@ func TestE2EReceipts(t *testing.T) {
 	} else {
 		tampered[i] = 'A'
 	}
-	other := e.pull(t, "gb", "leases", api.PullRequest{MaxMessages: 1, WaitMs: 2000})
+	other := e.Pull(t, "gb", "leases", api.PullRequest{MaxMessages: 1, WaitMs: 2000})
 	require.Len(t, other, 1, "each group gets every message")
 	require.Equal(t, sent.MessageID, other[0].MessageID)
 	require.Equal(t, []string{"invalid", "invalid", "invalid", "invalid"},
-		e.ack(t, "ga", string(tampered), second.Receipt[:len(second.Receipt)-2], "garbage", other[0].Receipt))
-	require.Equal(t, []string{"invalid"}, e.ack(t, "gb", second.Receipt), "ga's receipt is foreign to gb")
+		e.Ack(t, "ga", string(tampered), second.Receipt[:len(second.Receipt)-2], "garbage", other[0].Receipt))
+	require.Equal(t, []string{"invalid"}, e.Ack(t, "gb", second.Receipt), "ga's receipt is foreign to gb")
 
 	// The new lease acks fine, and a repeated ack is ok too (the same
 	// receipt twice in one request: TestE2EDoubleAckInOneRequest).
-	require.Equal(t, []string{"ok"}, e.ack(t, "ga", second.Receipt))
-	require.Equal(t, []string{"ok"}, e.ack(t, "ga", second.Receipt))
-	require.Equal(t, []string{"ok"}, e.ack(t, "gb", other[0].Receipt))
-	require.Equal(t, []string{"expired"}, e.ack(t, "ga", first[0].Receipt), "still expired after the new delivery was acked")
-	require.Empty(t, e.pull(t, "ga", "leases", api.PullRequest{WaitMs: 500}), "an acked message is not delivered again")
-	require.Empty(t, e.pull(t, "gb", "leases", api.PullRequest{WaitMs: 100}))
+	require.Equal(t, []string{"ok"}, e.Ack(t, "ga", second.Receipt))
+	require.Equal(t, []string{"ok"}, e.Ack(t, "ga", second.Receipt))
+	require.Equal(t, []string{"ok"}, e.Ack(t, "gb", other[0].Receipt))
+	require.Equal(t, []string{"expired"}, e.Ack(t, "ga", first[0].Receipt), "still expired after the new delivery was acked")
+	require.Empty(t, e.Pull(t, "ga", "leases", api.PullRequest{WaitMs: 500}), "an acked message is not delivered again")
+	require.Empty(t, e.Pull(t, "gb", "leases", api.PullRequest{WaitMs: 100}))
 
 	// A lease shortened to 0 makes the message visible again at once, as
 	// the same message and without counting an attempt; the receipt of
 	// the given-up lease is spent.
-	e.send(t, "leases", api.SendMessage{Body: "postpone me"})
-	held := e.pullN(t, "ga", "leases", 1, 30_000, 10*time.Second)[0]
+	e.Send(t, "leases", api.SendMessage{Body: "postpone me"})
+	held := e.PullN(t, "ga", "leases", 1, 30_000, 10*time.Second)[0]
 	require.Equal(t, []string{"ok"}, e.receipts2(t, "ga", "leases0", held.Receipt))
-	again := e.pullN(t, "ga", "leases", 1, 30_000, 10*time.Second)[0]
+	again := e.PullN(t, "ga", "leases", 1, 30_000, 10*time.Second)[0]
 	require.Equal(t, held.MessageID, again.MessageID, "not a retry copy")
 	require.Zero(t, again.ReconsumeTimes, "a postponement is not a failed attempt")
-	require.Equal(t, []string{"expired", "ok"}, e.ack(t, "ga", held.Receipt, again.Receipt))
+	require.Equal(t, []string{"expired", "ok"}, e.Ack(t, "ga", held.Receipt, again.Receipt))
 
 	// A nacked delivery's receipt is spent too: it cannot ack its retry.
-	e.send(t, "leases", api.SendMessage{Body: "nack me"})
-	m := e.pullN(t, "ga", "leases", 1, 30_000, 10*time.Second)[0]
-	e.nack(t, "ga", m.Receipt, 1, "once more")
-	retry := e.pullN(t, "ga", "leases", 1, 30_000, 10*time.Second)[0]
+	e.Send(t, "leases", api.SendMessage{Body: "nack me"})
+	m := e.PullN(t, "ga", "leases", 1, 30_000, 10*time.Second)[0]
+	e.Nack(t, "ga", m.Receipt, 1, "once more")
+	retry := e.PullN(t, "ga", "leases", 1, 30_000, 10*time.Second)[0]
 	require.Equal(t, m.MessageID, retry.OriginMessageID)
-	require.Equal(t, []string{"expired"}, e.ack(t, "ga", m.Receipt))
-	require.Equal(t, []string{"ok"}, e.ack(t, "ga", retry.Receipt))
+	require.Equal(t, []string{"expired"}, e.Ack(t, "ga", m.Receipt))
+	require.Equal(t, []string{"ok"}, e.Ack(t, "ga", retry.Receipt))
 }
 
 // TestE2EDoubleAckInOneRequest: the same valid receipt twice in one ack
@@ -111,22 +112,22 @@ func TestE2EReceipts(t *testing.T) {
 func TestE2EDoubleAckInOneRequest(t *testing.T) {
 	t.Parallel()
 	e := startE2E(t)
-	e.send(t, "dup", api.SendMessage{Body: "x"})
-	m := e.pullN(t, "g", "dup", 1, 30_000, 10*time.Second)[0]
-	require.Equal(t, []string{"ok", "ok"}, e.ack(t, "g", m.Receipt, m.Receipt))
-	require.Empty(t, e.pull(t, "g", "dup", api.PullRequest{WaitMs: 200}))
+	e.Send(t, "dup", api.SendMessage{Body: "x"})
+	m := e.PullN(t, "g", "dup", 1, 30_000, 10*time.Second)[0]
+	require.Equal(t, []string{"ok", "ok"}, e.Ack(t, "g", m.Receipt, m.Receipt))
+	require.Empty(t, e.Pull(t, "g", "dup", api.PullRequest{WaitMs: 200}))
 
 	// Concurrently: a client retrying an ack whose answer it did not see.
 	for i := 0; i < 10; i++ {
-		e.send(t, "dup", api.SendMessage{Body: fmt.Sprintf("c%d", i)})
-		m := e.pullN(t, "g", "dup", 1, 30_000, 10*time.Second)[0]
+		e.Send(t, "dup", api.SendMessage{Body: fmt.Sprintf("c%d", i)})
+		m := e.PullN(t, "g", "dup", 1, 30_000, 10*time.Second)[0]
 		var wg sync.WaitGroup
 		statuses := make([][]string, 2)
 		for j := range statuses {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				statuses[j] = e.ack(t, "g", m.Receipt)
+				statuses[j] = e.Ack(t, "g", m.Receipt)
 			}()
 		}
 		wg.Wait()
@@ -149,7 +150,7 @@ func (e *e2eServer) receipts2(t *testing.T, group, op, receipt string) []string 
 	case "leases0":
 		op, body = "leases", api.LeaseRequest{Items: []api.LeaseItem{{Receipt: receipt, InvisibleMs: 0}}}
 	}
-	res := e.receipts(t, group, op, body)
+	res := e.Receipts(t, group, op, body)
 	out := make([]string, len(res))
 	for i, r := range res {
 		out[i] = r.Status
@@ -168,14 +169,14 @@ func TestE2ERetryLadder(t *testing.T) {
 	t.Parallel()
 	e := startE2E(t)
 	var group api.Group
-	decode(t, e.json(t, http.MethodPut, "/v1/groups/ladder", api.GroupRequest{RetryMaxTimes: 16, InvisibleMs: 30_000}), http.StatusCreated, &group)
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/ladder", api.GroupRequest{RetryMaxTimes: 16, InvisibleMs: 30_000}), http.StatusCreated, &group)
 	require.Equal(t, 16, group.RetryMaxTimes)
 	for _, topic := range []string{"ladder-a", "ladder-b", "ladder-c", "ladder-d"} {
-		decode(t, e.json(t, http.MethodPut, "/v1/topics/"+topic, api.TopicRequest{Queues: 2}), http.StatusCreated, nil)
+		servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/topics/"+topic, api.TopicRequest{Queues: 2}), http.StatusCreated, nil)
 	}
 	pullOne := func(t *testing.T, topic string) api.Message {
 		t.Helper()
-		return e.pullN(t, "ladder", topic, 1, 30_000, 10*time.Second)[0]
+		return e.PullN(t, "ladder", topic, 1, 30_000, 10*time.Second)[0]
 	}
 
 	origins := map[string]string{} // topic -> first message id
@@ -183,7 +184,7 @@ func TestE2ERetryLadder(t *testing.T) {
 	t.Run("Scenarios", func(t *testing.T) {
 		t.Run("Ladder", func(t *testing.T) {
 			t.Parallel()
-			sent := e.send(t, "ladder-a", api.SendMessage{Body: "doomed", Tag: "created", Keys: []string{"order-9"},
+			sent := e.Send(t, "ladder-a", api.SendMessage{Body: "doomed", Tag: "created", Keys: []string{"order-9"},
 				Properties: map[string]string{"trace": "abc"}})
 			originsMu.Lock()
 			origins["ladder-a"] = sent.MessageID
@@ -202,72 +203,72 @@ func TestE2ERetryLadder(t *testing.T) {
 					require.Equal(t, sent.MessageID, m.OriginMessageID, "delivery %d", i+1)
 				}
 				nackAt := time.Now()
-				e.nack(t, "ladder", m.Receipt, 0, fmt.Sprintf("attempt %d: downstream TIMEOUT", i+1))
+				e.Nack(t, "ladder", m.Receipt, 0, fmt.Sprintf("attempt %d: downstream TIMEOUT", i+1))
 				if i == 16 {
 					break
 				}
 				m = pullOne(t, "ladder-a")
 				waited := time.Since(nackAt)
-				delay := levelDelay(t, e.cfg, min(3+i, len(e.cfg.DelayLevels)))
+				delay := servertest.LevelDelay(t, e.Cfg, min(3+i, len(e.Cfg.DelayLevels)))
 				require.GreaterOrEqual(t, waited, delay, "retry %d came back before level %d", i+1, 3+i)
 				lateness = append(lateness, waited-delay)
 			}
-			require.Empty(t, e.pull(t, "ladder", "ladder-a", api.PullRequest{WaitMs: 500}), "after the 17th failure nothing is redelivered")
+			require.Empty(t, e.Pull(t, "ladder", "ladder-a", api.PullRequest{WaitMs: 500}), "after the 17th failure nothing is redelivered")
 			t.Logf("ladder: 16 retries at levels 3..18 (%v..%v); redelivery later than the level's delay by p50 %v, p99 %v, max %v (nack start -> pull return)",
-				levelDelay(t, e.cfg, 3), levelDelay(t, e.cfg, 18), percentile(lateness, 0.5), percentile(lateness, 0.99), percentile(lateness, 1))
+				servertest.LevelDelay(t, e.Cfg, 3), servertest.LevelDelay(t, e.Cfg, 18), percentile(lateness, 0.5), percentile(lateness, 0.99), percentile(lateness, 1))
 		})
 		t.Run("DelayLevelMinusOneIsDeadAtOnce", func(t *testing.T) {
 			t.Parallel()
-			sent := e.send(t, "ladder-b", api.SendMessage{Body: "poison"})
+			sent := e.Send(t, "ladder-b", api.SendMessage{Body: "poison"})
 			originsMu.Lock()
 			origins["ladder-b"] = sent.MessageID
 			originsMu.Unlock()
 			m := pullOne(t, "ladder-b")
-			e.nack(t, "ladder", m.Receipt, -1, "poison pill: cannot parse")
-			require.Empty(t, e.pull(t, "ladder", "ladder-b", api.PullRequest{WaitMs: 300}), "a dead letter is not delivered")
+			e.Nack(t, "ladder", m.Receipt, -1, "poison pill: cannot parse")
+			require.Empty(t, e.Pull(t, "ladder", "ladder-b", api.PullRequest{WaitMs: 300}), "a dead letter is not delivered")
 		})
 		t.Run("DelayLevelFive", func(t *testing.T) {
 			t.Parallel()
-			e.send(t, "ladder-c", api.SendMessage{Body: "later"})
+			e.Send(t, "ladder-c", api.SendMessage{Body: "later"})
 			m := pullOne(t, "ladder-c")
 			nackAt := time.Now()
-			e.nack(t, "ladder", m.Receipt, 5, "busy, come back at level 5")
+			e.Nack(t, "ladder", m.Receipt, 5, "busy, come back at level 5")
 			retry := pullOne(t, "ladder-c")
 			waited := time.Since(nackAt)
-			require.GreaterOrEqual(t, waited, levelDelay(t, e.cfg, 5))
+			require.GreaterOrEqual(t, waited, servertest.LevelDelay(t, e.Cfg, 5))
 			require.EqualValues(t, 1, retry.ReconsumeTimes)
 			require.Equal(t, m.MessageID, retry.OriginMessageID)
-			t.Logf("delayLevel 5 (%v): redelivered after %v", levelDelay(t, e.cfg, 5), waited)
-			require.Equal(t, []string{"ok"}, e.ack(t, "ladder", retry.Receipt))
+			t.Logf("delayLevel 5 (%v): redelivered after %v", servertest.LevelDelay(t, e.Cfg, 5), waited)
+			require.Equal(t, []string{"ok"}, e.Ack(t, "ladder", retry.Receipt))
 		})
 		t.Run("LeaseExtensionsCountNoAttempt", func(t *testing.T) {
 			t.Parallel()
-			sent := e.send(t, "ladder-d", api.SendMessage{Body: "slow work"})
+			sent := e.Send(t, "ladder-d", api.SendMessage{Body: "slow work"})
 			originsMu.Lock()
 			origins["ladder-d"] = sent.MessageID
 			originsMu.Unlock()
 			const leaseMs, pollMs = 1000, 300
 			pulledAt := time.Now()
-			m := e.pullN(t, "ladder", "ladder-d", 1, leaseMs, 10*time.Second)[0]
+			m := e.PullN(t, "ladder", "ladder-d", 1, leaseMs, 10*time.Second)[0]
 			receipt := m.Receipt
 			for i := 0; i < 5; i++ {
-				res := e.receipts(t, "ladder", "leases", api.LeaseRequest{Items: []api.LeaseItem{{Receipt: receipt, InvisibleMs: leaseMs}}})
+				res := e.Receipts(t, "ladder", "leases", api.LeaseRequest{Items: []api.LeaseItem{{Receipt: receipt, InvisibleMs: leaseMs}}})
 				require.Equal(t, "ok", res[0].Status, "extension %d: %+v", i+1, res[0])
 				if res[0].NewReceipt != "" {
 					receipt = res[0].NewReceipt
 				}
 				// The wait of an empty long poll is the time that passes;
 				// the lease holds, so it gets nothing.
-				require.Empty(t, e.pull(t, "ladder", "ladder-d", api.PullRequest{WaitMs: pollMs}), "extension %d", i+1)
+				require.Empty(t, e.Pull(t, "ladder", "ladder-d", api.PullRequest{WaitMs: pollMs}), "extension %d", i+1)
 			}
 			require.Greater(t, time.Since(pulledAt), time.Duration(leaseMs)*time.Millisecond, "the first lease alone would have run out")
-			e.nack(t, "ladder", receipt, -1, "gave up after extensions")
+			e.Nack(t, "ladder", receipt, -1, "gave up after extensions")
 		})
 	})
 
 	// The dead-letter queue: the three letters, filters, resend, discard.
 	var all api.DeadLetterList
-	decode(t, e.get(t, "/v1/groups/ladder/dlq"), http.StatusOK, &all)
+	servertest.Decode(t, e.Get(t, "/v1/groups/ladder/dlq"), http.StatusOK, &all)
 	require.Len(t, all.Items, 3)
 	byTopic := map[string]api.DeadLetter{}
 	for _, d := range all.Items {
@@ -306,7 +307,7 @@ func TestE2ERetryLadder(t *testing.T) {
 	require.Equal(t, "gave up after extensions", slow.Reason)
 
 	var one api.DeadLetter
-	decode(t, e.get(t, "/v1/groups/ladder/dlq/"+ladder.MessageID), http.StatusOK, &one)
+	servertest.Decode(t, e.Get(t, "/v1/groups/ladder/dlq/"+ladder.MessageID), http.StatusOK, &one)
 	require.Equal(t, "doomed", one.Body)
 	require.Equal(t, "utf8", one.BodyEncoding)
 	require.Len(t, one.Attempts, 17)
@@ -315,7 +316,7 @@ func TestE2ERetryLadder(t *testing.T) {
 		list := func(t *testing.T, query url.Values) []string {
 			t.Helper()
 			var out api.DeadLetterList
-			decode(t, e.get(t, "/v1/groups/ladder/dlq?"+query.Encode()), http.StatusOK, &out)
+			servertest.Decode(t, e.Get(t, "/v1/groups/ladder/dlq?"+query.Encode()), http.StatusOK, &out)
 			ids := make([]string, 0, len(out.Items))
 			for _, d := range out.Items {
 				ids = append(ids, d.MessageID)
@@ -364,7 +365,7 @@ func TestE2ERetryLadder(t *testing.T) {
 				query.Set("cursor", cursor)
 			}
 			var out api.DeadLetterList
-			decode(t, e.get(t, "/v1/groups/ladder/dlq?"+query.Encode()), http.StatusOK, &out)
+			servertest.Decode(t, e.Get(t, "/v1/groups/ladder/dlq?"+query.Encode()), http.StatusOK, &out)
 			for _, d := range out.Items {
 				seen = append(seen, d.MessageID)
 			}
@@ -381,68 +382,68 @@ func TestE2ERetryLadder(t *testing.T) {
 
 	t.Run("Resend", func(t *testing.T) {
 		var res api.ResendResponse
-		decode(t, e.json(t, http.MethodPost, "/v1/groups/ladder/dlq/resend", api.ResendRequest{MessageIDs: []string{ladder.MessageID}}), http.StatusOK, &res)
+		servertest.Decode(t, e.JSON(t, http.MethodPost, "/v1/groups/ladder/dlq/resend", api.ResendRequest{MessageIDs: []string{ladder.MessageID}}), http.StatusOK, &res)
 		require.Equal(t, []string{ladder.MessageID}, res.Resent)
 		require.Empty(t, res.Skipped)
-		back := e.pullN(t, "ladder", "ladder-a", 1, 30_000, 10*time.Second)[0]
+		back := e.PullN(t, "ladder", "ladder-a", 1, 30_000, 10*time.Second)[0]
 		require.Equal(t, "doomed", back.Body)
 		require.Equal(t, "ladder-a", back.Topic)
 		require.Zero(t, back.ReconsumeTimes, "a resent letter starts a fresh attempt count")
 		require.Equal(t, ladder.OriginMessageID, back.OriginMessageID, "ORIGIN_MESSAGE_ID is kept")
 		require.Equal(t, "created", back.Tag)
 		require.Equal(t, map[string]string{"trace": "abc"}, back.Properties)
-		require.Equal(t, []string{"ok"}, e.ack(t, "ladder", back.Receipt))
+		require.Equal(t, []string{"ok"}, e.Ack(t, "ladder", back.Receipt))
 
-		decode(t, e.json(t, http.MethodPost, "/v1/groups/ladder/dlq/resend", api.ResendRequest{MessageIDs: []string{ladder.MessageID}}), http.StatusOK, &res)
+		servertest.Decode(t, e.JSON(t, http.MethodPost, "/v1/groups/ladder/dlq/resend", api.ResendRequest{MessageIDs: []string{ladder.MessageID}}), http.StatusOK, &res)
 		require.Empty(t, res.Resent)
 		require.Equal(t, []string{ladder.MessageID}, res.Skipped, "a letter is resent once")
 		var d api.DeadLetter
-		decode(t, e.get(t, "/v1/groups/ladder/dlq/"+ladder.MessageID), http.StatusOK, &d)
+		servertest.Decode(t, e.Get(t, "/v1/groups/ladder/dlq/"+ladder.MessageID), http.StatusOK, &d)
 		require.Equal(t, "resent", d.Status)
 		require.NotEmpty(t, d.StatusAt)
 
 		// By filter: only the dead letters that match.
-		decode(t, e.json(t, http.MethodPost, "/v1/groups/ladder/dlq/resend", api.ResendRequest{Filter: &api.DLQFilter{ReasonContains: "extensions"}}), http.StatusOK, &res)
+		servertest.Decode(t, e.JSON(t, http.MethodPost, "/v1/groups/ladder/dlq/resend", api.ResendRequest{Filter: &api.DLQFilter{ReasonContains: "extensions"}}), http.StatusOK, &res)
 		require.Equal(t, []string{slow.MessageID}, res.Resent)
-		back = e.pullN(t, "ladder", "ladder-d", 1, 30_000, 10*time.Second)[0]
+		back = e.PullN(t, "ladder", "ladder-d", 1, 30_000, 10*time.Second)[0]
 		require.Equal(t, "slow work", back.Body)
 		require.Zero(t, back.ReconsumeTimes)
 		require.Equal(t, slow.OriginMessageID, back.OriginMessageID)
-		require.Equal(t, []string{"ok"}, e.ack(t, "ladder", back.Receipt))
+		require.Equal(t, []string{"ok"}, e.Ack(t, "ladder", back.Receipt))
 	})
 
 	t.Run("Discard", func(t *testing.T) {
-		r := e.do(t, http.MethodDelete, "/v1/groups/ladder/dlq/"+poison.MessageID, "", nil, nil)
+		r := e.Do(t, http.MethodDelete, "/v1/groups/ladder/dlq/"+poison.MessageID, "", nil, nil)
 		require.Equal(t, http.StatusNoContent, r.Status, "%s", r)
 		var d api.DeadLetter
-		decode(t, e.get(t, "/v1/groups/ladder/dlq/"+poison.MessageID), http.StatusOK, &d)
+		servertest.Decode(t, e.Get(t, "/v1/groups/ladder/dlq/"+poison.MessageID), http.StatusOK, &d)
 		require.Equal(t, "discarded", d.Status)
 		var res api.ResendResponse
-		decode(t, e.json(t, http.MethodPost, "/v1/groups/ladder/dlq/resend", api.ResendRequest{Filter: &api.DLQFilter{OriginalTopic: "ladder-b"}}), http.StatusOK, &res)
+		servertest.Decode(t, e.JSON(t, http.MethodPost, "/v1/groups/ladder/dlq/resend", api.ResendRequest{Filter: &api.DLQFilter{OriginalTopic: "ladder-b"}}), http.StatusOK, &res)
 		require.Empty(t, res.Resent, "a discarded letter is not resent by filter")
-		decode(t, e.json(t, http.MethodPost, "/v1/groups/ladder/dlq/resend", api.ResendRequest{MessageIDs: []string{poison.MessageID}}), http.StatusOK, &res)
+		servertest.Decode(t, e.JSON(t, http.MethodPost, "/v1/groups/ladder/dlq/resend", api.ResendRequest{MessageIDs: []string{poison.MessageID}}), http.StatusOK, &res)
 		require.Equal(t, []string{poison.MessageID}, res.Skipped)
-		require.Empty(t, e.pull(t, "ladder", "ladder-b", api.PullRequest{WaitMs: 200}))
+		require.Empty(t, e.Pull(t, "ladder", "ladder-b", api.PullRequest{WaitMs: 200}))
 
 		statuses := map[string]string{}
 		var list api.DeadLetterList
-		decode(t, e.get(t, "/v1/groups/ladder/dlq"), http.StatusOK, &list)
+		servertest.Decode(t, e.Get(t, "/v1/groups/ladder/dlq"), http.StatusOK, &list)
 		for _, d := range list.Items {
 			statuses[d.OriginalTopic] = d.Status
 		}
 		require.Equal(t, map[string]string{"ladder-a": "resent", "ladder-b": "discarded", "ladder-d": "resent"}, statuses)
-		decode(t, e.get(t, "/v1/groups/ladder/dlq?status=dead"), http.StatusOK, &list)
+		servertest.Decode(t, e.Get(t, "/v1/groups/ladder/dlq?status=dead"), http.StatusOK, &list)
 		require.Empty(t, list.Items)
 	})
 
 	t.Run("Metrics", func(t *testing.T) {
-		metrics := string(e.get(t, "/metrics").Body)
+		metrics := string(e.Get(t, "/metrics").Body)
 		require.Contains(t, metrics, `mqgate_messages_dlq_total{group="ladder"} 3`)
 		for level := 3; level <= 18; level++ {
 			require.Contains(t, metrics, fmt.Sprintf(`mqgate_messages_retried_total{group="ladder",level="%d"}`, level))
 		}
 		var st api.BrokerStatus
-		decode(t, e.get(t, "/v1/broker/status"), http.StatusOK, &st)
+		servertest.Decode(t, e.Get(t, "/v1/broker/status"), http.StatusOK, &st)
 		require.GreaterOrEqual(t, st.ScheduledTotal, uint64(17))
 		for _, l := range st.Levels {
 			require.Zero(t, l.Backlog, "level %d", l.Level)

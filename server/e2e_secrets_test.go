@@ -23,6 +23,7 @@ import (
 
 	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server"
+	"github.com/mqgate/mqgate/server/servertest"
 )
 
 // TestE2EPushURLRedacted: GET and PUT answers show a push URL with the
@@ -41,12 +42,12 @@ func TestE2EPushURLRedacted(t *testing.T) {
 	}))
 	defer receiver.Close()
 	e := startE2E(t)
-	decode(t, e.json(t, http.MethodPut, "/v1/topics/hooks", map[string]int{"queues": 1}), http.StatusCreated, nil)
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/topics/hooks", map[string]int{"queues": 1}), http.StatusCreated, nil)
 
 	query := "token=abc123secret&region=eu&X-Amz-Signature=zzz9sig&api_key=k77key&page=2"
 	hookURL := receiver.URL + "/hook?" + query
 	var g api.Group
-	decode(t, e.json(t, http.MethodPut, "/v1/groups/hooked", map[string]any{
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/hooked", map[string]any{
 		"subscriptions": []map[string]string{{"topic": "hooks"}},
 		"push":          map[string]any{"url": hookURL},
 	}), http.StatusCreated, &g)
@@ -54,25 +55,25 @@ func TestE2EPushURLRedacted(t *testing.T) {
 	require.Equal(t, shown, g.Push.URL)
 	require.True(t, g.Push.URLRedacted)
 
-	got := e.get(t, "/v1/groups/hooked")
+	got := e.Get(t, "/v1/groups/hooked")
 	for _, secret := range []string{"abc123secret", "zzz9sig", "k77key"} {
 		require.NotContains(t, string(got.Body), secret)
 	}
-	decode(t, got, http.StatusOK, &g)
+	servertest.Decode(t, got, http.StatusOK, &g)
 	require.Equal(t, shown, g.Push.URL)
 
 	// Written back as read, with one change: the stored values stay.
-	decode(t, e.json(t, http.MethodPut, "/v1/groups/hooked", map[string]any{
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/hooked", map[string]any{
 		"subscriptions": []map[string]string{{"topic": "hooks"}},
 		"push":          map[string]any{"url": g.Push.URL, "maxConcurrency": 2},
 	}), http.StatusOK, &g)
 	require.Equal(t, shown, g.Push.URL)
-	decode(t, e.do(t, http.MethodPatch, "/v1/groups/hooked", "application/merge-patch+json",
+	servertest.Decode(t, e.Do(t, http.MethodPatch, "/v1/groups/hooked", "application/merge-patch+json",
 		[]byte(`{"push":{"url":"`+shown+`","timeoutMs":5000}}`), nil), http.StatusOK, &g)
 	require.Equal(t, int64(5000), g.Push.TimeoutMs)
 
-	e.send(t, "hooks", api.SendMessage{Body: "to the hook"})
-	eventually(t, 10*time.Second, func() (bool, string) {
+	e.Send(t, "hooks", api.SendMessage{Body: "to the hook"})
+	servertest.Eventually(t, 10*time.Second, func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(queries) > 0, "no push yet"
@@ -83,7 +84,7 @@ func TestE2EPushURLRedacted(t *testing.T) {
 
 	// A URL without credentials is shown as it is.
 	g = api.Group{}
-	decode(t, e.json(t, http.MethodPut, "/v1/groups/plain-hook", map[string]any{
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/plain-hook", map[string]any{
 		"subscriptions": []map[string]string{{"topic": "hooks"}},
 		"push":          map[string]any{"url": receiver.URL + "/hook?page=2", "disabled": true},
 	}), http.StatusCreated, &g)
@@ -122,9 +123,9 @@ func loopbackName(t *testing.T) string {
 func TestE2EPushURLCheckedAtSave(t *testing.T) {
 	t.Parallel()
 	e := startE2E(t, func(c *server.Config) { c.PushDenyPrivate = true })
-	decode(t, e.json(t, http.MethodPut, "/v1/topics/hooks", map[string]int{"queues": 1}), http.StatusCreated, nil)
-	put := func(url string) e2eResp {
-		return e.json(t, http.MethodPut, "/v1/groups/ssrf", map[string]any{
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/topics/hooks", map[string]int{"queues": 1}), http.StatusCreated, nil)
+	put := func(url string) servertest.Resp {
+		return e.JSON(t, http.MethodPut, "/v1/groups/ssrf", map[string]any{
 			"subscriptions": []map[string]string{{"topic": "hooks"}},
 			"push":          map[string]any{"url": url},
 		})
@@ -143,14 +144,14 @@ func TestE2EPushURLCheckedAtSave(t *testing.T) {
 		cases["http://"+name+":9/hook"] = "(" + name + ") is loopback"
 	}
 	for url, want := range cases {
-		p := problem(t, put(url), http.StatusBadRequest, "invalid-argument")
+		p := servertest.WantProblem(t, put(url), http.StatusBadRequest, "invalid-argument")
 		require.Contains(t, p.Detail, want, url)
 	}
 	// A name that does not resolve now is left to delivery.
-	decode(t, put("http://hooks.invalid/x"), http.StatusCreated, nil)
+	servertest.Decode(t, put("http://hooks.invalid/x"), http.StatusCreated, nil)
 	// PATCH checks with the same lookup.
 	if name := loopbackName(t); name != "" {
-		p := problem(t, e.do(t, http.MethodPatch, "/v1/groups/ssrf", "application/merge-patch+json",
+		p := servertest.WantProblem(t, e.Do(t, http.MethodPatch, "/v1/groups/ssrf", "application/merge-patch+json",
 			[]byte(`{"push":{"url":"http://`+name+`:9/"}}`), nil), http.StatusBadRequest, "invalid-argument")
 		require.Contains(t, p.Detail, "loopback")
 	}
@@ -170,9 +171,9 @@ func modeOf(t *testing.T, path string) os.FileMode {
 func TestE2EDataDirModes(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data")
-	cfg := e2eConfig(t, dir)
+	cfg := servertest.Config(t, dir)
 	e := openE2E(t, cfg)
-	decode(t, e.json(t, http.MethodPut, "/v1/groups/secretive", map[string]any{"push": map[string]any{"url": "http://hooks.invalid/", "disabled": true}}), http.StatusCreated, nil)
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/secretive", map[string]any{"push": map[string]any{"url": "http://hooks.invalid/", "disabled": true}}), http.StatusCreated, nil)
 	config := filepath.Join(dir, "config")
 	check := func() {
 		require.Equal(t, os.FileMode(0o700), modeOf(t, dir))
@@ -184,12 +185,12 @@ func TestE2EDataDirModes(t *testing.T) {
 			require.Equal(t, os.FileMode(0o600), modeOf(t, filepath.Join(config, entry.Name())), entry.Name())
 		}
 	}
-	eventually(t, 10*time.Second, func() (bool, string) {
+	servertest.Eventually(t, 10*time.Second, func() (bool, string) {
 		_, err := os.Stat(filepath.Join(config, "groups.json"))
 		return err == nil, fmt.Sprint(err)
 	})
 	check()
-	e.close(t)
+	e.Close(t)
 
 	// As an older version left it.
 	require.NoError(t, os.Chmod(dir, 0o755))
@@ -207,15 +208,15 @@ func TestE2ERegistryRecordsAreNotMessages(t *testing.T) {
 	t.Parallel()
 	e := startE2E(t)
 	var g api.Group
-	decode(t, e.json(t, http.MethodPut, "/v1/groups/secretive", map[string]any{"push": map[string]any{"url": "http://hooks.invalid/", "disabled": true}}), http.StatusCreated, &g)
-	sent := e.send(t, "after", api.SendMessage{Body: "user message"})
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/secretive", map[string]any{"push": map[string]any{"url": "http://hooks.invalid/", "disabled": true}}), http.StatusCreated, &g)
+	sent := e.Send(t, "after", api.SendMessage{Body: "user message"})
 	// The same store host, at CommitLog offset 0: the first record, which
 	// is bookkeeping (no user message came before the send above).
 	host := sent.MessageID[:16]
-	r := e.get(t, "/v1/messages/"+host+"0000000000000000")
-	problem(t, r, http.StatusNotFound, "message-not-found")
+	r := e.Get(t, "/v1/messages/"+host+"0000000000000000")
+	servertest.WantProblem(t, r, http.StatusNotFound, "message-not-found")
 	require.NotContains(t, string(r.Body), "whsec_")
 	var m api.Message
-	decode(t, e.get(t, "/v1/messages/"+sent.MessageID), http.StatusOK, &m)
+	servertest.Decode(t, e.Get(t, "/v1/messages/"+sent.MessageID), http.StatusOK, &m)
 	require.Equal(t, "user message", m.Body)
 }

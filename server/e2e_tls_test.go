@@ -34,6 +34,7 @@ import (
 
 	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server"
+	"github.com/mqgate/mqgate/server/servertest"
 )
 
 // testCA is a certificate authority made for one test.
@@ -165,10 +166,7 @@ func (s *tlsSetup) httpsClient(t *testing.T, certs ...tls.Certificate) *http.Cli
 
 // withClient is a copy of e speaking https with client c.
 func (e *e2eServer) withClient(c *http.Client) *e2eServer {
-	copied := *e
-	copied.base = "https://" + e.srv.Addr()
-	copied.client = c
-	return &copied
+	return &e2eServer{e.With("https://"+e.Srv.Addr(), c)}
 }
 
 // startTLSE2E starts a TLS server and returns it speaking https (no
@@ -176,9 +174,9 @@ func (e *e2eServer) withClient(c *http.Client) *e2eServer {
 func startTLSE2E(t *testing.T, s *tlsSetup, opts ...func(*server.Config)) *e2eServer {
 	t.Helper()
 	e := startE2E(t, opts...)
-	e.client.CloseIdleConnections()
-	e.base = "https://" + e.srv.Addr()
-	e.client = s.httpsClient(t)
+	e.Client.CloseIdleConnections()
+	e.Base = "https://" + e.Srv.Addr()
+	e.Client = s.httpsClient(t)
 	return e
 }
 
@@ -197,7 +195,7 @@ func TestE2ETLSServesHTTPS(t *testing.T) {
 		c.MaxMessageSize = 64 << 10
 	})
 
-	resp, err := e.client.Get(e.base + "/readyz")
+	resp, err := e.Client.Get(e.Base + "/readyz")
 	require.NoError(t, err)
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
@@ -206,13 +204,13 @@ func TestE2ETLSServesHTTPS(t *testing.T) {
 	require.GreaterOrEqual(t, resp.TLS.Version, uint16(tls.VersionTLS12))
 	require.Equal(t, "HTTP/1.1", resp.Proto)
 
-	sent := e.send(t, "tls-orders", api.SendMessage{Body: "over tls"})
+	sent := e.Send(t, "tls-orders", api.SendMessage{Body: "over tls"})
 	require.NotEmpty(t, sent.MessageID)
-	got := e.pullN(t, "tls-group", "tls-orders", 1, 30_000, 10*time.Second)
+	got := e.PullN(t, "tls-group", "tls-orders", 1, 30_000, 10*time.Second)
 	require.Equal(t, "over tls", got[0].Body)
 
 	t.Run("NetHTTPErrorsAreProblems", func(t *testing.T) {
-		conn, err := tls.Dial("tcp", e.srv.Addr(), &tls.Config{RootCAs: s.ca.pool(), ServerName: "127.0.0.1"})
+		conn, err := tls.Dial("tcp", e.Srv.Addr(), &tls.Config{RootCAs: s.ca.pool(), ServerName: "127.0.0.1"})
 		require.NoError(t, err)
 		defer conn.Close()
 		require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
@@ -239,7 +237,7 @@ try:
 except urllib.error.HTTPError as e:
     print(e.code, e.headers.get("Content-Type"))
 `
-		out, err := exec.Command("python3", "-c", script, e.base+"/v1/topics/tls-orders/messages", s.caFile).CombinedOutput()
+		out, err := exec.Command("python3", "-c", script, e.Base+"/v1/topics/tls-orders/messages", s.caFile).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 		require.Equal(t, "413 application/problem+json", strings.TrimSpace(string(out)))
 	})
@@ -247,7 +245,7 @@ except urllib.error.HTTPError as e:
 	t.Run("PlainHTTPGetsHTTPSRequired", func(t *testing.T) {
 		plain := &http.Client{Timeout: 10 * time.Second}
 		for _, method := range []string{http.MethodGet, http.MethodPost} {
-			req, err := http.NewRequest(method, "http://"+e.srv.Addr()+"/v1/topics/tls-orders/messages", strings.NewReader(`{"body":"x"}`))
+			req, err := http.NewRequest(method, "http://"+e.Srv.Addr()+"/v1/topics/tls-orders/messages", strings.NewReader(`{"body":"x"}`))
 			require.NoError(t, err)
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := plain.Do(req)
@@ -255,14 +253,14 @@ except urllib.error.HTTPError as e:
 			body, err := io.ReadAll(resp.Body)
 			require.NoError(t, err)
 			resp.Body.Close()
-			r := e2eResp{Status: resp.StatusCode, Header: resp.Header, Body: body}
-			p := problem(t, r, http.StatusBadRequest, "https-required")
+			r := servertest.Resp{Status: resp.StatusCode, Header: resp.Header, Body: body}
+			p := servertest.WantProblem(t, r, http.StatusBadRequest, "https-required")
 			require.Contains(t, p.Detail, "use https://")
 		}
 	})
 
 	t.Run("TLS11Refused", func(t *testing.T) {
-		_, err := tls.Dial("tcp", e.srv.Addr(), &tls.Config{RootCAs: s.ca.pool(), MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11})
+		_, err := tls.Dial("tcp", e.Srv.Addr(), &tls.Config{RootCAs: s.ca.pool(), MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11})
 		require.Error(t, err)
 		require.Contains(t, err.Error(), "protocol version")
 	})
@@ -270,17 +268,17 @@ except urllib.error.HTTPError as e:
 	t.Run("HealthCheck", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		require.NoError(t, server.HealthCheckTLS(ctx, e.srv.Addr(), s.certFile))
-		require.Error(t, server.HealthCheck(ctx, e.srv.Addr()), "plain http to the TLS port")
+		require.NoError(t, server.HealthCheckTLS(ctx, e.Srv.Addr(), s.certFile))
+		require.Error(t, server.HealthCheck(ctx, e.Srv.Addr()), "plain http to the TLS port")
 		other := filepath.Join(t.TempDir(), "other.crt")
 		writeFile(t, other, s.ca.issue(t, "mqgate", false).certPEM)
-		err := server.HealthCheckTLS(ctx, e.srv.Addr(), other)
+		err := server.HealthCheckTLS(ctx, e.Srv.Addr(), other)
 		require.Error(t, err)
 		require.Contains(t, err.Error(), "is not the one in")
 	})
 
 	t.Run("AdminListener", func(t *testing.T) {
-		resp, err := e.client.Get("https://" + e.srv.AdminAddr() + "/metrics")
+		resp, err := e.Client.Get("https://" + e.Srv.AdminAddr() + "/metrics")
 		require.NoError(t, err)
 		body, err := io.ReadAll(resp.Body)
 		require.NoError(t, err)
@@ -315,7 +313,7 @@ func TestE2ETLSReload(t *testing.T) {
 	t.Parallel()
 	s := newTLSSetup(t)
 	e := startTLSE2E(t, s, s.config(false))
-	url := e.base + "/livez"
+	url := e.Base + "/livez"
 
 	old := s.httpsClient(t)
 	serial, _ := servedSerial(t, old, url)
@@ -324,7 +322,7 @@ func TestE2ETLSReload(t *testing.T) {
 	next := s.ca.issue(t, "mqgate", false)
 	writeFile(t, s.keyFile, next.keyPEM)
 	writeFile(t, s.certFile, next.certPEM)
-	eventually(t, 10*time.Second, func() (bool, string) {
+	servertest.Eventually(t, 10*time.Second, func() (bool, string) {
 		fresh := s.httpsClient(t)
 		got, _ := servedSerial(t, fresh, url)
 		fresh.CloseIdleConnections()
@@ -336,8 +334,8 @@ func TestE2ETLSReload(t *testing.T) {
 
 	// A key that does not match the certificate: the last good pair stays.
 	writeFile(t, s.certFile, s.ca.issue(t, "mqgate", false).certPEM)
-	eventually(t, 10*time.Second, func() (bool, string) {
-		r := e.get(t, "/readyz")
+	servertest.Eventually(t, 10*time.Second, func() (bool, string) {
+		r := e.Get(t, "/readyz")
 		return r.Status == http.StatusOK && strings.Contains(string(r.Body), "serving the key pair loaded at"), string(r.Body)
 	})
 	fresh := s.httpsClient(t)
@@ -364,9 +362,9 @@ func TestE2ETLSClientCertificates(t *testing.T) {
 		return e.withClient(s.httpsClient(t, s.ca.issue(t, cn, true).pair))
 	}
 	adminE := certClient("admin")
-	decode(t, adminE.json(t, http.MethodPut, "/v1/topics/orders", map[string]int{"queues": 2}), http.StatusCreated, nil)
-	decode(t, adminE.json(t, http.MethodPut, "/v1/groups/billing", `{"subscriptions":[{"topic":"orders"}]}`), http.StatusCreated, nil)
-	sent := certClient("producer").send(t, "orders", api.SendMessage{Body: "first"})
+	servertest.Decode(t, adminE.JSON(t, http.MethodPut, "/v1/topics/orders", map[string]int{"queues": 2}), http.StatusCreated, nil)
+	servertest.Decode(t, adminE.JSON(t, http.MethodPut, "/v1/groups/billing", `{"subscriptions":[{"topic":"orders"}]}`), http.StatusCreated, nil)
+	sent := certClient("producer").Send(t, "orders", api.SendMessage{Body: "first"})
 
 	rows := []struct {
 		name, role string
@@ -392,7 +390,7 @@ func TestE2ETLSClientCertificates(t *testing.T) {
 			if call.body != "" {
 				body = []byte(call.body)
 			}
-			r := row.e.do(t, method, call.path, call.contentType, body, nil)
+			r := row.e.Do(t, method, call.path, call.contentType, body, nil)
 			what := fmt.Sprintf("%s as %s: %s", op, row.name, r)
 			switch want := expectedStatus(call, principal{name: row.role}); want {
 			case 0:
@@ -404,16 +402,16 @@ func TestE2ETLSClientCertificates(t *testing.T) {
 		}
 	}
 
-	p := problem(t, certClient("nobody").get(t, "/v1/topics"), http.StatusUnauthorized, "unauthenticated")
+	p := servertest.WantProblem(t, certClient("nobody").Get(t, "/v1/topics"), http.StatusUnauthorized, "unauthenticated")
 	require.Contains(t, p.Detail, `subject CN "nobody" names no account`)
-	p = problem(t, e.get(t, "/v1/topics"), http.StatusUnauthorized, "unauthenticated")
+	p = servertest.WantProblem(t, e.Get(t, "/v1/topics"), http.StatusUnauthorized, "unauthenticated")
 	require.Contains(t, p.Detail, "or a client certificate")
 
 	// The Authorization header wins: a wrong secret with the admin's
 	// certificate is a 401, the producer's secret makes it the producer.
-	problem(t, adminE.do(t, http.MethodGet, "/v1/topics", "", nil, basic("producer", "wrong-secret-1")), http.StatusUnauthorized, "unauthenticated")
-	problem(t, adminE.do(t, http.MethodGet, "/v1/topics", "", nil, basic("producer", producerSecret)), http.StatusForbidden, "forbidden")
-	decode(t, e.do(t, http.MethodGet, "/v1/topics/orders", "", nil, basic("producer", producerSecret)), http.StatusOK, nil)
+	servertest.WantProblem(t, adminE.Do(t, http.MethodGet, "/v1/topics", "", nil, basic("producer", "wrong-secret-1")), http.StatusUnauthorized, "unauthenticated")
+	servertest.WantProblem(t, adminE.Do(t, http.MethodGet, "/v1/topics", "", nil, basic("producer", producerSecret)), http.StatusForbidden, "forbidden")
+	servertest.Decode(t, e.Do(t, http.MethodGet, "/v1/topics/orders", "", nil, basic("producer", producerSecret)), http.StatusOK, nil)
 
 	// A certificate of another CA fails the handshake (Go's client would
 	// not even offer it: the server names its CAs).
@@ -422,7 +420,7 @@ func TestE2ETLSClientCertificates(t *testing.T) {
 	c.Transport.(*http.Transport).TLSClientConfig.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 		return &stranger.pair, nil
 	}
-	_, err := c.Get(e.base + "/v1/topics")
+	_, err := c.Get(e.Base + "/v1/topics")
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "certificate")
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server"
+	"github.com/mqgate/mqgate/server/servertest"
 	"github.com/mqgate/mqgate/storage/message"
 )
 
@@ -79,7 +80,7 @@ func TestE2ETooLargeReachesClientsThatWriteFirst(t *testing.T) {
 		c.MaxMessageSize = 1 << 20
 		c.MaxRequestSize = 2 << 20
 	})
-	send := e.base + "/v1/topics/uploads/messages"
+	send := e.Base + "/v1/topics/uploads/messages"
 	const want = "413 body-too-large application/problem+json"
 
 	for _, tc := range []struct {
@@ -99,7 +100,7 @@ func TestE2ETooLargeReachesClientsThatWriteFirst(t *testing.T) {
 
 	t.Run("GoWritesAllThenReads", func(t *testing.T) {
 		for _, chunked := range []bool{false, true} {
-			conn, err := net.Dial("tcp", e.srv.Addr())
+			conn, err := net.Dial("tcp", e.Srv.Addr())
 			require.NoError(t, err)
 			defer conn.Close()
 			require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
@@ -117,7 +118,7 @@ func TestE2ETooLargeReachesClientsThatWriteFirst(t *testing.T) {
 			_, err = conn.Write(append([]byte(head), body...))
 			require.NoError(t, err, "the whole request is written (chunked %v)", chunked)
 			r := readRawResponse(t, conn, http.MethodPost)
-			problem(t, r, http.StatusRequestEntityTooLarge, "body-too-large")
+			servertest.WantProblem(t, r, http.StatusRequestEntityTooLarge, "body-too-large")
 			require.Equal(t, "close", r.Header.Get("Connection"))
 		}
 	})
@@ -132,7 +133,7 @@ func TestE2ETooLargeReachesClientsThatWriteFirst(t *testing.T) {
 	})
 
 	// The server is fine afterwards.
-	e.send(t, "uploads", api.SendMessage{Body: "after"})
+	e.Send(t, "uploads", api.SendMessage{Body: "after"})
 }
 
 // TestE2EErrorBeforeBodyIsReadReachesClient: an error answered before the
@@ -141,18 +142,18 @@ func TestE2ETooLargeReachesClientsThatWriteFirst(t *testing.T) {
 func TestE2EErrorBeforeBodyIsReadReachesClient(t *testing.T) {
 	t.Parallel()
 	e := startE2E(t)
-	out, _ := runPython(t, e.base+"/v1/topics/bad.name/messages", 5<<20, "length", "application/octet-stream")
+	out, _ := runPython(t, e.Base+"/v1/topics/bad.name/messages", 5<<20, "length", "application/octet-stream")
 	require.Equal(t, "400 invalid-name application/problem+json", out)
 }
 
 // readRawResponse reads one response from conn.
-func readRawResponse(t *testing.T, conn net.Conn, method string) e2eResp {
+func readRawResponse(t *testing.T, conn net.Conn, method string) servertest.Resp {
 	t.Helper()
 	return readResponse(t, bufio.NewReader(conn), method)
 }
 
 // readResponse reads one response from br.
-func readResponse(t *testing.T, br *bufio.Reader, method string) e2eResp {
+func readResponse(t *testing.T, br *bufio.Reader, method string) servertest.Resp {
 	t.Helper()
 	resp, err := http.ReadResponse(br, &http.Request{Method: method})
 	require.NoError(t, err)
@@ -163,7 +164,7 @@ func readResponse(t *testing.T, br *bufio.Reader, method string) e2eResp {
 		// ReadResponse turns "Connection: close" into resp.Close.
 		resp.Header.Set("Connection", "close")
 	}
-	return e2eResp{Status: resp.StatusCode, Header: resp.Header, Body: body}
+	return servertest.Resp{Status: resp.StatusCode, Header: resp.Header, Body: body}
 }
 
 // TestE2ENetHTTPErrorsAreProblems: the requests net/http refuses before
@@ -194,14 +195,14 @@ func TestE2ENetHTTPErrorsAreProblems(t *testing.T) {
 			http.StatusExpectationFailed, "expectation-failed", "100-continue"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			conn, err := net.Dial("tcp", e.srv.Addr())
+			conn, err := net.Dial("tcp", e.Srv.Addr())
 			require.NoError(t, err)
 			defer conn.Close()
 			require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
 			_, err = io.WriteString(conn, tc.request)
 			require.NoError(t, err, "the whole request is written")
 			r := readRawResponse(t, conn, http.MethodGet)
-			p := problem(t, r, tc.status, tc.code)
+			p := servertest.WantProblem(t, r, tc.status, tc.code)
 			require.Contains(t, p.Detail, tc.detail)
 			require.Equal(t, "close", r.Header.Get("Connection"))
 			require.Equal(t, strconv.Itoa(len(r.Body)), r.Header.Get("Content-Length"))
@@ -209,7 +210,7 @@ func TestE2ENetHTTPErrorsAreProblems(t *testing.T) {
 	}
 
 	t.Run("AfterKeptAliveResponses", func(t *testing.T) {
-		conn, err := net.Dial("tcp", e.srv.Addr())
+		conn, err := net.Dial("tcp", e.Srv.Addr())
 		require.NoError(t, err)
 		defer conn.Close()
 		require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
@@ -225,18 +226,18 @@ func TestE2ENetHTTPErrorsAreProblems(t *testing.T) {
 				require.Equal(t, "ok\n", string(r.Body))
 				continue
 			}
-			p := problem(t, r, http.StatusNotFound, "topic-not-found")
+			p := servertest.WantProblem(t, r, http.StatusNotFound, "topic-not-found")
 			require.Equal(t, "/v1/topics/nope", p.Instance, "the handler's problem is not rewritten")
 		}
 		_, err = io.WriteString(conn, "GET /v1/topics/%zz/messages HTTP/1.1\r\nHost: x\r\n\r\n")
 		require.NoError(t, err)
-		problem(t, readResponse(t, br, http.MethodGet), http.StatusBadRequest, "malformed-request")
+		servertest.WantProblem(t, readResponse(t, br, http.MethodGet), http.StatusBadRequest, "malformed-request")
 		_, err = br.ReadByte()
 		require.ErrorIs(t, err, io.EOF, "the server closes after the canned error")
 	})
 
 	t.Run("PipelinedAfterGoodRequest", func(t *testing.T) {
-		conn, err := net.Dial("tcp", e.srv.Addr())
+		conn, err := net.Dial("tcp", e.Srv.Addr())
 		require.NoError(t, err)
 		defer conn.Close()
 		require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
@@ -244,7 +245,7 @@ func TestE2ENetHTTPErrorsAreProblems(t *testing.T) {
 		require.NoError(t, err)
 		br := bufio.NewReader(conn)
 		require.Equal(t, http.StatusOK, readResponse(t, br, http.MethodGet).Status)
-		problem(t, readResponse(t, br, http.MethodGet), http.StatusBadRequest, "malformed-request")
+		servertest.WantProblem(t, readResponse(t, br, http.MethodGet), http.StatusBadRequest, "malformed-request")
 	})
 }
 
@@ -253,15 +254,15 @@ func TestE2ENetHTTPErrorsAreProblems(t *testing.T) {
 func TestE2ERootErrorsAreProblems(t *testing.T) {
 	t.Parallel()
 	e := startE2E(t)
-	problem(t, e.get(t, "/no/such/path"), http.StatusNotFound, "not-found")
-	problem(t, e.do(t, http.MethodPost, "/livez", "text/plain", []byte("x"), nil), http.StatusMethodNotAllowed, "method-not-allowed")
-	problem(t, e.get(t, "/ui/no-such-file.js"), http.StatusNotFound, "not-found")
-	problem(t, e.get(t, "/swagger/no-such-file.js"), http.StatusNotFound, "not-found")
+	servertest.WantProblem(t, e.Get(t, "/no/such/path"), http.StatusNotFound, "not-found")
+	servertest.WantProblem(t, e.Do(t, http.MethodPost, "/livez", "text/plain", []byte("x"), nil), http.StatusMethodNotAllowed, "method-not-allowed")
+	servertest.WantProblem(t, e.Get(t, "/ui/no-such-file.js"), http.StatusNotFound, "not-found")
+	servertest.WantProblem(t, e.Get(t, "/swagger/no-such-file.js"), http.StatusNotFound, "not-found")
 	// Files that exist are served as before.
-	r := e.get(t, "/ui/")
+	r := e.Get(t, "/ui/")
 	require.Equal(t, http.StatusOK, r.Status)
 	require.Contains(t, r.Header.Get("Content-Type"), "text/html")
-	r = e.get(t, "/openapi.json")
+	r = e.Get(t, "/openapi.json")
 	require.Equal(t, http.StatusOK, r.Status)
 	require.True(t, json.Valid(r.Body))
 }
@@ -274,10 +275,10 @@ func TestE2EMessageIDsCarryTheStoreHost(t *testing.T) {
 	t.Parallel()
 	first := func(t *testing.T, e *e2eServer) message.ID {
 		t.Helper()
-		res := e.send(t, "ids", api.SendMessage{Body: "first"})
+		res := e.Send(t, "ids", api.SendMessage{Body: "first"})
 		id, err := message.ParseID(res.MessageID)
 		require.NoError(t, err)
-		require.Equal(t, res.MessageID, e.message(t, res.MessageID).MessageID, "the id finds the message")
+		require.Equal(t, res.MessageID, e.Message(t, res.MessageID).MessageID, "the id finds the message")
 		return id
 	}
 	a := startE2E(t, func(c *server.Config) { c.AdvertiseAddr = "10.1.2.3:7001" })
@@ -288,11 +289,11 @@ func TestE2EMessageIDsCarryTheStoreHost(t *testing.T) {
 	require.Equal(t, "127.0.0.1:7002", idB.Host().String(), "a name is resolved to its IPv4 address")
 
 	c := startE2E(t) // 127.0.0.1:0
-	require.Equal(t, c.srv.Addr(), first(t, c).Host().String())
-	require.NotEqual(t, "127.0.0.1:8080", c.srv.Addr())
+	require.Equal(t, c.Srv.Addr(), first(t, c).Host().String())
+	require.NotEqual(t, "127.0.0.1:8080", c.Srv.Addr())
 
 	_, err := server.Open(context.Background(), func() server.Config {
-		cfg := e2eConfig(t, t.TempDir())
+		cfg := servertest.Config(t, t.TempDir())
 		cfg.AdvertiseAddr = "[2001:db8::1]:7003"
 		return cfg
 	}())
@@ -303,7 +304,7 @@ func TestE2EMessageIDsCarryTheStoreHost(t *testing.T) {
 // series returns the label sets and values of metric name in /metrics.
 func (e *e2eServer) series(t *testing.T, name string) map[string]float64 {
 	t.Helper()
-	r := e.get(t, "/metrics")
+	r := e.Get(t, "/metrics")
 	require.Equal(t, http.StatusOK, r.Status)
 	out := map[string]float64{}
 	for _, line := range strings.Split(string(r.Body), "\n") {
@@ -331,7 +332,7 @@ func TestE2EMetricLabelsStayBounded(t *testing.T) {
 	const topics, perTopic = 50, 3
 	for i := range topics {
 		for range perTopic {
-			e.send(t, fmt.Sprintf("spam-%02d", i), api.SendMessage{Body: "x"})
+			e.Send(t, fmt.Sprintf("spam-%02d", i), api.SendMessage{Body: "x"})
 		}
 	}
 	total := func(s map[string]float64) (sum float64) {
@@ -353,7 +354,7 @@ func TestE2EMetricLabelsStayBounded(t *testing.T) {
 			break
 		}
 	}
-	require.Equal(t, http.StatusNoContent, e.do(t, http.MethodDelete, "/v1/topics/"+own, "", nil, nil).Status)
+	require.Equal(t, http.StatusNoContent, e.Do(t, http.MethodDelete, "/v1/topics/"+own, "", nil, nil).Status)
 	after := e.series(t, "mqgate_messages_sent_total")
 	require.NotContains(t, after, `topic="`+own+`"`, "a deleted topic's series is gone")
 	require.Equal(t, float64(topics*perTopic), total(after), "its count moved to _other")
@@ -362,7 +363,7 @@ func TestE2EMetricLabelsStayBounded(t *testing.T) {
 	spam := func(n int) {
 		for i := range n {
 			for _, path := range []string{"/nope-%d", "/v1/nope-%d/x", "/ui/nope-%d.js", "/v1/topics/t/queues/%d/nope"} {
-				r := e.get(t, fmt.Sprintf(path, i))
+				r := e.Get(t, fmt.Sprintf(path, i))
 				require.Equal(t, http.StatusNotFound, r.Status, "%s", r)
 			}
 		}

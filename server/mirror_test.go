@@ -1,8 +1,8 @@
-package server
+package server_test
 
 import (
-	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -11,70 +11,83 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mqgate/mqgate/server"
 	"github.com/mqgate/mqgate/server/pgmirror/pgtest"
+	"github.com/mqgate/mqgate/server/servertest"
 )
 
-func postJSON(t *testing.T, url string, body any, out any) int {
+// postJSON posts body as JSON to path and decodes the answer into out
+// (may be nil); it returns the status.
+func postJSON(t *testing.T, b *servertest.Server, path string, body any, out any) int {
 	t.Helper()
-	b, err := json.Marshal(body)
-	require.NoError(t, err)
-	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
-	require.NoError(t, err)
-	defer resp.Body.Close()
+	r := b.JSON(t, http.MethodPost, path, body)
 	if out != nil {
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
+		require.NoError(t, json.Unmarshal(r.Body, out), "%s", r)
 	}
-	return resp.StatusCode
+	return r.Status
+}
+
+// get performs a GET of path and returns status, content type and body.
+func get(t *testing.T, b *servertest.Server, path string) (int, string, string) {
+	t.Helper()
+	r := b.Get(t, path)
+	return r.Status, r.Header.Get("Content-Type"), string(r.Body)
+}
+
+// mirrorConfig is the server configuration of these tests (small
+// segments and messages) with the mirror on url.
+func mirrorConfig(url string) func(*server.Config) {
+	return func(c *server.Config) {
+		c.SegmentSize = 8 << 20
+		c.MaxMessageSize = 64 << 10
+		c.MaxRequestSize = 128 << 10
+		c.DatabaseURL = url
+	}
 }
 
 // With --database-url the server mirrors into PostgreSQL: the DLQ listing
 // is answered from SQL, /readyz and /metrics report the mirror, and the
 // migrations ran at start.
 func TestServerWithPostgresMirror(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.DatabaseURL = pgtest.URL(t)
-	b := mustOpen(t, cfg)
-	require.NotNil(t, b.server.mirror)
+	b := servertest.Start(t, mirrorConfig(pgtest.URL(t)))
+	require.True(t, server.HasMirror(b.Srv))
 
-	require.Equal(t, http.StatusOK, postJSON(t, b.url+"/v1/topics/pg/messages", map[string]any{"body": "poison"}, nil))
+	require.Equal(t, http.StatusOK, postJSON(t, b, "/v1/topics/pg/messages", map[string]any{"body": "poison"}, nil))
 	var pulled struct {
 		Messages []struct {
 			Receipt string `json:"receipt"`
 		} `json:"messages"`
 	}
-	require.Equal(t, http.StatusOK, postJSON(t, b.url+"/v1/groups/g/topics/pg/pull", map[string]any{"waitMs": 2000}, &pulled))
+	require.Equal(t, http.StatusOK, postJSON(t, b, "/v1/groups/g/topics/pg/pull", map[string]any{"waitMs": 2000}, &pulled))
 	require.Len(t, pulled.Messages, 1)
-	require.Equal(t, http.StatusOK, postJSON(t, b.url+"/v1/groups/g/nack",
+	require.Equal(t, http.StatusOK, postJSON(t, b, "/v1/groups/g/nack",
 		map[string]any{"items": []map[string]any{{"receipt": pulled.Messages[0].Receipt, "delayLevel": -1, "reason": "bad input"}}}, nil))
 
 	// The mirrored listing converges (the mirror follows the log asynchronously).
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	servertest.Eventually(t, 10*time.Second, func() (bool, string) {
 		var list struct {
 			Items []struct {
 				Reason string `json:"reason"`
 			} `json:"items"`
 		}
-		status, _, body := get(t, b.url+"/v1/groups/g/dlq?reasonContains=BAD")
+		status, _, body := get(t, b, "/v1/groups/g/dlq?reasonContains=BAD")
 		require.Equal(t, http.StatusOK, status, body)
 		require.NoError(t, json.Unmarshal([]byte(body), &list))
 		if len(list.Items) == 1 {
 			require.Equal(t, "bad input", list.Items[0].Reason)
-			break
+			return true, ""
 		}
-		require.True(t, time.Now().Before(deadline), "dead letter never mirrored: %s", body)
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false, "dead letter never mirrored: " + body
+	})
 	// Progress shows the mirrored offset next to the live one.
-	deadline = time.Now().Add(10 * time.Second)
-	for {
+	servertest.Eventually(t, 10*time.Second, func() (bool, string) {
 		var prog struct {
 			Queues []struct {
 				ConsumerOffset int64  `json:"consumerOffset"`
 				MirroredOffset *int64 `json:"mirroredOffset"`
 			} `json:"queues"`
 		}
-		status, _, body := get(t, b.url+"/v1/groups/g/progress")
+		status, _, body := get(t, b, "/v1/groups/g/progress")
 		require.Equal(t, http.StatusOK, status, body)
 		require.NoError(t, json.Unmarshal([]byte(body), &prog))
 		// Queues nobody consumed from have no mirrored row yet.
@@ -84,16 +97,12 @@ func TestServerWithPostgresMirror(t *testing.T) {
 				synced = q.MirroredOffset != nil && *q.MirroredOffset == q.ConsumerOffset
 			}
 		}
-		if synced {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "mirrored offsets never matched: %s", body)
-		time.Sleep(50 * time.Millisecond)
-	}
-	status, _, body := get(t, b.url+"/readyz")
+		return synced, "mirrored offsets never matched: " + body
+	})
+	status, _, body := get(t, b, "/readyz")
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, "ok\n", body, "a healthy mirror adds nothing")
-	_, _, metrics := get(t, b.url+"/metrics")
+	_, _, metrics := get(t, b, "/metrics")
 	require.True(t, strings.Contains(metrics, "mqgate_mirror_healthy 1"), "mirror metrics exported")
 	require.True(t, strings.Contains(metrics, "mqgate_messages_dlq_total{group=\"g\"} 1"))
 }
@@ -106,9 +115,7 @@ func TestServerSurvivesPostgresOutage(t *testing.T) {
 		t.Skip("starts a PostgreSQL cluster")
 	}
 	cluster := pgtest.NewCluster(t)
-	cfg := testConfig(t)
-	cfg.DatabaseURL = cluster.URL()
-	b := mustOpen(t, cfg)
+	b := servertest.Start(t, mirrorConfig(cluster.URL()))
 
 	var pulled struct {
 		Messages []struct {
@@ -118,10 +125,10 @@ func TestServerSurvivesPostgresOutage(t *testing.T) {
 	load := func(n int) {
 		t.Helper()
 		for i := 0; i < n; i++ {
-			require.Equal(t, http.StatusOK, postJSON(t, b.url+"/v1/topics/out/messages", map[string]any{"body": "m"}, nil))
-			require.Equal(t, http.StatusOK, postJSON(t, b.url+"/v1/groups/g/topics/out/pull", map[string]any{"waitMs": 1000, "maxMessages": 1}, &pulled))
+			require.Equal(t, http.StatusOK, postJSON(t, b, "/v1/topics/out/messages", map[string]any{"body": "m"}, nil))
+			require.Equal(t, http.StatusOK, postJSON(t, b, "/v1/groups/g/topics/out/pull", map[string]any{"waitMs": 1000, "maxMessages": 1}, &pulled))
 			require.Len(t, pulled.Messages, 1)
-			require.Equal(t, http.StatusOK, postJSON(t, b.url+"/v1/groups/g/ack", map[string]any{"receipts": []string{pulled.Messages[0].Receipt}}, nil))
+			require.Equal(t, http.StatusOK, postJSON(t, b, "/v1/groups/g/ack", map[string]any{"receipts": []string{pulled.Messages[0].Receipt}}, nil))
 		}
 	}
 	load(20)
@@ -133,9 +140,9 @@ func TestServerSurvivesPostgresOutage(t *testing.T) {
 	sawDegraded, sawNote := false, false
 	for time.Now().Before(outage) {
 		load(10)
-		status, _, _ := get(t, b.url+"/livez")
+		status, _, _ := get(t, b, "/livez")
 		require.Equal(t, http.StatusOK, status)
-		status, _, body := get(t, b.url+"/readyz")
+		status, _, body := get(t, b, "/readyz")
 		require.Equal(t, http.StatusOK, status, "the mirror never makes mqgate unready")
 		sawDegraded = sawDegraded || strings.Contains(body, "degraded")
 		// Progress leaves the mirrored offsets out, with a note, rather
@@ -146,7 +153,7 @@ func TestServerSurvivesPostgresOutage(t *testing.T) {
 			} `json:"queues"`
 			Notes []string `json:"notes"`
 		}
-		_, _, pb := get(t, b.url+"/v1/groups/g/progress")
+		_, _, pb := get(t, b, "/v1/groups/g/progress")
 		require.NoError(t, json.Unmarshal([]byte(pb), &prog))
 		noted := strings.Contains(strings.Join(prog.Notes, " "), "mirror is degraded")
 		if noted && sawNote { // degraded for a while: not the moment it went down
@@ -159,9 +166,8 @@ func TestServerSurvivesPostgresOutage(t *testing.T) {
 	require.True(t, sawDegraded, "/readyz reports the degraded mirror")
 	require.True(t, sawNote, "progress notes the degraded mirror")
 	cluster.Start()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		status, _, body := get(t, b.url+"/readyz")
+	servertest.Eventually(t, 30*time.Second, func() (bool, string) {
+		status, _, body := get(t, b, "/readyz")
 		require.Equal(t, http.StatusOK, status)
 		var prog struct {
 			Queues []struct {
@@ -169,7 +175,7 @@ func TestServerSurvivesPostgresOutage(t *testing.T) {
 				MirroredOffset *int64 `json:"mirroredOffset"`
 			} `json:"queues"`
 		}
-		_, _, pb := get(t, b.url+"/v1/groups/g/progress")
+		_, _, pb := get(t, b, "/v1/groups/g/progress")
 		require.NoError(t, json.Unmarshal([]byte(pb), &prog))
 		caughtUp := body == "ok\n"
 		for _, q := range prog.Queues {
@@ -177,10 +183,6 @@ func TestServerSurvivesPostgresOutage(t *testing.T) {
 				caughtUp = false
 			}
 		}
-		if caughtUp {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "mirror never caught up: %s %s", body, pb)
-		time.Sleep(100 * time.Millisecond)
-	}
+		return caughtUp, fmt.Sprintf("mirror never caught up: %s %s", body, pb)
+	})
 }

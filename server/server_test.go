@@ -21,6 +21,12 @@ import (
 	"github.com/mqgate/mqgate/server/broker"
 )
 
+// The tests of this file and conn_test.go build servers from the
+// package's internals (a fake broker, the listener's limits), so they
+// stay in package server, which cannot import servertest (it imports
+// server); everything that needs only the exported API is in package
+// server_test and uses servertest.
+
 // testConfig is a small configuration listening on a free loopback port.
 func testConfig(t *testing.T) Config {
 	t.Helper()
@@ -58,14 +64,6 @@ func start(t *testing.T, s *Server) *testBundle {
 		require.NoError(t, <-b.served)
 	})
 	return b
-}
-
-// mustOpen opens the real server (real broker) with cfg.
-func mustOpen(t *testing.T, cfg Config) *testBundle {
-	t.Helper()
-	s, err := Open(context.Background(), cfg)
-	require.NoError(t, err)
-	return start(t, s)
 }
 
 // mustOpenFake opens a server over a fake broker.
@@ -127,80 +125,6 @@ func (f *fakeBackend) Ready() error {
 func (f *fakeBackend) Close(context.Context) error {
 	f.closed.Add(1)
 	return nil
-}
-
-func TestServerEndpoints(t *testing.T) {
-	t.Parallel()
-	b := mustOpen(t, testConfig(t))
-
-	for _, path := range []string{"/livez", "/healthz", "/readyz"} {
-		status, _, body := get(t, b.url+path)
-		require.Equal(t, http.StatusOK, status, path)
-		require.Equal(t, "ok\n", body, path)
-	}
-
-	status, contentType, body := get(t, b.url+"/openapi.json")
-	require.Equal(t, http.StatusOK, status)
-	require.Equal(t, "application/json", contentType)
-	var spec struct {
-		OpenAPI string                     `json:"openapi"`
-		Paths   map[string]json.RawMessage `json:"paths"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(body), &spec))
-	require.Equal(t, "3.0.3", spec.OpenAPI)
-	require.Contains(t, spec.Paths, "/topics/{topic}/messages")
-	require.Contains(t, spec.Paths, "/groups/{group}/topics/{topic}/pull")
-
-	status, _, body = get(t, b.url+"/swagger/doc.json")
-	require.Equal(t, http.StatusOK, status)
-	require.Contains(t, body, `"swagger": "2.0"`)
-	status, _, body = get(t, b.url+"/swagger/index.html")
-	require.Equal(t, http.StatusOK, status)
-	require.Contains(t, body, "swagger-ui")
-
-	status, contentType, body = get(t, b.url+"/ui/")
-	require.Equal(t, http.StatusOK, status)
-	require.Contains(t, contentType, "text/html")
-	require.Contains(t, body, "mqgate console")
-	for _, asset := range []string{"/ui/app.js", "/ui/app.css"} {
-		status, _, _ = get(t, b.url+asset)
-		require.Equal(t, http.StatusOK, status, asset)
-	}
-	status, _, body = get(t, b.url+"/") // redirected to the console
-	require.Equal(t, http.StatusOK, status)
-	require.Contains(t, body, "mqgate console")
-
-	status, contentType, _ = get(t, b.url+"/nope")
-	require.Equal(t, http.StatusNotFound, status)
-	require.Equal(t, "application/problem+json", contentType)
-	status, _, _ = get(t, b.url+"/debug/pprof/")
-	require.Equal(t, http.StatusNotFound, status, "pprof is off by default")
-
-	// A message through the real broker: the wiring, not the semantics.
-	resp, err := http.Post(b.url+"/v1/topics/smoke/messages", "application/json", strings.NewReader(`{"body":"hello"}`))
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	resp, err = http.Post(b.url+"/v1/groups/g/topics/smoke/pull", "application/json", strings.NewReader(`{"waitMs":2000}`))
-	require.NoError(t, err)
-	var pulled api.PullResponse
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&pulled))
-	resp.Body.Close()
-	require.Len(t, pulled.Messages, 1)
-	require.Equal(t, "hello", pulled.Messages[0].Body)
-	resp, err = http.Post(b.url+"/v1/topics/smoke/messages", "text/plain", strings.NewReader(strings.Repeat("x", 64<<10+1)))
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "max-message-size reaches the API")
-
-	_, _, body = get(t, b.url+"/metrics")
-	require.Contains(t, body, `mqgate_http_requests_total{code="200",method="GET",route="/livez"} 1`)
-	require.Contains(t, body, `mqgate_http_requests_total{code="200",method="POST",route="/v1/topics/{topic}/messages"} 1`)
-	require.Contains(t, body, `mqgate_http_request_duration_seconds_bucket{method="POST",route="/v1/groups/{group}/topics/{topic}/pull"`)
-	require.Contains(t, body, "mqgate_build_info{")
-	require.Contains(t, body, "go_goroutines")
-
-	require.NoError(t, HealthCheck(context.Background(), b.server.Addr()))
 }
 
 func TestServerPprofWhenEnabled(t *testing.T) {

@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"bytes"
@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/server"
+	"github.com/mqgate/mqgate/server/servertest"
 )
 
 // openFDs counts this process's open file descriptors.
@@ -54,28 +57,34 @@ func TestSlowlorisAndSlowBodies(t *testing.T) {
 	if os.Getenv("LONG") != "" {
 		slowHeaders, slowBodies = 1000, 200
 	}
-	cfg := testConfig(t)
-	cfg.ReadHeaderTimeout = 500 * time.Millisecond
-	cfg.ReadTimeout = time.Second
-	b := mustOpen(t, cfg)
+	b := servertest.Start(t, func(c *server.Config) {
+		c.SegmentSize = 8 << 20
+		c.MaxMessageSize = 64 << 10
+		c.MaxRequestSize = 128 << 10
+		c.ReadHeaderTimeout = 500 * time.Millisecond
+		c.ReadTimeout = time.Second
+	})
 	client := &http.Client{Timeout: 10 * time.Second}
-	url := b.url + "/v1/topics/t22/messages"
+	url := b.Base + "/v1/topics/t22/messages"
 	sendLatencyP99(t, client, url, 20) // warm up
 	baseline := sendLatencyP99(t, client, url, 200)
 	fdsBefore := openFDs(t)
 
-	var wg sync.WaitGroup
+	var wg, connected sync.WaitGroup // connected: every attacker has sent its head
 	closed := make(chan time.Duration, slowHeaders+slowBodies)
 	dribble := func(head string) {
 		defer wg.Done()
-		conn, err := net.Dial("tcp", b.server.Addr())
+		conn, err := net.Dial("tcp", b.Srv.Addr())
 		if err != nil {
+			connected.Done()
 			t.Error(err)
 			return
 		}
 		defer conn.Close()
 		start := time.Now()
-		if _, err := conn.Write([]byte(head)); err != nil {
+		_, err = conn.Write([]byte(head))
+		connected.Done()
+		if err != nil {
 			return
 		}
 		// One byte every 100 ms until the server hangs up (or 10 s pass).
@@ -96,13 +105,15 @@ func TestSlowlorisAndSlowBodies(t *testing.T) {
 	}
 	for i := 0; i < slowHeaders; i++ {
 		wg.Add(1)
+		connected.Add(1)
 		go dribble("POST /v1/topics/t22/messages HTTP/1.1\r\nHost: x\r\nX-Slow: ")
 	}
 	for i := 0; i < slowBodies; i++ {
 		wg.Add(1)
+		connected.Add(1)
 		go dribble(fmt.Sprintf("POST /v1/topics/t22/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n", 32<<10))
 	}
-	time.Sleep(200 * time.Millisecond) // let the attack connect
+	connected.Wait() // the attack is connected
 	underAttack := sendLatencyP99(t, client, url, 200)
 	wg.Wait()
 	close(closed)
@@ -120,9 +131,9 @@ func TestSlowlorisAndSlowBodies(t *testing.T) {
 	// floor absorbs scheduler noise on a millisecond baseline.
 	require.Less(t, underAttack, max(2*baseline, 50*time.Millisecond), "the normal client is not starved")
 	client.CloseIdleConnections()
-	deadline := time.Now().Add(5 * time.Second)
-	for openFDs(t) > fdsBefore+5 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	servertest.Eventually(t, 5*time.Second, func() (bool, string) {
+		n := openFDs(t)
+		return n <= fdsBefore+5, fmt.Sprintf("%d file descriptors open, %d before the attack", n, fdsBefore)
+	})
 	require.LessOrEqual(t, openFDs(t), fdsBefore+5, "file descriptors return to baseline")
 }

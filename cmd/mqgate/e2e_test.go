@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/server/pgmirror/pgtest"
+	"github.com/mqgate/mqgate/server/servertest"
 )
 
 // Process-level tests: the real binary (this test binary re-executed as
@@ -37,8 +38,9 @@ func init() {
 	}
 }
 
-// e2eLevels are RocketMQ's 18 delay levels compressed to milliseconds.
-const e2eLevels = "20ms,40ms,60ms,80ms,100ms,120ms,140ms,160ms,180ms,200ms,220ms,240ms,260ms,280ms,300ms,320ms,340ms,360ms"
+// e2eLevels are servertest's delay levels (RocketMQ's 18 compressed to
+// milliseconds) as the --delay-levels flag takes them.
+var e2eLevels = strings.ReplaceAll(servertest.DelayLevels, " ", ",")
 
 type proc struct {
 	t    *testing.T
@@ -237,7 +239,7 @@ func TestKill9UnderLoad(t *testing.T) {
 						break
 					}
 					unknown.Add(1)
-					time.Sleep(50 * time.Millisecond)
+					time.Sleep(50 * time.Millisecond) // back off (the server may be down), then retry
 				}
 				sentMu.Lock()
 				for _, m := range batch {
@@ -262,7 +264,7 @@ func TestKill9UnderLoad(t *testing.T) {
 
 	var recoveries []time.Duration
 	for cycle := 0; cycle < cycles; cycle++ {
-		time.Sleep(time.Duration(2000+rand.IntN(2000)) * time.Millisecond)
+		time.Sleep(time.Duration(2000+rand.IntN(2000)) * time.Millisecond) // the load runs 2–4 s before each kill
 		srv.Load().kill9()
 		start := time.Now()
 		srv.Store(startServer(t, dir, addr, extra...))
@@ -273,7 +275,7 @@ func TestKill9UnderLoad(t *testing.T) {
 			}
 		}
 	}
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the last server takes the load for a second
 	close(stopProducers)
 	producers.Wait()
 
@@ -313,7 +315,7 @@ func TestKill9UnderLoad(t *testing.T) {
 			}
 			t.Fatalf("%d (group, message) pairs never acknowledged after the drain", missing)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // poll again (a hand-rolled Eventually, for the diagnostics at its deadline)
 	}
 	stopConsumers()
 	consumers.Wait()
@@ -389,9 +391,8 @@ func deadLetterIDs(t *testing.T, base, group string) map[string]bool {
 func checkMirroredDeadLetters(t *testing.T, p *proc, dir, addr string, groups []string) {
 	t.Helper()
 	base := "http://" + addr
-	deadline := time.Now().Add(30 * time.Second)
 	for _, g := range groups {
-		for {
+		servertest.Eventually(t, 30*time.Second, func() (bool, string) {
 			var pv progressView
 			_, err := call(context.Background(), http.MethodGet, base+"/v1/groups/"+g+"/progress", nil, &pv)
 			require.NoError(t, err)
@@ -401,14 +402,13 @@ func checkMirroredDeadLetters(t *testing.T, p *proc, dir, addr string, groups []
 					synced = false
 				}
 			}
-			if synced {
-				break
-			}
-			require.True(t, time.Now().Before(deadline), "mirror never caught up for %s", g)
-			time.Sleep(100 * time.Millisecond)
-		}
+			return synced, "mirror never caught up for " + g
+		})
 	}
-	time.Sleep(1500 * time.Millisecond) // status changes and arrivals are polled every second
+	// The mirror polls dead-letter status changes and arrivals every
+	// second, and nothing shows when a poll has passed: wait out one and a
+	// half periods.
+	time.Sleep(1500 * time.Millisecond)
 	mirrored := map[string]map[string]bool{}
 	for _, g := range groups {
 		mirrored[g] = deadLetterIDs(t, base, g)
@@ -557,7 +557,7 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 			}
 		}(s)
 	}
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // the senders run for half a second before the SIGTERM
 	start := time.Now()
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	select {

@@ -10,17 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/server/broker"
-	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/server/broker/brokertest"
 )
 
-// testLevels compresses RocketMQ's 18 delay levels to milliseconds.
-var testLevels = func() []time.Duration {
-	out := make([]time.Duration, 18)
-	for i := range out {
-		out[i] = time.Duration(10*(i+1)) * time.Millisecond
-	}
-	return out
-}()
+// TestMain fails the binary when a test leaves goroutines running.
+func TestMain(m *testing.M) { brokertest.VerifyNoLeaks(m) }
 
 type bundle struct {
 	dir string
@@ -28,42 +22,18 @@ type bundle struct {
 	ctx context.Context
 }
 
-func testOptions(dir string) broker.Options {
-	return broker.Options{
-		DataDir:          dir,
-		AutoCreate:       true,
-		SnapshotInterval: 50 * time.Millisecond,
-		DelayLevels:      testLevels,
-		MaxMessageSize:   64 << 10,
-		Storage: storage.Options{
-			SegmentSize:         1 << 20,
-			QueueEntriesPerFile: 1024,
-			IndexSlots:          1024,
-			IndexEntries:        4096,
-		},
-	}
-}
-
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	dir := t.TempDir()
 	bd := &bundle{dir: dir, ctx: context.Background()}
-	bd.b = mustOpen(t, testOptions(dir))
+	bd.b = brokertest.MustOpen(t, dir)
 	return bd
-}
-
-func mustOpen(t *testing.T, opts broker.Options) *broker.Broker {
-	t.Helper()
-	b, err := broker.Open(context.Background(), opts)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Close(context.Background()) })
-	return b
 }
 
 func (bd *bundle) restart(t *testing.T) {
 	t.Helper()
 	require.NoError(t, bd.b.Close(bd.ctx))
-	bd.b = mustOpen(t, testOptions(bd.dir))
+	bd.b = brokertest.MustOpen(t, bd.dir)
 }
 
 func (bd *bundle) send(t *testing.T, topic string, bodies ...string) []broker.SendResult {
@@ -146,7 +116,9 @@ func TestLongPollWakesOnSend(t *testing.T) {
 		msgs, _ := bd.b.Pull(bd.ctx, broker.PullRequest{Group: "g", Topic: "lp", MaxMessages: 1, Wait: 20 * time.Second})
 		done <- msgs
 	}()
-	time.Sleep(50 * time.Millisecond) // let the poll park
+	// Let the poll park: the broker shows no parked poll to wait for, and
+	// the send is delivered either way; this makes it the wake-up path.
+	time.Sleep(50 * time.Millisecond)
 	bd.send(t, "lp", "wake")
 	select {
 	case msgs := <-done:
@@ -401,9 +373,9 @@ func TestManyProducersAndConsumers(t *testing.T) {
 }
 
 func TestAutoCreateGroupsCanBeSwitchedOff(t *testing.T) {
-	opts := testOptions(t.TempDir())
+	opts := brokertest.Options(t.TempDir())
 	opts.NoAutoCreateGroups = true
-	bd := &bundle{dir: opts.DataDir, ctx: context.Background(), b: mustOpen(t, opts)}
+	bd := &bundle{dir: opts.DataDir, ctx: context.Background(), b: brokertest.Open(t, opts)}
 	bd.send(t, "auto", "topics still auto-create")
 	_, err := bd.b.Pull(bd.ctx, broker.PullRequest{Group: "unknown", Topic: "auto"})
 	require.ErrorIs(t, err, broker.ErrGroupNotFound)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/server/broker"
+	"github.com/mqgate/mqgate/server/broker/brokertest"
 	"github.com/mqgate/mqgate/storage/message"
 )
 
@@ -31,7 +32,7 @@ func pressureBundle(t *testing.T, usage float64, n int, tune func(*broker.Option
 	t.Helper()
 	disk := &fakeDisk{}
 	disk.set(usage)
-	opts := testOptions(t.TempDir())
+	opts := brokertest.Options(t.TempDir())
 	opts.MaxMessageSize = 4 << 10
 	opts.Storage.SegmentSize = 128 << 10
 	opts.Storage.RetentionInterval = 10 * time.Millisecond
@@ -40,7 +41,7 @@ func pressureBundle(t *testing.T, usage float64, n int, tune func(*broker.Option
 	if tune != nil {
 		tune(&opts)
 	}
-	bd := &bundle{dir: opts.DataDir, ctx: context.Background(), b: mustOpen(t, opts)}
+	bd := &bundle{dir: opts.DataDir, ctx: context.Background(), b: brokertest.Open(t, opts)}
 	_, _, err := bd.b.PutTopic(bd.ctx, broker.TopicConfig{Name: "t", Queues: 1})
 	require.NoError(t, err)
 	_, _, err = bd.b.PutGroup(bd.ctx, broker.GroupConfig{Name: "g", Subscriptions: []broker.Subscription{{Topic: "t"}}})
@@ -182,7 +183,7 @@ func TestRetentionKeepsUndeliveredDelayedMessages(t *testing.T) {
 	t.Parallel()
 	opts := retentionOptions(t)
 	opts.DelayLevels = []time.Duration{1500 * time.Millisecond}
-	bd := &bundle{dir: opts.DataDir, ctx: context.Background(), b: mustOpen(t, opts)}
+	bd := &bundle{dir: opts.DataDir, ctx: context.Background(), b: brokertest.Open(t, opts)}
 	_, err := bd.b.Send(bd.ctx, "dl", []broker.SendMessage{{Body: []byte("delayed"), DelayLevel: 1}})
 	require.NoError(t, err)
 	filler := strings.Repeat("f", 3000)

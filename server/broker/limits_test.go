@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/server/broker"
+	"github.com/mqgate/mqgate/server/broker/brokertest"
 	"github.com/mqgate/mqgate/storage/message"
 )
 
@@ -164,8 +165,8 @@ func TestBrokerAdditionsFit(t *testing.T) {
 	for _, orderly := range []bool{false, true} {
 		t.Run(fmt.Sprintf("orderly=%v", orderly), func(t *testing.T) {
 			dir := t.TempDir()
-			opts := fastLevels(testOptions(dir))
-			b := mustOpen(t, opts)
+			opts := fastLevels(brokertest.Options(dir))
+			b := brokertest.Open(t, opts)
 			topic := strings.Repeat("T", 127)
 			group := strings.Repeat("G", 120)
 			client := strings.Repeat("c", broker.MaxClientIDBytes)
@@ -229,7 +230,7 @@ func TestBrokerAdditionsFit(t *testing.T) {
 			require.Zero(t, count, "nothing the broker wrote was set aside")
 
 			require.NoError(t, b.Close(ctx))
-			b = mustOpen(t, opts)
+			b = brokertest.Open(t, opts)
 			dead, _, err = b.ListDeadLetters(ctx, group, broker.DLQFilter{}, "", 10)
 			require.NoError(t, err)
 			require.Len(t, dead, 2)

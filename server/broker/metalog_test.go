@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/server/broker"
+	"github.com/mqgate/mqgate/server/broker/brokertest"
 )
 
 // registryState is what the registry serves, for comparisons.
@@ -71,7 +72,7 @@ func TestRegistrySurvivesLosingItsFiles(t *testing.T) {
 	} {
 		require.NoError(t, bd.b.Close(bd.ctx))
 		damage()
-		bd.b = mustOpen(t, testOptions(bd.dir))
+		bd.b = brokertest.MustOpen(t, bd.dir)
 		gotTopics, gotGroups := registryState(t, bd.b)
 		require.Equal(t, topics, gotTopics)
 		require.Equal(t, groups, gotGroups)
@@ -102,7 +103,7 @@ func TestRegistryFromVersion1Files(t *testing.T) {
 		[]byte(`{"orders":{"Name":"orders","Queues":3,"RetentionHours":0,"Perm":"rw","CreatedAt":"2026-11-01T00:00:00Z"}}`), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "config", "groups.json"),
 		[]byte(`{"billing":{"Name":"billing","ConsumeMode":"clustering","RetryMaxTimes":7,"CreatedAt":"2026-11-01T00:00:00Z"}}`), 0o644))
-	b := mustOpen(t, testOptions(dir))
+	b := brokertest.MustOpen(t, dir)
 	topics, groups := registryState(t, b)
 	require.Len(t, topics, 1)
 	require.Equal(t, 3, topics[0].Queues)
@@ -111,7 +112,7 @@ func TestRegistryFromVersion1Files(t *testing.T) {
 	require.NoError(t, b.Close(context.Background()))
 
 	removeConfig(t, dir, "topics.json", "groups.json")
-	b = mustOpen(t, testOptions(dir))
+	b = brokertest.MustOpen(t, dir)
 	again, groupsAgain := registryState(t, b)
 	require.Equal(t, topics, again)
 	require.Equal(t, groups, groupsAgain)
@@ -122,7 +123,7 @@ func TestRegistryFromVersion1Files(t *testing.T) {
 // it still comes back without its files.
 func TestRegistryOutlivesRetention(t *testing.T) {
 	opts := retentionOptions(t)
-	bd := &bundle{dir: opts.DataDir, ctx: context.Background(), b: mustOpen(t, opts)}
+	bd := &bundle{dir: opts.DataDir, ctx: context.Background(), b: brokertest.Open(t, opts)}
 	_, _, err := bd.b.PutTopic(bd.ctx, broker.TopicConfig{Name: "durable", Queues: 5})
 	require.NoError(t, err)
 	_, _, err = bd.b.PutGroup(bd.ctx, broker.GroupConfig{Name: "g", RetryMaxTimes: 9})
@@ -131,7 +132,7 @@ func TestRegistryOutlivesRetention(t *testing.T) {
 	bd.rollAndExpire(t, 10*time.Second)
 	require.NoError(t, bd.b.Close(bd.ctx))
 	removeConfig(t, bd.dir, "topics.json", "groups.json")
-	bd.b = mustOpen(t, opts)
+	bd.b = brokertest.Open(t, opts)
 	gotTopics, gotGroups := registryState(t, bd.b)
 	require.Equal(t, groups, gotGroups)
 	// The filler topic was auto-created meanwhile; durable is there as it was.

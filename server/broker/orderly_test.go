@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/server/broker"
+	"github.com/mqgate/mqgate/server/broker/brokertest"
 )
 
 func (bd *bundle) sendKeyed(t *testing.T, topic string, pairs ...string) {
@@ -59,7 +60,7 @@ func TestOrderlyOneInFlightPerKey(t *testing.T) {
 	bd.nack(t, "o", byBody["b1"], 5, "try later")
 	again := bd.pull(t, "o", "fifo", 10, 5*time.Second, time.Minute)
 	require.Equal(t, []string{"b1"}, bodiesOf(again), "the retry of b1 comes before b2")
-	require.GreaterOrEqual(t, time.Since(start), testLevels[4])
+	require.GreaterOrEqual(t, time.Since(start), brokertest.Levels()[4])
 	require.Equal(t, byBody["b1"].MessageID, again[0].MessageID, "retried in place: same message")
 	require.Equal(t, int32(1), again[0].ReconsumeTimes)
 	res, err := bd.b.Ack(bd.ctx, "o", []string{byBody["b1"].Receipt})

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/server/broker"
+	"github.com/mqgate/mqgate/server/broker/brokertest"
 )
 
 func (bd *bundle) nack(t *testing.T, group string, m broker.ReceivedMessage, level int, reason string) {
@@ -42,7 +43,7 @@ func TestRetryLadderToDLQ(t *testing.T) {
 		} else {
 			require.Equal(t, origin, m.OriginMessageID)
 			level := min(3+attempt-1, 18)
-			require.GreaterOrEqual(t, time.Since(last), testLevels[level-1], "retry %d came before its delay level %d", attempt, level)
+			require.GreaterOrEqual(t, time.Since(last), brokertest.Levels()[level-1], "retry %d came before its delay level %d", attempt, level)
 		}
 		last = time.Now()
 		bd.nack(t, "g", m, 0, fmt.Sprintf("boom %d", attempt))
@@ -110,7 +111,7 @@ func TestNackLevels(t *testing.T) {
 	again := bd.pull(t, "g", "lv", 2, 5*time.Second, time.Minute)
 	require.Len(t, again, 1)
 	require.Equal(t, "level-5", string(again[0].Body))
-	require.GreaterOrEqual(t, time.Since(start), testLevels[4])
+	require.GreaterOrEqual(t, time.Since(start), brokertest.Levels()[4])
 	dead, _, err := bd.b.ListDeadLetters(bd.ctx, "g", broker.DLQFilter{}, "", 10)
 	require.NoError(t, err)
 	require.Len(t, dead, 1)
@@ -143,7 +144,7 @@ func TestLeaseExtensionIsNotAnAttempt(t *testing.T) {
 		res, err := bd.b.ChangeLease(bd.ctx, "g", []broker.LeaseItem{{Receipt: got[0].Receipt, Invisible: 100 * time.Millisecond}})
 		require.NoError(t, err)
 		require.Equal(t, broker.ReceiptOK, res[0].Status)
-		time.Sleep(40 * time.Millisecond)
+		time.Sleep(40 * time.Millisecond) // time passes: five of these outlive the first 50 ms lease
 	}
 	res, err := bd.b.Ack(bd.ctx, "g", []string{got[0].Receipt})
 	require.NoError(t, err)
@@ -161,7 +162,7 @@ func TestDelayedSend(t *testing.T) {
 	require.Len(t, res, 1)
 	got := bd.pull(t, "g", "later", 1, 5*time.Second, time.Minute)
 	require.Len(t, got, 1)
-	require.GreaterOrEqual(t, time.Since(start), testLevels[5])
+	require.GreaterOrEqual(t, time.Since(start), brokertest.Levels()[5])
 	require.Equal(t, "later", got[0].Topic)
 	_, err = bd.b.Send(bd.ctx, "later", []broker.SendMessage{{Body: []byte("d"), DelayLevel: 19}})
 	require.ErrorIs(t, err, broker.ErrInvalidArgument)
@@ -172,7 +173,7 @@ func TestDelayedSend(t *testing.T) {
 // and history, and can still be listed, fetched and resent.
 func TestDeadLettersOutliveRetention(t *testing.T) {
 	opts := retentionOptions(t)
-	bd := &bundle{dir: opts.DataDir, ctx: context.Background(), b: mustOpen(t, opts)}
+	bd := &bundle{dir: opts.DataDir, ctx: context.Background(), b: brokertest.Open(t, opts)}
 	bd.send(t, "keep", "precious", "gone")
 	got := bd.pull(t, "g", "keep", 2, time.Second, time.Minute)
 	require.Len(t, got, 2)

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/server/broker"
+	"github.com/mqgate/mqgate/server/broker/brokertest"
 )
 
 // sum adds up the counts of m.
@@ -24,9 +25,9 @@ func sum(m map[string]uint64) uint64 {
 // stays what was counted.
 func TestStatsLabelLimit(t *testing.T) {
 	t.Parallel()
-	opts := testOptions(t.TempDir())
+	opts := brokertest.Options(t.TempDir())
 	opts.MetricsMaxLabelValues = 3
-	bd := &bundle{b: mustOpen(t, opts), ctx: t.Context()}
+	bd := &bundle{b: brokertest.Open(t, opts), ctx: t.Context()}
 
 	for i := range 6 {
 		bd.send(t, fmt.Sprintf("topic-%d", i), "a", "b")

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/server/broker"
+	"github.com/mqgate/mqgate/server/broker/brokertest"
 )
 
 // The timer crash test is real: a child process (this test binary,
@@ -33,7 +34,7 @@ import (
 const timerCrashEnv = "MQGATE_TIMER_CRASH_DIR"
 
 func timerCrashOptions(dir string) broker.Options {
-	o := testOptions(dir)
+	o := brokertest.Options(dir)
 	o.TimerIndexBuffer = 32 // runs and merges all the time
 	o.SnapshotInterval = 20 * time.Millisecond
 	o.Storage.CheckpointInterval = 20 * time.Millisecond
@@ -234,7 +235,7 @@ func TestTimersKill9(t *testing.T) {
 		t.Logf("round %d: killed after %v, %d steps", round, delay, steps)
 	}
 
-	bd := &bundle{dir: dir, ctx: context.Background(), b: mustOpen(t, timerCrashOptions(dir))}
+	bd := &bundle{dir: dir, ctx: context.Background(), b: brokertest.Open(t, timerCrashOptions(dir))}
 	horizon := time.Now().Add(30 * time.Minute)
 	require.Eventually(t, func() bool {
 		_, next := bd.b.TimerCount()

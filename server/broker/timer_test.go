@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/server/broker"
+	"github.com/mqgate/mqgate/server/broker/brokertest"
 )
 
 func (bd *bundle) sendTimer(t *testing.T, topic, body string, msg broker.SendMessage) broker.SendResult {
@@ -76,7 +78,7 @@ func TestTimers(t *testing.T) {
 // retentionOptions are broker options whose retention deletes every
 // segment but the active one as soon as it can (128 KiB segments).
 func retentionOptions(t *testing.T) broker.Options {
-	opts := testOptions(t.TempDir())
+	opts := brokertest.Options(t.TempDir())
 	opts.Storage.SegmentSize = 128 << 10
 	opts.Storage.FileReservedTime = time.Millisecond
 	opts.Storage.RetentionInterval = 20 * time.Millisecond
@@ -93,28 +95,23 @@ func (bd *bundle) rollAndExpire(t *testing.T, timeout time.Duration) {
 	for i := 0; i < 200; i++ {
 		bd.send(t, "filler", filler)
 	}
-	deadline := time.Now().Add(timeout)
-	for {
+	brokertest.Eventually(t, timeout, func() (bool, string) {
 		st, err := bd.b.Status(bd.ctx)
 		require.NoError(t, err)
-		if st.CommitLogMin > 128<<10*2 {
-			return
-		}
-		require.True(t, time.Now().Before(deadline), "retention never ran (min %d)", st.CommitLogMin)
-		time.Sleep(20 * time.Millisecond)
-	}
+		return st.CommitLogMin > 128<<10*2, fmt.Sprintf("retention never ran (min %d)", st.CommitLogMin)
+	})
 }
 
 // Pending timers survive a restart (delivered once, not early) and
 // CommitLog retention.
 func TestTimersSurviveRestartAndRetention(t *testing.T) {
 	opts := retentionOptions(t)
-	bd := &bundle{dir: opts.DataDir, ctx: context.Background(), b: mustOpen(t, opts)}
+	bd := &bundle{dir: opts.DataDir, ctx: context.Background(), b: brokertest.Open(t, opts)}
 	due := time.Now().Add(2 * time.Second)
 	r := bd.sendTimer(t, "tr", "survivor", broker.SendMessage{DeliverAt: due})
 	bd.rollAndExpire(t, 10*time.Second)
 	require.NoError(t, bd.b.Close(bd.ctx))
-	bd.b = mustOpen(t, opts)
+	bd.b = brokertest.Open(t, opts)
 	list, _, err := bd.b.ListTimers(bd.ctx, "tr", "", 10)
 	require.NoError(t, err)
 	require.Len(t, list, 1, "the timer outlived retention and the restart")

@@ -11,12 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/server/broker"
+	"github.com/mqgate/mqgate/server/broker/brokertest"
 )
 
 // timerIndexOptions are test options with a tiny timer buffer, so the
 // index writes runs and merges them.
 func timerIndexOptions(dir string) broker.Options {
-	o := testOptions(dir)
+	o := brokertest.Options(dir)
 	o.TimerIndexBuffer = 16
 	return o
 }
@@ -74,7 +75,7 @@ func (bd *bundle) sendTimers(t *testing.T, topic string, n int, at time.Time) []
 // counted per topic.
 func TestTimersIndexRecovery(t *testing.T) {
 	top, dir := t, t.TempDir() // brokers and directories outlive the subtests
-	bd := &bundle{dir: dir, ctx: context.Background(), b: mustOpen(t, timerIndexOptions(dir))}
+	bd := &bundle{dir: dir, ctx: context.Background(), b: brokertest.Open(t, timerIndexOptions(dir))}
 	at := time.Now().Add(time.Hour).Truncate(time.Second)
 	a := bd.sendTimers(t, "ta", 60, at)
 	b := bd.sendTimers(t, "tb", 40, at.Add(500*time.Millisecond))
@@ -105,7 +106,7 @@ func TestTimersIndexRecovery(t *testing.T) {
 
 	t.Run("CleanRestartReadsNoTimerRecord", func(t *testing.T) {
 		require.NoError(t, bd.b.Close(bd.ctx))
-		bd.b = mustOpen(top, timerIndexOptions(dir))
+		bd.b = brokertest.Open(top, timerIndexOptions(dir))
 		require.Equal(t, broker.TimerRecovery{Took: bd.b.TimerRecovered().Took}, bd.b.TimerRecovered())
 		check(t)
 	})
@@ -132,7 +133,7 @@ func TestTimersIndexRecovery(t *testing.T) {
 		"CheckpointFromAnotherLog": func(t *testing.T, idx string) {
 			// The index of a different data dir: its marks name other records.
 			other := t.TempDir()
-			ob := mustOpen(t, timerIndexOptions(other))
+			ob := brokertest.Open(t, timerIndexOptions(other))
 			_, err := ob.Send(context.Background(), "x", []broker.SendMessage{{Body: []byte("pad"), DelayMs: 1}, {Body: []byte("y"), DelayMs: 3_600_000}})
 			require.NoError(t, err)
 			require.NoError(t, ob.Close(context.Background()))
@@ -144,7 +145,7 @@ func TestTimersIndexRecovery(t *testing.T) {
 		t.Run("Rebuilt"+name, func(t *testing.T) {
 			require.NoError(t, bd.b.Close(bd.ctx))
 			fn(t, filepath.Join(bd.dir, "timers"))
-			bd.b = mustOpen(top, timerIndexOptions(bd.dir))
+			bd.b = brokertest.Open(top, timerIndexOptions(bd.dir))
 			rec := bd.b.TimerRecovered()
 			require.True(t, rec.Rebuilt, "%+v", rec)
 			require.EqualValues(t, 105, rec.Births, "every timer record: 100 sent, 5 rescheduled")
@@ -175,7 +176,7 @@ func TestTimersIndexRecovery(t *testing.T) {
 		n, _ := bd.b.TimerCount()
 		require.Zero(t, n)
 		require.NoError(t, bd.b.Close(bd.ctx))
-		bd.b = mustOpen(top, timerIndexOptions(bd.dir))
+		bd.b = brokertest.Open(top, timerIndexOptions(bd.dir))
 		require.Empty(t, bd.pull(t, "g", "ta", 10, 300*time.Millisecond, time.Minute), "delivered once, also after a restart")
 		require.Empty(t, bd.listAll(t, ""))
 	})
@@ -188,7 +189,7 @@ func TestTimersCarriedPastRetention(t *testing.T) {
 	opts := retentionOptions(t)
 	opts.TimerIndexBuffer = 16
 	optsFor := func(dir string) broker.Options { o := opts; o.DataDir = dir; return o }
-	bd := &bundle{dir: opts.DataDir, ctx: context.Background(), b: mustOpen(t, opts)}
+	bd := &bundle{dir: opts.DataDir, ctx: context.Background(), b: brokertest.Open(t, opts)}
 	at := time.Now().Add(time.Hour).Truncate(time.Second)
 	var ids []string
 	for _, topic := range []string{"ca", "cb", "cc"} {
@@ -214,7 +215,7 @@ func TestTimersCarriedPastRetention(t *testing.T) {
 	bd.crashImage(t, optsFor)
 	require.Equal(t, want, bd.listAll(t, ""))
 	require.NoError(t, bd.b.Close(bd.ctx))
-	bd.b = mustOpen(t, optsFor(bd.dir))
+	bd.b = brokertest.Open(t, optsFor(bd.dir))
 	require.Zero(t, bd.b.TimerRecovered().Births)
 	require.Equal(t, want, bd.listAll(t, ""))
 	n, _ := bd.b.TimerCount()

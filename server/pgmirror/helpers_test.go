@@ -12,43 +12,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/server/broker"
+	"github.com/mqgate/mqgate/server/broker/brokertest"
 	"github.com/mqgate/mqgate/server/pgmirror/pgtest"
-	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/offset"
 )
 
-// testLevels compresses the 18 delay levels to milliseconds.
-var testLevels = func() []time.Duration {
-	out := make([]time.Duration, 18)
-	for i := range out {
-		out[i] = time.Duration(10*(i+1)) * time.Millisecond
-	}
-	return out
-}()
-
+// brokerOptions are brokertest's options on dir with the given flush mode.
 func brokerOptions(dir, flush string) broker.Options {
-	return broker.Options{
-		DataDir:          dir,
-		FlushMode:        flush,
-		AutoCreate:       true,
-		SnapshotInterval: 50 * time.Millisecond,
-		DelayLevels:      testLevels,
-		MaxMessageSize:   64 << 10,
-		Storage: storage.Options{
-			SegmentSize:         1 << 20,
-			QueueEntriesPerFile: 1024,
-			IndexSlots:          1024,
-			IndexEntries:        4096,
-		},
-	}
+	o := brokertest.Options(dir)
+	o.FlushMode = flush
+	return o
 }
 
 func mustOpenBroker(t testing.TB, dir, flush string) *broker.Broker {
 	t.Helper()
-	b, err := broker.Open(context.Background(), brokerOptions(dir, flush))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Close(context.Background()) })
-	return b
+	return brokertest.Open(t, brokerOptions(dir, flush))
 }
 
 // mustOpenMirror opens a mirror of src on url, closed when the test ends.
@@ -209,3 +187,6 @@ func copyDir(t testing.TB, from, to string) {
 	out, err := exec.Command("cp", "-a", from, to).CombinedOutput()
 	require.NoError(t, err, string(out))
 }
+
+// TestMain fails the binary when a test leaves goroutines running.
+func TestMain(m *testing.M) { brokertest.VerifyNoLeaks(m) }

@@ -6,7 +6,6 @@ package push_test
 // receivers and the public API only.
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,6 +23,7 @@ import (
 	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server"
 	"github.com/mqgate/mqgate/server/push"
+	"github.com/mqgate/mqgate/server/servertest"
 )
 
 // t25Levels compress the delay levels to milliseconds (level 3, the first
@@ -33,31 +33,20 @@ const t25Levels = "10ms 20ms 50ms 80ms 100ms 150ms 200ms 300ms 400ms 1s 2s 3s 4s
 // deniedHost is a loopback address on the server's push deny list.
 const deniedHost = "127.0.0.2"
 
-// gateway is one running mqgate server.
-type gateway struct {
-	cfg  server.Config
-	base string
-	// close shuts the server down (idempotent; Cleanup calls it too).
-	close func()
-}
+// TestMain fails the binary when a test leaves goroutines running.
+func TestMain(m *testing.M) { servertest.VerifyNoLeaks(m) }
 
-// startGateway opens a gateway on a fresh data dir; opts adjust the
-// config.
+// gateway is one running mqgate server.
+type gateway struct{ *servertest.Server }
+
+// startGateway opens a gateway on a fresh data dir with t25Levels and
+// deniedHost on the push deny list; opts adjust the config.
 func startGateway(t *testing.T, opts ...func(*server.Config)) *gateway {
 	t.Helper()
-	cfg := server.DefaultConfig()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.DataDir = t.TempDir()
-	cfg.SegmentSize = 64 << 20
-	require.NoError(t, cfg.DelayLevels.UnmarshalText([]byte(t25Levels)))
-	require.NoError(t, cfg.PushDenyCIDRs.UnmarshalText([]byte(deniedHost+"/32")))
-	cfg.LogOutput = io.Discard
-	cfg.LogFormat = "json"
-	cfg.LogLevel = "warn"
-	for _, o := range opts {
-		o(&cfg)
-	}
-	return openGateway(t, cfg)
+	return &gateway{servertest.Start(t, append([]func(*server.Config){func(cfg *server.Config) {
+		require.NoError(t, cfg.DelayLevels.UnmarshalText([]byte(t25Levels)))
+		require.NoError(t, cfg.PushDenyCIDRs.UnmarshalText([]byte(deniedHost+"/32")))
+	}}, opts...)...)}
 }
 
 // openGateway opens and serves a gateway with cfg (e.g. again on the
@@ -65,31 +54,11 @@ func startGateway(t *testing.T, opts ...func(*server.Config)) *gateway {
 // an unspecified address.
 func openGateway(t *testing.T, cfg server.Config) *gateway {
 	t.Helper()
-	s, err := server.Open(context.Background(), cfg)
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- s.Serve() }()
-	var once sync.Once
-	closeServer := func() {
-		once.Do(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			require.NoError(t, s.Close(ctx))
-			require.NoError(t, <-served)
-		})
-	}
-	t.Cleanup(closeServer)
-	addr := s.Addr()
-	if host, port, err := net.SplitHostPort(addr); err == nil {
-		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-			addr = net.JoinHostPort("127.0.0.1", port)
-		}
-	}
-	return &gateway{cfg: cfg, base: "http://" + addr, close: closeServer}
+	return &gateway{servertest.Open(t, cfg)}
 }
 
 // level is the delay of level n (1-based).
-func (g *gateway) level(n int) time.Duration { return g.cfg.DelayLevels[n-1] }
+func (g *gateway) level(n int) time.Duration { return g.Cfg.DelayLevels[n-1] }
 
 // call performs one API request and decodes a 2xx answer into out.
 func (g *gateway) call(t *testing.T, method, path string, in, out any) int {
@@ -128,7 +97,7 @@ func (g *gateway) send(t *testing.T, topic, body string) string {
 func (g *gateway) dlq(t *testing.T, group string, n int) []api.DeadLetter {
 	t.Helper()
 	var out api.DeadLetterList
-	eventually(t, 20*time.Second, func() (bool, string) {
+	servertest.Eventually(t, 20*time.Second, func() (bool, string) {
 		out = api.DeadLetterList{}
 		g.call(t, http.MethodGet, "/v1/groups/"+group+"/dlq", nil, &out)
 		return len(out.Items) >= n, fmt.Sprintf("%d of %d dead letters", len(out.Items), n)
@@ -140,7 +109,7 @@ func (g *gateway) dlq(t *testing.T, group string, n int) []api.DeadLetter {
 // settled waits until group has nothing left to consume nor in flight.
 func (g *gateway) settled(t *testing.T, group string) {
 	t.Helper()
-	eventually(t, 20*time.Second, func() (bool, string) {
+	servertest.Eventually(t, 20*time.Second, func() (bool, string) {
 		var p api.Progress
 		g.call(t, http.MethodGet, "/v1/groups/"+group+"/progress", nil, &p)
 		inFlight := 0
@@ -154,37 +123,8 @@ func (g *gateway) settled(t *testing.T, group string) {
 // metric returns the value of one /metrics series (0 when absent).
 func (g *gateway) metric(t *testing.T, series string) float64 {
 	t.Helper()
-	resp, err := http.Get(g.base + "/metrics")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, series+" "); ok {
-			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-			require.NoError(t, err)
-			return v
-		}
-	}
-	return 0
-}
-
-// eventually polls cond every 10 ms until it holds.
-func eventually(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", timeout, why)
-		}
-		<-tick.C
-	}
+	v, _ := g.MetricValue(t, series)
+	return v
 }
 
 // hit is one request a receiver got.
@@ -236,7 +176,7 @@ func (rc *receiver) got() []hit {
 // waitHits waits until the receiver got n requests.
 func (rc *receiver) waitHits(t *testing.T, n int) []hit {
 	t.Helper()
-	eventually(t, 20*time.Second, func() (bool, string) {
+	servertest.Eventually(t, 20*time.Second, func() (bool, string) {
 		got := len(rc.got())
 		return got >= n, fmt.Sprintf("%d of %d requests", got, n)
 	})
@@ -369,7 +309,7 @@ func TestWebhookPush(t *testing.T) {
 		first := gw.send(t, "t25-410", "first")
 		rc.waitHits(t, 1)
 		var g api.Group
-		eventually(t, 10*time.Second, func() (bool, string) {
+		servertest.Eventually(t, 10*time.Second, func() (bool, string) {
 			g = api.Group{}
 			gw.call(t, http.MethodGet, "/v1/groups/t25-410", nil, &g)
 			return g.Push != nil && g.Push.Disabled, fmt.Sprintf("push %+v", g.Push)
@@ -381,7 +321,7 @@ func TestWebhookPush(t *testing.T) {
 		// retry) waits in the group, where a pull consumer finds it.
 		second := gw.send(t, "t25-410", "second")
 		var pulled []api.Message
-		eventually(t, 10*time.Second, func() (bool, string) {
+		servertest.Eventually(t, 10*time.Second, func() (bool, string) {
 			var out api.PullResponse
 			gw.call(t, http.MethodPost, "/v1/groups/t25-410/topics/t25-410/pull", api.PullRequest{MaxMessages: 8, WaitMs: 200}, &out)
 			pulled = append(pulled, out.Messages...)

@@ -12,17 +12,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/server/broker"
-	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/server/broker/brokertest"
 )
 
-// testLevels are 18 delay levels in milliseconds (level 3 = 30 ms) with a
-// 1 s level 10, so that a Retry-After of 1 maps onto a real level.
-var testLevels = []time.Duration{
-	10 * time.Millisecond, 20 * time.Millisecond, 30 * time.Millisecond, 40 * time.Millisecond,
-	50 * time.Millisecond, 60 * time.Millisecond, 70 * time.Millisecond, 80 * time.Millisecond,
-	90 * time.Millisecond, time.Second, 2 * time.Second, 3 * time.Second,
-	4 * time.Second, 5 * time.Second, 6 * time.Second, 7 * time.Second, 8 * time.Second, 9 * time.Second,
-}
+// testLevels are brokertest's millisecond levels (level 3 = 30 ms) with
+// a 1 s level 10, so that a Retry-After of 1 maps onto a real level.
+var testLevels = func() []time.Duration {
+	l := brokertest.Levels()
+	for i := 9; i < len(l); i++ {
+		l[i] = time.Duration(i-8) * time.Second
+	}
+	return l
+}()
 
 // bundle is a real broker on a temp dir with a running dispatcher.
 type bundle struct {
@@ -34,20 +35,7 @@ type bundle struct {
 // dispatcher's config. Cleanup stops the dispatcher, then the broker.
 func setup(t *testing.T, opts ...func(*Config)) *bundle {
 	t.Helper()
-	b, err := broker.Open(context.Background(), broker.Options{
-		DataDir:          t.TempDir(),
-		AutoCreate:       true,
-		SnapshotInterval: 50 * time.Millisecond,
-		DelayLevels:      testLevels,
-		MaxMessageSize:   64 << 10,
-		Storage: storage.Options{
-			SegmentSize:         1 << 20,
-			QueueEntriesPerFile: 1024,
-			IndexSlots:          1024,
-			IndexEntries:        4096,
-		},
-	})
-	require.NoError(t, err)
+	b := brokertest.MustOpen(t, "", func(o *broker.Options) { o.DelayLevels = testLevels })
 	t.Cleanup(func() { require.NoError(t, b.Close(context.Background())) })
 	cfg := Config{DelayLevels: testLevels, RefreshInterval: 20 * time.Millisecond, PollWait: 2 * time.Second}
 	for _, o := range opts {

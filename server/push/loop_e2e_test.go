@@ -32,12 +32,12 @@ func (g *gateway) do(t *testing.T, method, path string, in any) (int, []byte) {
 		require.NoError(t, err)
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, g.base+path, body)
+	req, err := http.NewRequest(method, g.Base+path, body)
 	require.NoError(t, err)
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := g.Client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -82,7 +82,7 @@ func (g *gateway) stored(t *testing.T, group, topic string) int64 {
 // sendURL is g's send endpoint for topic, on host (the gateway's port).
 func (g *gateway) sendURL(t *testing.T, host, topic string) string {
 	t.Helper()
-	u, err := url.Parse(g.base)
+	u, err := url.Parse(g.Base)
 	require.NoError(t, err)
 	return "http://" + net.JoinHostPort(host, u.Port()) + "/v1/topics/" + topic + "/messages"
 }
@@ -193,7 +193,7 @@ func TestPushLoops(t *testing.T) {
 	t.Run("ALoopThroughARelayStops", func(t *testing.T) {
 		t.Parallel()
 		gw := startGateway(t)
-		target, err := url.Parse(gw.base)
+		target, err := url.Parse(gw.Base)
 		require.NoError(t, err)
 		// A forwarding receiver the guard cannot tell from any other: it
 		// keeps the request's headers, the hop header with them.
@@ -244,9 +244,9 @@ func TestPushDenyPrivate(t *testing.T) {
 		rc := newReceiver(t, "127.0.0.1", answer(http.StatusOK, ""))
 		gw := startGateway(t)
 		gw.putPushGroup(t, "was-fine", "was-fine", 1, api.PushRequest{URL: rc.URL})
-		gw.close()
+		gw.Close(t)
 
-		cfg := gw.cfg
+		cfg := gw.Cfg
 		private(&cfg)
 		gw = openGateway(t, cfg)
 		gw.send(t, "was-fine", "now private")
