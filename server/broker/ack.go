@@ -30,6 +30,9 @@ type receiptOp func(ref leaseRef, now time.Time) ReceiptStatus
 func (b *Broker) forEachReceipt(group string, receipts []string, isAck bool, op receiptOp) []ReceiptResult {
 	results := make([]ReceiptResult, len(receipts))
 	now := time.Now()
+	// Decode (and check the HMAC of) every receipt before taking any lock.
+	decoded := make([]receipt, len(receipts))
+	valid := make([]bool, len(receipts))
 	for i, raw := range receipts {
 		results[i].Receipt = raw
 		r, err := b.receipts.decode(raw)
@@ -37,14 +40,37 @@ func (b *Broker) forEachReceipt(group string, receipts []string, isAck bool, op 
 			results[i].Status, results[i].Error = ReceiptInvalid, "malformed, forged or of another group"
 			continue
 		}
-		key := offset.Key{Group: r.Group, Topic: r.Topic, QueueID: r.QueueID}
-		ps := b.existingPopState(r.Group, r.Topic)
-		if ps == nil {
-			results[i].Status, results[i].Error = b.goneStatus(key, r.Offset, isAck)
+		decoded[i], valid[i] = r, true
+	}
+	// The receipts of one request are almost always of one (group,
+	// topic): its pop state is locked once for the run of them, not once
+	// per receipt, so an ack of 32 does not queue 32 times behind pulls.
+	var held *popState
+	heldTopic := ""
+	release := func() {
+		if held != nil {
+			held.mu.Unlock()
+			held = nil
+		}
+	}
+	defer release()
+	for i := range receipts {
+		if !valid[i] {
 			continue
 		}
-		ps.mu.Lock()
-		c := ps.queues[r.QueueID]
+		r := decoded[i]
+		key := offset.Key{Group: r.Group, Topic: r.Topic, QueueID: r.QueueID}
+		if held == nil || heldTopic != r.Topic {
+			release()
+			ps := b.existingPopState(r.Group, r.Topic)
+			if ps == nil {
+				results[i].Status, results[i].Error = b.goneStatus(key, r.Offset, isAck)
+				continue
+			}
+			ps.mu.Lock()
+			held, heldTopic = ps, r.Topic
+		}
+		c := held.queues[r.QueueID]
 		var l *lease
 		if c != nil {
 			l = c.inflight[r.Offset]
@@ -61,14 +87,10 @@ func (b *Broker) forEachReceipt(group string, receipts []string, isAck bool, op 
 		default:
 			results[i].Status = op(leaseRef{index: i, cursor: c, lease: l, r: r, key: key}, now)
 		}
-		ps.mu.Unlock()
 	}
 	return results
 }
 
-// goneStatus answers for a receipt whose lease is no longer held: a
-// repeated ack of an acknowledged message is fine (idempotent); anything
-// else lost its lease.
 func (b *Broker) goneStatus(key offset.Key, off int64, isAck bool) (ReceiptStatus, string) {
 	switch {
 	case b.progress.IsFailed(key, off):
@@ -112,18 +134,29 @@ func (b *Broker) Ack(ctx context.Context, group string, receipts []string) ([]Re
 		return ReceiptOK
 	})
 	err := b.persist(rec, nil)
+	var held *popState
+	heldTopic := ""
 	for _, ref := range settling {
-		ps := b.existingPopState(ref.r.Group, ref.r.Topic)
-		if ps == nil {
-			continue
+		if held == nil || heldTopic != ref.r.Topic {
+			if held != nil {
+				held.mu.Unlock()
+				held = nil
+			}
+			ps := b.existingPopState(ref.r.Group, ref.r.Topic)
+			if ps == nil {
+				continue
+			}
+			ps.mu.Lock()
+			held, heldTopic = ps, ref.r.Topic
 		}
-		ps.mu.Lock()
 		if err == nil && ref.cursor.inflight[ref.r.Offset] == ref.lease {
 			delete(ref.cursor.inflight, ref.r.Offset)
-			ps.release(ref.cursor, ref.lease.key, ref.r.Offset)
+			held.release(ref.cursor, ref.lease.key, ref.r.Offset)
 		}
 		ref.lease.settling = false // on failure the lease is as it was
-		ps.mu.Unlock()
+	}
+	if held != nil {
+		held.mu.Unlock()
 	}
 	if err != nil {
 		return nil, err
