@@ -2,11 +2,13 @@ package api
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"net/http"
 	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/mqgate/mqgate/server/broker"
 )
@@ -111,8 +113,31 @@ func appendTimeField(b []byte, name string, t time.Time) []byte {
 		return b
 	}
 	b = append(b, name...)
-	b = t.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	b = appendTimeMillis(b, t.UTC())
 	return append(b, '"')
+}
+
+// appendTimeMillis appends t (UTC) as "2006-01-02T15:04:05.000Z", what
+// t.AppendFormat with that layout writes, without parsing the layout.
+func appendTimeMillis(b []byte, t time.Time) []byte {
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	}
+	hour, minute, sec := t.Clock()
+	ms := t.Nanosecond() / 1e6
+	two := func(b []byte, v int) []byte { return append(b, byte('0'+v/10), byte('0'+v%10)) }
+	b = append(b, byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-')
+	b = two(b, int(month))
+	b = append(b, '-')
+	b = two(b, day)
+	b = append(b, 'T')
+	b = two(b, hour)
+	b = append(b, ':')
+	b = two(b, minute)
+	b = append(b, ':')
+	b = two(b, sec)
+	return append(b, '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z')
 }
 
 // jsonSafe marks the ASCII bytes encoding/json writes as they are (its
@@ -129,14 +154,51 @@ var jsonSafe = func() (t [utf8.RuneSelf]bool) {
 
 const hexDigits = "0123456789abcdef"
 
+// plainWord reports whether none of the eight bytes of w needs escaping:
+// no control character, no byte >= 0x80 (UTF-8 is checked rune by rune),
+// and none of " \ < > &. The tests are the classic "has a zero byte"
+// bit tricks on w, and on w XOR each character spread over the word.
+func plainWord(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	bad := w & highs            // >= 0x80
+	bad |= (w - 0x20*ones) & ^w // < 0x20
+	q, bs, lt, gt, amp := w^('"'*ones), w^('\\'*ones), w^('<'*ones), w^('>'*ones), w^('&'*ones)
+	bad |= (q - ones) & ^q
+	bad |= (bs - ones) & ^bs
+	bad |= (lt - ones) & ^lt
+	bad |= (gt - ones) & ^gt
+	bad |= (amp - ones) & ^amp
+	return bad&highs == 0
+}
+
 // appendJSONString appends s as a JSON string exactly as encoding/json
 // does with HTML escaping on: short escapes for \b \f \n \r \t " \,
 // \u00XX for other control characters and < > &, U+FFFD for invalid
 // UTF-8, and \u2028 \u2029 escaped.
 func appendJSONString[S string | []byte](b []byte, s S) []byte {
+	switch v := any(s).(type) {
+	case string:
+		return appendJSONBytes(b, unsafe.Slice(unsafe.StringData(v), len(v)))
+	case []byte:
+		return appendJSONBytes(b, v)
+	}
+	panic("unreachable")
+}
+
+// appendJSONBytes is appendJSONString over bytes (a string's bytes are
+// read in place, never written).
+func appendJSONBytes(b []byte, s []byte) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight bytes at a time while none needs attention (the common
+		// case of a text body), then byte by byte.
+		for i+8 <= len(s) && plainWord(binary.LittleEndian.Uint64(s[i:])) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if jsonSafe[c] {
@@ -164,14 +226,7 @@ func appendJSONString[S string | []byte](b []byte, s S) []byte {
 			start = i
 			continue
 		}
-		var r rune
-		var size int
-		switch v := any(s).(type) {
-		case string:
-			r, size = utf8.DecodeRuneInString(v[i:])
-		case []byte:
-			r, size = utf8.DecodeRune(v[i:])
-		}
+		r, size := utf8.DecodeRune(s[i:])
 		if r == utf8.RuneError && size == 1 {
 			b = append(b, s[start:i]...)
 			b = append(b, `\ufffd`...)

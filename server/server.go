@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -354,13 +355,25 @@ func (s *Server) routes() http.Handler {
 	return r
 }
 
+// Sampling of the mutex and block profiles with --pprof: cheap enough to
+// leave on while profiling a server under load.
+const (
+	pprofMutexFraction = 100
+	pprofBlockRate     = int(100 * time.Microsecond)
+)
+
 // adminRoutes are the operator's routes: /metrics, and /debug/pprof/
 // with --pprof.
 func (s *Server) adminRoutes(r chi.Router) {
 	// GET /metrics — Prometheus exposition.
 	r.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
 	if s.cfg.Pprof {
-		// /debug/pprof/ — profiles (only with --pprof).
+		// /debug/pprof/ — profiles (only with --pprof), with the mutex and
+		// block profiles sampling: one contention event in
+		// pprofMutexFraction, and on average one block per
+		// pprofBlockRate of blocked time.
+		runtime.SetMutexProfileFraction(pprofMutexFraction)
+		runtime.SetBlockProfileRate(pprofBlockRate)
 		r.Mount("/debug", middleware.Profiler())
 	}
 }
