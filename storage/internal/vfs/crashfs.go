@@ -230,8 +230,11 @@ func (c *FaultFS) record(op Op, rel string, before bool) {
 		c.ops++
 		c.counts[op]++
 	}
-	if c.capture != nil && c.capture(Event{N: c.ops, Op: op, Path: rel, Before: before}) {
-		c.points = append(c.points, c.snapshotLocked())
+	ev := Event{N: c.ops, Op: op, Path: rel, Before: before}
+	if c.capture != nil && c.capture(ev) {
+		p := c.snapshotLocked()
+		p.Event = ev
+		c.points = append(c.points, p)
 	}
 }
 
