@@ -46,4 +46,3 @@ func CheckpointForTest(dir string) (clean bool, flushed, dispatched int64, err e
 func WriteCheckpointForTest(dir string, clean bool, flushed, dispatched int64) error {
 	return writeCheckpoint(vfs.OS(), dir, checkpoint{Clean: clean, Flushed: flushed, Dispatched: dispatched, WrittenAt: time.Now().UnixMilli()})
 }
-
