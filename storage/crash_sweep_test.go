@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/storagetest"
@@ -60,7 +63,7 @@ type sweepMeta struct {
 // with its content, give out no used queue offset again, and hold the
 // acknowledged metadata version or a later one.
 func TestCrashImageSweep(t *testing.T) {
-	n, every, lim := 90, 3, storagetest.SweepLimits{Points: 60, PerPoint: 6, Seed: 1}
+	n, every, lim := 120, 1, storagetest.SweepLimits{Points: 100, PerPoint: 8, Seed: 1}
 	if os.Getenv("LONG") != "" {
 		n, every, lim = 300, 1, storagetest.SweepLimits{Points: 600, PerPoint: 24, Seed: 1}
 	}
@@ -169,4 +172,41 @@ func checkSweepImage(t testing.TB, img string, base storage.Options, acks []swee
 	if err := s.Close(); err != nil {
 		t.Fatalf("%s: close: %v", name, err)
 	}
+}
+
+// A crash can leave a log whose last frame is a Blank: the record that did
+// not fit went to the next segment and was lost. The dispatcher must then
+// reach the end of the data (the next segment's base), or every reader
+// that waits for it (AwaitDispatch, readiness) waits for the next append.
+// Found by TestBrokerCrashImageSweep.
+func TestBlankFrameEndsTheLog(t *testing.T) {
+	dir := t.TempDir()
+	opts := storagetest.SmallOptions(dir)
+	opts.SegmentSize = 4096
+	opts.MaxMessageSize = 2048
+	s := storagetest.MustOpen(t, opts)
+	var rolled storage.PutResult
+	for i := 0; ; i++ {
+		r := storagetest.MustPut(t, s, storagetest.NewMessage("blank", 0, strings.Repeat("b", 300+i*7), ""))
+		if r.PhysicalOffset >= opts.SegmentSize {
+			rolled = r
+			break
+		}
+	}
+	require.Equal(t, opts.SegmentSize, rolled.PhysicalOffset, "the roll left a Blank frame")
+	require.NoError(t, s.Close())
+	segs := storagetest.Segments(t, dir)
+	storagetest.ZeroFrom(t, segs[1], 0) // the record after the Blank never reached the disk
+	storagetest.RemoveCheckpoint(t, dir)
+	storagetest.SimulateCrash(t, dir)
+
+	s2 := storagetest.MustOpen(t, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	require.NoError(t, s2.AwaitDispatch(ctx), "the dispatcher stops before the Blank frame")
+	require.True(t, s2.CaughtUp())
+	require.Equal(t, rolled.QueueOffset, s2.MaxOffset("blank", 0))
+	r := storagetest.MustPut(t, s2, storagetest.NewMessage("blank", 0, "next", ""))
+	require.Equal(t, rolled.QueueOffset, r.QueueOffset)
+	require.Equal(t, opts.SegmentSize, r.PhysicalOffset)
 }
