@@ -69,13 +69,26 @@ func TestCrashImageSweep(t *testing.T) {
 	}
 	dir := t.TempDir()
 	rec := storagetest.NewCrashRecorder(t, dir, every)
-	var log sweepLog
-	rec.Label(log.label)
+	opts, log := runSweepWorkload(t, rec, dir, n, 12<<10)
+	points := rec.Points()
+	points = append(points, rec.Capture(log.label()))
+	images := storagetest.ForEachImage(t, points, lim, func(t testing.TB, img string, label any, name string) {
+		checkSweepImage(t, img, opts, log.acks, label.(sweepLabel), name)
+	})
+	t.Logf("%d file operations recorded, %d crash points taken, %d crash images recovered", rec.Ops(), len(points), images)
+}
 
+// runSweepWorkload opens a store in dir on rec's file system and runs the
+// sweep's workload: n sends over three topics of two queues, a metadata
+// replacement every 15 sends, a pause for the checkpointer every 20.
+func runSweepWorkload(t *testing.T, rec *storagetest.CrashRecorder, dir string, n int, segSize int64) (storage.Options, *sweepLog) {
+	t.Helper()
+	log := &sweepLog{}
+	rec.Label(log.label)
 	opts := storagetest.SmallOptions(dir)
 	opts.FS = rec.FS()
-	opts.SegmentSize = 12 << 10
-	opts.MaxMessageSize = 4 << 10
+	opts.SegmentSize = segSize
+	opts.MaxMessageSize = 2 << 10
 	opts.QueueEntriesPerFile = 16
 	opts.CheckpointInterval = 15 * time.Millisecond
 	opts.ScrubRate = -1
@@ -114,12 +127,7 @@ func TestCrashImageSweep(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	points := rec.Points()
-	points = append(points, rec.Capture(log.label()))
-	images := storagetest.ForEachImage(t, points, lim, func(t testing.TB, img string, label any, name string) {
-		checkSweepImage(t, img, opts, log.acks, label.(sweepLabel), name)
-	})
-	t.Logf("%d file operations recorded, %d crash points taken, %d crash images recovered", rec.Ops(), len(points), images)
+	return opts, log
 }
 
 func checkSweepImage(t testing.TB, img string, base storage.Options, acks []sweepAck, label sweepLabel, name string) {

@@ -151,3 +151,22 @@ func imageParent(t testing.TB) string {
 	}
 	return t.TempDir()
 }
+
+// Event is a recorded file operation, as CaptureWhen's predicate sees it.
+type Event = vfs.Event
+
+// The operations an Event names.
+const (
+	OpCreate      = vfs.OpCreate
+	OpRename      = vfs.OpRename
+	OpRemove      = vfs.OpRemove
+	OpSyncDir     = vfs.OpSyncDir
+	OpWrite       = vfs.OpWrite
+	OpPreallocate = vfs.OpPreallocate
+	OpSync        = vfs.OpSync
+	OpMsync       = vfs.OpMsync
+)
+
+// CaptureWhen takes a crash point at every operation for which keep
+// returns true (it runs with the recorder's lock held), replacing Every.
+func (r *CrashRecorder) CaptureWhen(keep func(Event) bool) { r.fs.SetCapture(keep) }
