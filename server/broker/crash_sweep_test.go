@@ -55,7 +55,7 @@ func (l *brokerLog) label() any {
 // know every acknowledged topic and group, and never report a committed
 // offset below one the broker acknowledged.
 func TestBrokerCrashImageSweep(t *testing.T) {
-	rounds, every, lim := 8, 1, storagetest.SweepLimits{Points: 120, PerPoint: 8, Seed: 2}
+	rounds, every, lim := 8, 1, storagetest.SweepLimits{Points: 80, PerPoint: 8, Seed: 2}
 	if os.Getenv("LONG") != "" {
 		rounds, every, lim = 20, 1, storagetest.SweepLimits{Points: 300, PerPoint: 16, Seed: 2}
 	}
