@@ -4,10 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
-	"os"
 	"path/filepath"
 
-	"github.com/mqgate/mqgate/storage/internal/fileutil"
+	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
 
 // Checkpoint format constants: part of the on-disk format; never change.
@@ -69,16 +68,16 @@ func decodeCheckpoint(b []byte) (checkpoint, error) {
 	return c, nil
 }
 
-func readCheckpoint(dir string) (checkpoint, error) {
-	b, err := os.ReadFile(filepath.Join(dir, checkpointFile))
+func readCheckpoint(fs vfs.FS, dir string) (checkpoint, error) {
+	b, err := fs.ReadFile(filepath.Join(dir, checkpointFile))
 	if err != nil {
 		return checkpoint{}, err
 	}
 	return decodeCheckpoint(b)
 }
 
-func writeCheckpoint(dir string, c checkpoint) error {
-	return fileutil.WriteFileAtomic(filepath.Join(dir, checkpointFile), c.encode(), 0o644)
+func writeCheckpoint(fs vfs.FS, dir string, c checkpoint) error {
+	return vfs.WriteFileAtomic(fs, filepath.Join(dir, checkpointFile), c.encode(), 0o644)
 }
 
 func allZero(b []byte) bool {

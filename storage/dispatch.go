@@ -67,6 +67,13 @@ func (s *Store) dispatchAvailable(limit int64) (int64, error) {
 	for off := s.dispatched.Load(); off < limit; {
 		rec, next, err := s.commitLog.Next(off, d.buf)
 		if errors.Is(err, commitlog.ErrNoData) {
+			// Past a Blank frame that ends the data (after a crash took
+			// the record that followed it): nothing is left to dispatch
+			// there, and readers waiting for the dispatcher to reach the
+			// end must not wait for the next append.
+			if next > off {
+				s.dispatched.Store(next)
+			}
 			break
 		}
 		if errors.Is(err, commitlog.ErrChecksum) {

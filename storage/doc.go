@@ -105,6 +105,40 @@
 // an invalid one is not trusted (the kernel writes mmap pages back in any
 // order), so the only choices are ending the log there or failing.
 //
+// # Crash images: what the sweep checks
+//
+// Every file of the store — segments, ConsumeQueues and their MINOFFSET,
+// index files, the checkpoint, the queue table, the abort marker and
+// config/* (the store's own and its user's, through WriteMeta and FS) — is
+// written through Options.FS. Tests run the store on vfs.FaultFS
+// (storagetest.CrashRecorder), which records every write, store through a
+// mapping, size change, create, rename, remove and barrier, and models a
+// power loss at any recorded moment: per file, what the last fdatasync or
+// msync covered is durable and everything since is pending; per
+// directory, the entries of its last fsync are durable and every create,
+// rename, remove and mkdir since is pending. A crash image keeps the
+// durable state and any of: nothing pending, everything, a prefix of the
+// pending namespace operations, a prefix of the pending writes, a pending
+// run of sectors torn at a sector boundary or mid-sector, random subsets.
+// So an image can hold a rename that reverts to the old file, a created
+// file that is missing, a .tmp written but not renamed or torn, a new
+// segment not yet renamed, pages of one file written back out of order.
+//
+// TestCrashImageSweep (and TestBrokerCrashImageSweep for the broker's
+// files) opens the store from images of many points of a run with sends
+// over several queues, segment rolls, checkpoints and metadata
+// replacements, and requires of each: Open succeeds (start-up never
+// refuses a state a crash can produce); every Put that returned nil before
+// the point is readable at its queue offset with its content; no queue
+// offset is given out again; a WriteMeta that returned nil is not undone
+// (that version or a later one). TestPowerLossDuringSegmentRoll,
+// TestPowerLossDuringCheckpoint and TestPowerLossDuringMetadataSnapshot
+// do the same around the steps of one protocol only. The quick tier
+// samples (about 3 000 images in all, seeded); LONG=1 checks many more.
+// New directories are created with their parent fsynced (vfs.MkdirAllSync)
+// and every replaced file is written tmp, fdatasync, rename, directory
+// fsync (vfs.WriteFileAtomic), which is what these checks rely on.
+//
 // # Queue table (part of the on-disk format; never change)
 //
 // <dir>/queues lists every ConsumeQueue with the bounds it had at the last

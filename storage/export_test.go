@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/storage/commitlog"
+	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
 
 // RunRetentionForTest runs one retention pass as if the clock read now.
@@ -36,12 +37,12 @@ func RunScrubForTest(s *Store, now time.Time, budget int64) (commitlog.ScrubResu
 
 // CheckpointForTest reads the checkpoint of the store in dir.
 func CheckpointForTest(dir string) (clean bool, flushed, dispatched int64, err error) {
-	c, err := readCheckpoint(dir)
+	c, err := readCheckpoint(vfs.OS(), dir)
 	return c.Clean, c.Flushed, c.Dispatched, err
 }
 
 // WriteCheckpointForTest replaces the checkpoint of the closed store in
 // dir, to stage what a crash (or a lagging checkpointer) leaves behind.
 func WriteCheckpointForTest(dir string, clean bool, flushed, dispatched int64) error {
-	return writeCheckpoint(dir, checkpoint{Clean: clean, Flushed: flushed, Dispatched: dispatched, WrittenAt: time.Now().UnixMilli()})
+	return writeCheckpoint(vfs.OS(), dir, checkpoint{Clean: clean, Flushed: flushed, Dispatched: dispatched, WrittenAt: time.Now().UnixMilli()})
 }

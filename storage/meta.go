@@ -1,13 +1,11 @@
 package storage
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 
-	"github.com/mqgate/mqgate/storage/internal/fileutil"
+	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
 
 // Small metadata files (topic and group configuration, the receipt key,
@@ -25,7 +23,7 @@ func (s *Store) ReadMeta(name string) ([]byte, error) {
 	if !metaName.MatchString(name) {
 		return nil, fmt.Errorf("%w: metadata name %q", ErrInvalidMessage, name)
 	}
-	return os.ReadFile(s.MetaPath(name))
+	return s.opts.FS.ReadFile(s.MetaPath(name))
 }
 
 // WriteMeta replaces metadata file name with data durably (tmp, fsync,
@@ -35,8 +33,13 @@ func (s *Store) WriteMeta(name string, data []byte) error {
 		return fmt.Errorf("%w: metadata name %q", ErrInvalidMessage, name)
 	}
 	dir := filepath.Join(s.opts.Dir, "config")
-	if err := os.MkdirAll(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := vfs.MkdirAllSync(s.opts.FS, dir, 0o700); err != nil {
 		return err
 	}
-	return fileutil.WriteFileAtomic(s.MetaPath(name), data, 0o600)
+	return vfs.WriteFileAtomic(s.opts.FS, s.MetaPath(name), data, 0o600)
 }
+
+// FS is the file system the store writes through (Options.FS): its user
+// writes its own files under Dir through it too (the broker's timer
+// index), so that a test that records crash images sees them.
+func (s *Store) FS() vfs.FS { return s.opts.FS }

@@ -71,8 +71,12 @@ type Options struct {
 	// DiskUsage reports the used fraction (0..1) of the file system holding
 	// dir. Default: statfs, as df computes it. Tests replace it.
 	DiskUsage func(dir string) (float64, error)
-	// FS is the file system of the CommitLog and the index. Default the
-	// operating system's; tests wrap it (vfs.NewErrorFS) to inject errors.
+	// FS is the file system of every file of the store (the CommitLog,
+	// ConsumeQueues, the index, the checkpoint, the queue table, the abort
+	// marker and config/*) and of its user's files written through the
+	// store (WriteMeta, FS). Default the operating system's; tests wrap it
+	// to inject errors (vfs.NewErrorFS) or to record crash images
+	// (vfs.NewFaultFS, storagetest.CrashRecorder).
 	FS vfs.FS
 	// RetentionInterval is how often the cleaner runs. Default 10 s.
 	RetentionInterval time.Duration
@@ -134,6 +138,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.DiskUsage == nil {
 		o.DiskUsage = fileutil.DiskUsage
+	}
+	if o.FS == nil {
+		o.FS = vfs.OS()
 	}
 	if o.RetentionInterval == 0 {
 		o.RetentionInterval = 10 * time.Second

@@ -5,11 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"os"
 	"path/filepath"
 	"sort"
 
-	"github.com/mqgate/mqgate/storage/internal/fileutil"
+	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
 
 // Queue table format constants: part of the on-disk format; never change
@@ -103,8 +102,8 @@ func decodeQueueTable(b []byte) (queueTable, error) {
 	return t, nil
 }
 
-func readQueueTable(dir string) (queueTable, error) {
-	b, err := os.ReadFile(filepath.Join(dir, queueTableFile))
+func readQueueTable(fs vfs.FS, dir string) (queueTable, error) {
+	b, err := fs.ReadFile(filepath.Join(dir, queueTableFile))
 	if err != nil {
 		return queueTable{}, err
 	}
@@ -140,7 +139,7 @@ func (s *Store) writeQueueTable(t queueTable) error {
 	if string(b) == string(s.lastTable) {
 		return nil
 	}
-	if err := fileutil.WriteFileAtomic(filepath.Join(s.opts.Dir, queueTableFile), b, 0o644); err != nil {
+	if err := vfs.WriteFileAtomic(s.opts.FS, filepath.Join(s.opts.Dir, queueTableFile), b, 0o644); err != nil {
 		return fmt.Errorf("write queue table: %w", err)
 	}
 	s.lastTable = b

@@ -13,7 +13,6 @@ import (
 
 	"github.com/mqgate/mqgate/storage/commitlog"
 	"github.com/mqgate/mqgate/storage/consumequeue"
-	"github.com/mqgate/mqgate/storage/internal/fileutil"
 	"github.com/mqgate/mqgate/storage/message"
 )
 
@@ -166,10 +165,10 @@ func (s *Store) rebuildQueues(targets map[queueKey]int64, upTo int64) error {
 	}
 	for key, floor := range targets {
 		dir := s.queueDir(key) + rebuildSuffix
-		if err := os.RemoveAll(dir); err != nil {
+		if err := s.opts.FS.RemoveAll(dir); err != nil {
 			return fail(err)
 		}
-		q, err := consumequeue.Open(consumequeue.Options{Dir: dir, EntriesPerFile: s.opts.QueueEntriesPerFile, Logger: s.opts.Logger})
+		q, err := consumequeue.Open(consumequeue.Options{Dir: dir, EntriesPerFile: s.opts.QueueEntriesPerFile, Logger: s.opts.Logger, FS: s.opts.FS})
 		if err != nil {
 			return fail(fmt.Errorf("rebuild %s/%d: %w", key.topic, key.id, err))
 		}
@@ -271,13 +270,13 @@ func (s *Store) swapRebuilt(key queueKey) error {
 		}
 		delete(s.queues, key)
 	}
-	if err := setAside(dir); err != nil {
+	if err := s.setAside(dir); err != nil {
 		return err
 	}
-	if err := os.Rename(dir+rebuildSuffix, dir); err != nil {
+	if err := s.opts.FS.Rename(dir+rebuildSuffix, dir); err != nil {
 		return fmt.Errorf("rebuild %s/%d: %w", key.topic, key.id, err)
 	}
-	if err := fileutil.SyncDir(filepath.Dir(dir)); err != nil {
+	if err := s.opts.FS.SyncDir(filepath.Dir(dir)); err != nil {
 		return err
 	}
 	return s.openQueueLocked(key)
@@ -285,11 +284,11 @@ func (s *Store) swapRebuilt(key queueKey) error {
 
 // setAside renames a queue directory to <dir>.broken (replacing an older
 // one); a missing directory is fine.
-func setAside(dir string) error {
-	if err := os.RemoveAll(dir + brokenSuffix); err != nil {
+func (s *Store) setAside(dir string) error {
+	if err := s.opts.FS.RemoveAll(dir + brokenSuffix); err != nil {
 		return err
 	}
-	if err := os.Rename(dir, dir+brokenSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := s.opts.FS.Rename(dir, dir+brokenSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("set aside %s: %w", dir, err)
 	}
 	return nil

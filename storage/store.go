@@ -148,17 +148,22 @@ func Open(opts Options) (*Store, error) {
 
 func (s *Store) open() error {
 	dir := s.opts.Dir
-	ckpt, ckErr := readCheckpoint(dir)
+	fs := s.opts.FS
+	ckpt, ckErr := readCheckpoint(fs, dir)
 	s.recovery.CheckpointValid = ckErr == nil
 	if ckErr != nil && !errors.Is(ckErr, os.ErrNotExist) {
 		s.log.Warn().Err(ckErr).Msg("checkpoint unreadable; recovering from a full scan")
 	}
-	_, abortErr := os.Stat(filepath.Join(dir, abortFile))
+	_, abortErr := fs.Stat(filepath.Join(dir, abortFile))
 	s.recovery.Abnormal = abortErr == nil
-	if err := os.WriteFile(filepath.Join(dir, abortFile), nil, 0o644); err != nil {
+	f, err := fs.Create(filepath.Join(dir, abortFile))
+	if err != nil {
 		return err
 	}
-	if err := fileutil.SyncDir(dir); err != nil {
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := fs.SyncDir(dir); err != nil {
 		return err
 	}
 
@@ -205,7 +210,7 @@ func (s *Store) open() error {
 	s.index = idx
 	s.loadQuarantine()
 	s.initScrub()
-	table, tableErr := readQueueTable(dir)
+	table, tableErr := readQueueTable(fs, dir)
 	tableOK := tableErr == nil
 	if tableErr != nil && !errors.Is(tableErr, os.ErrNotExist) {
 		s.log.Warn().Err(tableErr).Msg("queue table unreadable; re-dispatching the whole CommitLog")
@@ -301,7 +306,7 @@ func (s *Store) open() error {
 func (s *Store) loadQueues() (map[queueKey]bool, error) {
 	broken := make(map[queueKey]bool)
 	root := filepath.Join(s.opts.Dir, "consumequeue")
-	topics, err := os.ReadDir(root)
+	topics, err := s.opts.FS.ReadDir(root)
 	if errors.Is(err, os.ErrNotExist) {
 		return broken, nil
 	}
@@ -312,7 +317,7 @@ func (s *Store) loadQueues() (map[queueKey]bool, error) {
 		if !t.IsDir() {
 			continue
 		}
-		ids, err := os.ReadDir(filepath.Join(root, t.Name()))
+		ids, err := s.opts.FS.ReadDir(filepath.Join(root, t.Name()))
 		if err != nil {
 			return nil, err
 		}
@@ -325,7 +330,7 @@ func (s *Store) loadQueues() (map[queueKey]bool, error) {
 			if errors.Is(err, consumequeue.ErrCorrupt) {
 				key := queueKey{t.Name(), int32(id)}
 				s.log.Warn().Err(err).Str("topic", key.topic).Int32("queue", key.id).Msg("consume queue unreadable; setting it aside to rebuild it")
-				if err := setAside(s.queueDir(key)); err != nil {
+				if err := s.setAside(s.queueDir(key)); err != nil {
 					return nil, err
 				}
 				broken[key] = true
@@ -367,6 +372,7 @@ func (s *Store) openQueueLocked(key queueKey) error {
 		Dir:            s.queueDir(key),
 		EntriesPerFile: s.opts.QueueEntriesPerFile,
 		Logger:         s.opts.Logger,
+		FS:             s.opts.FS,
 	})
 	if err != nil {
 		return fmt.Errorf("open consume queue %s/%d: %w", key.topic, key.id, err)
@@ -438,16 +444,16 @@ func (s *Store) Close() error {
 		}
 	}
 	if clean {
-		if err := writeCheckpoint(s.opts.Dir, checkpoint{Clean: true, Flushed: end, Dispatched: s.dispatched.Load(), WrittenAt: time.Now().UnixMilli()}); err != nil {
+		if err := writeCheckpoint(s.opts.FS, s.opts.Dir, checkpoint{Clean: true, Flushed: end, Dispatched: s.dispatched.Load(), WrittenAt: time.Now().UnixMilli()}); err != nil {
 			errs = append(errs, err)
 			clean = false
 		}
 	}
 	errs = append(errs, s.closeEngines())
 	if clean {
-		if err := os.Remove(filepath.Join(s.opts.Dir, abortFile)); err != nil {
+		if err := s.opts.FS.Remove(filepath.Join(s.opts.Dir, abortFile)); err != nil {
 			errs = append(errs, err)
-		} else if err := fileutil.SyncDir(s.opts.Dir); err != nil {
+		} else if err := s.opts.FS.SyncDir(s.opts.Dir); err != nil {
 			errs = append(errs, err)
 		}
 	}

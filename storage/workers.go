@@ -72,5 +72,5 @@ func (s *Store) runCheckpoint() error {
 	if err := s.writeQueueTable(table); err != nil {
 		return err
 	}
-	return writeCheckpoint(s.opts.Dir, checkpoint{Flushed: flushed, Dispatched: dispatched, WrittenAt: time.Now().UnixMilli()})
+	return writeCheckpoint(s.opts.FS, s.opts.Dir, checkpoint{Flushed: flushed, Dispatched: dispatched, WrittenAt: time.Now().UnixMilli()})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -253,7 +254,12 @@ func (b *Broker) recover(ctx context.Context) error {
 	if err := b.finishDeletions(); err != nil {
 		return err
 	}
-	table, from, err := offset.Load(b.store.MetaPath(offsetsSnapshot))
+	table, from, err := offset.NewTable(), int64(0), error(nil)
+	if snap, rerr := b.store.ReadMeta(offsetsSnapshot); rerr == nil {
+		table, from, err = offset.DecodeSnapshot(snap)
+	} else if !errors.Is(rerr, os.ErrNotExist) {
+		err = rerr
+	}
 	if errors.Is(err, offset.ErrBadSnap) {
 		b.log.Warn().Err(err).Msg("offset snapshot unreadable; replaying every retained offset record")
 		table, from, err = offset.NewTable(), 0, nil
@@ -296,6 +302,7 @@ func (b *Broker) recover(ctx context.Context) error {
 	b.scheduler, err = schedule.New(schedule.Config{
 		Levels:       b.opts.DelayLevels,
 		ProgressPath: b.store.MetaPath(delayProgress),
+		FS:           b.store.FS(),
 		OnDeliver:    func(_ int, late time.Duration) { b.metrics.late(late) },
 		Logger:       b.opts.Logger,
 	}, b.store.ScheduleSource(), deliverSink{b: b, next: b.store.ScheduleSink()})
@@ -365,10 +372,13 @@ func (b *Broker) snapshot() error {
 	b.progressMu.Lock()
 	defer b.progressMu.Unlock()
 	var from int64
-	err := b.progress.Save(b.store.MetaPath(offsetsSnapshot), func() int64 {
+	snap, err := b.progress.EncodeSnapshot(func() int64 {
 		from = b.store.MaxOffset(offsetTopic, 0)
 		return from
 	})
+	if err == nil {
+		err = b.store.WriteMeta(offsetsSnapshot, snap)
+	}
 	if err == nil {
 		b.snapshotFrom.Store(from)
 	}

@@ -24,8 +24,12 @@ func (l *Log) Read(offset int64, buf []byte) (Record, error) {
 // offset just after it. offset >= Written gives ErrNoData. A record whose
 // checksum fails gives an error wrapping ErrChecksum, the record's Offset
 // and Size (no payload) and the offset after it: its header is intact, so
-// the caller may pass over it. Any other error returns offset unchanged:
-// past a damaged header the next frame's position is unknown.
+// the caller may pass over it. With ErrNoData, next is where the data
+// ends: offset, or past the Blank frames followed (a log whose last frame
+// is a Blank, as a crash can leave it: the record that went to the next
+// segment was lost), the next segment's base. Any other error returns
+// offset unchanged: past a damaged header the next frame's position is
+// unknown.
 func (l *Log) Next(offset int64, buf []byte) (rec Record, next int64, err error) {
 	for {
 		rec, segEnd, err := l.read(offset, buf)

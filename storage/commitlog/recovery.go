@@ -35,7 +35,7 @@ type walkResult struct {
 func (l *Log) recover() (err error) {
 	start := time.Now()
 	o := l.opts
-	if err := l.fs.MkdirAll(o.Dir, 0o755); err != nil {
+	if err := vfs.MkdirAllSync(l.fs, o.Dir, 0o755); err != nil {
 		return fmt.Errorf("create log dir %s: %w", o.Dir, err)
 	}
 	bases, err := l.listSegments()

@@ -7,8 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/mqgate/mqgate/storage/internal/fileutil"
-	"github.com/mqgate/mqgate/storage/internal/mmap"
+	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
 
 // fileNameDigits is the width of a data file name. Part of the on-disk
@@ -19,14 +18,16 @@ const fileNameDigits = 20
 type dataFile struct {
 	first int64  // logical offset of the file's first entry
 	path  string // full path
-	data  []byte // read-write mapping of the whole file
+	data  []byte // read-write mapping of the whole file (m.Bytes())
+	m     vfs.Mapping
+	fs    vfs.FS
 	// reserved is how many bytes from the start of the file are known to
 	// have blocks (written or fallocate'd); Put reserves more before it
 	// writes beyond. Guarded by Queue.writeMu.
 	reserved int64
 	// fd is open only during Open's recovery (pread, pwrite, hole
 	// punching); nil afterwards.
-	fd *os.File
+	fd vfs.File
 }
 
 // Block reservation ahead of the write position (see doc.go, "Allocation").
@@ -59,65 +60,43 @@ func parseFileName(name string) (int64, bool) {
 // createDir creates dir and its missing parents, and fsyncs the parent of
 // every directory it created, so that a new queue's directory survives a
 // crash together with the files fsynced into it.
-func createDir(dir string) error {
-	var created []string
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		_, err := os.Stat(d)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		created = append(created, d)
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for _, d := range created { // deepest first
-		if err := fileutil.SyncDir(filepath.Dir(d)); err != nil {
-			return err
-		}
-	}
-	return nil
+func createDir(fs vfs.FS, dir string) error {
+	return vfs.MkdirAllSync(fs, dir, 0o755)
 }
 
 // createDataFile creates and maps the sparse data file starting at first:
 // <name>.tmp, ftruncate to full size, zeros written over the first page (its
 // reserved blocks), fsync, rename, fsync the directory.
-func createDataFile(dir string, first int64, size int) (*dataFile, error) {
+func createDataFile(fs vfs.FS, dir string, first int64, size int) (*dataFile, error) {
 	path := filepath.Join(dir, fileName(first))
 	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o644)
+	f, err := fs.Create(tmp)
 	if err != nil {
 		return nil, fmt.Errorf("create %s: %w", tmp, err)
 	}
 	fail := func(err error) (*dataFile, error) {
 		f.Close()
-		os.Remove(tmp)
+		fs.Remove(tmp)
 		return nil, err
 	}
 	if err := f.Truncate(int64(size)); err != nil {
 		return fail(fmt.Errorf("truncate %s: %w", tmp, err))
 	}
 	reserved := min(int64(pageSize), int64(size))
-	if err := fileutil.WriteZeros(f, 0, reserved); err != nil {
+	if err := vfs.WriteZeros(f, 0, reserved); err != nil {
 		return fail(err)
 	}
 	if err := f.Sync(); err != nil {
 		return fail(fmt.Errorf("fsync %s: %w", tmp, err))
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := fs.Rename(tmp, path); err != nil {
 		return fail(fmt.Errorf("rename %s: %w", tmp, err))
 	}
-	if err := fileutil.SyncDir(dir); err != nil {
+	if err := fs.SyncDir(dir); err != nil {
 		f.Close()
 		return nil, err
 	}
-	df, err := mapFile(f, path, first, size)
+	df, err := mapFile(fs, f, path, first, size)
 	if err != nil {
 		return nil, err
 	}
@@ -129,8 +108,8 @@ func createDataFile(dir string, first int64, size int) (*dataFile, error) {
 // for recovery (closeFD releases it). A file shorter than size is an error
 // unless extend is set (the last file, whose tail was lost), in which case
 // it is extended to size with ftruncate (sparse zeros) first.
-func openDataFile(path string, first int64, size int, extend bool) (*dataFile, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+func openDataFile(fs vfs.FS, path string, first int64, size int, extend bool) (*dataFile, error) {
+	f, err := fs.OpenReadWrite(path)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -154,18 +133,18 @@ func openDataFile(path string, first int64, size int, extend bool) (*dataFile, e
 		f.Close()
 		return nil, fmt.Errorf("%w: %s is %d bytes, want %d (EntriesPerFile changed?)", ErrCorrupt, path, st.Size(), size)
 	}
-	return mapFile(f, path, first, size)
+	return mapFile(fs, f, path, first, size)
 }
 
 // mapFile maps f; the descriptor stays in the dataFile until closeFD (the
 // mapping outlives it). On failure f is closed.
-func mapFile(f *os.File, path string, first int64, size int) (*dataFile, error) {
-	data, err := mmap.Map(f, size)
+func mapFile(fs vfs.FS, f vfs.File, path string, first int64, size int) (*dataFile, error) {
+	m, err := f.Map(size)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	return &dataFile{first: first, path: path, data: data, fd: f}, nil
+	return &dataFile{first: first, path: path, data: m.Bytes(), m: m, fs: fs, fd: f}, nil
 }
 
 // closeFD closes the descriptor kept for recovery, if any.
@@ -193,11 +172,11 @@ func (f *dataFile) reserve(need int64) error {
 	size := int64(len(f.data))
 	step := min(max(f.reserved, minReserveStep), maxReserveStep)
 	end := min(size, max(roundUp(need, pageSize), roundUp(f.reserved+step, pageSize)))
-	fh, err := os.OpenFile(f.path, os.O_RDWR, 0)
+	fh, err := f.fs.OpenReadWrite(f.path)
 	if err != nil {
 		return fmt.Errorf("reserve blocks of %s: %w", f.path, err)
 	}
-	err = fileutil.WriteZeros(fh, f.reserved, end-f.reserved)
+	err = vfs.WriteZeros(fh, f.reserved, end-f.reserved)
 	if closeErr := fh.Close(); err == nil && closeErr != nil {
 		err = fmt.Errorf("close %s: %w", f.path, closeErr)
 	}
@@ -231,8 +210,8 @@ func (f *dataFile) entryAt(off int64) Entry {
 
 // unmap releases the mapping; f must not be used afterwards.
 func (f *dataFile) unmap() error {
-	err := errors.Join(mmap.Unmap(f.data), f.closeFD())
-	f.data = nil
+	err := errors.Join(f.m.Unmap(), f.closeFD())
+	f.data, f.m = nil, nil
 	if err != nil {
 		return fmt.Errorf("unmap %s: %w", f.path, err)
 	}
@@ -242,7 +221,7 @@ func (f *dataFile) unmap() error {
 // remove unmaps f and deletes its file. The caller syncs the directory.
 func (f *dataFile) remove() error {
 	err := f.unmap()
-	if rmErr := os.Remove(f.path); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
+	if rmErr := f.fs.Remove(f.path); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
 		err = errors.Join(err, rmErr)
 	}
 	return err

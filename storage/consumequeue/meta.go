@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/mqgate/mqgate/storage/internal/fileutil"
+	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
 
 // MINOFFSET file layout. Part of the on-disk format; never change (see
@@ -55,7 +55,7 @@ func decodeMeta(b []byte) (int64, error) {
 // readMeta returns the persisted min offset, or false when there is none
 // or it is unreadable (logged; the caller derives the minimum instead).
 func (q *Queue) readMeta() (int64, bool, error) {
-	b, err := os.ReadFile(filepath.Join(q.dir, metaFileName))
+	b, err := q.fs.ReadFile(filepath.Join(q.dir, metaFileName))
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, false, nil
 	}
@@ -73,7 +73,7 @@ func (q *Queue) readMeta() (int64, bool, error) {
 
 // writeMeta persists minOffset atomically.
 func (q *Queue) writeMeta(minOffset int64) error {
-	if err := fileutil.WriteFileAtomic(filepath.Join(q.dir, metaFileName), encodeMeta(minOffset), 0o644); err != nil {
+	if err := vfs.WriteFileAtomic(q.fs, filepath.Join(q.dir, metaFileName), encodeMeta(minOffset), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", metaFileName, err)
 	}
 	q.storedMin.Store(true)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -12,8 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/mqgate/mqgate/storage/internal/fileutil"
-	"github.com/mqgate/mqgate/storage/internal/mmap"
+	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
 
 // DefaultEntriesPerFile is RocketMQ's mappedFileSizeConsumeQueue / 20.
@@ -44,12 +42,18 @@ type Options struct {
 	// Logger receives warnings about recovery and slow syncs (default: no
 	// logging).
 	Logger zerolog.Logger
+	// FS is the file system (default the operating system's; tests wrap
+	// it to inject errors or to record crash images).
+	FS vfs.FS
 }
 
 // withDefaults fills zero fields with their defaults and validates.
 func (o Options) withDefaults() (Options, error) {
 	if o.EntriesPerFile == 0 {
 		o.EntriesPerFile = DefaultEntriesPerFile
+	}
+	if o.FS == nil {
+		o.FS = vfs.OS()
 	}
 	return o, o.Validate()
 }
@@ -72,6 +76,7 @@ func (o Options) Validate() error {
 // MaxOffset) and Flush are safe concurrently with them and with each other.
 type Queue struct {
 	dir            string
+	fs             vfs.FS
 	entriesPerFile int64
 	fileSize       int
 	log            zerolog.Logger
@@ -100,11 +105,12 @@ func Open(opts Options) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := createDir(opts.Dir); err != nil {
+	if err := createDir(opts.FS, opts.Dir); err != nil {
 		return nil, fmt.Errorf("consumequeue: create %s: %w", opts.Dir, err)
 	}
 	q := &Queue{
 		dir:            opts.Dir,
+		fs:             opts.FS,
 		entriesPerFile: int64(opts.EntriesPerFile),
 		fileSize:       opts.EntriesPerFile * EntrySize,
 		log:            opts.Logger.With().Str("component", "consumequeue").Str("dir", opts.Dir).Logger(),
@@ -225,7 +231,7 @@ func (q *Queue) roll(offset int64) (*dataFile, error) {
 		return nil, fmt.Errorf("%w: new file at %d does not follow the last file at %d",
 			ErrCorrupt, first, q.files[n-1].first)
 	}
-	f, err := createDataFile(q.dir, first, q.fileSize)
+	f, err := createDataFile(q.fs, q.dir, first, q.fileSize)
 	if err != nil {
 		return nil, err
 	}
@@ -340,7 +346,7 @@ func (q *Queue) syncRange(from, to int64) error {
 		if lo >= hi {
 			continue
 		}
-		if err := mmap.Sync(f.data, int((lo-f.first)*EntrySize), int((hi-f.first)*EntrySize)); err != nil {
+		if err := f.m.Sync(int((lo-f.first)*EntrySize), int((hi-f.first)*EntrySize)); err != nil {
 			return fmt.Errorf("msync %s: %w", f.path, err)
 		}
 	}
@@ -373,8 +379,8 @@ func (q *Queue) Close() error {
 // Remove closes the queue and deletes its directory (topic deletion).
 func (q *Queue) Remove() error {
 	err := q.Close()
-	if rmErr := os.RemoveAll(q.dir); rmErr != nil {
+	if rmErr := q.fs.RemoveAll(q.dir); rmErr != nil {
 		return errors.Join(err, fmt.Errorf("consumequeue: remove %s: %w", q.dir, rmErr))
 	}
-	return errors.Join(err, fileutil.SyncDir(filepath.Dir(q.dir)))
+	return errors.Join(err, q.fs.SyncDir(filepath.Dir(q.dir)))
 }

@@ -2,12 +2,8 @@ package consumequeue
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/mqgate/mqgate/storage/internal/fileutil"
-	"github.com/mqgate/mqgate/storage/internal/mmap"
 )
 
 // validateWindow is how many entries before the last non-empty one Open
@@ -18,7 +14,7 @@ const validateWindow = 1024
 // doc.go, "Open and recovery"). Recovery reads through descriptors (pread),
 // never through the mappings, and closes them before returning.
 func (q *Queue) load() error {
-	dirEntries, err := os.ReadDir(q.dir)
+	dirEntries, err := q.fs.ReadDir(q.dir)
 	if err != nil {
 		return err
 	}
@@ -28,7 +24,7 @@ func (q *Queue) load() error {
 		name := de.Name()
 		switch byteOffset, isData := parseFileName(name); {
 		case strings.HasSuffix(name, tmpSuffix):
-			if err := os.Remove(filepath.Join(q.dir, name)); err != nil {
+			if err := q.fs.Remove(filepath.Join(q.dir, name)); err != nil {
 				return fmt.Errorf("remove unfinished %s: %w", name, err)
 			}
 			removedTmp = true
@@ -42,7 +38,7 @@ func (q *Queue) load() error {
 		}
 	}
 	if removedTmp {
-		if err := fileutil.SyncDir(q.dir); err != nil {
+		if err := q.fs.SyncDir(q.dir); err != nil {
 			return err
 		}
 	}
@@ -56,7 +52,7 @@ func (q *Queue) load() error {
 			return fmt.Errorf("%w: files missing between %s and %s", ErrCorrupt, fileName(firsts[i-1]), fileName(first))
 		}
 		last := i == len(firsts)-1
-		f, err := openDataFile(filepath.Join(q.dir, fileName(first)), first, q.fileSize, last)
+		f, err := openDataFile(q.fs, filepath.Join(q.dir, fileName(first)), first, q.fileSize, last)
 		if err != nil {
 			return err
 		}
@@ -210,7 +206,7 @@ func (q *Queue) pwriteZeros(from, to int64) error {
 		if _, err := f.fd.WriteAt(make([]byte, (hi-lo)*EntrySize), (lo-f.first)*EntrySize); err != nil {
 			return fmt.Errorf("zero %s: %w", f.path, err)
 		}
-		if err := fileutil.Fdatasync(f.fd); err != nil {
+		if err := f.fd.Sync(); err != nil {
 			return fmt.Errorf("fdatasync %s: %w", f.path, err)
 		}
 	}
@@ -233,7 +229,7 @@ func (q *Queue) releaseTail(maxOffset int64) error {
 	if f.fd == nil || keep >= int64(q.fileSize) {
 		return nil
 	}
-	if _, err := fileutil.PunchHole(f.fd, keep, int64(q.fileSize)-keep); err != nil {
+	if _, err := f.fd.PunchHole(keep, int64(q.fileSize)-keep); err != nil {
 		q.log.Warn().Err(err).Msg("could not release the unused blocks of the last consume queue file")
 	}
 	return nil
@@ -249,7 +245,7 @@ func (q *Queue) zeroRange(from, to int64) error {
 		}
 		a, b := int((lo-f.first)*EntrySize), int((hi-f.first)*EntrySize)
 		clear(f.data[a:b])
-		if err := mmap.Sync(f.data, a, b); err != nil {
+		if err := f.m.Sync(a, b); err != nil {
 			return fmt.Errorf("msync %s: %w", f.path, err)
 		}
 	}
@@ -287,5 +283,5 @@ func (q *Queue) removeOutside(minOffset, maxOffset int64) error {
 			return err
 		}
 	}
-	return fileutil.SyncDir(q.dir)
+	return q.fs.SyncDir(q.dir)
 }

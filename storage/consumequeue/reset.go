@@ -2,8 +2,6 @@ package consumequeue
 
 import (
 	"fmt"
-
-	"github.com/mqgate/mqgate/storage/internal/fileutil"
 )
 
 // Reset empties the queue and restarts it at offset: MinOffset and
@@ -36,7 +34,7 @@ func (q *Queue) Reset(offset int64) error {
 		}
 	}
 	if len(drop) > 0 {
-		if err := fileutil.SyncDir(q.dir); err != nil {
+		if err := q.fs.SyncDir(q.dir); err != nil {
 			return fmt.Errorf("consumequeue: reset to %d: %w", offset, err)
 		}
 	}

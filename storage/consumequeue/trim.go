@@ -2,8 +2,6 @@ package consumequeue
 
 import (
 	"fmt"
-
-	"github.com/mqgate/mqgate/storage/internal/fileutil"
 )
 
 // TruncateFrom drops the entries at and beyond offset: the files wholly
@@ -53,7 +51,7 @@ func (q *Queue) truncateFromLocked(offset int64) error {
 		}
 	}
 	if removed {
-		if err := fileutil.SyncDir(q.dir); err != nil {
+		if err := q.fs.SyncDir(q.dir); err != nil {
 			return err
 		}
 	}
@@ -125,7 +123,7 @@ func (q *Queue) DeleteBelowPhysical(minPhy int64) (int64, error) {
 			return newMin, fmt.Errorf("consumequeue: delete below physical offset %d: %w", minPhy, err)
 		}
 	}
-	if err := fileutil.SyncDir(q.dir); err != nil {
+	if err := q.fs.SyncDir(q.dir); err != nil {
 		return newMin, fmt.Errorf("consumequeue: delete below physical offset %d: %w", minPhy, err)
 	}
 	return newMin, nil

@@ -28,7 +28,7 @@ func Open(opts Options) (*Index, error) {
 		lastPhy:     -1,
 		completePhy: -1,
 	}
-	if err := x.fs.MkdirAll(opts.Dir, 0o755); err != nil {
+	if err := vfs.MkdirAllSync(x.fs, opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create index dir: %w", err)
 	}
 	if err := x.recover(); err != nil {

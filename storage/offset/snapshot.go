@@ -48,6 +48,16 @@ func (t *Table) Save(path string, sysOffset func() int64) error {
 	return fileutil.WriteFileAtomic(path, b, 0o644)
 }
 
+// EncodeSnapshot returns the bytes Save would write, for a caller that
+// stores them itself (the broker, through the store's WriteMeta).
+func (t *Table) EncodeSnapshot(sysOffset func() int64) ([]byte, error) {
+	return t.encodeSnapshot(sysOffset)
+}
+
+// DecodeSnapshot parses snapshot bytes as Load does (ErrBadSnap when
+// damaged).
+func DecodeSnapshot(b []byte) (*Table, int64, error) { return decodeSnapshot(b) }
+
 func (t *Table) encodeSnapshot(sysOffset func() int64) ([]byte, error) {
 	var snap snapshot
 	t.mu.RLock()

@@ -6,7 +6,7 @@ import (
 	"hash/crc32"
 	"os"
 
-	"github.com/mqgate/mqgate/storage/internal/fileutil"
+	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
 
 const (
@@ -46,9 +46,9 @@ func decodeProgress(b []byte) ([]int64, error) {
 }
 
 // loadProgress reads the per-level offsets; a missing file means all zero.
-func loadProgress(path string, levels int) ([]int64, error) {
+func loadProgress(fs vfs.FS, path string, levels int) ([]int64, error) {
 	offsets := make([]int64, levels)
-	b, err := os.ReadFile(path)
+	b, err := fs.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return offsets, nil
 	}
@@ -63,6 +63,6 @@ func loadProgress(path string, levels int) ([]int64, error) {
 	return offsets, nil
 }
 
-func saveProgress(path string, offsets []int64) error {
-	return fileutil.WriteFileAtomic(path, encodeProgress(offsets), 0o644)
+func saveProgress(fs vfs.FS, path string, offsets []int64) error {
+	return vfs.WriteFileAtomic(fs, path, encodeProgress(offsets), 0o644)
 }

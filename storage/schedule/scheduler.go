@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mqgate/mqgate/storage/internal/vfs"
 	"github.com/mqgate/mqgate/storage/message"
 )
 
@@ -41,6 +42,9 @@ type Config struct {
 	Levels []time.Duration
 	// ProgressPath is the file holding per-level offsets. Required.
 	ProgressPath string
+	// FS is the file system of ProgressPath (default the operating
+	// system's; the broker passes the store's).
+	FS vfs.FS
 	// SaveInterval is how often changed progress is saved (default 1 s;
 	// RocketMQ saves every 15 s — more often only narrows what a crash
 	// re-delivers).
@@ -99,6 +103,9 @@ func New(cfg Config, src Source, sink Sink) (*Scheduler, error) {
 	if len(cfg.Levels) == 0 || len(cfg.Levels) > MaxLevels {
 		return nil, fmt.Errorf("%w: %d levels", ErrBadLevels, len(cfg.Levels))
 	}
+	if cfg.FS == nil {
+		cfg.FS = vfs.OS()
+	}
 	if cfg.ProgressPath == "" {
 		return nil, errors.New("schedule: ProgressPath is required")
 	}
@@ -108,7 +115,7 @@ func New(cfg Config, src Source, sink Sink) (*Scheduler, error) {
 	if cfg.BatchSize == 0 {
 		cfg.BatchSize = 256
 	}
-	offsets, err := loadProgress(cfg.ProgressPath, len(cfg.Levels))
+	offsets, err := loadProgress(cfg.FS, cfg.ProgressPath, len(cfg.Levels))
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", cfg.ProgressPath, err)
 	}
@@ -301,7 +308,7 @@ func (s *Scheduler) save() error {
 	offsets := append([]int64(nil), s.offsets...)
 	s.dirty = false
 	s.mu.Unlock()
-	if err := saveProgress(s.cfg.ProgressPath, offsets); err != nil {
+	if err := saveProgress(s.cfg.FS, s.cfg.ProgressPath, offsets); err != nil {
 		s.mu.Lock()
 		s.dirty = true
 		s.mu.Unlock()

@@ -31,6 +31,7 @@ const (
 	OpMap                   // File.Map
 	OpMsync                 // Mapping.Sync
 	OpUnmap                 // Mapping.Unmap
+	OpTruncate              // File.Truncate
 )
 
 var opNames = [...]string{
@@ -38,6 +39,7 @@ var opNames = [...]string{
 	OpMkdirAll: "mkdirall", OpReadDir: "readdir", OpStat: "stat", OpSyncDir: "syncdir",
 	OpRead: "read", OpWrite: "write", OpClose: "close", OpPreallocate: "preallocate",
 	OpSync: "sync", OpSeek: "seek", OpMap: "map", OpMsync: "msync", OpUnmap: "unmap",
+	OpTruncate: "truncate",
 }
 
 // String is the operation's lower-case name.
@@ -81,6 +83,31 @@ func (e errorFS) Create(name string) (File, error) {
 		return nil, err
 	}
 	return errorFile{f: f, inj: e.inj}, nil
+}
+
+func (e errorFS) CreatePerm(name string, perm os.FileMode) (File, error) {
+	if err := e.inj.MaybeError(OpCreate, name); err != nil {
+		return nil, err
+	}
+	f, err := e.fs.CreatePerm(name, perm)
+	if err != nil {
+		return nil, err
+	}
+	return errorFile{f: f, inj: e.inj}, nil
+}
+
+func (e errorFS) ReadFile(name string) ([]byte, error) {
+	if err := e.inj.MaybeError(OpRead, name); err != nil {
+		return nil, err
+	}
+	return e.fs.ReadFile(name)
+}
+
+func (e errorFS) RemoveAll(path string) error {
+	if err := e.inj.MaybeError(OpRemove, path); err != nil {
+		return err
+	}
+	return e.fs.RemoveAll(path)
 }
 
 func (e errorFS) OpenReadWrite(name string) (File, error) {
@@ -184,6 +211,20 @@ func (e errorFile) Sync() error {
 		return err
 	}
 	return e.f.Sync()
+}
+
+func (e errorFile) Truncate(size int64) error {
+	if err := e.inj.MaybeError(OpTruncate, e.f.Name()); err != nil {
+		return err
+	}
+	return e.f.Truncate(size)
+}
+
+func (e errorFile) PunchHole(off, n int64) (bool, error) {
+	if err := e.inj.MaybeError(OpPreallocate, e.f.Name()); err != nil {
+		return false, err
+	}
+	return e.f.PunchHole(off, n)
 }
 
 func (e errorFile) SeekData(off int64) (int64, error) {

@@ -27,12 +27,19 @@ import (
 type FS interface {
 	// Create creates (or truncates) name for reading and writing.
 	Create(name string) (File, error)
+	// CreatePerm is Create with the permission bits of a new file.
+	CreatePerm(name string, perm os.FileMode) (File, error)
+	// ReadFile returns the content of name.
+	ReadFile(name string) ([]byte, error)
 	// OpenReadWrite opens an existing file for reading and writing.
 	OpenReadWrite(name string) (File, error)
 	// Rename renames oldname to newname (rename(2): atomic, replaces newname).
 	Rename(oldname, newname string) error
 	// Remove removes a file.
 	Remove(name string) error
+	// RemoveAll removes path and everything below it; a missing path is
+	// no error.
+	RemoveAll(path string) error
 	// MkdirAll creates dir and its parents.
 	MkdirAll(dir string, perm os.FileMode) error
 	// ReadDir lists dir sorted by name.
@@ -57,6 +64,13 @@ type File interface {
 	Preallocate(size int64) error
 	// Sync makes the file's data durable (fdatasync(2)).
 	Sync() error
+	// Truncate changes the file's size (ftruncate(2)); growing it adds a
+	// hole.
+	Truncate(size int64) error
+	// PunchHole releases the blocks of [off, off+n), which then read as
+	// zeros, keeping the size. It reports false without error when the
+	// file system cannot punch holes (the range is left as it is).
+	PunchHole(off, n int64) (bool, error)
 	// SeekData returns the start of the first region holding data at or
 	// after off (lseek SEEK_DATA), or -1 when the rest of the file is a hole
 	// and therefore reads as zeros. A file system that cannot tell returns
@@ -86,13 +100,17 @@ func OS() FS { return osFS{} }
 
 type osFS struct{}
 
-func (osFS) Create(name string) (File, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+func (fs osFS) Create(name string) (File, error) { return fs.CreatePerm(name, 0o644) }
+
+func (osFS) CreatePerm(name string, perm os.FileMode) (File, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
 		return nil, err
 	}
 	return osFile{f}, nil
 }
+
+func (osFS) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
 
 func (osFS) OpenReadWrite(name string) (File, error) {
 	f, err := os.OpenFile(name, os.O_RDWR, 0)
@@ -104,6 +122,7 @@ func (osFS) OpenReadWrite(name string) (File, error) {
 
 func (osFS) Rename(oldname, newname string) error        { return os.Rename(oldname, newname) }
 func (osFS) Remove(name string) error                    { return os.Remove(name) }
+func (osFS) RemoveAll(path string) error                 { return os.RemoveAll(path) }
 func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
 func (osFS) ReadDir(dir string) ([]os.DirEntry, error)   { return os.ReadDir(dir) }
 func (osFS) Stat(name string) (os.FileInfo, error)       { return os.Stat(name) }
@@ -119,6 +138,8 @@ func (f osFile) Sync() error {
 	}
 	return nil
 }
+
+func (f osFile) PunchHole(off, n int64) (bool, error) { return fileutil.PunchHole(f.File, off, n) }
 
 func (f osFile) SeekData(off int64) (int64, error) {
 	n, err := unix.Seek(int(f.Fd()), off, unix.SEEK_DATA)
