@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/server/broker"
+	"github.com/mqgate/mqgate/server/broker/brokertest"
 	"github.com/mqgate/mqgate/storage/storagetest"
 )
 
@@ -64,7 +65,7 @@ func TestBrokerCrashImageSweep(t *testing.T) {
 	rec := storagetest.NewCrashRecorder(t, dir, every)
 	var log brokerLog
 	rec.Label(log.label)
-	opts := testOptions(dir)
+	opts := brokertest.Options(dir)
 	opts.MaxMessageSize = 4 << 10
 	opts.SegmentSize = 80 << 10 // about the smallest that fits the broker's largest record: rolls every few rounds
 	opts.SnapshotInterval = 10 * time.Millisecond
