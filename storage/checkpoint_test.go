@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// T10: a checkpoint torn at any byte or with any bit flipped is rejected.
+// A checkpoint torn at any byte or with any bit flipped is rejected.
 func TestCheckpointTornOrFlipped(t *testing.T) {
 	c := checkpoint{Clean: true, Flushed: 123456, Dispatched: 120000, WrittenAt: 1700000000000}
 	b := c.encode()

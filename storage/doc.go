@@ -47,7 +47,7 @@
 //
 // A checkpoint that fails its magic, version or CRC is ignored: recovery then
 // scans the whole CommitLog and rebuilds every derived structure, which is
-// slower but reaches the same state (RELIABILITY.md rule 7).
+// slower but reaches the same state (ARCHITECTURE.md, crash-consistency rule 7).
 //
 // # Lifecycle
 //

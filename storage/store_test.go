@@ -204,7 +204,7 @@ func TestConcurrentPutsAreDenseAndDistinct(t *testing.T) {
 	})
 }
 
-// T08: delete or corrupt the derived files; the rebuilt queues are
+// Delete or corrupt the derived files; the rebuilt queues are
 // byte-equal to the originals and key lookups still work.
 func TestRebuildDerivedFiles(t *testing.T) {
 	for _, damage := range []string{"delete", "garble"} {
@@ -263,7 +263,7 @@ func snapshotFiles(t *testing.T, root string) map[string]string {
 	return out
 }
 
-// T02: for every crash image "bytes up to k reached the disk" the store
+// For every crash image "bytes up to k reached the disk" the store
 // holds exactly the records fully inside k, the next append lands at the
 // recovered end, and no queue entry points past it.
 func TestTornTailEveryPrefix(t *testing.T) {
@@ -316,7 +316,7 @@ func TestTornTailEveryPrefix(t *testing.T) {
 	t.Logf("%d crash images recovered", cases)
 }
 
-// T04: a bit flipped below the durable high-water mark must stop start-up
+// A bit flipped below the durable high-water mark must stop start-up
 // with the exact offset, never silently truncate acknowledged data.
 func TestBitFlipBelowHighWaterRefusesStart(t *testing.T) {
 	dir := t.TempDir()

@@ -43,7 +43,7 @@
 // crc covers its header only (frame[0:8] then frame[12:20]); the bytes after
 // its header are not written (they stay zero). A frame whose stored offset
 // differs from its position is invalid (this catches misdirected or stale
-// writes, RELIABILITY §2.8 rule 3). A header whose totalSize is 0 ends the
+// writes, ARCHITECTURE.md crash-consistency rule 3). A header whose totalSize is 0 ends the
 // data: segments are preallocated zeros.
 //
 // Placement invariant: a record never spans segments. It goes into the

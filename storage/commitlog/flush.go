@@ -44,7 +44,7 @@ func (l *Log) Flush() error {
 
 // flushOnce msyncs [Flushed, Written) segment by segment, then publishes
 // Flushed and wakes the appenders it covers. A failure is fatal to the
-// write path (RELIABILITY §2.8 rule 9): the range is never retried, since
+// write path (ARCHITECTURE.md, crash-consistency rule 9): the range is never retried, since
 // Linux may have marked the failed pages clean.
 func (l *Log) flushOnce() (flushResult, error) {
 	l.syncMu.Lock()

@@ -166,7 +166,7 @@ func (l *Log) listSegments() ([]int64, error) {
 // frames until the first one that is not valid. A recoverFrom that does
 // not hold a valid frame (or holds the end of data below HighWater, or lies
 // past the last segment) is ignored and the whole log is scanned
-// (RELIABILITY §2.8 rule 7: a checkpoint is a hint).
+// (ARCHITECTURE.md, crash-consistency rule 7: a checkpoint is a hint).
 func (l *Log) walk(segs []*segment, recoverFrom int64) walkResult {
 	last := segs[len(segs)-1]
 	from := max(recoverFrom, segs[0].base)

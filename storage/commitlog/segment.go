@@ -81,7 +81,7 @@ func parseSegmentName(name string) (int64, bool) {
 
 // createSegment makes a new, zero-filled, fully preallocated segment the
 // durable way: <name>.tmp, fallocate, fdatasync, rename, fsync the directory
-// (etcd cut(); RELIABILITY §2.8 rule 2). The segment is returned mapped.
+// (etcd cut(); ARCHITECTURE.md, crash-consistency rule 2). The segment is returned mapped.
 func createSegment(fs vfs.FS, dir string, base, size int64) (_ *segment, err error) {
 	path := filepath.Join(dir, segmentName(base))
 	if _, err := fs.Stat(path); err == nil {
