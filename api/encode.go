@@ -33,6 +33,11 @@ func writePullResponse(w http.ResponseWriter, msgs []broker.ReceivedMessage) {
 	}
 	b = append(b, "]}\n"...)
 	*buf = b
+	writeJSONBytes(w, b)
+}
+
+// writeJSONBytes writes b, a complete JSON document, as a 200.
+func writeJSONBytes(w http.ResponseWriter, b []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))

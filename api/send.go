@@ -227,11 +227,7 @@ func writeSendResponse(w http.ResponseWriter, r *http.Request, results []broker.
 	}
 	b = append(b, "]}\n"...)
 	*buf = b
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b)
+	writeJSONBytes(w, b)
 }
 
 // isHex reports whether s is non-empty and all hexadecimal digits.

@@ -7,6 +7,7 @@ package fileutil
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -147,7 +148,10 @@ func DiskUsage(dir string) (float64, error) {
 // write fault through a shared mapping waits for the file system journal).
 // A full disk fails here, with ENOSPC. The range must hold no data the
 // caller needs.
-func WriteZeros(f *os.File, off, n int64) error {
+func WriteZeros(f interface {
+	io.WriterAt
+	Name() string
+}, off, n int64) error {
 	if n <= 0 {
 		return nil
 	}

@@ -2,9 +2,10 @@ package vfs
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/mqgate/mqgate/storage/internal/fileutil"
 )
 
 // WriteFileAtomic replaces path with data on fs: a temporary file
@@ -74,17 +75,4 @@ func MkdirAllSync(fs FS, dir string, perm os.FileMode) error {
 
 // WriteZeros writes zeros over [off, off+n) of f, so that the range has
 // real, allocated blocks (see fileutil.WriteZeros).
-func WriteZeros(f File, off, n int64) error {
-	if n <= 0 {
-		return nil
-	}
-	buf := make([]byte, min(n, 1<<20))
-	for end := off + n; off < end; {
-		m := min(int64(len(buf)), end-off)
-		if _, err := f.WriteAt(buf[:m], off); err != nil {
-			return fmt.Errorf("zero-fill %s: %w", f.Name(), err)
-		}
-		off += m
-	}
-	return nil
-}
+func WriteZeros(f File, off, n int64) error { return fileutil.WriteZeros(f, off, n) }
