@@ -28,6 +28,7 @@ type brokerCollector struct {
 	scheduled, lateness, backlog, storeBytes        *prometheus.Desc
 	timersPending                                   *prometheus.Desc
 	commitLogMin, commitLogMax                      *prometheus.Desc
+	appends, flushes, flushTime, maxFlush           *prometheus.Desc
 	offsetsClamped                                  *prometheus.Desc
 }
 
@@ -54,6 +55,10 @@ func newBrokerCollector(src statsSource) *brokerCollector {
 		timersPending:  d("timers_pending", "delayMs/deliverAt timers not yet due."),
 		commitLogMin:   d("commitlog_min_offset_bytes", "Lowest CommitLog offset still kept."),
 		commitLogMax:   d("commitlog_max_offset_bytes", "CommitLog write offset."),
+		appends:        d("commitlog_appends_total", "Records appended to the CommitLog since start."),
+		flushes:        d("commitlog_flushes_total", "CommitLog flushes (msync batches, each shared by the appends it covers: group commit) since start."),
+		flushTime:      d("commitlog_flush_seconds_total", "Time spent in CommitLog flushes since start (divide by mqgate_commitlog_flushes_total for the mean)."),
+		maxFlush:       d("commitlog_flush_max_seconds", "The longest CommitLog flush since start."),
 		offsetsClamped: d("consumer_offsets_clamped_total", "Consumer offsets found above their queue's maximum (the store lost messages) and lowered to it."),
 	}
 }
@@ -61,7 +66,8 @@ func newBrokerCollector(src statsSource) *brokerCollector {
 // Describe implements prometheus.Collector.
 func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.deliveredBytes, c.delivered, c.acked, c.retries, c.dead, c.inflight, c.retentionDropped,
-		c.scheduled, c.lateness, c.backlog, c.storeBytes, c.timersPending, c.commitLogMin, c.commitLogMax, c.offsetsClamped} {
+		c.scheduled, c.lateness, c.backlog, c.storeBytes, c.timersPending, c.commitLogMin, c.commitLogMax, c.offsetsClamped,
+		c.appends, c.flushes, c.flushTime, c.maxFlush} {
 		ch <- d
 	}
 }
@@ -103,4 +109,8 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.timersPending, prometheus.GaugeValue, float64(status.TimersPending))
 	ch <- prometheus.MustNewConstMetric(c.commitLogMin, prometheus.GaugeValue, float64(status.CommitLogMin))
 	ch <- prometheus.MustNewConstMetric(c.commitLogMax, prometheus.GaugeValue, float64(status.CommitLogMax))
+	ch <- prometheus.MustNewConstMetric(c.appends, prometheus.CounterValue, float64(status.Appends))
+	ch <- prometheus.MustNewConstMetric(c.flushes, prometheus.CounterValue, float64(status.Flushes))
+	ch <- prometheus.MustNewConstMetric(c.flushTime, prometheus.CounterValue, status.FlushTime.Seconds())
+	ch <- prometheus.MustNewConstMetric(c.maxFlush, prometheus.GaugeValue, status.MaxFlush.Seconds())
 }

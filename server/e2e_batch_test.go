@@ -54,3 +54,24 @@ func TestE2EBinaryBatchRoundTrip(t *testing.T) {
 		require.Equal(t, "batch", m.Properties["origin"])
 	}
 }
+
+// TestE2EGroupCommitMetrics: the CommitLog's appends and flushes are
+// metrics, and in sync mode every acknowledged send was covered by a flush.
+func TestE2EGroupCommitMetrics(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t)
+	bodies := [][]byte{[]byte("a"), []byte("b"), []byte("c")}
+	servertest.Decode(t, e.Do(t, http.MethodPost, "/v1/topics/gc/messages", api.ContentTypeBatch, api.AppendBatch(nil, bodies...), nil), http.StatusOK, &api.SendResponse{})
+	appends, ok := e.MetricValue(t, "mqgate_commitlog_appends_total")
+	require.True(t, ok)
+	require.GreaterOrEqual(t, appends, 3.0)
+	flushes, ok := e.MetricValue(t, "mqgate_commitlog_flushes_total")
+	require.True(t, ok)
+	require.GreaterOrEqual(t, flushes, 1.0)
+	took, ok := e.MetricValue(t, "mqgate_commitlog_flush_seconds_total")
+	require.True(t, ok)
+	require.Positive(t, took)
+	longest, ok := e.MetricValue(t, "mqgate_commitlog_flush_max_seconds")
+	require.True(t, ok)
+	require.GreaterOrEqual(t, took, longest)
+}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mqgate/mqgate/storage/commitlog"
 	"github.com/mqgate/mqgate/storage/consumequeue"
@@ -432,6 +433,11 @@ type Stats struct {
 	Dispatched   int64 // CommitLog offset visible through ConsumeQueues
 	Segments     int   // CommitLog segment files
 	DiskBytes    int64 // bytes allocated by CommitLog segments
+	// The CommitLog's group commit since open: records appended, flushes
+	// (one msync batch each, shared by every append it covers), the time
+	// they took in all and the longest.
+	Appends, Flushes    int64
+	FlushTime, MaxFlush time.Duration
 }
 
 // Stats reports the store's extent.
@@ -444,6 +450,8 @@ func (s *Store) Stats() Stats {
 		Dispatched:   s.dispatched.Load(),
 		Segments:     len(segs),
 	}
+	cl := s.commitLog.Stats()
+	st.Appends, st.Flushes, st.FlushTime, st.MaxFlush = cl.Appends, cl.Flushes, cl.FlushTime, cl.MaxFlush
 	for _, seg := range segs {
 		st.DiskBytes += seg.Size
 	}

@@ -299,6 +299,11 @@ type BrokerStatus struct {
 	CommitLogMin int64
 	// CommitLogMax is the CommitLog's write offset.
 	CommitLogMax int64
+	// Appends, Flushes, FlushTime and MaxFlush describe the CommitLog's
+	// group commit since start (records, msync batches, their total and
+	// longest duration).
+	Appends, Flushes    int64
+	FlushTime, MaxFlush time.Duration
 	// Levels is the delay scheduler's position per delay level.
 	Levels []DelayLevelStatus
 	// Scheduled counts messages the scheduler delivered since start.
