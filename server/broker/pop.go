@@ -451,9 +451,12 @@ func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, inv
 	if err != nil {
 		return out, nextExpiry, expired, err
 	}
-	for _, l := range c.inflight {
-		if !l.settling && !l.waiting && (nextExpiry.IsZero() || l.deadline.Before(nextExpiry)) {
-			nextExpiry = l.deadline
+	// takeExpired found the soonest deadline of the leases it left; the
+	// leases granted since (fresh, or ordered ones offered again) all end
+	// at now+invisible. No second pass over every lease of the queue.
+	if len(out) > 0 {
+		if due := now.Add(invisible); nextExpiry.IsZero() || due.Before(nextExpiry) {
+			nextExpiry = due
 		}
 	}
 	return out, nextExpiry, expired, nil
