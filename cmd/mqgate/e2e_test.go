@@ -405,9 +405,10 @@ func checkMirroredDeadLetters(t *testing.T, p *proc, dir, addr string, groups []
 			return synced, "mirror never caught up for " + g
 		})
 	}
-	// The mirror polls dead-letter status changes and arrivals every
-	// second, and nothing shows when a poll has passed: wait out one and a
-	// half periods.
+	// The mirror writes dead-letter arrivals and status changes in a pass
+	// it starts on the change (after its batch delay) or at its next poll
+	// (every second), and nothing outside shows when that pass has run:
+	// wait out one and a half poll periods.
 	time.Sleep(1500 * time.Millisecond)
 	mirrored := map[string]map[string]bool{}
 	for _, g := range groups {
