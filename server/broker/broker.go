@@ -194,7 +194,7 @@ type Broker struct {
 	closingCtx    context.Context
 	cancelClosing context.CancelFunc
 	closed        atomic.Bool
-	workers       sync.WaitGroup     // the timer loops
+	timerWorkers  []*worker.Service  // timer delivery, timer index maintenance
 	periodic      []*worker.Periodic // reaper, progress snapshot, dedup expiry
 	closeMu       sync.Mutex
 	closeErr      error
@@ -344,9 +344,10 @@ func (b *Broker) clampOffsets() error {
 func (b *Broker) start() {
 	b.store.SetRetentionPolicy(retentionPolicy{b: b})
 	b.scheduler.Start(context.Background())
-	b.workers.Add(2)
-	go b.timerLoop()
-	go b.timerIndexLoop()
+	b.timerWorkers = []*worker.Service{worker.New(b.timerLoop), worker.New(b.timerIndexLoop)}
+	for _, w := range b.timerWorkers {
+		w.Start(b.closingCtx)
+	}
 	// The periodic passes run on internal/worker; each is a method tests
 	// call directly (reapExpired, snapshot, dedup.expire).
 	b.periodic = []*worker.Periodic{
@@ -393,7 +394,9 @@ func (b *Broker) Close(ctx context.Context) error {
 	for _, p := range b.periodic {
 		p.Stop()
 	}
-	b.workers.Wait()
+	for _, w := range b.timerWorkers {
+		w.Stop()
+	}
 	var errs []error
 	errs = append(errs, b.scheduler.Stop())
 	errs = append(errs, b.closeTimers())
