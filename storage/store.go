@@ -83,9 +83,10 @@ type Store struct {
 	heldLogged      atomic.Int64 // unix ns of the last "pressure, nothing deletable" warning
 	encoders        sync.Pool
 
-	closing      chan struct{}  // stops the dispatcher
-	workers      sync.WaitGroup // the dispatcher
-	periodic     []*worker.Periodic
+	closing      chan struct{}      // stops the dispatcher
+	workers      sync.WaitGroup     // the dispatcher
+	periodic     []*worker.Periodic // disk sampler, checkpointer, retention, scrubber
+	checkpointer *worker.Periodic   // also in periodic
 	stopPeriodic context.CancelFunc
 	closed       atomic.Bool
 	closeMu      sync.Mutex

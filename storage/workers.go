@@ -16,18 +16,19 @@ import (
 func (s *Store) start() {
 	s.workers.Add(1)
 	go s.dispatchLoop()
+	s.checkpointer = worker.Every(s.opts.CheckpointInterval, func(_ context.Context, now time.Time) {
+		s.sampleDispatchLimit(now)
+		if err := s.runCheckpoint(); err != nil {
+			s.log.Error().Err(err).Msg("checkpoint failed")
+		}
+	})
 	s.periodic = append(s.periodic,
 		worker.Every(s.opts.DiskCheckInterval, func(context.Context, time.Time) {
 			if _, err := s.sampleDisk(); err != nil {
 				s.log.Error().Err(err).Msg("disk usage sample failed")
 			}
 		}),
-		worker.Every(s.opts.CheckpointInterval, func(_ context.Context, now time.Time) {
-			s.sampleDispatchLimit(now)
-			if err := s.runCheckpoint(); err != nil {
-				s.log.Error().Err(err).Msg("checkpoint failed")
-			}
-		}),
+		s.checkpointer,
 		worker.Every(s.opts.RetentionInterval, func(_ context.Context, now time.Time) {
 			res, err := s.runRetention(now)
 			if err != nil {
