@@ -46,3 +46,10 @@ func CheckpointForTest(dir string) (clean bool, flushed, dispatched int64, err e
 func WriteCheckpointForTest(dir string, clean bool, flushed, dispatched int64) error {
 	return writeCheckpoint(vfs.OS(), dir, checkpoint{Clean: clean, Flushed: flushed, Dispatched: dispatched, WrittenAt: time.Now().UnixMilli()})
 }
+
+// KickCheckpointerForTest asks the background checkpointer for a pass now
+// and returns its "a pass completed" signal.
+func KickCheckpointerForTest(s *Store) <-chan struct{} {
+	s.checkpointer.Kick()
+	return s.checkpointer.Ran()
+}

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mqgate/mqgate/internal/worker"
 	"github.com/mqgate/mqgate/storage/commitlog"
 	"github.com/mqgate/mqgate/storage/consumequeue"
 	"github.com/mqgate/mqgate/storage/index"
@@ -81,11 +83,14 @@ type Store struct {
 	heldLogged      atomic.Int64 // unix ns of the last "pressure, nothing deletable" warning
 	encoders        sync.Pool
 
-	closing  chan struct{}
-	workers  sync.WaitGroup
-	closed   atomic.Bool
-	closeMu  sync.Mutex
-	closeErr error
+	closing      chan struct{}      // stops the dispatcher
+	workers      sync.WaitGroup     // the dispatcher
+	periodic     []*worker.Periodic // disk sampler, checkpointer, retention, scrubber
+	checkpointer *worker.Periodic   // also in periodic
+	stopPeriodic context.CancelFunc
+	closed       atomic.Bool
+	closeMu      sync.Mutex
+	closeErr     error
 }
 
 // Open opens (creating if needed) the store in opts.Dir and recovers it.
@@ -414,8 +419,7 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return s.closeErr
 	}
-	close(s.closing)
-	s.workers.Wait()
+	s.stopWorkers()
 	if s.opts.ScrubRate > 0 {
 		s.saveScrub(time.Now())
 	}

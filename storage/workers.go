@@ -1,57 +1,68 @@
 package storage
 
 import (
+	"context"
 	"errors"
 	"time"
 
+	"github.com/mqgate/mqgate/internal/worker"
 	"github.com/mqgate/mqgate/storage/commitlog"
 )
 
 // start launches the background workers; Close stops and waits for them.
+// The dispatcher is its own loop (it is woken by appends); the periodic
+// passes run on internal/worker, each an ordinary method tests call
+// directly.
 func (s *Store) start() {
-	s.workers.Add(4)
+	s.workers.Add(1)
 	go s.dispatchLoop()
-	go s.every(s.opts.DiskCheckInterval, func() {
-		if _, err := s.sampleDisk(); err != nil {
-			s.log.Error().Err(err).Msg("disk usage sample failed")
-		}
-	})
-	go s.every(s.opts.CheckpointInterval, func() {
-		s.sampleDispatchLimit(time.Now())
+	s.checkpointer = worker.Every(s.opts.CheckpointInterval, func(_ context.Context, now time.Time) {
+		s.sampleDispatchLimit(now)
 		if err := s.runCheckpoint(); err != nil {
 			s.log.Error().Err(err).Msg("checkpoint failed")
 		}
 	})
-	go s.every(s.opts.RetentionInterval, func() {
-		res, err := s.runRetention(time.Now())
-		if err != nil {
-			s.log.Error().Err(err).Msg("retention failed")
-			return
-		}
-		s.logRetention(res)
-	})
+	s.periodic = append(s.periodic,
+		worker.Every(s.opts.DiskCheckInterval, func(context.Context, time.Time) {
+			if _, err := s.sampleDisk(); err != nil {
+				s.log.Error().Err(err).Msg("disk usage sample failed")
+			}
+		}),
+		s.checkpointer,
+		worker.Every(s.opts.RetentionInterval, func(_ context.Context, now time.Time) {
+			res, err := s.runRetention(now)
+			if err != nil {
+				s.log.Error().Err(err).Msg("retention failed")
+				return
+			}
+			s.logRetention(res)
+		}),
+	)
 	if s.opts.ScrubRate > 0 {
-		s.workers.Add(1)
-		go s.every(scrubTick, func() {
-			if _, err := s.runScrub(time.Now(), 0); err != nil && !errors.Is(err, commitlog.ErrClosed) {
+		s.periodic = append(s.periodic, worker.Every(scrubTick, func(_ context.Context, now time.Time) {
+			if _, err := s.runScrub(now, 0); err != nil && !errors.Is(err, commitlog.ErrClosed) {
 				s.log.Error().Err(err).Msg("scrub step failed")
 			}
-		})
+		}))
+	}
+	var ctx context.Context
+	ctx, s.stopPeriodic = context.WithCancel(context.Background())
+	for _, p := range s.periodic {
+		p.Start(ctx)
 	}
 }
 
-func (s *Store) every(d time.Duration, fn func()) {
-	defer s.workers.Done()
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.closing:
-			return
-		case <-t.C:
-			fn()
-		}
+// stopWorkers stops every background worker and waits for them: all are
+// told at once, then each is waited for.
+func (s *Store) stopWorkers() {
+	close(s.closing)
+	if s.stopPeriodic != nil {
+		s.stopPeriodic()
 	}
+	for _, p := range s.periodic {
+		p.Stop()
+	}
+	s.workers.Wait()
 }
 
 // runCheckpoint flushes the CommitLog, then the derived files, and records

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mqgate/mqgate/internal/worker"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
@@ -193,7 +194,8 @@ type Broker struct {
 	closingCtx    context.Context
 	cancelClosing context.CancelFunc
 	closed        atomic.Bool
-	workers       sync.WaitGroup
+	timerWorkers  []*worker.Service  // timer delivery, timer index maintenance
+	periodic      []*worker.Periodic // reaper, progress snapshot, dedup expiry
 	closeMu       sync.Mutex
 	closeErr      error
 }
@@ -342,29 +344,23 @@ func (b *Broker) clampOffsets() error {
 func (b *Broker) start() {
 	b.store.SetRetentionPolicy(retentionPolicy{b: b})
 	b.scheduler.Start(context.Background())
-	b.workers.Add(5)
-	go b.timerLoop()
-	go b.timerIndexLoop()
-	go b.every(200*time.Millisecond, b.reapExpired)
-	go b.every(b.opts.SnapshotInterval, func() {
-		if err := b.snapshot(); err != nil {
-			b.log.Error().Err(err).Msg("offset snapshot failed")
-		}
-	})
-	go b.every(time.Minute, func() { b.dedup.expire(time.Now().Add(-b.opts.DedupWindow)) })
-}
-
-func (b *Broker) every(d time.Duration, fn func()) {
-	defer b.workers.Done()
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.closing:
-			return
-		case <-t.C:
-			fn()
-		}
+	b.timerWorkers = []*worker.Service{worker.New(b.timerLoop), worker.New(b.timerIndexLoop)}
+	for _, w := range b.timerWorkers {
+		w.Start(b.closingCtx)
+	}
+	// The periodic passes run on internal/worker; each is a method tests
+	// call directly (reapExpired, snapshot, dedup.expire).
+	b.periodic = []*worker.Periodic{
+		worker.Every(200*time.Millisecond, func(context.Context, time.Time) { b.reapExpired() }),
+		worker.Every(b.opts.SnapshotInterval, func(context.Context, time.Time) {
+			if err := b.snapshot(); err != nil {
+				b.log.Error().Err(err).Msg("offset snapshot failed")
+			}
+		}),
+		worker.Every(time.Minute, func(_ context.Context, now time.Time) { b.dedup.expire(now.Add(-b.opts.DedupWindow)) }),
+	}
+	for _, p := range b.periodic {
+		p.Start(b.closingCtx)
 	}
 }
 
@@ -395,7 +391,12 @@ func (b *Broker) Close(ctx context.Context) error {
 	}
 	close(b.closing)
 	b.cancelClosing()
-	b.workers.Wait()
+	for _, p := range b.periodic {
+		p.Stop()
+	}
+	for _, w := range b.timerWorkers {
+		w.Stop()
+	}
 	var errs []error
 	errs = append(errs, b.scheduler.Stop())
 	errs = append(errs, b.closeTimers())

@@ -1,12 +1,14 @@
 package broker
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"math"
 	"strconv"
 	"time"
 
+	"github.com/mqgate/mqgate/internal/worker"
 	"github.com/mqgate/mqgate/server/broker/timerindex"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
@@ -20,17 +22,19 @@ const timerBatch = 256
 // records nobody announced (carries, records written while it slept).
 const timerFollowEvery = time.Second
 
-// timerLoop delivers due timers until the broker closes.
-func (b *Broker) timerLoop() {
-	defer b.workers.Done()
+// timerLoop delivers due timers until ctx (the broker's closing) ends. It
+// runs on an internal/worker.Service; followTimers and deliverDueTimers
+// are its passes.
+func (b *Broker) timerLoop(ctx context.Context) {
 	t := &b.timers
-	backoff := 100 * time.Millisecond
+	retry := worker.NewBackoff(100*time.Millisecond, 5*time.Second)     // failed deliveries
+	readRetry := worker.NewBackoff(100*time.Millisecond, 5*time.Second) // failed index reads
 	wait := time.NewTimer(time.Hour)
 	defer wait.Stop()
 	var next time.Time // the next due time, when known
 	known := false
 	for {
-		_ = b.awaitDispatch(b.closingCtx)
+		_ = b.awaitDispatch(ctx)
 		t.mu.Lock()
 		err := b.followTimers()
 		switch {
@@ -48,17 +52,20 @@ func (b *Broker) timerLoop() {
 		}
 		t.bornDue = math.MaxInt64
 		t.mu.Unlock()
+		if err == nil {
+			readRetry.Reset()
+		}
 		d := timerFollowEvery
 		switch {
 		case err != nil:
-			b.log.Error().Err(err).Msg("reading the timer index failed; will retry")
-			d = backoff
+			d = readRetry.Next()
+			b.log.Error().Err(err).Dur("retryIn", d).Msg("reading the timer index failed; will retry")
 		case !next.IsZero():
 			d = min(d, max(0, time.Until(next)))
 		}
 		wait.Reset(d)
 		select {
-		case <-b.closing:
+		case <-ctx.Done():
 			return
 		case <-t.wake:
 			wait.Stop()
@@ -71,16 +78,14 @@ func (b *Broker) timerLoop() {
 		}
 		known = false
 		if err := b.deliverDueTimers(time.Now()); err != nil {
-			b.log.Error().Err(err).Dur("retryIn", backoff).Msg("delivering timers failed; will retry")
-			select {
-			case <-b.closing:
+			d := retry.Next()
+			b.log.Error().Err(err).Dur("retryIn", d).Msg("delivering timers failed; will retry")
+			if !worker.Sleep(ctx, d) {
 				return
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 5*time.Second)
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		retry.Reset()
 	}
 }
 

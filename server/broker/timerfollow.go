@@ -334,14 +334,14 @@ func (b *Broker) maintainTimerIndex() error {
 }
 
 // timerIndexLoop checkpoints the index every SnapshotInterval and when
-// its buffer fills, until the broker closes.
-func (b *Broker) timerIndexLoop() {
-	defer b.workers.Done()
+// its buffer fills, until ctx (the broker's closing) ends. It runs on an
+// internal/worker.Service; maintainTimerIndex is its pass.
+func (b *Broker) timerIndexLoop(ctx context.Context) {
 	tick := time.NewTicker(b.opts.SnapshotInterval)
 	defer tick.Stop()
 	for {
 		select {
-		case <-b.closing:
+		case <-ctx.Done():
 			return
 		case <-tick.C:
 		case <-b.timers.index.Full():

@@ -29,7 +29,8 @@ type Config struct {
 	// PassTimeout bounds one pass, reads and transaction (default 15 s).
 	PassTimeout time.Duration
 	// RetryMin and RetryMax bound the exponential backoff after a failed
-	// pass (defaults 100 ms and 10 s).
+	// pass (defaults 100 ms and 10 s; each wait jittered by ±50%, never
+	// above RetryMax: internal/worker.Backoff).
 	RetryMin, RetryMax time.Duration
 	// MaxConns is the pool size (default 4: one writer plus admin reads).
 	MaxConns int32

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/mqgate/mqgate/internal/worker"
 	"github.com/mqgate/mqgate/server/broker"
 	"github.com/mqgate/mqgate/storage/offset"
 )
@@ -85,10 +85,7 @@ type Mirror struct {
 	offsetCursor atomic.Int64 // last committed 'offsets' cursor (-1 unknown)
 	counters     struct{ passes, failures, records, deadLetters, statuses, rows atomic.Int64 }
 
-	startOnce sync.Once
-	stopOnce  sync.Once
-	cancel    context.CancelFunc
-	done      chan struct{}
+	writer    *worker.Service // runs loop
 	closeOnce sync.Once
 }
 
@@ -115,8 +112,8 @@ func Open(ctx context.Context, cfg Config, src Source) (*Mirror, error) {
 		log:  cfg.Logger.With().Str("component", "pgmirror").Logger(),
 		src:  src,
 		pool: pool,
-		done: make(chan struct{}),
 	}
+	m.writer = worker.New(m.loop)
 	m.lastErr, m.errSince = fmt.Errorf("%w: not caught up yet", ErrDegraded), time.Now()
 	m.caughtUpAt.Store(time.Now().UnixNano())
 	m.offsetCursor.Store(-1)
@@ -139,23 +136,13 @@ func (m *Mirror) Pool() *pgxpool.Pool { return m.pool }
 // Start runs the writer goroutine until ctx ends or Stop is called. It is
 // a no-op after the first call.
 func (m *Mirror) Start(ctx context.Context) {
-	m.startOnce.Do(func() {
-		ctx, m.cancel = context.WithCancel(ctx)
-		go m.loop(ctx)
-	})
+	m.writer.Start(ctx)
 }
 
 // Stop stops the writer and waits for it; an unfinished pass is rolled
-// back (its records are mirrored by the next run). Idempotent.
-func (m *Mirror) Stop() {
-	m.stopOnce.Do(func() {
-		m.startOnce.Do(func() {}) // a later Start does nothing
-		if m.cancel != nil {
-			m.cancel()
-			<-m.done
-		}
-	})
-}
+// back (its records are mirrored by the next run). Idempotent; a later
+// Start does nothing.
+func (m *Mirror) Stop() { m.writer.Stop() }
 
 // Close stops the writer and closes the pool. Idempotent. Close the mirror
 // before the broker it follows.
@@ -174,10 +161,9 @@ func (m *Mirror) Close() error {
 // PollInterval, at once again while a pass was cut by BatchSize, and with
 // exponential backoff after failures.
 func (m *Mirror) loop(ctx context.Context) {
-	defer close(m.done)
 	poll := time.NewTicker(m.cfg.PollInterval)
 	defer poll.Stop()
-	backoff := m.cfg.RetryMin
+	retry := worker.NewBackoff(m.cfg.RetryMin, m.cfg.RetryMax)
 	for {
 		progress, deadLetters := m.src.ProjectionSignals() // before reading: no lost wake-up
 		res, err := m.runOnce(ctx)
@@ -185,17 +171,16 @@ func (m *Mirror) loop(ctx context.Context) {
 			return
 		}
 		if err != nil {
-			m.log.Warn().Err(err).Dur("retry_in", backoff).Msg("mirror pass failed")
-			if !sleep(ctx, jitter(backoff)) {
+			wait := retry.Next()
+			m.log.Warn().Err(err).Dur("retry_in", wait).Msg("mirror pass failed")
+			if !worker.Sleep(ctx, wait) {
 				return
 			}
-			backoff = min(2*backoff, m.cfg.RetryMax)
 			continue
 		}
-		if backoff > m.cfg.RetryMin {
+		if retry.Reset() > 0 {
 			m.log.Info().Msg("mirror recovered")
 		}
-		backoff = m.cfg.RetryMin
 		if res.Written() {
 			m.log.Debug().Object("pass", res).Msg("mirror pass")
 		}
@@ -207,35 +192,15 @@ func (m *Mirror) loop(ctx context.Context) {
 			return
 		case <-poll.C:
 		case <-progress:
-			if !sleep(ctx, m.cfg.BatchDelay) {
+			if !worker.Sleep(ctx, m.cfg.BatchDelay) {
 				return
 			}
 		case <-deadLetters:
-			if !sleep(ctx, m.cfg.BatchDelay) {
+			if !worker.Sleep(ctx, m.cfg.BatchDelay) {
 				return
 			}
 		}
 	}
-}
-
-// sleep waits d or until ctx ends; it reports whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
-// jitter spreads d over [d/2, d).
-func jitter(d time.Duration) time.Duration {
-	return d/2 + rand.N(d/2+1)
 }
 
 // Health is nil while the last pass succeeded, else an error wrapping

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mqgate/mqgate/internal/worker"
 	"github.com/mqgate/mqgate/server/broker"
 )
 
@@ -35,8 +36,11 @@ type Dispatcher struct {
 	// in flight (Stop, after DrainTimeout).
 	ctx, reqCtx         context.Context
 	cancel, cancelReqs  context.CancelFunc
-	wg                  sync.WaitGroup
+	wg                  sync.WaitGroup   // pullers and deliveries
+	refresher           *worker.Periodic // calls runOnce every RefreshInterval
 	startOnce, stopOnce sync.Once
+	unhookCtx           func() bool // undoes Start's context.AfterFunc (guarded by runMu)
+	lastErr             string      // the refresher's last logged error
 
 	// runMu serialises runOnce; it guards stopped, groups and invalid.
 	runMu   sync.Mutex
@@ -130,6 +134,7 @@ func New(b Broker, cfg Config) (*Dispatcher, error) {
 	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.reqCtx, d.cancelReqs = context.WithCancel(context.Background())
+	d.refresher = worker.Every(cfg.RefreshInterval, func(context.Context, time.Time) { d.refresh() })
 	return d, nil
 }
 
@@ -138,40 +143,33 @@ func New(b Broker, cfg Config) (*Dispatcher, error) {
 // starts.
 func (d *Dispatcher) Start(ctx context.Context) {
 	d.startOnce.Do(func() {
-		stop := context.AfterFunc(ctx, d.cancel)
-		d.wg.Add(1)
-		go func() {
-			defer d.wg.Done()
-			defer stop()
-			d.loop()
-		}()
+		d.runMu.Lock()
+		defer d.runMu.Unlock()
+		if d.stopped {
+			return
+		}
+		d.unhookCtx = context.AfterFunc(ctx, d.cancel)
+		d.refresher.Kick() // the first run at once
+		d.refresher.Start(d.ctx)
 	})
 }
 
-func (d *Dispatcher) loop() {
-	ticker := time.NewTicker(d.cfg.RefreshInterval)
-	defer ticker.Stop()
-	var lastErr string
-	for {
-		res, err := d.runOnce(d.ctx)
-		switch {
-		case err != nil && d.ctx.Err() == nil && err.Error() != lastErr:
-			d.log.Warn().Err(err).Msg("push: reading the groups failed")
-			lastErr = err.Error()
-		case err == nil:
-			lastErr = ""
-		}
-		if res.changed() {
-			d.log.Debug().Int("push_groups", res.PushGroups).Int("active", res.Active).Int("started", res.Started).
-				Int("stopped", res.Stopped).Int("extended", res.Extended).Msg("push: run")
-		}
-		d.TestSignals.Ran.signal(res)
-		select {
-		case <-d.ctx.Done():
-			return
-		case <-ticker.C:
-		}
+// refresh is one pass of the Start loop: runOnce, its log lines and its
+// test signal.
+func (d *Dispatcher) refresh() {
+	res, err := d.runOnce(d.ctx)
+	switch {
+	case err != nil && d.ctx.Err() == nil && err.Error() != d.lastErr:
+		d.log.Warn().Err(err).Msg("push: reading the groups failed")
+		d.lastErr = err.Error()
+	case err == nil:
+		d.lastErr = ""
 	}
+	if res.changed() {
+		d.log.Debug().Int("push_groups", res.PushGroups).Int("active", res.Active).Int("started", res.Started).
+			Int("stopped", res.Stopped).Int("extended", res.Extended).Msg("push: run")
+	}
+	d.TestSignals.Ran.signal(res)
 }
 
 // Stop ends the pullers, lets deliveries in flight finish for up to
@@ -184,9 +182,11 @@ func (d *Dispatcher) Stop() {
 		// zero while Stop waits.
 		d.runMu.Lock()
 		d.stopped = true
+		unhook := d.unhookCtx
 		d.runMu.Unlock()
 		done := make(chan struct{})
 		go func() {
+			d.refresher.Stop()
 			d.wg.Wait()
 			close(done)
 		}()
@@ -199,6 +199,9 @@ func (d *Dispatcher) Stop() {
 		}
 		timer.Stop()
 		d.cancelReqs()
+		if unhook != nil {
+			unhook()
+		}
 		d.client.CloseIdleConnections()
 	})
 }

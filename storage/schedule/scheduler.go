@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mqgate/mqgate/internal/worker"
 	"github.com/mqgate/mqgate/storage/internal/vfs"
 	"github.com/mqgate/mqgate/storage/message"
 )
@@ -92,10 +93,12 @@ type Scheduler struct {
 	dirty       bool
 	saveMu      sync.Mutex
 
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	started bool
-	stopped bool
+	// The level workers and the progress saver run on internal/worker;
+	// stopWorkers tells them all at once, then Stop waits for each.
+	workers     []*worker.Service
+	stopWorkers context.CancelFunc
+	started     bool
+	stopped     bool
 }
 
 // New loads saved progress and returns a scheduler that is not yet running.
@@ -131,7 +134,6 @@ func New(cfg Config, src Source, sink Sink) (*Scheduler, error) {
 		offsets:     offsets,
 		nextDue:     make([]time.Time, len(cfg.Levels)),
 		verifyBelow: verify,
-		stop:        make(chan struct{}),
 	}, nil
 }
 
@@ -142,16 +144,23 @@ func (s *Scheduler) Levels() []time.Duration { return s.cfg.Levels }
 func (s *Scheduler) Start(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.started {
+	if s.started || s.stopped {
 		return
 	}
 	s.started = true
+	ctx, s.stopWorkers = context.WithCancel(ctx)
 	for level := 1; level <= len(s.cfg.Levels); level++ {
-		s.wg.Add(1)
-		go s.work(ctx, level)
+		s.workers = append(s.workers, worker.New(func(ctx context.Context) { s.work(ctx, level) }))
 	}
-	s.wg.Add(1)
-	go s.saveLoop(ctx)
+	saver := worker.Every(s.cfg.SaveInterval, func(context.Context, time.Time) {
+		if err := s.save(); err != nil {
+			s.log.Error().Err(err).Msg("saving schedule progress failed")
+		}
+	})
+	s.workers = append(s.workers, saver.Service)
+	for _, w := range s.workers {
+		w.Start(ctx)
+	}
 }
 
 // Stop stops the workers, waits for them and saves progress. Idempotent.
@@ -162,37 +171,42 @@ func (s *Scheduler) Stop() error {
 		return nil
 	}
 	s.stopped = true
-	close(s.stop)
+	workers, stop := s.workers, s.stopWorkers
 	s.mu.Unlock()
-	s.wg.Wait()
+	if stop != nil {
+		stop()
+	}
+	for _, w := range workers {
+		w.Stop()
+	}
 	return s.save()
 }
 
+// work is one level's loop: a pass (runOnce) whenever the level's source
+// signals new entries, at the head's due time, and with backoff after a
+// failed pass.
 func (s *Scheduler) work(ctx context.Context, level int) {
-	defer s.wg.Done()
-	backoff := 100 * time.Millisecond
+	retry := worker.NewBackoff(100*time.Millisecond, 5*time.Second)
 	for {
 		signal := s.src.Signal()
 		res, err := s.runOnce(level, time.Now())
 		var wait <-chan time.Time
 		switch {
 		case err != nil:
-			s.log.Error().Err(err).Int("level", level).Dur("retryIn", backoff).Msg("delivering due messages failed; will retry")
-			wait = time.After(backoff)
-			backoff = min(backoff*2, 5*time.Second)
+			d := retry.Next()
+			s.log.Error().Err(err).Int("level", level).Dur("retryIn", d).Msg("delivering due messages failed; will retry")
+			wait = time.After(d)
 			signal = nil
 		case !res.NextDue.IsZero():
 			// The head is not due yet. Later entries of this level are due
 			// later still, so new data cannot change when to wake.
-			backoff = 100 * time.Millisecond
+			retry.Reset()
 			wait = time.After(time.Until(res.NextDue))
 			signal = nil
 		default:
-			backoff = 100 * time.Millisecond
+			retry.Reset()
 		}
 		select {
-		case <-s.stop:
-			return
 		case <-ctx.Done():
 			return
 		case <-signal:
@@ -277,24 +291,6 @@ func (s *Scheduler) advance(level int, off int64, nextDue time.Time) {
 	}
 	s.nextDue[level-1] = nextDue
 	s.mu.Unlock()
-}
-
-func (s *Scheduler) saveLoop(ctx context.Context) {
-	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.SaveInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := s.save(); err != nil {
-				s.log.Error().Err(err).Msg("saving schedule progress failed")
-			}
-		}
-	}
 }
 
 func (s *Scheduler) save() error {
