@@ -6,17 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/mqgate/mqgate/storage/internal/vfs"
 	"github.com/rs/zerolog"
-)
 
-// segmentNameWidth is the number of digits of a segment file name; part of
-// the on-disk format; never change.
-const segmentNameWidth = 20
+	"github.com/mqgate/mqgate/storage/internal/fileutil"
+	"github.com/mqgate/mqgate/storage/internal/vfs"
+)
 
 // File name suffixes; part of the on-disk format; never change.
 const (
@@ -57,27 +54,10 @@ func (s *segment) release() error {
 }
 
 // segmentName is the file name of the segment starting at base.
-func segmentName(base int64) string {
-	return fmt.Sprintf("%0*d", segmentNameWidth, base)
-}
+func segmentName(base int64) string { return fileutil.NumberedName(base) }
 
-// parseSegmentName returns the base of a segment file name (exactly 20
-// decimal digits).
-func parseSegmentName(name string) (int64, bool) {
-	if len(name) != segmentNameWidth {
-		return 0, false
-	}
-	for i := 0; i < len(name); i++ {
-		if name[i] < '0' || name[i] > '9' {
-			return 0, false
-		}
-	}
-	base, err := strconv.ParseInt(name, 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return base, true
-}
+// parseSegmentName returns the base offset encoded in a segment file name.
+func parseSegmentName(name string) (int64, bool) { return fileutil.ParseNumberedName(name) }
 
 // createSegment makes a new, zero-filled, fully preallocated segment the
 // durable way: <name>.tmp, fallocate, fdatasync, rename, fsync the directory

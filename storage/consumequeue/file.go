@@ -5,14 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 
+	"github.com/mqgate/mqgate/storage/internal/fileutil"
 	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
-
-// fileNameDigits is the width of a data file name. Part of the on-disk
-// format; never change.
-const fileNameDigits = 20
 
 // dataFile is one memory-mapped data file of EntriesPerFile entries.
 type dataFile struct {
@@ -38,24 +34,11 @@ const (
 )
 
 // fileName returns the name of the data file whose first entry is first.
-func fileName(first int64) string {
-	return fmt.Sprintf("%0*d", fileNameDigits, first*EntrySize)
-}
+func fileName(first int64) string { return fileutil.NumberedName(first * EntrySize) }
 
 // parseFileName returns the byte offset encoded in a data file name, or
-// false when name is not one.
-func parseFileName(name string) (int64, bool) {
-	if len(name) != fileNameDigits {
-		return 0, false
-	}
-	for i := 0; i < len(name); i++ {
-		if name[i] < '0' || name[i] > '9' {
-			return 0, false
-		}
-	}
-	v, err := strconv.ParseInt(name, 10, 64)
-	return v, err == nil
-}
+// false for any other name.
+func parseFileName(name string) (int64, bool) { return fileutil.ParseNumberedName(name) }
 
 // createDir creates dir and its missing parents, and fsyncs the parent of
 // every directory it created, so that a new queue's directory survives a

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
-	"strconv"
+
+	"github.com/mqgate/mqgate/storage/internal/fileutil"
 )
 
 // On-disk format constants (see the package documentation).
@@ -228,21 +229,7 @@ func timeDiff(ts, base int64) (int32, bool) {
 }
 
 // fileName is the name of the file with this base timestamp.
-func fileName(base int64) string { return fmt.Sprintf("%020d", base) }
+func fileName(base int64) string { return fileutil.NumberedName(base) }
 
 // parseFileName returns the base timestamp of an index file name.
-func parseFileName(name string) (int64, bool) {
-	if len(name) != 20 {
-		return 0, false
-	}
-	for i := 0; i < len(name); i++ {
-		if name[i] < '0' || name[i] > '9' {
-			return 0, false
-		}
-	}
-	v, err := strconv.ParseInt(name, 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return v, true
-}
+func parseFileName(name string) (int64, bool) { return fileutil.ParseNumberedName(name) }

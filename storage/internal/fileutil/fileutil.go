@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -181,4 +182,28 @@ func PunchHole(f *os.File, off, n int64) (bool, error) {
 		return false, nil
 	}
 	return false, fmt.Errorf("punch hole in %s [%d, %d): %w", f.Name(), off, off+n, err)
+}
+
+// NumberedNameWidth is the width of the numbered file names of the
+// CommitLog, the ConsumeQueues and the index: a non-negative number printed
+// as 20 decimal digits, so that lexical order is numeric order. Part of the
+// on-disk format.
+const NumberedNameWidth = 20
+
+// NumberedName is the file name of number n (n >= 0).
+func NumberedName(n int64) string { return fmt.Sprintf("%0*d", NumberedNameWidth, n) }
+
+// ParseNumberedName returns the number of a NumberedName, and false for any
+// other name (another width, a sign, a non-digit, or out of int64 range).
+func ParseNumberedName(name string) (int64, bool) {
+	if len(name) != NumberedNameWidth {
+		return 0, false
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] < '0' || name[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(name, 10, 64)
+	return n, err == nil
 }
