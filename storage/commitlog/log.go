@@ -117,6 +117,17 @@ type Stats struct {
 
 // Log is a segmented, memory-mapped, append-only log. All methods are safe
 // for concurrent use; appends are serialised.
+//
+// Lock order (a goroutine holding one may take only those after it):
+//
+//	mu (the append path) → segMu → segment.mu → flushMu
+//	syncMu (one flush at a time) → segMu → segment.mu → flushMu
+//
+// segMu is held only to find and pin a segment (pin returns with the
+// segment's mu read-locked and segMu released); a segment's mu.Lock is
+// taken only by release, with no other lock held; flushMu only guards
+// the waiters' condition. Close takes mu, then syncMu (through the final
+// flush), never the other way round.
 type Log struct {
 	opts Options
 	fs   vfs.FS
