@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mqgate/mqgate/storage/internal/vfs"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
 
 // failSwitch is an injector that fails one kind of operation while on.

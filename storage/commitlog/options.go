@@ -6,8 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mqgate/mqgate/storage/internal/vfs"
 	"github.com/rs/zerolog"
+
+	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
 
 // FlushMode says when an append is durable.

@@ -6,8 +6,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/mqgate/mqgate/storage/internal/vfs"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
 
 func TestSegmentNames(t *testing.T) {

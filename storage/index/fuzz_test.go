@@ -8,8 +8,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/mqgate/mqgate/storage/internal/vfs"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
 
 // noSyncFS skips fdatasync, directory fsync and msync: FuzzOpen is about

@@ -9,8 +9,9 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/mqgate/mqgate/storage/internal/vfs"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
 
 // testingT is what the helpers need of *testing.T and *rapid.T.

@@ -8,8 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/mqgate/mqgate/storage/internal/vfs"
 	"github.com/rs/zerolog"
+
+	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
 
 // Index is the on-disk hash index by key. One goroutine calls Add; Lookup,

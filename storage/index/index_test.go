@@ -9,8 +9,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mqgate/mqgate/storage/internal/vfs"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
 
 // geometries are the tiny file shapes every behaviour test runs over:

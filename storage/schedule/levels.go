@@ -27,13 +27,6 @@ import (
 	"time"
 )
 
-// Sentinel errors.
-var (
-	ErrBadLevels   = errors.New("schedule: invalid delay levels")
-	ErrBadProgress = errors.New("schedule: invalid progress file")
-	ErrStopped     = errors.New("schedule: stopped")
-)
-
 // DefaultLevels is RocketMQ's messageDelayLevel.
 const DefaultLevels = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
