@@ -31,6 +31,8 @@ var (
 	ErrRouteNotFound = errors.New("api: no such route")
 	// ErrMethodNotAllowed: the path exists but not for this method.
 	ErrMethodNotAllowed = errors.New("api: method not allowed")
+	// ErrRateLimited: the account is over its request or message rate.
+	ErrRateLimited = errors.New("api: rate limit exceeded")
 	// ErrNotReady: the process cannot take traffic yet (readiness probe).
 	ErrNotReady = errors.New("api: not ready")
 	// ErrPushLoop: a send carries HeaderPushHop — it is a push delivery,

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -52,9 +51,6 @@ func (l AccountLimits) of(p *auth.Principal) AccountLimits {
 	}
 	return l
 }
-
-// ErrRateLimited: the account is over its request or message rate.
-var ErrRateLimited = errors.New("api: rate limit exceeded")
 
 // RateLimitError is ErrRateLimited with the limit and the time to wait.
 type RateLimitError struct {

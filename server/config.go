@@ -360,9 +360,6 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// ErrInvalidConfig is wrapped by every Validate error.
-var ErrInvalidConfig = errors.New("server: invalid config")
-
 // Validate reports every problem of c at once.
 func (c Config) Validate() error {
 	var errs []error

@@ -5,16 +5,12 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 )
-
-// ErrUnhealthy is wrapped by HealthCheck when the server answers but not 200.
-var ErrUnhealthy = errors.New("server: unhealthy")
 
 // HealthCheck GETs /livez of the server listening on listen (the --listen
 // value; an empty or unspecified host means the loopback address) and

@@ -204,9 +204,6 @@ const (
 	maxLongPolls = 1_000_000
 )
 
-// ErrInvalidACL is wrapped by every error about an ACL file's content.
-var ErrInvalidACL = errors.New("auth: invalid acl")
-
 // fileYAML is the top level of the file. Only the keys of topKeys exist.
 type fileYAML struct {
 	GlobalWhiteRemoteAddresses []string      `yaml:"globalWhiteRemoteAddresses"`

@@ -2,7 +2,6 @@ package auth
 
 import (
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -256,12 +255,6 @@ func (f *File) load(stamp fileStamp, data []byte) (*ACL, error) {
 	}
 	return acl, nil
 }
-
-// Errors about the file's mode.
-var (
-	// ErrFileMode: the file's permission bits are refused.
-	ErrFileMode = errors.New("auth: acl file mode refused")
-)
 
 // checkMode refuses a file anyone may write (anyone could make themselves
 // admin), and a file holding plain secret keys that group or others may

@@ -3,7 +3,6 @@ package auth
 import (
 	"context"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -12,20 +11,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-)
-
-// Errors of authentication. The api package maps them to 401, 403 and 429.
-var (
-	// ErrUnauthenticated: no credentials, or credentials that do not
-	// verify. The detail never says which of accessKey and secret was
-	// wrong.
-	ErrUnauthenticated = errors.New("auth: unauthenticated")
-	// ErrForbidden: a known account without the permission, or a request
-	// from an address outside a white list.
-	ErrForbidden = errors.New("auth: forbidden")
-	// ErrThrottled: the address failed to authenticate too often; the
-	// error's RetryAfter says when to try again.
-	ErrThrottled = errors.New("auth: too many failed authentications")
 )
 
 // ThrottledError is ErrThrottled with the time to wait.

@@ -44,9 +44,6 @@ const (
 	jwksTimeout = 10 * time.Second
 )
 
-// ErrJWTConfig is wrapped by configuration errors of JWT verification.
-var ErrJWTConfig = errors.New("auth: invalid jwt configuration")
-
 // JWTOptions configure bearer-token verification: exactly one of Secret
 // (HMAC: HS256, HS384, HS512) and JWKSURL (RS*, PS*, ES*, EdDSA keys of a
 // JSON Web Key Set).
@@ -171,10 +168,6 @@ func (v *JWTVerifier) Degraded() []string {
 	}
 	return v.keys.degraded()
 }
-
-// errBadToken is the error of every token that does not verify (its
-// cause goes to the debug log only).
-var errBadToken = errors.New("auth: invalid bearer token")
 
 // Verify checks token's signature, exp, nbf, iat, iss and aud and returns
 // the account its claim names.

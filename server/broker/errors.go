@@ -51,3 +51,16 @@ var (
 	// ErrNotImplemented: the operation is not implemented (yet).
 	ErrNotImplemented = errors.New("broker: not implemented")
 )
+
+// Sentinels of the limits; LimitError unwraps to one of them.
+var (
+	// ErrPropertiesTooLarge: a message's properties (with tag, keys,
+	// sharding key and dedup id) are over MaxUserPropertiesBytes or
+	// MaxProperties.
+	ErrPropertiesTooLarge = errors.New("broker: properties too large")
+	// ErrValueTooLong: a field is longer than its limit.
+	ErrValueTooLong = errors.New("broker: value too long")
+)
+
+// ErrQuotaExceeded: the request would pass one of the broker's quotas.
+var ErrQuotaExceeded = errors.New("broker: quota exceeded")

@@ -85,16 +85,6 @@ const (
 	maxDLQReasonBytes    = 2 << 10
 )
 
-// Sentinels of the limits; LimitError unwraps to one of them.
-var (
-	// ErrPropertiesTooLarge: a message's properties (with tag, keys,
-	// sharding key and dedup id) are over MaxUserPropertiesBytes or
-	// MaxProperties.
-	ErrPropertiesTooLarge = errors.New("broker: properties too large")
-	// ErrValueTooLong: a field is longer than its limit.
-	ErrValueTooLong = errors.New("broker: value too long")
-)
-
 // LimitError is a value over one of the limits above (or the message size
 // limit): it names the field, its size and the limit, and unwraps to
 // ErrTooLarge, ErrPropertiesTooLarge or ErrValueTooLong.

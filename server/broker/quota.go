@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"errors"
 	"fmt"
 )
 
@@ -30,9 +29,6 @@ type Quotas struct {
 	// which follows the CommitLog within a dispatcher pass.
 	MaxPendingTimers int
 }
-
-// ErrQuotaExceeded: the request would pass one of the broker's quotas.
-var ErrQuotaExceeded = errors.New("broker: quota exceeded")
 
 // QuotaError is ErrQuotaExceeded with the quota and its limit.
 type QuotaError struct {
