@@ -54,7 +54,7 @@ func TestServerEndpoints(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	require.Contains(t, contentType, "text/html")
 	require.Contains(t, body, "mqgate console")
-	for _, asset := range []string{"/ui/app.js", "/ui/app.css"} {
+	for _, asset := range []string{"/ui/app.js", "/ui/lib.js", "/ui/dlq-timers.js", "/ui/app.css"} {
 		status, _, _ = get(t, b, asset)
 		require.Equal(t, http.StatusOK, status, asset)
 	}

@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -22,12 +21,31 @@ func serve(t *testing.T, path string) *httptest.ResponseRecorder {
 	return rec
 }
 
+// consoleScripts are the scripts index.html loads, in order, and their
+// text joined: the console's whole program.
+func consoleScripts(t *testing.T) ([]string, string) {
+	t.Helper()
+	index := serve(t, "/").Body.String()
+	var names []string
+	var all strings.Builder
+	for _, m := range regexp.MustCompile(`<script src="([^"]+)" defer></script>`).FindAllStringSubmatch(index, -1) {
+		rec := serve(t, "/"+m[1])
+		require.Equal(t, http.StatusOK, rec.Code, m[1])
+		names = append(names, m[1])
+		all.WriteString(rec.Body.String())
+	}
+	require.NotEmpty(t, names, "index.html loads no script")
+	return names, all.String()
+}
+
 func TestHandlerServesConsole(t *testing.T) {
 	t.Parallel()
 	for path, contentType := range map[string]string{
-		"/":        "text/html",
-		"/app.js":  "javascript",
-		"/app.css": "text/css",
+		"/":              "text/html",
+		"/app.js":        "javascript",
+		"/lib.js":        "javascript",
+		"/dlq-timers.js": "javascript",
+		"/app.css":       "text/css",
 	} {
 		rec := serve(t, path)
 		require.Equal(t, http.StatusOK, rec.Code, path)
@@ -43,13 +61,13 @@ func TestHandlerServesConsole(t *testing.T) {
 func TestConsoleIsSelfContained(t *testing.T) {
 	t.Parallel()
 	index := serve(t, "/").Body.String()
-	script, err := io.ReadAll(serve(t, "/app.js").Body)
-	require.NoError(t, err)
-	for name, text := range map[string]string{"index.html": index, "app.js": string(script)} {
+	names, script := consoleScripts(t)
+	require.Equal(t, []string{"lib.js", "dlq-timers.js", "app.js"}, names, "the helpers load before the views")
+	for name, text := range map[string]string{"index.html": index, "scripts": script} {
 		require.NotRegexp(t, regexp.MustCompile(`(src|href)="(https?:)?//`), text, name)
 		require.NotContains(t, text, "fetch(\"/", name)
 	}
-	require.True(t, strings.Contains(string(script), `const API = "../v1"`))
+	require.True(t, strings.Contains(script, `const API = "../v1"`))
 	require.NotContains(t, index, "<script>", "inline scripts are blocked by the CSP")
 	require.NotContains(t, index, "style=", "inline styles are blocked by the CSP")
 }
@@ -58,7 +76,7 @@ func TestConsoleIsSelfContained(t *testing.T) {
 // untrusted, so the console builds the DOM from text nodes only.
 func TestConsoleNeverParsesHTML(t *testing.T) {
 	t.Parallel()
-	script := serve(t, "/app.js").Body.String()
+	_, script := consoleScripts(t)
 	for _, sink := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("} {
 		require.NotContains(t, script, sink)
 	}
@@ -69,7 +87,7 @@ func TestConsoleNeverParsesHTML(t *testing.T) {
 func TestConsoleMatchesAPI(t *testing.T) {
 	t.Parallel()
 	index := serve(t, "/").Body.String()
-	script := serve(t, "/app.js").Body.String()
+	_, script := consoleScripts(t)
 	for _, id := range []string{`data-tab="dlq"`, `id="dlq-form"`, `id="dlq-list"`, `id="dlq-problem"`, `id="delay-levels"`, `id="scheduler"`,
 		`data-tab="timers"`, `id="timers-form"`, `id="timer-list"`, `id="timers-problem"`} {
 		require.Contains(t, index, id)
@@ -103,7 +121,7 @@ func TestConsoleMatchesAPI(t *testing.T) {
 		props := spec.Components.Schemas[schema].Properties
 		for _, f := range fields {
 			require.Contains(t, props, f, "%s.%s is not in the API spec", schema, f)
-			require.Regexp(t, regexp.MustCompile(`\b`+f+`\b`), script, "app.js does not use %s.%s", schema, f)
+			require.Regexp(t, regexp.MustCompile(`\b`+f+`\b`), script, "the console does not use %s.%s", schema, f)
 		}
 	}
 	for path, methods := range map[string][]string{
