@@ -36,16 +36,22 @@ func newBinaryTemplate(n, size int) *template {
 	b := binary.BigEndian.AppendUint32(nil, uint32(n))
 	for range n {
 		b = binary.BigEndian.AppendUint32(b, uint32(size))
-		pad := size
-		if size >= stampLen {
-			t.stamps = append(t.stamps, len(b))
-			b = append(b, "0000000000000000000"...)
-			pad -= stampLen
-		}
-		b = append(b, bytes.Repeat([]byte{'x'}, pad)...)
+		b = t.appendBody(b, size)
 	}
 	t.buf = b
 	return t
+}
+
+// appendBody appends a body of size bytes to b: a stamp placeholder
+// (recorded in t.stamps) when the body has room for one, then padding.
+func (t *template) appendBody(b []byte, size int) []byte {
+	pad := size
+	if size >= stampLen {
+		t.stamps = append(t.stamps, len(b))
+		b = append(b, "0000000000000000000"...)
+		pad -= stampLen
+	}
+	return append(b, bytes.Repeat([]byte{'x'}, pad)...)
 }
 
 // newTemplate builds the JSON body of a send of n messages of size bytes:
@@ -53,31 +59,25 @@ func newBinaryTemplate(n, size int) *template {
 // stampLen bytes start with a stamp.
 func newTemplate(n, size int) *template {
 	t := &template{ctype: "application/json"}
-	var b bytes.Buffer
+	var b []byte
 	body := func() {
-		b.WriteString(`{"body":"`)
-		pad := size
-		if size >= stampLen {
-			t.stamps = append(t.stamps, b.Len())
-			b.WriteString("0000000000000000000")
-			pad -= stampLen
-		}
-		b.Write(bytes.Repeat([]byte{'x'}, pad))
-		b.WriteString(`"}`)
+		b = append(b, `{"body":"`...)
+		b = t.appendBody(b, size)
+		b = append(b, `"}`...)
 	}
 	if n == 1 {
 		body()
 	} else {
-		b.WriteString(`{"messages":[`)
+		b = append(b, `{"messages":[`...)
 		for i := range n {
 			if i > 0 {
-				b.WriteByte(',')
+				b = append(b, ',')
 			}
 			body()
 		}
-		b.WriteString(`]}`)
+		b = append(b, `]}`...)
 	}
-	t.buf = b.Bytes()
+	t.buf = b
 	return t
 }
 
