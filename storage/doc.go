@@ -352,7 +352,10 @@
 // when nothing may go, sends stay refused until consumers catch up, time
 // retention frees segments, or an operator makes room. Without a policy
 // the store knows no consumer: pressure then deletes early only with
-// DiskPressureDelete. ConsumeQueue and index files wholly below the new
+// DiskPressureDelete. An owner with a policy sets AwaitRetentionPolicy, so
+// that no pass deletes anything while it is still opening (before it can
+// carry), and calls PauseRetention before it closes what its carries write
+// to; a pass under way always finishes first. ConsumeQueue and index files wholly below the new
 // minimum go with the segments. A topic that keeps its messages for less
 // time than the store expires them logically instead (TrimQueue raises its
 // queues' minimum, persisted like retention's), since its bytes share

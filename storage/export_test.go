@@ -9,6 +9,8 @@ import (
 
 // RunRetentionForTest runs one retention pass as if the clock read now.
 func RunRetentionForTest(s *Store, now time.Time) (RetentionResult, error) {
+	s.retentionMu.Lock()
+	defer s.retentionMu.Unlock()
 	return s.runRetention(now)
 }
 

@@ -44,6 +44,12 @@ type Options struct {
 	// deleted, consumed or not (the RetentionPolicy's Keep and Retained
 	// floors hold it back). Default 72 h.
 	FileReservedTime time.Duration
+	// AwaitRetentionPolicy keeps retention from deleting anything until
+	// SetRetentionPolicy is called. An owner that carries records past
+	// retention (the broker: dead letters, timers, its registry) sets it,
+	// so that no pass runs while it is still opening and could not carry
+	// them. Without it a pass with no policy deletes by time alone.
+	AwaitRetentionPolicy bool
 	// DiskMaxUsedRatio is the used fraction of the file system above which
 	// retention deletes segments before their time: the oldest one per
 	// pass, and only when every consumer has consumed it (the policy's

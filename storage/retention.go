@@ -70,10 +70,39 @@ type RetentionPolicy interface {
 	BeforeDelete(cut int64, reason DeleteReason) error
 }
 
-// SetRetentionPolicy installs p for the passes that follow. Without one a
-// pass knows no consumer (so disk pressure deletes nothing early unless
-// DiskPressureDelete) and carries nothing forward.
-func (s *Store) SetRetentionPolicy(p RetentionPolicy) { s.retentionPolicy.Store(&p) }
+// SetRetentionPolicy installs p for the passes that follow (and lets them
+// run again after PauseRetention). Without one a pass knows no consumer
+// (so disk pressure deletes nothing early unless DiskPressureDelete) and
+// carries nothing forward; with Options.AwaitRetentionPolicy no pass runs
+// until it is called.
+func (s *Store) SetRetentionPolicy(p RetentionPolicy) {
+	s.retentionMu.Lock()
+	s.retentionPolicy.Store(&p)
+	s.retentionPaused = false
+	s.retentionMu.Unlock()
+}
+
+// PauseRetention waits for a retention pass under way and runs no other
+// until SetRetentionPolicy is called again. An owner closing calls it
+// before it closes what its policy's BeforeDelete writes to, so that no
+// pass deletes records it can no longer carry.
+func (s *Store) PauseRetention() {
+	s.retentionMu.Lock()
+	s.retentionPaused = true
+	s.retentionMu.Unlock()
+}
+
+// retentionPass runs one scheduled pass unless retention is paused or
+// still awaits its policy; ran is false when it did not run.
+func (s *Store) retentionPass(now time.Time) (res RetentionResult, ran bool, err error) {
+	s.retentionMu.Lock()
+	defer s.retentionMu.Unlock()
+	if s.retentionPaused || (s.opts.AwaitRetentionPolicy && s.retentionPolicy.Load() == nil) {
+		return res, false, nil
+	}
+	res, err = s.runRetention(now)
+	return res, true, err
+}
 
 // FileReservedTime is the store's retention window (Options).
 func (s *Store) FileReservedTime() time.Duration { return s.opts.FileReservedTime }

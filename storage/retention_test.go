@@ -257,3 +257,38 @@ func TestQueuePositions(t *testing.T) {
 	require.Equal(t, int64(100), s.MinOffset("ret", 0))
 	require.Equal(t, int64(101), s.MaxOffset("ret", 0))
 }
+
+// TestRetentionAwaitsItsPolicy: with AwaitRetentionPolicy the background
+// passes delete nothing, however old the segments, until a policy is
+// installed (an owner still opening cannot carry what must outlive them);
+// PauseRetention stops them again until the next SetRetentionPolicy.
+func TestRetentionAwaitsItsPolicy(t *testing.T) {
+	t.Parallel()
+	s, _, _ := retentionStore(t, 60, func(o *storage.Options) {
+		o.AwaitRetentionPolicy = true
+		o.RetentionInterval = 5 * time.Millisecond
+		o.FileReservedTime = time.Millisecond
+	})
+	segments := s.Stats().Segments
+	time.Sleep(100 * time.Millisecond) // twenty passes' worth
+	require.Equal(t, segments, s.Stats().Segments, "no pass ran before the policy")
+	require.Zero(t, s.Stats().CommitLogMin)
+
+	p := &recordingPolicy{floors: storage.RetentionFloors{Keep: storage.NoFloor, Retained: storage.NoFloor}}
+	s.SetRetentionPolicy(p)
+	require.Eventually(t, func() bool { return s.Stats().Segments < segments }, 5*time.Second, 5*time.Millisecond,
+		"the policy was installed and still nothing was deleted")
+	s.PauseRetention()
+	paused := s.Stats().Segments
+	for i := 0; i < 60; i++ {
+		storagetest.MustPut(t, s, storagetest.NewMessage("ret", 0, strings.Repeat("r", 500), ""))
+	}
+	waitDispatched(t, s, "ret", 0, 120)
+	grown := s.Stats().Segments
+	require.Greater(t, grown, paused)
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(t, grown, s.Stats().Segments, "a pass ran while paused")
+	s.SetRetentionPolicy(p)
+	require.Eventually(t, func() bool { return s.Stats().Segments < grown }, 5*time.Second, 5*time.Millisecond,
+		"retention did not resume")
+}

@@ -79,6 +79,8 @@ type Store struct {
 	scrub       scrubber    // scrub.go
 
 	retentionPolicy atomic.Pointer[RetentionPolicy]
+	retentionMu     sync.Mutex   // held by a scheduled retention pass
+	retentionPaused bool         // PauseRetention; under retentionMu
 	heldLogged      atomic.Int64 // unix ns of the last "pressure, nothing deletable" warning
 	encoders        sync.Pool
 

@@ -30,7 +30,10 @@ func (s *Store) start() {
 		}),
 		s.checkpointer,
 		worker.Every(s.opts.RetentionInterval, func(_ context.Context, now time.Time) {
-			res, err := s.runRetention(now)
+			res, ran, err := s.retentionPass(now)
+			if !ran {
+				return
+			}
 			if err != nil {
 				s.log.Error().Err(err).Msg("retention failed")
 				return

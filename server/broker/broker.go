@@ -149,6 +149,9 @@ func (o Options) storageOptions() (storage.Options, error) {
 	so.MaxMessageSize = o.MaxMessageSize + propertyOverhead
 	so.StoreHost = o.StoreHost
 	so.Logger = o.Logger
+	// Nothing is deleted before the broker can carry what must outlive
+	// retention (its policy is installed at the end of Open).
+	so.AwaitRetentionPolicy = true
 	return so, nil
 }
 
@@ -389,6 +392,10 @@ func (b *Broker) Close(ctx context.Context) error {
 	if b.closed.Swap(true) {
 		return b.closeErr
 	}
+	// No retention pass after this (a pass under way ends first, before
+	// the closing context would cut its carries short): its carries write
+	// to the timer index and the registry, closed below.
+	b.store.PauseRetention()
 	close(b.closing)
 	b.cancelClosing()
 	for _, p := range b.periodic {

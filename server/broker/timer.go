@@ -249,8 +249,10 @@ func (b *Broker) lockTimers(ctx context.Context) error {
 // settleOwnWrite waits until what the caller stored is dispatched and
 // applies it to the index; the caller holds the timer lock.
 func (b *Broker) settleOwnWrite() error {
-	if err := b.awaitDispatch(b.closingCtx); err != nil {
-		return err
+	// Not awaitDispatch, which gives up quietly after a second: a caller
+	// that went on with its write unapplied would copy a timer twice.
+	if err := b.store.AwaitDispatch(b.closingCtx); err != nil {
+		return mapStoreErr(err)
 	}
 	return b.followTimers()
 }
@@ -361,25 +363,29 @@ func (b *Broker) ListTimers(ctx context.Context, topic string, cursor string, li
 			}
 			return len(found) <= limit
 		})
-		if err != nil || done || len(found) > limit {
+		if err != nil {
 			t.mu.Unlock()
-			if err != nil {
-				return nil, "", err
-			}
+			return nil, "", err
+		}
+		if done || len(found) > limit {
 			break
 		}
 		after = last
 		t.mu.Unlock() // let deliveries and sends through between steps
 		t.mu.Lock()
 	}
+	// The records are read under the lock: a carry (which holds it) cannot
+	// replace one between the scan and the read, which would leave a
+	// short page with a cursor past the copy.
 	var out []Timer
 	for _, e := range found[:min(len(found), limit)] {
 		m, err := b.queueRecord(timerTopic, e.Seq)
 		if err != nil {
-			continue // delivered or carried meanwhile
+			continue // deleted by retention uncarried (counted as lost)
 		}
 		out = append(out, timerView(m, false))
 	}
+	t.mu.Unlock()
 	next := ""
 	if len(found) > limit && len(out) > 0 {
 		next = out[len(out)-1].ID

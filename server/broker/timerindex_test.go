@@ -216,7 +216,7 @@ func TestTimersCarriedPastRetention(t *testing.T) {
 	require.Equal(t, want, bd.listAll(t, ""))
 	require.NoError(t, bd.b.Close(bd.ctx))
 	bd.b = brokertest.Open(t, optsFor(bd.dir))
-	require.Zero(t, bd.b.TimerRecovered().Births)
+	require.Zero(t, bd.b.TimerRecovered().Births, "%+v", bd.b.TimerRecovered())
 	require.Equal(t, want, bd.listAll(t, ""))
 	n, _ := bd.b.TimerCount()
 	require.Equal(t, 270, n)
