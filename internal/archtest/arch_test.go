@@ -5,7 +5,9 @@ package archtest
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -111,4 +113,41 @@ func under(path, pkg string) bool { return path == pkg || strings.HasPrefix(path
 // and a package may use its own internal packages.
 func allowedInside(rel, dep string) bool {
 	return strings.HasPrefix(dep, "storage/internal") && under(rel, "storage") && !under(rel, "storage/message")
+}
+
+// maxTrackedFile bounds the size of a file in the repository: the largest
+// are the generated specs (about 150 KB); a build output committed by
+// mistake (a 40 MB binary once was) fails here.
+const maxTrackedFile = 1 << 20
+
+// TestNoBuildOutputsTracked fails on a tracked file over maxTrackedFile
+// or an executable binary (ELF) anywhere in the tree.
+func TestNoBuildOutputsTracked(t *testing.T) {
+	out, err := exec.Command("git", "ls-files", "-z", "--", "../..").Output()
+	if err != nil {
+		t.Skipf("no git checkout to list (%v)", err)
+	}
+	for _, name := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		if name == "" {
+			continue
+		}
+		path := filepath.Join("../..", name)
+		st, err := os.Lstat(path)
+		if err != nil || !st.Mode().IsRegular() {
+			continue // deleted in the working tree, or a link
+		}
+		if st.Size() > maxTrackedFile {
+			t.Errorf("%s is %d bytes: a build output or data file committed by mistake? (limit %d)", name, st.Size(), maxTrackedFile)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head := make([]byte, 4)
+		n, _ := f.Read(head)
+		_ = f.Close()
+		if n == 4 && string(head) == "\x7fELF" {
+			t.Errorf("%s is an executable binary: build outputs are not committed (see .gitignore)", name)
+		}
+	}
 }
