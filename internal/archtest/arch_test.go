@@ -123,15 +123,23 @@ const maxTrackedFile = 1 << 20
 // TestNoBuildOutputsTracked fails on a tracked file over maxTrackedFile
 // or an executable binary (ELF) anywhere in the tree.
 func TestNoBuildOutputsTracked(t *testing.T) {
-	out, err := exec.Command("git", "ls-files", "-z", "--", "../..").Output()
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
 	if err != nil {
 		t.Skipf("no git checkout to list (%v)", err)
 	}
-	for _, name := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
-		if name == "" {
-			continue
-		}
-		path := filepath.Join("../..", name)
+	root := strings.TrimSpace(string(top))
+	ls := exec.Command("git", "ls-files", "-z")
+	ls.Dir = root
+	out, err := ls.Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	names := strings.Split(strings.TrimRight(string(out), "\x00"), "\x00")
+	if len(names) < 100 {
+		t.Fatalf("git ls-files listed %d files: not the repository", len(names))
+	}
+	for _, name := range names {
+		path := filepath.Join(root, name)
 		st, err := os.Lstat(path)
 		if err != nil || !st.Mode().IsRegular() {
 			continue // deleted in the working tree, or a link
