@@ -185,6 +185,13 @@ func (b *Broker) DeleteGroup(ctx context.Context, name string) error {
 		}
 	}
 	b.popsMu.Unlock()
+	// The group's progress goes durably too (a forget record): replayed
+	// after a restart, the old group's acks and commits would otherwise
+	// apply to a group re-created under the name. A crash before it is
+	// harmless: Open drops the progress of groups the registry lacks.
+	if err := b.persist(offset.Record{Entries: []offset.Entry{{Kind: offset.KindForget, Key: offset.Key{Group: name}}}}, nil); err != nil {
+		b.log.Error().Err(err).Str("group", name).Msg("the deleted group's progress is forgotten in memory only; a group re-created under its name before a restart may inherit it")
+	}
 	b.progress.Forget(name)
 	b.metrics.forgetGroup(name)
 	b.dropped.forget(name)

@@ -61,7 +61,8 @@ type state struct {
 type changes struct {
 	cursors  map[string]int64 // streams whose position moved
 	touched  map[offset.Key]struct{}
-	forget   []string
+	forgot   map[string]bool // groups a forget record ended (deleted) in this pass
+	forget   []string        // the groups whose rows go: forgot and groups no longer listed
 	arrivals []arrival
 	statuses map[dlqKey]broker.DLQStatusChange
 }
@@ -117,7 +118,7 @@ func (m *Mirror) pass(ctx context.Context) (Result, error) {
 		}
 	}
 	st := m.st
-	ch := changes{cursors: map[string]int64{}, touched: map[offset.Key]struct{}{}, statuses: map[dlqKey]broker.DLQStatusChange{}}
+	ch := changes{cursors: map[string]int64{}, touched: map[offset.Key]struct{}{}, statuses: map[dlqKey]broker.DLQStatusChange{}, forgot: map[string]bool{}}
 	batch := m.cfg.BatchSize
 
 	// Status changes first: each one's arrival is earlier in the log.
@@ -149,7 +150,7 @@ func (m *Mirror) pass(ctx context.Context) (Result, error) {
 	next, more, err = readStream(from, batch, func(pos int64, max int) (int64, error) {
 		recs, next, err := m.src.OffsetRecords(ctx, pos, max)
 		for _, r := range recs {
-			st.queues.apply(r, ch.touched)
+			st.queues.apply(r, ch.touched, ch.forgot)
 		}
 		res.Records += len(recs)
 		return next, err
@@ -265,6 +266,9 @@ func (m *Mirror) reconcileGroups(ctx context.Context, st *state, groups []broker
 		case !s.exact:
 			loose[k.Group] = true
 		}
+	}
+	for g := range ch.forgot {
+		gone[g] = true // deleted (and maybe created again) since the last pass
 	}
 	for g := range gone {
 		ch.forget = append(ch.forget, g)
@@ -534,12 +538,12 @@ func (m *Mirror) write(ctx context.Context, st *state, ch *changes) error {
 			b.Queue(sqlCreateCursor, s, ch.cursors[s])
 		}
 	}
+	if len(ch.forget) > 0 { // before the upserts: a re-created group's rows follow its old ones' deletion
+		b.Queue(sqlForgetGroups, ch.forget)
+	}
 	for k := range ch.touched {
 		s := st.queues[k]
 		b.Queue(sqlUpsertOffset, k.Group, k.Topic, k.QueueID, s.committed, int64(s.generation), s.ackedAbove(), s.maxSeen(), s.exact)
-	}
-	if len(ch.forget) > 0 {
-		b.Queue(sqlForgetGroups, ch.forget)
 	}
 	for _, a := range ch.arrivals {
 		d := a.letter

@@ -123,9 +123,22 @@ func (s *queueState) maxSeen() int64 {
 // progressTable is the mirror's copy of every key's progress.
 type progressTable map[offset.Key]*queueState
 
-// apply applies a record and adds the keys it changed to touched.
-func (t progressTable) apply(r offset.Record, touched map[offset.Key]struct{}) {
+// apply applies a record and adds the keys it changed to touched. A
+// forget entry (the group was deleted) drops the group's keys and adds it
+// to forgot, so its rows go before any row of a group re-created under
+// the name is written.
+func (t progressTable) apply(r offset.Record, touched map[offset.Key]struct{}, forgot map[string]bool) {
 	for _, e := range r.Entries {
+		if e.Kind == offset.KindForget {
+			for k := range t {
+				if k.Group == e.Key.Group {
+					delete(t, k)
+					delete(touched, k)
+				}
+			}
+			forgot[e.Key.Group] = true
+			continue
+		}
 		s := t[e.Key]
 		if s == nil {
 			s = &queueState{exact: true}

@@ -19,6 +19,7 @@ func TestProgressMatchesOffsetTable(t *testing.T) {
 		want := offset.NewTable()
 		got := progressTable{}
 		touched := map[offset.Key]struct{}{}
+		forgot := map[string]bool{}
 		n := rapid.IntRange(1, 60).Draw(t, "records")
 		for i := 0; i < n; i++ {
 			var rec offset.Record
@@ -34,6 +35,8 @@ func TestProgressMatchesOffsetTable(t *testing.T) {
 				case kind == 1:
 					e.Kind = offset.KindAdvance
 					e.Offset = int64(rapid.IntRange(0, 40).Draw(t, "advance"))
+				case kind == 3 && rapid.Bool().Draw(t, "forget"):
+					e = offset.Entry{Kind: offset.KindForget, Key: offset.Key{Group: k.Group}} // the group was deleted
 				default:
 					e.Kind = offset.KindAck
 					if kind == 2 {
@@ -47,7 +50,7 @@ func TestProgressMatchesOffsetTable(t *testing.T) {
 				rec.Entries = append(rec.Entries, e)
 			}
 			want.Apply(rec)
-			got.apply(rec, touched)
+			got.apply(rec, touched, forgot)
 			if rapid.IntRange(0, 4).Draw(t, "restore") == 0 {
 				got = restore(got) // as after a reload from PostgreSQL
 			}

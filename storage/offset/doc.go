@@ -18,10 +18,12 @@
 // # Record body (part of the on-disk format; never change)
 //
 //	version u8 (1) | count u16 | count × entry
-//	entry: kind u8 (1 ack, 2 commit, 3 advance, 4 failed) | groupLen u8 | group
-//	       | topicLen u8 | topic | queueId i32 | generation u32
+//	entry: kind u8 (1 ack, 2 commit, 3 advance, 4 failed, 5 forget) | groupLen u8
+//	       | group | topicLen u8 | topic | queueId i32 | generation u32
 //	       | ack, failed:     n u16 | n × offset i64
 //	       | commit, advance: offset i64
+//	       | forget:          nothing (topic empty, queueId and generation 0:
+//	                          every key of the group is dropped)
 //
 // All integers big-endian.
 //

@@ -79,6 +79,10 @@ func (t *Table) Apply(r Record) []Change {
 	defer t.mu.Unlock()
 	var changes []Change
 	for _, e := range r.Entries {
+		if e.Kind == KindForget {
+			t.forgetLocked(e.Key.Group)
+			continue
+		}
 		s := t.state(e.Key)
 		before := s.Committed
 		switch e.Kind {
@@ -228,6 +232,10 @@ func (t *Table) Keys() []Key {
 func (t *Table) Forget(group string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.forgetLocked(group)
+}
+
+func (t *Table) forgetLocked(group string) {
 	for k := range t.states {
 		if k.Group == group {
 			delete(t.states, k)

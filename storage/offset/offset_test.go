@@ -85,8 +85,11 @@ func TestRecordRoundTrip(t *testing.T) {
 				},
 				Generation: rapid.Uint32().Draw(t, "gen"),
 			}
-			e.Kind = rapid.SampledFrom([]Kind{KindAck, KindCommit, KindAdvance, KindFailed}).Draw(t, "kind")
-			if e.Kind == KindAck || e.Kind == KindFailed {
+			e.Kind = rapid.SampledFrom([]Kind{KindAck, KindCommit, KindAdvance, KindFailed, KindForget}).Draw(t, "kind")
+			if e.Kind == KindForget {
+				e.Key = Key{Group: rapid.StringN(1, 20, 255).Draw(t, "fg")}
+				e.Generation = 0
+			} else if e.Kind == KindAck || e.Kind == KindFailed {
 				e.Offsets = rapid.SliceOfN(rapid.Int64(), 0, 10).Draw(t, "offs")
 			} else {
 				e.Offset = rapid.Int64Min(0).Draw(t, "off")
@@ -108,6 +111,8 @@ func FuzzDecodeRecord(f *testing.F) {
 	b, _ := EncodeRecord(ack(3, 1, 2, 3))
 	f.Add(b)
 	b, _ = EncodeRecord(Record{Entries: []Entry{{Kind: KindCommit, Key: k, Generation: 9, Offset: 7}}})
+	f.Add(b)
+	b, _ = EncodeRecord(Record{Entries: []Entry{{Kind: KindForget, Key: Key{Group: "g"}}}})
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeRecord(b)
@@ -154,4 +159,54 @@ func TestSnapshotRoundTripAndDamage(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, sys)
 	require.Empty(t, empty.Keys())
+}
+
+// A forget entry drops every key of its group, whatever came before it;
+// what follows it applies to a fresh state, so replaying the records
+// from any point before the forget reaches the same table. It names a
+// group and nothing else.
+func TestForgetEndsTheGroup(t *testing.T) {
+	other := Key{Group: "h", Topic: "t", QueueID: 1}
+	k2 := Key{Group: "g", Topic: "u", QueueID: 0}
+	forget := Record{Entries: []Entry{{Kind: KindForget, Key: Key{Group: "g"}}}}
+	records := []Record{
+		ack(0, 0, 1, 2),
+		{Entries: []Entry{{Kind: KindCommit, Key: k2, Generation: 4, Offset: 9}, {Kind: KindAck, Key: other, Offsets: []int64{0}}}},
+		forget,
+		ack(0, 0),
+	}
+	for from := range records {
+		tb := NewTable()
+		for _, r := range records[from:] {
+			b, err := EncodeRecord(r)
+			require.NoError(t, err)
+			dec, err := DecodeRecord(b)
+			require.NoError(t, err)
+			tb.Apply(dec)
+		}
+		c, gen, _ := tb.Get(k)
+		require.Equal(t, int64(1), c, "from %d: only the ack after the forget counts", from)
+		require.Zero(t, gen)
+		c, gen, _ = tb.Get(k2)
+		require.Zero(t, c, "from %d: the commit before the forget is gone", from)
+		require.Zero(t, gen)
+		if from <= 1 {
+			c, _, _ = tb.Get(other)
+			require.Equal(t, int64(1), c, "another group keeps its progress")
+		}
+	}
+	for _, bad := range []Entry{
+		{Kind: KindForget},
+		{Kind: KindForget, Key: Key{Group: "g", Topic: "t"}},
+		{Kind: KindForget, Key: Key{Group: "g", QueueID: 1}},
+		{Kind: KindForget, Key: Key{Group: "g"}, Generation: 1},
+	} {
+		_, err := EncodeRecord(Record{Entries: []Entry{bad}})
+		require.ErrorIs(t, err, ErrCorrupt, "%+v", bad)
+	}
+	b, err := EncodeRecord(forget)
+	require.NoError(t, err)
+	b[len(b)-1] = 1 // generation 1
+	_, err = DecodeRecord(b)
+	require.ErrorIs(t, err, ErrCorrupt)
 }

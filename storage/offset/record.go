@@ -23,6 +23,12 @@ const (
 	// retry or dead-letter copy took over (an ack for the group, but a late
 	// ack of the failed delivery's receipt is refused as expired).
 	KindFailed Kind = 4
+	// KindForget ends every key of Key.Group (the group was deleted): its
+	// committed offsets, acknowledgements and generations are dropped, so
+	// a group re-created under the name starts afresh, also when the
+	// records are replayed after a restart. Key.Topic is empty, QueueID
+	// and Generation zero; the entry has no payload.
+	KindForget Kind = 5
 )
 
 const (
@@ -65,6 +71,10 @@ func EncodeRecord(r Record) ([]byte, error) {
 				return nil, errBadOffset
 			}
 			size += 8
+		case KindForget:
+			if e.Key.Topic != "" || e.Key.QueueID != 0 || e.Generation != 0 || e.Key.Group == "" {
+				return nil, fmt.Errorf("%w: a forget entry names a group only", ErrCorrupt)
+			}
 		default:
 			return nil, fmt.Errorf("%w: kind %d", ErrCorrupt, e.Kind)
 		}
@@ -79,12 +89,13 @@ func EncodeRecord(r Record) ([]byte, error) {
 		b = append(b, e.Key.Topic...)
 		b = binary.BigEndian.AppendUint32(b, uint32(e.Key.QueueID))
 		b = binary.BigEndian.AppendUint32(b, e.Generation)
-		if e.Kind == KindAck || e.Kind == KindFailed {
+		switch e.Kind {
+		case KindAck, KindFailed:
 			b = binary.BigEndian.AppendUint16(b, uint16(len(e.Offsets)))
 			for _, off := range e.Offsets {
 				b = binary.BigEndian.AppendUint64(b, uint64(off))
 			}
-		} else {
+		case KindCommit, KindAdvance:
 			b = binary.BigEndian.AppendUint64(b, uint64(e.Offset))
 		}
 	}
@@ -142,7 +153,7 @@ func DecodeRecord(b []byte) (Record, error) {
 		return Record{}, fmt.Errorf("%w: version %d", ErrCorrupt, v)
 	}
 	n := int(r.u16())
-	if r.bad || n > len(r.b)/13 {
+	if r.bad || n > len(r.b)/11 { // the smallest entry (a forget of a one-byte group) is 11 bytes
 		return Record{}, fmt.Errorf("%w: entry count %d", ErrCorrupt, n)
 	}
 	rec := Record{Entries: make([]Entry, 0, n)}
@@ -166,6 +177,10 @@ func DecodeRecord(b []byte) (Record, error) {
 		case KindCommit, KindAdvance:
 			e.Offset = int64(r.u64())
 			if e.Offset < 0 {
+				r.bad = true
+			}
+		case KindForget:
+			if e.Key.Group == "" || e.Key.Topic != "" || e.Key.QueueID != 0 || e.Generation != 0 {
 				r.bad = true
 			}
 		default:
