@@ -339,13 +339,12 @@ func (s *Store) Dispatched() int64 { return s.dispatched.Load() }
 // dispatchLoop follows the CommitLog until the store closes. A failed pass
 // (an I/O error: a record-level failure is quarantined instead) is logged,
 // reported by DispatchStatus and retried.
-func (s *Store) dispatchLoop() {
-	defer s.workers.Done()
+func (s *Store) dispatchLoop(ctx context.Context) {
 	notify := s.commitLog.Notify()
 	var retry <-chan time.Time
 	for {
 		select {
-		case <-s.closing:
+		case <-ctx.Done():
 			return
 		case <-notify:
 		case <-retry:

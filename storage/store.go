@@ -85,7 +85,7 @@ type Store struct {
 	encoders        sync.Pool
 
 	closing      chan struct{}      // stops the dispatcher
-	workers      sync.WaitGroup     // the dispatcher
+	dispatcher   *worker.Service    // dispatchLoop
 	periodic     []*worker.Periodic // disk sampler, checkpointer, retention, scrubber
 	checkpointer *worker.Periodic   // also in periodic
 	stopPeriodic context.CancelFunc

@@ -10,12 +10,12 @@ import (
 )
 
 // start launches the background workers; Close stops and waits for them.
-// The dispatcher is its own loop (it is woken by appends); the periodic
-// passes run on internal/worker, each an ordinary method tests call
-// directly.
+// The dispatcher is an event-driven Service (woken by appends, repairs
+// and its retry timer); the periodic passes are worker.Every, each an
+// ordinary method tests call directly.
 func (s *Store) start() {
-	s.workers.Add(1)
-	go s.dispatchLoop()
+	s.dispatcher = worker.New(s.dispatchLoop)
+	s.dispatcher.Start(context.Background())
 	s.checkpointer = worker.Every(s.opts.CheckpointInterval, func(_ context.Context, now time.Time) {
 		s.sampleDispatchLimit(now)
 		if err := s.runCheckpoint(); err != nil {
@@ -65,7 +65,7 @@ func (s *Store) stopWorkers() {
 	for _, p := range s.periodic {
 		p.Stop()
 	}
-	s.workers.Wait()
+	s.dispatcher.Stop()
 }
 
 // runCheckpoint flushes the CommitLog, then the derived files, and records

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/mqgate/mqgate/internal/worker"
 )
 
 // DefaultPollInterval is how often a File looks at its file.
@@ -64,10 +67,7 @@ type File struct {
 	loadedAt time.Time
 
 	// started is set by Start (under mu).
-	started  bool
-	stopOnce sync.Once
-	stop     chan struct{}
-	done     chan struct{}
+	poller *worker.Periodic // the poll loop (Start, Stop)
 }
 
 // fileStamp is what a stat says about a version of the file.
@@ -86,7 +86,8 @@ func OpenFile(path string, opts FileOptions) (*File, error) {
 		opts.PollInterval = DefaultPollInterval
 	}
 	opts.Logger = opts.Logger.With().Str("component", "acl").Str("acl_file", path).Logger()
-	f := &File{path: path, opts: opts, stop: make(chan struct{}), done: make(chan struct{})}
+	f := &File{path: path, opts: opts}
+	f.poller = worker.Every(opts.PollInterval, func(context.Context, time.Time) { f.runOnce() })
 	stamp, data, err := f.read()
 	if err != nil {
 		return nil, fmt.Errorf("acl file %s: %w", path, err)
@@ -117,39 +118,12 @@ func (f *File) Degraded() []string {
 		f.path, f.lastErr, f.loadedAt.UTC().Format(time.RFC3339))}
 }
 
-// Start polls the file until Stop.
-func (f *File) Start() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.started {
-		return
-	}
-	f.started = true
-	go func() {
-		defer close(f.done)
-		tick := time.NewTicker(f.opts.PollInterval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-f.stop:
-				return
-			case <-tick.C:
-				f.runOnce()
-			}
-		}
-	}()
-}
+// Start polls the file every PollInterval until Stop (a worker.Every
+// whose pass is runOnce). Only the first call does anything.
+func (f *File) Start() { f.poller.Start(context.Background()) }
 
 // Stop ends the poller and waits for it; it is idempotent.
-func (f *File) Stop() {
-	f.mu.Lock()
-	started := f.started
-	f.mu.Unlock()
-	f.stopOnce.Do(func() { close(f.stop) })
-	if started {
-		<-f.done
-	}
-}
+func (f *File) Stop() { f.poller.Stop() }
 
 // ReloadResult is what one poll did.
 type ReloadResult struct {

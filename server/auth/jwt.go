@@ -21,6 +21,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/rs/zerolog"
+
+	"github.com/mqgate/mqgate/internal/worker"
 )
 
 // Defaults of JWT verification.
@@ -116,8 +118,9 @@ func NewJWTVerifier(ctx context.Context, opts JWTOptions) (*JWTVerifier, error) 
 			return nil, fmt.Errorf("%w: a JWKS URL needs an issuer and an audience: an identity provider signs tokens for other services too", ErrJWTConfig)
 		}
 		parserOpts = append(parserOpts, jwt.WithValidMethods([]string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}))
-		v.keys = &keySet{opts: &v.opts, stop: make(chan struct{}), done: make(chan struct{})}
+		v.keys = &keySet{opts: &v.opts}
 		v.keys.ctx, v.keys.cancel = context.WithCancel(context.Background())
+		v.keys.refresher = worker.New(v.keys.refresh)
 		if err := v.keys.fetch(ctx); err != nil {
 			opts.Logger.Error().Err(err).Str("jwks_url", opts.JWKSURL).Msg("fetching the JWT key set failed; bearer tokens fail until it succeeds")
 		}
@@ -200,12 +203,12 @@ type keySet struct {
 	// fetching serialises fetches.
 	fetching sync.Mutex
 
-	startOnce, stopOnce sync.Once
-	started             bool
-	stop, done          chan struct{}
-	// ctx ends a fetch in progress at Stop.
-	ctx    context.Context
-	cancel context.CancelFunc
+	// refresher re-fetches the set (a worker.Service; its context also
+	// ends a fetch in progress when it stops). ctx is the context of
+	// fetches outside it (an unknown kid), cancelled at stop.
+	refresher *worker.Service
+	ctx       context.Context
+	cancel    context.CancelFunc
 }
 
 // jwk is one usable key.
@@ -396,46 +399,30 @@ func ecKey(crv, x, y string) (*ecdsa.PublicKey, error) {
 	return ecdsa.ParseUncompressedPublicKey(curve, point)
 }
 
-func (s *keySet) start() {
-	s.startOnce.Do(func() {
+func (s *keySet) start() { s.refresher.Start(s.ctx) }
+
+// refresh re-fetches the set every JWKSRefresh (every JWKSMinRefetch
+// while the last fetch failed) until ctx ends.
+func (s *keySet) refresh(ctx context.Context) {
+	refresh := s.opts.JWKSRefresh
+	for {
 		s.mu.Lock()
-		s.started = true
+		failing := s.lastErr != nil
 		s.mu.Unlock()
-		go func() {
-			defer close(s.done)
-			refresh := s.opts.JWKSRefresh
-			for {
-				s.mu.Lock()
-				failing := s.lastErr != nil
-				s.mu.Unlock()
-				wait := refresh
-				if failing {
-					wait = min(refresh, s.opts.JWKSMinRefetch)
-				}
-				timer := time.NewTimer(wait)
-				select {
-				case <-s.stop:
-					timer.Stop()
-					return
-				case <-timer.C:
-					_ = s.fetch(s.ctx)
-				}
-			}
-		}()
-	})
+		wait := refresh
+		if failing {
+			wait = min(refresh, s.opts.JWKSMinRefetch)
+		}
+		if !worker.Sleep(ctx, wait) {
+			return
+		}
+		_ = s.fetch(ctx)
+	}
 }
 
 func (s *keySet) stopRefresh() {
-	s.stopOnce.Do(func() {
-		close(s.stop)
-		s.cancel()
-		s.mu.Lock()
-		started := s.started
-		s.mu.Unlock()
-		if started {
-			<-s.done
-		}
-	})
+	s.cancel()
+	s.refresher.Stop()
 }
 
 func (s *keySet) degraded() []string {

@@ -1,6 +1,7 @@
 package commitlog
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -8,7 +9,7 @@ import (
 // runFlusher is the flusher goroutine. FlushSync: it flushes whenever an
 // appender kicks it; appenders that arrive during a flush are covered by
 // the next one (group commit). FlushAsync: it flushes every FlushInterval.
-func (l *Log) runFlusher() {
+func (l *Log) runFlusher(ctx context.Context) {
 	var tick <-chan time.Time
 	if l.opts.FlushMode == FlushAsync {
 		t := time.NewTicker(l.opts.FlushInterval)
@@ -17,7 +18,7 @@ func (l *Log) runFlusher() {
 	}
 	for {
 		select {
-		case <-l.stop:
+		case <-ctx.Done():
 			return
 		case <-l.kick:
 		case <-tick:

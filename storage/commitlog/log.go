@@ -1,6 +1,7 @@
 package commitlog
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mqgate/mqgate/internal/worker"
 	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
 
@@ -120,8 +122,9 @@ type Log struct {
 	notify    chan struct{} // cap 1: see Notify
 
 	alloc *allocator
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	// The allocator and the flusher: event-driven loops (woken by
+	// requests and appends) on internal/worker's Service shape.
+	allocWorker, flusher *worker.Service
 
 	recovery RecoveryReport
 	stats    struct {
@@ -145,7 +148,6 @@ func Open(opts Options) (*Log, error) {
 		log:    opts.Logger.With().Str("component", "commitlog").Logger(),
 		kick:   make(chan struct{}, 1),
 		notify: make(chan struct{}, 1),
-		stop:   make(chan struct{}),
 	}
 	l.flushCond.L = &l.flushMu
 	if err := l.recover(); err != nil {
@@ -154,15 +156,10 @@ func Open(opts Options) (*Log, error) {
 	l.alloc = newAllocator(l.fs, opts.Dir, opts.SegmentSize, l.log)
 	l.alloc.request(l.active.end())
 	l.allocPending = true
-	l.wg.Add(2)
-	go func() {
-		defer l.wg.Done()
-		l.alloc.run(l.stop)
-	}()
-	go func() {
-		defer l.wg.Done()
-		l.runFlusher()
-	}()
+	l.allocWorker = worker.New(func(ctx context.Context) { l.alloc.run(ctx.Done()) })
+	l.flusher = worker.New(l.runFlusher)
+	l.allocWorker.Start(context.Background())
+	l.flusher.Start(context.Background())
 	return l, nil
 }
 
@@ -224,8 +221,8 @@ func (l *Log) Close() error {
 	l.closed = true
 	l.mu.Unlock()
 
-	close(l.stop)
-	l.wg.Wait()
+	l.flusher.Stop()
+	l.allocWorker.Stop()
 
 	var errs []error
 	if _, err := l.flushOnce(); err != nil {
