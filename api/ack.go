@@ -84,6 +84,7 @@ func (h *handler) registerAckRoutes(r chi.Router) {
 // ack settles leased messages.
 //
 //	@Summary		Ack messages
+//	@ID				ackMessages
 //	@Description	Settle leased messages by receipt. Idempotent: acking twice with the same receipt is ok. A receipt of an older lease (the message was redelivered since) is `expired` and does not ack the newer delivery.
 //	@Tags			consume
 //	@Accept			json
@@ -132,6 +133,7 @@ func (h *handler) ack(w http.ResponseWriter, r *http.Request) {
 // nack sends leased messages back for a retry.
 //
 //	@Summary		Nack messages
+//	@ID				nackMessages
 //	@Description	Give leased messages back for a retry after a delay level, or straight to the dead-letter queue (delayLevel -1). After the group's retryMaxTimes retries a message goes to the DLQ.
 //	@Tags			consume
 //	@Accept			json
@@ -189,6 +191,7 @@ func (h *handler) nack(w http.ResponseWriter, r *http.Request) {
 // changeLeases extends or shortens leases.
 //
 //	@Summary		Change leases
+//	@ID				changeInvisibleTime
 //	@Description	Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. A result may carry a newReceipt to use from then on.
 //	@Tags			consume
 //	@Accept			json

@@ -216,6 +216,7 @@ func (h *handler) registerBrokerRoutes(r chi.Router) {
 // listTopics lists topics.
 //
 //	@Summary	List topics
+//	@ID			listTopics
 //	@Tags		topics
 //	@Produce	json
 //	@Produce	application/problem+json
@@ -239,6 +240,7 @@ func (h *handler) listTopics(w http.ResponseWriter, r *http.Request) {
 // getTopic returns one topic.
 //
 //	@Summary	Get a topic
+//	@ID			getTopic
 //	@Tags		topics
 //	@Produce	json
 //	@Produce	application/problem+json
@@ -266,6 +268,7 @@ func (h *handler) getTopic(w http.ResponseWriter, r *http.Request) {
 // putTopic creates or replaces a topic.
 //
 //	@Summary		Create or replace a topic
+//	@ID				putTopic
 //	@Description	Creates the topic (201) or replaces its settings (200). PUT replaces the whole topic: a field left out takes its default (queues 4, retentionHours 0 = the store default, perm rw), and a topic's queue count cannot shrink. Use PATCH to change single fields. An empty body takes the defaults.
 //	@Tags			topics
 //	@Accept			json
@@ -320,6 +323,7 @@ func (h *handler) putTopic(w http.ResponseWriter, r *http.Request) {
 // patchTopic changes some settings of a topic.
 //
 //	@Summary		Change a topic's settings
+//	@ID				patchTopic
 //	@Description	A JSON merge patch (RFC 7396) of the topic's settings (TopicRequest): the fields given replace the topic's, null resets a field to its default, the others stay. The result is validated like a PUT (a queue count cannot shrink). Content-Type application/merge-patch+json (or application/json).
 //	@Tags			topics
 //	@Accept			json
@@ -385,6 +389,7 @@ func topicConfig(name string, req TopicRequest) broker.TopicConfig {
 // deleteTopic deletes a topic with its messages.
 //
 //	@Summary		Delete a topic
+//	@ID				deleteTopic
 //	@Description	Deletes the topic and its messages for every purpose (as SQS DeleteQueue): a topic created again under the same name starts empty for every group, old and new. Its queue offsets continue (never reused); lookups by id or key no longer find the old messages; every group's offsets and leases on the topic are dropped; retries, delayed messages and timers still waiting for it are never delivered. Dead letters stay in their group's DLQ; a resend delivers to the topic's current incarnation.
 //	@Tags			topics
 //	@Produce		application/problem+json
@@ -411,13 +416,14 @@ func (h *handler) deleteTopic(w http.ResponseWriter, r *http.Request) {
 // readQueue reads messages of one queue by offset.
 //
 //	@Summary		Read a queue by offset
+//	@ID				readQueue
 //	@Description	Offset-based consumption (RocketMQ PullConsumer style): read up to max messages of one queue from offset. Nothing is leased; commit progress with PUT /groups/{group}/offsets.
 //	@Tags			offsets
 //	@Produce		json
 //	@Produce		application/problem+json
 //	@Param			topic	path		string	true	"Topic name"
 //	@Param			queueId	path		integer	true	"Queue id"
-//	@Param			offset	query		integer	false	"First offset to read (default 0)"	minimum(0)
+//	@Param			offset	query		integer	false	"First offset to read (default 0)"		minimum(0)
 //	@Param			max		query		integer	false	"Most messages to return (default 32)"	minimum(1)	maximum(32)
 //	@Success		200		{object}	QueueMessages
 //	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, offset-out-of-range"
@@ -458,6 +464,7 @@ func (h *handler) readQueue(w http.ResponseWriter, r *http.Request) {
 // getMessage looks a message up by id.
 //
 //	@Summary	Get a message by id
+//	@ID			getMessage
 //	@Tags		messages
 //	@Produce	json
 //	@Produce	application/problem+json
@@ -485,6 +492,7 @@ func (h *handler) getMessage(w http.ResponseWriter, r *http.Request) {
 // queryMessages looks messages up by key.
 //
 //	@Summary	Find messages by key
+//	@ID			findMessagesByKey
 //	@Tags		messages
 //	@Produce	json
 //	@Produce	application/problem+json
@@ -524,6 +532,7 @@ func (h *handler) queryMessages(w http.ResponseWriter, r *http.Request) {
 // brokerStatus reports the broker's state.
 //
 //	@Summary	Broker status
+//	@ID			getBrokerStatus
 //	@Tags		broker
 //	@Produce	json
 //	@Produce	application/problem+json

@@ -121,6 +121,7 @@ func toDLQFilter(originalTopic, from, to, reason string) (broker.DLQFilter, erro
 // listDLQ lists a group's dead letters, oldest first.
 //
 //	@Summary		List dead letters
+//	@ID				listDeadLetters
 //	@Description	Dead letters never reach pulls. Each carries its attempt history; resend or discard it by messageId. Filters combine; pages follow `next`.
 //	@Tags			dlq
 //	@Produce		json
@@ -176,6 +177,7 @@ func (h *handler) listDLQ(w http.ResponseWriter, r *http.Request) {
 // getDLQ returns one dead letter with its body.
 //
 //	@Summary	Get a dead letter
+//	@ID			getDeadLetter
 //	@Tags		dlq
 //	@Produce	json
 //	@Param		group		path		string	true	"Group name"
@@ -203,6 +205,7 @@ func (h *handler) getDLQ(w http.ResponseWriter, r *http.Request) {
 // discardDLQ marks a dead letter discarded.
 //
 //	@Summary	Discard a dead letter
+//	@ID			discardDeadLetter
 //	@Tags		dlq
 //	@Param		group		path	string	true	"Group name"
 //	@Param		messageId	path	string	true	"Dead letter id"
@@ -229,6 +232,7 @@ func (h *handler) discardDLQ(w http.ResponseWriter, r *http.Request) {
 // resendDLQ sends dead letters back to their original topics.
 //
 //	@Summary		Resend dead letters
+//	@ID				resendDeadLetters
 //	@Description	Resends the named dead letters (or every dead one matching the filter, up to 10 000, at about 5 000 messages/s) to their original topics with a fresh attempt count; ORIGIN_MESSAGE_ID is kept. A letter is resent once: later requests list it under skipped.
 //	@Tags			dlq
 //	@Accept			json

@@ -221,6 +221,7 @@ func (h *handler) registerGroupRoutes(r chi.Router) {
 // listGroups lists consumer groups.
 //
 //	@Summary	List groups
+//	@ID			listGroups
 //	@Tags		groups
 //	@Produce	json
 //	@Produce	application/problem+json
@@ -244,6 +245,7 @@ func (h *handler) listGroups(w http.ResponseWriter, r *http.Request) {
 // getGroup returns one consumer group.
 //
 //	@Summary	Get a group
+//	@ID			getGroup
 //	@Tags		groups
 //	@Produce	json
 //	@Produce	application/problem+json
@@ -271,6 +273,7 @@ func (h *handler) getGroup(w http.ResponseWriter, r *http.Request) {
 // putGroup creates or replaces a consumer group.
 //
 //	@Summary		Create or replace a group
+//	@ID				putGroup
 //	@Description	Creates the group (201) or replaces its settings (200): PUT replaces the whole group, a field left out takes its default (use PATCH to change single fields). An empty body takes the defaults; `sql` filters are not supported yet (501).
 //	@Description	With `push` the gateway delivers the group's messages to a webhook (see PushRequest); a PUT without `push` removes the endpoint. When `push.secret` is left out the group keeps its current secret, or a new one is generated and returned in this response only.
 //	@Tags			groups
@@ -346,6 +349,7 @@ func (h *handler) putGroup(w http.ResponseWriter, r *http.Request) {
 // patchGroup changes some settings of a consumer group.
 //
 //	@Summary		Change a group's settings
+//	@ID				patchGroup
 //	@Description	A JSON merge patch (RFC 7396) of the group's settings (GroupRequest): the fields given replace the group's, null removes a field (`push: null` removes the endpoint) and resets it to its default, the others stay. `subscriptions` is an array, so a patch replaces the whole list. `push` merges member by member; its secret is write-only: a patch that does not name `push.secret` keeps it (a new endpoint without one gets a generated secret, returned in this response only). The result is validated like a PUT. Content-Type application/merge-patch+json (or application/json).
 //	@Tags			groups
 //	@Accept			json
@@ -475,6 +479,7 @@ func groupConfig(name string, req GroupRequest) (broker.GroupConfig, error) {
 // deleteGroup deletes a consumer group.
 //
 //	@Summary	Delete a group
+//	@ID			deleteGroup
 //	@Tags		groups
 //	@Produce	application/problem+json
 //	@Param		group	path	string	true	"Group name"
@@ -500,6 +505,7 @@ func (h *handler) deleteGroup(w http.ResponseWriter, r *http.Request) {
 // getOffsets returns a group's committed offsets.
 //
 //	@Summary	Get committed offsets
+//	@ID			getOffsets
 //	@Tags		offsets
 //	@Produce	json
 //	@Produce	application/problem+json
@@ -533,6 +539,7 @@ func (h *handler) getOffsets(w http.ResponseWriter, r *http.Request) {
 // commitOffsets stores offsets of an offset-mode group.
 //
 //	@Summary		Commit offsets
+//	@ID				commitOffsets
 //	@Description	Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored).
 //	@Tags			offsets
 //	@Accept			json
@@ -589,6 +596,7 @@ func (h *handler) commitOffsets(w http.ResponseWriter, r *http.Request) {
 // progress returns a group's per-queue progress.
 //
 //	@Summary		Consumer progress
+//	@ID				getProgress
 //	@Description	Per queue: broker offset, consumer offset, lag and in-flight leases (mqadmin consumerProgress). Queue id -1 is the topic's view of the group's retry topic: its lag counts the retries of that topic already due.
 //	@Description	`retry` counts the group's retries still waiting in the delay ladder, per level; `delayed` the delayed messages and timers of the group's topics not yet due. `totalLag` adds them all up. A count that cannot be known is null (never 0), with a note.
 //	@Tags			offsets
@@ -632,6 +640,7 @@ func (h *handler) groupProgress(ctx context.Context, group string, queues func(c
 // resetOffset moves a group's offsets to a store time.
 //
 //	@Summary		Reset offsets by time
+//	@ID				resetOffsets
 //	@Description	Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress.
 //	@Tags			offsets
 //	@Accept			json

@@ -77,6 +77,7 @@ func (h *handler) registerPullRoutes(r chi.Router) {
 // available.
 //
 //	@Summary		Pull (pop) messages
+//	@ID				pullMessages
 //	@Description	Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 //	@Description	When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
 //	@Tags			consume

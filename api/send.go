@@ -107,6 +107,7 @@ func (h *handler) registerSendRoutes(r chi.Router) {
 // send stores one message or a batch in a topic.
 //
 //	@Summary		Send messages
+//	@ID				sendMessages
 //	@Description	Send one message or a batch to a topic.
 //	@Description
 //	@Description	With `Content-Type: application/json` the body is one SendMessage, or `{"messages":[…]}` for a batch (at most 256 messages, stored in order).

@@ -66,6 +66,7 @@ func (h *handler) registerTimerRoutes(r chi.Router) {
 // listTimers lists pending timers, soonest first.
 //
 //	@Summary		List pending timers
+//	@ID				listTimers
 //	@Description	Messages sent with delayMs or deliverAt wait here until due (up to a year ahead, past the CommitLog's retention). Pages follow `next`.
 //	@Tags			timers
 //	@Produce		json
@@ -99,6 +100,7 @@ func (h *handler) listTimers(w http.ResponseWriter, r *http.Request) {
 // getTimer returns one pending timer with its body.
 //
 //	@Summary	Get a pending timer
+//	@ID			getTimer
 //	@Tags		timers
 //	@Produce	json
 //	@Param		id	path		string	true	"Timer id (the send's messageId)"
@@ -120,6 +122,7 @@ func (h *handler) getTimer(w http.ResponseWriter, r *http.Request) {
 // cancelTimer cancels a pending timer: it is never delivered.
 //
 //	@Summary	Cancel a pending timer
+//	@ID			cancelTimer
 //	@Tags		timers
 //	@Param		id	path	string	true	"Timer id"
 //	@Success	204
@@ -140,6 +143,7 @@ func (h *handler) cancelTimer(w http.ResponseWriter, r *http.Request) {
 // rescheduleTimer moves a pending timer.
 //
 //	@Summary	Reschedule a pending timer
+//	@ID			rescheduleTimer
 //	@Tags		timers
 //	@Accept		json
 //	@Produce	json

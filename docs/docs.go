@@ -35,6 +35,7 @@ const docTemplate = `{
                     "broker"
                 ],
                 "summary": "Broker status",
+                "operationId": "getBrokerStatus",
                 "responses": {
                     "200": {
                         "description": "OK",
@@ -67,6 +68,7 @@ const docTemplate = `{
                     "groups"
                 ],
                 "summary": "List groups",
+                "operationId": "listGroups",
                 "responses": {
                     "200": {
                         "description": "OK",
@@ -99,6 +101,7 @@ const docTemplate = `{
                     "groups"
                 ],
                 "summary": "Get a group",
+                "operationId": "getGroup",
                 "parameters": [
                     {
                         "type": "string",
@@ -154,6 +157,7 @@ const docTemplate = `{
                     "groups"
                 ],
                 "summary": "Create or replace a group",
+                "operationId": "putGroup",
                 "parameters": [
                     {
                         "type": "string",
@@ -236,6 +240,7 @@ const docTemplate = `{
                     "groups"
                 ],
                 "summary": "Delete a group",
+                "operationId": "deleteGroup",
                 "parameters": [
                     {
                         "type": "string",
@@ -289,6 +294,7 @@ const docTemplate = `{
                     "groups"
                 ],
                 "summary": "Change a group's settings",
+                "operationId": "patchGroup",
                 "parameters": [
                     {
                         "type": "string",
@@ -373,6 +379,7 @@ const docTemplate = `{
                     "consume"
                 ],
                 "summary": "Ack messages",
+                "operationId": "ackMessages",
                 "parameters": [
                     {
                         "type": "string",
@@ -453,6 +460,7 @@ const docTemplate = `{
                     "dlq"
                 ],
                 "summary": "List dead letters",
+                "operationId": "listDeadLetters",
                 "parameters": [
                     {
                         "type": "string",
@@ -551,6 +559,7 @@ const docTemplate = `{
                     "dlq"
                 ],
                 "summary": "Resend dead letters",
+                "operationId": "resendDeadLetters",
                 "parameters": [
                     {
                         "type": "string",
@@ -630,6 +639,7 @@ const docTemplate = `{
                     "dlq"
                 ],
                 "summary": "Get a dead letter",
+                "operationId": "getDeadLetter",
                 "parameters": [
                     {
                         "type": "string",
@@ -684,6 +694,7 @@ const docTemplate = `{
                     "dlq"
                 ],
                 "summary": "Discard a dead letter",
+                "operationId": "discardDeadLetter",
                 "parameters": [
                     {
                         "type": "string",
@@ -751,6 +762,7 @@ const docTemplate = `{
                     "consume"
                 ],
                 "summary": "Change leases",
+                "operationId": "changeInvisibleTime",
                 "parameters": [
                     {
                         "type": "string",
@@ -829,6 +841,7 @@ const docTemplate = `{
                     "consume"
                 ],
                 "summary": "Nack messages",
+                "operationId": "nackMessages",
                 "parameters": [
                     {
                         "type": "string",
@@ -909,6 +922,7 @@ const docTemplate = `{
                     "offsets"
                 ],
                 "summary": "Get committed offsets",
+                "operationId": "getOffsets",
                 "parameters": [
                     {
                         "type": "string",
@@ -963,6 +977,7 @@ const docTemplate = `{
                     "offsets"
                 ],
                 "summary": "Commit offsets",
+                "operationId": "commitOffsets",
                 "parameters": [
                     {
                         "type": "string",
@@ -1041,6 +1056,7 @@ const docTemplate = `{
                     "offsets"
                 ],
                 "summary": "Consumer progress",
+                "operationId": "getProgress",
                 "parameters": [
                     {
                         "type": "string",
@@ -1098,6 +1114,7 @@ const docTemplate = `{
                     "offsets"
                 ],
                 "summary": "Reset offsets by time",
+                "operationId": "resetOffsets",
                 "parameters": [
                     {
                         "type": "string",
@@ -1182,6 +1199,7 @@ const docTemplate = `{
                     "consume"
                 ],
                 "summary": "Pull (pop) messages",
+                "operationId": "pullMessages",
                 "parameters": [
                     {
                         "type": "string",
@@ -1268,6 +1286,7 @@ const docTemplate = `{
                     "messages"
                 ],
                 "summary": "Find messages by key",
+                "operationId": "findMessagesByKey",
                 "parameters": [
                     {
                         "type": "string",
@@ -1336,6 +1355,7 @@ const docTemplate = `{
                     "messages"
                 ],
                 "summary": "Get a message by id",
+                "operationId": "getMessage",
                 "parameters": [
                     {
                         "type": "string",
@@ -1389,6 +1409,7 @@ const docTemplate = `{
                     "timers"
                 ],
                 "summary": "List pending timers",
+                "operationId": "listTimers",
                 "parameters": [
                     {
                         "type": "string",
@@ -1446,6 +1467,7 @@ const docTemplate = `{
                     "timers"
                 ],
                 "summary": "Get a pending timer",
+                "operationId": "getTimer",
                 "parameters": [
                     {
                         "type": "string",
@@ -1499,6 +1521,7 @@ const docTemplate = `{
                     "timers"
                 ],
                 "summary": "Reschedule a pending timer",
+                "operationId": "rescheduleTimer",
                 "parameters": [
                     {
                         "type": "string",
@@ -1573,6 +1596,7 @@ const docTemplate = `{
                     "timers"
                 ],
                 "summary": "Cancel a pending timer",
+                "operationId": "cancelTimer",
                 "parameters": [
                     {
                         "type": "string",
@@ -1629,6 +1653,7 @@ const docTemplate = `{
                     "topics"
                 ],
                 "summary": "List topics",
+                "operationId": "listTopics",
                 "responses": {
                     "200": {
                         "description": "OK",
@@ -1661,6 +1686,7 @@ const docTemplate = `{
                     "topics"
                 ],
                 "summary": "Get a topic",
+                "operationId": "getTopic",
                 "parameters": [
                     {
                         "type": "string",
@@ -1716,6 +1742,7 @@ const docTemplate = `{
                     "topics"
                 ],
                 "summary": "Create or replace a topic",
+                "operationId": "putTopic",
                 "parameters": [
                     {
                         "type": "string",
@@ -1787,6 +1814,7 @@ const docTemplate = `{
                     "topics"
                 ],
                 "summary": "Delete a topic",
+                "operationId": "deleteTopic",
                 "parameters": [
                     {
                         "type": "string",
@@ -1840,6 +1868,7 @@ const docTemplate = `{
                     "topics"
                 ],
                 "summary": "Change a topic's settings",
+                "operationId": "patchTopic",
                 "parameters": [
                     {
                         "type": "string",
@@ -1921,6 +1950,7 @@ const docTemplate = `{
                     "messages"
                 ],
                 "summary": "Send messages",
+                "operationId": "sendMessages",
                 "parameters": [
                     {
                         "type": "string",
@@ -2062,6 +2092,7 @@ const docTemplate = `{
                     "offsets"
                 ],
                 "summary": "Read a queue by offset",
+                "operationId": "readQueue",
                 "parameters": [
                     {
                         "type": "string",
