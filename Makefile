@@ -22,7 +22,7 @@ lint: fmt-check vet staticcheck docs-check
 
 ## docs: regenerate the OpenAPI spec (swag -> Swagger 2.0 -> OpenAPI 3). Never hand-edit docs/.
 docs:
-	$(SWAG) init --quiet -g api/api.go -o docs
+	$(SWAG) init --quiet --requiredByDefault -g api/api.go -o docs
 	$(GO) run ./tools/openapi3 -in docs/swagger.json -out docs/openapi.json
 
 ## docs-check: fail when the committed spec is stale.

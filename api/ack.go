@@ -41,7 +41,7 @@ type LeaseItem struct {
 	// Receipt is the receipt from pull.
 	Receipt string `json:"receipt"`
 	// InvisibleMs is the new lease length counted from now (0 = visible again at once, without counting a failed attempt).
-	InvisibleMs int64 `json:"invisibleMs" minimum:"0" maximum:"43200000" example:"60000"`
+	InvisibleMs int64 `json:"invisibleMs" validate:"optional" minimum:"0" maximum:"43200000" example:"60000"`
 } //	@name	LeaseItem
 
 // LeaseRequest changes leases.

@@ -2162,6 +2162,9 @@ const docTemplate = `{
     "definitions": {
         "AckRequest": {
             "type": "object",
+            "required": [
+                "receipts"
+            ],
             "properties": {
                 "receipts": {
                     "description": "Receipts are receipts from pull (1-1024).",
@@ -2174,6 +2177,11 @@ const docTemplate = `{
         },
         "Attempt": {
             "type": "object",
+            "required": [
+                "at",
+                "delayLevel",
+                "outcome"
+            ],
             "properties": {
                 "at": {
                     "type": "string",
@@ -2210,6 +2218,23 @@ const docTemplate = `{
         },
         "BrokerStatus": {
             "type": "object",
+            "required": [
+                "commitLogMaxOffset",
+                "commitLogMinOffset",
+                "delayLevels",
+                "disk",
+                "dispatch",
+                "flushMode",
+                "quarantine",
+                "scheduledTotal",
+                "schedulerLatenessMaxMs",
+                "schedulerLatenessP50Ms",
+                "schedulerLatenessP99Ms",
+                "scrub",
+                "storeBytes",
+                "timersPending",
+                "uptimeMs"
+            ],
             "properties": {
                 "commitLogMaxOffset": {
                     "type": "integer",
@@ -2327,6 +2352,17 @@ const docTemplate = `{
         },
         "DeadLetter": {
             "type": "object",
+            "required": [
+                "attempts",
+                "deadAt",
+                "firstFailedAt",
+                "messageId",
+                "originMessageId",
+                "originalTopic",
+                "reason",
+                "reconsumeTimes",
+                "status"
+            ],
             "properties": {
                 "attempts": {
                     "type": "array",
@@ -2407,6 +2443,9 @@ const docTemplate = `{
         },
         "DeadLetterList": {
             "type": "object",
+            "required": [
+                "items"
+            ],
             "properties": {
                 "items": {
                     "type": "array",
@@ -2422,6 +2461,13 @@ const docTemplate = `{
         },
         "DelayLevel": {
             "type": "object",
+            "required": [
+                "backlog",
+                "delayMs",
+                "level",
+                "maxOffset",
+                "offset"
+            ],
             "properties": {
                 "backlog": {
                     "type": "integer",
@@ -2451,6 +2497,11 @@ const docTemplate = `{
         },
         "DelayedBacklog": {
             "type": "object",
+            "required": [
+                "byLevel",
+                "timers",
+                "total"
+            ],
             "properties": {
                 "byLevel": {
                     "description": "ByLevel lists the delay levels that hold messages (sent with delayLevel).",
@@ -2473,6 +2524,16 @@ const docTemplate = `{
         },
         "DiskStatus": {
             "type": "object",
+            "required": [
+                "cleanRatio",
+                "noSpaceRefusals",
+                "pressureDelete",
+                "sendCeiling",
+                "sendsRefused",
+                "systemCeiling",
+                "systemRefused",
+                "usedRatio"
+            ],
             "properties": {
                 "cleanRatio": {
                     "description": "CleanRatio is --disk-max-used-ratio: above it retention deletes fully consumed segments early.",
@@ -2524,6 +2585,11 @@ const docTemplate = `{
         },
         "DispatchStatus": {
             "type": "object",
+            "required": [
+                "delayMs",
+                "dispatchedOffset",
+                "lagBytes"
+            ],
             "properties": {
                 "delayMs": {
                     "description": "DelayMs is how long the dispatcher has been behind (0 when caught up).",
@@ -2553,6 +2619,14 @@ const docTemplate = `{
         },
         "Group": {
             "type": "object",
+            "required": [
+                "consumeMode",
+                "invisibleMs",
+                "name",
+                "orderly",
+                "retryMaxTimes",
+                "subscriptions"
+            ],
             "properties": {
                 "consumeMode": {
                     "type": "string",
@@ -2599,6 +2673,9 @@ const docTemplate = `{
         },
         "GroupList": {
             "type": "object",
+            "required": [
+                "groups"
+            ],
             "properties": {
                 "groups": {
                     "type": "array",
@@ -2657,6 +2734,10 @@ const docTemplate = `{
         },
         "LadderBacklog": {
             "type": "object",
+            "required": [
+                "byLevel",
+                "total"
+            ],
             "properties": {
                 "byLevel": {
                     "description": "ByLevel lists the levels that hold messages.",
@@ -2674,6 +2755,9 @@ const docTemplate = `{
         },
         "LeaseItem": {
             "type": "object",
+            "required": [
+                "receipt"
+            ],
             "properties": {
                 "invisibleMs": {
                     "description": "InvisibleMs is the new lease length counted from now (0 = visible again at once, without counting a failed attempt).",
@@ -2690,6 +2774,9 @@ const docTemplate = `{
         },
         "LeaseRequest": {
             "type": "object",
+            "required": [
+                "items"
+            ],
             "properties": {
                 "items": {
                     "description": "Items are the leases to change (1-1024).",
@@ -2702,6 +2789,11 @@ const docTemplate = `{
         },
         "LevelBacklog": {
             "type": "object",
+            "required": [
+                "count",
+                "delayMs",
+                "level"
+            ],
             "properties": {
                 "atLeast": {
                     "description": "AtLeast is, when count is null, how many were counted so far.",
@@ -2724,6 +2816,15 @@ const docTemplate = `{
         },
         "Message": {
             "type": "object",
+            "required": [
+                "body",
+                "bodyEncoding",
+                "messageId",
+                "queueId",
+                "queueOffset",
+                "reconsumeTimes",
+                "topic"
+            ],
             "properties": {
                 "body": {
                     "description": "Body is the payload: the text itself when it is valid UTF-8, else base64.",
@@ -2810,6 +2911,9 @@ const docTemplate = `{
         },
         "MessageList": {
             "type": "object",
+            "required": [
+                "messages"
+            ],
             "properties": {
                 "messages": {
                     "type": "array",
@@ -2821,6 +2925,9 @@ const docTemplate = `{
         },
         "NackItem": {
             "type": "object",
+            "required": [
+                "receipt"
+            ],
             "properties": {
                 "delayLevel": {
                     "description": "DelayLevel: -1 = straight to the dead-letter queue, 0 (default) = broker-controlled backoff (level 3 + reconsumeTimes), \u003e 0 = that delay level.",
@@ -2842,6 +2949,9 @@ const docTemplate = `{
         },
         "NackRequest": {
             "type": "object",
+            "required": [
+                "items"
+            ],
             "properties": {
                 "items": {
                     "description": "Items are the messages to retry (1-1024).",
@@ -2854,6 +2964,9 @@ const docTemplate = `{
         },
         "Offsets": {
             "type": "object",
+            "required": [
+                "offsets"
+            ],
             "properties": {
                 "offsets": {
                     "type": "array",
@@ -2865,6 +2978,12 @@ const docTemplate = `{
         },
         "Problem": {
             "type": "object",
+            "required": [
+                "code",
+                "status",
+                "title",
+                "type"
+            ],
             "properties": {
                 "code": {
                     "description": "Code is the stable machine-readable problem code (the last part of Type).",
@@ -2920,6 +3039,13 @@ const docTemplate = `{
         },
         "Progress": {
             "type": "object",
+            "required": [
+                "delayed",
+                "group",
+                "queues",
+                "retry",
+                "totalLag"
+            ],
             "properties": {
                 "delayed": {
                     "description": "Delayed is the delayed messages (delayLevel, delayMs, deliverAt) of the group's topics not yet due.",
@@ -3000,6 +3126,9 @@ const docTemplate = `{
         },
         "PullResponse": {
             "type": "object",
+            "required": [
+                "messages"
+            ],
             "properties": {
                 "messages": {
                     "type": "array",
@@ -3011,6 +3140,13 @@ const docTemplate = `{
         },
         "Push": {
             "type": "object",
+            "required": [
+                "disabled",
+                "maxConcurrency",
+                "mode",
+                "timeoutMs",
+                "url"
+            ],
             "properties": {
                 "disabled": {
                     "description": "Disabled: delivery is paused (by an admin, or by a 410 Gone answer).",
@@ -3055,6 +3191,9 @@ const docTemplate = `{
         },
         "PushRequest": {
             "type": "object",
+            "required": [
+                "url"
+            ],
             "properties": {
                 "disabled": {
                     "description": "Disabled pauses delivery; a PUT without it (re-)enables the endpoint.",
@@ -3097,6 +3236,10 @@ const docTemplate = `{
         },
         "Quarantine": {
             "type": "object",
+            "required": [
+                "count",
+                "records"
+            ],
             "properties": {
                 "count": {
                     "description": "Count is how many records were quarantined.",
@@ -3114,6 +3257,13 @@ const docTemplate = `{
         },
         "QuarantinedRecord": {
             "type": "object",
+            "required": [
+                "at",
+                "offset",
+                "reason",
+                "size",
+                "stage"
+            ],
             "properties": {
                 "at": {
                     "description": "At is when it was quarantined.",
@@ -3149,6 +3299,10 @@ const docTemplate = `{
         },
         "QueueMessages": {
             "type": "object",
+            "required": [
+                "messages",
+                "nextOffset"
+            ],
             "properties": {
                 "messages": {
                     "type": "array",
@@ -3165,6 +3319,11 @@ const docTemplate = `{
         },
         "QueueOffset": {
             "type": "object",
+            "required": [
+                "offset",
+                "queueId",
+                "topic"
+            ],
             "properties": {
                 "brokerOffset": {
                     "description": "BrokerOffset is the queue's max offset (read-only, ignored on commit).",
@@ -3193,6 +3352,14 @@ const docTemplate = `{
         },
         "QueueProgress": {
             "type": "object",
+            "required": [
+                "brokerOffset",
+                "consumerOffset",
+                "inFlight",
+                "lag",
+                "queueId",
+                "topic"
+            ],
             "properties": {
                 "brokerOffset": {
                     "type": "integer",
@@ -3240,6 +3407,9 @@ const docTemplate = `{
         },
         "ReceiptResponse": {
             "type": "object",
+            "required": [
+                "results"
+            ],
             "properties": {
                 "results": {
                     "type": "array",
@@ -3251,6 +3421,10 @@ const docTemplate = `{
         },
         "ReceiptResult": {
             "type": "object",
+            "required": [
+                "receipt",
+                "status"
+            ],
             "properties": {
                 "error": {
                     "description": "Error explains a status other than ok.",
@@ -3305,6 +3479,10 @@ const docTemplate = `{
         },
         "ResendResponse": {
             "type": "object",
+            "required": [
+                "resent",
+                "skipped"
+            ],
             "properties": {
                 "resent": {
                     "type": "array",
@@ -3322,6 +3500,9 @@ const docTemplate = `{
         },
         "ResetOffsetRequest": {
             "type": "object",
+            "required": [
+                "timestamp"
+            ],
             "properties": {
                 "timestamp": {
                     "description": "Timestamp: the group resumes at the first message stored at or after it (RFC 3339).",
@@ -3338,6 +3519,17 @@ const docTemplate = `{
         },
         "ScrubStatus": {
             "type": "object",
+            "required": [
+                "badFrames",
+                "busyMs",
+                "bytesVerified",
+                "enabled",
+                "lastPassMs",
+                "passes",
+                "position",
+                "rateBytesPerSecond",
+                "recordsVerified"
+            ],
             "properties": {
                 "badFrames": {
                     "description": "BadFrames counts the damaged frames found since start; each is also in quarantine (stage scrub).",
@@ -3403,6 +3595,9 @@ const docTemplate = `{
         },
         "SendMessage": {
             "type": "object",
+            "required": [
+                "body"
+            ],
             "properties": {
                 "body": {
                     "description": "Body is the payload: UTF-8 text, or base64 when bodyEncoding is \"base64\". Must not be empty.",
@@ -3473,6 +3668,9 @@ const docTemplate = `{
         },
         "SendRequest": {
             "type": "object",
+            "required": [
+                "body"
+            ],
             "properties": {
                 "body": {
                     "description": "Body is the payload: UTF-8 text, or base64 when bodyEncoding is \"base64\". Must not be empty.",
@@ -3550,6 +3748,9 @@ const docTemplate = `{
         },
         "SendResponse": {
             "type": "object",
+            "required": [
+                "results"
+            ],
             "properties": {
                 "results": {
                     "type": "array",
@@ -3561,6 +3762,11 @@ const docTemplate = `{
         },
         "SendResult": {
             "type": "object",
+            "required": [
+                "messageId",
+                "queueId",
+                "queueOffset"
+            ],
             "properties": {
                 "duplicate": {
                     "description": "Duplicate is true when the dedup id matched an earlier send; the result is that send's.",
@@ -3585,6 +3791,9 @@ const docTemplate = `{
         },
         "Subscription": {
             "type": "object",
+            "required": [
+                "topic"
+            ],
             "properties": {
                 "sql": {
                     "description": "SQL is an SQL92 filter (not supported yet: must be empty).",
@@ -3604,6 +3813,13 @@ const docTemplate = `{
         },
         "Timer": {
             "type": "object",
+            "required": [
+                "deliverAt",
+                "id",
+                "queueId",
+                "scheduledAt",
+                "topic"
+            ],
             "properties": {
                 "body": {
                     "description": "Body and BodyEncoding are only in the single-timer view.",
@@ -3656,6 +3872,9 @@ const docTemplate = `{
         },
         "TimerList": {
             "type": "object",
+            "required": [
+                "items"
+            ],
             "properties": {
                 "items": {
                     "type": "array",
@@ -3671,6 +3890,12 @@ const docTemplate = `{
         },
         "Topic": {
             "type": "object",
+            "required": [
+                "name",
+                "perm",
+                "queues",
+                "retentionHours"
+            ],
             "properties": {
                 "createdAt": {
                     "type": "string",
@@ -3696,6 +3921,9 @@ const docTemplate = `{
         },
         "TopicList": {
             "type": "object",
+            "required": [
+                "topics"
+            ],
             "properties": {
                 "topics": {
                     "type": "array",
