@@ -92,6 +92,7 @@ func (h *handler) registerAckRoutes(r chi.Router) {
 //	@Produce		application/problem+json
 //	@Param			group	path		string		true	"Consumer group"
 //	@Param			request	body		AckRequest	true	"Receipts"
+//	@Param			X-Mqgate-Client-Id	header	string	false	"The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories"	maxLength(128)
 //	@Success		200		{object}	ReceiptResponse
 //	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request"
 //	@Failure		404		{object}	Problem	"group-not-found"
@@ -141,6 +142,7 @@ func (h *handler) ack(w http.ResponseWriter, r *http.Request) {
 //	@Produce		application/problem+json
 //	@Param			group	path		string		true	"Consumer group"
 //	@Param			request	body		NackRequest	true	"Items"
+//	@Param			X-Mqgate-Client-Id	header	string	false	"The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories"	maxLength(128)
 //	@Success		200		{object}	ReceiptResponse
 //	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request, value-too-long (a reason over 16 KiB)"
 //	@Failure		404		{object}	Problem	"group-not-found"
@@ -199,6 +201,7 @@ func (h *handler) nack(w http.ResponseWriter, r *http.Request) {
 //	@Produce		application/problem+json
 //	@Param			group	path		string			true	"Consumer group"
 //	@Param			request	body		LeaseRequest	true	"Items"
+//	@Param			X-Mqgate-Client-Id	header	string	false	"The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories"	maxLength(128)
 //	@Success		200		{object}	ReceiptResponse
 //	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request"
 //	@Failure		404		{object}	Problem	"group-not-found"

@@ -35,7 +35,7 @@ type Topic struct {
 	Name           string `json:"name" example:"orders"`
 	Queues         int    `json:"queues" example:"4"`
 	RetentionHours int    `json:"retentionHours" example:"72"`
-	Perm           string `json:"perm" example:"rw"`
+	Perm           string `json:"perm" enums:"rw,r,w" example:"rw"`
 	CreatedAt      string `json:"createdAt,omitempty" format:"date-time"`
 } //	@name	Topic
 
@@ -422,9 +422,9 @@ func (h *handler) deleteTopic(w http.ResponseWriter, r *http.Request) {
 //	@Produce		json
 //	@Produce		application/problem+json
 //	@Param			topic	path		string	true	"Topic name"
-//	@Param			queueId	path		integer	true	"Queue id"
-//	@Param			offset	query		integer	false	"First offset to read (default 0)"		minimum(0)
-//	@Param			max		query		integer	false	"Most messages to return (default 32)"	minimum(1)	maximum(32)
+//	@Param			queueId	path		integer	true	"Queue id"	minimum(0)	Format(int32)
+//	@Param			offset	query		integer	false	"First offset to read"	minimum(0)	default(0)	Format(int64)
+//	@Param			max		query		integer	false	"Most messages to return"	minimum(1)	maximum(32)	default(32)
 //	@Success		200		{object}	QueueMessages
 //	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, offset-out-of-range"
 //	@Failure		404		{object}	Problem	"topic-not-found"
@@ -498,7 +498,7 @@ func (h *handler) getMessage(w http.ResponseWriter, r *http.Request) {
 //	@Produce	application/problem+json
 //	@Param		topic	query		string	true	"Topic name"
 //	@Param		key		query		string	true	"Business key"
-//	@Param		max		query		integer	false	"Most messages to return (default 32)"	minimum(1)	maximum(32)
+//	@Param		max		query		integer	false	"Most messages to return"	minimum(1)	maximum(32)	default(32)
 //	@Success	200		{object}	MessageList
 //	@Failure	400		{object}	Problem	"invalid-name, invalid-argument"
 //	@Failure	404		{object}	Problem	"topic-not-found"

@@ -27,6 +27,10 @@
 //	@tag.description			Topic administration.
 //	@tag.name					groups
 //	@tag.description			Consumer group administration.
+//	@tag.name					dlq
+//	@tag.description			Dead-letter queues: list, read, resend, discard.
+//	@tag.name					timers
+//	@tag.description			Pending delayMs/deliverAt timers: list, read, reschedule, cancel.
 //	@tag.name					broker
 //	@tag.description			Broker status.
 package api

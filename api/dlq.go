@@ -127,12 +127,12 @@ func toDLQFilter(originalTopic, from, to, reason string) (broker.DLQFilter, erro
 //	@Produce		json
 //	@Param			group			path		string	true	"Group name"
 //	@Param			originalTopic	query		string	false	"Only letters of this topic"
-//	@Param			from			query		string	false	"Dead at or after (RFC 3339)"
-//	@Param			to				query		string	false	"Dead at or before (RFC 3339)"
+//	@Param			from			query		string	false	"Dead at or after (RFC 3339)"	Format(date-time)
+//	@Param			to				query		string	false	"Dead at or before (RFC 3339)"	Format(date-time)
 //	@Param			reasonContains	query		string	false	"Case-insensitive text in the last reason"
-//	@Param			status			query		string	false	"dead, resent or discarded"
-//	@Param			cursor			query		string	false	"Cursor from the previous page"
-//	@Param			limit			query		int		false	"Page size (1-500, default 100)"
+//	@Param			status			query		string	false	"Only letters in this status"	Enums(dead, resent, discarded)
+//	@Param			cursor			query		string	false	"The next of the previous page (opaque); absent: the first page"
+//	@Param			limit			query		int		false	"Page size"	minimum(1)	maximum(500)	default(100)
 //	@Success		200				{object}	DeadLetterList
 //	@Failure		400				{object}	Problem	"invalid-name, invalid-argument"
 //	@Failure		404				{object}	Problem	"group-not-found"

@@ -87,6 +87,7 @@ func (h *handler) registerPullRoutes(r chi.Router) {
 //	@Param			group	path		string		true	"Consumer group"
 //	@Param			topic	path		string		true	"Topic"
 //	@Param			request	body		PullRequest	false	"Pull options"
+//	@Param			X-Mqgate-Client-Id	header	string	false	"The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories"	maxLength(128)
 //	@Success		200		{object}	PullResponse
 //	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request"
 //	@Failure		404		{object}	Problem	"topic-not-found, group-not-found"

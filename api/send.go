@@ -133,6 +133,7 @@ func (h *handler) registerSendRoutes(r chi.Router) {
 //	@Param			X-Mqgate-Delay-Ms		header		integer		false	"Raw send: delay in milliseconds"
 //	@Param			X-Mqgate-Deliver-At		header		string		false	"Raw send: RFC 3339 delivery time"
 //	@Success		200						{object}	SendResponse
+//	@Header			200						{boolean}	Idempotent-Replayed	"true when every message of the request repeated an earlier send (Idempotency-Key or dedupId): the results are that send's"
 //	@Failure		400						{object}	Problem	"invalid-name, invalid-argument, malformed-request, empty-body, value-too-long (tag, keys, shardingKey, dedupId: 255 bytes; 64 keys; field and limit members name which)"
 //	@Failure		404						{object}	Problem	"topic-not-found"
 //	@Failure		409						{object}	Problem	"idempotency-request-in-flight"

@@ -71,8 +71,8 @@ func (h *handler) registerTimerRoutes(r chi.Router) {
 //	@Tags			timers
 //	@Produce		json
 //	@Param			topic	query		string	false	"Only timers of this topic"
-//	@Param			cursor	query		string	false	"Cursor from the previous page"
-//	@Param			limit	query		int		false	"Page size (1-500, default 100)"
+//	@Param			cursor	query		string	false	"The next of the previous page (opaque); absent: the first page"
+//	@Param			limit	query		int		false	"Page size"	minimum(1)	maximum(500)	default(100)
 //	@Success		200		{object}	TimerList
 //	@Failure		400		{object}	Problem	"invalid-argument"
 //	@Failure		500		{object}	Problem	"internal"

@@ -396,6 +396,13 @@ const docTemplate = `{
                         "schema": {
                             "$ref": "#/definitions/AckRequest"
                         }
+                    },
+                    {
+                        "maxLength": 128,
+                        "type": "string",
+                        "description": "The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories",
+                        "name": "X-Mqgate-Client-Id",
+                        "in": "header"
                     }
                 ],
                 "responses": {
@@ -477,12 +484,14 @@ const docTemplate = `{
                     },
                     {
                         "type": "string",
+                        "format": "date-time",
                         "description": "Dead at or after (RFC 3339)",
                         "name": "from",
                         "in": "query"
                     },
                     {
                         "type": "string",
+                        "format": "date-time",
                         "description": "Dead at or before (RFC 3339)",
                         "name": "to",
                         "in": "query"
@@ -494,20 +503,28 @@ const docTemplate = `{
                         "in": "query"
                     },
                     {
+                        "enum": [
+                            "dead",
+                            "resent",
+                            "discarded"
+                        ],
                         "type": "string",
-                        "description": "dead, resent or discarded",
+                        "description": "Only letters in this status",
                         "name": "status",
                         "in": "query"
                     },
                     {
                         "type": "string",
-                        "description": "Cursor from the previous page",
+                        "description": "The next of the previous page (opaque); absent: the first page",
                         "name": "cursor",
                         "in": "query"
                     },
                     {
+                        "maximum": 500,
+                        "minimum": 1,
                         "type": "integer",
-                        "description": "Page size (1-500, default 100)",
+                        "default": 100,
+                        "description": "Page size",
                         "name": "limit",
                         "in": "query"
                     }
@@ -779,6 +796,13 @@ const docTemplate = `{
                         "schema": {
                             "$ref": "#/definitions/LeaseRequest"
                         }
+                    },
+                    {
+                        "maxLength": 128,
+                        "type": "string",
+                        "description": "The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories",
+                        "name": "X-Mqgate-Client-Id",
+                        "in": "header"
                     }
                 ],
                 "responses": {
@@ -858,6 +882,13 @@ const docTemplate = `{
                         "schema": {
                             "$ref": "#/definitions/NackRequest"
                         }
+                    },
+                    {
+                        "maxLength": 128,
+                        "type": "string",
+                        "description": "The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories",
+                        "name": "X-Mqgate-Client-Id",
+                        "in": "header"
                     }
                 ],
                 "responses": {
@@ -1222,6 +1253,13 @@ const docTemplate = `{
                         "schema": {
                             "$ref": "#/definitions/PullRequest"
                         }
+                    },
+                    {
+                        "maxLength": 128,
+                        "type": "string",
+                        "description": "The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories",
+                        "name": "X-Mqgate-Client-Id",
+                        "in": "header"
                     }
                 ],
                 "responses": {
@@ -1306,7 +1344,8 @@ const docTemplate = `{
                         "maximum": 32,
                         "minimum": 1,
                         "type": "integer",
-                        "description": "Most messages to return (default 32)",
+                        "default": 32,
+                        "description": "Most messages to return",
                         "name": "max",
                         "in": "query"
                     }
@@ -1419,13 +1458,16 @@ const docTemplate = `{
                     },
                     {
                         "type": "string",
-                        "description": "Cursor from the previous page",
+                        "description": "The next of the previous page (opaque); absent: the first page",
                         "name": "cursor",
                         "in": "query"
                     },
                     {
+                        "maximum": 500,
+                        "minimum": 1,
                         "type": "integer",
-                        "description": "Page size (1-500, default 100)",
+                        "default": 100,
+                        "description": "Page size",
                         "name": "limit",
                         "in": "query"
                     }
@@ -2016,6 +2058,12 @@ const docTemplate = `{
                         "description": "OK",
                         "schema": {
                             "$ref": "#/definitions/SendResponse"
+                        },
+                        "headers": {
+                            "Idempotent-Replayed": {
+                                "type": "boolean",
+                                "description": "true when every message of the request repeated an earlier send (Idempotency-Key or dedupId): the results are that send's"
+                            }
                         }
                     },
                     "400": {
@@ -2102,7 +2150,9 @@ const docTemplate = `{
                         "required": true
                     },
                     {
+                        "minimum": 0,
                         "type": "integer",
+                        "format": "int32",
                         "description": "Queue id",
                         "name": "queueId",
                         "in": "path",
@@ -2111,7 +2161,9 @@ const docTemplate = `{
                     {
                         "minimum": 0,
                         "type": "integer",
-                        "description": "First offset to read (default 0)",
+                        "format": "int64",
+                        "default": 0,
+                        "description": "First offset to read",
                         "name": "offset",
                         "in": "query"
                     },
@@ -2119,7 +2171,8 @@ const docTemplate = `{
                         "maximum": 32,
                         "minimum": 1,
                         "type": "integer",
-                        "description": "Most messages to return (default 32)",
+                        "default": 32,
+                        "description": "Most messages to return",
                         "name": "max",
                         "in": "query"
                     }
@@ -3907,6 +3960,11 @@ const docTemplate = `{
                 },
                 "perm": {
                     "type": "string",
+                    "enum": [
+                        "rw",
+                        "r",
+                        "w"
+                    ],
                     "example": "rw"
                 },
                 "queues": {
@@ -3982,6 +4040,14 @@ const docTemplate = `{
         {
             "description": "Consumer group administration.",
             "name": "groups"
+        },
+        {
+            "description": "Dead-letter queues: list, read, resend, discard.",
+            "name": "dlq"
+        },
+        {
+            "description": "Pending delayMs/deliverAt timers: list, read, reschedule, cancel.",
+            "name": "timers"
         },
         {
             "description": "Broker status.",

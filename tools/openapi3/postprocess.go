@@ -21,6 +21,9 @@ func postprocess(doc *openapi3.T, types wireTypes) error {
 		{"operation ids", checkOperationIDs},
 		{"wire types", applyWireTypes},
 		{"send request", fixSendRequest},
+		{"media types", fixMediaTypes},
+		{"common errors", addCommonErrors},
+		{"headers", addHeaders},
 	}
 	for _, s := range steps {
 		if err := s.run(doc, types); err != nil {
