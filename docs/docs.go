@@ -4063,7 +4063,7 @@ var SwaggerInfo = &swag.Spec{
 	BasePath:         "/v1",
 	Schemes:          []string{},
 	Title:            "mqgate API",
-	Description:      "HTTP/REST message gateway over a RocketMQ-style store: topics with queues, consumer groups with leased (pop) and offset-based consumption, retries through delay levels and dead-letter queues.\nErrors are RFC 9457 `application/problem+json` objects (schema Problem) with a stable `code`.\nTimes are RFC 3339 strings; durations are integer milliseconds in fields ending in `Ms`.",
+	Description:      "HTTP/REST message gateway over a RocketMQ-style store: topics with queues, consumer groups with leased (pop) and offset-based consumption, retries through delay levels and dead-letter queues.\nErrors are RFC 9457 `application/problem+json` objects (schema Problem) with a stable `code`.\nTimes are RFC 3339 strings; durations are integer milliseconds in fields ending in `Ms`.\nAuthentication is on once the server has an ACL file (--acl-file): HTTP Basic (basicAuth), a bearer JWT (bearerAuth), or a TLS client certificate whose subject Common Name names the account (mutual TLS, which OpenAPI 3.0 cannot name: the empty security requirement). Without an ACL file every request is anonymous. Each operation says the permission it needs (also as x-mqgate-permission).\nA group with a push endpoint gets its messages POSTed to it: the pushDelivery callback of putGroup describes the request and the answers.",
 	InfoInstanceName: "swagger",
 	SwaggerTemplate:  docTemplate,
 	LeftDelim:        "{{",

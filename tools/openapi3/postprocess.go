@@ -24,6 +24,8 @@ func postprocess(doc *openapi3.T, types wireTypes) error {
 		{"media types", fixMediaTypes},
 		{"common errors", addCommonErrors},
 		{"headers", addHeaders},
+		{"security", addSecurity},
+		{"push callback", addPushCallback},
 	}
 	for _, s := range steps {
 		if err := s.run(doc, types); err != nil {
