@@ -21,6 +21,7 @@ func postprocess(doc *openapi3.T, types wireTypes) error {
 		{"operation ids", checkOperationIDs},
 		{"wire types", applyWireTypes},
 		{"send request", fixSendRequest},
+		{"merge patches", addMergePatchSchemas},
 		{"media types", fixMediaTypes},
 		{"common errors", addCommonErrors},
 		{"headers", addHeaders},
