@@ -279,6 +279,7 @@ func (h *handler) getTopic(w http.ResponseWriter, r *http.Request) {
 //	@Success		200		{object}	Topic			"updated"
 //	@Success		201		{object}	Topic			"created"
 //	@Failure		400		{object}	Problem			"invalid-name, invalid-argument, malformed-request"
+//	@Failure		409		{object}	Problem			"quota-exceeded (topics, queues, queuesPerTopic)"
 //	@Failure		413		{object}	Problem			"body-too-large"
 //	@Failure		415		{object}	Problem			"unsupported-media-type"
 //	@Failure		500		{object}	Problem			"internal"
@@ -335,6 +336,7 @@ func (h *handler) putTopic(w http.ResponseWriter, r *http.Request) {
 //	@Success		200		{object}	Topic
 //	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request"
 //	@Failure		404		{object}	Problem	"topic-not-found"
+//	@Failure		409		{object}	Problem	"quota-exceeded (queues, queuesPerTopic)"
 //	@Failure		413		{object}	Problem	"body-too-large"
 //	@Failure		415		{object}	Problem	"unsupported-media-type"
 //	@Failure		500		{object}	Problem	"internal"

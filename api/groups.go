@@ -286,6 +286,7 @@ func (h *handler) getGroup(w http.ResponseWriter, r *http.Request) {
 //	@Success		201		{object}	Group			"created"
 //	@Failure		400		{object}	Problem			"invalid-name, invalid-argument, malformed-request"
 //	@Failure		404		{object}	Problem			"topic-not-found"
+//	@Failure		409		{object}	Problem			"quota-exceeded (groups, pushEndpoints)"
 //	@Failure		413		{object}	Problem			"body-too-large"
 //	@Failure		415		{object}	Problem			"unsupported-media-type"
 //	@Failure		500		{object}	Problem			"internal"
@@ -361,6 +362,7 @@ func (h *handler) putGroup(w http.ResponseWriter, r *http.Request) {
 //	@Success		200		{object}	Group
 //	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request"
 //	@Failure		404		{object}	Problem	"group-not-found"
+//	@Failure		409		{object}	Problem	"quota-exceeded (pushEndpoints)"
 //	@Failure		413		{object}	Problem	"body-too-large"
 //	@Failure		415		{object}	Problem	"unsupported-media-type"
 //	@Failure		500		{object}	Problem	"internal"
@@ -549,6 +551,7 @@ func (h *handler) getOffsets(w http.ResponseWriter, r *http.Request) {
 //	@Success		204
 //	@Failure		400	{object}	Problem	"invalid-name, invalid-argument, malformed-request, offset-out-of-range"
 //	@Failure		404	{object}	Problem	"group-not-found, topic-not-found"
+//	@Failure		409	{object}	Problem	"quota-exceeded (groups: the commit creates the group)"
 //	@Failure		413	{object}	Problem	"body-too-large"
 //	@Failure		415	{object}	Problem	"unsupported-media-type"
 //	@Failure		500	{object}	Problem	"internal"

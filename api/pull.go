@@ -91,6 +91,7 @@ func (h *handler) registerPullRoutes(r chi.Router) {
 //	@Success		200		{object}	PullResponse
 //	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request"
 //	@Failure		404		{object}	Problem	"topic-not-found, group-not-found"
+//	@Failure		409		{object}	Problem	"quota-exceeded (groups: the pull creates the group)"
 //	@Failure		413		{object}	Problem	"body-too-large"
 //	@Failure		415		{object}	Problem	"unsupported-media-type"
 //	@Failure		429		{object}	Problem	"too-many-waiters (the server's --max-waiters or the account's maxLongPolls), rate-limited"

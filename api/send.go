@@ -136,7 +136,7 @@ func (h *handler) registerSendRoutes(r chi.Router) {
 //	@Header			200						{boolean}	Idempotent-Replayed	"true when every message of the request repeated an earlier send (Idempotency-Key or dedupId): the results are that send's"
 //	@Failure		400						{object}	Problem	"invalid-name, invalid-argument, malformed-request, empty-body, value-too-long (tag, keys, shardingKey, dedupId: 255 bytes; 64 keys; field and limit members name which)"
 //	@Failure		404						{object}	Problem	"topic-not-found"
-//	@Failure		409						{object}	Problem	"idempotency-request-in-flight"
+//	@Failure		409						{object}	Problem	"idempotency-request-in-flight (Retry-After), quota-exceeded (topics: the send creates the topic; pendingTimers)"
 //	@Failure		413						{object}	Problem	"body-too-large, properties-too-large (properties with tag, keys, sharding key and dedup id: 16 KiB, 128 properties)"
 //	@Failure		422						{object}	Problem	"idempotency-key-reused"
 //	@Failure		429						{object}	Problem	"rate-limited (the account's requestsPerSecond or messagesPerSecond; Retry-After)"

@@ -200,6 +200,12 @@ const docTemplate = `{
                             "$ref": "#/definitions/Problem"
                         }
                     },
+                    "409": {
+                        "description": "quota-exceeded (groups, pushEndpoints)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
                     "413": {
                         "description": "body-too-large",
                         "schema": {
@@ -328,6 +334,12 @@ const docTemplate = `{
                     },
                     "404": {
                         "description": "group-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "quota-exceeded (pushEndpoints)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -1043,6 +1055,12 @@ const docTemplate = `{
                             "$ref": "#/definitions/Problem"
                         }
                     },
+                    "409": {
+                        "description": "quota-exceeded (groups: the commit creates the group)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
                     "413": {
                         "description": "body-too-large",
                         "schema": {
@@ -1277,6 +1295,12 @@ const docTemplate = `{
                     },
                     "404": {
                         "description": "topic-not-found, group-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "quota-exceeded (groups: the pull creates the group)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -1821,6 +1845,12 @@ const docTemplate = `{
                             "$ref": "#/definitions/Problem"
                         }
                     },
+                    "409": {
+                        "description": "quota-exceeded (topics, queues, queuesPerTopic)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
                     "413": {
                         "description": "body-too-large",
                         "schema": {
@@ -1944,6 +1974,12 @@ const docTemplate = `{
                     },
                     "404": {
                         "description": "topic-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "quota-exceeded (queues, queuesPerTopic)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -2079,7 +2115,7 @@ const docTemplate = `{
                         }
                     },
                     "409": {
-                        "description": "idempotency-request-in-flight",
+                        "description": "idempotency-request-in-flight (Retry-After), quota-exceeded (topics: the send creates the topic; pendingTimers)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
