@@ -23,7 +23,7 @@ type AckRequest struct {
 // NackItem sends one leased message back for a retry.
 type NackItem struct {
 	// Receipt is the receipt from pull.
-	Receipt string `json:"receipt"`
+	Receipt string `json:"receipt" example:"ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"`
 	// DelayLevel: -1 = straight to the dead-letter queue, 0 (default) = broker-controlled backoff (level 3 + reconsumeTimes), > 0 = that delay level.
 	DelayLevel int `json:"delayLevel,omitempty" minimum:"-1" example:"0"`
 	// Reason says why processing failed; kept with retries and in the DLQ.
@@ -39,7 +39,7 @@ type NackRequest struct {
 // LeaseItem changes the invisibility of one leased message.
 type LeaseItem struct {
 	// Receipt is the receipt from pull.
-	Receipt string `json:"receipt"`
+	Receipt string `json:"receipt" example:"ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"`
 	// InvisibleMs is the new lease length counted from now (0 = visible again at once, without counting a failed attempt).
 	InvisibleMs int64 `json:"invisibleMs" validate:"optional" minimum:"0" maximum:"43200000" example:"60000"`
 } //	@name	LeaseItem
@@ -53,13 +53,13 @@ type LeaseRequest struct {
 // ReceiptResult is the outcome for one receipt.
 type ReceiptResult struct {
 	// Receipt is the receipt as sent.
-	Receipt string `json:"receipt"`
+	Receipt string `json:"receipt" example:"ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"`
 	// Status: ok, expired (the lease is over; the message was or will be redelivered) or invalid.
 	Status string `json:"status" enums:"ok,expired,invalid" example:"ok"`
 	// NewReceipt is the receipt to use from now on when a lease change issued one.
-	NewReceipt string `json:"newReceipt,omitempty"`
+	NewReceipt string `json:"newReceipt,omitempty" example:"ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"`
 	// Error explains a status other than ok.
-	Error string `json:"error,omitempty"`
+	Error string `json:"error,omitempty" example:"the lease expired (or the broker restarted); the message will be delivered again"`
 } //	@name	ReceiptResult
 
 // ReceiptResponse has one result per receipt, in request order. The

@@ -36,7 +36,7 @@ type Topic struct {
 	Queues         int    `json:"queues" example:"4"`
 	RetentionHours int    `json:"retentionHours" example:"72"`
 	Perm           string `json:"perm" enums:"rw,r,w" example:"rw"`
-	CreatedAt      string `json:"createdAt,omitempty" format:"date-time"`
+	CreatedAt      string `json:"createdAt,omitempty" format:"date-time" example:"2026-11-29T10:00:00.000Z"`
 } //	@name	Topic
 
 // TopicList lists topics.
@@ -74,7 +74,7 @@ type BrokerStatus struct {
 	// TimersPending counts delayMs/deliverAt timers not yet due.
 	TimersPending int `json:"timersPending" example:"3"`
 	// NextTimerAt is when the soonest timer fires.
-	NextTimerAt string `json:"nextTimerAt,omitempty" format:"date-time"`
+	NextTimerAt string `json:"nextTimerAt,omitempty" format:"date-time" example:"2026-11-29T10:05:00.000Z"`
 	// Dispatch is the store's dispatcher, which makes stored messages visible to consumers.
 	Dispatch DispatchStatus `json:"dispatch"`
 	// Quarantine lists records the store set aside: impossible to dispatch or read, or damaged (their CRC fails).
@@ -90,9 +90,9 @@ type DiskStatus struct {
 	// UsedRatio is the used fraction of the data dir's file system (0..1), as df computes it.
 	UsedRatio float64 `json:"usedRatio" example:"0.42"`
 	// SampledAt is when it was measured (every --disk-check-interval).
-	SampledAt string `json:"sampledAt,omitempty" format:"date-time"`
+	SampledAt string `json:"sampledAt,omitempty" format:"date-time" example:"2026-11-29T10:00:00.000Z"`
 	// SampleError is why the last measurement failed (the previous one is used).
-	SampleError string `json:"sampleError,omitempty"`
+	SampleError string `json:"sampleError,omitempty" example:"statfs /data: input/output error"`
 	// CleanRatio is --disk-max-used-ratio: above it retention deletes fully consumed segments early.
 	CleanRatio float64 `json:"cleanRatio" example:"0.75"`
 	// SendCeiling is --disk-send-ceiling: above it sends get 507 disk-full.
@@ -100,11 +100,11 @@ type DiskStatus struct {
 	// SystemCeiling is --disk-system-ceiling: above it acks, nacks and commits get 507 too.
 	SystemCeiling float64 `json:"systemCeiling" example:"0.95"`
 	// PressureDelete is --disk-pressure-delete: above cleanRatio unconsumed segments are deleted too.
-	PressureDelete bool `json:"pressureDelete"`
+	PressureDelete bool `json:"pressureDelete" example:"false"`
 	// SendsRefused: usedRatio is above sendCeiling.
-	SendsRefused bool `json:"sendsRefused"`
+	SendsRefused bool `json:"sendsRefused" example:"false"`
 	// SystemRefused: usedRatio is above systemCeiling.
-	SystemRefused bool `json:"systemRefused"`
+	SystemRefused bool `json:"systemRefused" example:"false"`
 	// NoSpaceRefusals counts writes refused because the file system had no room for the next CommitLog segment, since start.
 	NoSpaceRefusals int64 `json:"noSpaceRefusals" example:"0"`
 } //	@name	DiskStatus
@@ -120,13 +120,13 @@ type ScrubStatus struct {
 	// Passes counts full passes over the sealed segments.
 	Passes int64 `json:"passes" example:"3"`
 	// LastPassAt is when the last full pass ended (absent before the first).
-	LastPassAt string `json:"lastPassAt,omitempty" format:"date-time"`
+	LastPassAt string `json:"lastPassAt,omitempty" format:"date-time" example:"2026-11-29T09:00:00.000Z"`
 	// LastPassMs is how long the last full pass took.
 	LastPassMs int64 `json:"lastPassMs" example:"64000"`
 	// PassStartedAt is when the current pass started (absent between passes).
-	PassStartedAt string `json:"passStartedAt,omitempty" format:"date-time"`
+	PassStartedAt string `json:"passStartedAt,omitempty" format:"date-time" example:"2026-11-29T10:00:00.000Z"`
 	// NextPassAt is when the next pass starts (absent during a pass).
-	NextPassAt string `json:"nextPassAt,omitempty" format:"date-time"`
+	NextPassAt string `json:"nextPassAt,omitempty" format:"date-time" example:"2026-11-29T11:00:00.000Z"`
 	// BytesVerified counts the bytes verified since start.
 	BytesVerified int64 `json:"bytesVerified" example:"3221225472"`
 	// RecordsVerified counts the records verified since start.
@@ -146,9 +146,9 @@ type DispatchStatus struct {
 	// DelayMs is how long the dispatcher has been behind (0 when caught up).
 	DelayMs int64 `json:"delayMs" example:"0"`
 	// Error is why the dispatcher's passes fail (they are retried); absent when they succeed.
-	Error string `json:"error,omitempty"`
+	Error string `json:"error,omitempty" example:"storage: read commitlog at 4096: input/output error"`
 	// FailingSince is when the passes started failing.
-	FailingSince string `json:"failingSince,omitempty" format:"date-time"`
+	FailingSince string `json:"failingSince,omitempty" format:"date-time" example:"2026-11-29T09:59:00.000Z"`
 } //	@name	DispatchStatus
 
 // Quarantine is the store's list of records set aside.
@@ -170,7 +170,7 @@ type QuarantinedRecord struct {
 	// Reason says why.
 	Reason string `json:"reason" example:"storage: corrupt data: record at 4096: message: corrupt payload: properties length 40350 with 40350 bytes left"`
 	// At is when it was quarantined.
-	At string `json:"at" format:"date-time"`
+	At string `json:"at" format:"date-time" example:"2026-11-29T10:00:00.000Z"`
 } //	@name	QuarantinedRecord
 
 // DelayLevel is one delay level's scheduler position.
@@ -180,7 +180,7 @@ type DelayLevel struct {
 	Offset    int64  `json:"offset" example:"120"`
 	MaxOffset int64  `json:"maxOffset" example:"125"`
 	Backlog   int64  `json:"backlog" example:"5"`
-	NextDueAt string `json:"nextDueAt,omitempty" format:"date-time"`
+	NextDueAt string `json:"nextDueAt,omitempty" format:"date-time" example:"2026-11-29T10:00:10.000Z"`
 } //	@name	DelayLevel
 
 // registerTopicRoutes registers topic administration and the queue read.

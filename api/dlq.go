@@ -43,31 +43,31 @@ type DeadLetter struct {
 	OriginalTopic   string            `json:"originalTopic" example:"orders"`
 	ReconsumeTimes  int32             `json:"reconsumeTimes" example:"17"`
 	Reason          string            `json:"reason" example:"payment service unavailable"`
-	FirstFailedAt   string            `json:"firstFailedAt" format:"date-time"`
-	DeadAt          string            `json:"deadAt" format:"date-time"`
+	FirstFailedAt   string            `json:"firstFailedAt" format:"date-time" example:"2026-11-29T10:00:10.000Z"`
+	DeadAt          string            `json:"deadAt" format:"date-time" example:"2026-11-29T10:05:00.000Z"`
 	Status          string            `json:"status" enums:"dead,resent,discarded" example:"dead"`
-	StatusAt        string            `json:"statusAt,omitempty" format:"date-time"`
+	StatusAt        string            `json:"statusAt,omitempty" format:"date-time" example:"2026-11-29T11:00:00.000Z"`
 	Attempts        []Attempt         `json:"attempts"`
 	Tag             string            `json:"tag,omitempty" example:"created"`
 	Keys            []string          `json:"keys,omitempty"`
 	Properties      map[string]string `json:"properties,omitempty"`
 	// Body and BodyEncoding are only in the single-letter view.
-	Body         string `json:"body,omitempty"`
-	BodyEncoding string `json:"bodyEncoding,omitempty" enums:"utf8,base64"`
+	Body         string `json:"body,omitempty" example:"hello"`
+	BodyEncoding string `json:"bodyEncoding,omitempty" enums:"utf8,base64" example:"utf8"`
 } //	@name	DeadLetter
 
 // DeadLetterList is one page of dead letters.
 type DeadLetterList struct {
 	Items []DeadLetter `json:"items"`
 	// Next is the cursor of the next page; absent on the last page.
-	Next string `json:"next,omitempty"`
+	Next string `json:"next,omitempty" example:"7"`
 } //	@name	DeadLetterList
 
 // DLQFilter selects dead letters for a bulk resend.
 type DLQFilter struct {
 	OriginalTopic  string `json:"originalTopic,omitempty" example:"orders"`
-	From           string `json:"from,omitempty" format:"date-time"`
-	To             string `json:"to,omitempty" format:"date-time"`
+	From           string `json:"from,omitempty" format:"date-time" example:"2026-11-29T00:00:00Z"`
+	To             string `json:"to,omitempty" format:"date-time" example:"2026-11-30T00:00:00Z"`
 	ReasonContains string `json:"reasonContains,omitempty" example:"timeout"`
 } //	@name	DLQFilter
 

@@ -35,7 +35,7 @@ type Message struct {
 	// MessageID is the 32-hex-character message id.
 	MessageID string `json:"messageId" example:"7F00000100001F9000000000000004D2"`
 	// Receipt is the lease handle for ack, nack and lease changes (pull only).
-	Receipt string `json:"receipt,omitempty"`
+	Receipt string `json:"receipt,omitempty" example:"ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"`
 	// Topic is the message's original topic.
 	Topic string `json:"topic" example:"orders"`
 	// QueueID is the queue the message was read from.
@@ -45,7 +45,7 @@ type Message struct {
 	// ReconsumeTimes counts earlier failed deliveries.
 	ReconsumeTimes int32 `json:"reconsumeTimes" example:"0"`
 	// OriginMessageID is the id of the first copy of a retried message.
-	OriginMessageID string `json:"originMessageId,omitempty"`
+	OriginMessageID string `json:"originMessageId,omitempty" example:"7F00000100001F9000000000000004D2"`
 	// Tag is the message's tag.
 	Tag string `json:"tag,omitempty" example:"created"`
 	// Keys are the message's business keys.

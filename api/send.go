@@ -90,7 +90,7 @@ type SendResult struct {
 	// QueueOffset is the message's offset in that queue.
 	QueueOffset int64 `json:"queueOffset" example:"42"`
 	// Duplicate is true when the dedup id matched an earlier send; the result is that send's.
-	Duplicate bool `json:"duplicate,omitempty"`
+	Duplicate bool `json:"duplicate,omitempty" example:"false"`
 } //	@name	SendResult
 
 // SendResponse lists one result per message, in request order.

@@ -28,27 +28,27 @@ type Timer struct {
 	ID          string            `json:"id" example:"7F00000100001F900000000000000A10"`
 	Topic       string            `json:"topic" example:"orders"`
 	QueueID     int32             `json:"queueId" example:"1"`
-	DeliverAt   string            `json:"deliverAt" format:"date-time"`
-	ScheduledAt string            `json:"scheduledAt" format:"date-time"`
-	Tag         string            `json:"tag,omitempty"`
+	DeliverAt   string            `json:"deliverAt" format:"date-time" example:"2026-12-01T10:00:00.000Z"`
+	ScheduledAt string            `json:"scheduledAt" format:"date-time" example:"2026-11-29T10:00:00.000Z"`
+	Tag         string            `json:"tag,omitempty" example:"created"`
 	Keys        []string          `json:"keys,omitempty"`
 	Properties  map[string]string `json:"properties,omitempty"`
 	// Body and BodyEncoding are only in the single-timer view.
-	Body         string `json:"body,omitempty"`
-	BodyEncoding string `json:"bodyEncoding,omitempty" enums:"utf8,base64"`
+	Body         string `json:"body,omitempty" example:"later"`
+	BodyEncoding string `json:"bodyEncoding,omitempty" enums:"utf8,base64" example:"utf8"`
 } //	@name	Timer
 
 // TimerList is one page of pending timers.
 type TimerList struct {
 	Items []Timer `json:"items"`
 	// Next is the cursor of the next page; absent on the last page.
-	Next string `json:"next,omitempty"`
+	Next string `json:"next,omitempty" example:"7F00000100001F900000000000000A10"`
 } //	@name	TimerList
 
 // RescheduleRequest moves a timer: deliverAt, or delayMs from now.
 type RescheduleRequest struct {
-	DeliverAt string `json:"deliverAt,omitempty" format:"date-time"`
-	DelayMs   int64  `json:"delayMs,omitempty" minimum:"0"`
+	DeliverAt string `json:"deliverAt,omitempty" format:"date-time" example:"2026-12-01T10:00:00Z"`
+	DelayMs   int64  `json:"delayMs,omitempty" minimum:"0" example:"60000"`
 } //	@name	RescheduleRequest
 
 // registerTimerRoutes registers the timer administration.

@@ -2367,7 +2367,8 @@ const docTemplate = `{
                 "nextTimerAt": {
                     "description": "NextTimerAt is when the soonest timer fires.",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:05:00.000Z"
                 },
                 "quarantine": {
                     "description": "Quarantine lists records the store set aside: impossible to dispatch or read, or damaged (their CRC fails).",
@@ -2423,7 +2424,8 @@ const docTemplate = `{
             "properties": {
                 "from": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T00:00:00Z"
                 },
                 "originalTopic": {
                     "type": "string",
@@ -2435,7 +2437,8 @@ const docTemplate = `{
                 },
                 "to": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-30T00:00:00Z"
                 }
             }
         },
@@ -2461,22 +2464,26 @@ const docTemplate = `{
                 },
                 "body": {
                     "description": "Body and BodyEncoding are only in the single-letter view.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "hello"
                 },
                 "bodyEncoding": {
                     "type": "string",
                     "enum": [
                         "utf8",
                         "base64"
-                    ]
+                    ],
+                    "example": "utf8"
                 },
                 "deadAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:05:00.000Z"
                 },
                 "firstFailedAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:10.000Z"
                 },
                 "keys": {
                     "type": "array",
@@ -2522,7 +2529,8 @@ const docTemplate = `{
                 },
                 "statusAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T11:00:00.000Z"
                 },
                 "tag": {
                     "type": "string",
@@ -2544,7 +2552,8 @@ const docTemplate = `{
                 },
                 "next": {
                     "description": "Next is the cursor of the next page; absent on the last page.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "7"
                 }
             }
         },
@@ -2576,7 +2585,8 @@ const docTemplate = `{
                 },
                 "nextDueAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:10.000Z"
                 },
                 "offset": {
                     "type": "integer",
@@ -2636,16 +2646,19 @@ const docTemplate = `{
                 },
                 "pressureDelete": {
                     "description": "PressureDelete is --disk-pressure-delete: above cleanRatio unconsumed segments are deleted too.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "sampleError": {
                     "description": "SampleError is why the last measurement failed (the previous one is used).",
-                    "type": "string"
+                    "type": "string",
+                    "example": "statfs /data: input/output error"
                 },
                 "sampledAt": {
                     "description": "SampledAt is when it was measured (every --disk-check-interval).",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.000Z"
                 },
                 "sendCeiling": {
                     "description": "SendCeiling is --disk-send-ceiling: above it sends get 507 disk-full.",
@@ -2654,7 +2667,8 @@ const docTemplate = `{
                 },
                 "sendsRefused": {
                     "description": "SendsRefused: usedRatio is above sendCeiling.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "systemCeiling": {
                     "description": "SystemCeiling is --disk-system-ceiling: above it acks, nacks and commits get 507 too.",
@@ -2663,7 +2677,8 @@ const docTemplate = `{
                 },
                 "systemRefused": {
                     "description": "SystemRefused: usedRatio is above systemCeiling.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "usedRatio": {
                     "description": "UsedRatio is the used fraction of the data dir's file system (0..1), as df computes it.",
@@ -2692,12 +2707,14 @@ const docTemplate = `{
                 },
                 "error": {
                     "description": "Error is why the dispatcher's passes fail (they are retried); absent when they succeed.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "storage: read commitlog at 4096: input/output error"
                 },
                 "failingSince": {
                     "description": "FailingSince is when the passes started failing.",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T09:59:00.000Z"
                 },
                 "lagBytes": {
                     "description": "LagBytes counts stored bytes not yet visible to consumers.",
@@ -2727,7 +2744,8 @@ const docTemplate = `{
                 },
                 "createdAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.000Z"
                 },
                 "invisibleMs": {
                     "type": "integer",
@@ -2738,7 +2756,8 @@ const docTemplate = `{
                     "example": "billing"
                 },
                 "orderly": {
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "push": {
                     "description": "Push is the group's webhook endpoint, if any.",
@@ -2795,7 +2814,8 @@ const docTemplate = `{
                 },
                 "orderly": {
                     "description": "Orderly delivers at most one message per sharding key at a time.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "push": {
                     "description": "Push makes the gateway POST the group's messages to a webhook endpoint (absent or null: none).",
@@ -2857,7 +2877,8 @@ const docTemplate = `{
                 },
                 "receipt": {
                     "description": "Receipt is the receipt from pull.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"
                 }
             }
         },
@@ -2886,7 +2907,8 @@ const docTemplate = `{
             "properties": {
                 "atLeast": {
                     "description": "AtLeast is, when count is null, how many were counted so far.",
-                    "type": "integer"
+                    "type": "integer",
+                    "example": 2
                 },
                 "count": {
                     "description": "Count is how many messages wait there; null when it cannot be known yet (see notes).",
@@ -2952,7 +2974,8 @@ const docTemplate = `{
                 },
                 "originMessageId": {
                     "description": "OriginMessageID is the id of the first copy of a retried message.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "7F00000100001F9000000000000004D2"
                 },
                 "properties": {
                     "description": "Properties are the user properties.",
@@ -2973,7 +2996,8 @@ const docTemplate = `{
                 },
                 "receipt": {
                     "description": "Receipt is the lease handle for ack, nack and lease changes (pull only).",
-                    "type": "string"
+                    "type": "string",
+                    "example": "ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"
                 },
                 "reconsumeTimes": {
                     "description": "ReconsumeTimes counts earlier failed deliveries.",
@@ -3032,7 +3056,8 @@ const docTemplate = `{
                 },
                 "receipt": {
                     "description": "Receipt is the receipt from pull.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"
                 }
             }
         },
@@ -3176,7 +3201,8 @@ const docTemplate = `{
                 },
                 "totalLagIsLowerBound": {
                     "description": "TotalLagIsLowerBound: some part could not be counted (see notes); the true total is higher.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 }
             }
         },
@@ -3239,7 +3265,8 @@ const docTemplate = `{
             "properties": {
                 "disabled": {
                     "description": "Disabled: delivery is paused (by an admin, or by a 410 Gone answer).",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "disabledReason": {
                     "description": "DisabledReason says why delivery is paused.",
@@ -3274,7 +3301,8 @@ const docTemplate = `{
                 },
                 "urlRedacted": {
                     "description": "URLRedacted is true when url has redacted parts.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": true
                 }
             }
         },
@@ -3286,7 +3314,8 @@ const docTemplate = `{
             "properties": {
                 "disabled": {
                     "description": "Disabled pauses delivery; a PUT without it (re-)enables the endpoint.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "maxConcurrency": {
                     "description": "MaxConcurrency bounds the requests in flight to the endpoint (0 = default 8).",
@@ -3357,7 +3386,8 @@ const docTemplate = `{
                 "at": {
                     "description": "At is when it was quarantined.",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.000Z"
                 },
                 "offset": {
                     "description": "Offset is the record's CommitLog offset.",
@@ -3417,11 +3447,13 @@ const docTemplate = `{
                 "brokerOffset": {
                     "description": "BrokerOffset is the queue's max offset (read-only, ignored on commit).",
                     "type": "integer",
+                    "readOnly": true,
                     "example": 50
                 },
                 "lag": {
                     "description": "Lag is brokerOffset - offset (read-only, ignored on commit).",
                     "type": "integer",
+                    "readOnly": true,
                     "example": 8
                 },
                 "offset": {
@@ -3473,11 +3505,13 @@ const docTemplate = `{
                 },
                 "lagIsLowerBound": {
                     "description": "LagIsLowerBound: the lag could not be counted completely; the true lag is higher.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "lastStoredAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.001Z"
                 },
                 "mirroredOffset": {
                     "description": "MirroredOffset is the committed offset mirrored in PostgreSQL (only\nwith --database-url); it trails consumerOffset by the mirror's lag.\nAbsent while the mirror is degraded (a note says so).",
@@ -3517,15 +3551,18 @@ const docTemplate = `{
             "properties": {
                 "error": {
                     "description": "Error explains a status other than ok.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "the lease expired (or the broker restarted); the message will be delivered again"
                 },
                 "newReceipt": {
                     "description": "NewReceipt is the receipt to use from now on when a lease change issued one.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"
                 },
                 "receipt": {
                     "description": "Receipt is the receipt as sent.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"
                 },
                 "status": {
                     "description": "Status: ok, expired (the lease is over; the message was or will be redelivered) or invalid.",
@@ -3544,11 +3581,13 @@ const docTemplate = `{
             "properties": {
                 "delayMs": {
                     "type": "integer",
-                    "minimum": 0
+                    "minimum": 0,
+                    "example": 60000
                 },
                 "deliverAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-12-01T10:00:00Z"
                 }
             }
         },
@@ -3643,7 +3682,8 @@ const docTemplate = `{
                 "lastPassAt": {
                     "description": "LastPassAt is when the last full pass ended (absent before the first).",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T09:00:00.000Z"
                 },
                 "lastPassMs": {
                     "description": "LastPassMs is how long the last full pass took.",
@@ -3653,12 +3693,14 @@ const docTemplate = `{
                 "nextPassAt": {
                     "description": "NextPassAt is when the next pass starts (absent during a pass).",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T11:00:00.000Z"
                 },
                 "passStartedAt": {
                     "description": "PassStartedAt is when the current pass started (absent between passes).",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.000Z"
                 },
                 "passes": {
                     "description": "Passes counts full passes over the sealed segments.",
@@ -3859,7 +3901,8 @@ const docTemplate = `{
             "properties": {
                 "duplicate": {
                     "description": "Duplicate is true when the dedup id matched an earlier send; the result is that send's.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "messageId": {
                     "description": "MessageID is the 32-hex-character message id.",
@@ -3912,18 +3955,21 @@ const docTemplate = `{
             "properties": {
                 "body": {
                     "description": "Body and BodyEncoding are only in the single-timer view.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "later"
                 },
                 "bodyEncoding": {
                     "type": "string",
                     "enum": [
                         "utf8",
                         "base64"
-                    ]
+                    ],
+                    "example": "utf8"
                 },
                 "deliverAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-12-01T10:00:00.000Z"
                 },
                 "id": {
                     "description": "ID is the send's messageId; the delivered message gets a new one.",
@@ -3948,10 +3994,12 @@ const docTemplate = `{
                 },
                 "scheduledAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.000Z"
                 },
                 "tag": {
-                    "type": "string"
+                    "type": "string",
+                    "example": "created"
                 },
                 "topic": {
                     "type": "string",
@@ -3973,7 +4021,8 @@ const docTemplate = `{
                 },
                 "next": {
                     "description": "Next is the cursor of the next page; absent on the last page.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "7F00000100001F900000000000000A10"
                 }
             }
         },
@@ -3988,7 +4037,8 @@ const docTemplate = `{
             "properties": {
                 "createdAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.000Z"
                 },
                 "name": {
                     "type": "string",

@@ -72,6 +72,7 @@ func addPushCallback(doc *openapi3.T, _ wireTypes) error {
 	desc := func(s string) *string { return &s }
 	deliver := &openapi3.Operation{
 		OperationID: "pushMessage",
+		Tags:        []string{"groups"},
 		Summary:     "A message pushed to the group's endpoint",
 		Description: "The gateway POSTs every message of the group's subscribed topics to push.url, signed per Standard Webhooks, " +
 			"at most push.maxConcurrency at a time, each within push.timeoutMs (the lease is extended while it runs). " +
