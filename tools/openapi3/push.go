@@ -11,9 +11,10 @@ import (
 // pushCallback names the push delivery in components/callbacks.
 const pushCallback = "pushDelivery"
 
-// pushOperations are the operations whose body configures a push endpoint
-// (GroupRequest.push): the callback hangs on them.
-var pushOperations = []string{"putGroup", "patchGroup"}
+// pushOperations are the operations the callback hangs on: the group PUT,
+// which configures a push endpoint (GroupRequest.push). PATCH can too, but
+// a second reference makes oapi-codegen declare the callback's types twice.
+var pushOperations = []string{"putGroup"}
 
 // addPushCallback describes the request the gateway POSTs to a group's
 // push endpoint and the answers it understands (server/push's doc.go, the
