@@ -38,8 +38,8 @@ var beforeRouting = map[int]bool{417: true, 421: true, 431: true, 501: true, 505
 // specHost is the host the spec's single server is given for routing.
 const specHost = "http://mqgate.test"
 
-// spec is the parsed docs.OpenAPI and its router, loaded once.
-var spec = sync.OnceValues(func() (routers.Router, error) {
+// loadSpec parses and validates docs.OpenAPI, once.
+var loadSpec = sync.OnceValues(func() (*openapi3.T, error) {
 	doc, err := openapi3.NewLoader().LoadFromData(docs.OpenAPI)
 	if err != nil {
 		return nil, fmt.Errorf("load docs/openapi.json: %w", err)
@@ -48,8 +48,53 @@ var spec = sync.OnceValues(func() (routers.Router, error) {
 		return nil, fmt.Errorf("docs/openapi.json is invalid: %w", err)
 	}
 	doc.Servers = openapi3.Servers{{URL: specHost + "/v1"}}
+	return doc, nil
+})
+
+// spec is the router of the spec's operations.
+var spec = sync.OnceValues(func() (routers.Router, error) {
+	doc, err := loadSpec()
+	if err != nil {
+		return nil, err
+	}
 	return legacy.NewRouter(doc)
 })
+
+// pushCallback is the spec's description of a push delivery: the POST of
+// the pushDelivery callback.
+const pushCallback = "pushDelivery"
+
+// ValidatePushRequest checks a request the gateway POSTed to a push
+// endpoint (body already read) against the spec's push callback: its
+// Standard Webhooks and X-Mqgate-* headers, media type and body.
+func ValidatePushRequest(r *http.Request, body []byte) error {
+	doc, err := loadSpec()
+	if err != nil {
+		return err
+	}
+	cb := doc.Components.Callbacks[pushCallback]
+	if cb == nil || cb.Value.Len() != 1 {
+		return fmt.Errorf("docs/openapi.json has no %s callback of one path", pushCallback)
+	}
+	var item *openapi3.PathItem
+	for _, pi := range cb.Value.Map() {
+		item = pi
+	}
+	if item.Post == nil || r.Method != http.MethodPost {
+		return fmt.Errorf("a push is a POST (got %s), and the callback describes one", r.Method)
+	}
+	req := r.Clone(context.Background())
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	input := &openapi3filter.RequestValidationInput{
+		Request: req,
+		Route:   &routers.Route{Spec: doc, Path: r.URL.Path, PathItem: item, Method: http.MethodPost, Operation: item.Post},
+		Options: &openapi3filter.Options{MultiError: true},
+	}
+	if err := openapi3filter.ValidateRequest(context.Background(), input); err != nil {
+		return fmt.Errorf("push request to %s does not match the %s callback of docs/openapi.json: %w", r.URL.Path, pushCallback, err)
+	}
+	return nil
+}
 
 // ValidateResponse checks one response of the API against the spec: nil
 // when it conforms or when method and path (with its query) are no
@@ -207,7 +252,7 @@ func OperationID(method, pathAndQuery string) string {
 // OperationIDs lists the operationId of every operation of the spec.
 func OperationIDs() []string {
 	var ids []string
-	doc, err := openapi3.NewLoader().LoadFromData(docs.OpenAPI)
+	doc, err := loadSpec()
 	if err != nil {
 		return nil
 	}

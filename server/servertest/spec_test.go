@@ -41,3 +41,27 @@ func TestSpecCheckRunsOnEveryResponse(t *testing.T) {
 	require.Equal(t, 3, e.checker.checked)
 	require.Empty(t, e.checker.failures)
 }
+
+// TestPushRequestCheck: a push request must carry the Standard Webhooks
+// headers and a Message (json mode) or bytes (binary mode).
+func TestPushRequestCheck(t *testing.T) {
+	msg := []byte(`{"messageId":"7F00000100001F9000000000000004D2","topic":"orders","queueId":1,"queueOffset":4,"reconsumeTimes":0,"body":"hi","bodyEncoding":"utf8"}`)
+	req := func(contentType string, body []byte, drop string) *http.Request {
+		r, err := http.NewRequest(http.MethodPost, "http://hooks.test/mqgate", nil)
+		require.NoError(t, err)
+		for k, v := range map[string]string{"Content-Type": contentType, "webhook-id": "7F00000100001F9000000000000004D2",
+			"webhook-timestamp": "1796119200", "webhook-signature": "v1,abc=", "X-Mqgate-Group": "billing",
+			"X-Mqgate-Push-Hop": "1", "User-Agent": "mqgate-push/1"} {
+			if k != drop {
+				r.Header.Set(k, v)
+			}
+		}
+		return r
+	}
+	require.NoError(t, ValidatePushRequest(req("application/json", msg, ""), msg))
+	require.NoError(t, ValidatePushRequest(req("application/octet-stream", []byte{0xff, 0}, ""), []byte{0xff, 0}))
+	require.Error(t, ValidatePushRequest(req("application/json", msg, "webhook-signature"), msg), "the signature is required")
+	require.Error(t, ValidatePushRequest(req("application/json", msg, "X-Mqgate-Push-Hop"), msg), "the hop header is required")
+	require.Error(t, ValidatePushRequest(req("application/json", []byte(`{"topic":"orders"}`), ""), []byte(`{"topic":"orders"}`)), "a Message has a messageId")
+	require.Error(t, ValidatePushRequest(req("text/plain", msg, ""), msg), "json or binary only")
+}
