@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
@@ -38,6 +39,9 @@ type routeRule struct {
 	// caller must hold groupPerm on.
 	groupParam string
 	groupPerm  auth.Perm
+	// bodyTopics says that the handler also checks a permission on every
+	// topic the request body names (documentation: RoutePermissions).
+	bodyTopics string
 }
 
 var (
@@ -84,7 +88,7 @@ var routeRules = map[string]routeRule{
 	"POST /groups/{group}/nack":                subGroup,
 	"POST /groups/{group}/leases":              subGroup,
 	"GET /groups/{group}/offsets":              subGroup,
-	"PUT /groups/{group}/offsets":              subGroup, // + SUB on each topic of the body
+	"PUT /groups/{group}/offsets":              {groupParam: "group", groupPerm: auth.PermSub, bodyTopics: "SUB"},
 	"GET /groups/{group}/progress":             subGroup,
 	"GET /groups/{group}":                      subGroup,
 	"GET /groups":                              adminOnly,
@@ -104,6 +108,33 @@ var routeRules = map[string]routeRule{
 	"GET /timers/{id}":                       adminOnly,
 	"PUT /timers/{id}":                       adminOnly,
 	"DELETE /timers/{id}":                    adminOnly,
+}
+
+// RoutePermissions returns, per route of the /v1 router ("METHOD
+// pattern", as in "POST /topics/{topic}/messages"), the permission the
+// route needs once an ACL file is given, in the README's words: "admin",
+// or the permissions on the topic and group of the path ("SUB on the topic
+// and SUB on the group"). tools/openapi3 writes them into the OpenAPI spec.
+func RoutePermissions() map[string]string {
+	out := make(map[string]string, len(routeRules))
+	for route, rule := range routeRules {
+		if rule.admin {
+			out[route] = "admin"
+			continue
+		}
+		var parts []string
+		if rule.topicParam != "" {
+			parts = append(parts, rule.topicPerm.String()+" on the topic")
+		}
+		if rule.groupParam != "" {
+			parts = append(parts, rule.groupPerm.String()+" on the group")
+		}
+		if rule.bodyTopics != "" {
+			parts = append(parts, rule.bodyTopics+" on every topic of the body")
+		}
+		out[route] = strings.Join(parts, " and ")
+	}
+	return out
 }
 
 // principalKey is the context key of the authenticated caller outside a

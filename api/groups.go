@@ -33,7 +33,7 @@ type GroupRequest struct {
 	// ConsumeMode is "clustering" (default: members share the work) or "broadcasting" (each member sees everything).
 	ConsumeMode string `json:"consumeMode,omitempty" enums:"clustering,broadcasting" example:"clustering"`
 	// Orderly delivers at most one message per sharding key at a time.
-	Orderly bool `json:"orderly,omitempty"`
+	Orderly bool `json:"orderly,omitempty" example:"false"`
 	// RetryMaxTimes is how many retries a message gets before the dead-letter queue (0 = default 16).
 	RetryMaxTimes int `json:"retryMaxTimes,omitempty" minimum:"0" maximum:"1000" example:"16"`
 	// InvisibleMs is the default lease length of a pull (0 = broker default).
@@ -63,7 +63,7 @@ type PushRequest struct {
 	// TimeoutMs bounds one request (0 = default 15000).
 	TimeoutMs int64 `json:"timeoutMs,omitempty" minimum:"0" maximum:"60000" example:"15000"`
 	// Disabled pauses delivery; a PUT without it (re-)enables the endpoint.
-	Disabled bool `json:"disabled,omitempty"`
+	Disabled bool `json:"disabled,omitempty" example:"false"`
 } //	@name	PushRequest
 
 // Push is a group's webhook endpoint. The secret is only shown by the PUT that generated it.
@@ -73,14 +73,14 @@ type Push struct {
 	// back for such a parameter keeps its stored value.
 	URL string `json:"url" example:"https://hooks.example.com/mqgate?token=REDACTED"`
 	// URLRedacted is true when url has redacted parts.
-	URLRedacted bool `json:"urlRedacted,omitempty"`
+	URLRedacted bool `json:"urlRedacted,omitempty" example:"true"`
 	// Secret is present only in the response of the PUT that generated it.
 	Secret         string `json:"secret,omitempty" example:"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"`
 	Mode           string `json:"mode" enums:"json,binary" example:"json"`
 	MaxConcurrency int    `json:"maxConcurrency" example:"8"`
 	TimeoutMs      int64  `json:"timeoutMs" example:"15000"`
 	// Disabled: delivery is paused (by an admin, or by a 410 Gone answer).
-	Disabled bool `json:"disabled"`
+	Disabled bool `json:"disabled" example:"false"`
 	// DisabledReason says why delivery is paused.
 	DisabledReason string `json:"disabledReason,omitempty" example:"endpoint answered 410 Gone"`
 } //	@name	Push
@@ -89,13 +89,13 @@ type Push struct {
 type Group struct {
 	Name          string         `json:"name" example:"billing"`
 	ConsumeMode   string         `json:"consumeMode" enums:"clustering,broadcasting" example:"clustering"`
-	Orderly       bool           `json:"orderly"`
+	Orderly       bool           `json:"orderly" example:"false"`
 	RetryMaxTimes int            `json:"retryMaxTimes" example:"16"`
 	InvisibleMs   int64          `json:"invisibleMs" example:"30000"`
 	Subscriptions []Subscription `json:"subscriptions"`
 	// Push is the group's webhook endpoint, if any.
 	Push      *Push  `json:"push,omitempty"`
-	CreatedAt string `json:"createdAt,omitempty" format:"date-time"`
+	CreatedAt string `json:"createdAt,omitempty" format:"date-time" example:"2026-11-29T10:00:00.000Z"`
 } //	@name	Group
 
 // GroupList lists consumer groups.
@@ -110,9 +110,9 @@ type QueueOffset struct {
 	// Offset is the next offset the group consumes.
 	Offset int64 `json:"offset" example:"42"`
 	// BrokerOffset is the queue's max offset (read-only, ignored on commit).
-	BrokerOffset int64 `json:"brokerOffset,omitempty" example:"50"`
+	BrokerOffset int64 `json:"brokerOffset,omitempty" readonly:"true" example:"50"`
 	// Lag is brokerOffset - offset (read-only, ignored on commit).
-	Lag int64 `json:"lag,omitempty" example:"8"`
+	Lag int64 `json:"lag,omitempty" readonly:"true" example:"8"`
 } //	@name	QueueOffset
 
 // Offsets lists committed offsets; it is also the commit request.
@@ -129,8 +129,8 @@ type QueueProgress struct {
 	Lag            int64  `json:"lag" example:"8"`
 	InFlight       int    `json:"inFlight" example:"2"`
 	// LagIsLowerBound: the lag could not be counted completely; the true lag is higher.
-	LagIsLowerBound bool   `json:"lagIsLowerBound,omitempty"`
-	LastStoredAt    string `json:"lastStoredAt,omitempty" format:"date-time"`
+	LagIsLowerBound bool   `json:"lagIsLowerBound,omitempty" example:"false"`
+	LastStoredAt    string `json:"lastStoredAt,omitempty" format:"date-time" example:"2026-11-29T10:00:00.001Z"`
 	// DroppedUnconsumed counts messages of the queue that retention removed before the group consumed them
 	// (expired, the topic's shorter retentionHours, or --disk-pressure-delete), since the broker started.
 	DroppedUnconsumed int64 `json:"droppedUnconsumed,omitempty" example:"0"`
@@ -147,7 +147,7 @@ type Progress struct {
 	// group's retries of that topic already due), plus retry.total and delayed.total.
 	TotalLag int64 `json:"totalLag" example:"11"`
 	// TotalLagIsLowerBound: some part could not be counted (see notes); the true total is higher.
-	TotalLagIsLowerBound bool            `json:"totalLagIsLowerBound,omitempty"`
+	TotalLagIsLowerBound bool            `json:"totalLagIsLowerBound,omitempty" example:"false"`
 	Queues               []QueueProgress `json:"queues"`
 	// Retry is the group's retries still waiting in the delay ladder (not yet due).
 	Retry LadderBacklog `json:"retry"`
@@ -182,7 +182,7 @@ type LevelBacklog struct {
 	// Count is how many messages wait there; null when it cannot be known yet (see notes).
 	Count *int64 `json:"count" example:"2"`
 	// AtLeast is, when count is null, how many were counted so far.
-	AtLeast *int64 `json:"atLeast,omitempty"`
+	AtLeast *int64 `json:"atLeast,omitempty" example:"2"`
 } //	@name	LevelBacklog
 
 // ResetOffsetRequest moves a group's offsets by store time.
@@ -221,6 +221,7 @@ func (h *handler) registerGroupRoutes(r chi.Router) {
 // listGroups lists consumer groups.
 //
 //	@Summary	List groups
+//	@ID			listGroups
 //	@Tags		groups
 //	@Produce	json
 //	@Produce	application/problem+json
@@ -244,6 +245,7 @@ func (h *handler) listGroups(w http.ResponseWriter, r *http.Request) {
 // getGroup returns one consumer group.
 //
 //	@Summary	Get a group
+//	@ID			getGroup
 //	@Tags		groups
 //	@Produce	json
 //	@Produce	application/problem+json
@@ -271,6 +273,7 @@ func (h *handler) getGroup(w http.ResponseWriter, r *http.Request) {
 // putGroup creates or replaces a consumer group.
 //
 //	@Summary		Create or replace a group
+//	@ID				putGroup
 //	@Description	Creates the group (201) or replaces its settings (200): PUT replaces the whole group, a field left out takes its default (use PATCH to change single fields). An empty body takes the defaults; `sql` filters are not supported yet (501).
 //	@Description	With `push` the gateway delivers the group's messages to a webhook (see PushRequest); a PUT without `push` removes the endpoint. When `push.secret` is left out the group keeps its current secret, or a new one is generated and returned in this response only.
 //	@Tags			groups
@@ -283,6 +286,7 @@ func (h *handler) getGroup(w http.ResponseWriter, r *http.Request) {
 //	@Success		201		{object}	Group			"created"
 //	@Failure		400		{object}	Problem			"invalid-name, invalid-argument, malformed-request"
 //	@Failure		404		{object}	Problem			"topic-not-found"
+//	@Failure		409		{object}	Problem			"quota-exceeded (groups, pushEndpoints)"
 //	@Failure		413		{object}	Problem			"body-too-large"
 //	@Failure		415		{object}	Problem			"unsupported-media-type"
 //	@Failure		500		{object}	Problem			"internal"
@@ -346,6 +350,7 @@ func (h *handler) putGroup(w http.ResponseWriter, r *http.Request) {
 // patchGroup changes some settings of a consumer group.
 //
 //	@Summary		Change a group's settings
+//	@ID				patchGroup
 //	@Description	A JSON merge patch (RFC 7396) of the group's settings (GroupRequest): the fields given replace the group's, null removes a field (`push: null` removes the endpoint) and resets it to its default, the others stay. `subscriptions` is an array, so a patch replaces the whole list. `push` merges member by member; its secret is write-only: a patch that does not name `push.secret` keeps it (a new endpoint without one gets a generated secret, returned in this response only). The result is validated like a PUT. Content-Type application/merge-patch+json (or application/json).
 //	@Tags			groups
 //	@Accept			json
@@ -357,6 +362,7 @@ func (h *handler) putGroup(w http.ResponseWriter, r *http.Request) {
 //	@Success		200		{object}	Group
 //	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request"
 //	@Failure		404		{object}	Problem	"group-not-found"
+//	@Failure		409		{object}	Problem	"quota-exceeded (pushEndpoints)"
 //	@Failure		413		{object}	Problem	"body-too-large"
 //	@Failure		415		{object}	Problem	"unsupported-media-type"
 //	@Failure		500		{object}	Problem	"internal"
@@ -475,6 +481,7 @@ func groupConfig(name string, req GroupRequest) (broker.GroupConfig, error) {
 // deleteGroup deletes a consumer group.
 //
 //	@Summary	Delete a group
+//	@ID			deleteGroup
 //	@Tags		groups
 //	@Produce	application/problem+json
 //	@Param		group	path	string	true	"Group name"
@@ -500,6 +507,7 @@ func (h *handler) deleteGroup(w http.ResponseWriter, r *http.Request) {
 // getOffsets returns a group's committed offsets.
 //
 //	@Summary	Get committed offsets
+//	@ID			getOffsets
 //	@Tags		offsets
 //	@Produce	json
 //	@Produce	application/problem+json
@@ -533,6 +541,7 @@ func (h *handler) getOffsets(w http.ResponseWriter, r *http.Request) {
 // commitOffsets stores offsets of an offset-mode group.
 //
 //	@Summary		Commit offsets
+//	@ID				commitOffsets
 //	@Description	Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored).
 //	@Tags			offsets
 //	@Accept			json
@@ -542,6 +551,7 @@ func (h *handler) getOffsets(w http.ResponseWriter, r *http.Request) {
 //	@Success		204
 //	@Failure		400	{object}	Problem	"invalid-name, invalid-argument, malformed-request, offset-out-of-range"
 //	@Failure		404	{object}	Problem	"group-not-found, topic-not-found"
+//	@Failure		409	{object}	Problem	"quota-exceeded (groups: the commit creates the group)"
 //	@Failure		413	{object}	Problem	"body-too-large"
 //	@Failure		415	{object}	Problem	"unsupported-media-type"
 //	@Failure		500	{object}	Problem	"internal"
@@ -589,6 +599,7 @@ func (h *handler) commitOffsets(w http.ResponseWriter, r *http.Request) {
 // progress returns a group's per-queue progress.
 //
 //	@Summary		Consumer progress
+//	@ID				getProgress
 //	@Description	Per queue: broker offset, consumer offset, lag and in-flight leases (mqadmin consumerProgress). Queue id -1 is the topic's view of the group's retry topic: its lag counts the retries of that topic already due.
 //	@Description	`retry` counts the group's retries still waiting in the delay ladder, per level; `delayed` the delayed messages and timers of the group's topics not yet due. `totalLag` adds them all up. A count that cannot be known is null (never 0), with a note.
 //	@Tags			offsets
@@ -632,6 +643,7 @@ func (h *handler) groupProgress(ctx context.Context, group string, queues func(c
 // resetOffset moves a group's offsets to a store time.
 //
 //	@Summary		Reset offsets by time
+//	@ID				resetOffsets
 //	@Description	Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress.
 //	@Tags			offsets
 //	@Accept			json

@@ -90,7 +90,7 @@ type SendResult struct {
 	// QueueOffset is the message's offset in that queue.
 	QueueOffset int64 `json:"queueOffset" example:"42"`
 	// Duplicate is true when the dedup id matched an earlier send; the result is that send's.
-	Duplicate bool `json:"duplicate,omitempty"`
+	Duplicate bool `json:"duplicate,omitempty" example:"false"`
 } //	@name	SendResult
 
 // SendResponse lists one result per message, in request order.
@@ -107,6 +107,7 @@ func (h *handler) registerSendRoutes(r chi.Router) {
 // send stores one message or a batch in a topic.
 //
 //	@Summary		Send messages
+//	@ID				sendMessages
 //	@Description	Send one message or a batch to a topic.
 //	@Description
 //	@Description	With `Content-Type: application/json` the body is one SendMessage, or `{"messages":[…]}` for a batch (at most 256 messages, stored in order).
@@ -132,9 +133,10 @@ func (h *handler) registerSendRoutes(r chi.Router) {
 //	@Param			X-Mqgate-Delay-Ms		header		integer		false	"Raw send: delay in milliseconds"
 //	@Param			X-Mqgate-Deliver-At		header		string		false	"Raw send: RFC 3339 delivery time"
 //	@Success		200						{object}	SendResponse
+//	@Header			200						{boolean}	Idempotent-Replayed	"true when every message of the request repeated an earlier send (Idempotency-Key or dedupId): the results are that send's"
 //	@Failure		400						{object}	Problem	"invalid-name, invalid-argument, malformed-request, empty-body, value-too-long (tag, keys, shardingKey, dedupId: 255 bytes; 64 keys; field and limit members name which)"
 //	@Failure		404						{object}	Problem	"topic-not-found"
-//	@Failure		409						{object}	Problem	"idempotency-request-in-flight"
+//	@Failure		409						{object}	Problem	"idempotency-request-in-flight (Retry-After), quota-exceeded (topics: the send creates the topic; pendingTimers)"
 //	@Failure		413						{object}	Problem	"body-too-large, properties-too-large (properties with tag, keys, sharding key and dedup id: 16 KiB, 128 properties)"
 //	@Failure		422						{object}	Problem	"idempotency-key-reused"
 //	@Failure		429						{object}	Problem	"rate-limited (the account's requestsPerSecond or messagesPerSecond; Retry-After)"

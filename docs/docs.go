@@ -35,6 +35,7 @@ const docTemplate = `{
                     "broker"
                 ],
                 "summary": "Broker status",
+                "operationId": "getBrokerStatus",
                 "responses": {
                     "200": {
                         "description": "OK",
@@ -67,6 +68,7 @@ const docTemplate = `{
                     "groups"
                 ],
                 "summary": "List groups",
+                "operationId": "listGroups",
                 "responses": {
                     "200": {
                         "description": "OK",
@@ -99,6 +101,7 @@ const docTemplate = `{
                     "groups"
                 ],
                 "summary": "Get a group",
+                "operationId": "getGroup",
                 "parameters": [
                     {
                         "type": "string",
@@ -154,6 +157,7 @@ const docTemplate = `{
                     "groups"
                 ],
                 "summary": "Create or replace a group",
+                "operationId": "putGroup",
                 "parameters": [
                     {
                         "type": "string",
@@ -192,6 +196,12 @@ const docTemplate = `{
                     },
                     "404": {
                         "description": "topic-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "quota-exceeded (groups, pushEndpoints)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -236,6 +246,7 @@ const docTemplate = `{
                     "groups"
                 ],
                 "summary": "Delete a group",
+                "operationId": "deleteGroup",
                 "parameters": [
                     {
                         "type": "string",
@@ -289,6 +300,7 @@ const docTemplate = `{
                     "groups"
                 ],
                 "summary": "Change a group's settings",
+                "operationId": "patchGroup",
                 "parameters": [
                     {
                         "type": "string",
@@ -322,6 +334,12 @@ const docTemplate = `{
                     },
                     "404": {
                         "description": "group-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "quota-exceeded (pushEndpoints)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -373,6 +391,7 @@ const docTemplate = `{
                     "consume"
                 ],
                 "summary": "Ack messages",
+                "operationId": "ackMessages",
                 "parameters": [
                     {
                         "type": "string",
@@ -389,6 +408,13 @@ const docTemplate = `{
                         "schema": {
                             "$ref": "#/definitions/AckRequest"
                         }
+                    },
+                    {
+                        "maxLength": 128,
+                        "type": "string",
+                        "description": "The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories",
+                        "name": "X-Mqgate-Client-Id",
+                        "in": "header"
                     }
                 ],
                 "responses": {
@@ -453,6 +479,7 @@ const docTemplate = `{
                     "dlq"
                 ],
                 "summary": "List dead letters",
+                "operationId": "listDeadLetters",
                 "parameters": [
                     {
                         "type": "string",
@@ -469,12 +496,14 @@ const docTemplate = `{
                     },
                     {
                         "type": "string",
+                        "format": "date-time",
                         "description": "Dead at or after (RFC 3339)",
                         "name": "from",
                         "in": "query"
                     },
                     {
                         "type": "string",
+                        "format": "date-time",
                         "description": "Dead at or before (RFC 3339)",
                         "name": "to",
                         "in": "query"
@@ -486,20 +515,28 @@ const docTemplate = `{
                         "in": "query"
                     },
                     {
+                        "enum": [
+                            "dead",
+                            "resent",
+                            "discarded"
+                        ],
                         "type": "string",
-                        "description": "dead, resent or discarded",
+                        "description": "Only letters in this status",
                         "name": "status",
                         "in": "query"
                     },
                     {
                         "type": "string",
-                        "description": "Cursor from the previous page",
+                        "description": "The next of the previous page (opaque); absent: the first page",
                         "name": "cursor",
                         "in": "query"
                     },
                     {
+                        "maximum": 500,
+                        "minimum": 1,
                         "type": "integer",
-                        "description": "Page size (1-500, default 100)",
+                        "default": 100,
+                        "description": "Page size",
                         "name": "limit",
                         "in": "query"
                     }
@@ -551,6 +588,7 @@ const docTemplate = `{
                     "dlq"
                 ],
                 "summary": "Resend dead letters",
+                "operationId": "resendDeadLetters",
                 "parameters": [
                     {
                         "type": "string",
@@ -630,6 +668,7 @@ const docTemplate = `{
                     "dlq"
                 ],
                 "summary": "Get a dead letter",
+                "operationId": "getDeadLetter",
                 "parameters": [
                     {
                         "type": "string",
@@ -684,6 +723,7 @@ const docTemplate = `{
                     "dlq"
                 ],
                 "summary": "Discard a dead letter",
+                "operationId": "discardDeadLetter",
                 "parameters": [
                     {
                         "type": "string",
@@ -751,6 +791,7 @@ const docTemplate = `{
                     "consume"
                 ],
                 "summary": "Change leases",
+                "operationId": "changeInvisibleTime",
                 "parameters": [
                     {
                         "type": "string",
@@ -767,6 +808,13 @@ const docTemplate = `{
                         "schema": {
                             "$ref": "#/definitions/LeaseRequest"
                         }
+                    },
+                    {
+                        "maxLength": 128,
+                        "type": "string",
+                        "description": "The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories",
+                        "name": "X-Mqgate-Client-Id",
+                        "in": "header"
                     }
                 ],
                 "responses": {
@@ -829,6 +877,7 @@ const docTemplate = `{
                     "consume"
                 ],
                 "summary": "Nack messages",
+                "operationId": "nackMessages",
                 "parameters": [
                     {
                         "type": "string",
@@ -845,6 +894,13 @@ const docTemplate = `{
                         "schema": {
                             "$ref": "#/definitions/NackRequest"
                         }
+                    },
+                    {
+                        "maxLength": 128,
+                        "type": "string",
+                        "description": "The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories",
+                        "name": "X-Mqgate-Client-Id",
+                        "in": "header"
                     }
                 ],
                 "responses": {
@@ -909,6 +965,7 @@ const docTemplate = `{
                     "offsets"
                 ],
                 "summary": "Get committed offsets",
+                "operationId": "getOffsets",
                 "parameters": [
                     {
                         "type": "string",
@@ -963,6 +1020,7 @@ const docTemplate = `{
                     "offsets"
                 ],
                 "summary": "Commit offsets",
+                "operationId": "commitOffsets",
                 "parameters": [
                     {
                         "type": "string",
@@ -993,6 +1051,12 @@ const docTemplate = `{
                     },
                     "404": {
                         "description": "group-not-found, topic-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "quota-exceeded (groups: the commit creates the group)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -1041,6 +1105,7 @@ const docTemplate = `{
                     "offsets"
                 ],
                 "summary": "Consumer progress",
+                "operationId": "getProgress",
                 "parameters": [
                     {
                         "type": "string",
@@ -1098,6 +1163,7 @@ const docTemplate = `{
                     "offsets"
                 ],
                 "summary": "Reset offsets by time",
+                "operationId": "resetOffsets",
                 "parameters": [
                     {
                         "type": "string",
@@ -1182,6 +1248,7 @@ const docTemplate = `{
                     "consume"
                 ],
                 "summary": "Pull (pop) messages",
+                "operationId": "pullMessages",
                 "parameters": [
                     {
                         "type": "string",
@@ -1204,6 +1271,13 @@ const docTemplate = `{
                         "schema": {
                             "$ref": "#/definitions/PullRequest"
                         }
+                    },
+                    {
+                        "maxLength": 128,
+                        "type": "string",
+                        "description": "The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories",
+                        "name": "X-Mqgate-Client-Id",
+                        "in": "header"
                     }
                 ],
                 "responses": {
@@ -1221,6 +1295,12 @@ const docTemplate = `{
                     },
                     "404": {
                         "description": "topic-not-found, group-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "quota-exceeded (groups: the pull creates the group)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -1268,6 +1348,7 @@ const docTemplate = `{
                     "messages"
                 ],
                 "summary": "Find messages by key",
+                "operationId": "findMessagesByKey",
                 "parameters": [
                     {
                         "type": "string",
@@ -1287,7 +1368,8 @@ const docTemplate = `{
                         "maximum": 32,
                         "minimum": 1,
                         "type": "integer",
-                        "description": "Most messages to return (default 32)",
+                        "default": 32,
+                        "description": "Most messages to return",
                         "name": "max",
                         "in": "query"
                     }
@@ -1336,6 +1418,7 @@ const docTemplate = `{
                     "messages"
                 ],
                 "summary": "Get a message by id",
+                "operationId": "getMessage",
                 "parameters": [
                     {
                         "type": "string",
@@ -1389,6 +1472,7 @@ const docTemplate = `{
                     "timers"
                 ],
                 "summary": "List pending timers",
+                "operationId": "listTimers",
                 "parameters": [
                     {
                         "type": "string",
@@ -1398,13 +1482,16 @@ const docTemplate = `{
                     },
                     {
                         "type": "string",
-                        "description": "Cursor from the previous page",
+                        "description": "The next of the previous page (opaque); absent: the first page",
                         "name": "cursor",
                         "in": "query"
                     },
                     {
+                        "maximum": 500,
+                        "minimum": 1,
                         "type": "integer",
-                        "description": "Page size (1-500, default 100)",
+                        "default": 100,
+                        "description": "Page size",
                         "name": "limit",
                         "in": "query"
                     }
@@ -1446,6 +1533,7 @@ const docTemplate = `{
                     "timers"
                 ],
                 "summary": "Get a pending timer",
+                "operationId": "getTimer",
                 "parameters": [
                     {
                         "type": "string",
@@ -1499,6 +1587,7 @@ const docTemplate = `{
                     "timers"
                 ],
                 "summary": "Reschedule a pending timer",
+                "operationId": "rescheduleTimer",
                 "parameters": [
                     {
                         "type": "string",
@@ -1573,6 +1662,7 @@ const docTemplate = `{
                     "timers"
                 ],
                 "summary": "Cancel a pending timer",
+                "operationId": "cancelTimer",
                 "parameters": [
                     {
                         "type": "string",
@@ -1629,6 +1719,7 @@ const docTemplate = `{
                     "topics"
                 ],
                 "summary": "List topics",
+                "operationId": "listTopics",
                 "responses": {
                     "200": {
                         "description": "OK",
@@ -1661,6 +1752,7 @@ const docTemplate = `{
                     "topics"
                 ],
                 "summary": "Get a topic",
+                "operationId": "getTopic",
                 "parameters": [
                     {
                         "type": "string",
@@ -1716,6 +1808,7 @@ const docTemplate = `{
                     "topics"
                 ],
                 "summary": "Create or replace a topic",
+                "operationId": "putTopic",
                 "parameters": [
                     {
                         "type": "string",
@@ -1748,6 +1841,12 @@ const docTemplate = `{
                     },
                     "400": {
                         "description": "invalid-name, invalid-argument, malformed-request",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "quota-exceeded (topics, queues, queuesPerTopic)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -1787,6 +1886,7 @@ const docTemplate = `{
                     "topics"
                 ],
                 "summary": "Delete a topic",
+                "operationId": "deleteTopic",
                 "parameters": [
                     {
                         "type": "string",
@@ -1840,6 +1940,7 @@ const docTemplate = `{
                     "topics"
                 ],
                 "summary": "Change a topic's settings",
+                "operationId": "patchTopic",
                 "parameters": [
                     {
                         "type": "string",
@@ -1873,6 +1974,12 @@ const docTemplate = `{
                     },
                     "404": {
                         "description": "topic-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "quota-exceeded (queues, queuesPerTopic)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -1921,6 +2028,7 @@ const docTemplate = `{
                     "messages"
                 ],
                 "summary": "Send messages",
+                "operationId": "sendMessages",
                 "parameters": [
                     {
                         "type": "string",
@@ -1986,6 +2094,12 @@ const docTemplate = `{
                         "description": "OK",
                         "schema": {
                             "$ref": "#/definitions/SendResponse"
+                        },
+                        "headers": {
+                            "Idempotent-Replayed": {
+                                "type": "boolean",
+                                "description": "true when every message of the request repeated an earlier send (Idempotency-Key or dedupId): the results are that send's"
+                            }
                         }
                     },
                     "400": {
@@ -2001,7 +2115,7 @@ const docTemplate = `{
                         }
                     },
                     "409": {
-                        "description": "idempotency-request-in-flight",
+                        "description": "idempotency-request-in-flight (Retry-After), quota-exceeded (topics: the send creates the topic; pendingTimers)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -2062,6 +2176,7 @@ const docTemplate = `{
                     "offsets"
                 ],
                 "summary": "Read a queue by offset",
+                "operationId": "readQueue",
                 "parameters": [
                     {
                         "type": "string",
@@ -2071,7 +2186,9 @@ const docTemplate = `{
                         "required": true
                     },
                     {
+                        "minimum": 0,
                         "type": "integer",
+                        "format": "int32",
                         "description": "Queue id",
                         "name": "queueId",
                         "in": "path",
@@ -2080,7 +2197,9 @@ const docTemplate = `{
                     {
                         "minimum": 0,
                         "type": "integer",
-                        "description": "First offset to read (default 0)",
+                        "format": "int64",
+                        "default": 0,
+                        "description": "First offset to read",
                         "name": "offset",
                         "in": "query"
                     },
@@ -2088,7 +2207,8 @@ const docTemplate = `{
                         "maximum": 32,
                         "minimum": 1,
                         "type": "integer",
-                        "description": "Most messages to return (default 32)",
+                        "default": 32,
+                        "description": "Most messages to return",
                         "name": "max",
                         "in": "query"
                     }
@@ -2131,6 +2251,9 @@ const docTemplate = `{
     "definitions": {
         "AckRequest": {
             "type": "object",
+            "required": [
+                "receipts"
+            ],
             "properties": {
                 "receipts": {
                     "description": "Receipts are receipts from pull (1-1024).",
@@ -2143,6 +2266,11 @@ const docTemplate = `{
         },
         "Attempt": {
             "type": "object",
+            "required": [
+                "at",
+                "delayLevel",
+                "outcome"
+            ],
             "properties": {
                 "at": {
                     "type": "string",
@@ -2179,6 +2307,23 @@ const docTemplate = `{
         },
         "BrokerStatus": {
             "type": "object",
+            "required": [
+                "commitLogMaxOffset",
+                "commitLogMinOffset",
+                "delayLevels",
+                "disk",
+                "dispatch",
+                "flushMode",
+                "quarantine",
+                "scheduledTotal",
+                "schedulerLatenessMaxMs",
+                "schedulerLatenessP50Ms",
+                "schedulerLatenessP99Ms",
+                "scrub",
+                "storeBytes",
+                "timersPending",
+                "uptimeMs"
+            ],
             "properties": {
                 "commitLogMaxOffset": {
                     "type": "integer",
@@ -2222,7 +2367,8 @@ const docTemplate = `{
                 "nextTimerAt": {
                     "description": "NextTimerAt is when the soonest timer fires.",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:05:00.000Z"
                 },
                 "quarantine": {
                     "description": "Quarantine lists records the store set aside: impossible to dispatch or read, or damaged (their CRC fails).",
@@ -2278,7 +2424,8 @@ const docTemplate = `{
             "properties": {
                 "from": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T00:00:00Z"
                 },
                 "originalTopic": {
                     "type": "string",
@@ -2290,12 +2437,24 @@ const docTemplate = `{
                 },
                 "to": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-30T00:00:00Z"
                 }
             }
         },
         "DeadLetter": {
             "type": "object",
+            "required": [
+                "attempts",
+                "deadAt",
+                "firstFailedAt",
+                "messageId",
+                "originMessageId",
+                "originalTopic",
+                "reason",
+                "reconsumeTimes",
+                "status"
+            ],
             "properties": {
                 "attempts": {
                     "type": "array",
@@ -2305,22 +2464,26 @@ const docTemplate = `{
                 },
                 "body": {
                     "description": "Body and BodyEncoding are only in the single-letter view.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "hello"
                 },
                 "bodyEncoding": {
                     "type": "string",
                     "enum": [
                         "utf8",
                         "base64"
-                    ]
+                    ],
+                    "example": "utf8"
                 },
                 "deadAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:05:00.000Z"
                 },
                 "firstFailedAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:10.000Z"
                 },
                 "keys": {
                     "type": "array",
@@ -2366,7 +2529,8 @@ const docTemplate = `{
                 },
                 "statusAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T11:00:00.000Z"
                 },
                 "tag": {
                     "type": "string",
@@ -2376,6 +2540,9 @@ const docTemplate = `{
         },
         "DeadLetterList": {
             "type": "object",
+            "required": [
+                "items"
+            ],
             "properties": {
                 "items": {
                     "type": "array",
@@ -2385,12 +2552,20 @@ const docTemplate = `{
                 },
                 "next": {
                     "description": "Next is the cursor of the next page; absent on the last page.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "7"
                 }
             }
         },
         "DelayLevel": {
             "type": "object",
+            "required": [
+                "backlog",
+                "delayMs",
+                "level",
+                "maxOffset",
+                "offset"
+            ],
             "properties": {
                 "backlog": {
                     "type": "integer",
@@ -2410,7 +2585,8 @@ const docTemplate = `{
                 },
                 "nextDueAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:10.000Z"
                 },
                 "offset": {
                     "type": "integer",
@@ -2420,6 +2596,11 @@ const docTemplate = `{
         },
         "DelayedBacklog": {
             "type": "object",
+            "required": [
+                "byLevel",
+                "timers",
+                "total"
+            ],
             "properties": {
                 "byLevel": {
                     "description": "ByLevel lists the delay levels that hold messages (sent with delayLevel).",
@@ -2442,6 +2623,16 @@ const docTemplate = `{
         },
         "DiskStatus": {
             "type": "object",
+            "required": [
+                "cleanRatio",
+                "noSpaceRefusals",
+                "pressureDelete",
+                "sendCeiling",
+                "sendsRefused",
+                "systemCeiling",
+                "systemRefused",
+                "usedRatio"
+            ],
             "properties": {
                 "cleanRatio": {
                     "description": "CleanRatio is --disk-max-used-ratio: above it retention deletes fully consumed segments early.",
@@ -2455,16 +2646,19 @@ const docTemplate = `{
                 },
                 "pressureDelete": {
                     "description": "PressureDelete is --disk-pressure-delete: above cleanRatio unconsumed segments are deleted too.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "sampleError": {
                     "description": "SampleError is why the last measurement failed (the previous one is used).",
-                    "type": "string"
+                    "type": "string",
+                    "example": "statfs /data: input/output error"
                 },
                 "sampledAt": {
                     "description": "SampledAt is when it was measured (every --disk-check-interval).",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.000Z"
                 },
                 "sendCeiling": {
                     "description": "SendCeiling is --disk-send-ceiling: above it sends get 507 disk-full.",
@@ -2473,7 +2667,8 @@ const docTemplate = `{
                 },
                 "sendsRefused": {
                     "description": "SendsRefused: usedRatio is above sendCeiling.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "systemCeiling": {
                     "description": "SystemCeiling is --disk-system-ceiling: above it acks, nacks and commits get 507 too.",
@@ -2482,7 +2677,8 @@ const docTemplate = `{
                 },
                 "systemRefused": {
                     "description": "SystemRefused: usedRatio is above systemCeiling.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "usedRatio": {
                     "description": "UsedRatio is the used fraction of the data dir's file system (0..1), as df computes it.",
@@ -2493,6 +2689,11 @@ const docTemplate = `{
         },
         "DispatchStatus": {
             "type": "object",
+            "required": [
+                "delayMs",
+                "dispatchedOffset",
+                "lagBytes"
+            ],
             "properties": {
                 "delayMs": {
                     "description": "DelayMs is how long the dispatcher has been behind (0 when caught up).",
@@ -2506,12 +2707,14 @@ const docTemplate = `{
                 },
                 "error": {
                     "description": "Error is why the dispatcher's passes fail (they are retried); absent when they succeed.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "storage: read commitlog at 4096: input/output error"
                 },
                 "failingSince": {
                     "description": "FailingSince is when the passes started failing.",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T09:59:00.000Z"
                 },
                 "lagBytes": {
                     "description": "LagBytes counts stored bytes not yet visible to consumers.",
@@ -2522,6 +2725,14 @@ const docTemplate = `{
         },
         "Group": {
             "type": "object",
+            "required": [
+                "consumeMode",
+                "invisibleMs",
+                "name",
+                "orderly",
+                "retryMaxTimes",
+                "subscriptions"
+            ],
             "properties": {
                 "consumeMode": {
                     "type": "string",
@@ -2533,7 +2744,8 @@ const docTemplate = `{
                 },
                 "createdAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.000Z"
                 },
                 "invisibleMs": {
                     "type": "integer",
@@ -2544,7 +2756,8 @@ const docTemplate = `{
                     "example": "billing"
                 },
                 "orderly": {
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "push": {
                     "description": "Push is the group's webhook endpoint, if any.",
@@ -2568,6 +2781,9 @@ const docTemplate = `{
         },
         "GroupList": {
             "type": "object",
+            "required": [
+                "groups"
+            ],
             "properties": {
                 "groups": {
                     "type": "array",
@@ -2598,7 +2814,8 @@ const docTemplate = `{
                 },
                 "orderly": {
                     "description": "Orderly delivers at most one message per sharding key at a time.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "push": {
                     "description": "Push makes the gateway POST the group's messages to a webhook endpoint (absent or null: none).",
@@ -2626,6 +2843,10 @@ const docTemplate = `{
         },
         "LadderBacklog": {
             "type": "object",
+            "required": [
+                "byLevel",
+                "total"
+            ],
             "properties": {
                 "byLevel": {
                     "description": "ByLevel lists the levels that hold messages.",
@@ -2643,6 +2864,9 @@ const docTemplate = `{
         },
         "LeaseItem": {
             "type": "object",
+            "required": [
+                "receipt"
+            ],
             "properties": {
                 "invisibleMs": {
                     "description": "InvisibleMs is the new lease length counted from now (0 = visible again at once, without counting a failed attempt).",
@@ -2653,12 +2877,16 @@ const docTemplate = `{
                 },
                 "receipt": {
                     "description": "Receipt is the receipt from pull.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"
                 }
             }
         },
         "LeaseRequest": {
             "type": "object",
+            "required": [
+                "items"
+            ],
             "properties": {
                 "items": {
                     "description": "Items are the leases to change (1-1024).",
@@ -2671,10 +2899,16 @@ const docTemplate = `{
         },
         "LevelBacklog": {
             "type": "object",
+            "required": [
+                "count",
+                "delayMs",
+                "level"
+            ],
             "properties": {
                 "atLeast": {
                     "description": "AtLeast is, when count is null, how many were counted so far.",
-                    "type": "integer"
+                    "type": "integer",
+                    "example": 2
                 },
                 "count": {
                     "description": "Count is how many messages wait there; null when it cannot be known yet (see notes).",
@@ -2693,6 +2927,15 @@ const docTemplate = `{
         },
         "Message": {
             "type": "object",
+            "required": [
+                "body",
+                "bodyEncoding",
+                "messageId",
+                "queueId",
+                "queueOffset",
+                "reconsumeTimes",
+                "topic"
+            ],
             "properties": {
                 "body": {
                     "description": "Body is the payload: the text itself when it is valid UTF-8, else base64.",
@@ -2731,7 +2974,8 @@ const docTemplate = `{
                 },
                 "originMessageId": {
                     "description": "OriginMessageID is the id of the first copy of a retried message.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "7F00000100001F9000000000000004D2"
                 },
                 "properties": {
                     "description": "Properties are the user properties.",
@@ -2752,7 +2996,8 @@ const docTemplate = `{
                 },
                 "receipt": {
                     "description": "Receipt is the lease handle for ack, nack and lease changes (pull only).",
-                    "type": "string"
+                    "type": "string",
+                    "example": "ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"
                 },
                 "reconsumeTimes": {
                     "description": "ReconsumeTimes counts earlier failed deliveries.",
@@ -2779,6 +3024,9 @@ const docTemplate = `{
         },
         "MessageList": {
             "type": "object",
+            "required": [
+                "messages"
+            ],
             "properties": {
                 "messages": {
                     "type": "array",
@@ -2790,6 +3038,9 @@ const docTemplate = `{
         },
         "NackItem": {
             "type": "object",
+            "required": [
+                "receipt"
+            ],
             "properties": {
                 "delayLevel": {
                     "description": "DelayLevel: -1 = straight to the dead-letter queue, 0 (default) = broker-controlled backoff (level 3 + reconsumeTimes), \u003e 0 = that delay level.",
@@ -2805,12 +3056,16 @@ const docTemplate = `{
                 },
                 "receipt": {
                     "description": "Receipt is the receipt from pull.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"
                 }
             }
         },
         "NackRequest": {
             "type": "object",
+            "required": [
+                "items"
+            ],
             "properties": {
                 "items": {
                     "description": "Items are the messages to retry (1-1024).",
@@ -2823,6 +3078,9 @@ const docTemplate = `{
         },
         "Offsets": {
             "type": "object",
+            "required": [
+                "offsets"
+            ],
             "properties": {
                 "offsets": {
                     "type": "array",
@@ -2834,6 +3092,12 @@ const docTemplate = `{
         },
         "Problem": {
             "type": "object",
+            "required": [
+                "code",
+                "status",
+                "title",
+                "type"
+            ],
             "properties": {
                 "code": {
                     "description": "Code is the stable machine-readable problem code (the last part of Type).",
@@ -2889,6 +3153,13 @@ const docTemplate = `{
         },
         "Progress": {
             "type": "object",
+            "required": [
+                "delayed",
+                "group",
+                "queues",
+                "retry",
+                "totalLag"
+            ],
             "properties": {
                 "delayed": {
                     "description": "Delayed is the delayed messages (delayLevel, delayMs, deliverAt) of the group's topics not yet due.",
@@ -2930,7 +3201,8 @@ const docTemplate = `{
                 },
                 "totalLagIsLowerBound": {
                     "description": "TotalLagIsLowerBound: some part could not be counted (see notes); the true total is higher.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 }
             }
         },
@@ -2969,6 +3241,9 @@ const docTemplate = `{
         },
         "PullResponse": {
             "type": "object",
+            "required": [
+                "messages"
+            ],
             "properties": {
                 "messages": {
                     "type": "array",
@@ -2980,10 +3255,18 @@ const docTemplate = `{
         },
         "Push": {
             "type": "object",
+            "required": [
+                "disabled",
+                "maxConcurrency",
+                "mode",
+                "timeoutMs",
+                "url"
+            ],
             "properties": {
                 "disabled": {
                     "description": "Disabled: delivery is paused (by an admin, or by a 410 Gone answer).",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "disabledReason": {
                     "description": "DisabledReason says why delivery is paused.",
@@ -3018,16 +3301,21 @@ const docTemplate = `{
                 },
                 "urlRedacted": {
                     "description": "URLRedacted is true when url has redacted parts.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": true
                 }
             }
         },
         "PushRequest": {
             "type": "object",
+            "required": [
+                "url"
+            ],
             "properties": {
                 "disabled": {
                     "description": "Disabled pauses delivery; a PUT without it (re-)enables the endpoint.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "maxConcurrency": {
                     "description": "MaxConcurrency bounds the requests in flight to the endpoint (0 = default 8).",
@@ -3066,6 +3354,10 @@ const docTemplate = `{
         },
         "Quarantine": {
             "type": "object",
+            "required": [
+                "count",
+                "records"
+            ],
             "properties": {
                 "count": {
                     "description": "Count is how many records were quarantined.",
@@ -3083,11 +3375,19 @@ const docTemplate = `{
         },
         "QuarantinedRecord": {
             "type": "object",
+            "required": [
+                "at",
+                "offset",
+                "reason",
+                "size",
+                "stage"
+            ],
             "properties": {
                 "at": {
                     "description": "At is when it was quarantined.",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.000Z"
                 },
                 "offset": {
                     "description": "Offset is the record's CommitLog offset.",
@@ -3118,6 +3418,10 @@ const docTemplate = `{
         },
         "QueueMessages": {
             "type": "object",
+            "required": [
+                "messages",
+                "nextOffset"
+            ],
             "properties": {
                 "messages": {
                     "type": "array",
@@ -3134,15 +3438,22 @@ const docTemplate = `{
         },
         "QueueOffset": {
             "type": "object",
+            "required": [
+                "offset",
+                "queueId",
+                "topic"
+            ],
             "properties": {
                 "brokerOffset": {
                     "description": "BrokerOffset is the queue's max offset (read-only, ignored on commit).",
                     "type": "integer",
+                    "readOnly": true,
                     "example": 50
                 },
                 "lag": {
                     "description": "Lag is brokerOffset - offset (read-only, ignored on commit).",
                     "type": "integer",
+                    "readOnly": true,
                     "example": 8
                 },
                 "offset": {
@@ -3162,6 +3473,14 @@ const docTemplate = `{
         },
         "QueueProgress": {
             "type": "object",
+            "required": [
+                "brokerOffset",
+                "consumerOffset",
+                "inFlight",
+                "lag",
+                "queueId",
+                "topic"
+            ],
             "properties": {
                 "brokerOffset": {
                     "type": "integer",
@@ -3186,11 +3505,13 @@ const docTemplate = `{
                 },
                 "lagIsLowerBound": {
                     "description": "LagIsLowerBound: the lag could not be counted completely; the true lag is higher.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "lastStoredAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.001Z"
                 },
                 "mirroredOffset": {
                     "description": "MirroredOffset is the committed offset mirrored in PostgreSQL (only\nwith --database-url); it trails consumerOffset by the mirror's lag.\nAbsent while the mirror is degraded (a note says so).",
@@ -3209,6 +3530,9 @@ const docTemplate = `{
         },
         "ReceiptResponse": {
             "type": "object",
+            "required": [
+                "results"
+            ],
             "properties": {
                 "results": {
                     "type": "array",
@@ -3220,18 +3544,25 @@ const docTemplate = `{
         },
         "ReceiptResult": {
             "type": "object",
+            "required": [
+                "receipt",
+                "status"
+            ],
             "properties": {
                 "error": {
                     "description": "Error explains a status other than ok.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "the lease expired (or the broker restarted); the message will be delivered again"
                 },
                 "newReceipt": {
                     "description": "NewReceipt is the receipt to use from now on when a lease change issued one.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"
                 },
                 "receipt": {
                     "description": "Receipt is the receipt as sent.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"
                 },
                 "status": {
                     "description": "Status: ok, expired (the lease is over; the message was or will be redelivered) or invalid.",
@@ -3250,11 +3581,13 @@ const docTemplate = `{
             "properties": {
                 "delayMs": {
                     "type": "integer",
-                    "minimum": 0
+                    "minimum": 0,
+                    "example": 60000
                 },
                 "deliverAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-12-01T10:00:00Z"
                 }
             }
         },
@@ -3274,6 +3607,10 @@ const docTemplate = `{
         },
         "ResendResponse": {
             "type": "object",
+            "required": [
+                "resent",
+                "skipped"
+            ],
             "properties": {
                 "resent": {
                     "type": "array",
@@ -3291,6 +3628,9 @@ const docTemplate = `{
         },
         "ResetOffsetRequest": {
             "type": "object",
+            "required": [
+                "timestamp"
+            ],
             "properties": {
                 "timestamp": {
                     "description": "Timestamp: the group resumes at the first message stored at or after it (RFC 3339).",
@@ -3307,6 +3647,17 @@ const docTemplate = `{
         },
         "ScrubStatus": {
             "type": "object",
+            "required": [
+                "badFrames",
+                "busyMs",
+                "bytesVerified",
+                "enabled",
+                "lastPassMs",
+                "passes",
+                "position",
+                "rateBytesPerSecond",
+                "recordsVerified"
+            ],
             "properties": {
                 "badFrames": {
                     "description": "BadFrames counts the damaged frames found since start; each is also in quarantine (stage scrub).",
@@ -3331,7 +3682,8 @@ const docTemplate = `{
                 "lastPassAt": {
                     "description": "LastPassAt is when the last full pass ended (absent before the first).",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T09:00:00.000Z"
                 },
                 "lastPassMs": {
                     "description": "LastPassMs is how long the last full pass took.",
@@ -3341,12 +3693,14 @@ const docTemplate = `{
                 "nextPassAt": {
                     "description": "NextPassAt is when the next pass starts (absent during a pass).",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T11:00:00.000Z"
                 },
                 "passStartedAt": {
                     "description": "PassStartedAt is when the current pass started (absent between passes).",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.000Z"
                 },
                 "passes": {
                     "description": "Passes counts full passes over the sealed segments.",
@@ -3372,6 +3726,9 @@ const docTemplate = `{
         },
         "SendMessage": {
             "type": "object",
+            "required": [
+                "body"
+            ],
             "properties": {
                 "body": {
                     "description": "Body is the payload: UTF-8 text, or base64 when bodyEncoding is \"base64\". Must not be empty.",
@@ -3442,6 +3799,9 @@ const docTemplate = `{
         },
         "SendRequest": {
             "type": "object",
+            "required": [
+                "body"
+            ],
             "properties": {
                 "body": {
                     "description": "Body is the payload: UTF-8 text, or base64 when bodyEncoding is \"base64\". Must not be empty.",
@@ -3519,6 +3879,9 @@ const docTemplate = `{
         },
         "SendResponse": {
             "type": "object",
+            "required": [
+                "results"
+            ],
             "properties": {
                 "results": {
                     "type": "array",
@@ -3530,10 +3893,16 @@ const docTemplate = `{
         },
         "SendResult": {
             "type": "object",
+            "required": [
+                "messageId",
+                "queueId",
+                "queueOffset"
+            ],
             "properties": {
                 "duplicate": {
                     "description": "Duplicate is true when the dedup id matched an earlier send; the result is that send's.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "messageId": {
                     "description": "MessageID is the 32-hex-character message id.",
@@ -3554,6 +3923,9 @@ const docTemplate = `{
         },
         "Subscription": {
             "type": "object",
+            "required": [
+                "topic"
+            ],
             "properties": {
                 "sql": {
                     "description": "SQL is an SQL92 filter (not supported yet: must be empty).",
@@ -3573,21 +3945,31 @@ const docTemplate = `{
         },
         "Timer": {
             "type": "object",
+            "required": [
+                "deliverAt",
+                "id",
+                "queueId",
+                "scheduledAt",
+                "topic"
+            ],
             "properties": {
                 "body": {
                     "description": "Body and BodyEncoding are only in the single-timer view.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "later"
                 },
                 "bodyEncoding": {
                     "type": "string",
                     "enum": [
                         "utf8",
                         "base64"
-                    ]
+                    ],
+                    "example": "utf8"
                 },
                 "deliverAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-12-01T10:00:00.000Z"
                 },
                 "id": {
                     "description": "ID is the send's messageId; the delivered message gets a new one.",
@@ -3612,10 +3994,12 @@ const docTemplate = `{
                 },
                 "scheduledAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.000Z"
                 },
                 "tag": {
-                    "type": "string"
+                    "type": "string",
+                    "example": "created"
                 },
                 "topic": {
                     "type": "string",
@@ -3625,6 +4009,9 @@ const docTemplate = `{
         },
         "TimerList": {
             "type": "object",
+            "required": [
+                "items"
+            ],
             "properties": {
                 "items": {
                     "type": "array",
@@ -3634,16 +4021,24 @@ const docTemplate = `{
                 },
                 "next": {
                     "description": "Next is the cursor of the next page; absent on the last page.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "7F00000100001F900000000000000A10"
                 }
             }
         },
         "Topic": {
             "type": "object",
+            "required": [
+                "name",
+                "perm",
+                "queues",
+                "retentionHours"
+            ],
             "properties": {
                 "createdAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.000Z"
                 },
                 "name": {
                     "type": "string",
@@ -3651,6 +4046,11 @@ const docTemplate = `{
                 },
                 "perm": {
                     "type": "string",
+                    "enum": [
+                        "rw",
+                        "r",
+                        "w"
+                    ],
                     "example": "rw"
                 },
                 "queues": {
@@ -3665,6 +4065,9 @@ const docTemplate = `{
         },
         "TopicList": {
             "type": "object",
+            "required": [
+                "topics"
+            ],
             "properties": {
                 "topics": {
                     "type": "array",
@@ -3725,6 +4128,14 @@ const docTemplate = `{
             "name": "groups"
         },
         {
+            "description": "Dead-letter queues: list, read, resend, discard.",
+            "name": "dlq"
+        },
+        {
+            "description": "Pending delayMs/deliverAt timers: list, read, reschedule, cancel.",
+            "name": "timers"
+        },
+        {
             "description": "Broker status.",
             "name": "broker"
         }
@@ -3738,7 +4149,7 @@ var SwaggerInfo = &swag.Spec{
 	BasePath:         "/v1",
 	Schemes:          []string{},
 	Title:            "mqgate API",
-	Description:      "HTTP/REST message gateway over a RocketMQ-style store: topics with queues, consumer groups with leased (pop) and offset-based consumption, retries through delay levels and dead-letter queues.\nErrors are RFC 9457 `application/problem+json` objects (schema Problem) with a stable `code`.\nTimes are RFC 3339 strings; durations are integer milliseconds in fields ending in `Ms`.",
+	Description:      "HTTP/REST message gateway over a RocketMQ-style store: topics with queues, consumer groups with leased (pop) and offset-based consumption, retries through delay levels and dead-letter queues.\nErrors are RFC 9457 `application/problem+json` objects (schema Problem) with a stable `code`.\nTimes are RFC 3339 strings; durations are integer milliseconds in fields ending in `Ms`.\nAuthentication is on once the server has an ACL file (--acl-file): HTTP Basic (basicAuth), a bearer JWT (bearerAuth), or a TLS client certificate whose subject Common Name names the account (mutual TLS, which OpenAPI 3.0 cannot name: the empty security requirement). Without an ACL file every request is anonymous. Each operation says the permission it needs (also as x-mqgate-permission).\nA group with a push endpoint gets its messages POSTed to it: the pushDelivery callback of putGroup describes the request and the answers.",
 	InfoInstanceName: "swagger",
 	SwaggerTemplate:  docTemplate,
 	LeftDelim:        "{{",
