@@ -82,8 +82,8 @@
 //
 // An expression is at most MaxBytes bytes of UTF-8 and nests at most
 // MaxDepth levels (parentheses and unary operators). Compile checks both,
-// so no input makes it recurse deeply or allocate more than a small
-// multiple of the expression's length. Errors are *Error values: the
+// so no input makes it recurse deeply, and what it allocates is
+// proportional to the expression's length. Errors are *Error values: the
 // 1-based position (in characters) of the offending token and what was
 // expected there.
 package filter
