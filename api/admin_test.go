@@ -105,19 +105,30 @@ func TestGroups(t *testing.T) {
 		{"BadMode", `{"consumeMode":"fanout"}`, "invalid-argument"},
 		{"NegativeRetries", `{"retryMaxTimes":-1}`, "invalid-argument"},
 		{"BadSubscriptionTopic", `{"subscriptions":[{"topic":"a b"}]}`, "invalid-name"},
-		{"SQLNotImplemented", `{"subscriptions":[{"topic":"orders","sql":"a > 1"}]}`, "not-implemented"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
-			status := http.StatusBadRequest
-			if tc.code == "not-implemented" {
-				status = http.StatusNotImplemented
-			}
-			requireProblem(t, b.doJSON(t, http.MethodPut, "/v1/groups/billing", tc.body), status, tc.code)
+			requireProblem(t, b.doJSON(t, http.MethodPut, "/v1/groups/billing", tc.body), http.StatusBadRequest, tc.code)
 			require.Nil(t, b.broker.args)
 		})
 	}
+	t.Run("SQLPassesToTheBroker", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		g := decode[api.Group](t, b.doJSON(t, http.MethodPut, "/v1/groups/billing", `{"subscriptions":[{"topic":"orders","sql":"a > 1"}]}`), http.StatusOK)
+		require.Equal(t, []api.Subscription{{Topic: "orders", SQL: "a > 1"}}, g.Subscriptions)
+		require.Equal(t, []broker.Subscription{{Topic: "orders", SQL: "a > 1"}}, b.broker.args[0].(broker.GroupConfig).Subscriptions)
+	})
+	t.Run("InvalidSQLNamesFieldAndPosition", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.broker.err = &broker.SQLError{Field: "subscriptions[0].sql", Position: 5, Msg: "expected a value"}
+		p := requireProblem(t, b.doJSON(t, http.MethodPut, "/v1/groups/billing", `{"subscriptions":[{"topic":"orders","sql":"a > "}]}`), http.StatusBadRequest, "invalid-sql")
+		require.Equal(t, "subscriptions[0].sql", p.Field)
+		require.Equal(t, 5, p.Position)
+		require.Contains(t, p.Detail, "at position 5: expected a value")
+	})
 }
 
 func TestGroupPush(t *testing.T) {

@@ -29,6 +29,7 @@ func TestResponsesMatchSpec(t *testing.T) {
 	}
 	propsTooLarge := &broker.LimitError{Field: "properties", Size: 20000, Limit: broker.MaxUserPropertiesBytes, Kind: broker.ErrPropertiesTooLarge}
 	tagTooLong := &broker.LimitError{Field: "tag", Size: 300, Limit: broker.MaxTagBytes, Kind: broker.ErrValueTooLong}
+	badSQL := &broker.SQLError{Field: "subscriptions[0].sql", Position: 4, Msg: "expected a value"}
 	calls := []call{
 		{"POST", "/v1/topics/orders/messages", "application/json", `{"body":"x","tag":"t"}`, nil, nil},
 		{"POST", "/v1/topics/orders/messages", "application/octet-stream", "raw", nil, nil},
@@ -63,6 +64,9 @@ func TestResponsesMatchSpec(t *testing.T) {
 		{"GET", "/v1/groups/g", "", "", nil, nil},
 		{"PUT", "/v1/groups/g", "application/json", `{"subscriptions":[{"topic":"orders"}]}`, nil, nil},
 		{"PUT", "/v1/groups/g", "application/json", `{"push":{}}`, nil, nil},
+		{"PUT", "/v1/groups/g", "application/json", `{"subscriptions":[{"topic":"orders","sql":"a = 1"}]}`, nil, nil},
+		{"PUT", "/v1/groups/g", "application/json", `{"subscriptions":[{"topic":"orders","sql":"a >"}]}`, badSQL, nil},
+		{"POST", "/v1/groups/g/topics/orders/pull", "application/json", `{"sql":"a >"}`, &broker.SQLError{Field: "sql", Position: 4, Msg: "expected a value"}, nil},
 		{"DELETE", "/v1/groups/g", "", "", broker.ErrGroupNotFound, nil},
 		{"PATCH", "/v1/groups/g", "application/merge-patch+json", `{"retryMaxTimes":3}`, nil, nil},
 		{"PATCH", "/v1/groups/g", "application/merge-patch+json", `{"retryMaxTimes":3}`, broker.ErrGroupNotFound, nil},

@@ -24,8 +24,13 @@ type Subscription struct {
 	Topic string `json:"topic" example:"orders"`
 	// TagExpression filters by tag: "*" (default) or "a || b".
 	TagExpression string `json:"tagExpression,omitempty" example:"*"`
-	// SQL is an SQL92 filter (not supported yet: must be empty).
-	SQL string `json:"sql,omitempty"`
+	// SQL filters by properties: an SQL92 expression (RocketMQ's MessageSelector.bySql) over the message's
+	// properties and TAGS, its tag. Comparisons = <> < <= > >=, [NOT] BETWEEN x AND y, [NOT] IN ('a', 'b'),
+	// IS [NOT] NULL, AND, OR, NOT and parentheses; literals 'text' ('' for a quote), 42, -1.5, 2e3, TRUE,
+	// FALSE. A property compared with a number is read as one; a missing property is NULL, which matches no
+	// comparison; a message matches only when the expression is true. With tagExpression too, a message
+	// must pass both. At most 4096 bytes.
+	SQL string `json:"sql,omitempty" example:"region = 'eu' AND amount > 100"`
 } //	@name	Subscription
 
 // GroupRequest creates or updates a consumer group. Every field is optional.
@@ -274,7 +279,7 @@ func (h *handler) getGroup(w http.ResponseWriter, r *http.Request) {
 //
 //	@Summary		Create or replace a group
 //	@ID				putGroup
-//	@Description	Creates the group (201) or replaces its settings (200): PUT replaces the whole group, a field left out takes its default (use PATCH to change single fields). An empty body takes the defaults; `sql` filters are not supported yet (501).
+//	@Description	Creates the group (201) or replaces its settings (200): PUT replaces the whole group, a field left out takes its default (use PATCH to change single fields). An empty body takes the defaults. A subscription's `tagExpression` and `sql` filter what the group's pulls (and push deliveries) get; a message either filter refuses counts as consumed for the group.
 //	@Description	With `push` the gateway delivers the group's messages to a webhook (see PushRequest); a PUT without `push` removes the endpoint. When `push.secret` is left out the group keeps its current secret, or a new one is generated and returned in this response only.
 //	@Tags			groups
 //	@Accept			json
@@ -284,13 +289,12 @@ func (h *handler) getGroup(w http.ResponseWriter, r *http.Request) {
 //	@Param			request	body		GroupRequest	false	"Group settings"
 //	@Success		200		{object}	Group			"updated"
 //	@Success		201		{object}	Group			"created"
-//	@Failure		400		{object}	Problem			"invalid-name, invalid-argument, malformed-request"
+//	@Failure		400		{object}	Problem			"invalid-name, invalid-argument, invalid-sql, malformed-request, value-too-long"
 //	@Failure		404		{object}	Problem			"topic-not-found"
 //	@Failure		409		{object}	Problem			"quota-exceeded (groups, pushEndpoints)"
 //	@Failure		413		{object}	Problem			"body-too-large"
 //	@Failure		415		{object}	Problem			"unsupported-media-type"
 //	@Failure		500		{object}	Problem			"internal"
-//	@Failure		501		{object}	Problem			"not-implemented"
 //	@Failure		503		{object}	Problem			"storage-read-only, shutting-down"
 //	@Router			/groups/{group} [put]
 func (h *handler) putGroup(w http.ResponseWriter, r *http.Request) {
@@ -360,13 +364,12 @@ func (h *handler) putGroup(w http.ResponseWriter, r *http.Request) {
 //	@Param			group	path		string			true	"Group name"
 //	@Param			request	body		GroupRequest	true	"The fields to change"
 //	@Success		200		{object}	Group
-//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request"
+//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, invalid-sql, malformed-request, value-too-long"
 //	@Failure		404		{object}	Problem	"group-not-found"
 //	@Failure		409		{object}	Problem	"quota-exceeded (pushEndpoints)"
 //	@Failure		413		{object}	Problem	"body-too-large"
 //	@Failure		415		{object}	Problem	"unsupported-media-type"
 //	@Failure		500		{object}	Problem	"internal"
-//	@Failure		501		{object}	Problem	"not-implemented"
 //	@Failure		503		{object}	Problem	"storage-read-only, shutting-down"
 //	@Router			/groups/{group} [patch]
 func (h *handler) patchGroup(w http.ResponseWriter, r *http.Request) {
@@ -420,7 +423,7 @@ func groupRequestOf(g broker.GroupConfig) GroupRequest {
 		InvisibleMs:   g.Invisible.Milliseconds(),
 	}
 	for _, s := range g.Subscriptions {
-		req.Subscriptions = append(req.Subscriptions, Subscription{Topic: s.Topic, TagExpression: s.TagExpression})
+		req.Subscriptions = append(req.Subscriptions, Subscription{Topic: s.Topic, TagExpression: s.TagExpression, SQL: s.SQL})
 	}
 	if p := g.Push; p != nil {
 		req.Push = &PushRequest{URL: p.URL, Mode: p.Mode, MaxConcurrency: p.MaxConcurrency, TimeoutMs: p.Timeout.Milliseconds(), Disabled: p.Disabled}
@@ -449,10 +452,7 @@ func groupConfig(name string, req GroupRequest) (broker.GroupConfig, error) {
 		if !validName(s.Topic) {
 			return broker.GroupConfig{}, fmt.Errorf("%w: subscriptions[%d].topic %s", broker.ErrInvalidName, i, broker.QuoteValue(s.Topic))
 		}
-		if s.SQL != "" {
-			return broker.GroupConfig{}, fmt.Errorf("%w: SQL filters (subscriptions[%d].sql)", broker.ErrNotImplemented, i)
-		}
-		cfg.Subscriptions = append(cfg.Subscriptions, broker.Subscription{Topic: s.Topic, TagExpression: s.TagExpression})
+		cfg.Subscriptions = append(cfg.Subscriptions, broker.Subscription{Topic: s.Topic, TagExpression: s.TagExpression, SQL: s.SQL})
 	}
 	if p := req.Push; p != nil {
 		switch {
@@ -706,7 +706,7 @@ func toGroup(g broker.GroupConfig) Group {
 		CreatedAt:     formatTime(g.CreatedAt),
 	}
 	for _, s := range g.Subscriptions {
-		out.Subscriptions = append(out.Subscriptions, Subscription{Topic: s.Topic, TagExpression: s.TagExpression})
+		out.Subscriptions = append(out.Subscriptions, Subscription{Topic: s.Topic, TagExpression: s.TagExpression, SQL: s.SQL})
 	}
 	if p := g.Push; p != nil {
 		shown, redacted := redactURL(p.URL)

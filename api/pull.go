@@ -26,8 +26,11 @@ type PullRequest struct {
 	WaitMs int64 `json:"waitMs,omitempty" minimum:"0" maximum:"30000" default:"0" example:"20000"`
 	// InvisibleMs is the lease length (0 = the group's default).
 	InvisibleMs int64 `json:"invisibleMs,omitempty" minimum:"0" maximum:"43200000" example:"30000"`
-	// TagExpression filters by tag: "*" (default) or "a || b".
+	// TagExpression filters by tag: "*" or "a || b" (default: the group's subscription of the topic).
 	TagExpression string `json:"tagExpression,omitempty" example:"created || paid"`
+	// SQL filters by properties, an SQL92 expression like a subscription's sql (default: the group's
+	// subscription of the topic). A message either filter refuses counts as consumed for the group.
+	SQL string `json:"sql,omitempty" example:"amount > 100"`
 } //	@name	PullRequest
 
 // Message is a delivered or looked-up message.
@@ -89,7 +92,7 @@ func (h *handler) registerPullRoutes(r chi.Router) {
 //	@Param			request	body		PullRequest	false	"Pull options"
 //	@Param			X-Mqgate-Client-Id	header	string	false	"The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories"	maxLength(128)
 //	@Success		200		{object}	PullResponse
-//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request"
+//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, invalid-sql, malformed-request, value-too-long"
 //	@Failure		404		{object}	Problem	"topic-not-found, group-not-found"
 //	@Failure		409		{object}	Problem	"quota-exceeded (groups: the pull creates the group)"
 //	@Failure		413		{object}	Problem	"body-too-large"
@@ -165,6 +168,7 @@ func (h *handler) pull(w http.ResponseWriter, r *http.Request) {
 		Wait:          wait,
 		Invisible:     time.Duration(req.InvisibleMs) * time.Millisecond,
 		TagExpression: req.TagExpression,
+		SQL:           req.SQL,
 	})
 	if err != nil {
 		// A wait cut short by shutdown or by the server-side limit is an

@@ -145,7 +145,7 @@ const docTemplate = `{
                 }
             },
             "put": {
-                "description": "Creates the group (201) or replaces its settings (200): PUT replaces the whole group, a field left out takes its default (use PATCH to change single fields). An empty body takes the defaults; ` + "`" + `sql` + "`" + ` filters are not supported yet (501).\nWith ` + "`" + `push` + "`" + ` the gateway delivers the group's messages to a webhook (see PushRequest); a PUT without ` + "`" + `push` + "`" + ` removes the endpoint. When ` + "`" + `push.secret` + "`" + ` is left out the group keeps its current secret, or a new one is generated and returned in this response only.",
+                "description": "Creates the group (201) or replaces its settings (200): PUT replaces the whole group, a field left out takes its default (use PATCH to change single fields). An empty body takes the defaults. A subscription's ` + "`" + `tagExpression` + "`" + ` and ` + "`" + `sql` + "`" + ` filter what the group's pulls (and push deliveries) get; a message either filter refuses counts as consumed for the group.\nWith ` + "`" + `push` + "`" + ` the gateway delivers the group's messages to a webhook (see PushRequest); a PUT without ` + "`" + `push` + "`" + ` removes the endpoint. When ` + "`" + `push.secret` + "`" + ` is left out the group keeps its current secret, or a new one is generated and returned in this response only.",
                 "consumes": [
                     "application/json"
                 ],
@@ -189,7 +189,7 @@ const docTemplate = `{
                         }
                     },
                     "400": {
-                        "description": "invalid-name, invalid-argument, malformed-request",
+                        "description": "invalid-name, invalid-argument, invalid-sql, malformed-request, value-too-long",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -220,12 +220,6 @@ const docTemplate = `{
                     },
                     "500": {
                         "description": "internal",
-                        "schema": {
-                            "$ref": "#/definitions/Problem"
-                        }
-                    },
-                    "501": {
-                        "description": "not-implemented",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -327,7 +321,7 @@ const docTemplate = `{
                         }
                     },
                     "400": {
-                        "description": "invalid-name, invalid-argument, malformed-request",
+                        "description": "invalid-name, invalid-argument, invalid-sql, malformed-request, value-too-long",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -358,12 +352,6 @@ const docTemplate = `{
                     },
                     "500": {
                         "description": "internal",
-                        "schema": {
-                            "$ref": "#/definitions/Problem"
-                        }
-                    },
-                    "501": {
-                        "description": "not-implemented",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -1288,7 +1276,7 @@ const docTemplate = `{
                         }
                     },
                     "400": {
-                        "description": "invalid-name, invalid-argument, malformed-request",
+                        "description": "invalid-name, invalid-argument, invalid-sql, malformed-request, value-too-long",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -3110,7 +3098,7 @@ const docTemplate = `{
                     "example": "broker: topic not found"
                 },
                 "field": {
-                    "description": "Field names the request field over a limit (body-too-large, properties-too-large, value-too-long), or the\nquota reached (quota-exceeded: topics, queuesPerTopic, queues, groups, pushEndpoints, pendingTimers).",
+                    "description": "Field names the request field over a limit (body-too-large, properties-too-large, value-too-long), the\nquota reached (quota-exceeded: topics, queuesPerTopic, queues, groups, pushEndpoints, pendingTimers), or\nthe filter that does not compile (invalid-sql: \"subscriptions[0].sql\", \"sql\").",
                     "type": "string",
                     "example": "messages[3].tag"
                 },
@@ -3128,6 +3116,11 @@ const docTemplate = `{
                     "description": "LimitUnit is the unit of Limit: bytes, properties or keys.",
                     "type": "string",
                     "example": "bytes"
+                },
+                "position": {
+                    "description": "Position is, for invalid-sql, the 1-based position (in characters) in the filter named by field of the\ntoken the problem is about; detail says what was expected there.",
+                    "type": "integer",
+                    "example": 12
                 },
                 "requestId": {
                     "description": "RequestID is the id of the request (also in the X-Request-Id header and the server logs).",
@@ -3224,8 +3217,13 @@ const docTemplate = `{
                     "minimum": 1,
                     "example": 16
                 },
+                "sql": {
+                    "description": "SQL filters by properties, an SQL92 expression like a subscription's sql (default: the group's\nsubscription of the topic). A message either filter refuses counts as consumed for the group.",
+                    "type": "string",
+                    "example": "amount \u003e 100"
+                },
                 "tagExpression": {
-                    "description": "TagExpression filters by tag: \"*\" (default) or \"a || b\".",
+                    "description": "TagExpression filters by tag: \"*\" or \"a || b\" (default: the group's subscription of the topic).",
                     "type": "string",
                     "example": "created || paid"
                 },
@@ -3928,8 +3926,9 @@ const docTemplate = `{
             ],
             "properties": {
                 "sql": {
-                    "description": "SQL is an SQL92 filter (not supported yet: must be empty).",
-                    "type": "string"
+                    "description": "SQL filters by properties: an SQL92 expression (RocketMQ's MessageSelector.bySql) over the message's\nproperties and TAGS, its tag. Comparisons = \u003c\u003e \u003c \u003c= \u003e \u003e=, [NOT] BETWEEN x AND y, [NOT] IN ('a', 'b'),\nIS [NOT] NULL, AND, OR, NOT and parentheses; literals 'text' ('' for a quote), 42, -1.5, 2e3, TRUE,\nFALSE. A property compared with a number is read as one; a missing property is NULL, which matches no\ncomparison; a message matches only when the expression is true. With tagExpression too, a message\nmust pass both. At most 4096 bytes.",
+                    "type": "string",
+                    "example": "region = 'eu' AND amount \u003e 100"
                 },
                 "tagExpression": {
                     "description": "TagExpression filters by tag: \"*\" (default) or \"a || b\".",

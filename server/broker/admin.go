@@ -144,6 +144,9 @@ func (b *Broker) normalizeGroup(g GroupConfig) (GroupConfig, error) {
 		if _, err := tagMatcher(s.TagExpression); err != nil {
 			return g, fmt.Errorf("subscription %d: %w", i, err)
 		}
+		if _, err := compileSQL(fmt.Sprintf("subscriptions[%d].sql", i), s.SQL); err != nil {
+			return g, err
+		}
 	}
 	g.CreatedAt = time.Time{}
 	return g, nil

@@ -60,8 +60,13 @@ type PullRequest struct {
 	Wait time.Duration
 	// Invisible is the lease length; 0 = the group's configured default.
 	Invisible time.Duration
-	// TagExpression filters by tag ("" or "*" = all, "a || b").
+	// TagExpression filters by tag ("" or "*" = all, "a || b"); "" takes
+	// the group's subscription of the topic.
 	TagExpression string
+	// SQL filters by properties (an SQL92 expression, package
+	// server/broker/filter); "" takes the group's subscription of the
+	// topic. With both filters a message must pass both.
+	SQL string
 }
 
 // ReceivedMessage is a message as delivered to a consumer or read by an admin.
@@ -159,12 +164,17 @@ type TopicConfig struct {
 	CreatedAt time.Time
 }
 
-// Subscription is one topic a group consumes, with a tag filter.
+// Subscription is one topic a group consumes, with a tag filter and a
+// property filter.
 type Subscription struct {
 	// Topic is the subscribed topic.
 	Topic string
 	// TagExpression filters by tag ("" or "*" = all).
 	TagExpression string
+	// SQL filters by properties: an SQL92 expression over the user
+	// properties and TAGS (package server/broker/filter); "" = none. A
+	// message must pass both filters.
+	SQL string `json:",omitempty"`
 }
 
 // GroupConfig describes a consumer group.

@@ -21,7 +21,10 @@
 //	                      one of topic, topic-deleted, tombstone, group,
 //	                      group-deleted; each record holds the whole new state
 //	                      of one topic, tombstone or group, so replaying it is
-//	                      idempotent.
+//	                      idempotent. A group is its GroupConfig; each of its
+//	                      Subscriptions is {"Topic","TagExpression","SQL"},
+//	                      SQL (the SQL92 property filter, package filter)
+//	                      left out when empty.
 //	rmq_sys_OFFSET        consumer progress: acks, commits, advances and failed
 //	                      deliveries. Body: package offset's record encoding
 //	                      (storage/offset/doc.go), generations make replay
@@ -78,6 +81,16 @@
 // The timer index (<data>/timers, package timerindex) is derived state:
 // rebuilt from rmq_sys_TIMER and rmq_sys_TIMER_STATUS when missing or
 // damaged.
+//
+// # Filters
+//
+// A pull reads a queue from the group's cursor; the tag expression is
+// matched on the ConsumeQueue's tag hash before a record is read, the SQL
+// filter (sqlfilter.go) on the decoded properties after. What either
+// refuses is marked consumed for the group in memory (markSkipped), a fact
+// the next start derives again, so the group's offset moves past it. The
+// retry view applies the subscription's filters to the retry copies, which
+// carry the original's tag and properties.
 //
 // # Receipts
 //

@@ -48,6 +48,9 @@ var (
 	// ErrQueueShrink: an update would lower a topic's queue count (it
 	// always comes with ErrInvalidArgument).
 	ErrQueueShrink = errors.New("broker: a topic's queue count cannot shrink")
+	// ErrInvalidSQL: an SQL92 filter does not compile, or names a property
+	// of the broker (SQLError says where).
+	ErrInvalidSQL = errors.New("broker: invalid SQL filter")
 	// ErrNotImplemented: the operation is not implemented (yet).
 	ErrNotImplemented = errors.New("broker: not implemented")
 )
