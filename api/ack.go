@@ -24,8 +24,10 @@ type AckRequest struct {
 type NackItem struct {
 	// Receipt is the receipt from pull.
 	Receipt string `json:"receipt" example:"ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"`
-	// DelayLevel: -1 = straight to the dead-letter queue, 0 (default) = broker-controlled backoff (level 3 + reconsumeTimes), > 0 = that delay level.
+	// DelayLevel: -1 = straight to the dead-letter queue, 0 (default) = the group's retryPolicy (by default level 3 + reconsumeTimes), > 0 = that delay level.
 	DelayLevel int `json:"delayLevel,omitempty" minimum:"-1" example:"0"`
+	// DelayMs retries after this many milliseconds instead of a delay level (1..7200000; not with delayLevel).
+	DelayMs int64 `json:"delayMs,omitempty" minimum:"0" maximum:"7200000" example:"1500"`
 	// Reason says why processing failed; kept with retries and in the DLQ.
 	Reason string `json:"reason,omitempty" maxLength:"16384" example:"payment service unavailable"`
 } //	@name	NackItem
@@ -135,7 +137,7 @@ func (h *handler) ack(w http.ResponseWriter, r *http.Request) {
 //
 //	@Summary		Nack messages
 //	@ID				nackMessages
-//	@Description	Give leased messages back for a retry after a delay level, or straight to the dead-letter queue (delayLevel -1). After the group's retryMaxTimes retries a message goes to the DLQ.
+//	@Description	Give leased messages back for a retry after a delay level, after delayMs, or straight to the dead-letter queue (delayLevel -1); without either the group's retryPolicy picks the delay. After the group's retryMaxTimes retries a message goes to the DLQ.
 //	@Tags			consume
 //	@Accept			json
 //	@Produce		json
@@ -176,11 +178,17 @@ func (h *handler) nack(w http.ResponseWriter, r *http.Request) {
 		case it.DelayLevel < -1:
 			WriteError(w, r, invalidArgument("items[%d].delayLevel %d must be -1 (DLQ), 0 (broker backoff) or a delay level", i, it.DelayLevel))
 			return
+		case it.DelayMs < 0 || it.DelayMs > broker.MaxRetryDelay.Milliseconds():
+			WriteError(w, r, invalidArgument("items[%d].delayMs %d must be between 1 and %d", i, it.DelayMs, broker.MaxRetryDelay.Milliseconds()))
+			return
+		case it.DelayMs != 0 && it.DelayLevel != 0:
+			WriteError(w, r, invalidArgument("items[%d]: give delayLevel or delayMs, not both", i))
+			return
 		case len(it.Reason) > maxReasonLength:
 			WriteError(w, r, &broker.LimitError{Field: fmt.Sprintf("items[%d].reason", i), Size: len(it.Reason), Limit: maxReasonLength, Kind: broker.ErrValueTooLong})
 			return
 		}
-		items = append(items, broker.NackItem{Receipt: it.Receipt, DelayLevel: it.DelayLevel, Reason: it.Reason})
+		items = append(items, broker.NackItem{Receipt: it.Receipt, DelayLevel: it.DelayLevel, Delay: time.Duration(it.DelayMs) * time.Millisecond, Reason: it.Reason})
 	}
 	results, err := h.deps.Broker.Nack(r.Context(), group, items)
 	if err != nil {

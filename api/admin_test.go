@@ -32,6 +32,21 @@ func TestTopics(t *testing.T) {
 		require.Equal(t, 4, decode[api.Topic](t, rec, http.StatusOK).Queues)
 		require.Empty(t, rec.Header().Get("Location"))
 	})
+	t.Run("OKConsumeFromRetryPolicy", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.broker.created = true
+		rec := b.doJSON(t, http.MethodPut, "/v1/groups/billing", `{"consumeFrom":"last",
+			"retryPolicy":{"backoff":"exponential","initialMs":200,"maxMs":5000,"jitter":0.25}}`)
+		g := decode[api.Group](t, rec, http.StatusCreated)
+		require.Equal(t, "last", g.ConsumeFrom)
+		require.Equal(t, api.RetryPolicy{Backoff: "exponential", InitialMs: 200, MaxMs: 5000, Jitter: 0.25}, g.RetryPolicy)
+		require.Equal(t, []any{broker.GroupConfig{Name: "billing", ConsumeFrom: "last",
+			RetryPolicy: &broker.RetryPolicy{Backoff: "exponential", Initial: 200 * time.Millisecond, Max: 5 * time.Second, Jitter: 0.25}}}, b.broker.args)
+		for _, body := range []string{`{"retryPolicy":{"backoff":"fixed","initialMs":-1}}`, `{"retryPolicy":{"backoff":"fixed","initialMs":1,"maxMs":9223372036854775807}}`} {
+			requireProblem(t, b.doJSON(t, http.MethodPut, "/v1/groups/billing", body), http.StatusBadRequest, "invalid-argument")
+		}
+	})
 	t.Run("OKListGetDelete", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -88,7 +103,8 @@ func TestGroups(t *testing.T) {
 			"invisibleMs":60000,"subscriptions":[{"topic":"orders","tagExpression":"a || b"}],"push":null}`)
 		g := decode[api.Group](t, rec, http.StatusCreated)
 		require.Equal(t, api.Group{Name: "billing", ConsumeMode: "broadcasting", Orderly: true, RetryMaxTimes: 3, InvisibleMs: 60000,
-			Subscriptions: []api.Subscription{{Topic: "orders", TagExpression: "a || b"}}}, g)
+			Subscriptions: []api.Subscription{{Topic: "orders", TagExpression: "a || b"}},
+			ConsumeFrom:   "first", RetryPolicy: api.RetryPolicy{Backoff: "levels"}}, g)
 		require.Equal(t, "/v1/groups/billing", rec.Header().Get("Location"))
 		require.Equal(t, []any{broker.GroupConfig{Name: "billing", ConsumeMode: "broadcasting", Orderly: true, RetryMaxTimes: 3,
 			Invisible: time.Minute, Subscriptions: []broker.Subscription{{Topic: "orders", TagExpression: "a || b"}}}}, b.broker.args)

@@ -31,6 +31,8 @@ type Attempt struct {
 	Client     string `json:"client,omitempty" example:"billing-worker-3"`
 	Reason     string `json:"reason,omitempty" example:"payment service unavailable"`
 	DelayLevel int    `json:"delayLevel" example:"0"`
+	// DelayMs is the delay the retry after this attempt waited on a timer (a nack's delayMs or the retryPolicy).
+	DelayMs int64 `json:"delayMs,omitempty" example:"0"`
 	// Count is, for outcome "omitted", how many earlier attempts the entry stands for.
 	Count int `json:"count,omitempty" example:"0"`
 } //	@name	Attempt
@@ -304,7 +306,7 @@ func toDeadLetter(d broker.DeadLetter, withBody bool) DeadLetter {
 		Properties:      d.Properties,
 	}
 	for _, a := range d.Attempts {
-		out.Attempts = append(out.Attempts, Attempt{At: formatTime(a.At), Outcome: a.Outcome, Client: a.Client, Reason: a.Reason, DelayLevel: a.Level, Count: a.Count})
+		out.Attempts = append(out.Attempts, Attempt{At: formatTime(a.At), Outcome: a.Outcome, Client: a.Client, Reason: a.Reason, DelayLevel: a.Level, DelayMs: a.DelayMs, Count: a.Count})
 	}
 	if withBody {
 		m := ToMessage(broker.ReceivedMessage{Body: d.Body})

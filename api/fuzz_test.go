@@ -42,6 +42,9 @@ func FuzzRouter(f *testing.F) {
 	f.Add("DELETE", "topics/%25DLQ%25g", "", "", "", "", []byte(nil), uint8(14))
 	f.Add("GET", "broker/status", "", "", "", "", []byte(nil), uint8(15))
 	f.Add("GET", "groups/g/progress", "", "", "", "", []byte(nil), uint8(16))
+	f.Add("PUT", "groups/g", "", "", "", "application/json", []byte(`{"consumeFrom":"last","retryPolicy":{"backoff":"exponential","initialMs":200,"maxMs":9223372036854775807,"jitter":0.5}}`), uint8(17))
+	f.Add("POST", "groups/g/nack", "", "", "", "application/json", []byte(`{"items":[{"receipt":"r","delayMs":9223372036854775807}]}`), uint8(18))
+	f.Add("PATCH", "groups/g", "", "", "", "application/merge-patch+json", []byte(`{"retryPolicy":{"jitter":1e308},"consumeFrom":null}`), uint8(19))
 
 	f.Fuzz(func(t *testing.T, method, path, query, headerName, headerValue, contentType string, body []byte, mode uint8) {
 		target := "/v1/" + strings.TrimPrefix(path, "/")

@@ -47,7 +47,35 @@ type GroupRequest struct {
 	Subscriptions []Subscription `json:"subscriptions,omitempty"`
 	// Push makes the gateway POST the group's messages to a webhook endpoint (absent or null: none).
 	Push *PushRequest `json:"push,omitempty"`
+	// ConsumeFrom is where the group starts in each queue of a topic it subscribes to and has no offset for, set
+	// when the subscription is created (with the group, or added later): "first" (default: the first retained
+	// message), "last" (skip the backlog stored until then; what is sent after is delivered) or an RFC 3339 time
+	// (the first message stored at or after it). Changing it later moves no offset (use reset-offset); it applies
+	// to subscriptions added from then on. A queue added to the topic later starts at its first message.
+	ConsumeFrom string `json:"consumeFrom,omitempty" example:"last"`
+	// RetryPolicy is the delay before each retry of a failed delivery (a nack without delayLevel or delayMs, an
+	// expired lease); absent or null: "levels", RocketMQ's ladder (the first retry at level 3, 10 s, then one
+	// level further per retry). "exponential" waits initialMs * 2^(attempt-1), capped at maxMs; "fixed" waits
+	// initialMs every time; jitter (0..1) then spreads each delay uniformly by up to that fraction of itself, up or
+	// down. No delay exceeds 2 h. retryMaxTimes still bounds the attempts, then the dead-letter queue.
+	RetryPolicy *RetryPolicy `json:"retryPolicy,omitempty"`
 } //	@name	GroupRequest
+
+// RetryPolicy is a group's backoff between failed deliveries. "levels" (default) is RocketMQ's ladder: the first
+// retry at level 3 (10 s), then one level further per retry (2 h at most). "exponential" waits
+// initialMs * 2^(attempt-1), capped at maxMs; "fixed" waits initialMs every time. jitter (0..1) then spreads each
+// delay uniformly over +/- that fraction of itself (maxMs caps the delay before jitter; no delay exceeds 2 h).
+// retryMaxTimes still bounds the attempts, then the dead-letter queue. A nack's delayLevel or delayMs overrides the
+// policy for that retry.
+type RetryPolicy struct {
+	Backoff string `json:"backoff" enums:"levels,exponential,fixed" example:"exponential"`
+	// InitialMs is the first delay (exponential) or every delay (fixed); required by both, not allowed with levels.
+	InitialMs int64 `json:"initialMs,omitempty" minimum:"1" maximum:"7200000" example:"1000"`
+	// MaxMs caps the delay before jitter (default and at most 7200000); at least initialMs.
+	MaxMs int64 `json:"maxMs,omitempty" minimum:"1" maximum:"7200000" example:"60000"`
+	// Jitter is the fraction (0..1) each delay is spread by, up or down.
+	Jitter float64 `json:"jitter,omitempty" minimum:"0" maximum:"1" example:"0.2"`
+} //	@name	RetryPolicy
 
 // PushRequest configures a group's webhook (push) endpoint. The gateway POSTs every message of the group's
 // subscribed topics to url, signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature).
@@ -99,8 +127,11 @@ type Group struct {
 	InvisibleMs   int64          `json:"invisibleMs" example:"30000"`
 	Subscriptions []Subscription `json:"subscriptions"`
 	// Push is the group's webhook endpoint, if any.
-	Push      *Push  `json:"push,omitempty"`
-	CreatedAt string `json:"createdAt,omitempty" format:"date-time" example:"2026-11-29T10:00:00.000Z"`
+	Push *Push `json:"push,omitempty"`
+	// ConsumeFrom is "first", "last" or an RFC 3339 time (see GroupRequest).
+	ConsumeFrom string      `json:"consumeFrom" example:"first"`
+	RetryPolicy RetryPolicy `json:"retryPolicy"`
+	CreatedAt   string      `json:"createdAt,omitempty" format:"date-time" example:"2026-11-29T10:00:00.000Z"`
 } //	@name	Group
 
 // GroupList lists consumer groups.
@@ -154,7 +185,7 @@ type Progress struct {
 	// TotalLagIsLowerBound: some part could not be counted (see notes); the true total is higher.
 	TotalLagIsLowerBound bool            `json:"totalLagIsLowerBound,omitempty" example:"false"`
 	Queues               []QueueProgress `json:"queues"`
-	// Retry is the group's retries still waiting in the delay ladder (not yet due).
+	// Retry is the group's retries still waiting in the delay ladder or on a timer (not yet due).
 	Retry LadderBacklog `json:"retry"`
 	// Delayed is the delayed messages (delayLevel, delayMs, deliverAt) of the group's topics not yet due.
 	Delayed DelayedBacklog `json:"delayed"`
@@ -164,10 +195,12 @@ type Progress struct {
 
 // LadderBacklog counts messages waiting in the delay ladder.
 type LadderBacklog struct {
-	// Total is the sum over byLevel; null when some level cannot be counted.
+	// Total is the sum over byLevel plus timers; null when some level cannot be counted.
 	Total *int64 `json:"total" example:"2"`
 	// ByLevel lists the levels that hold messages.
 	ByLevel []LevelBacklog `json:"byLevel"`
+	// Timers counts the group's retries waiting on a timer (a nack's delayMs, an exponential or fixed retryPolicy).
+	Timers int64 `json:"timers" example:"0"`
 } //	@name	LadderBacklog
 
 // DelayedBacklog counts a group's delayed messages not yet due.
@@ -428,7 +461,37 @@ func groupRequestOf(g broker.GroupConfig) GroupRequest {
 	if p := g.Push; p != nil {
 		req.Push = &PushRequest{URL: p.URL, Mode: p.Mode, MaxConcurrency: p.MaxConcurrency, TimeoutMs: p.Timeout.Milliseconds(), Disabled: p.Disabled}
 	}
+	req.ConsumeFrom = g.ConsumeFrom
+	if p := g.RetryPolicy; p != nil {
+		rp := toRetryPolicy(p)
+		req.RetryPolicy = &rp
+	}
 	return req
+}
+
+// retryPolicyConfig converts a group request's retry policy (the broker
+// validates it; the bounds here keep the milliseconds from overflowing).
+func retryPolicyConfig(p *RetryPolicy) (*broker.RetryPolicy, error) {
+	if p == nil {
+		return nil, nil
+	}
+	limit := broker.MaxRetryDelay.Milliseconds()
+	switch {
+	case p.InitialMs < 0 || p.InitialMs > limit:
+		return nil, invalidArgument("retryPolicy.initialMs %d must be between 1 and %d", p.InitialMs, limit)
+	case p.MaxMs < 0 || p.MaxMs > limit:
+		return nil, invalidArgument("retryPolicy.maxMs %d must be between 1 and %d", p.MaxMs, limit)
+	}
+	return &broker.RetryPolicy{Backoff: p.Backoff, Initial: time.Duration(p.InitialMs) * time.Millisecond,
+		Max: time.Duration(p.MaxMs) * time.Millisecond, Jitter: p.Jitter}, nil
+}
+
+// toRetryPolicy is a group's retry policy in its wire form (nil: levels).
+func toRetryPolicy(p *broker.RetryPolicy) RetryPolicy {
+	if p == nil {
+		return RetryPolicy{Backoff: broker.BackoffLevels}
+	}
+	return RetryPolicy{Backoff: p.Backoff, InitialMs: p.Initial.Milliseconds(), MaxMs: p.Max.Milliseconds(), Jitter: p.Jitter}
 }
 
 // groupConfig validates a group request and converts it.
@@ -441,12 +504,18 @@ func groupConfig(name string, req GroupRequest) (broker.GroupConfig, error) {
 	case req.InvisibleMs < 0 || req.InvisibleMs > MaxInvisibleMs:
 		return broker.GroupConfig{}, invalidArgument("invisibleMs %d must be between 0 and %d", req.InvisibleMs, MaxInvisibleMs)
 	}
+	policy, err := retryPolicyConfig(req.RetryPolicy)
+	if err != nil {
+		return broker.GroupConfig{}, err
+	}
 	cfg := broker.GroupConfig{
 		Name:          name,
 		ConsumeMode:   req.ConsumeMode,
 		Orderly:       req.Orderly,
 		RetryMaxTimes: req.RetryMaxTimes,
 		Invisible:     time.Duration(req.InvisibleMs) * time.Millisecond,
+		ConsumeFrom:   req.ConsumeFrom,
+		RetryPolicy:   policy,
 	}
 	for i, s := range req.Subscriptions {
 		if !validName(s.Topic) {
@@ -703,7 +772,12 @@ func toGroup(g broker.GroupConfig) Group {
 		RetryMaxTimes: g.RetryMaxTimes,
 		InvisibleMs:   g.Invisible.Milliseconds(),
 		Subscriptions: make([]Subscription, 0, len(g.Subscriptions)),
+		ConsumeFrom:   g.ConsumeFrom,
+		RetryPolicy:   toRetryPolicy(g.RetryPolicy),
 		CreatedAt:     formatTime(g.CreatedAt),
+	}
+	if out.ConsumeFrom == "" {
+		out.ConsumeFrom = "first"
 	}
 	for _, s := range g.Subscriptions {
 		out.Subscriptions = append(out.Subscriptions, Subscription{Topic: s.Topic, TagExpression: s.TagExpression, SQL: s.SQL})
@@ -750,7 +824,8 @@ func toProgress(group string, queues []broker.QueueProgress, backlog broker.Grou
 		}
 	}
 	var retrySum, delayedSum int64
-	out.Retry.ByLevel, out.Retry.Total, retrySum = toLevels(backlog.Retry, 0)
+	out.Retry.ByLevel, out.Retry.Total, retrySum = toLevels(backlog.Retry, backlog.RetryTimers)
+	out.Retry.Timers = backlog.RetryTimers
 	out.Delayed.ByLevel, out.Delayed.Total, delayedSum = toLevels(backlog.Delayed, backlog.Timers)
 	out.Delayed.Timers = backlog.Timers
 	out.TotalLag += retrySum + delayedSum

@@ -853,7 +853,7 @@ const docTemplate = `{
         },
         "/groups/{group}/nack": {
             "post": {
-                "description": "Give leased messages back for a retry after a delay level, or straight to the dead-letter queue (delayLevel -1). After the group's retryMaxTimes retries a message goes to the DLQ.",
+                "description": "Give leased messages back for a retry after a delay level, after delayMs, or straight to the dead-letter queue (delayLevel -1); without either the group's retryPolicy picks the delay. After the group's retryMaxTimes retries a message goes to the DLQ.",
                 "consumes": [
                     "application/json"
                 ],
@@ -2278,6 +2278,11 @@ const docTemplate = `{
                     "type": "integer",
                     "example": 0
                 },
+                "delayMs": {
+                    "description": "DelayMs is the delay the retry after this attempt waited on a timer (a nack's delayMs or the retryPolicy).",
+                    "type": "integer",
+                    "example": 0
+                },
                 "outcome": {
                     "type": "string",
                     "enum": [
@@ -2714,14 +2719,21 @@ const docTemplate = `{
         "Group": {
             "type": "object",
             "required": [
+                "consumeFrom",
                 "consumeMode",
                 "invisibleMs",
                 "name",
                 "orderly",
                 "retryMaxTimes",
+                "retryPolicy",
                 "subscriptions"
             ],
             "properties": {
+                "consumeFrom": {
+                    "description": "ConsumeFrom is \"first\", \"last\" or an RFC 3339 time (see GroupRequest).",
+                    "type": "string",
+                    "example": "first"
+                },
                 "consumeMode": {
                     "type": "string",
                     "enum": [
@@ -2759,6 +2771,9 @@ const docTemplate = `{
                     "type": "integer",
                     "example": 16
                 },
+                "retryPolicy": {
+                    "$ref": "#/definitions/RetryPolicy"
+                },
                 "subscriptions": {
                     "type": "array",
                     "items": {
@@ -2784,6 +2799,11 @@ const docTemplate = `{
         "GroupRequest": {
             "type": "object",
             "properties": {
+                "consumeFrom": {
+                    "description": "ConsumeFrom is where the group starts in each queue of a topic it subscribes to and has no offset for, set\nwhen the subscription is created (with the group, or added later): \"first\" (default: the first retained\nmessage), \"last\" (skip the backlog stored until then; what is sent after is delivered) or an RFC 3339 time\n(the first message stored at or after it). Changing it later moves no offset (use reset-offset); it applies\nto subscriptions added from then on. A queue added to the topic later starts at its first message.",
+                    "type": "string",
+                    "example": "last"
+                },
                 "consumeMode": {
                     "description": "ConsumeMode is \"clustering\" (default: members share the work) or \"broadcasting\" (each member sees everything).",
                     "type": "string",
@@ -2820,6 +2840,14 @@ const docTemplate = `{
                     "minimum": 0,
                     "example": 16
                 },
+                "retryPolicy": {
+                    "description": "RetryPolicy is the delay before each retry of a failed delivery (a nack without delayLevel or delayMs, an\nexpired lease); absent or null: \"levels\", RocketMQ's ladder (the first retry at level 3, 10 s, then one\nlevel further per retry). \"exponential\" waits initialMs * 2^(attempt-1), capped at maxMs; \"fixed\" waits\ninitialMs every time; jitter (0..1) then spreads each delay uniformly by up to that fraction of itself, up or\ndown. No delay exceeds 2 h. retryMaxTimes still bounds the attempts, then the dead-letter queue.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/RetryPolicy"
+                        }
+                    ]
+                },
                 "subscriptions": {
                     "description": "Subscriptions are the topics the group consumes.",
                     "type": "array",
@@ -2833,6 +2861,7 @@ const docTemplate = `{
             "type": "object",
             "required": [
                 "byLevel",
+                "timers",
                 "total"
             ],
             "properties": {
@@ -2843,8 +2872,13 @@ const docTemplate = `{
                         "$ref": "#/definitions/LevelBacklog"
                     }
                 },
+                "timers": {
+                    "description": "Timers counts the group's retries waiting on a timer (a nack's delayMs, an exponential or fixed retryPolicy).",
+                    "type": "integer",
+                    "example": 0
+                },
                 "total": {
-                    "description": "Total is the sum over byLevel; null when some level cannot be counted.",
+                    "description": "Total is the sum over byLevel plus timers; null when some level cannot be counted.",
                     "type": "integer",
                     "example": 2
                 }
@@ -3031,10 +3065,17 @@ const docTemplate = `{
             ],
             "properties": {
                 "delayLevel": {
-                    "description": "DelayLevel: -1 = straight to the dead-letter queue, 0 (default) = broker-controlled backoff (level 3 + reconsumeTimes), \u003e 0 = that delay level.",
+                    "description": "DelayLevel: -1 = straight to the dead-letter queue, 0 (default) = the group's retryPolicy (by default level 3 + reconsumeTimes), \u003e 0 = that delay level.",
                     "type": "integer",
                     "minimum": -1,
                     "example": 0
+                },
+                "delayMs": {
+                    "description": "DelayMs retries after this many milliseconds instead of a delay level (1..7200000; not with delayLevel).",
+                    "type": "integer",
+                    "maximum": 7200000,
+                    "minimum": 0,
+                    "example": 1500
                 },
                 "reason": {
                     "description": "Reason says why processing failed; kept with retries and in the DLQ.",
@@ -3180,7 +3221,7 @@ const docTemplate = `{
                     }
                 },
                 "retry": {
-                    "description": "Retry is the group's retries still waiting in the delay ladder (not yet due).",
+                    "description": "Retry is the group's retries still waiting in the delay ladder or on a timer (not yet due).",
                     "allOf": [
                         {
                             "$ref": "#/definitions/LadderBacklog"
@@ -3640,6 +3681,44 @@ const docTemplate = `{
                     "description": "Topic limits the reset to one topic (default: every subscribed topic).",
                     "type": "string",
                     "example": "orders"
+                }
+            }
+        },
+        "RetryPolicy": {
+            "type": "object",
+            "required": [
+                "backoff"
+            ],
+            "properties": {
+                "backoff": {
+                    "type": "string",
+                    "enum": [
+                        "levels",
+                        "exponential",
+                        "fixed"
+                    ],
+                    "example": "exponential"
+                },
+                "initialMs": {
+                    "description": "InitialMs is the first delay (exponential) or every delay (fixed); required by both, not allowed with levels.",
+                    "type": "integer",
+                    "maximum": 7200000,
+                    "minimum": 1,
+                    "example": 1000
+                },
+                "jitter": {
+                    "description": "Jitter is the fraction (0..1) each delay is spread by, up or down.",
+                    "type": "number",
+                    "maximum": 1,
+                    "minimum": 0,
+                    "example": 0.2
+                },
+                "maxMs": {
+                    "description": "MaxMs caps the delay before jitter (default and at most 7200000); at least initialMs.",
+                    "type": "integer",
+                    "maximum": 7200000,
+                    "minimum": 1,
+                    "example": 60000
                 }
             }
         },

@@ -43,7 +43,7 @@ func newBrokerCollector(src statsSource) *brokerCollector {
 		sentBytes:      d("message_bytes_sent_total", "Body bytes stored by sends, per topic.", "topic"),
 		deliveredBytes: d("message_bytes_delivered_total", "Body bytes delivered to pulls, per group.", "group"),
 		acked:          d("messages_acked_total", "Acknowledged deliveries, per group.", "group"),
-		retries:        d("messages_retried_total", "Failed deliveries sent to the retry topic, per group and delay level.", "group", "level"),
+		retries:        d("messages_retried_total", "Failed deliveries sent to the retry topic, per group and delay level (0: on a timer, a nack's delayMs or an exponential or fixed retry policy).", "group", "level"),
 		dead:           d("messages_dlq_total", "Messages moved to the dead-letter queue, per group.", "group"),
 		inflight:       d("inflight_leases", "Leased messages not yet acknowledged, per group.", "group"),
 		retentionDropped: d("retention_dropped_unconsumed_total",

@@ -135,8 +135,12 @@ type NackItem struct {
 	// Receipt is the lease handle from Pull.
 	Receipt string
 	// DelayLevel: -1 = straight to the DLQ, 0 = broker-controlled
-	// (3 + reconsumeTimes), > 0 = that level.
+	// (the group's RetryPolicy), > 0 = that level.
 	DelayLevel int
+	// Delay, when > 0, retries after this long (up to MaxRetryDelay)
+	// instead of a delay level: the retry copy waits on a timer.
+	// Exclusive with DelayLevel.
+	Delay time.Duration
 	// Reason is a free-text failure reason kept with retries and in the DLQ.
 	Reason string
 }
@@ -193,6 +197,16 @@ type GroupConfig struct {
 	Invisible time.Duration
 	// Subscriptions are the topics the group consumes.
 	Subscriptions []Subscription
+	// ConsumeFrom is where the group starts in a queue of a topic it
+	// subscribes to and has no offset for, applied when the subscription
+	// is created (consumefrom.go): "" (first: the queue's first offset),
+	// "last" (its max offset then) or an RFC 3339 time (the first message
+	// stored at or after it), kept in UTC.
+	ConsumeFrom string `json:",omitempty"`
+	// RetryPolicy picks the delay of a retry that neither a nack's
+	// delayLevel nor its delay chose (retrypolicy.go); nil = the delay
+	// ladder (level 3 + reconsumeTimes).
+	RetryPolicy *RetryPolicy `json:",omitempty"`
 	// Push, when set, makes the gateway deliver the group's messages to a
 	// webhook endpoint (package server/push); nil = pull consumers only.
 	// The stored pointer is shared with every reader of the group: to
@@ -200,6 +214,19 @@ type GroupConfig struct {
 	Push *PushConfig `json:",omitempty"`
 	// CreatedAt is when the group was created.
 	CreatedAt time.Time
+}
+
+// RetryPolicy is a group's backoff between failed deliveries (retrypolicy.go).
+type RetryPolicy struct {
+	// Backoff is BackoffExponential or BackoffFixed (a policy of
+	// BackoffLevels is stored as nil).
+	Backoff string
+	// Initial is the first retry's delay (and every retry's, fixed).
+	Initial time.Duration
+	// Max caps the delay before jitter (default and at most MaxRetryDelay).
+	Max time.Duration
+	// Jitter (0..1) spreads each delay over ±Jitter of itself.
+	Jitter float64 `json:",omitempty"`
 }
 
 // PushConfig is a group's webhook (push) endpoint. The gateway POSTs each
@@ -274,6 +301,10 @@ type GroupBacklog struct {
 	// Retry lists, per delay level, the group's retries waiting in the
 	// delay ladder (levels with none are left out).
 	Retry []LevelBacklog
+	// RetryTimers counts the group's retries waiting on a timer (a
+	// nack's delayMs, an exponential or fixed retry policy), of every
+	// topic.
+	RetryTimers int64
 	// Delayed lists, per delay level, the delayed messages (sent with a
 	// delayLevel) of the topics the group consumes.
 	Delayed []LevelBacklog

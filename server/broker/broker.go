@@ -253,6 +253,7 @@ func (b *Broker) recover(ctx context.Context) error {
 		return err
 	}
 	b.registry.quotas = b.opts.Quotas
+	b.registry.meet = b.meetTopics
 	if b.receipts, err = loadReceiptKey(b.store); err != nil {
 		return err
 	}

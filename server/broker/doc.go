@@ -21,18 +21,26 @@
 //	                      one of topic, topic-deleted, tombstone, group,
 //	                      group-deleted; each record holds the whole new state
 //	                      of one topic, tombstone or group, so replaying it is
-//	                      idempotent. A group is its GroupConfig; each of its
-//	                      Subscriptions is {"Topic","TagExpression","SQL"},
+//	                      idempotent. A group is its GroupConfig (api.go)
+//	                      under its Go field names, ConsumeFrom ("last" or an
+//	                      RFC 3339 time; absent = first) and RetryPolicy
+//	                      ({"Backoff","Initial","Max","Jitter"}, durations in
+//	                      nanoseconds; absent = the ladder) included; each of
+//	                      its Subscriptions is {"Topic","TagExpression","SQL"},
 //	                      SQL (the SQL92 property filter, package filter)
 //	                      left out when empty.
-//	rmq_sys_OFFSET        consumer progress: acks, commits, advances and failed
-//	                      deliveries. Body: package offset's record encoding
+//	rmq_sys_OFFSET        consumer progress: acks, commits (resets, and the
+//	                      start offsets of a group's ConsumeFrom,
+//	                      consumefrom.go), advances and failed deliveries.
+//	                      Body: package offset's record encoding
 //	                      (storage/offset/doc.go), generations make replay
 //	                      idempotent.
 //	rmq_sys_DLQ           dead-letter status changes. Body: JSON
 //	                      {"group","messageId","status","at"}, status dead,
 //	                      resent or discarded.
-//	rmq_sys_TIMER         timers (delayMs / deliverAt). A record is the message
+//	rmq_sys_TIMER         timers (delayMs / deliverAt, and retries waiting on a
+//	                      timer, whose destination is %RETRY%<group>: a nack's
+//	                      delayMs, a RetryPolicy). A record is the message
 //	                      itself with its destination in REAL_TOPIC / REAL_QID
 //	                      and its due time in TIMER_DELIVER_MS; a reschedule or a
 //	                      retention carry appends a copy naming the timer
@@ -51,8 +59,8 @@
 // systemProperties refuses them on send):
 //
 //	ATTEMPTS      JSON array of Attempt {"at","outcome","client","reason",
-//	              "delayLevel","count"}: the failed deliveries of a retry or
-//	              dead letter, bounded to the newest 32 entries in 8 KiB
+//	              "delayLevel","delayMs","count"}: the failed deliveries of
+//	              a retry or dead letter, bounded to the newest 32 entries in 8 KiB
 //	              with reasons cut to 512 bytes; older entries fold into one
 //	              "omitted" entry with their count (limits.go).
 //	DLQ_REASON    the last failure reason of a dead letter (at most 2 KiB).

@@ -318,6 +318,7 @@ type queueView struct {
 	accept     func(*message.Message) bool // in-memory filter; nil accepts all
 	orderly    bool                        // per-sharding-key FIFO (orderly.go)
 	maxRetry   int                         // the group's retryMaxTimes
+	policy     *RetryPolicy                // the group's retry policy (nil: the ladder)
 }
 
 func (b *Broker) view(group, topic string, qid int32, match func(int64) bool) queueView {
@@ -333,7 +334,7 @@ func (b *Broker) view(group, topic string, qid int32, match func(int64) bool) qu
 func viewOf(g GroupConfig, topic string, qid int32, match func(int64) bool, floor int64) queueView {
 	group := g.Name
 	v := queueView{key: offset.Key{Group: group, Topic: topic, QueueID: qid}, storeTopic: topic, storeQueue: qid, match: match,
-		orderly: g.Orderly && qid != retryQueueID, maxRetry: g.RetryMaxTimes}
+		orderly: g.Orderly && qid != retryQueueID, maxRetry: g.RetryMaxTimes, policy: g.RetryPolicy}
 	if v.maxRetry == 0 {
 		v.maxRetry = 16
 	}
@@ -353,8 +354,9 @@ func viewOf(g GroupConfig, topic string, qid int32, match func(int64) bool, floo
 // sendBack is one leased message that failed (nack or expired lease).
 type sendBack struct {
 	view    queueView
-	offset  int64 // queue offset in view.storeTopic/storeQueue
-	level   int   // -1 DLQ, 0 broker-controlled, >0 that level
+	offset  int64         // queue offset in view.storeTopic/storeQueue
+	level   int           // -1 DLQ, 0 broker-controlled, >0 that level
+	delay   time.Duration // > 0: retry on a timer after this long (a nack's delayMs)
 	reason  string
 	outcome string // "nack" or "expired"
 	client  string // who failed it
@@ -432,7 +434,7 @@ func (b *Broker) takeExpired(ps *popState, c *cursor, v queueView, now time.Time
 		case !now.Before(l.deadline) && l.key != "":
 			// An ordered message: retried in place, keeping its key.
 			a := newAttempt(now, outcomeExpired, l.client, "lease expired without ack", 0)
-			if b.failInPlace(l, v.maxRetry, 0, now, a) {
+			if b.failInPlace(l, v, 0, 0, now, a) {
 				delete(c.inflight, off)
 				ps.release(c, l.key, off)
 				expired = append(expired, deadInPlace(v, off, l, a.Reason, outcomeExpired, l.client))
