@@ -29,6 +29,8 @@
 //	@tag.description			Consumer group administration.
 //	@tag.name					broker
 //	@tag.description			Broker status.
+//	@tag.name					transactions
+//	@tag.description			Transactional (half) messages: commit, rollback, and the checks of unresolved transactions a producer group pulls.
 package api
 
 import (
@@ -118,6 +120,7 @@ type Broker interface {
 	Admin
 	DeadLetters
 	Timers
+	Transactions
 }
 
 // Limits and defaults of the transport. MaxWaitMs and MaxPullMessages are
@@ -243,5 +246,6 @@ func NewHandler(d Deps) http.Handler {
 	h.registerBrokerRoutes(r)
 	h.registerDLQRoutes(r)
 	h.registerTimerRoutes(r)
+	h.registerTransactionRoutes(r)
 	return r
 }
