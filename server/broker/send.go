@@ -69,15 +69,16 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []SendMessage) ([]
 		return nil, err
 	}
 	var txnStored bool
+	var txnPhys int64
 	if stored[0].Topic == txnHalfTopic && !results[0].Duplicate {
-		// Counted against the quotas before the write; the state counts it
-		// once the release has followed what was stored.
+		// Counted against the quotas before the write, until the state
+		// counts the transaction.
 		release, err := b.reserveTxn(msgs[0].ProducerGroup)
 		if err != nil {
 			b.dedup.settle(claims, results, err)
 			return nil, err
 		}
-		defer func() { release(txnStored) }()
+		defer func() { release(txnStored, txnPhys) }()
 	}
 	var fresh []*message.Message
 	var freshIdx []int
@@ -109,7 +110,7 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []SendMessage) ([]
 					qid, _ := strconv.ParseInt(m.Property(message.PropertyRealQueueID), 10, 32)
 					results[i].QueueID, results[i].QueueOffset = int32(qid), -1
 					results[i].TransactionID = results[i].MessageID
-					txnStored = true
+					txnStored, txnPhys = true, put[j].PhysicalOffset
 				case message.ScheduleTopic:
 					// Delayed by level: the destination queue; the queue
 					// offset is only known once it is delivered.

@@ -120,7 +120,7 @@ func (h txnHeap) nextDue() time.Time {
 type txnGroup struct {
 	heap     txnHeap // its transactions with checks left, by next check
 	count    int     // its unresolved transactions
-	reserved int     // sends of it being written
+	reserved int     // sends of it being written or not yet followed
 	waiters  int     // check pulls waiting
 	// changed is closed (and replaced) when a transaction is placed in
 	// heap: a waiting pull looks again.
@@ -165,7 +165,11 @@ type txnSet struct {
 	pending   map[string]*txn
 	groups    map[string]*txnGroup
 	exhausted txnHeap // every check handed out, by next check
-	reserved  int     // sends being written, all groups
+	reserved  int     // sends being written or not yet followed, all groups
+	// stored maps the CommitLog offset of a half record a send stored to
+	// its producer group, until followTxns sees it and the send's
+	// reservation becomes the transaction.
+	stored map[int64]string
 	pos       txnPosition
 	maxChecks int
 	stats     TransactionStats
@@ -186,6 +190,7 @@ type txnSet struct {
 func (x *txnSet) init(maxChecks int) {
 	x.pending = make(map[string]*txn)
 	x.groups = make(map[string]*txnGroup)
+	x.stored = make(map[int64]string)
 	x.maxChecks = maxChecks
 	x.wake = make(chan struct{}, 1)
 }
@@ -414,6 +419,10 @@ func (b *Broker) applyHalf(m *message.Message) {
 		t.checks, t.next = checks, time.UnixMilli(nextMs)
 	}
 	x.add(t)
+	if group, ok := x.stored[m.PhysicalOffset]; ok {
+		delete(x.stored, m.PhysicalOffset)
+		x.unreserve(group) // counted as a transaction from now on
+	}
 }
 
 // applyOp applies an op record to its transaction (when pending).
@@ -785,9 +794,11 @@ func (b *Broker) carryTxnBatch(batch []*txn, cut int64) (int, error) {
 }
 
 // reserveTxn counts a transactional send of group being written against
-// the quotas; the returned func releases it (after following what the
-// send stored, so that the state counts it from then on).
-func (b *Broker) reserveTxn(group string) (release func(stored bool), err error) {
+// the quotas. The returned func ends the reservation: at once when
+// nothing was stored, else when followTxns sees the half record stored at
+// phys (the send does not wait for it: every reader of the state follows
+// first).
+func (b *Broker) reserveTxn(group string) (release func(stored bool, phys int64), err error) {
 	x := &b.txns
 	q := b.opts.Quotas
 	x.mu.Lock()
@@ -806,20 +817,24 @@ func (b *Broker) reserveTxn(group string) (release func(stored bool), err error)
 	}
 	g.reserved++
 	x.reserved++
-	return func(stored bool) {
-		var err error
-		if stored {
-			err = b.settleTxns()
-		}
+	return func(stored bool, phys int64) {
 		x.mu.Lock()
+		defer x.mu.Unlock()
+		if stored && phys > x.pos.HalfMark.Phys {
+			x.stored[phys] = group // not followed yet
+			return
+		}
+		x.unreserve(group)
+	}, nil
+}
+
+// unreserve ends a send's reservation; the caller holds mu.
+func (x *txnSet) unreserve(group string) {
+	if g := x.groups[group]; g != nil {
 		g.reserved--
 		x.reserved--
 		x.dropIfIdle(group)
-		x.mu.Unlock()
-		if err != nil {
-			b.log.Error().Err(err).Msg("transactions not up to date after a transactional send")
-		}
-	}, nil
+	}
 }
 
 // closeTxns catches the state up and writes its snapshot (the workers
