@@ -389,3 +389,19 @@ func mustJSON(t *testing.T, v any) []byte {
 	require.NoError(t, err)
 	return b
 }
+
+// endpointsTransactions calls every transaction route with a success and
+// an error (a subtest of TestE2EEndpoints).
+func endpointsTransactions(t *testing.T, e *e2eServer) {
+	res := e.sendTxn(t, "endpoints-txn", api.SendMessage{Body: "half", CheckAfterMs: 100, ProducerGroup: "endpoints-pg"})
+	require.Equal(t, "pending", e.txn(t, res.TransactionID).State)
+	servertest.WantProblem(t, e.Get(t, "/v1/transactions/not-an-id"), http.StatusBadRequest, "invalid-argument")
+	require.Len(t, e.checks(t, "endpoints-pg", api.TransactionChecksRequest{WaitMs: 5000}), 1)
+	servertest.WantProblem(t, e.JSON(t, http.MethodPost, "/v1/producer-groups/endpoints-pg/transactions/pull", `{"maxMessages":0.5}`),
+		http.StatusBadRequest, "malformed-request")
+	servertest.Decode(t, e.endTxn(t, res.TransactionID, "commit"), http.StatusOK, nil)
+	servertest.WantProblem(t, e.endTxn(t, res.TransactionID, "rollback"), http.StatusConflict, "transaction-finished")
+	other := e.sendTxn(t, "endpoints-txn", api.SendMessage{Body: "discarded", CheckAfterMs: 60_000, ProducerGroup: "endpoints-pg"})
+	servertest.Decode(t, e.endTxn(t, other.TransactionID, "rollback"), http.StatusOK, nil)
+	servertest.WantProblem(t, e.endTxn(t, other.TransactionID, "commit"), http.StatusConflict, "transaction-finished")
+}
