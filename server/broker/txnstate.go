@@ -169,7 +169,7 @@ type txnSet struct {
 	// stored maps the CommitLog offset of a half record a send stored to
 	// its producer group, until followTxns sees it and the send's
 	// reservation becomes the transaction.
-	stored map[int64]string
+	stored    map[int64]string
 	pos       txnPosition
 	maxChecks int
 	stats     TransactionStats
