@@ -75,6 +75,8 @@ type BrokerStatus struct {
 	TimersPending int `json:"timersPending" example:"3"`
 	// NextTimerAt is when the soonest timer fires.
 	NextTimerAt string `json:"nextTimerAt,omitempty" format:"date-time" example:"2026-11-29T10:05:00.000Z"`
+	// Transactions counts the unresolved transactions and how transactions ended since start.
+	Transactions TransactionStatus `json:"transactions"`
 	// Dispatch is the store's dispatcher, which makes stored messages visible to consumers.
 	Dispatch DispatchStatus `json:"dispatch"`
 	// Quarantine lists records the store set aside: impossible to dispatch or read, or damaged (their CRC fails).
@@ -84,6 +86,18 @@ type BrokerStatus struct {
 	// Scrub is the background scrubber, which re-reads the sealed CommitLog segments and verifies every frame's CRC.
 	Scrub ScrubStatus `json:"scrub"`
 } //	@name	BrokerStatus
+
+// TransactionStatus counts transactional messages.
+type TransactionStatus struct {
+	// Pending counts the unresolved transactions (half messages not committed or rolled back).
+	Pending int `json:"pending" example:"2"`
+	// CommittedTotal, RolledBackTotal count the transactions ended since start; MaxChecksRolledBackTotal those of them rolled back because no check was answered (--transaction-max-checks).
+	CommittedTotal           uint64 `json:"committedTotal" example:"120"`
+	RolledBackTotal          uint64 `json:"rolledBackTotal" example:"3"`
+	MaxChecksRolledBackTotal uint64 `json:"maxChecksRolledBackTotal" example:"1"`
+	// ChecksHandedOutTotal counts the checks producer groups pulled since start.
+	ChecksHandedOutTotal uint64 `json:"checksHandedOutTotal" example:"7"`
+} //	@name	TransactionStatus
 
 // DiskStatus is the store's file system: how full it is and what that refuses.
 type DiskStatus struct {
@@ -561,6 +575,9 @@ func (h *handler) brokerStatus(w http.ResponseWriter, r *http.Request) {
 		LatenessMaxMs:      float64(s.LatenessMax) / float64(time.Millisecond),
 		TimersPending:      s.TimersPending,
 		NextTimerAt:        formatTime(s.NextTimerAt),
+		Transactions: TransactionStatus{Pending: s.Transactions.Pending, CommittedTotal: s.Transactions.Committed,
+			RolledBackTotal: s.Transactions.RolledBack, MaxChecksRolledBackTotal: s.Transactions.MaxChecksRolledBack,
+			ChecksHandedOutTotal: s.Transactions.ChecksHandedOut},
 		Dispatch: DispatchStatus{DispatchedOffset: s.Dispatch.Dispatched, LagBytes: s.Dispatch.LagBytes,
 			DelayMs: s.Dispatch.Delay.Milliseconds(), Error: s.Dispatch.Error, FailingSince: formatTime(s.Dispatch.FailingSince)},
 		Quarantine: Quarantine{Count: s.Quarantined, Records: make([]QuarantinedRecord, 0, len(s.QuarantinedRecent))},

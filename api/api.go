@@ -35,6 +35,8 @@
 //	@tag.description			Pending delayMs/deliverAt timers: list, read, reschedule, cancel.
 //	@tag.name					broker
 //	@tag.description			Broker status.
+//	@tag.name					transactions
+//	@tag.description			Transactional (half) messages: commit, rollback, and the checks of unresolved transactions a producer group pulls.
 package api
 
 import (
@@ -124,6 +126,7 @@ type Broker interface {
 	Admin
 	DeadLetters
 	Timers
+	Transactions
 }
 
 // Limits and defaults of the transport. MaxWaitMs and MaxPullMessages are
@@ -249,5 +252,6 @@ func NewHandler(d Deps) http.Handler {
 	h.registerBrokerRoutes(r)
 	h.registerDLQRoutes(r)
 	h.registerTimerRoutes(r)
+	h.registerTransactionRoutes(r)
 	return r
 }

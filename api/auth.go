@@ -42,12 +42,19 @@ type routeRule struct {
 	// bodyTopics says that the handler also checks a permission on every
 	// topic the request body names (documentation: RoutePermissions).
 	bodyTopics string
+	// byHandler: the handler checks the permission on a resource the
+	// path does not name (a transaction's topic); the rule only needs an
+	// account.
+	byHandler bool
 }
 
 var (
 	adminOnly = routeRule{admin: true}
 	// subGroup: SUB on the group of the path.
 	subGroup = routeRule{groupParam: "group", groupPerm: auth.PermSub}
+	// pubTxnTopic: PUB on the topic of the transaction the path names,
+	// checked by the handler once it has looked the transaction up.
+	pubTxnTopic = routeRule{byHandler: true}
 )
 
 // routeRules maps "METHOD pattern" (the /v1 router's patterns) to its
@@ -66,6 +73,11 @@ var (
 //   - A group's dead letters may be read (list, one) with SUB on the
 //     group: they are that group's own undeliverable messages. Resending
 //     and discarding them need admin.
+//   - Transactions: a transactional send needs PUB on the topic and on
+//     its producer group (a group of the file); committing, rolling back
+//     and reading a transaction need PUB on its topic (checked by the
+//     handler, which looks the transaction up); pulling a producer
+//     group's checks needs PUB on that group.
 //   - A topic's configuration may be read with PUB or SUB on it; listing
 //     topics or groups, creating, changing or deleting them, push
 //     configuration (part of a group's configuration), reset-offset,
@@ -108,6 +120,11 @@ var routeRules = map[string]routeRule{
 	"GET /timers/{id}":                       adminOnly,
 	"PUT /timers/{id}":                       adminOnly,
 	"DELETE /timers/{id}":                    adminOnly,
+
+	"POST /transactions/{transactionId}/commit":               pubTxnTopic,
+	"POST /transactions/{transactionId}/rollback":             pubTxnTopic,
+	"GET /transactions/{transactionId}":                       pubTxnTopic,
+	"POST /producer-groups/{producerGroup}/transactions/pull": {groupParam: "producerGroup", groupPerm: auth.PermPub},
 }
 
 // RoutePermissions returns, per route of the /v1 router ("METHOD

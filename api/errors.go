@@ -97,6 +97,8 @@ type Problem struct {
 	// Position is, for invalid-sql, the 1-based position (in characters) in the filter named by field of the
 	// token the problem is about; detail says what was expected there.
 	Position int `json:"position,omitempty" example:"12"`
+	// State is how a finished transaction ended (transaction-finished): committed or rolled-back.
+	State string `json:"state,omitempty" enums:"committed,rolled-back" example:"committed"`
 } //	@name	Problem
 
 // problemKind is one entry of the problem catalogue.
@@ -121,6 +123,8 @@ var (
 	kindTopicNotFound   = problemKind{http.StatusNotFound, "topic-not-found", "Topic not found", 0}
 	kindGroupNotFound   = problemKind{http.StatusNotFound, "group-not-found", "Group not found", 0}
 	kindMessageNotFound = problemKind{http.StatusNotFound, "message-not-found", "Message not found", 0}
+	kindTxnNotFound     = problemKind{http.StatusNotFound, "transaction-not-found", "Transaction not found", 0}
+	kindTxnFinished     = problemKind{http.StatusConflict, "transaction-finished", "Transaction already finished the other way", 0}
 	kindMethod          = problemKind{http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed", 0}
 	kindInFlight        = problemKind{http.StatusConflict, "idempotency-request-in-flight", "A request with this idempotency key is in progress", 1}
 	kindTooLarge        = problemKind{http.StatusRequestEntityTooLarge, "body-too-large", "Body too large", 0}
@@ -171,6 +175,8 @@ var sentinelKinds = []struct {
 	{broker.ErrTopicNotFound, kindTopicNotFound},
 	{broker.ErrGroupNotFound, kindGroupNotFound},
 	{broker.ErrMessageNotFound, kindMessageNotFound},
+	{broker.ErrTransactionNotFound, kindTxnNotFound},
+	{broker.ErrTransactionFinished, kindTxnFinished},
 	{ErrMethodNotAllowed, kindMethod},
 	{broker.ErrIdempotencyInFlight, kindInFlight},
 	{broker.ErrTooLarge, kindTooLarge},
@@ -284,6 +290,8 @@ func newProblem(kind problemKind, err error) Problem {
 		p.Field, p.Limit, p.LimitUnit = quota.Quota, quota.Limit, quota.Unit
 	} else if sqlErr := (*broker.SQLError)(nil); errors.As(err, &sqlErr) {
 		p.Field, p.Position = sqlErr.Field, sqlErr.Position
+	} else if fin := (*broker.TransactionFinishedError)(nil); errors.As(err, &fin) {
+		p.State = fin.Transaction.State
 	} else if rl := (*RateLimitError)(nil); errors.As(err, &rl) {
 		p.Limit, p.LimitUnit = int(rl.Limit), rl.What+" per second"
 	} else if errors.As(err, &limit) {

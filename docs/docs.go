@@ -1450,6 +1450,96 @@ const docTemplate = `{
                 }
             }
         },
+        "/producer-groups/{producerGroup}/transactions/pull": {
+            "post": {
+                "description": "RocketMQ's check-back, pulled: the unresolved transactions of the producer group whose check is due (the first checkAfterMs after the send, each later one max(checkAfterMs, --transaction-check-interval) after the previous), up to maxMessages. Answer each with a commit or a rollback. Every check handed out counts (checkTimes); a transaction whose --transaction-max-checks checks all went unanswered is rolled back (reason max-checks) when the next would fall due.\nWhen no check is due the call waits up to waitMs (at most 30000) and returns as soon as one falls due; it answers 200 with an empty list when the wait runs out or the server shuts down. A producer needs no port of its own.\nWith authentication it needs PUB on the producer group (a group of the ACL file).",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "transactions"
+                ],
+                "summary": "Pull transaction checks",
+                "operationId": "pullTransactionChecks",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Producer group",
+                        "name": "producerGroup",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "description": "Pull options",
+                        "name": "request",
+                        "in": "body",
+                        "schema": {
+                            "$ref": "#/definitions/TransactionChecksRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/TransactionChecksResponse"
+                        }
+                    },
+                    "400": {
+                        "description": "invalid-name, invalid-argument, malformed-request",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "403": {
+                        "description": "forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "413": {
+                        "description": "body-too-large",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "415": {
+                        "description": "unsupported-media-type",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "429": {
+                        "description": "too-many-waiters (the server's --max-waiters or the account's maxLongPolls), rate-limited",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "storage-read-only, shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "507": {
+                        "description": "disk-full",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
         "/timers": {
             "get": {
                 "description": "Messages sent with delayMs or deliverAt wait here until due (up to a year ahead, past the CommitLog's retention). Pages follow ` + "`" + `next` + "`" + `.",
@@ -2001,7 +2091,7 @@ const docTemplate = `{
         },
         "/topics/{topic}/messages": {
             "post": {
-                "description": "Send one message or a batch to a topic.\n\nWith ` + "`" + `Content-Type: application/json` + "`" + ` the body is one SendMessage, or ` + "`" + `{\"messages\":[…]}` + "`" + ` for a batch (at most 256 messages, stored in order).\nWith ` + "`" + `Content-Type: application/vnd.mqgate.batch` + "`" + ` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary ` + "`" + `/mpub` + "`" + `); the ` + "`" + `X-Mqgate-*` + "`" + ` headers apply to every message.\nWith any other Content-Type the body is one raw message; its tag, keys and properties come from the ` + "`" + `X-Mqgate-*` + "`" + ` headers.\n\n` + "`" + `Idempotency-Key` + "`" + ` makes a retry safe: within the dedup window a repeated send returns the first result (with ` + "`" + `Idempotent-Replayed: true` + "`" + `), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own ` + "`" + `dedupId` + "`" + ` uses ` + "`" + `\u003ckey\u003e:\u003ci\u003e` + "`" + `.\nA 503 ` + "`" + `flush-timeout` + "`" + ` means the outcome is unknown: retry with the same key.",
+                "description": "Send one message or a batch to a topic.\n\nWith ` + "`" + `Content-Type: application/json` + "`" + ` the body is one SendMessage, or ` + "`" + `{\"messages\":[…]}` + "`" + ` for a batch (at most 256 messages, stored in order).\nWith ` + "`" + `Content-Type: application/vnd.mqgate.batch` + "`" + ` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary ` + "`" + `/mpub` + "`" + `); the ` + "`" + `X-Mqgate-*` + "`" + ` headers apply to every message.\nWith any other Content-Type the body is one raw message; its tag, keys and properties come from the ` + "`" + `X-Mqgate-*` + "`" + ` headers.\n\n` + "`" + `Idempotency-Key` + "`" + ` makes a retry safe: within the dedup window a repeated send returns the first result (with ` + "`" + `Idempotent-Replayed: true` + "`" + `), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own ` + "`" + `dedupId` + "`" + ` uses ` + "`" + `\u003ckey\u003e:\u003ci\u003e` + "`" + `.\nA 503 ` + "`" + `flush-timeout` + "`" + ` means the outcome is unknown: retry with the same key.\n\n` + "`" + `\"transactional\": true` + "`" + ` with a ` + "`" + `producerGroup` + "`" + ` stores a half message: invisible to every group until its transaction (the ` + "`" + `transactionId` + "`" + ` of the result) is committed, or discarded by a rollback; while it is unresolved the producer group is asked about it (` + "`" + `POST /v1/producer-groups/{producerGroup}/transactions/pull` + "`" + `). One message per send, not delayed; with authentication it needs PUB on the producer group too.",
                 "consumes": [
                     "application/json",
                     "application/octet-stream",
@@ -2075,6 +2165,24 @@ const docTemplate = `{
                         "description": "Raw send: RFC 3339 delivery time",
                         "name": "X-Mqgate-Deliver-At",
                         "in": "header"
+                    },
+                    {
+                        "type": "boolean",
+                        "description": "Raw send: true for a transactional (half) message",
+                        "name": "X-Mqgate-Transactional",
+                        "in": "header"
+                    },
+                    {
+                        "type": "string",
+                        "description": "Raw send: the producer group of a transactional message",
+                        "name": "X-Mqgate-Producer-Group",
+                        "in": "header"
+                    },
+                    {
+                        "type": "integer",
+                        "description": "Raw send: checkAfterMs of a transactional message",
+                        "name": "X-Mqgate-Check-After-Ms",
+                        "in": "header"
                     }
                 ],
                 "responses": {
@@ -2103,7 +2211,7 @@ const docTemplate = `{
                         }
                     },
                     "409": {
-                        "description": "idempotency-request-in-flight (Retry-After), quota-exceeded (topics: the send creates the topic; pendingTimers)",
+                        "description": "idempotency-request-in-flight (Retry-After), quota-exceeded (topics: the send creates the topic; pendingTimers; a transactional send: transactionsPerProducerGroup, pendingTransactions)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -2234,6 +2342,213 @@ const docTemplate = `{
                     }
                 }
             }
+        },
+        "/transactions/{transactionId}": {
+            "get": {
+                "description": "How a transaction stands: pending (with the checks handed out and when the next falls due), committed or rolled-back (and why). A finished transaction is known as long as retention keeps its records.\nWith authentication it needs PUB on the transaction's topic.",
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "transactions"
+                ],
+                "summary": "Get a transaction",
+                "operationId": "getTransaction",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Transaction id",
+                        "name": "transactionId",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/Transaction"
+                        }
+                    },
+                    "400": {
+                        "description": "invalid-argument",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "403": {
+                        "description": "forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "transaction-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
+        "/transactions/{transactionId}/commit": {
+            "post": {
+                "description": "Delivers the half message to its topic and queue as a normal message (its id is the transaction id; tag, keys and properties as sent), once. Idempotent: committing a committed transaction answers 200 as the first commit did; one that was rolled back is 409 ` + "`" + `transaction-finished` + "`" + ` with ` + "`" + `state` + "`" + ` rolled-back. A commit of a transaction whose topic was deleted rolls it back (409, reason topic-deleted).\nWith authentication it needs PUB on the transaction's topic. The body is ignored.",
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "transactions"
+                ],
+                "summary": "Commit a transaction",
+                "operationId": "commitTransaction",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Transaction id (the send's transactionId)",
+                        "name": "transactionId",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/Transaction"
+                        }
+                    },
+                    "400": {
+                        "description": "invalid-argument (not a transaction id)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "403": {
+                        "description": "forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "transaction-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "transaction-finished (state: rolled-back)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "flush-timeout, storage-read-only, shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "507": {
+                        "description": "disk-full",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
+        "/transactions/{transactionId}/rollback": {
+            "post": {
+                "description": "Discards the half message: no group ever sees it. Idempotent: rolling back a rolled-back transaction answers 200; a committed one is 409 ` + "`" + `transaction-finished` + "`" + ` with ` + "`" + `state` + "`" + ` committed.\nWith authentication it needs PUB on the transaction's topic. The body is ignored.",
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "transactions"
+                ],
+                "summary": "Roll a transaction back",
+                "operationId": "rollbackTransaction",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Transaction id (the send's transactionId)",
+                        "name": "transactionId",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/Transaction"
+                        }
+                    },
+                    "400": {
+                        "description": "invalid-argument (not a transaction id)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "403": {
+                        "description": "forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "transaction-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "transaction-finished (state: committed)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "flush-timeout, storage-read-only, shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "507": {
+                        "description": "disk-full",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
         }
     },
     "definitions": {
@@ -2315,6 +2630,7 @@ const docTemplate = `{
                 "scrub",
                 "storeBytes",
                 "timersPending",
+                "transactions",
                 "uptimeMs"
             ],
             "properties": {
@@ -2405,6 +2721,14 @@ const docTemplate = `{
                     "description": "TimersPending counts delayMs/deliverAt timers not yet due.",
                     "type": "integer",
                     "example": 3
+                },
+                "transactions": {
+                    "description": "Transactions counts the unresolved transactions and how transactions ended since start.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/TransactionStatus"
+                        }
+                    ]
                 },
                 "uptimeMs": {
                     "type": "integer",
@@ -3168,6 +3492,15 @@ const docTemplate = `{
                     "type": "string",
                     "example": "d4m1c8sl0s73b0h3ds2g"
                 },
+                "state": {
+                    "description": "State is how a finished transaction ended (transaction-finished): committed or rolled-back.",
+                    "type": "string",
+                    "enum": [
+                        "committed",
+                        "rolled-back"
+                    ],
+                    "example": "committed"
+                },
                 "status": {
                     "description": "Status repeats the HTTP status code.",
                     "type": "integer",
@@ -3821,6 +4154,13 @@ const docTemplate = `{
                     ],
                     "example": "utf8"
                 },
+                "checkAfterMs": {
+                    "description": "CheckAfterMs is how long after the send the first check falls due (default 6000).",
+                    "type": "integer",
+                    "maximum": 86400000,
+                    "minimum": 100,
+                    "example": 6000
+                },
                 "dedupId": {
                     "description": "DedupID makes retries of this message idempotent within the dedup window.",
                     "type": "string",
@@ -3855,6 +4195,12 @@ const docTemplate = `{
                         "order-1001"
                     ]
                 },
+                "producerGroup": {
+                    "description": "ProducerGroup is the group whose producers are asked about the transaction while it is not resolved (POST /v1/producer-groups/{producerGroup}/transactions/pull). Required with transactional.",
+                    "type": "string",
+                    "maxLength": 120,
+                    "example": "order-service"
+                },
                 "properties": {
                     "description": "Properties are user properties carried with the message.",
                     "type": "object",
@@ -3871,6 +4217,11 @@ const docTemplate = `{
                     "description": "Tag is one filterable label.",
                     "type": "string",
                     "example": "created"
+                },
+                "transactional": {
+                    "description": "Transactional stores the message as a half message, invisible to every group until its transaction is committed (POST /v1/transactions/{transactionId}/commit). A send carries one transactional message; it cannot be delayed.",
+                    "type": "boolean",
+                    "example": false
                 }
             }
         },
@@ -3893,6 +4244,13 @@ const docTemplate = `{
                         "base64"
                     ],
                     "example": "utf8"
+                },
+                "checkAfterMs": {
+                    "description": "CheckAfterMs is how long after the send the first check falls due (default 6000).",
+                    "type": "integer",
+                    "maximum": 86400000,
+                    "minimum": 100,
+                    "example": 6000
                 },
                 "dedupId": {
                     "description": "DedupID makes retries of this message idempotent within the dedup window.",
@@ -3935,6 +4293,12 @@ const docTemplate = `{
                         "$ref": "#/definitions/SendMessage"
                     }
                 },
+                "producerGroup": {
+                    "description": "ProducerGroup is the group whose producers are asked about the transaction while it is not resolved (POST /v1/producer-groups/{producerGroup}/transactions/pull). Required with transactional.",
+                    "type": "string",
+                    "maxLength": 120,
+                    "example": "order-service"
+                },
                 "properties": {
                     "description": "Properties are user properties carried with the message.",
                     "type": "object",
@@ -3951,6 +4315,11 @@ const docTemplate = `{
                     "description": "Tag is one filterable label.",
                     "type": "string",
                     "example": "created"
+                },
+                "transactional": {
+                    "description": "Transactional stores the message as a half message, invisible to every group until its transaction is committed (POST /v1/transactions/{transactionId}/commit). A send carries one transactional message; it cannot be delayed.",
+                    "type": "boolean",
+                    "example": false
                 }
             }
         },
@@ -3995,6 +4364,11 @@ const docTemplate = `{
                     "description": "QueueOffset is the message's offset in that queue.",
                     "type": "integer",
                     "example": 42
+                },
+                "transactionId": {
+                    "description": "TransactionID names the transaction of a transactional send (the messageId; queueOffset is -1 until it is committed).",
+                    "type": "string",
+                    "example": "7F00000100001F9000000000000004D2"
                 }
             }
         },
@@ -4182,6 +4556,188 @@ const docTemplate = `{
                     "example": 72
                 }
             }
+        },
+        "Transaction": {
+            "type": "object",
+            "required": [
+                "checkTimes",
+                "producerGroup",
+                "queueId",
+                "state",
+                "topic",
+                "transactionId"
+            ],
+            "properties": {
+                "checkTimes": {
+                    "description": "CheckTimes counts the checks handed out to the producer group.",
+                    "type": "integer",
+                    "example": 0
+                },
+                "createdAt": {
+                    "description": "CreatedAt is when the half message was stored; FinishedAt when the transaction ended.",
+                    "type": "string",
+                    "format": "date-time"
+                },
+                "finishedAt": {
+                    "type": "string",
+                    "format": "date-time"
+                },
+                "messageId": {
+                    "description": "MessageID is the committed message's id (the transaction id); QueueOffset its offset in the queue (committed only, when known).",
+                    "type": "string",
+                    "example": "7F00000100001F9000000000000004D2"
+                },
+                "nextCheckAt": {
+                    "description": "NextCheckAt is when the next check falls due (pending only).",
+                    "type": "string",
+                    "format": "date-time"
+                },
+                "producerGroup": {
+                    "description": "ProducerGroup is the group asked about it.",
+                    "type": "string",
+                    "example": "order-service"
+                },
+                "queueId": {
+                    "type": "integer",
+                    "example": 1
+                },
+                "queueOffset": {
+                    "type": "integer",
+                    "example": 42
+                },
+                "reason": {
+                    "description": "Reason says why a rolled-back transaction ended: producer (a rollback), max-checks (no answer to any check), topic-deleted, lost.",
+                    "type": "string",
+                    "enum": [
+                        "producer",
+                        "max-checks",
+                        "topic-deleted",
+                        "lost"
+                    ]
+                },
+                "state": {
+                    "description": "State is pending, committed or rolled-back.",
+                    "type": "string",
+                    "enum": [
+                        "pending",
+                        "committed",
+                        "rolled-back"
+                    ],
+                    "example": "pending"
+                },
+                "topic": {
+                    "description": "Topic and QueueID are where the message is delivered when committed.",
+                    "type": "string",
+                    "example": "orders"
+                },
+                "transactionId": {
+                    "description": "TransactionID is the transaction's id: the messageId of its send.",
+                    "type": "string",
+                    "example": "7F00000100001F9000000000000004D2"
+                }
+            }
+        },
+        "TransactionCheck": {
+            "type": "object",
+            "required": [
+                "checkTimes",
+                "message",
+                "transactionId"
+            ],
+            "properties": {
+                "checkTimes": {
+                    "description": "CheckTimes counts the checks handed out, this one included.",
+                    "type": "integer",
+                    "example": 1
+                },
+                "message": {
+                    "description": "Message is the half message as a pull renders it (its topic and queue, the transaction id as messageId, queueOffset -1, no receipt).",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/Message"
+                        }
+                    ]
+                },
+                "nextCheckAt": {
+                    "description": "NextCheckAt is when the next check falls due if this one goes unanswered.",
+                    "type": "string",
+                    "format": "date-time"
+                },
+                "transactionId": {
+                    "type": "string",
+                    "example": "7F00000100001F9000000000000004D2"
+                }
+            }
+        },
+        "TransactionChecksRequest": {
+            "type": "object",
+            "properties": {
+                "maxMessages": {
+                    "description": "MaxMessages is the most checks to return (default 16).",
+                    "type": "integer",
+                    "default": 16,
+                    "maximum": 32,
+                    "minimum": 1,
+                    "example": 16
+                },
+                "waitMs": {
+                    "description": "WaitMs is how long to long-poll when no check is due (0 = answer at once).",
+                    "type": "integer",
+                    "default": 0,
+                    "maximum": 30000,
+                    "minimum": 0,
+                    "example": 20000
+                }
+            }
+        },
+        "TransactionChecksResponse": {
+            "type": "object",
+            "required": [
+                "transactions"
+            ],
+            "properties": {
+                "transactions": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/TransactionCheck"
+                    }
+                }
+            }
+        },
+        "TransactionStatus": {
+            "type": "object",
+            "required": [
+                "checksHandedOutTotal",
+                "committedTotal",
+                "maxChecksRolledBackTotal",
+                "pending",
+                "rolledBackTotal"
+            ],
+            "properties": {
+                "checksHandedOutTotal": {
+                    "description": "ChecksHandedOutTotal counts the checks producer groups pulled since start.",
+                    "type": "integer",
+                    "example": 7
+                },
+                "committedTotal": {
+                    "description": "CommittedTotal, RolledBackTotal count the transactions ended since start; MaxChecksRolledBackTotal those of them rolled back because no check was answered (--transaction-max-checks).",
+                    "type": "integer",
+                    "example": 120
+                },
+                "maxChecksRolledBackTotal": {
+                    "type": "integer",
+                    "example": 1
+                },
+                "pending": {
+                    "description": "Pending counts the unresolved transactions (half messages not committed or rolled back).",
+                    "type": "integer",
+                    "example": 2
+                },
+                "rolledBackTotal": {
+                    "type": "integer",
+                    "example": 3
+                }
+            }
         }
     },
     "tags": [
@@ -4216,6 +4772,10 @@ const docTemplate = `{
         {
             "description": "Broker status.",
             "name": "broker"
+        },
+        {
+            "description": "Transactional (half) messages: commit, rollback, and the checks of unresolved transactions a producer group pulls.",
+            "name": "transactions"
         }
     ]
 }`

@@ -168,8 +168,13 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 			MaxGroups:         cfg.MaxGroups,
 			MaxPushEndpoints:  cfg.MaxPushEndpoints,
 			MaxPendingTimers:  cfg.MaxPendingTimers,
+
+			MaxTransactionsPerProducerGroup: cfg.MaxTransactionsPerProducerGroup,
+			MaxPendingTransactions:          cfg.MaxPendingTransactions,
 		},
-		Storage: so,
+		TransactionMaxChecks:     cfg.TransactionMaxChecks,
+		TransactionCheckInterval: cfg.TransactionCheckInterval,
+		Storage:                  so,
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open broker: %w", err), listener.Close())

@@ -351,6 +351,13 @@ func (b *Broker) GetMessage(ctx context.Context, id string) (ReceivedMessage, er
 		}
 		return ReceivedMessage{}, mapStoreErr(err)
 	}
+	if m.Topic == txnHalfTopic {
+		// A transaction's id: its committed message, once committed.
+		m, err = b.store.FindByUniqKey(m.Property(message.PropertyRealTopic), txnKey(txnIDOf(m)))
+		if err != nil {
+			return ReceivedMessage{}, fmt.Errorf("%w: %s (a transaction not committed)", ErrMessageNotFound, id)
+		}
+	}
 	if bookkeeping(m.Topic) || b.deletedMessage(m) {
 		return ReceivedMessage{}, fmt.Errorf("%w: %s", ErrMessageNotFound, id)
 	}

@@ -32,6 +32,16 @@ type SendMessage struct {
 	// DedupID makes the send idempotent within the dedup window: a second
 	// send with the same id returns the first result with Duplicate set.
 	DedupID string
+	// Transactional stores the message as a half message of a transaction
+	// of ProducerGroup (txn.go): invisible to every group until it is
+	// committed. A send carries one such message; it cannot be delayed.
+	Transactional bool
+	// ProducerGroup names the producer group asked about an unresolved
+	// transaction (group naming rules); required when Transactional.
+	ProducerGroup string
+	// CheckAfterMs is how long after the send the first check of an
+	// unresolved transaction falls due (0 = DefaultCheckAfter).
+	CheckAfterMs int64
 }
 
 // SendResult is where one sent message was stored.
@@ -45,6 +55,9 @@ type SendResult struct {
 	// Duplicate reports that DedupID matched an earlier send and this
 	// result is that earlier send's result (nothing new was stored).
 	Duplicate bool
+	// TransactionID names the transaction of a transactional send (its
+	// MessageID); "" otherwise.
+	TransactionID string
 }
 
 // PullRequest asks for leased (pop) messages of one topic for one group.
@@ -355,6 +368,9 @@ type BrokerStatus struct {
 	// is when the soonest fires (zero when none).
 	TimersPending int
 	NextTimerAt   time.Time
+	// Transactions describes the unresolved transactions and what ended
+	// them since start.
+	Transactions TransactionStats
 	// Dispatch is the store's dispatcher (CommitLog → ConsumeQueues).
 	Dispatch DispatchStatus
 	// Quarantined counts records the store set aside as undispatchable or
@@ -462,4 +478,65 @@ type DelayLevelStatus struct {
 	Backlog int64
 	// NextDue is when the head entry is due (zero when idle).
 	NextDue time.Time
+}
+
+// Transaction states.
+const (
+	TxnPending    = "pending"
+	TxnCommitted  = "committed"
+	TxnRolledBack = "rolled-back"
+)
+
+// Why a transaction was rolled back.
+const (
+	// TxnReasonProducer: the producer (or an operator) asked for it.
+	TxnReasonProducer = "producer"
+	// TxnReasonMaxChecks: every check was handed out and none answered.
+	TxnReasonMaxChecks = "max-checks"
+	// TxnReasonTopicDeleted: its topic was deleted before the commit.
+	TxnReasonTopicDeleted = "topic-deleted"
+	// TxnReasonLost: its half message was lost (a damaged CommitLog).
+	TxnReasonLost = "lost"
+)
+
+// Transaction is one transactional (half) message and how it stands.
+type Transaction struct {
+	// ID is the transaction id: the send's message id.
+	ID string
+	// State is TxnPending, TxnCommitted or TxnRolledBack.
+	State string
+	// Reason says why a rolled-back transaction ended (TxnReason…).
+	Reason string
+	// ProducerGroup is the group asked about it.
+	ProducerGroup string
+	// Topic and QueueID are where the message goes when committed.
+	Topic   string
+	QueueID int32
+	// QueueOffset is the committed message's queue offset (-1 when not
+	// committed or not known).
+	QueueOffset int64
+	// CheckTimes counts the checks handed out.
+	CheckTimes int
+	// NextCheckAt is when the next check falls due (pending only).
+	NextCheckAt time.Time
+	// CreatedAt is when the half message was stored; FinishedAt when the
+	// transaction ended (zero while pending).
+	CreatedAt, FinishedAt time.Time
+}
+
+// TransactionCheck is one check handed out to a producer group: the
+// transaction and its half message as a pull renders it (no receipt).
+type TransactionCheck struct {
+	Transaction Transaction
+	Message     ReceivedMessage
+}
+
+// TransactionStats counts transactions.
+type TransactionStats struct {
+	// Pending counts the unresolved transactions.
+	Pending int
+	// Committed, RolledBack and MaxChecksRolledBack count, since start,
+	// the commits, all rollbacks, and the rollbacks of transactions whose
+	// checks all went unanswered; ChecksHandedOut the checks given out.
+	Committed, RolledBack, MaxChecksRolledBack, ChecksHandedOut uint64
 }

@@ -1,7 +1,8 @@
 // Package broker holds mqgate's messaging semantics over the storage
 // engine: send (with idempotency keys), pop-style pull with leases and
 // receipts, ack / nack / lease changes with durable consumer progress,
-// retries and dead letters, timers, and the admin operations. It knows
+// retries and dead letters, timers, transactional (half) messages, and
+// the admin operations. It knows
 // nothing about HTTP; package api maps its types and errors onto the wire.
 //
 // # What the broker persists
@@ -49,6 +50,30 @@
 //	rmq_sys_TIMER_STATUS  timer settlements. Body: a JSON array of
 //	                      {"id","status","at","seq","topic"}, status delivered
 //	                      or cancelled.
+//	rmq_sys_TRANS_HALF    half messages of unresolved transactions (txn.go),
+//	                      RocketMQ's RMQ_SYS_TRANS_HALF_TOPIC. Queue 0. A
+//	                      record is the message itself with its destination
+//	                      in REAL_TOPIC / REAL_QID, its producer group in
+//	                      TRAN_PGROUP and its checkAfterMs in
+//	                      TRAN_CHECK_AFTER_MS; its message id is the
+//	                      transaction id. A retention carry appends a copy
+//	                      naming the transaction (TRAN_ID, UNIQ_KEY
+//	                      "txn:<id>") with the checks handed out so far
+//	                      (TRAN_CHECK_TIMES) and the next check's due time
+//	                      (TRAN_NEXT_CHECK_MS, unix ms).
+//	rmq_sys_TRANS_OP      transaction changes, RocketMQ's
+//	                      RMQ_SYS_TRANS_OP_HALF_TOPIC. Queue 0. One record per
+//	                      change, UNIQ_KEY "txn:<id>" (the newest names how a
+//	                      transaction stands). Body: JSON
+//	                      {"id","state","at","checkTimes","nextCheckMs",
+//	                      "reason","producerGroup","topic","queueId","bornMs"},
+//	                      state checked (a check handed out: the new count and
+//	                      the next due time), committed or rolled-back (with
+//	                      reason producer, max-checks, topic-deleted or lost,
+//	                      and the transaction's group, topic, queue and
+//	                      send time). A commit stores, in one batch before its
+//	                      op record, the message on its topic and queue with
+//	                      TRAN_ID and UNIQ_KEY "txn:<id>".
 //	SCHEDULE_TOPIC_XXXX   delay-level messages and retries waiting on the
 //	                      ladder (queue = level - 1), RocketMQ's layout, moved
 //	                      to their real topic when due (package schedule).
@@ -69,6 +94,12 @@
 //	TIMER_ID      the timer a copy belongs to.
 //	TIMER_PREV    the timer-queue offset of the record a copy supersedes.
 //	ORDER_SEQ     the queue offset of a dead-lettered orderly message.
+//	TRAN_ID       the transaction of a half-message copy or a committed
+//	              message; a committed message is shown under it (its
+//	              messageId is the send's).
+//	TRAN_PGROUP, TRAN_CHECK_AFTER_MS, TRAN_CHECK_TIMES, TRAN_NEXT_CHECK_MS
+//	              a half message's producer group, first-check delay, and
+//	              (on a carried copy) check count and next check.
 //	and the storage engine's RocketMQ properties (REAL_TOPIC, REAL_QID,
 //	DELAY, RETRY_TOPIC, UNIQ_KEY, TIMER_DELIVER_MS, …: storage/message).
 //
@@ -85,6 +116,14 @@
 //	receipt.key               32 random bytes, the HMAC key of receipts; lost,
 //	                          outstanding receipts become invalid (their leases
 //	                          expire and the messages are delivered again).
+//	transactions.snapshot     the unresolved transactions (JSON: version, the
+//	                          queue offsets and last records of rmq_sys_TRANS_HALF
+//	                          and rmq_sys_TRANS_OP it covers, and per transaction
+//	                          its id, latest half record, topic, queue, producer
+//	                          group, checkAfterMs, send time, checks and next
+//	                          check); retention keeps the records from its
+//	                          position on. Missing, damaged or not matching the
+//	                          queues, the state is rebuilt from them.
 //
 // The timer index (<data>/timers, package timerindex) is derived state:
 // rebuilt from rmq_sys_TIMER and rmq_sys_TIMER_STATUS when missing or
@@ -116,8 +155,9 @@
 // # Durability of a reply
 //
 // Send, ack, nack, lease changes, offset commits, topic and group changes,
-// dead-letter resends and timer operations answer only after their records
-// are appended (and, in sync flush mode, flushed). Leases themselves are
+// dead-letter resends, timer operations, transaction commits, rollbacks
+// and handed-out checks answer only after their records are appended
+// (and, in sync flush mode, flushed). Leases themselves are
 // memory only: after a restart every unacknowledged message is delivered
 // again (at-least-once), and old receipts answer "expired".
 package broker

@@ -67,3 +67,13 @@ var (
 
 // ErrQuotaExceeded: the request would pass one of the broker's quotas.
 var ErrQuotaExceeded = errors.New("broker: quota exceeded")
+
+// Sentinels of transactions (txn.go).
+var (
+	// ErrTransactionNotFound: no transaction has that id (never sent, or
+	// finished so long ago that retention took its records).
+	ErrTransactionNotFound = errors.New("broker: transaction not found")
+	// ErrTransactionFinished: the transaction ended the other way; it
+	// always comes as a *TransactionFinishedError.
+	ErrTransactionFinished = errors.New("broker: transaction finished")
+)

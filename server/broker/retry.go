@@ -125,7 +125,7 @@ func (b *Broker) retryCopy(cfg GroupConfig, m *message.Message, it sendBack, now
 	reconsume := m.ReconsumeTimes + it.failures
 	origin := m.Property(message.PropertyOriginMessageID)
 	if origin == "" {
-		origin = message.NewID(m.StoreHost, m.PhysicalOffset).String()
+		origin = messageID(m)
 	}
 	originalTopic := m.Property(message.PropertyRetryTopic)
 	if originalTopic == "" {
@@ -148,7 +148,7 @@ func (b *Broker) retryCopy(cfg GroupConfig, m *message.Message, it sendBack, now
 	history := boundAttempts(attempts)
 
 	out := copyOf(m, "", message.PropertyDedupID, message.PropertyRealTopic, message.PropertyRealQueueID,
-		message.PropertyDelayLevel, message.PropertyDeliverTimeMs, propDLQReason)
+		message.PropertyDelayLevel, message.PropertyDeliverTimeMs, propDLQReason, propTxnID)
 	out.ReconsumeTimes = reconsume + 1
 	out.SetProperty(message.PropertyRetryTopic, originalTopic)
 	out.SetProperty(message.PropertyOriginMessageID, origin)

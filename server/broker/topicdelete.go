@@ -90,6 +90,9 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 	if err := b.cancelTopicTimers(name); err != nil {
 		return err
 	}
+	if err := b.rollbackTopicTxns(name); err != nil {
+		return err
+	}
 	b.log.Info().Str("topic", name).Int64("below", floor).Msg("topic deleted with its messages")
 	return nil
 }
