@@ -149,6 +149,9 @@ func RoutePermissions() map[string]string {
 		if rule.bodyTopics != "" {
 			parts = append(parts, rule.bodyTopics+" on every topic of the body")
 		}
+		if rule.byHandler {
+			parts = append(parts, "PUB on the transaction's topic")
+		}
 		out[route] = strings.Join(parts, " and ")
 	}
 	return out

@@ -29,6 +29,7 @@ func TestResponsesMatchSpec(t *testing.T) {
 	}
 	propsTooLarge := &broker.LimitError{Field: "properties", Size: 20000, Limit: broker.MaxUserPropertiesBytes, Kind: broker.ErrPropertiesTooLarge}
 	tagTooLong := &broker.LimitError{Field: "tag", Size: 300, Limit: broker.MaxTagBytes, Kind: broker.ErrValueTooLong}
+	finished := &broker.TransactionFinishedError{Transaction: broker.Transaction{ID: "7F00000100001F9000000000000004D2", State: broker.TxnRolledBack}}
 	badSQL := &broker.SQLError{Field: "subscriptions[0].sql", Position: 4, Msg: "expected a value"}
 	calls := []call{
 		{"POST", "/v1/topics/orders/messages", "application/json", `{"body":"x","tag":"t"}`, nil, nil},
@@ -113,6 +114,15 @@ func TestResponsesMatchSpec(t *testing.T) {
 		{"GET", "/v1/topics", "", "", errors.New("disk on fire"), nil},
 		{"POST", "/v1/groups/g/nack", "application/json", `{"items":[{"receipt":"r","delayLevel":-2}]}`, nil, nil},
 		{"POST", "/v1/groups/g/reset-offset", "application/json", `{"timestamp":"yesterday"}`, nil, nil},
+		{"POST", "/v1/transactions/7F00000100001F9000000000000004D2/commit", "", "", nil, nil},
+		{"POST", "/v1/transactions/7F00000100001F9000000000000004D2/commit", "", "", finished, nil},
+		{"POST", "/v1/transactions/not-an-id/commit", "", "", nil, nil},
+		{"POST", "/v1/transactions/7F00000100001F9000000000000004D2/rollback", "", "", nil, nil},
+		{"POST", "/v1/transactions/7F00000100001F9000000000000004D2/rollback", "", "", broker.ErrTransactionNotFound, nil},
+		{"GET", "/v1/transactions/7F00000100001F9000000000000004D2", "", "", nil, nil},
+		{"GET", "/v1/transactions/7F00000100001F9000000000000004D2", "", "", broker.ErrTransactionNotFound, nil},
+		{"POST", "/v1/producer-groups/pg/transactions/pull", "application/json", `{"maxMessages":2,"waitMs":0}`, nil, nil},
+		{"POST", "/v1/producer-groups/pg/transactions/pull", "application/json", `{"maxMessages":99}`, nil, nil},
 	}
 	succeeded, failed := map[string]bool{}, map[string]bool{}
 	for _, c := range calls {

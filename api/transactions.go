@@ -37,7 +37,7 @@ type Transaction struct {
 	// State is pending, committed or rolled-back.
 	State string `json:"state" enums:"pending,committed,rolled-back" example:"pending"`
 	// Reason says why a rolled-back transaction ended: producer (a rollback), max-checks (no answer to any check), topic-deleted, lost.
-	Reason string `json:"reason,omitempty" enums:"producer,max-checks,topic-deleted,lost"`
+	Reason string `json:"reason,omitempty" enums:"producer,max-checks,topic-deleted,lost" example:"producer"`
 	// ProducerGroup is the group asked about it.
 	ProducerGroup string `json:"producerGroup" example:"order-service"`
 	// Topic and QueueID are where the message is delivered when committed.
@@ -49,10 +49,10 @@ type Transaction struct {
 	// CheckTimes counts the checks handed out to the producer group.
 	CheckTimes int `json:"checkTimes" example:"0"`
 	// NextCheckAt is when the next check falls due (pending only).
-	NextCheckAt string `json:"nextCheckAt,omitempty" format:"date-time"`
+	NextCheckAt string `json:"nextCheckAt,omitempty" format:"date-time" example:"2026-11-29T10:00:06.000Z"`
 	// CreatedAt is when the half message was stored; FinishedAt when the transaction ended.
-	CreatedAt  string `json:"createdAt,omitempty" format:"date-time"`
-	FinishedAt string `json:"finishedAt,omitempty" format:"date-time"`
+	CreatedAt  string `json:"createdAt,omitempty" format:"date-time" example:"2026-11-29T10:00:00.000Z"`
+	FinishedAt string `json:"finishedAt,omitempty" format:"date-time" example:"2026-11-29T10:00:02.000Z"`
 } //	@name	Transaction
 
 // TransactionChecksRequest asks for due checks of a producer group's unresolved transactions.
@@ -69,7 +69,7 @@ type TransactionCheck struct {
 	// CheckTimes counts the checks handed out, this one included.
 	CheckTimes int `json:"checkTimes" example:"1"`
 	// NextCheckAt is when the next check falls due if this one goes unanswered.
-	NextCheckAt string `json:"nextCheckAt,omitempty" format:"date-time"`
+	NextCheckAt string `json:"nextCheckAt,omitempty" format:"date-time" example:"2026-11-29T10:00:06.000Z"`
 	// Message is the half message as a pull renders it (its topic and queue, the transaction id as messageId, queueOffset -1, no receipt).
 	Message Message `json:"message"`
 } //	@name	TransactionCheck

@@ -4576,11 +4576,13 @@ const docTemplate = `{
                 "createdAt": {
                     "description": "CreatedAt is when the half message was stored; FinishedAt when the transaction ended.",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.000Z"
                 },
                 "finishedAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:02.000Z"
                 },
                 "messageId": {
                     "description": "MessageID is the committed message's id (the transaction id); QueueOffset its offset in the queue (committed only, when known).",
@@ -4590,7 +4592,8 @@ const docTemplate = `{
                 "nextCheckAt": {
                     "description": "NextCheckAt is when the next check falls due (pending only).",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:06.000Z"
                 },
                 "producerGroup": {
                     "description": "ProducerGroup is the group asked about it.",
@@ -4613,7 +4616,8 @@ const docTemplate = `{
                         "max-checks",
                         "topic-deleted",
                         "lost"
-                    ]
+                    ],
+                    "example": "producer"
                 },
                 "state": {
                     "description": "State is pending, committed or rolled-back.",
@@ -4661,7 +4665,8 @@ const docTemplate = `{
                 "nextCheckAt": {
                     "description": "NextCheckAt is when the next check falls due if this one goes unanswered.",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:06.000Z"
                 },
                 "transactionId": {
                     "type": "string",
