@@ -4,8 +4,9 @@ STATICCHECK   ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 PKGS          := ./...
 
 SWAG          ?= $(GO) run github.com/swaggo/swag/cmd/swag@v1.16.6
+OASDIFF       ?= $(GO) run github.com/oasdiff/oasdiff@v1.38.0
 
-.PHONY: all build run test lint fmt-check vet staticcheck docs docs-check test-race bench bench-http fuzz clean
+.PHONY: all build run test lint fmt-check vet staticcheck docs docs-check spec-lint spec-breaking test-race bench bench-http fuzz clean
 
 all: build
 
@@ -18,16 +19,32 @@ run:
 ## test: formatting, vet, staticcheck, then every test under the race detector.
 test: lint test-race
 
-lint: fmt-check vet staticcheck docs-check
+lint: fmt-check vet staticcheck docs-check spec-lint spec-breaking
 
 ## docs: regenerate the OpenAPI spec (swag -> Swagger 2.0 -> OpenAPI 3). Never hand-edit docs/.
 docs:
-	$(SWAG) init --quiet -g api/api.go -o docs
+	$(SWAG) init --quiet --requiredByDefault -g api/api.go -o docs
 	$(GO) run ./tools/openapi3 -in docs/swagger.json -out docs/openapi.json
 
 ## docs-check: fail when the committed spec is stale.
 docs-check: docs
 	@git diff --exit-code -- docs/ || { echo "docs/ is stale: run 'make docs' and commit"; exit 1; }
+
+## spec-lint: lint docs/openapi.json with @redocly/cli, pinned in tools/spec/package-lock.json
+## (npm ci from the registry, or its cache; Node.js 20.19+ or 22.12+).
+SPEC_TOOLS    := tools/spec
+spec-lint:
+	@command -v npm >/dev/null || { echo "spec-lint needs node and npm"; exit 1; }
+	@node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>=22&&(a>22||b>=12)||a===20&&b>=19?0:1)' || \
+	  { echo "spec-lint: @redocly/cli needs Node.js 20.19+ or 22.12+, not $$(node --version)"; exit 1; }
+	@cd $(SPEC_TOOLS) && npm ci --prefer-offline --no-audit --no-fund --loglevel=error
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_NOTIFICATIONS=true $(SPEC_TOOLS)/node_modules/.bin/redocly lint \
+	  --config $(SPEC_TOOLS)/redocly.yaml docs/openapi.json
+
+## spec-breaking: fail on a breaking change of docs/openapi.json (oasdiff) against
+## the last release tag or main that docs/BREAKING-ALLOWED does not list.
+spec-breaking:
+	@OASDIFF="$(OASDIFF)" $(SPEC_TOOLS)/breaking.sh
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

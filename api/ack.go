@@ -23,9 +23,11 @@ type AckRequest struct {
 // NackItem sends one leased message back for a retry.
 type NackItem struct {
 	// Receipt is the receipt from pull.
-	Receipt string `json:"receipt"`
-	// DelayLevel: -1 = straight to the dead-letter queue, 0 (default) = broker-controlled backoff (level 3 + reconsumeTimes), > 0 = that delay level.
+	Receipt string `json:"receipt" example:"ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"`
+	// DelayLevel: -1 = straight to the dead-letter queue, 0 (default) = the group's retryPolicy (by default level 3 + reconsumeTimes), > 0 = that delay level.
 	DelayLevel int `json:"delayLevel,omitempty" minimum:"-1" example:"0"`
+	// DelayMs retries after this many milliseconds instead of a delay level (1..7200000; not with delayLevel).
+	DelayMs int64 `json:"delayMs,omitempty" minimum:"0" maximum:"7200000" example:"1500"`
 	// Reason says why processing failed; kept with retries and in the DLQ.
 	Reason string `json:"reason,omitempty" maxLength:"16384" example:"payment service unavailable"`
 } //	@name	NackItem
@@ -39,9 +41,9 @@ type NackRequest struct {
 // LeaseItem changes the invisibility of one leased message.
 type LeaseItem struct {
 	// Receipt is the receipt from pull.
-	Receipt string `json:"receipt"`
+	Receipt string `json:"receipt" example:"ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"`
 	// InvisibleMs is the new lease length counted from now (0 = visible again at once, without counting a failed attempt).
-	InvisibleMs int64 `json:"invisibleMs" minimum:"0" maximum:"43200000" example:"60000"`
+	InvisibleMs int64 `json:"invisibleMs" validate:"optional" minimum:"0" maximum:"43200000" example:"60000"`
 } //	@name	LeaseItem
 
 // LeaseRequest changes leases.
@@ -53,13 +55,13 @@ type LeaseRequest struct {
 // ReceiptResult is the outcome for one receipt.
 type ReceiptResult struct {
 	// Receipt is the receipt as sent.
-	Receipt string `json:"receipt"`
+	Receipt string `json:"receipt" example:"ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"`
 	// Status: ok, expired (the lease is over; the message was or will be redelivered) or invalid.
 	Status string `json:"status" enums:"ok,expired,invalid" example:"ok"`
 	// NewReceipt is the receipt to use from now on when a lease change issued one.
-	NewReceipt string `json:"newReceipt,omitempty"`
+	NewReceipt string `json:"newReceipt,omitempty" example:"ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"`
 	// Error explains a status other than ok.
-	Error string `json:"error,omitempty"`
+	Error string `json:"error,omitempty" example:"the lease expired (or the broker restarted); the message will be delivered again"`
 } //	@name	ReceiptResult
 
 // ReceiptResponse has one result per receipt, in request order. The
@@ -84,6 +86,7 @@ func (h *handler) registerAckRoutes(r chi.Router) {
 // ack settles leased messages.
 //
 //	@Summary		Ack messages
+//	@ID				ackMessages
 //	@Description	Settle leased messages by receipt. Idempotent: acking twice with the same receipt is ok. A receipt of an older lease (the message was redelivered since) is `expired` and does not ack the newer delivery.
 //	@Tags			consume
 //	@Accept			json
@@ -91,6 +94,7 @@ func (h *handler) registerAckRoutes(r chi.Router) {
 //	@Produce		application/problem+json
 //	@Param			group	path		string		true	"Consumer group"
 //	@Param			request	body		AckRequest	true	"Receipts"
+//	@Param			X-Mqgate-Client-Id	header	string	false	"The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories"	maxLength(128)
 //	@Success		200		{object}	ReceiptResponse
 //	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request"
 //	@Failure		404		{object}	Problem	"group-not-found"
@@ -132,13 +136,15 @@ func (h *handler) ack(w http.ResponseWriter, r *http.Request) {
 // nack sends leased messages back for a retry.
 //
 //	@Summary		Nack messages
-//	@Description	Give leased messages back for a retry after a delay level, or straight to the dead-letter queue (delayLevel -1). After the group's retryMaxTimes retries a message goes to the DLQ.
+//	@ID				nackMessages
+//	@Description	Give leased messages back for a retry after a delay level, after delayMs, or straight to the dead-letter queue (delayLevel -1); without either the group's retryPolicy picks the delay. After the group's retryMaxTimes retries a message goes to the DLQ.
 //	@Tags			consume
 //	@Accept			json
 //	@Produce		json
 //	@Produce		application/problem+json
 //	@Param			group	path		string		true	"Consumer group"
 //	@Param			request	body		NackRequest	true	"Items"
+//	@Param			X-Mqgate-Client-Id	header	string	false	"The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories"	maxLength(128)
 //	@Success		200		{object}	ReceiptResponse
 //	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request, value-too-long (a reason over 16 KiB)"
 //	@Failure		404		{object}	Problem	"group-not-found"
@@ -172,11 +178,17 @@ func (h *handler) nack(w http.ResponseWriter, r *http.Request) {
 		case it.DelayLevel < -1:
 			WriteError(w, r, invalidArgument("items[%d].delayLevel %d must be -1 (DLQ), 0 (broker backoff) or a delay level", i, it.DelayLevel))
 			return
+		case it.DelayMs < 0 || it.DelayMs > broker.MaxRetryDelay.Milliseconds():
+			WriteError(w, r, invalidArgument("items[%d].delayMs %d must be between 1 and %d", i, it.DelayMs, broker.MaxRetryDelay.Milliseconds()))
+			return
+		case it.DelayMs != 0 && it.DelayLevel != 0:
+			WriteError(w, r, invalidArgument("items[%d]: give delayLevel or delayMs, not both", i))
+			return
 		case len(it.Reason) > maxReasonLength:
 			WriteError(w, r, &broker.LimitError{Field: fmt.Sprintf("items[%d].reason", i), Size: len(it.Reason), Limit: maxReasonLength, Kind: broker.ErrValueTooLong})
 			return
 		}
-		items = append(items, broker.NackItem{Receipt: it.Receipt, DelayLevel: it.DelayLevel, Reason: it.Reason})
+		items = append(items, broker.NackItem{Receipt: it.Receipt, DelayLevel: it.DelayLevel, Delay: time.Duration(it.DelayMs) * time.Millisecond, Reason: it.Reason})
 	}
 	results, err := h.deps.Broker.Nack(r.Context(), group, items)
 	if err != nil {
@@ -189,6 +201,7 @@ func (h *handler) nack(w http.ResponseWriter, r *http.Request) {
 // changeLeases extends or shortens leases.
 //
 //	@Summary		Change leases
+//	@ID				changeInvisibleTime
 //	@Description	Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. A result may carry a newReceipt to use from then on.
 //	@Tags			consume
 //	@Accept			json
@@ -196,6 +209,7 @@ func (h *handler) nack(w http.ResponseWriter, r *http.Request) {
 //	@Produce		application/problem+json
 //	@Param			group	path		string			true	"Consumer group"
 //	@Param			request	body		LeaseRequest	true	"Items"
+//	@Param			X-Mqgate-Client-Id	header	string	false	"The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories"	maxLength(128)
 //	@Success		200		{object}	ReceiptResponse
 //	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request"
 //	@Failure		404		{object}	Problem	"group-not-found"

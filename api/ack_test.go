@@ -58,14 +58,18 @@ func TestNack(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		resp := decode[api.ReceiptResponse](t, b.doJSON(t, http.MethodPost, "/v1/groups/billing/nack",
-			`{"items":[{"receipt":"r1","delayLevel":-1,"reason":"poison"},{"receipt":"r2"}]}`), http.StatusOK)
-		require.Len(t, resp.Results, 2)
-		require.Equal(t, []broker.NackItem{{Receipt: "r1", DelayLevel: -1, Reason: "poison"}, {Receipt: "r2"}}, b.broker.nacks)
+			`{"items":[{"receipt":"r1","delayLevel":-1,"reason":"poison"},{"receipt":"r2"},{"receipt":"r3","delayMs":1500}]}`), http.StatusOK)
+		require.Len(t, resp.Results, 3)
+		require.Equal(t, []broker.NackItem{{Receipt: "r1", DelayLevel: -1, Reason: "poison"}, {Receipt: "r2"},
+			{Receipt: "r3", Delay: 1500 * time.Millisecond}}, b.broker.nacks)
 	})
 	for _, tc := range []struct {
 		name, body string
 	}{
 		{"DelayLevelBelowDLQ", `{"items":[{"receipt":"r1","delayLevel":-2}]}`},
+		{"DelayMsAndLevel", `{"items":[{"receipt":"r1","delayLevel":2,"delayMs":100}]}`},
+		{"DelayMsNegative", `{"items":[{"receipt":"r1","delayMs":-100}]}`},
+		{"DelayMsOverMax", `{"items":[{"receipt":"r1","delayMs":7200001}]}`},
 		{"EmptyReceipt", `{"items":[{"receipt":""}]}`},
 		{"NoItems", `{"items":[]}`},
 	} {

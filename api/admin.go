@@ -35,8 +35,8 @@ type Topic struct {
 	Name           string `json:"name" example:"orders"`
 	Queues         int    `json:"queues" example:"4"`
 	RetentionHours int    `json:"retentionHours" example:"72"`
-	Perm           string `json:"perm" example:"rw"`
-	CreatedAt      string `json:"createdAt,omitempty" format:"date-time"`
+	Perm           string `json:"perm" enums:"rw,r,w" example:"rw"`
+	CreatedAt      string `json:"createdAt,omitempty" format:"date-time" example:"2026-11-29T10:00:00.000Z"`
 } //	@name	Topic
 
 // TopicList lists topics.
@@ -74,7 +74,9 @@ type BrokerStatus struct {
 	// TimersPending counts delayMs/deliverAt timers not yet due.
 	TimersPending int `json:"timersPending" example:"3"`
 	// NextTimerAt is when the soonest timer fires.
-	NextTimerAt string `json:"nextTimerAt,omitempty" format:"date-time"`
+	NextTimerAt string `json:"nextTimerAt,omitempty" format:"date-time" example:"2026-11-29T10:05:00.000Z"`
+	// Transactions counts the unresolved transactions and how transactions ended since start.
+	Transactions TransactionStatus `json:"transactions"`
 	// Dispatch is the store's dispatcher, which makes stored messages visible to consumers.
 	Dispatch DispatchStatus `json:"dispatch"`
 	// Quarantine lists records the store set aside: impossible to dispatch or read, or damaged (their CRC fails).
@@ -85,14 +87,26 @@ type BrokerStatus struct {
 	Scrub ScrubStatus `json:"scrub"`
 } //	@name	BrokerStatus
 
+// TransactionStatus counts transactional messages.
+type TransactionStatus struct {
+	// Pending counts the unresolved transactions (half messages not committed or rolled back).
+	Pending int `json:"pending" example:"2"`
+	// CommittedTotal, RolledBackTotal count the transactions ended since start; MaxChecksRolledBackTotal those of them rolled back because no check was answered (--transaction-max-checks).
+	CommittedTotal           uint64 `json:"committedTotal" example:"120"`
+	RolledBackTotal          uint64 `json:"rolledBackTotal" example:"3"`
+	MaxChecksRolledBackTotal uint64 `json:"maxChecksRolledBackTotal" example:"1"`
+	// ChecksHandedOutTotal counts the checks producer groups pulled since start.
+	ChecksHandedOutTotal uint64 `json:"checksHandedOutTotal" example:"7"`
+} //	@name	TransactionStatus
+
 // DiskStatus is the store's file system: how full it is and what that refuses.
 type DiskStatus struct {
 	// UsedRatio is the used fraction of the data dir's file system (0..1), as df computes it.
 	UsedRatio float64 `json:"usedRatio" example:"0.42"`
 	// SampledAt is when it was measured (every --disk-check-interval).
-	SampledAt string `json:"sampledAt,omitempty" format:"date-time"`
+	SampledAt string `json:"sampledAt,omitempty" format:"date-time" example:"2026-11-29T10:00:00.000Z"`
 	// SampleError is why the last measurement failed (the previous one is used).
-	SampleError string `json:"sampleError,omitempty"`
+	SampleError string `json:"sampleError,omitempty" example:"statfs /data: input/output error"`
 	// CleanRatio is --disk-max-used-ratio: above it retention deletes fully consumed segments early.
 	CleanRatio float64 `json:"cleanRatio" example:"0.75"`
 	// SendCeiling is --disk-send-ceiling: above it sends get 507 disk-full.
@@ -100,11 +114,11 @@ type DiskStatus struct {
 	// SystemCeiling is --disk-system-ceiling: above it acks, nacks and commits get 507 too.
 	SystemCeiling float64 `json:"systemCeiling" example:"0.95"`
 	// PressureDelete is --disk-pressure-delete: above cleanRatio unconsumed segments are deleted too.
-	PressureDelete bool `json:"pressureDelete"`
+	PressureDelete bool `json:"pressureDelete" example:"false"`
 	// SendsRefused: usedRatio is above sendCeiling.
-	SendsRefused bool `json:"sendsRefused"`
+	SendsRefused bool `json:"sendsRefused" example:"false"`
 	// SystemRefused: usedRatio is above systemCeiling.
-	SystemRefused bool `json:"systemRefused"`
+	SystemRefused bool `json:"systemRefused" example:"false"`
 	// NoSpaceRefusals counts writes refused because the file system had no room for the next CommitLog segment, since start.
 	NoSpaceRefusals int64 `json:"noSpaceRefusals" example:"0"`
 } //	@name	DiskStatus
@@ -120,13 +134,13 @@ type ScrubStatus struct {
 	// Passes counts full passes over the sealed segments.
 	Passes int64 `json:"passes" example:"3"`
 	// LastPassAt is when the last full pass ended (absent before the first).
-	LastPassAt string `json:"lastPassAt,omitempty" format:"date-time"`
+	LastPassAt string `json:"lastPassAt,omitempty" format:"date-time" example:"2026-11-29T09:00:00.000Z"`
 	// LastPassMs is how long the last full pass took.
 	LastPassMs int64 `json:"lastPassMs" example:"64000"`
 	// PassStartedAt is when the current pass started (absent between passes).
-	PassStartedAt string `json:"passStartedAt,omitempty" format:"date-time"`
+	PassStartedAt string `json:"passStartedAt,omitempty" format:"date-time" example:"2026-11-29T10:00:00.000Z"`
 	// NextPassAt is when the next pass starts (absent during a pass).
-	NextPassAt string `json:"nextPassAt,omitempty" format:"date-time"`
+	NextPassAt string `json:"nextPassAt,omitempty" format:"date-time" example:"2026-11-29T11:00:00.000Z"`
 	// BytesVerified counts the bytes verified since start.
 	BytesVerified int64 `json:"bytesVerified" example:"3221225472"`
 	// RecordsVerified counts the records verified since start.
@@ -146,9 +160,9 @@ type DispatchStatus struct {
 	// DelayMs is how long the dispatcher has been behind (0 when caught up).
 	DelayMs int64 `json:"delayMs" example:"0"`
 	// Error is why the dispatcher's passes fail (they are retried); absent when they succeed.
-	Error string `json:"error,omitempty"`
+	Error string `json:"error,omitempty" example:"storage: read commitlog at 4096: input/output error"`
 	// FailingSince is when the passes started failing.
-	FailingSince string `json:"failingSince,omitempty" format:"date-time"`
+	FailingSince string `json:"failingSince,omitempty" format:"date-time" example:"2026-11-29T09:59:00.000Z"`
 } //	@name	DispatchStatus
 
 // Quarantine is the store's list of records set aside.
@@ -170,7 +184,7 @@ type QuarantinedRecord struct {
 	// Reason says why.
 	Reason string `json:"reason" example:"storage: corrupt data: record at 4096: message: corrupt payload: properties length 40350 with 40350 bytes left"`
 	// At is when it was quarantined.
-	At string `json:"at" format:"date-time"`
+	At string `json:"at" format:"date-time" example:"2026-11-29T10:00:00.000Z"`
 } //	@name	QuarantinedRecord
 
 // DelayLevel is one delay level's scheduler position.
@@ -180,7 +194,7 @@ type DelayLevel struct {
 	Offset    int64  `json:"offset" example:"120"`
 	MaxOffset int64  `json:"maxOffset" example:"125"`
 	Backlog   int64  `json:"backlog" example:"5"`
-	NextDueAt string `json:"nextDueAt,omitempty" format:"date-time"`
+	NextDueAt string `json:"nextDueAt,omitempty" format:"date-time" example:"2026-11-29T10:00:10.000Z"`
 } //	@name	DelayLevel
 
 // registerTopicRoutes registers topic administration and the queue read.
@@ -216,6 +230,7 @@ func (h *handler) registerBrokerRoutes(r chi.Router) {
 // listTopics lists topics.
 //
 //	@Summary	List topics
+//	@ID			listTopics
 //	@Tags		topics
 //	@Produce	json
 //	@Produce	application/problem+json
@@ -239,6 +254,7 @@ func (h *handler) listTopics(w http.ResponseWriter, r *http.Request) {
 // getTopic returns one topic.
 //
 //	@Summary	Get a topic
+//	@ID			getTopic
 //	@Tags		topics
 //	@Produce	json
 //	@Produce	application/problem+json
@@ -266,6 +282,7 @@ func (h *handler) getTopic(w http.ResponseWriter, r *http.Request) {
 // putTopic creates or replaces a topic.
 //
 //	@Summary		Create or replace a topic
+//	@ID				putTopic
 //	@Description	Creates the topic (201) or replaces its settings (200). PUT replaces the whole topic: a field left out takes its default (queues 4, retentionHours 0 = the store default, perm rw), and a topic's queue count cannot shrink. Use PATCH to change single fields. An empty body takes the defaults.
 //	@Tags			topics
 //	@Accept			json
@@ -276,6 +293,7 @@ func (h *handler) getTopic(w http.ResponseWriter, r *http.Request) {
 //	@Success		200		{object}	Topic			"updated"
 //	@Success		201		{object}	Topic			"created"
 //	@Failure		400		{object}	Problem			"invalid-name, invalid-argument, malformed-request"
+//	@Failure		409		{object}	Problem			"quota-exceeded (topics, queues, queuesPerTopic)"
 //	@Failure		413		{object}	Problem			"body-too-large"
 //	@Failure		415		{object}	Problem			"unsupported-media-type"
 //	@Failure		500		{object}	Problem			"internal"
@@ -320,6 +338,7 @@ func (h *handler) putTopic(w http.ResponseWriter, r *http.Request) {
 // patchTopic changes some settings of a topic.
 //
 //	@Summary		Change a topic's settings
+//	@ID				patchTopic
 //	@Description	A JSON merge patch (RFC 7396) of the topic's settings (TopicRequest): the fields given replace the topic's, null resets a field to its default, the others stay. The result is validated like a PUT (a queue count cannot shrink). Content-Type application/merge-patch+json (or application/json).
 //	@Tags			topics
 //	@Accept			json
@@ -331,6 +350,7 @@ func (h *handler) putTopic(w http.ResponseWriter, r *http.Request) {
 //	@Success		200		{object}	Topic
 //	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request"
 //	@Failure		404		{object}	Problem	"topic-not-found"
+//	@Failure		409		{object}	Problem	"quota-exceeded (queues, queuesPerTopic)"
 //	@Failure		413		{object}	Problem	"body-too-large"
 //	@Failure		415		{object}	Problem	"unsupported-media-type"
 //	@Failure		500		{object}	Problem	"internal"
@@ -385,6 +405,7 @@ func topicConfig(name string, req TopicRequest) broker.TopicConfig {
 // deleteTopic deletes a topic with its messages.
 //
 //	@Summary		Delete a topic
+//	@ID				deleteTopic
 //	@Description	Deletes the topic and its messages for every purpose (as SQS DeleteQueue): a topic created again under the same name starts empty for every group, old and new. Its queue offsets continue (never reused); lookups by id or key no longer find the old messages; every group's offsets and leases on the topic are dropped; retries, delayed messages and timers still waiting for it are never delivered. Dead letters stay in their group's DLQ; a resend delivers to the topic's current incarnation.
 //	@Tags			topics
 //	@Produce		application/problem+json
@@ -411,14 +432,15 @@ func (h *handler) deleteTopic(w http.ResponseWriter, r *http.Request) {
 // readQueue reads messages of one queue by offset.
 //
 //	@Summary		Read a queue by offset
+//	@ID				readQueue
 //	@Description	Offset-based consumption (RocketMQ PullConsumer style): read up to max messages of one queue from offset. Nothing is leased; commit progress with PUT /groups/{group}/offsets.
 //	@Tags			offsets
 //	@Produce		json
 //	@Produce		application/problem+json
 //	@Param			topic	path		string	true	"Topic name"
-//	@Param			queueId	path		integer	true	"Queue id"
-//	@Param			offset	query		integer	false	"First offset to read (default 0)"	minimum(0)
-//	@Param			max		query		integer	false	"Most messages to return (default 32)"	minimum(1)	maximum(32)
+//	@Param			queueId	path		integer	true	"Queue id"	minimum(0)	Format(int32)
+//	@Param			offset	query		integer	false	"First offset to read"	minimum(0)	default(0)	Format(int64)
+//	@Param			max		query		integer	false	"Most messages to return"	minimum(1)	maximum(32)	default(32)
 //	@Success		200		{object}	QueueMessages
 //	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, offset-out-of-range"
 //	@Failure		404		{object}	Problem	"topic-not-found"
@@ -458,6 +480,7 @@ func (h *handler) readQueue(w http.ResponseWriter, r *http.Request) {
 // getMessage looks a message up by id.
 //
 //	@Summary	Get a message by id
+//	@ID			getMessage
 //	@Tags		messages
 //	@Produce	json
 //	@Produce	application/problem+json
@@ -485,12 +508,13 @@ func (h *handler) getMessage(w http.ResponseWriter, r *http.Request) {
 // queryMessages looks messages up by key.
 //
 //	@Summary	Find messages by key
+//	@ID			findMessagesByKey
 //	@Tags		messages
 //	@Produce	json
 //	@Produce	application/problem+json
 //	@Param		topic	query		string	true	"Topic name"
 //	@Param		key		query		string	true	"Business key"
-//	@Param		max		query		integer	false	"Most messages to return (default 32)"	minimum(1)	maximum(32)
+//	@Param		max		query		integer	false	"Most messages to return"	minimum(1)	maximum(32)	default(32)
 //	@Success	200		{object}	MessageList
 //	@Failure	400		{object}	Problem	"invalid-name, invalid-argument"
 //	@Failure	404		{object}	Problem	"topic-not-found"
@@ -524,6 +548,7 @@ func (h *handler) queryMessages(w http.ResponseWriter, r *http.Request) {
 // brokerStatus reports the broker's state.
 //
 //	@Summary	Broker status
+//	@ID			getBrokerStatus
 //	@Tags		broker
 //	@Produce	json
 //	@Produce	application/problem+json
@@ -550,6 +575,9 @@ func (h *handler) brokerStatus(w http.ResponseWriter, r *http.Request) {
 		LatenessMaxMs:      float64(s.LatenessMax) / float64(time.Millisecond),
 		TimersPending:      s.TimersPending,
 		NextTimerAt:        formatTime(s.NextTimerAt),
+		Transactions: TransactionStatus{Pending: s.Transactions.Pending, CommittedTotal: s.Transactions.Committed,
+			RolledBackTotal: s.Transactions.RolledBack, MaxChecksRolledBackTotal: s.Transactions.MaxChecksRolledBack,
+			ChecksHandedOutTotal: s.Transactions.ChecksHandedOut},
 		Dispatch: DispatchStatus{DispatchedOffset: s.Dispatch.Dispatched, LagBytes: s.Dispatch.LagBytes,
 			DelayMs: s.Dispatch.Delay.Milliseconds(), Error: s.Dispatch.Error, FailingSince: formatTime(s.Dispatch.FailingSince)},
 		Quarantine: Quarantine{Count: s.Quarantined, Records: make([]QuarantinedRecord, 0, len(s.QuarantinedRecent))},

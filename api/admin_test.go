@@ -32,6 +32,21 @@ func TestTopics(t *testing.T) {
 		require.Equal(t, 4, decode[api.Topic](t, rec, http.StatusOK).Queues)
 		require.Empty(t, rec.Header().Get("Location"))
 	})
+	t.Run("OKConsumeFromRetryPolicy", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.broker.created = true
+		rec := b.doJSON(t, http.MethodPut, "/v1/groups/billing", `{"consumeFrom":"last",
+			"retryPolicy":{"backoff":"exponential","initialMs":200,"maxMs":5000,"jitter":0.25}}`)
+		g := decode[api.Group](t, rec, http.StatusCreated)
+		require.Equal(t, "last", g.ConsumeFrom)
+		require.Equal(t, api.RetryPolicy{Backoff: "exponential", InitialMs: 200, MaxMs: 5000, Jitter: 0.25}, g.RetryPolicy)
+		require.Equal(t, []any{broker.GroupConfig{Name: "billing", ConsumeFrom: "last",
+			RetryPolicy: &broker.RetryPolicy{Backoff: "exponential", Initial: 200 * time.Millisecond, Max: 5 * time.Second, Jitter: 0.25}}}, b.broker.args)
+		for _, body := range []string{`{"retryPolicy":{"backoff":"fixed","initialMs":-1}}`, `{"retryPolicy":{"backoff":"fixed","initialMs":1,"maxMs":9223372036854775807}}`} {
+			requireProblem(t, b.doJSON(t, http.MethodPut, "/v1/groups/billing", body), http.StatusBadRequest, "invalid-argument")
+		}
+	})
 	t.Run("OKListGetDelete", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -88,7 +103,8 @@ func TestGroups(t *testing.T) {
 			"invisibleMs":60000,"subscriptions":[{"topic":"orders","tagExpression":"a || b"}],"push":null}`)
 		g := decode[api.Group](t, rec, http.StatusCreated)
 		require.Equal(t, api.Group{Name: "billing", ConsumeMode: "broadcasting", Orderly: true, RetryMaxTimes: 3, InvisibleMs: 60000,
-			Subscriptions: []api.Subscription{{Topic: "orders", TagExpression: "a || b"}}}, g)
+			Subscriptions: []api.Subscription{{Topic: "orders", TagExpression: "a || b"}},
+			ConsumeFrom:   "first", RetryPolicy: api.RetryPolicy{Backoff: "levels"}}, g)
 		require.Equal(t, "/v1/groups/billing", rec.Header().Get("Location"))
 		require.Equal(t, []any{broker.GroupConfig{Name: "billing", ConsumeMode: "broadcasting", Orderly: true, RetryMaxTimes: 3,
 			Invisible: time.Minute, Subscriptions: []broker.Subscription{{Topic: "orders", TagExpression: "a || b"}}}}, b.broker.args)
@@ -105,19 +121,30 @@ func TestGroups(t *testing.T) {
 		{"BadMode", `{"consumeMode":"fanout"}`, "invalid-argument"},
 		{"NegativeRetries", `{"retryMaxTimes":-1}`, "invalid-argument"},
 		{"BadSubscriptionTopic", `{"subscriptions":[{"topic":"a b"}]}`, "invalid-name"},
-		{"SQLNotImplemented", `{"subscriptions":[{"topic":"orders","sql":"a > 1"}]}`, "not-implemented"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
-			status := http.StatusBadRequest
-			if tc.code == "not-implemented" {
-				status = http.StatusNotImplemented
-			}
-			requireProblem(t, b.doJSON(t, http.MethodPut, "/v1/groups/billing", tc.body), status, tc.code)
+			requireProblem(t, b.doJSON(t, http.MethodPut, "/v1/groups/billing", tc.body), http.StatusBadRequest, tc.code)
 			require.Nil(t, b.broker.args)
 		})
 	}
+	t.Run("SQLPassesToTheBroker", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		g := decode[api.Group](t, b.doJSON(t, http.MethodPut, "/v1/groups/billing", `{"subscriptions":[{"topic":"orders","sql":"a > 1"}]}`), http.StatusOK)
+		require.Equal(t, []api.Subscription{{Topic: "orders", SQL: "a > 1"}}, g.Subscriptions)
+		require.Equal(t, []broker.Subscription{{Topic: "orders", SQL: "a > 1"}}, b.broker.args[0].(broker.GroupConfig).Subscriptions)
+	})
+	t.Run("InvalidSQLNamesFieldAndPosition", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.broker.err = &broker.SQLError{Field: "subscriptions[0].sql", Position: 5, Msg: "expected a value"}
+		p := requireProblem(t, b.doJSON(t, http.MethodPut, "/v1/groups/billing", `{"subscriptions":[{"topic":"orders","sql":"a > "}]}`), http.StatusBadRequest, "invalid-sql")
+		require.Equal(t, "subscriptions[0].sql", p.Field)
+		require.Equal(t, 5, p.Position)
+		require.Contains(t, p.Detail, "at position 5: expected a value")
+	})
 }
 
 func TestGroupPush(t *testing.T) {

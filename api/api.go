@@ -12,6 +12,8 @@
 //	@description				HTTP/REST message gateway over a RocketMQ-style store: topics with queues, consumer groups with leased (pop) and offset-based consumption, retries through delay levels and dead-letter queues.
 //	@description				Errors are RFC 9457 `application/problem+json` objects (schema Problem) with a stable `code`.
 //	@description				Times are RFC 3339 strings; durations are integer milliseconds in fields ending in `Ms`.
+//	@description				Authentication is on once the server has an ACL file (--acl-file): HTTP Basic (basicAuth), a bearer JWT (bearerAuth), or a TLS client certificate whose subject Common Name names the account (mutual TLS, which OpenAPI 3.0 cannot name: the empty security requirement). Without an ACL file every request is anonymous. Each operation says the permission it needs (also as x-mqgate-permission).
+//	@description				A group with a push endpoint gets its messages POSTed to it: the pushDelivery callback of putGroup describes the request and the answers.
 //	@license.name				Apache-2.0
 //	@license.url				https://www.apache.org/licenses/LICENSE-2.0
 //	@BasePath					/v1
@@ -27,8 +29,14 @@
 //	@tag.description			Topic administration.
 //	@tag.name					groups
 //	@tag.description			Consumer group administration.
+//	@tag.name					dlq
+//	@tag.description			Dead-letter queues: list, read, resend, discard.
+//	@tag.name					timers
+//	@tag.description			Pending delayMs/deliverAt timers: list, read, reschedule, cancel.
 //	@tag.name					broker
 //	@tag.description			Broker status.
+//	@tag.name					transactions
+//	@tag.description			Transactional (half) messages: commit, rollback, and the checks of unresolved transactions a producer group pulls.
 package api
 
 import (
@@ -118,6 +126,7 @@ type Broker interface {
 	Admin
 	DeadLetters
 	Timers
+	Transactions
 }
 
 // Limits and defaults of the transport. MaxWaitMs and MaxPullMessages are
@@ -243,5 +252,6 @@ func NewHandler(d Deps) http.Handler {
 	h.registerBrokerRoutes(r)
 	h.registerDLQRoutes(r)
 	h.registerTimerRoutes(r)
+	h.registerTransactionRoutes(r)
 	return r
 }

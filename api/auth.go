@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
@@ -38,12 +39,22 @@ type routeRule struct {
 	// caller must hold groupPerm on.
 	groupParam string
 	groupPerm  auth.Perm
+	// bodyTopics says that the handler also checks a permission on every
+	// topic the request body names (documentation: RoutePermissions).
+	bodyTopics string
+	// byHandler: the handler checks the permission on a resource the
+	// path does not name (a transaction's topic); the rule only needs an
+	// account.
+	byHandler bool
 }
 
 var (
 	adminOnly = routeRule{admin: true}
 	// subGroup: SUB on the group of the path.
 	subGroup = routeRule{groupParam: "group", groupPerm: auth.PermSub}
+	// pubTxnTopic: PUB on the topic of the transaction the path names,
+	// checked by the handler once it has looked the transaction up.
+	pubTxnTopic = routeRule{byHandler: true}
 )
 
 // routeRules maps "METHOD pattern" (the /v1 router's patterns) to its
@@ -62,6 +73,11 @@ var (
 //   - A group's dead letters may be read (list, one) with SUB on the
 //     group: they are that group's own undeliverable messages. Resending
 //     and discarding them need admin.
+//   - Transactions: a transactional send needs PUB on the topic and on
+//     its producer group (a group of the file); committing, rolling back
+//     and reading a transaction need PUB on its topic (checked by the
+//     handler, which looks the transaction up); pulling a producer
+//     group's checks needs PUB on that group.
 //   - A topic's configuration may be read with PUB or SUB on it; listing
 //     topics or groups, creating, changing or deleting them, push
 //     configuration (part of a group's configuration), reset-offset,
@@ -84,7 +100,7 @@ var routeRules = map[string]routeRule{
 	"POST /groups/{group}/nack":                subGroup,
 	"POST /groups/{group}/leases":              subGroup,
 	"GET /groups/{group}/offsets":              subGroup,
-	"PUT /groups/{group}/offsets":              subGroup, // + SUB on each topic of the body
+	"PUT /groups/{group}/offsets":              {groupParam: "group", groupPerm: auth.PermSub, bodyTopics: "SUB"},
 	"GET /groups/{group}/progress":             subGroup,
 	"GET /groups/{group}":                      subGroup,
 	"GET /groups":                              adminOnly,
@@ -104,6 +120,41 @@ var routeRules = map[string]routeRule{
 	"GET /timers/{id}":                       adminOnly,
 	"PUT /timers/{id}":                       adminOnly,
 	"DELETE /timers/{id}":                    adminOnly,
+
+	"POST /transactions/{transactionId}/commit":               pubTxnTopic,
+	"POST /transactions/{transactionId}/rollback":             pubTxnTopic,
+	"GET /transactions/{transactionId}":                       pubTxnTopic,
+	"POST /producer-groups/{producerGroup}/transactions/pull": {groupParam: "producerGroup", groupPerm: auth.PermPub},
+}
+
+// RoutePermissions returns, per route of the /v1 router ("METHOD
+// pattern", as in "POST /topics/{topic}/messages"), the permission the
+// route needs once an ACL file is given, in the README's words: "admin",
+// or the permissions on the topic and group of the path ("SUB on the topic
+// and SUB on the group"). tools/openapi3 writes them into the OpenAPI spec.
+func RoutePermissions() map[string]string {
+	out := make(map[string]string, len(routeRules))
+	for route, rule := range routeRules {
+		if rule.admin {
+			out[route] = "admin"
+			continue
+		}
+		var parts []string
+		if rule.topicParam != "" {
+			parts = append(parts, rule.topicPerm.String()+" on the topic")
+		}
+		if rule.groupParam != "" {
+			parts = append(parts, rule.groupPerm.String()+" on the group")
+		}
+		if rule.bodyTopics != "" {
+			parts = append(parts, rule.bodyTopics+" on every topic of the body")
+		}
+		if rule.byHandler {
+			parts = append(parts, "PUB on the transaction's topic")
+		}
+		out[route] = strings.Join(parts, " and ")
+	}
+	return out
 }
 
 // principalKey is the context key of the authenticated caller outside a

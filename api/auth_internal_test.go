@@ -38,6 +38,27 @@ func TestEveryRouteHasARule(t *testing.T) {
 				require.Contains(t, pattern, "{"+param+"}", "%s %s", method, pattern)
 			}
 		}
-		require.True(t, rule.admin || rule.topicParam != "" || rule.groupParam != "", "%s: a rule that allows any account", key)
+		require.True(t, rule.admin || rule.topicParam != "" || rule.groupParam != "" || rule.byHandler, "%s: a rule that allows any account", key)
+	}
+}
+
+// TestRoutePermissions: the permissions the OpenAPI spec documents are
+// the rules the authorization enforces, in the README's words.
+func TestRoutePermissions(t *testing.T) {
+	perms := RoutePermissions()
+	require.Len(t, perms, len(routeRules))
+	for route, want := range map[string]string{
+		"POST /topics/{topic}/messages":            "PUB on the topic",
+		"POST /groups/{group}/topics/{topic}/pull": "SUB on the topic and SUB on the group",
+		"POST /groups/{group}/ack":                 "SUB on the group",
+		"PUT /groups/{group}/offsets":              "SUB on the group and SUB on every topic of the body",
+		"GET /topics/{topic}":                      "PUB or SUB on the topic",
+		"PUT /groups/{group}":                      "admin",
+		"POST /groups/{group}/dlq/resend":          "admin",
+	} {
+		require.Equal(t, want, perms[route], route)
+	}
+	for route, perm := range perms {
+		require.NotEmpty(t, perm, route)
 	}
 }

@@ -31,6 +31,8 @@ type Attempt struct {
 	Client     string `json:"client,omitempty" example:"billing-worker-3"`
 	Reason     string `json:"reason,omitempty" example:"payment service unavailable"`
 	DelayLevel int    `json:"delayLevel" example:"0"`
+	// DelayMs is the delay the retry after this attempt waited on a timer (a nack's delayMs or the retryPolicy).
+	DelayMs int64 `json:"delayMs,omitempty" example:"0"`
 	// Count is, for outcome "omitted", how many earlier attempts the entry stands for.
 	Count int `json:"count,omitempty" example:"0"`
 } //	@name	Attempt
@@ -43,31 +45,31 @@ type DeadLetter struct {
 	OriginalTopic   string            `json:"originalTopic" example:"orders"`
 	ReconsumeTimes  int32             `json:"reconsumeTimes" example:"17"`
 	Reason          string            `json:"reason" example:"payment service unavailable"`
-	FirstFailedAt   string            `json:"firstFailedAt" format:"date-time"`
-	DeadAt          string            `json:"deadAt" format:"date-time"`
+	FirstFailedAt   string            `json:"firstFailedAt" format:"date-time" example:"2026-11-29T10:00:10.000Z"`
+	DeadAt          string            `json:"deadAt" format:"date-time" example:"2026-11-29T10:05:00.000Z"`
 	Status          string            `json:"status" enums:"dead,resent,discarded" example:"dead"`
-	StatusAt        string            `json:"statusAt,omitempty" format:"date-time"`
+	StatusAt        string            `json:"statusAt,omitempty" format:"date-time" example:"2026-11-29T11:00:00.000Z"`
 	Attempts        []Attempt         `json:"attempts"`
 	Tag             string            `json:"tag,omitempty" example:"created"`
 	Keys            []string          `json:"keys,omitempty"`
 	Properties      map[string]string `json:"properties,omitempty"`
 	// Body and BodyEncoding are only in the single-letter view.
-	Body         string `json:"body,omitempty"`
-	BodyEncoding string `json:"bodyEncoding,omitempty" enums:"utf8,base64"`
+	Body         string `json:"body,omitempty" example:"hello"`
+	BodyEncoding string `json:"bodyEncoding,omitempty" enums:"utf8,base64" example:"utf8"`
 } //	@name	DeadLetter
 
 // DeadLetterList is one page of dead letters.
 type DeadLetterList struct {
 	Items []DeadLetter `json:"items"`
 	// Next is the cursor of the next page; absent on the last page.
-	Next string `json:"next,omitempty"`
+	Next string `json:"next,omitempty" example:"7"`
 } //	@name	DeadLetterList
 
 // DLQFilter selects dead letters for a bulk resend.
 type DLQFilter struct {
 	OriginalTopic  string `json:"originalTopic,omitempty" example:"orders"`
-	From           string `json:"from,omitempty" format:"date-time"`
-	To             string `json:"to,omitempty" format:"date-time"`
+	From           string `json:"from,omitempty" format:"date-time" example:"2026-11-29T00:00:00Z"`
+	To             string `json:"to,omitempty" format:"date-time" example:"2026-11-30T00:00:00Z"`
 	ReasonContains string `json:"reasonContains,omitempty" example:"timeout"`
 } //	@name	DLQFilter
 
@@ -121,17 +123,18 @@ func toDLQFilter(originalTopic, from, to, reason string) (broker.DLQFilter, erro
 // listDLQ lists a group's dead letters, oldest first.
 //
 //	@Summary		List dead letters
+//	@ID				listDeadLetters
 //	@Description	Dead letters never reach pulls. Each carries its attempt history; resend or discard it by messageId. Filters combine; pages follow `next`.
 //	@Tags			dlq
 //	@Produce		json
 //	@Param			group			path		string	true	"Group name"
 //	@Param			originalTopic	query		string	false	"Only letters of this topic"
-//	@Param			from			query		string	false	"Dead at or after (RFC 3339)"
-//	@Param			to				query		string	false	"Dead at or before (RFC 3339)"
+//	@Param			from			query		string	false	"Dead at or after (RFC 3339)"	Format(date-time)
+//	@Param			to				query		string	false	"Dead at or before (RFC 3339)"	Format(date-time)
 //	@Param			reasonContains	query		string	false	"Case-insensitive text in the last reason"
-//	@Param			status			query		string	false	"dead, resent or discarded"
-//	@Param			cursor			query		string	false	"Cursor from the previous page"
-//	@Param			limit			query		int		false	"Page size (1-500, default 100)"
+//	@Param			status			query		string	false	"Only letters in this status"	Enums(dead, resent, discarded)
+//	@Param			cursor			query		string	false	"The next of the previous page (opaque); absent: the first page"
+//	@Param			limit			query		int		false	"Page size"	minimum(1)	maximum(500)	default(100)
 //	@Success		200				{object}	DeadLetterList
 //	@Failure		400				{object}	Problem	"invalid-name, invalid-argument"
 //	@Failure		404				{object}	Problem	"group-not-found"
@@ -176,6 +179,7 @@ func (h *handler) listDLQ(w http.ResponseWriter, r *http.Request) {
 // getDLQ returns one dead letter with its body.
 //
 //	@Summary	Get a dead letter
+//	@ID			getDeadLetter
 //	@Tags		dlq
 //	@Produce	json
 //	@Param		group		path		string	true	"Group name"
@@ -203,6 +207,7 @@ func (h *handler) getDLQ(w http.ResponseWriter, r *http.Request) {
 // discardDLQ marks a dead letter discarded.
 //
 //	@Summary	Discard a dead letter
+//	@ID			discardDeadLetter
 //	@Tags		dlq
 //	@Param		group		path	string	true	"Group name"
 //	@Param		messageId	path	string	true	"Dead letter id"
@@ -229,6 +234,7 @@ func (h *handler) discardDLQ(w http.ResponseWriter, r *http.Request) {
 // resendDLQ sends dead letters back to their original topics.
 //
 //	@Summary		Resend dead letters
+//	@ID				resendDeadLetters
 //	@Description	Resends the named dead letters (or every dead one matching the filter, up to 10 000, at about 5 000 messages/s) to their original topics with a fresh attempt count; ORIGIN_MESSAGE_ID is kept. A letter is resent once: later requests list it under skipped.
 //	@Tags			dlq
 //	@Accept			json
@@ -300,7 +306,7 @@ func toDeadLetter(d broker.DeadLetter, withBody bool) DeadLetter {
 		Properties:      d.Properties,
 	}
 	for _, a := range d.Attempts {
-		out.Attempts = append(out.Attempts, Attempt{At: formatTime(a.At), Outcome: a.Outcome, Client: a.Client, Reason: a.Reason, DelayLevel: a.Level, Count: a.Count})
+		out.Attempts = append(out.Attempts, Attempt{At: formatTime(a.At), Outcome: a.Outcome, Client: a.Client, Reason: a.Reason, DelayLevel: a.Level, DelayMs: a.DelayMs, Count: a.Count})
 	}
 	if withBody {
 		m := ToMessage(broker.ReceivedMessage{Body: d.Body})

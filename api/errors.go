@@ -86,13 +86,19 @@ type Problem struct {
 	Code string `json:"code" example:"topic-not-found"`
 	// RequestID is the id of the request (also in the X-Request-Id header and the server logs).
 	RequestID string `json:"requestId,omitempty" example:"d4m1c8sl0s73b0h3ds2g"`
-	// Field names the request field over a limit (body-too-large, properties-too-large, value-too-long), or the
-	// quota reached (quota-exceeded: topics, queuesPerTopic, queues, groups, pushEndpoints, pendingTimers).
+	// Field names the request field over a limit (body-too-large, properties-too-large, value-too-long), the
+	// quota reached (quota-exceeded: topics, queuesPerTopic, queues, groups, pushEndpoints, pendingTimers), or
+	// the filter that does not compile (invalid-sql: "subscriptions[0].sql", "sql").
 	Field string `json:"field,omitempty" example:"messages[3].tag"`
 	// Limit is the limit that field is over, in LimitUnit.
 	Limit int `json:"limit,omitempty" example:"255"`
 	// LimitUnit is the unit of Limit: bytes, properties or keys.
 	LimitUnit string `json:"limitUnit,omitempty" example:"bytes"`
+	// Position is, for invalid-sql, the 1-based position (in characters) in the filter named by field of the
+	// token the problem is about; detail says what was expected there.
+	Position int `json:"position,omitempty" example:"12"`
+	// State is how a finished transaction ended (transaction-finished): committed or rolled-back.
+	State string `json:"state,omitempty" enums:"committed,rolled-back" example:"committed"`
 } //	@name	Problem
 
 // problemKind is one entry of the problem catalogue.
@@ -108,6 +114,7 @@ type problemKind struct {
 var (
 	kindInvalidName     = problemKind{http.StatusBadRequest, "invalid-name", "Invalid topic or group name", 0}
 	kindInvalidArgument = problemKind{http.StatusBadRequest, "invalid-argument", "Invalid argument", 0}
+	kindInvalidSQL      = problemKind{http.StatusBadRequest, "invalid-sql", "Invalid SQL filter", 0}
 	kindMalformed       = problemKind{http.StatusBadRequest, "malformed-request", "Malformed request", 0}
 	kindHTTPSRequired   = problemKind{http.StatusBadRequest, "https-required", "HTTPS required", 0}
 	kindEmptyBody       = problemKind{http.StatusBadRequest, "empty-body", "Message body is empty", 0}
@@ -116,6 +123,8 @@ var (
 	kindTopicNotFound   = problemKind{http.StatusNotFound, "topic-not-found", "Topic not found", 0}
 	kindGroupNotFound   = problemKind{http.StatusNotFound, "group-not-found", "Group not found", 0}
 	kindMessageNotFound = problemKind{http.StatusNotFound, "message-not-found", "Message not found", 0}
+	kindTxnNotFound     = problemKind{http.StatusNotFound, "transaction-not-found", "Transaction not found", 0}
+	kindTxnFinished     = problemKind{http.StatusConflict, "transaction-finished", "Transaction already finished the other way", 0}
 	kindMethod          = problemKind{http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed", 0}
 	kindInFlight        = problemKind{http.StatusConflict, "idempotency-request-in-flight", "A request with this idempotency key is in progress", 1}
 	kindTooLarge        = problemKind{http.StatusRequestEntityTooLarge, "body-too-large", "Body too large", 0}
@@ -157,6 +166,7 @@ var sentinelKinds = []struct {
 	{broker.ErrInvalidName, kindInvalidName},
 	{broker.ErrReservedName, kindInvalidName},
 	{broker.ErrInvalidArgument, kindInvalidArgument},
+	{broker.ErrInvalidSQL, kindInvalidSQL},
 	{ErrMalformedRequest, kindMalformed},
 	{ErrHTTPSRequired, kindHTTPSRequired},
 	{broker.ErrEmptyBody, kindEmptyBody},
@@ -165,6 +175,8 @@ var sentinelKinds = []struct {
 	{broker.ErrTopicNotFound, kindTopicNotFound},
 	{broker.ErrGroupNotFound, kindGroupNotFound},
 	{broker.ErrMessageNotFound, kindMessageNotFound},
+	{broker.ErrTransactionNotFound, kindTxnNotFound},
+	{broker.ErrTransactionFinished, kindTxnFinished},
 	{ErrMethodNotAllowed, kindMethod},
 	{broker.ErrIdempotencyInFlight, kindInFlight},
 	{broker.ErrTooLarge, kindTooLarge},
@@ -276,6 +288,10 @@ func newProblem(kind problemKind, err error) Problem {
 		p.Detail = fmt.Sprintf("%v: the limit is %d bytes", err, maxBytes.Limit)
 	} else if quota := (*broker.QuotaError)(nil); errors.As(err, &quota) {
 		p.Field, p.Limit, p.LimitUnit = quota.Quota, quota.Limit, quota.Unit
+	} else if sqlErr := (*broker.SQLError)(nil); errors.As(err, &sqlErr) {
+		p.Field, p.Position = sqlErr.Field, sqlErr.Position
+	} else if fin := (*broker.TransactionFinishedError)(nil); errors.As(err, &fin) {
+		p.State = fin.Transaction.State
 	} else if rl := (*RateLimitError)(nil); errors.As(err, &rl) {
 		p.Limit, p.LimitUnit = int(rl.Limit), rl.What+" per second"
 	} else if errors.As(err, &limit) {

@@ -17,6 +17,7 @@ var fuzzErrors = []error{
 	nil, nil, nil, nil,
 	broker.ErrInvalidName, broker.ErrTopicNotFound, broker.ErrGroupNotFound, broker.ErrTooLarge,
 	broker.ErrShuttingDown, broker.ErrFlushTimeout, broker.ErrDiskFull, broker.ErrIdempotencyKeyReused,
+	broker.ErrTransactionNotFound, &broker.TransactionFinishedError{Transaction: broker.Transaction{ID: "x", State: broker.TxnCommitted}},
 }
 
 // FuzzRouter drives the whole /v1 router (paths are prefixed with /v1/) with arbitrary method, path,
@@ -42,6 +43,16 @@ func FuzzRouter(f *testing.F) {
 	f.Add("DELETE", "topics/%25DLQ%25g", "", "", "", "", []byte(nil), uint8(14))
 	f.Add("GET", "broker/status", "", "", "", "", []byte(nil), uint8(15))
 	f.Add("GET", "groups/g/progress", "", "", "", "", []byte(nil), uint8(16))
+	f.Add("PUT", "groups/g", "", "", "", "application/json", []byte(`{"consumeFrom":"last","retryPolicy":{"backoff":"exponential","initialMs":200,"maxMs":9223372036854775807,"jitter":0.5}}`), uint8(17))
+	f.Add("POST", "groups/g/nack", "", "", "", "application/json", []byte(`{"items":[{"receipt":"r","delayMs":9223372036854775807}]}`), uint8(18))
+	f.Add("PATCH", "groups/g", "", "", "", "application/merge-patch+json", []byte(`{"retryPolicy":{"jitter":1e308},"consumeFrom":null}`), uint8(19))
+	f.Add("POST", "topics/orders/messages", "", "", "", "application/json", []byte(`{"body":"h","transactional":true,"producerGroup":"pg","checkAfterMs":1000}`), uint8(17))
+	f.Add("POST", "topics/orders/messages", "", "X-Mqgate-Transactional", "true", "text/plain", []byte("raw"), uint8(18))
+	f.Add("POST", "topics/orders/messages", "", "X-Mqgate-Check-After-Ms", "1x", "text/plain", []byte("raw"), uint8(19))
+	f.Add("POST", "transactions/7F00000100001F9000000000000004D2/commit", "", "", "", "", []byte(nil), uint8(20))
+	f.Add("POST", "transactions/7F00000100001F9000000000000004D2/rollback", "", "", "", "", []byte(nil), uint8(21))
+	f.Add("GET", "transactions/7F00000100001F9000000000000004D2", "", "", "", "", []byte(nil), uint8(22))
+	f.Add("POST", "producer-groups/pg/transactions/pull", "", "", "", "application/json", []byte(`{"maxMessages":2,"waitMs":0}`), uint8(23))
 
 	f.Fuzz(func(t *testing.T, method, path, query, headerName, headerValue, contentType string, body []byte, mode uint8) {
 		target := "/v1/" + strings.TrimPrefix(path, "/")

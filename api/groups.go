@@ -24,8 +24,13 @@ type Subscription struct {
 	Topic string `json:"topic" example:"orders"`
 	// TagExpression filters by tag: "*" (default) or "a || b".
 	TagExpression string `json:"tagExpression,omitempty" example:"*"`
-	// SQL is an SQL92 filter (not supported yet: must be empty).
-	SQL string `json:"sql,omitempty"`
+	// SQL filters by properties: an SQL92 expression (RocketMQ's MessageSelector.bySql) over the message's
+	// properties and TAGS, its tag. Comparisons = <> < <= > >=, [NOT] BETWEEN x AND y, [NOT] IN ('a', 'b'),
+	// IS [NOT] NULL, AND, OR, NOT and parentheses; literals 'text' ('' for a quote), 42, -1.5, 2e3, TRUE,
+	// FALSE. A property compared with a number is read as one; a missing property is NULL, which matches no
+	// comparison; a message matches only when the expression is true. With tagExpression too, a message
+	// must pass both. At most 4096 bytes.
+	SQL string `json:"sql,omitempty" example:"region = 'eu' AND amount > 100"`
 } //	@name	Subscription
 
 // GroupRequest creates or updates a consumer group. Every field is optional.
@@ -33,7 +38,7 @@ type GroupRequest struct {
 	// ConsumeMode is "clustering" (default: members share the work) or "broadcasting" (each member sees everything).
 	ConsumeMode string `json:"consumeMode,omitempty" enums:"clustering,broadcasting" example:"clustering"`
 	// Orderly delivers at most one message per sharding key at a time.
-	Orderly bool `json:"orderly,omitempty"`
+	Orderly bool `json:"orderly,omitempty" example:"false"`
 	// RetryMaxTimes is how many retries a message gets before the dead-letter queue (0 = default 16).
 	RetryMaxTimes int `json:"retryMaxTimes,omitempty" minimum:"0" maximum:"1000" example:"16"`
 	// InvisibleMs is the default lease length of a pull (0 = broker default).
@@ -42,7 +47,35 @@ type GroupRequest struct {
 	Subscriptions []Subscription `json:"subscriptions,omitempty"`
 	// Push makes the gateway POST the group's messages to a webhook endpoint (absent or null: none).
 	Push *PushRequest `json:"push,omitempty"`
+	// ConsumeFrom is where the group starts in each queue of a topic it subscribes to and has no offset for, set
+	// when the subscription is created (with the group, or added later): "first" (default: the first retained
+	// message), "last" (skip the backlog stored until then; what is sent after is delivered) or an RFC 3339 time
+	// (the first message stored at or after it). Changing it later moves no offset (use reset-offset); it applies
+	// to subscriptions added from then on. A queue added to the topic later starts at its first message.
+	ConsumeFrom string `json:"consumeFrom,omitempty" example:"last"`
+	// RetryPolicy is the delay before each retry of a failed delivery (a nack without delayLevel or delayMs, an
+	// expired lease); absent or null: "levels", RocketMQ's ladder (the first retry at level 3, 10 s, then one
+	// level further per retry). "exponential" waits initialMs * 2^(attempt-1), capped at maxMs; "fixed" waits
+	// initialMs every time; jitter (0..1) then spreads each delay uniformly by up to that fraction of itself, up or
+	// down. No delay exceeds 2 h. retryMaxTimes still bounds the attempts, then the dead-letter queue.
+	RetryPolicy *RetryPolicy `json:"retryPolicy,omitempty"`
 } //	@name	GroupRequest
+
+// RetryPolicy is a group's backoff between failed deliveries. "levels" (default) is RocketMQ's ladder: the first
+// retry at level 3 (10 s), then one level further per retry (2 h at most). "exponential" waits
+// initialMs * 2^(attempt-1), capped at maxMs; "fixed" waits initialMs every time. jitter (0..1) then spreads each
+// delay uniformly over +/- that fraction of itself (maxMs caps the delay before jitter; no delay exceeds 2 h).
+// retryMaxTimes still bounds the attempts, then the dead-letter queue. A nack's delayLevel or delayMs overrides the
+// policy for that retry.
+type RetryPolicy struct {
+	Backoff string `json:"backoff" enums:"levels,exponential,fixed" example:"exponential"`
+	// InitialMs is the first delay (exponential) or every delay (fixed); required by both, not allowed with levels.
+	InitialMs int64 `json:"initialMs,omitempty" minimum:"1" maximum:"7200000" example:"1000"`
+	// MaxMs caps the delay before jitter (default and at most 7200000); at least initialMs.
+	MaxMs int64 `json:"maxMs,omitempty" minimum:"1" maximum:"7200000" example:"60000"`
+	// Jitter is the fraction (0..1) each delay is spread by, up or down.
+	Jitter float64 `json:"jitter,omitempty" minimum:"0" maximum:"1" example:"0.2"`
+} //	@name	RetryPolicy
 
 // PushRequest configures a group's webhook (push) endpoint. The gateway POSTs every message of the group's
 // subscribed topics to url, signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature).
@@ -63,7 +96,7 @@ type PushRequest struct {
 	// TimeoutMs bounds one request (0 = default 15000).
 	TimeoutMs int64 `json:"timeoutMs,omitempty" minimum:"0" maximum:"60000" example:"15000"`
 	// Disabled pauses delivery; a PUT without it (re-)enables the endpoint.
-	Disabled bool `json:"disabled,omitempty"`
+	Disabled bool `json:"disabled,omitempty" example:"false"`
 } //	@name	PushRequest
 
 // Push is a group's webhook endpoint. The secret is only shown by the PUT that generated it.
@@ -73,14 +106,14 @@ type Push struct {
 	// back for such a parameter keeps its stored value.
 	URL string `json:"url" example:"https://hooks.example.com/mqgate?token=REDACTED"`
 	// URLRedacted is true when url has redacted parts.
-	URLRedacted bool `json:"urlRedacted,omitempty"`
+	URLRedacted bool `json:"urlRedacted,omitempty" example:"true"`
 	// Secret is present only in the response of the PUT that generated it.
 	Secret         string `json:"secret,omitempty" example:"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"`
 	Mode           string `json:"mode" enums:"json,binary" example:"json"`
 	MaxConcurrency int    `json:"maxConcurrency" example:"8"`
 	TimeoutMs      int64  `json:"timeoutMs" example:"15000"`
 	// Disabled: delivery is paused (by an admin, or by a 410 Gone answer).
-	Disabled bool `json:"disabled"`
+	Disabled bool `json:"disabled" example:"false"`
 	// DisabledReason says why delivery is paused.
 	DisabledReason string `json:"disabledReason,omitempty" example:"endpoint answered 410 Gone"`
 } //	@name	Push
@@ -89,13 +122,16 @@ type Push struct {
 type Group struct {
 	Name          string         `json:"name" example:"billing"`
 	ConsumeMode   string         `json:"consumeMode" enums:"clustering,broadcasting" example:"clustering"`
-	Orderly       bool           `json:"orderly"`
+	Orderly       bool           `json:"orderly" example:"false"`
 	RetryMaxTimes int            `json:"retryMaxTimes" example:"16"`
 	InvisibleMs   int64          `json:"invisibleMs" example:"30000"`
 	Subscriptions []Subscription `json:"subscriptions"`
 	// Push is the group's webhook endpoint, if any.
-	Push      *Push  `json:"push,omitempty"`
-	CreatedAt string `json:"createdAt,omitempty" format:"date-time"`
+	Push *Push `json:"push,omitempty"`
+	// ConsumeFrom is "first", "last" or an RFC 3339 time (see GroupRequest).
+	ConsumeFrom string      `json:"consumeFrom" example:"first"`
+	RetryPolicy RetryPolicy `json:"retryPolicy"`
+	CreatedAt   string      `json:"createdAt,omitempty" format:"date-time" example:"2026-11-29T10:00:00.000Z"`
 } //	@name	Group
 
 // GroupList lists consumer groups.
@@ -110,9 +146,9 @@ type QueueOffset struct {
 	// Offset is the next offset the group consumes.
 	Offset int64 `json:"offset" example:"42"`
 	// BrokerOffset is the queue's max offset (read-only, ignored on commit).
-	BrokerOffset int64 `json:"brokerOffset,omitempty" example:"50"`
+	BrokerOffset int64 `json:"brokerOffset,omitempty" readonly:"true" example:"50"`
 	// Lag is brokerOffset - offset (read-only, ignored on commit).
-	Lag int64 `json:"lag,omitempty" example:"8"`
+	Lag int64 `json:"lag,omitempty" readonly:"true" example:"8"`
 } //	@name	QueueOffset
 
 // Offsets lists committed offsets; it is also the commit request.
@@ -129,8 +165,8 @@ type QueueProgress struct {
 	Lag            int64  `json:"lag" example:"8"`
 	InFlight       int    `json:"inFlight" example:"2"`
 	// LagIsLowerBound: the lag could not be counted completely; the true lag is higher.
-	LagIsLowerBound bool   `json:"lagIsLowerBound,omitempty"`
-	LastStoredAt    string `json:"lastStoredAt,omitempty" format:"date-time"`
+	LagIsLowerBound bool   `json:"lagIsLowerBound,omitempty" example:"false"`
+	LastStoredAt    string `json:"lastStoredAt,omitempty" format:"date-time" example:"2026-11-29T10:00:00.001Z"`
 	// DroppedUnconsumed counts messages of the queue that retention removed before the group consumed them
 	// (expired, the topic's shorter retentionHours, or --disk-pressure-delete), since the broker started.
 	DroppedUnconsumed int64 `json:"droppedUnconsumed,omitempty" example:"0"`
@@ -147,9 +183,9 @@ type Progress struct {
 	// group's retries of that topic already due), plus retry.total and delayed.total.
 	TotalLag int64 `json:"totalLag" example:"11"`
 	// TotalLagIsLowerBound: some part could not be counted (see notes); the true total is higher.
-	TotalLagIsLowerBound bool            `json:"totalLagIsLowerBound,omitempty"`
+	TotalLagIsLowerBound bool            `json:"totalLagIsLowerBound,omitempty" example:"false"`
 	Queues               []QueueProgress `json:"queues"`
-	// Retry is the group's retries still waiting in the delay ladder (not yet due).
+	// Retry is the group's retries still waiting in the delay ladder or on a timer (not yet due).
 	Retry LadderBacklog `json:"retry"`
 	// Delayed is the delayed messages (delayLevel, delayMs, deliverAt) of the group's topics not yet due.
 	Delayed DelayedBacklog `json:"delayed"`
@@ -159,10 +195,12 @@ type Progress struct {
 
 // LadderBacklog counts messages waiting in the delay ladder.
 type LadderBacklog struct {
-	// Total is the sum over byLevel; null when some level cannot be counted.
+	// Total is the sum over byLevel plus timers; null when some level cannot be counted.
 	Total *int64 `json:"total" example:"2"`
 	// ByLevel lists the levels that hold messages.
 	ByLevel []LevelBacklog `json:"byLevel"`
+	// Timers counts the group's retries waiting on a timer (a nack's delayMs, an exponential or fixed retryPolicy).
+	Timers int64 `json:"timers" example:"0"`
 } //	@name	LadderBacklog
 
 // DelayedBacklog counts a group's delayed messages not yet due.
@@ -182,7 +220,7 @@ type LevelBacklog struct {
 	// Count is how many messages wait there; null when it cannot be known yet (see notes).
 	Count *int64 `json:"count" example:"2"`
 	// AtLeast is, when count is null, how many were counted so far.
-	AtLeast *int64 `json:"atLeast,omitempty"`
+	AtLeast *int64 `json:"atLeast,omitempty" example:"2"`
 } //	@name	LevelBacklog
 
 // ResetOffsetRequest moves a group's offsets by store time.
@@ -221,6 +259,7 @@ func (h *handler) registerGroupRoutes(r chi.Router) {
 // listGroups lists consumer groups.
 //
 //	@Summary	List groups
+//	@ID			listGroups
 //	@Tags		groups
 //	@Produce	json
 //	@Produce	application/problem+json
@@ -244,6 +283,7 @@ func (h *handler) listGroups(w http.ResponseWriter, r *http.Request) {
 // getGroup returns one consumer group.
 //
 //	@Summary	Get a group
+//	@ID			getGroup
 //	@Tags		groups
 //	@Produce	json
 //	@Produce	application/problem+json
@@ -271,7 +311,8 @@ func (h *handler) getGroup(w http.ResponseWriter, r *http.Request) {
 // putGroup creates or replaces a consumer group.
 //
 //	@Summary		Create or replace a group
-//	@Description	Creates the group (201) or replaces its settings (200): PUT replaces the whole group, a field left out takes its default (use PATCH to change single fields). An empty body takes the defaults; `sql` filters are not supported yet (501).
+//	@ID				putGroup
+//	@Description	Creates the group (201) or replaces its settings (200): PUT replaces the whole group, a field left out takes its default (use PATCH to change single fields). An empty body takes the defaults. A subscription's `tagExpression` and `sql` filter what the group's pulls (and push deliveries) get; a message either filter refuses counts as consumed for the group.
 //	@Description	With `push` the gateway delivers the group's messages to a webhook (see PushRequest); a PUT without `push` removes the endpoint. When `push.secret` is left out the group keeps its current secret, or a new one is generated and returned in this response only.
 //	@Tags			groups
 //	@Accept			json
@@ -281,12 +322,12 @@ func (h *handler) getGroup(w http.ResponseWriter, r *http.Request) {
 //	@Param			request	body		GroupRequest	false	"Group settings"
 //	@Success		200		{object}	Group			"updated"
 //	@Success		201		{object}	Group			"created"
-//	@Failure		400		{object}	Problem			"invalid-name, invalid-argument, malformed-request"
+//	@Failure		400		{object}	Problem			"invalid-name, invalid-argument, invalid-sql, malformed-request, value-too-long"
 //	@Failure		404		{object}	Problem			"topic-not-found"
+//	@Failure		409		{object}	Problem			"quota-exceeded (groups, pushEndpoints)"
 //	@Failure		413		{object}	Problem			"body-too-large"
 //	@Failure		415		{object}	Problem			"unsupported-media-type"
 //	@Failure		500		{object}	Problem			"internal"
-//	@Failure		501		{object}	Problem			"not-implemented"
 //	@Failure		503		{object}	Problem			"storage-read-only, shutting-down"
 //	@Router			/groups/{group} [put]
 func (h *handler) putGroup(w http.ResponseWriter, r *http.Request) {
@@ -346,6 +387,7 @@ func (h *handler) putGroup(w http.ResponseWriter, r *http.Request) {
 // patchGroup changes some settings of a consumer group.
 //
 //	@Summary		Change a group's settings
+//	@ID				patchGroup
 //	@Description	A JSON merge patch (RFC 7396) of the group's settings (GroupRequest): the fields given replace the group's, null removes a field (`push: null` removes the endpoint) and resets it to its default, the others stay. `subscriptions` is an array, so a patch replaces the whole list. `push` merges member by member; its secret is write-only: a patch that does not name `push.secret` keeps it (a new endpoint without one gets a generated secret, returned in this response only). The result is validated like a PUT. Content-Type application/merge-patch+json (or application/json).
 //	@Tags			groups
 //	@Accept			json
@@ -355,12 +397,12 @@ func (h *handler) putGroup(w http.ResponseWriter, r *http.Request) {
 //	@Param			group	path		string			true	"Group name"
 //	@Param			request	body		GroupRequest	true	"The fields to change"
 //	@Success		200		{object}	Group
-//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request"
+//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, invalid-sql, malformed-request, value-too-long"
 //	@Failure		404		{object}	Problem	"group-not-found"
+//	@Failure		409		{object}	Problem	"quota-exceeded (pushEndpoints)"
 //	@Failure		413		{object}	Problem	"body-too-large"
 //	@Failure		415		{object}	Problem	"unsupported-media-type"
 //	@Failure		500		{object}	Problem	"internal"
-//	@Failure		501		{object}	Problem	"not-implemented"
 //	@Failure		503		{object}	Problem	"storage-read-only, shutting-down"
 //	@Router			/groups/{group} [patch]
 func (h *handler) patchGroup(w http.ResponseWriter, r *http.Request) {
@@ -414,12 +456,42 @@ func groupRequestOf(g broker.GroupConfig) GroupRequest {
 		InvisibleMs:   g.Invisible.Milliseconds(),
 	}
 	for _, s := range g.Subscriptions {
-		req.Subscriptions = append(req.Subscriptions, Subscription{Topic: s.Topic, TagExpression: s.TagExpression})
+		req.Subscriptions = append(req.Subscriptions, Subscription{Topic: s.Topic, TagExpression: s.TagExpression, SQL: s.SQL})
 	}
 	if p := g.Push; p != nil {
 		req.Push = &PushRequest{URL: p.URL, Mode: p.Mode, MaxConcurrency: p.MaxConcurrency, TimeoutMs: p.Timeout.Milliseconds(), Disabled: p.Disabled}
 	}
+	req.ConsumeFrom = g.ConsumeFrom
+	if p := g.RetryPolicy; p != nil {
+		rp := toRetryPolicy(p)
+		req.RetryPolicy = &rp
+	}
 	return req
+}
+
+// retryPolicyConfig converts a group request's retry policy (the broker
+// validates it; the bounds here keep the milliseconds from overflowing).
+func retryPolicyConfig(p *RetryPolicy) (*broker.RetryPolicy, error) {
+	if p == nil {
+		return nil, nil
+	}
+	limit := broker.MaxRetryDelay.Milliseconds()
+	switch {
+	case p.InitialMs < 0 || p.InitialMs > limit:
+		return nil, invalidArgument("retryPolicy.initialMs %d must be between 1 and %d", p.InitialMs, limit)
+	case p.MaxMs < 0 || p.MaxMs > limit:
+		return nil, invalidArgument("retryPolicy.maxMs %d must be between 1 and %d", p.MaxMs, limit)
+	}
+	return &broker.RetryPolicy{Backoff: p.Backoff, Initial: time.Duration(p.InitialMs) * time.Millisecond,
+		Max: time.Duration(p.MaxMs) * time.Millisecond, Jitter: p.Jitter}, nil
+}
+
+// toRetryPolicy is a group's retry policy in its wire form (nil: levels).
+func toRetryPolicy(p *broker.RetryPolicy) RetryPolicy {
+	if p == nil {
+		return RetryPolicy{Backoff: broker.BackoffLevels}
+	}
+	return RetryPolicy{Backoff: p.Backoff, InitialMs: p.Initial.Milliseconds(), MaxMs: p.Max.Milliseconds(), Jitter: p.Jitter}
 }
 
 // groupConfig validates a group request and converts it.
@@ -432,21 +504,24 @@ func groupConfig(name string, req GroupRequest) (broker.GroupConfig, error) {
 	case req.InvisibleMs < 0 || req.InvisibleMs > MaxInvisibleMs:
 		return broker.GroupConfig{}, invalidArgument("invisibleMs %d must be between 0 and %d", req.InvisibleMs, MaxInvisibleMs)
 	}
+	policy, err := retryPolicyConfig(req.RetryPolicy)
+	if err != nil {
+		return broker.GroupConfig{}, err
+	}
 	cfg := broker.GroupConfig{
 		Name:          name,
 		ConsumeMode:   req.ConsumeMode,
 		Orderly:       req.Orderly,
 		RetryMaxTimes: req.RetryMaxTimes,
 		Invisible:     time.Duration(req.InvisibleMs) * time.Millisecond,
+		ConsumeFrom:   req.ConsumeFrom,
+		RetryPolicy:   policy,
 	}
 	for i, s := range req.Subscriptions {
 		if !validName(s.Topic) {
 			return broker.GroupConfig{}, fmt.Errorf("%w: subscriptions[%d].topic %s", broker.ErrInvalidName, i, broker.QuoteValue(s.Topic))
 		}
-		if s.SQL != "" {
-			return broker.GroupConfig{}, fmt.Errorf("%w: SQL filters (subscriptions[%d].sql)", broker.ErrNotImplemented, i)
-		}
-		cfg.Subscriptions = append(cfg.Subscriptions, broker.Subscription{Topic: s.Topic, TagExpression: s.TagExpression})
+		cfg.Subscriptions = append(cfg.Subscriptions, broker.Subscription{Topic: s.Topic, TagExpression: s.TagExpression, SQL: s.SQL})
 	}
 	if p := req.Push; p != nil {
 		switch {
@@ -475,6 +550,7 @@ func groupConfig(name string, req GroupRequest) (broker.GroupConfig, error) {
 // deleteGroup deletes a consumer group.
 //
 //	@Summary	Delete a group
+//	@ID			deleteGroup
 //	@Tags		groups
 //	@Produce	application/problem+json
 //	@Param		group	path	string	true	"Group name"
@@ -500,6 +576,7 @@ func (h *handler) deleteGroup(w http.ResponseWriter, r *http.Request) {
 // getOffsets returns a group's committed offsets.
 //
 //	@Summary	Get committed offsets
+//	@ID			getOffsets
 //	@Tags		offsets
 //	@Produce	json
 //	@Produce	application/problem+json
@@ -533,6 +610,7 @@ func (h *handler) getOffsets(w http.ResponseWriter, r *http.Request) {
 // commitOffsets stores offsets of an offset-mode group.
 //
 //	@Summary		Commit offsets
+//	@ID				commitOffsets
 //	@Description	Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored).
 //	@Tags			offsets
 //	@Accept			json
@@ -542,6 +620,7 @@ func (h *handler) getOffsets(w http.ResponseWriter, r *http.Request) {
 //	@Success		204
 //	@Failure		400	{object}	Problem	"invalid-name, invalid-argument, malformed-request, offset-out-of-range"
 //	@Failure		404	{object}	Problem	"group-not-found, topic-not-found"
+//	@Failure		409	{object}	Problem	"quota-exceeded (groups: the commit creates the group)"
 //	@Failure		413	{object}	Problem	"body-too-large"
 //	@Failure		415	{object}	Problem	"unsupported-media-type"
 //	@Failure		500	{object}	Problem	"internal"
@@ -589,6 +668,7 @@ func (h *handler) commitOffsets(w http.ResponseWriter, r *http.Request) {
 // progress returns a group's per-queue progress.
 //
 //	@Summary		Consumer progress
+//	@ID				getProgress
 //	@Description	Per queue: broker offset, consumer offset, lag and in-flight leases (mqadmin consumerProgress). Queue id -1 is the topic's view of the group's retry topic: its lag counts the retries of that topic already due.
 //	@Description	`retry` counts the group's retries still waiting in the delay ladder, per level; `delayed` the delayed messages and timers of the group's topics not yet due. `totalLag` adds them all up. A count that cannot be known is null (never 0), with a note.
 //	@Tags			offsets
@@ -632,6 +712,7 @@ func (h *handler) groupProgress(ctx context.Context, group string, queues func(c
 // resetOffset moves a group's offsets to a store time.
 //
 //	@Summary		Reset offsets by time
+//	@ID				resetOffsets
 //	@Description	Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress.
 //	@Tags			offsets
 //	@Accept			json
@@ -691,10 +772,15 @@ func toGroup(g broker.GroupConfig) Group {
 		RetryMaxTimes: g.RetryMaxTimes,
 		InvisibleMs:   g.Invisible.Milliseconds(),
 		Subscriptions: make([]Subscription, 0, len(g.Subscriptions)),
+		ConsumeFrom:   g.ConsumeFrom,
+		RetryPolicy:   toRetryPolicy(g.RetryPolicy),
 		CreatedAt:     formatTime(g.CreatedAt),
 	}
+	if out.ConsumeFrom == "" {
+		out.ConsumeFrom = "first"
+	}
 	for _, s := range g.Subscriptions {
-		out.Subscriptions = append(out.Subscriptions, Subscription{Topic: s.Topic, TagExpression: s.TagExpression})
+		out.Subscriptions = append(out.Subscriptions, Subscription{Topic: s.Topic, TagExpression: s.TagExpression, SQL: s.SQL})
 	}
 	if p := g.Push; p != nil {
 		shown, redacted := redactURL(p.URL)
@@ -738,7 +824,8 @@ func toProgress(group string, queues []broker.QueueProgress, backlog broker.Grou
 		}
 	}
 	var retrySum, delayedSum int64
-	out.Retry.ByLevel, out.Retry.Total, retrySum = toLevels(backlog.Retry, 0)
+	out.Retry.ByLevel, out.Retry.Total, retrySum = toLevels(backlog.Retry, backlog.RetryTimers)
+	out.Retry.Timers = backlog.RetryTimers
 	out.Delayed.ByLevel, out.Delayed.Total, delayedSum = toLevels(backlog.Delayed, backlog.Timers)
 	out.Delayed.Timers = backlog.Timers
 	out.TotalLag += retrySum + delayedSum

@@ -26,8 +26,11 @@ type PullRequest struct {
 	WaitMs int64 `json:"waitMs,omitempty" minimum:"0" maximum:"30000" default:"0" example:"20000"`
 	// InvisibleMs is the lease length (0 = the group's default).
 	InvisibleMs int64 `json:"invisibleMs,omitempty" minimum:"0" maximum:"43200000" example:"30000"`
-	// TagExpression filters by tag: "*" (default) or "a || b".
+	// TagExpression filters by tag: "*" or "a || b" (default: the group's subscription of the topic).
 	TagExpression string `json:"tagExpression,omitempty" example:"created || paid"`
+	// SQL filters by properties, an SQL92 expression like a subscription's sql (default: the group's
+	// subscription of the topic). A message either filter refuses counts as consumed for the group.
+	SQL string `json:"sql,omitempty" example:"amount > 100"`
 } //	@name	PullRequest
 
 // Message is a delivered or looked-up message.
@@ -35,7 +38,7 @@ type Message struct {
 	// MessageID is the 32-hex-character message id.
 	MessageID string `json:"messageId" example:"7F00000100001F9000000000000004D2"`
 	// Receipt is the lease handle for ack, nack and lease changes (pull only).
-	Receipt string `json:"receipt,omitempty"`
+	Receipt string `json:"receipt,omitempty" example:"ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"`
 	// Topic is the message's original topic.
 	Topic string `json:"topic" example:"orders"`
 	// QueueID is the queue the message was read from.
@@ -45,7 +48,7 @@ type Message struct {
 	// ReconsumeTimes counts earlier failed deliveries.
 	ReconsumeTimes int32 `json:"reconsumeTimes" example:"0"`
 	// OriginMessageID is the id of the first copy of a retried message.
-	OriginMessageID string `json:"originMessageId,omitempty"`
+	OriginMessageID string `json:"originMessageId,omitempty" example:"7F00000100001F9000000000000004D2"`
 	// Tag is the message's tag.
 	Tag string `json:"tag,omitempty" example:"created"`
 	// Keys are the message's business keys.
@@ -77,6 +80,7 @@ func (h *handler) registerPullRoutes(r chi.Router) {
 // available.
 //
 //	@Summary		Pull (pop) messages
+//	@ID				pullMessages
 //	@Description	Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 //	@Description	When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
 //	@Tags			consume
@@ -86,9 +90,11 @@ func (h *handler) registerPullRoutes(r chi.Router) {
 //	@Param			group	path		string		true	"Consumer group"
 //	@Param			topic	path		string		true	"Topic"
 //	@Param			request	body		PullRequest	false	"Pull options"
+//	@Param			X-Mqgate-Client-Id	header	string	false	"The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories"	maxLength(128)
 //	@Success		200		{object}	PullResponse
-//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request"
+//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, invalid-sql, malformed-request, value-too-long"
 //	@Failure		404		{object}	Problem	"topic-not-found, group-not-found"
+//	@Failure		409		{object}	Problem	"quota-exceeded (groups: the pull creates the group)"
 //	@Failure		413		{object}	Problem	"body-too-large"
 //	@Failure		415		{object}	Problem	"unsupported-media-type"
 //	@Failure		429		{object}	Problem	"too-many-waiters (the server's --max-waiters or the account's maxLongPolls), rate-limited"
@@ -162,6 +168,7 @@ func (h *handler) pull(w http.ResponseWriter, r *http.Request) {
 		Wait:          wait,
 		Invisible:     time.Duration(req.InvisibleMs) * time.Millisecond,
 		TagExpression: req.TagExpression,
+		SQL:           req.SQL,
 	})
 	if err != nil {
 		// A wait cut short by shutdown or by the server-side limit is an

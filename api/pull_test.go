@@ -37,8 +37,8 @@ func TestPull(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		decode[api.PullResponse](t, b.doJSON(t, http.MethodPost, pullPath,
-			`{"maxMessages":32,"waitMs":0,"invisibleMs":45000,"tagExpression":"a || b"}`), http.StatusOK)
-		require.Equal(t, broker.PullRequest{Group: "billing", Topic: "orders", MaxMessages: 32, Invisible: 45 * time.Second, TagExpression: "a || b"}, b.broker.pulls[0])
+			`{"maxMessages":32,"waitMs":0,"invisibleMs":45000,"tagExpression":"a || b","sql":"x > 1"}`), http.StatusOK)
+		require.Equal(t, broker.PullRequest{Group: "billing", Topic: "orders", MaxMessages: 32, Invisible: 45 * time.Second, TagExpression: "a || b", SQL: "x > 1"}, b.broker.pulls[0])
 	})
 	t.Run("OKMessageShape", func(t *testing.T) {
 		t.Parallel()

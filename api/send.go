@@ -34,6 +34,10 @@ const (
 	headerDelayLevel     = "X-Mqgate-Delay-Level"
 	headerDelayMs        = "X-Mqgate-Delay-Ms"
 	headerDeliverAt      = "X-Mqgate-Deliver-At"
+	// A raw send's transaction fields (transactions.go).
+	headerTransactional = "X-Mqgate-Transactional"
+	headerProducerGroup = "X-Mqgate-Producer-Group"
+	headerCheckAfterMs  = "X-Mqgate-Check-After-Ms"
 )
 
 // Body encodings of SendMessage.body and Message.body.
@@ -71,6 +75,12 @@ type SendMessage struct {
 	DelayMs int64 `json:"delayMs,omitempty" minimum:"0" example:"0"`
 	// DedupID makes retries of this message idempotent within the dedup window.
 	DedupID string `json:"dedupId,omitempty" maxLength:"255" example:"order-1001-created"`
+	// Transactional stores the message as a half message, invisible to every group until its transaction is committed (POST /v1/transactions/{transactionId}/commit). A send carries one transactional message; it cannot be delayed.
+	Transactional bool `json:"transactional,omitempty" example:"false"`
+	// ProducerGroup is the group whose producers are asked about the transaction while it is not resolved (POST /v1/producer-groups/{producerGroup}/transactions/pull). Required with transactional.
+	ProducerGroup string `json:"producerGroup,omitempty" maxLength:"120" example:"order-service"`
+	// CheckAfterMs is how long after the send the first check falls due (default 6000).
+	CheckAfterMs int64 `json:"checkAfterMs,omitempty" minimum:"100" maximum:"86400000" example:"6000"`
 } //	@name	SendMessage
 
 // SendRequest is the JSON body of a send: either the fields of one
@@ -90,7 +100,9 @@ type SendResult struct {
 	// QueueOffset is the message's offset in that queue.
 	QueueOffset int64 `json:"queueOffset" example:"42"`
 	// Duplicate is true when the dedup id matched an earlier send; the result is that send's.
-	Duplicate bool `json:"duplicate,omitempty"`
+	Duplicate bool `json:"duplicate,omitempty" example:"false"`
+	// TransactionID names the transaction of a transactional send (the messageId; queueOffset is -1 until it is committed).
+	TransactionID string `json:"transactionId,omitempty" example:"7F00000100001F9000000000000004D2"`
 } //	@name	SendResult
 
 // SendResponse lists one result per message, in request order.
@@ -107,6 +119,7 @@ func (h *handler) registerSendRoutes(r chi.Router) {
 // send stores one message or a batch in a topic.
 //
 //	@Summary		Send messages
+//	@ID				sendMessages
 //	@Description	Send one message or a batch to a topic.
 //	@Description
 //	@Description	With `Content-Type: application/json` the body is one SendMessage, or `{"messages":[…]}` for a batch (at most 256 messages, stored in order).
@@ -115,6 +128,8 @@ func (h *handler) registerSendRoutes(r chi.Router) {
 //	@Description
 //	@Description	`Idempotency-Key` makes a retry safe: within the dedup window a repeated send returns the first result (with `Idempotent-Replayed: true`), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own `dedupId` uses `<key>:<i>`.
 //	@Description	A 503 `flush-timeout` means the outcome is unknown: retry with the same key.
+//	@Description
+//	@Description	`"transactional": true` with a `producerGroup` stores a half message: invisible to every group until its transaction (the `transactionId` of the result) is committed, or discarded by a rollback; while it is unresolved the producer group is asked about it (`POST /v1/producer-groups/{producerGroup}/transactions/pull`). One message per send, not delayed; with authentication it needs PUB on the producer group too.
 //	@Tags			messages
 //	@Accept			json
 //	@Accept			octet-stream
@@ -131,10 +146,14 @@ func (h *handler) registerSendRoutes(r chi.Router) {
 //	@Param			X-Mqgate-Delay-Level	header		integer		false	"Raw send: delay level"
 //	@Param			X-Mqgate-Delay-Ms		header		integer		false	"Raw send: delay in milliseconds"
 //	@Param			X-Mqgate-Deliver-At		header		string		false	"Raw send: RFC 3339 delivery time"
+//	@Param			X-Mqgate-Transactional	header		boolean		false	"Raw send: true for a transactional (half) message"
+//	@Param			X-Mqgate-Producer-Group	header		string		false	"Raw send: the producer group of a transactional message"
+//	@Param			X-Mqgate-Check-After-Ms	header		integer		false	"Raw send: checkAfterMs of a transactional message"
 //	@Success		200						{object}	SendResponse
+//	@Header			200						{boolean}	Idempotent-Replayed	"true when every message of the request repeated an earlier send (Idempotency-Key or dedupId): the results are that send's"
 //	@Failure		400						{object}	Problem	"invalid-name, invalid-argument, malformed-request, empty-body, value-too-long (tag, keys, shardingKey, dedupId: 255 bytes; 64 keys; field and limit members name which)"
 //	@Failure		404						{object}	Problem	"topic-not-found"
-//	@Failure		409						{object}	Problem	"idempotency-request-in-flight"
+//	@Failure		409						{object}	Problem	"idempotency-request-in-flight (Retry-After), quota-exceeded (topics: the send creates the topic; pendingTimers; a transactional send: transactionsPerProducerGroup, pendingTransactions)"
 //	@Failure		413						{object}	Problem	"body-too-large, properties-too-large (properties with tag, keys, sharding key and dedup id: 16 KiB, 128 properties)"
 //	@Failure		422						{object}	Problem	"idempotency-key-reused"
 //	@Failure		429						{object}	Problem	"rate-limited (the account's requestsPerSecond or messagesPerSecond; Retry-After)"
@@ -179,6 +198,10 @@ func (h *handler) send(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, err)
 		return
 	}
+	if err := requireProducerGroups(r, msgs); err != nil {
+		WriteError(w, r, err)
+		return
+	}
 
 	results, err := h.deps.Broker.Send(r.Context(), topic, msgs)
 	if err != nil {
@@ -203,10 +226,11 @@ func writeSendResponse(w http.ResponseWriter, r *http.Request, results []broker.
 	defer putBuffer(buf)
 	b := append((*buf)[:0], `{"results":[`...)
 	for i, res := range results {
-		if !isHex(res.MessageID) {
+		if !isHex(res.MessageID) || res.TransactionID != "" && !isHex(res.TransactionID) {
 			resp := SendResponse{Results: make([]SendResult, 0, len(results))}
 			for _, res := range results {
-				resp.Results = append(resp.Results, SendResult{MessageID: res.MessageID, QueueID: res.QueueID, QueueOffset: res.QueueOffset, Duplicate: res.Duplicate})
+				resp.Results = append(resp.Results, SendResult{MessageID: res.MessageID, QueueID: res.QueueID, QueueOffset: res.QueueOffset,
+					Duplicate: res.Duplicate, TransactionID: res.TransactionID})
 			}
 			writeJSON(w, r, http.StatusOK, resp)
 			return
@@ -222,6 +246,11 @@ func writeSendResponse(w http.ResponseWriter, r *http.Request, results []broker.
 		b = strconv.AppendInt(b, res.QueueOffset, 10)
 		if res.Duplicate {
 			b = append(b, `,"duplicate":true`...)
+		}
+		if res.TransactionID != "" {
+			b = append(b, `,"transactionId":"`...)
+			b = append(b, res.TransactionID...)
+			b = append(b, '"')
 		}
 		b = append(b, '}')
 	}
@@ -340,6 +369,10 @@ func (h *handler) convertMessage(m SendMessage, prefix string) (broker.SendMessa
 		DelayLevel:  m.DelayLevel,
 		DelayMs:     m.DelayMs,
 		DedupID:     m.DedupID,
+
+		Transactional: m.Transactional,
+		ProducerGroup: m.ProducerGroup,
+		CheckAfterMs:  m.CheckAfterMs,
 	}
 	if m.DeliverAt != "" {
 		at, err := time.Parse(time.RFC3339Nano, m.DeliverAt)
@@ -519,7 +552,7 @@ func headerAttributes(r *http.Request) (broker.SendMessage, error) {
 		}
 		msg.DeliverAt = at
 	}
-	return msg, nil
+	return msg, transactionHeaders(r, &msg)
 }
 
 // idempotencyKey returns the Idempotency-Key header ("" when absent). The

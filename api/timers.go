@@ -28,27 +28,27 @@ type Timer struct {
 	ID          string            `json:"id" example:"7F00000100001F900000000000000A10"`
 	Topic       string            `json:"topic" example:"orders"`
 	QueueID     int32             `json:"queueId" example:"1"`
-	DeliverAt   string            `json:"deliverAt" format:"date-time"`
-	ScheduledAt string            `json:"scheduledAt" format:"date-time"`
-	Tag         string            `json:"tag,omitempty"`
+	DeliverAt   string            `json:"deliverAt" format:"date-time" example:"2026-12-01T10:00:00.000Z"`
+	ScheduledAt string            `json:"scheduledAt" format:"date-time" example:"2026-11-29T10:00:00.000Z"`
+	Tag         string            `json:"tag,omitempty" example:"created"`
 	Keys        []string          `json:"keys,omitempty"`
 	Properties  map[string]string `json:"properties,omitempty"`
 	// Body and BodyEncoding are only in the single-timer view.
-	Body         string `json:"body,omitempty"`
-	BodyEncoding string `json:"bodyEncoding,omitempty" enums:"utf8,base64"`
+	Body         string `json:"body,omitempty" example:"later"`
+	BodyEncoding string `json:"bodyEncoding,omitempty" enums:"utf8,base64" example:"utf8"`
 } //	@name	Timer
 
 // TimerList is one page of pending timers.
 type TimerList struct {
 	Items []Timer `json:"items"`
 	// Next is the cursor of the next page; absent on the last page.
-	Next string `json:"next,omitempty"`
+	Next string `json:"next,omitempty" example:"7F00000100001F900000000000000A10"`
 } //	@name	TimerList
 
 // RescheduleRequest moves a timer: deliverAt, or delayMs from now.
 type RescheduleRequest struct {
-	DeliverAt string `json:"deliverAt,omitempty" format:"date-time"`
-	DelayMs   int64  `json:"delayMs,omitempty" minimum:"0"`
+	DeliverAt string `json:"deliverAt,omitempty" format:"date-time" example:"2026-12-01T10:00:00Z"`
+	DelayMs   int64  `json:"delayMs,omitempty" minimum:"0" example:"60000"`
 } //	@name	RescheduleRequest
 
 // registerTimerRoutes registers the timer administration.
@@ -66,12 +66,13 @@ func (h *handler) registerTimerRoutes(r chi.Router) {
 // listTimers lists pending timers, soonest first.
 //
 //	@Summary		List pending timers
+//	@ID				listTimers
 //	@Description	Messages sent with delayMs or deliverAt wait here until due (up to a year ahead, past the CommitLog's retention). Pages follow `next`.
 //	@Tags			timers
 //	@Produce		json
 //	@Param			topic	query		string	false	"Only timers of this topic"
-//	@Param			cursor	query		string	false	"Cursor from the previous page"
-//	@Param			limit	query		int		false	"Page size (1-500, default 100)"
+//	@Param			cursor	query		string	false	"The next of the previous page (opaque); absent: the first page"
+//	@Param			limit	query		int		false	"Page size"	minimum(1)	maximum(500)	default(100)
 //	@Success		200		{object}	TimerList
 //	@Failure		400		{object}	Problem	"invalid-argument"
 //	@Failure		500		{object}	Problem	"internal"
@@ -99,6 +100,7 @@ func (h *handler) listTimers(w http.ResponseWriter, r *http.Request) {
 // getTimer returns one pending timer with its body.
 //
 //	@Summary	Get a pending timer
+//	@ID			getTimer
 //	@Tags		timers
 //	@Produce	json
 //	@Param		id	path		string	true	"Timer id (the send's messageId)"
@@ -120,6 +122,7 @@ func (h *handler) getTimer(w http.ResponseWriter, r *http.Request) {
 // cancelTimer cancels a pending timer: it is never delivered.
 //
 //	@Summary	Cancel a pending timer
+//	@ID			cancelTimer
 //	@Tags		timers
 //	@Param		id	path	string	true	"Timer id"
 //	@Success	204
@@ -140,6 +143,7 @@ func (h *handler) cancelTimer(w http.ResponseWriter, r *http.Request) {
 // rescheduleTimer moves a pending timer.
 //
 //	@Summary	Reschedule a pending timer
+//	@ID			rescheduleTimer
 //	@Tags		timers
 //	@Accept		json
 //	@Produce	json

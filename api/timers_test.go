@@ -15,7 +15,7 @@ import (
 
 func sampleTimer() broker.Timer {
 	return broker.Timer{ID: "7F00000100001F900000000000000A10", Topic: "orders", QueueID: 1,
-		DeliverAt: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), Body: []byte("later")}
+		DeliverAt: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), ScheduledAt: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC), Body: []byte("later")}
 }
 
 func (f *fakeBroker) ListTimers(ctx context.Context, topic, cursor string, limit int) ([]broker.Timer, string, error) {

@@ -35,6 +35,7 @@ const docTemplate = `{
                     "broker"
                 ],
                 "summary": "Broker status",
+                "operationId": "getBrokerStatus",
                 "responses": {
                     "200": {
                         "description": "OK",
@@ -67,6 +68,7 @@ const docTemplate = `{
                     "groups"
                 ],
                 "summary": "List groups",
+                "operationId": "listGroups",
                 "responses": {
                     "200": {
                         "description": "OK",
@@ -99,6 +101,7 @@ const docTemplate = `{
                     "groups"
                 ],
                 "summary": "Get a group",
+                "operationId": "getGroup",
                 "parameters": [
                     {
                         "type": "string",
@@ -142,7 +145,7 @@ const docTemplate = `{
                 }
             },
             "put": {
-                "description": "Creates the group (201) or replaces its settings (200): PUT replaces the whole group, a field left out takes its default (use PATCH to change single fields). An empty body takes the defaults; ` + "`" + `sql` + "`" + ` filters are not supported yet (501).\nWith ` + "`" + `push` + "`" + ` the gateway delivers the group's messages to a webhook (see PushRequest); a PUT without ` + "`" + `push` + "`" + ` removes the endpoint. When ` + "`" + `push.secret` + "`" + ` is left out the group keeps its current secret, or a new one is generated and returned in this response only.",
+                "description": "Creates the group (201) or replaces its settings (200): PUT replaces the whole group, a field left out takes its default (use PATCH to change single fields). An empty body takes the defaults. A subscription's ` + "`" + `tagExpression` + "`" + ` and ` + "`" + `sql` + "`" + ` filter what the group's pulls (and push deliveries) get; a message either filter refuses counts as consumed for the group.\nWith ` + "`" + `push` + "`" + ` the gateway delivers the group's messages to a webhook (see PushRequest); a PUT without ` + "`" + `push` + "`" + ` removes the endpoint. When ` + "`" + `push.secret` + "`" + ` is left out the group keeps its current secret, or a new one is generated and returned in this response only.",
                 "consumes": [
                     "application/json"
                 ],
@@ -154,6 +157,7 @@ const docTemplate = `{
                     "groups"
                 ],
                 "summary": "Create or replace a group",
+                "operationId": "putGroup",
                 "parameters": [
                     {
                         "type": "string",
@@ -185,13 +189,19 @@ const docTemplate = `{
                         }
                     },
                     "400": {
-                        "description": "invalid-name, invalid-argument, malformed-request",
+                        "description": "invalid-name, invalid-argument, invalid-sql, malformed-request, value-too-long",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
                     },
                     "404": {
                         "description": "topic-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "quota-exceeded (groups, pushEndpoints)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -214,12 +224,6 @@ const docTemplate = `{
                             "$ref": "#/definitions/Problem"
                         }
                     },
-                    "501": {
-                        "description": "not-implemented",
-                        "schema": {
-                            "$ref": "#/definitions/Problem"
-                        }
-                    },
                     "503": {
                         "description": "storage-read-only, shutting-down",
                         "schema": {
@@ -236,6 +240,7 @@ const docTemplate = `{
                     "groups"
                 ],
                 "summary": "Delete a group",
+                "operationId": "deleteGroup",
                 "parameters": [
                     {
                         "type": "string",
@@ -289,6 +294,7 @@ const docTemplate = `{
                     "groups"
                 ],
                 "summary": "Change a group's settings",
+                "operationId": "patchGroup",
                 "parameters": [
                     {
                         "type": "string",
@@ -315,13 +321,19 @@ const docTemplate = `{
                         }
                     },
                     "400": {
-                        "description": "invalid-name, invalid-argument, malformed-request",
+                        "description": "invalid-name, invalid-argument, invalid-sql, malformed-request, value-too-long",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
                     },
                     "404": {
                         "description": "group-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "quota-exceeded (pushEndpoints)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -340,12 +352,6 @@ const docTemplate = `{
                     },
                     "500": {
                         "description": "internal",
-                        "schema": {
-                            "$ref": "#/definitions/Problem"
-                        }
-                    },
-                    "501": {
-                        "description": "not-implemented",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -373,6 +379,7 @@ const docTemplate = `{
                     "consume"
                 ],
                 "summary": "Ack messages",
+                "operationId": "ackMessages",
                 "parameters": [
                     {
                         "type": "string",
@@ -389,6 +396,13 @@ const docTemplate = `{
                         "schema": {
                             "$ref": "#/definitions/AckRequest"
                         }
+                    },
+                    {
+                        "maxLength": 128,
+                        "type": "string",
+                        "description": "The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories",
+                        "name": "X-Mqgate-Client-Id",
+                        "in": "header"
                     }
                 ],
                 "responses": {
@@ -453,6 +467,7 @@ const docTemplate = `{
                     "dlq"
                 ],
                 "summary": "List dead letters",
+                "operationId": "listDeadLetters",
                 "parameters": [
                     {
                         "type": "string",
@@ -469,12 +484,14 @@ const docTemplate = `{
                     },
                     {
                         "type": "string",
+                        "format": "date-time",
                         "description": "Dead at or after (RFC 3339)",
                         "name": "from",
                         "in": "query"
                     },
                     {
                         "type": "string",
+                        "format": "date-time",
                         "description": "Dead at or before (RFC 3339)",
                         "name": "to",
                         "in": "query"
@@ -486,20 +503,28 @@ const docTemplate = `{
                         "in": "query"
                     },
                     {
+                        "enum": [
+                            "dead",
+                            "resent",
+                            "discarded"
+                        ],
                         "type": "string",
-                        "description": "dead, resent or discarded",
+                        "description": "Only letters in this status",
                         "name": "status",
                         "in": "query"
                     },
                     {
                         "type": "string",
-                        "description": "Cursor from the previous page",
+                        "description": "The next of the previous page (opaque); absent: the first page",
                         "name": "cursor",
                         "in": "query"
                     },
                     {
+                        "maximum": 500,
+                        "minimum": 1,
                         "type": "integer",
-                        "description": "Page size (1-500, default 100)",
+                        "default": 100,
+                        "description": "Page size",
                         "name": "limit",
                         "in": "query"
                     }
@@ -551,6 +576,7 @@ const docTemplate = `{
                     "dlq"
                 ],
                 "summary": "Resend dead letters",
+                "operationId": "resendDeadLetters",
                 "parameters": [
                     {
                         "type": "string",
@@ -630,6 +656,7 @@ const docTemplate = `{
                     "dlq"
                 ],
                 "summary": "Get a dead letter",
+                "operationId": "getDeadLetter",
                 "parameters": [
                     {
                         "type": "string",
@@ -684,6 +711,7 @@ const docTemplate = `{
                     "dlq"
                 ],
                 "summary": "Discard a dead letter",
+                "operationId": "discardDeadLetter",
                 "parameters": [
                     {
                         "type": "string",
@@ -751,6 +779,7 @@ const docTemplate = `{
                     "consume"
                 ],
                 "summary": "Change leases",
+                "operationId": "changeInvisibleTime",
                 "parameters": [
                     {
                         "type": "string",
@@ -767,6 +796,13 @@ const docTemplate = `{
                         "schema": {
                             "$ref": "#/definitions/LeaseRequest"
                         }
+                    },
+                    {
+                        "maxLength": 128,
+                        "type": "string",
+                        "description": "The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories",
+                        "name": "X-Mqgate-Client-Id",
+                        "in": "header"
                     }
                 ],
                 "responses": {
@@ -817,7 +853,7 @@ const docTemplate = `{
         },
         "/groups/{group}/nack": {
             "post": {
-                "description": "Give leased messages back for a retry after a delay level, or straight to the dead-letter queue (delayLevel -1). After the group's retryMaxTimes retries a message goes to the DLQ.",
+                "description": "Give leased messages back for a retry after a delay level, after delayMs, or straight to the dead-letter queue (delayLevel -1); without either the group's retryPolicy picks the delay. After the group's retryMaxTimes retries a message goes to the DLQ.",
                 "consumes": [
                     "application/json"
                 ],
@@ -829,6 +865,7 @@ const docTemplate = `{
                     "consume"
                 ],
                 "summary": "Nack messages",
+                "operationId": "nackMessages",
                 "parameters": [
                     {
                         "type": "string",
@@ -845,6 +882,13 @@ const docTemplate = `{
                         "schema": {
                             "$ref": "#/definitions/NackRequest"
                         }
+                    },
+                    {
+                        "maxLength": 128,
+                        "type": "string",
+                        "description": "The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories",
+                        "name": "X-Mqgate-Client-Id",
+                        "in": "header"
                     }
                 ],
                 "responses": {
@@ -909,6 +953,7 @@ const docTemplate = `{
                     "offsets"
                 ],
                 "summary": "Get committed offsets",
+                "operationId": "getOffsets",
                 "parameters": [
                     {
                         "type": "string",
@@ -963,6 +1008,7 @@ const docTemplate = `{
                     "offsets"
                 ],
                 "summary": "Commit offsets",
+                "operationId": "commitOffsets",
                 "parameters": [
                     {
                         "type": "string",
@@ -993,6 +1039,12 @@ const docTemplate = `{
                     },
                     "404": {
                         "description": "group-not-found, topic-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "quota-exceeded (groups: the commit creates the group)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -1041,6 +1093,7 @@ const docTemplate = `{
                     "offsets"
                 ],
                 "summary": "Consumer progress",
+                "operationId": "getProgress",
                 "parameters": [
                     {
                         "type": "string",
@@ -1098,6 +1151,7 @@ const docTemplate = `{
                     "offsets"
                 ],
                 "summary": "Reset offsets by time",
+                "operationId": "resetOffsets",
                 "parameters": [
                     {
                         "type": "string",
@@ -1182,6 +1236,7 @@ const docTemplate = `{
                     "consume"
                 ],
                 "summary": "Pull (pop) messages",
+                "operationId": "pullMessages",
                 "parameters": [
                     {
                         "type": "string",
@@ -1204,6 +1259,13 @@ const docTemplate = `{
                         "schema": {
                             "$ref": "#/definitions/PullRequest"
                         }
+                    },
+                    {
+                        "maxLength": 128,
+                        "type": "string",
+                        "description": "The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories",
+                        "name": "X-Mqgate-Client-Id",
+                        "in": "header"
                     }
                 ],
                 "responses": {
@@ -1214,13 +1276,19 @@ const docTemplate = `{
                         }
                     },
                     "400": {
-                        "description": "invalid-name, invalid-argument, malformed-request",
+                        "description": "invalid-name, invalid-argument, invalid-sql, malformed-request, value-too-long",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
                     },
                     "404": {
                         "description": "topic-not-found, group-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "quota-exceeded (groups: the pull creates the group)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -1268,6 +1336,7 @@ const docTemplate = `{
                     "messages"
                 ],
                 "summary": "Find messages by key",
+                "operationId": "findMessagesByKey",
                 "parameters": [
                     {
                         "type": "string",
@@ -1287,7 +1356,8 @@ const docTemplate = `{
                         "maximum": 32,
                         "minimum": 1,
                         "type": "integer",
-                        "description": "Most messages to return (default 32)",
+                        "default": 32,
+                        "description": "Most messages to return",
                         "name": "max",
                         "in": "query"
                     }
@@ -1336,6 +1406,7 @@ const docTemplate = `{
                     "messages"
                 ],
                 "summary": "Get a message by id",
+                "operationId": "getMessage",
                 "parameters": [
                     {
                         "type": "string",
@@ -1379,6 +1450,96 @@ const docTemplate = `{
                 }
             }
         },
+        "/producer-groups/{producerGroup}/transactions/pull": {
+            "post": {
+                "description": "RocketMQ's check-back, pulled: the unresolved transactions of the producer group whose check is due (the first checkAfterMs after the send, each later one max(checkAfterMs, --transaction-check-interval) after the previous), up to maxMessages. Answer each with a commit or a rollback. Every check handed out counts (checkTimes); a transaction whose --transaction-max-checks checks all went unanswered is rolled back (reason max-checks) when the next would fall due.\nWhen no check is due the call waits up to waitMs (at most 30000) and returns as soon as one falls due; it answers 200 with an empty list when the wait runs out or the server shuts down. A producer needs no port of its own.\nWith authentication it needs PUB on the producer group (a group of the ACL file).",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "transactions"
+                ],
+                "summary": "Pull transaction checks",
+                "operationId": "pullTransactionChecks",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Producer group",
+                        "name": "producerGroup",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "description": "Pull options",
+                        "name": "request",
+                        "in": "body",
+                        "schema": {
+                            "$ref": "#/definitions/TransactionChecksRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/TransactionChecksResponse"
+                        }
+                    },
+                    "400": {
+                        "description": "invalid-name, invalid-argument, malformed-request",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "403": {
+                        "description": "forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "413": {
+                        "description": "body-too-large",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "415": {
+                        "description": "unsupported-media-type",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "429": {
+                        "description": "too-many-waiters (the server's --max-waiters or the account's maxLongPolls), rate-limited",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "storage-read-only, shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "507": {
+                        "description": "disk-full",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
         "/timers": {
             "get": {
                 "description": "Messages sent with delayMs or deliverAt wait here until due (up to a year ahead, past the CommitLog's retention). Pages follow ` + "`" + `next` + "`" + `.",
@@ -1389,6 +1550,7 @@ const docTemplate = `{
                     "timers"
                 ],
                 "summary": "List pending timers",
+                "operationId": "listTimers",
                 "parameters": [
                     {
                         "type": "string",
@@ -1398,13 +1560,16 @@ const docTemplate = `{
                     },
                     {
                         "type": "string",
-                        "description": "Cursor from the previous page",
+                        "description": "The next of the previous page (opaque); absent: the first page",
                         "name": "cursor",
                         "in": "query"
                     },
                     {
+                        "maximum": 500,
+                        "minimum": 1,
                         "type": "integer",
-                        "description": "Page size (1-500, default 100)",
+                        "default": 100,
+                        "description": "Page size",
                         "name": "limit",
                         "in": "query"
                     }
@@ -1446,6 +1611,7 @@ const docTemplate = `{
                     "timers"
                 ],
                 "summary": "Get a pending timer",
+                "operationId": "getTimer",
                 "parameters": [
                     {
                         "type": "string",
@@ -1499,6 +1665,7 @@ const docTemplate = `{
                     "timers"
                 ],
                 "summary": "Reschedule a pending timer",
+                "operationId": "rescheduleTimer",
                 "parameters": [
                     {
                         "type": "string",
@@ -1573,6 +1740,7 @@ const docTemplate = `{
                     "timers"
                 ],
                 "summary": "Cancel a pending timer",
+                "operationId": "cancelTimer",
                 "parameters": [
                     {
                         "type": "string",
@@ -1629,6 +1797,7 @@ const docTemplate = `{
                     "topics"
                 ],
                 "summary": "List topics",
+                "operationId": "listTopics",
                 "responses": {
                     "200": {
                         "description": "OK",
@@ -1661,6 +1830,7 @@ const docTemplate = `{
                     "topics"
                 ],
                 "summary": "Get a topic",
+                "operationId": "getTopic",
                 "parameters": [
                     {
                         "type": "string",
@@ -1716,6 +1886,7 @@ const docTemplate = `{
                     "topics"
                 ],
                 "summary": "Create or replace a topic",
+                "operationId": "putTopic",
                 "parameters": [
                     {
                         "type": "string",
@@ -1748,6 +1919,12 @@ const docTemplate = `{
                     },
                     "400": {
                         "description": "invalid-name, invalid-argument, malformed-request",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "quota-exceeded (topics, queues, queuesPerTopic)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -1787,6 +1964,7 @@ const docTemplate = `{
                     "topics"
                 ],
                 "summary": "Delete a topic",
+                "operationId": "deleteTopic",
                 "parameters": [
                     {
                         "type": "string",
@@ -1840,6 +2018,7 @@ const docTemplate = `{
                     "topics"
                 ],
                 "summary": "Change a topic's settings",
+                "operationId": "patchTopic",
                 "parameters": [
                     {
                         "type": "string",
@@ -1877,6 +2056,12 @@ const docTemplate = `{
                             "$ref": "#/definitions/Problem"
                         }
                     },
+                    "409": {
+                        "description": "quota-exceeded (queues, queuesPerTopic)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
                     "413": {
                         "description": "body-too-large",
                         "schema": {
@@ -1906,7 +2091,7 @@ const docTemplate = `{
         },
         "/topics/{topic}/messages": {
             "post": {
-                "description": "Send one message or a batch to a topic.\n\nWith ` + "`" + `Content-Type: application/json` + "`" + ` the body is one SendMessage, or ` + "`" + `{\"messages\":[…]}` + "`" + ` for a batch (at most 256 messages, stored in order).\nWith ` + "`" + `Content-Type: application/vnd.mqgate.batch` + "`" + ` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary ` + "`" + `/mpub` + "`" + `); the ` + "`" + `X-Mqgate-*` + "`" + ` headers apply to every message.\nWith any other Content-Type the body is one raw message; its tag, keys and properties come from the ` + "`" + `X-Mqgate-*` + "`" + ` headers.\n\n` + "`" + `Idempotency-Key` + "`" + ` makes a retry safe: within the dedup window a repeated send returns the first result (with ` + "`" + `Idempotent-Replayed: true` + "`" + `), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own ` + "`" + `dedupId` + "`" + ` uses ` + "`" + `\u003ckey\u003e:\u003ci\u003e` + "`" + `.\nA 503 ` + "`" + `flush-timeout` + "`" + ` means the outcome is unknown: retry with the same key.",
+                "description": "Send one message or a batch to a topic.\n\nWith ` + "`" + `Content-Type: application/json` + "`" + ` the body is one SendMessage, or ` + "`" + `{\"messages\":[…]}` + "`" + ` for a batch (at most 256 messages, stored in order).\nWith ` + "`" + `Content-Type: application/vnd.mqgate.batch` + "`" + ` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary ` + "`" + `/mpub` + "`" + `); the ` + "`" + `X-Mqgate-*` + "`" + ` headers apply to every message.\nWith any other Content-Type the body is one raw message; its tag, keys and properties come from the ` + "`" + `X-Mqgate-*` + "`" + ` headers.\n\n` + "`" + `Idempotency-Key` + "`" + ` makes a retry safe: within the dedup window a repeated send returns the first result (with ` + "`" + `Idempotent-Replayed: true` + "`" + `), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own ` + "`" + `dedupId` + "`" + ` uses ` + "`" + `\u003ckey\u003e:\u003ci\u003e` + "`" + `.\nA 503 ` + "`" + `flush-timeout` + "`" + ` means the outcome is unknown: retry with the same key.\n\n` + "`" + `\"transactional\": true` + "`" + ` with a ` + "`" + `producerGroup` + "`" + ` stores a half message: invisible to every group until its transaction (the ` + "`" + `transactionId` + "`" + ` of the result) is committed, or discarded by a rollback; while it is unresolved the producer group is asked about it (` + "`" + `POST /v1/producer-groups/{producerGroup}/transactions/pull` + "`" + `). One message per send, not delayed; with authentication it needs PUB on the producer group too.",
                 "consumes": [
                     "application/json",
                     "application/octet-stream",
@@ -1921,6 +2106,7 @@ const docTemplate = `{
                     "messages"
                 ],
                 "summary": "Send messages",
+                "operationId": "sendMessages",
                 "parameters": [
                     {
                         "type": "string",
@@ -1979,6 +2165,24 @@ const docTemplate = `{
                         "description": "Raw send: RFC 3339 delivery time",
                         "name": "X-Mqgate-Deliver-At",
                         "in": "header"
+                    },
+                    {
+                        "type": "boolean",
+                        "description": "Raw send: true for a transactional (half) message",
+                        "name": "X-Mqgate-Transactional",
+                        "in": "header"
+                    },
+                    {
+                        "type": "string",
+                        "description": "Raw send: the producer group of a transactional message",
+                        "name": "X-Mqgate-Producer-Group",
+                        "in": "header"
+                    },
+                    {
+                        "type": "integer",
+                        "description": "Raw send: checkAfterMs of a transactional message",
+                        "name": "X-Mqgate-Check-After-Ms",
+                        "in": "header"
                     }
                 ],
                 "responses": {
@@ -1986,6 +2190,12 @@ const docTemplate = `{
                         "description": "OK",
                         "schema": {
                             "$ref": "#/definitions/SendResponse"
+                        },
+                        "headers": {
+                            "Idempotent-Replayed": {
+                                "type": "boolean",
+                                "description": "true when every message of the request repeated an earlier send (Idempotency-Key or dedupId): the results are that send's"
+                            }
                         }
                     },
                     "400": {
@@ -2001,7 +2211,7 @@ const docTemplate = `{
                         }
                     },
                     "409": {
-                        "description": "idempotency-request-in-flight",
+                        "description": "idempotency-request-in-flight (Retry-After), quota-exceeded (topics: the send creates the topic; pendingTimers; a transactional send: transactionsPerProducerGroup, pendingTransactions)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -2062,6 +2272,7 @@ const docTemplate = `{
                     "offsets"
                 ],
                 "summary": "Read a queue by offset",
+                "operationId": "readQueue",
                 "parameters": [
                     {
                         "type": "string",
@@ -2071,7 +2282,9 @@ const docTemplate = `{
                         "required": true
                     },
                     {
+                        "minimum": 0,
                         "type": "integer",
+                        "format": "int32",
                         "description": "Queue id",
                         "name": "queueId",
                         "in": "path",
@@ -2080,7 +2293,9 @@ const docTemplate = `{
                     {
                         "minimum": 0,
                         "type": "integer",
-                        "description": "First offset to read (default 0)",
+                        "format": "int64",
+                        "default": 0,
+                        "description": "First offset to read",
                         "name": "offset",
                         "in": "query"
                     },
@@ -2088,7 +2303,8 @@ const docTemplate = `{
                         "maximum": 32,
                         "minimum": 1,
                         "type": "integer",
-                        "description": "Most messages to return (default 32)",
+                        "default": 32,
+                        "description": "Most messages to return",
                         "name": "max",
                         "in": "query"
                     }
@@ -2126,11 +2342,221 @@ const docTemplate = `{
                     }
                 }
             }
+        },
+        "/transactions/{transactionId}": {
+            "get": {
+                "description": "How a transaction stands: pending (with the checks handed out and when the next falls due), committed or rolled-back (and why). A finished transaction is known as long as retention keeps its records.\nWith authentication it needs PUB on the transaction's topic.",
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "transactions"
+                ],
+                "summary": "Get a transaction",
+                "operationId": "getTransaction",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Transaction id",
+                        "name": "transactionId",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/Transaction"
+                        }
+                    },
+                    "400": {
+                        "description": "invalid-argument",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "403": {
+                        "description": "forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "transaction-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
+        "/transactions/{transactionId}/commit": {
+            "post": {
+                "description": "Delivers the half message to its topic and queue as a normal message (its id is the transaction id; tag, keys and properties as sent), once. Idempotent: committing a committed transaction answers 200 as the first commit did; one that was rolled back is 409 ` + "`" + `transaction-finished` + "`" + ` with ` + "`" + `state` + "`" + ` rolled-back. A commit of a transaction whose topic was deleted rolls it back (409, reason topic-deleted).\nWith authentication it needs PUB on the transaction's topic. The body is ignored.",
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "transactions"
+                ],
+                "summary": "Commit a transaction",
+                "operationId": "commitTransaction",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Transaction id (the send's transactionId)",
+                        "name": "transactionId",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/Transaction"
+                        }
+                    },
+                    "400": {
+                        "description": "invalid-argument (not a transaction id)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "403": {
+                        "description": "forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "transaction-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "transaction-finished (state: rolled-back)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "flush-timeout, storage-read-only, shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "507": {
+                        "description": "disk-full",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
+        "/transactions/{transactionId}/rollback": {
+            "post": {
+                "description": "Discards the half message: no group ever sees it. Idempotent: rolling back a rolled-back transaction answers 200; a committed one is 409 ` + "`" + `transaction-finished` + "`" + ` with ` + "`" + `state` + "`" + ` committed.\nWith authentication it needs PUB on the transaction's topic. The body is ignored.",
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "transactions"
+                ],
+                "summary": "Roll a transaction back",
+                "operationId": "rollbackTransaction",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Transaction id (the send's transactionId)",
+                        "name": "transactionId",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/Transaction"
+                        }
+                    },
+                    "400": {
+                        "description": "invalid-argument (not a transaction id)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "403": {
+                        "description": "forbidden",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "transaction-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "transaction-finished (state: committed)",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "flush-timeout, storage-read-only, shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "507": {
+                        "description": "disk-full",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
         }
     },
     "definitions": {
         "AckRequest": {
             "type": "object",
+            "required": [
+                "receipts"
+            ],
             "properties": {
                 "receipts": {
                     "description": "Receipts are receipts from pull (1-1024).",
@@ -2143,6 +2569,11 @@ const docTemplate = `{
         },
         "Attempt": {
             "type": "object",
+            "required": [
+                "at",
+                "delayLevel",
+                "outcome"
+            ],
             "properties": {
                 "at": {
                     "type": "string",
@@ -2159,6 +2590,11 @@ const docTemplate = `{
                     "example": 0
                 },
                 "delayLevel": {
+                    "type": "integer",
+                    "example": 0
+                },
+                "delayMs": {
+                    "description": "DelayMs is the delay the retry after this attempt waited on a timer (a nack's delayMs or the retryPolicy).",
                     "type": "integer",
                     "example": 0
                 },
@@ -2179,6 +2615,24 @@ const docTemplate = `{
         },
         "BrokerStatus": {
             "type": "object",
+            "required": [
+                "commitLogMaxOffset",
+                "commitLogMinOffset",
+                "delayLevels",
+                "disk",
+                "dispatch",
+                "flushMode",
+                "quarantine",
+                "scheduledTotal",
+                "schedulerLatenessMaxMs",
+                "schedulerLatenessP50Ms",
+                "schedulerLatenessP99Ms",
+                "scrub",
+                "storeBytes",
+                "timersPending",
+                "transactions",
+                "uptimeMs"
+            ],
             "properties": {
                 "commitLogMaxOffset": {
                     "type": "integer",
@@ -2222,7 +2676,8 @@ const docTemplate = `{
                 "nextTimerAt": {
                     "description": "NextTimerAt is when the soonest timer fires.",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:05:00.000Z"
                 },
                 "quarantine": {
                     "description": "Quarantine lists records the store set aside: impossible to dispatch or read, or damaged (their CRC fails).",
@@ -2267,6 +2722,14 @@ const docTemplate = `{
                     "type": "integer",
                     "example": 3
                 },
+                "transactions": {
+                    "description": "Transactions counts the unresolved transactions and how transactions ended since start.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/TransactionStatus"
+                        }
+                    ]
+                },
                 "uptimeMs": {
                     "type": "integer",
                     "example": 3600000
@@ -2278,7 +2741,8 @@ const docTemplate = `{
             "properties": {
                 "from": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T00:00:00Z"
                 },
                 "originalTopic": {
                     "type": "string",
@@ -2290,12 +2754,24 @@ const docTemplate = `{
                 },
                 "to": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-30T00:00:00Z"
                 }
             }
         },
         "DeadLetter": {
             "type": "object",
+            "required": [
+                "attempts",
+                "deadAt",
+                "firstFailedAt",
+                "messageId",
+                "originMessageId",
+                "originalTopic",
+                "reason",
+                "reconsumeTimes",
+                "status"
+            ],
             "properties": {
                 "attempts": {
                     "type": "array",
@@ -2305,22 +2781,26 @@ const docTemplate = `{
                 },
                 "body": {
                     "description": "Body and BodyEncoding are only in the single-letter view.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "hello"
                 },
                 "bodyEncoding": {
                     "type": "string",
                     "enum": [
                         "utf8",
                         "base64"
-                    ]
+                    ],
+                    "example": "utf8"
                 },
                 "deadAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:05:00.000Z"
                 },
                 "firstFailedAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:10.000Z"
                 },
                 "keys": {
                     "type": "array",
@@ -2366,7 +2846,8 @@ const docTemplate = `{
                 },
                 "statusAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T11:00:00.000Z"
                 },
                 "tag": {
                     "type": "string",
@@ -2376,6 +2857,9 @@ const docTemplate = `{
         },
         "DeadLetterList": {
             "type": "object",
+            "required": [
+                "items"
+            ],
             "properties": {
                 "items": {
                     "type": "array",
@@ -2385,12 +2869,20 @@ const docTemplate = `{
                 },
                 "next": {
                     "description": "Next is the cursor of the next page; absent on the last page.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "7"
                 }
             }
         },
         "DelayLevel": {
             "type": "object",
+            "required": [
+                "backlog",
+                "delayMs",
+                "level",
+                "maxOffset",
+                "offset"
+            ],
             "properties": {
                 "backlog": {
                     "type": "integer",
@@ -2410,7 +2902,8 @@ const docTemplate = `{
                 },
                 "nextDueAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:10.000Z"
                 },
                 "offset": {
                     "type": "integer",
@@ -2420,6 +2913,11 @@ const docTemplate = `{
         },
         "DelayedBacklog": {
             "type": "object",
+            "required": [
+                "byLevel",
+                "timers",
+                "total"
+            ],
             "properties": {
                 "byLevel": {
                     "description": "ByLevel lists the delay levels that hold messages (sent with delayLevel).",
@@ -2442,6 +2940,16 @@ const docTemplate = `{
         },
         "DiskStatus": {
             "type": "object",
+            "required": [
+                "cleanRatio",
+                "noSpaceRefusals",
+                "pressureDelete",
+                "sendCeiling",
+                "sendsRefused",
+                "systemCeiling",
+                "systemRefused",
+                "usedRatio"
+            ],
             "properties": {
                 "cleanRatio": {
                     "description": "CleanRatio is --disk-max-used-ratio: above it retention deletes fully consumed segments early.",
@@ -2455,16 +2963,19 @@ const docTemplate = `{
                 },
                 "pressureDelete": {
                     "description": "PressureDelete is --disk-pressure-delete: above cleanRatio unconsumed segments are deleted too.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "sampleError": {
                     "description": "SampleError is why the last measurement failed (the previous one is used).",
-                    "type": "string"
+                    "type": "string",
+                    "example": "statfs /data: input/output error"
                 },
                 "sampledAt": {
                     "description": "SampledAt is when it was measured (every --disk-check-interval).",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.000Z"
                 },
                 "sendCeiling": {
                     "description": "SendCeiling is --disk-send-ceiling: above it sends get 507 disk-full.",
@@ -2473,7 +2984,8 @@ const docTemplate = `{
                 },
                 "sendsRefused": {
                     "description": "SendsRefused: usedRatio is above sendCeiling.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "systemCeiling": {
                     "description": "SystemCeiling is --disk-system-ceiling: above it acks, nacks and commits get 507 too.",
@@ -2482,7 +2994,8 @@ const docTemplate = `{
                 },
                 "systemRefused": {
                     "description": "SystemRefused: usedRatio is above systemCeiling.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "usedRatio": {
                     "description": "UsedRatio is the used fraction of the data dir's file system (0..1), as df computes it.",
@@ -2493,6 +3006,11 @@ const docTemplate = `{
         },
         "DispatchStatus": {
             "type": "object",
+            "required": [
+                "delayMs",
+                "dispatchedOffset",
+                "lagBytes"
+            ],
             "properties": {
                 "delayMs": {
                     "description": "DelayMs is how long the dispatcher has been behind (0 when caught up).",
@@ -2506,12 +3024,14 @@ const docTemplate = `{
                 },
                 "error": {
                     "description": "Error is why the dispatcher's passes fail (they are retried); absent when they succeed.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "storage: read commitlog at 4096: input/output error"
                 },
                 "failingSince": {
                     "description": "FailingSince is when the passes started failing.",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T09:59:00.000Z"
                 },
                 "lagBytes": {
                     "description": "LagBytes counts stored bytes not yet visible to consumers.",
@@ -2522,7 +3042,22 @@ const docTemplate = `{
         },
         "Group": {
             "type": "object",
+            "required": [
+                "consumeFrom",
+                "consumeMode",
+                "invisibleMs",
+                "name",
+                "orderly",
+                "retryMaxTimes",
+                "retryPolicy",
+                "subscriptions"
+            ],
             "properties": {
+                "consumeFrom": {
+                    "description": "ConsumeFrom is \"first\", \"last\" or an RFC 3339 time (see GroupRequest).",
+                    "type": "string",
+                    "example": "first"
+                },
                 "consumeMode": {
                     "type": "string",
                     "enum": [
@@ -2533,7 +3068,8 @@ const docTemplate = `{
                 },
                 "createdAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.000Z"
                 },
                 "invisibleMs": {
                     "type": "integer",
@@ -2544,7 +3080,8 @@ const docTemplate = `{
                     "example": "billing"
                 },
                 "orderly": {
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "push": {
                     "description": "Push is the group's webhook endpoint, if any.",
@@ -2558,6 +3095,9 @@ const docTemplate = `{
                     "type": "integer",
                     "example": 16
                 },
+                "retryPolicy": {
+                    "$ref": "#/definitions/RetryPolicy"
+                },
                 "subscriptions": {
                     "type": "array",
                     "items": {
@@ -2568,6 +3108,9 @@ const docTemplate = `{
         },
         "GroupList": {
             "type": "object",
+            "required": [
+                "groups"
+            ],
             "properties": {
                 "groups": {
                     "type": "array",
@@ -2580,6 +3123,11 @@ const docTemplate = `{
         "GroupRequest": {
             "type": "object",
             "properties": {
+                "consumeFrom": {
+                    "description": "ConsumeFrom is where the group starts in each queue of a topic it subscribes to and has no offset for, set\nwhen the subscription is created (with the group, or added later): \"first\" (default: the first retained\nmessage), \"last\" (skip the backlog stored until then; what is sent after is delivered) or an RFC 3339 time\n(the first message stored at or after it). Changing it later moves no offset (use reset-offset); it applies\nto subscriptions added from then on. A queue added to the topic later starts at its first message.",
+                    "type": "string",
+                    "example": "last"
+                },
                 "consumeMode": {
                     "description": "ConsumeMode is \"clustering\" (default: members share the work) or \"broadcasting\" (each member sees everything).",
                     "type": "string",
@@ -2598,7 +3146,8 @@ const docTemplate = `{
                 },
                 "orderly": {
                     "description": "Orderly delivers at most one message per sharding key at a time.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "push": {
                     "description": "Push makes the gateway POST the group's messages to a webhook endpoint (absent or null: none).",
@@ -2615,6 +3164,14 @@ const docTemplate = `{
                     "minimum": 0,
                     "example": 16
                 },
+                "retryPolicy": {
+                    "description": "RetryPolicy is the delay before each retry of a failed delivery (a nack without delayLevel or delayMs, an\nexpired lease); absent or null: \"levels\", RocketMQ's ladder (the first retry at level 3, 10 s, then one\nlevel further per retry). \"exponential\" waits initialMs * 2^(attempt-1), capped at maxMs; \"fixed\" waits\ninitialMs every time; jitter (0..1) then spreads each delay uniformly by up to that fraction of itself, up or\ndown. No delay exceeds 2 h. retryMaxTimes still bounds the attempts, then the dead-letter queue.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/RetryPolicy"
+                        }
+                    ]
+                },
                 "subscriptions": {
                     "description": "Subscriptions are the topics the group consumes.",
                     "type": "array",
@@ -2626,6 +3183,11 @@ const docTemplate = `{
         },
         "LadderBacklog": {
             "type": "object",
+            "required": [
+                "byLevel",
+                "timers",
+                "total"
+            ],
             "properties": {
                 "byLevel": {
                     "description": "ByLevel lists the levels that hold messages.",
@@ -2634,8 +3196,13 @@ const docTemplate = `{
                         "$ref": "#/definitions/LevelBacklog"
                     }
                 },
+                "timers": {
+                    "description": "Timers counts the group's retries waiting on a timer (a nack's delayMs, an exponential or fixed retryPolicy).",
+                    "type": "integer",
+                    "example": 0
+                },
                 "total": {
-                    "description": "Total is the sum over byLevel; null when some level cannot be counted.",
+                    "description": "Total is the sum over byLevel plus timers; null when some level cannot be counted.",
                     "type": "integer",
                     "example": 2
                 }
@@ -2643,6 +3210,9 @@ const docTemplate = `{
         },
         "LeaseItem": {
             "type": "object",
+            "required": [
+                "receipt"
+            ],
             "properties": {
                 "invisibleMs": {
                     "description": "InvisibleMs is the new lease length counted from now (0 = visible again at once, without counting a failed attempt).",
@@ -2653,12 +3223,16 @@ const docTemplate = `{
                 },
                 "receipt": {
                     "description": "Receipt is the receipt from pull.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"
                 }
             }
         },
         "LeaseRequest": {
             "type": "object",
+            "required": [
+                "items"
+            ],
             "properties": {
                 "items": {
                     "description": "Items are the leases to change (1-1024).",
@@ -2671,10 +3245,16 @@ const docTemplate = `{
         },
         "LevelBacklog": {
             "type": "object",
+            "required": [
+                "count",
+                "delayMs",
+                "level"
+            ],
             "properties": {
                 "atLeast": {
                     "description": "AtLeast is, when count is null, how many were counted so far.",
-                    "type": "integer"
+                    "type": "integer",
+                    "example": 2
                 },
                 "count": {
                     "description": "Count is how many messages wait there; null when it cannot be known yet (see notes).",
@@ -2693,6 +3273,15 @@ const docTemplate = `{
         },
         "Message": {
             "type": "object",
+            "required": [
+                "body",
+                "bodyEncoding",
+                "messageId",
+                "queueId",
+                "queueOffset",
+                "reconsumeTimes",
+                "topic"
+            ],
             "properties": {
                 "body": {
                     "description": "Body is the payload: the text itself when it is valid UTF-8, else base64.",
@@ -2731,7 +3320,8 @@ const docTemplate = `{
                 },
                 "originMessageId": {
                     "description": "OriginMessageID is the id of the first copy of a retried message.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "7F00000100001F9000000000000004D2"
                 },
                 "properties": {
                     "description": "Properties are the user properties.",
@@ -2752,7 +3342,8 @@ const docTemplate = `{
                 },
                 "receipt": {
                     "description": "Receipt is the lease handle for ack, nack and lease changes (pull only).",
-                    "type": "string"
+                    "type": "string",
+                    "example": "ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"
                 },
                 "reconsumeTimes": {
                     "description": "ReconsumeTimes counts earlier failed deliveries.",
@@ -2779,6 +3370,9 @@ const docTemplate = `{
         },
         "MessageList": {
             "type": "object",
+            "required": [
+                "messages"
+            ],
             "properties": {
                 "messages": {
                     "type": "array",
@@ -2790,12 +3384,22 @@ const docTemplate = `{
         },
         "NackItem": {
             "type": "object",
+            "required": [
+                "receipt"
+            ],
             "properties": {
                 "delayLevel": {
-                    "description": "DelayLevel: -1 = straight to the dead-letter queue, 0 (default) = broker-controlled backoff (level 3 + reconsumeTimes), \u003e 0 = that delay level.",
+                    "description": "DelayLevel: -1 = straight to the dead-letter queue, 0 (default) = the group's retryPolicy (by default level 3 + reconsumeTimes), \u003e 0 = that delay level.",
                     "type": "integer",
                     "minimum": -1,
                     "example": 0
+                },
+                "delayMs": {
+                    "description": "DelayMs retries after this many milliseconds instead of a delay level (1..7200000; not with delayLevel).",
+                    "type": "integer",
+                    "maximum": 7200000,
+                    "minimum": 0,
+                    "example": 1500
                 },
                 "reason": {
                     "description": "Reason says why processing failed; kept with retries and in the DLQ.",
@@ -2805,12 +3409,16 @@ const docTemplate = `{
                 },
                 "receipt": {
                     "description": "Receipt is the receipt from pull.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"
                 }
             }
         },
         "NackRequest": {
             "type": "object",
+            "required": [
+                "items"
+            ],
             "properties": {
                 "items": {
                     "description": "Items are the messages to retry (1-1024).",
@@ -2823,6 +3431,9 @@ const docTemplate = `{
         },
         "Offsets": {
             "type": "object",
+            "required": [
+                "offsets"
+            ],
             "properties": {
                 "offsets": {
                     "type": "array",
@@ -2834,6 +3445,12 @@ const docTemplate = `{
         },
         "Problem": {
             "type": "object",
+            "required": [
+                "code",
+                "status",
+                "title",
+                "type"
+            ],
             "properties": {
                 "code": {
                     "description": "Code is the stable machine-readable problem code (the last part of Type).",
@@ -2846,7 +3463,7 @@ const docTemplate = `{
                     "example": "broker: topic not found"
                 },
                 "field": {
-                    "description": "Field names the request field over a limit (body-too-large, properties-too-large, value-too-long), or the\nquota reached (quota-exceeded: topics, queuesPerTopic, queues, groups, pushEndpoints, pendingTimers).",
+                    "description": "Field names the request field over a limit (body-too-large, properties-too-large, value-too-long), the\nquota reached (quota-exceeded: topics, queuesPerTopic, queues, groups, pushEndpoints, pendingTimers), or\nthe filter that does not compile (invalid-sql: \"subscriptions[0].sql\", \"sql\").",
                     "type": "string",
                     "example": "messages[3].tag"
                 },
@@ -2865,10 +3482,24 @@ const docTemplate = `{
                     "type": "string",
                     "example": "bytes"
                 },
+                "position": {
+                    "description": "Position is, for invalid-sql, the 1-based position (in characters) in the filter named by field of the\ntoken the problem is about; detail says what was expected there.",
+                    "type": "integer",
+                    "example": 12
+                },
                 "requestId": {
                     "description": "RequestID is the id of the request (also in the X-Request-Id header and the server logs).",
                     "type": "string",
                     "example": "d4m1c8sl0s73b0h3ds2g"
+                },
+                "state": {
+                    "description": "State is how a finished transaction ended (transaction-finished): committed or rolled-back.",
+                    "type": "string",
+                    "enum": [
+                        "committed",
+                        "rolled-back"
+                    ],
+                    "example": "committed"
                 },
                 "status": {
                     "description": "Status repeats the HTTP status code.",
@@ -2889,6 +3520,13 @@ const docTemplate = `{
         },
         "Progress": {
             "type": "object",
+            "required": [
+                "delayed",
+                "group",
+                "queues",
+                "retry",
+                "totalLag"
+            ],
             "properties": {
                 "delayed": {
                     "description": "Delayed is the delayed messages (delayLevel, delayMs, deliverAt) of the group's topics not yet due.",
@@ -2916,7 +3554,7 @@ const docTemplate = `{
                     }
                 },
                 "retry": {
-                    "description": "Retry is the group's retries still waiting in the delay ladder (not yet due).",
+                    "description": "Retry is the group's retries still waiting in the delay ladder or on a timer (not yet due).",
                     "allOf": [
                         {
                             "$ref": "#/definitions/LadderBacklog"
@@ -2930,7 +3568,8 @@ const docTemplate = `{
                 },
                 "totalLagIsLowerBound": {
                     "description": "TotalLagIsLowerBound: some part could not be counted (see notes); the true total is higher.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 }
             }
         },
@@ -2952,8 +3591,13 @@ const docTemplate = `{
                     "minimum": 1,
                     "example": 16
                 },
+                "sql": {
+                    "description": "SQL filters by properties, an SQL92 expression like a subscription's sql (default: the group's\nsubscription of the topic). A message either filter refuses counts as consumed for the group.",
+                    "type": "string",
+                    "example": "amount \u003e 100"
+                },
                 "tagExpression": {
-                    "description": "TagExpression filters by tag: \"*\" (default) or \"a || b\".",
+                    "description": "TagExpression filters by tag: \"*\" or \"a || b\" (default: the group's subscription of the topic).",
                     "type": "string",
                     "example": "created || paid"
                 },
@@ -2969,6 +3613,9 @@ const docTemplate = `{
         },
         "PullResponse": {
             "type": "object",
+            "required": [
+                "messages"
+            ],
             "properties": {
                 "messages": {
                     "type": "array",
@@ -2980,10 +3627,18 @@ const docTemplate = `{
         },
         "Push": {
             "type": "object",
+            "required": [
+                "disabled",
+                "maxConcurrency",
+                "mode",
+                "timeoutMs",
+                "url"
+            ],
             "properties": {
                 "disabled": {
                     "description": "Disabled: delivery is paused (by an admin, or by a 410 Gone answer).",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "disabledReason": {
                     "description": "DisabledReason says why delivery is paused.",
@@ -3018,16 +3673,21 @@ const docTemplate = `{
                 },
                 "urlRedacted": {
                     "description": "URLRedacted is true when url has redacted parts.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": true
                 }
             }
         },
         "PushRequest": {
             "type": "object",
+            "required": [
+                "url"
+            ],
             "properties": {
                 "disabled": {
                     "description": "Disabled pauses delivery; a PUT without it (re-)enables the endpoint.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "maxConcurrency": {
                     "description": "MaxConcurrency bounds the requests in flight to the endpoint (0 = default 8).",
@@ -3066,6 +3726,10 @@ const docTemplate = `{
         },
         "Quarantine": {
             "type": "object",
+            "required": [
+                "count",
+                "records"
+            ],
             "properties": {
                 "count": {
                     "description": "Count is how many records were quarantined.",
@@ -3083,11 +3747,19 @@ const docTemplate = `{
         },
         "QuarantinedRecord": {
             "type": "object",
+            "required": [
+                "at",
+                "offset",
+                "reason",
+                "size",
+                "stage"
+            ],
             "properties": {
                 "at": {
                     "description": "At is when it was quarantined.",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.000Z"
                 },
                 "offset": {
                     "description": "Offset is the record's CommitLog offset.",
@@ -3118,6 +3790,10 @@ const docTemplate = `{
         },
         "QueueMessages": {
             "type": "object",
+            "required": [
+                "messages",
+                "nextOffset"
+            ],
             "properties": {
                 "messages": {
                     "type": "array",
@@ -3134,15 +3810,22 @@ const docTemplate = `{
         },
         "QueueOffset": {
             "type": "object",
+            "required": [
+                "offset",
+                "queueId",
+                "topic"
+            ],
             "properties": {
                 "brokerOffset": {
                     "description": "BrokerOffset is the queue's max offset (read-only, ignored on commit).",
                     "type": "integer",
+                    "readOnly": true,
                     "example": 50
                 },
                 "lag": {
                     "description": "Lag is brokerOffset - offset (read-only, ignored on commit).",
                     "type": "integer",
+                    "readOnly": true,
                     "example": 8
                 },
                 "offset": {
@@ -3162,6 +3845,14 @@ const docTemplate = `{
         },
         "QueueProgress": {
             "type": "object",
+            "required": [
+                "brokerOffset",
+                "consumerOffset",
+                "inFlight",
+                "lag",
+                "queueId",
+                "topic"
+            ],
             "properties": {
                 "brokerOffset": {
                     "type": "integer",
@@ -3186,11 +3877,13 @@ const docTemplate = `{
                 },
                 "lagIsLowerBound": {
                     "description": "LagIsLowerBound: the lag could not be counted completely; the true lag is higher.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "lastStoredAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.001Z"
                 },
                 "mirroredOffset": {
                     "description": "MirroredOffset is the committed offset mirrored in PostgreSQL (only\nwith --database-url); it trails consumerOffset by the mirror's lag.\nAbsent while the mirror is degraded (a note says so).",
@@ -3209,6 +3902,9 @@ const docTemplate = `{
         },
         "ReceiptResponse": {
             "type": "object",
+            "required": [
+                "results"
+            ],
             "properties": {
                 "results": {
                     "type": "array",
@@ -3220,18 +3916,25 @@ const docTemplate = `{
         },
         "ReceiptResult": {
             "type": "object",
+            "required": [
+                "receipt",
+                "status"
+            ],
             "properties": {
                 "error": {
                     "description": "Error explains a status other than ok.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "the lease expired (or the broker restarted); the message will be delivered again"
                 },
                 "newReceipt": {
                     "description": "NewReceipt is the receipt to use from now on when a lease change issued one.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"
                 },
                 "receipt": {
                     "description": "Receipt is the receipt as sent.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"
                 },
                 "status": {
                     "description": "Status: ok, expired (the lease is over; the message was or will be redelivered) or invalid.",
@@ -3250,11 +3953,13 @@ const docTemplate = `{
             "properties": {
                 "delayMs": {
                     "type": "integer",
-                    "minimum": 0
+                    "minimum": 0,
+                    "example": 60000
                 },
                 "deliverAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-12-01T10:00:00Z"
                 }
             }
         },
@@ -3274,6 +3979,10 @@ const docTemplate = `{
         },
         "ResendResponse": {
             "type": "object",
+            "required": [
+                "resent",
+                "skipped"
+            ],
             "properties": {
                 "resent": {
                     "type": "array",
@@ -3291,6 +4000,9 @@ const docTemplate = `{
         },
         "ResetOffsetRequest": {
             "type": "object",
+            "required": [
+                "timestamp"
+            ],
             "properties": {
                 "timestamp": {
                     "description": "Timestamp: the group resumes at the first message stored at or after it (RFC 3339).",
@@ -3305,8 +4017,57 @@ const docTemplate = `{
                 }
             }
         },
+        "RetryPolicy": {
+            "type": "object",
+            "required": [
+                "backoff"
+            ],
+            "properties": {
+                "backoff": {
+                    "type": "string",
+                    "enum": [
+                        "levels",
+                        "exponential",
+                        "fixed"
+                    ],
+                    "example": "exponential"
+                },
+                "initialMs": {
+                    "description": "InitialMs is the first delay (exponential) or every delay (fixed); required by both, not allowed with levels.",
+                    "type": "integer",
+                    "maximum": 7200000,
+                    "minimum": 1,
+                    "example": 1000
+                },
+                "jitter": {
+                    "description": "Jitter is the fraction (0..1) each delay is spread by, up or down.",
+                    "type": "number",
+                    "maximum": 1,
+                    "minimum": 0,
+                    "example": 0.2
+                },
+                "maxMs": {
+                    "description": "MaxMs caps the delay before jitter (default and at most 7200000); at least initialMs.",
+                    "type": "integer",
+                    "maximum": 7200000,
+                    "minimum": 1,
+                    "example": 60000
+                }
+            }
+        },
         "ScrubStatus": {
             "type": "object",
+            "required": [
+                "badFrames",
+                "busyMs",
+                "bytesVerified",
+                "enabled",
+                "lastPassMs",
+                "passes",
+                "position",
+                "rateBytesPerSecond",
+                "recordsVerified"
+            ],
             "properties": {
                 "badFrames": {
                     "description": "BadFrames counts the damaged frames found since start; each is also in quarantine (stage scrub).",
@@ -3331,7 +4092,8 @@ const docTemplate = `{
                 "lastPassAt": {
                     "description": "LastPassAt is when the last full pass ended (absent before the first).",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T09:00:00.000Z"
                 },
                 "lastPassMs": {
                     "description": "LastPassMs is how long the last full pass took.",
@@ -3341,12 +4103,14 @@ const docTemplate = `{
                 "nextPassAt": {
                     "description": "NextPassAt is when the next pass starts (absent during a pass).",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T11:00:00.000Z"
                 },
                 "passStartedAt": {
                     "description": "PassStartedAt is when the current pass started (absent between passes).",
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.000Z"
                 },
                 "passes": {
                     "description": "Passes counts full passes over the sealed segments.",
@@ -3372,6 +4136,9 @@ const docTemplate = `{
         },
         "SendMessage": {
             "type": "object",
+            "required": [
+                "body"
+            ],
             "properties": {
                 "body": {
                     "description": "Body is the payload: UTF-8 text, or base64 when bodyEncoding is \"base64\". Must not be empty.",
@@ -3386,6 +4153,13 @@ const docTemplate = `{
                         "base64"
                     ],
                     "example": "utf8"
+                },
+                "checkAfterMs": {
+                    "description": "CheckAfterMs is how long after the send the first check falls due (default 6000).",
+                    "type": "integer",
+                    "maximum": 86400000,
+                    "minimum": 100,
+                    "example": 6000
                 },
                 "dedupId": {
                     "description": "DedupID makes retries of this message idempotent within the dedup window.",
@@ -3421,6 +4195,12 @@ const docTemplate = `{
                         "order-1001"
                     ]
                 },
+                "producerGroup": {
+                    "description": "ProducerGroup is the group whose producers are asked about the transaction while it is not resolved (POST /v1/producer-groups/{producerGroup}/transactions/pull). Required with transactional.",
+                    "type": "string",
+                    "maxLength": 120,
+                    "example": "order-service"
+                },
                 "properties": {
                     "description": "Properties are user properties carried with the message.",
                     "type": "object",
@@ -3437,11 +4217,19 @@ const docTemplate = `{
                     "description": "Tag is one filterable label.",
                     "type": "string",
                     "example": "created"
+                },
+                "transactional": {
+                    "description": "Transactional stores the message as a half message, invisible to every group until its transaction is committed (POST /v1/transactions/{transactionId}/commit). A send carries one transactional message; it cannot be delayed.",
+                    "type": "boolean",
+                    "example": false
                 }
             }
         },
         "SendRequest": {
             "type": "object",
+            "required": [
+                "body"
+            ],
             "properties": {
                 "body": {
                     "description": "Body is the payload: UTF-8 text, or base64 when bodyEncoding is \"base64\". Must not be empty.",
@@ -3456,6 +4244,13 @@ const docTemplate = `{
                         "base64"
                     ],
                     "example": "utf8"
+                },
+                "checkAfterMs": {
+                    "description": "CheckAfterMs is how long after the send the first check falls due (default 6000).",
+                    "type": "integer",
+                    "maximum": 86400000,
+                    "minimum": 100,
+                    "example": 6000
                 },
                 "dedupId": {
                     "description": "DedupID makes retries of this message idempotent within the dedup window.",
@@ -3498,6 +4293,12 @@ const docTemplate = `{
                         "$ref": "#/definitions/SendMessage"
                     }
                 },
+                "producerGroup": {
+                    "description": "ProducerGroup is the group whose producers are asked about the transaction while it is not resolved (POST /v1/producer-groups/{producerGroup}/transactions/pull). Required with transactional.",
+                    "type": "string",
+                    "maxLength": 120,
+                    "example": "order-service"
+                },
                 "properties": {
                     "description": "Properties are user properties carried with the message.",
                     "type": "object",
@@ -3514,11 +4315,19 @@ const docTemplate = `{
                     "description": "Tag is one filterable label.",
                     "type": "string",
                     "example": "created"
+                },
+                "transactional": {
+                    "description": "Transactional stores the message as a half message, invisible to every group until its transaction is committed (POST /v1/transactions/{transactionId}/commit). A send carries one transactional message; it cannot be delayed.",
+                    "type": "boolean",
+                    "example": false
                 }
             }
         },
         "SendResponse": {
             "type": "object",
+            "required": [
+                "results"
+            ],
             "properties": {
                 "results": {
                     "type": "array",
@@ -3530,10 +4339,16 @@ const docTemplate = `{
         },
         "SendResult": {
             "type": "object",
+            "required": [
+                "messageId",
+                "queueId",
+                "queueOffset"
+            ],
             "properties": {
                 "duplicate": {
                     "description": "Duplicate is true when the dedup id matched an earlier send; the result is that send's.",
-                    "type": "boolean"
+                    "type": "boolean",
+                    "example": false
                 },
                 "messageId": {
                     "description": "MessageID is the 32-hex-character message id.",
@@ -3549,15 +4364,24 @@ const docTemplate = `{
                     "description": "QueueOffset is the message's offset in that queue.",
                     "type": "integer",
                     "example": 42
+                },
+                "transactionId": {
+                    "description": "TransactionID names the transaction of a transactional send (the messageId; queueOffset is -1 until it is committed).",
+                    "type": "string",
+                    "example": "7F00000100001F9000000000000004D2"
                 }
             }
         },
         "Subscription": {
             "type": "object",
+            "required": [
+                "topic"
+            ],
             "properties": {
                 "sql": {
-                    "description": "SQL is an SQL92 filter (not supported yet: must be empty).",
-                    "type": "string"
+                    "description": "SQL filters by properties: an SQL92 expression (RocketMQ's MessageSelector.bySql) over the message's\nproperties and TAGS, its tag. Comparisons = \u003c\u003e \u003c \u003c= \u003e \u003e=, [NOT] BETWEEN x AND y, [NOT] IN ('a', 'b'),\nIS [NOT] NULL, AND, OR, NOT and parentheses; literals 'text' ('' for a quote), 42, -1.5, 2e3, TRUE,\nFALSE. A property compared with a number is read as one; a missing property is NULL, which matches no\ncomparison; a message matches only when the expression is true. With tagExpression too, a message\nmust pass both. At most 4096 bytes.",
+                    "type": "string",
+                    "example": "region = 'eu' AND amount \u003e 100"
                 },
                 "tagExpression": {
                     "description": "TagExpression filters by tag: \"*\" (default) or \"a || b\".",
@@ -3573,21 +4397,31 @@ const docTemplate = `{
         },
         "Timer": {
             "type": "object",
+            "required": [
+                "deliverAt",
+                "id",
+                "queueId",
+                "scheduledAt",
+                "topic"
+            ],
             "properties": {
                 "body": {
                     "description": "Body and BodyEncoding are only in the single-timer view.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "later"
                 },
                 "bodyEncoding": {
                     "type": "string",
                     "enum": [
                         "utf8",
                         "base64"
-                    ]
+                    ],
+                    "example": "utf8"
                 },
                 "deliverAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-12-01T10:00:00.000Z"
                 },
                 "id": {
                     "description": "ID is the send's messageId; the delivered message gets a new one.",
@@ -3612,10 +4446,12 @@ const docTemplate = `{
                 },
                 "scheduledAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.000Z"
                 },
                 "tag": {
-                    "type": "string"
+                    "type": "string",
+                    "example": "created"
                 },
                 "topic": {
                     "type": "string",
@@ -3625,6 +4461,9 @@ const docTemplate = `{
         },
         "TimerList": {
             "type": "object",
+            "required": [
+                "items"
+            ],
             "properties": {
                 "items": {
                     "type": "array",
@@ -3634,16 +4473,24 @@ const docTemplate = `{
                 },
                 "next": {
                     "description": "Next is the cursor of the next page; absent on the last page.",
-                    "type": "string"
+                    "type": "string",
+                    "example": "7F00000100001F900000000000000A10"
                 }
             }
         },
         "Topic": {
             "type": "object",
+            "required": [
+                "name",
+                "perm",
+                "queues",
+                "retentionHours"
+            ],
             "properties": {
                 "createdAt": {
                     "type": "string",
-                    "format": "date-time"
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.000Z"
                 },
                 "name": {
                     "type": "string",
@@ -3651,6 +4498,11 @@ const docTemplate = `{
                 },
                 "perm": {
                     "type": "string",
+                    "enum": [
+                        "rw",
+                        "r",
+                        "w"
+                    ],
                     "example": "rw"
                 },
                 "queues": {
@@ -3665,6 +4517,9 @@ const docTemplate = `{
         },
         "TopicList": {
             "type": "object",
+            "required": [
+                "topics"
+            ],
             "properties": {
                 "topics": {
                     "type": "array",
@@ -3701,6 +4556,193 @@ const docTemplate = `{
                     "example": 72
                 }
             }
+        },
+        "Transaction": {
+            "type": "object",
+            "required": [
+                "checkTimes",
+                "producerGroup",
+                "queueId",
+                "state",
+                "topic",
+                "transactionId"
+            ],
+            "properties": {
+                "checkTimes": {
+                    "description": "CheckTimes counts the checks handed out to the producer group.",
+                    "type": "integer",
+                    "example": 0
+                },
+                "createdAt": {
+                    "description": "CreatedAt is when the half message was stored; FinishedAt when the transaction ended.",
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.000Z"
+                },
+                "finishedAt": {
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:02.000Z"
+                },
+                "messageId": {
+                    "description": "MessageID is the committed message's id (the transaction id); QueueOffset its offset in the queue (committed only, when known).",
+                    "type": "string",
+                    "example": "7F00000100001F9000000000000004D2"
+                },
+                "nextCheckAt": {
+                    "description": "NextCheckAt is when the next check falls due (pending only).",
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:06.000Z"
+                },
+                "producerGroup": {
+                    "description": "ProducerGroup is the group asked about it.",
+                    "type": "string",
+                    "example": "order-service"
+                },
+                "queueId": {
+                    "type": "integer",
+                    "example": 1
+                },
+                "queueOffset": {
+                    "type": "integer",
+                    "example": 42
+                },
+                "reason": {
+                    "description": "Reason says why a rolled-back transaction ended: producer (a rollback), max-checks (no answer to any check), topic-deleted, lost.",
+                    "type": "string",
+                    "enum": [
+                        "producer",
+                        "max-checks",
+                        "topic-deleted",
+                        "lost"
+                    ],
+                    "example": "producer"
+                },
+                "state": {
+                    "description": "State is pending, committed or rolled-back.",
+                    "type": "string",
+                    "enum": [
+                        "pending",
+                        "committed",
+                        "rolled-back"
+                    ],
+                    "example": "pending"
+                },
+                "topic": {
+                    "description": "Topic and QueueID are where the message is delivered when committed.",
+                    "type": "string",
+                    "example": "orders"
+                },
+                "transactionId": {
+                    "description": "TransactionID is the transaction's id: the messageId of its send.",
+                    "type": "string",
+                    "example": "7F00000100001F9000000000000004D2"
+                }
+            }
+        },
+        "TransactionCheck": {
+            "type": "object",
+            "required": [
+                "checkTimes",
+                "message",
+                "transactionId"
+            ],
+            "properties": {
+                "checkTimes": {
+                    "description": "CheckTimes counts the checks handed out, this one included.",
+                    "type": "integer",
+                    "example": 1
+                },
+                "message": {
+                    "description": "Message is the half message as a pull renders it (its topic and queue, the transaction id as messageId, queueOffset -1, no receipt).",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/Message"
+                        }
+                    ]
+                },
+                "nextCheckAt": {
+                    "description": "NextCheckAt is when the next check falls due if this one goes unanswered.",
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:06.000Z"
+                },
+                "transactionId": {
+                    "type": "string",
+                    "example": "7F00000100001F9000000000000004D2"
+                }
+            }
+        },
+        "TransactionChecksRequest": {
+            "type": "object",
+            "properties": {
+                "maxMessages": {
+                    "description": "MaxMessages is the most checks to return (default 16).",
+                    "type": "integer",
+                    "default": 16,
+                    "maximum": 32,
+                    "minimum": 1,
+                    "example": 16
+                },
+                "waitMs": {
+                    "description": "WaitMs is how long to long-poll when no check is due (0 = answer at once).",
+                    "type": "integer",
+                    "default": 0,
+                    "maximum": 30000,
+                    "minimum": 0,
+                    "example": 20000
+                }
+            }
+        },
+        "TransactionChecksResponse": {
+            "type": "object",
+            "required": [
+                "transactions"
+            ],
+            "properties": {
+                "transactions": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/TransactionCheck"
+                    }
+                }
+            }
+        },
+        "TransactionStatus": {
+            "type": "object",
+            "required": [
+                "checksHandedOutTotal",
+                "committedTotal",
+                "maxChecksRolledBackTotal",
+                "pending",
+                "rolledBackTotal"
+            ],
+            "properties": {
+                "checksHandedOutTotal": {
+                    "description": "ChecksHandedOutTotal counts the checks producer groups pulled since start.",
+                    "type": "integer",
+                    "example": 7
+                },
+                "committedTotal": {
+                    "description": "CommittedTotal, RolledBackTotal count the transactions ended since start; MaxChecksRolledBackTotal those of them rolled back because no check was answered (--transaction-max-checks).",
+                    "type": "integer",
+                    "example": 120
+                },
+                "maxChecksRolledBackTotal": {
+                    "type": "integer",
+                    "example": 1
+                },
+                "pending": {
+                    "description": "Pending counts the unresolved transactions (half messages not committed or rolled back).",
+                    "type": "integer",
+                    "example": 2
+                },
+                "rolledBackTotal": {
+                    "type": "integer",
+                    "example": 3
+                }
+            }
         }
     },
     "tags": [
@@ -3725,8 +4767,20 @@ const docTemplate = `{
             "name": "groups"
         },
         {
+            "description": "Dead-letter queues: list, read, resend, discard.",
+            "name": "dlq"
+        },
+        {
+            "description": "Pending delayMs/deliverAt timers: list, read, reschedule, cancel.",
+            "name": "timers"
+        },
+        {
             "description": "Broker status.",
             "name": "broker"
+        },
+        {
+            "description": "Transactional (half) messages: commit, rollback, and the checks of unresolved transactions a producer group pulls.",
+            "name": "transactions"
         }
     ]
 }`
@@ -3738,7 +4792,7 @@ var SwaggerInfo = &swag.Spec{
 	BasePath:         "/v1",
 	Schemes:          []string{},
 	Title:            "mqgate API",
-	Description:      "HTTP/REST message gateway over a RocketMQ-style store: topics with queues, consumer groups with leased (pop) and offset-based consumption, retries through delay levels and dead-letter queues.\nErrors are RFC 9457 `application/problem+json` objects (schema Problem) with a stable `code`.\nTimes are RFC 3339 strings; durations are integer milliseconds in fields ending in `Ms`.",
+	Description:      "HTTP/REST message gateway over a RocketMQ-style store: topics with queues, consumer groups with leased (pop) and offset-based consumption, retries through delay levels and dead-letter queues.\nErrors are RFC 9457 `application/problem+json` objects (schema Problem) with a stable `code`.\nTimes are RFC 3339 strings; durations are integer milliseconds in fields ending in `Ms`.\nAuthentication is on once the server has an ACL file (--acl-file): HTTP Basic (basicAuth), a bearer JWT (bearerAuth), or a TLS client certificate whose subject Common Name names the account (mutual TLS, which OpenAPI 3.0 cannot name: the empty security requirement). Without an ACL file every request is anonymous. Each operation says the permission it needs (also as x-mqgate-permission).\nA group with a push endpoint gets its messages POSTed to it: the pushDelivery callback of putGroup describes the request and the answers.",
 	InfoInstanceName: "swagger",
 	SwaggerTemplate:  docTemplate,
 	LeftDelim:        "{{",

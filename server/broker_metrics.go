@@ -30,6 +30,8 @@ type brokerCollector struct {
 	commitLogMin, commitLogMax                      *prometheus.Desc
 	appends, flushes, flushTime, maxFlush           *prometheus.Desc
 	offsetsClamped                                  *prometheus.Desc
+	txnPending, txnCommitted, txnRolledBack         *prometheus.Desc
+	txnMaxChecks, txnChecks                         *prometheus.Desc
 }
 
 func newBrokerCollector(src statsSource) *brokerCollector {
@@ -43,7 +45,7 @@ func newBrokerCollector(src statsSource) *brokerCollector {
 		sentBytes:      d("message_bytes_sent_total", "Body bytes stored by sends, per topic.", "topic"),
 		deliveredBytes: d("message_bytes_delivered_total", "Body bytes delivered to pulls, per group.", "group"),
 		acked:          d("messages_acked_total", "Acknowledged deliveries, per group.", "group"),
-		retries:        d("messages_retried_total", "Failed deliveries sent to the retry topic, per group and delay level.", "group", "level"),
+		retries:        d("messages_retried_total", "Failed deliveries sent to the retry topic, per group and delay level (0: on a timer, a nack's delayMs or an exponential or fixed retry policy).", "group", "level"),
 		dead:           d("messages_dlq_total", "Messages moved to the dead-letter queue, per group.", "group"),
 		inflight:       d("inflight_leases", "Leased messages not yet acknowledged, per group.", "group"),
 		retentionDropped: d("retention_dropped_unconsumed_total",
@@ -60,6 +62,11 @@ func newBrokerCollector(src statsSource) *brokerCollector {
 		flushTime:      d("commitlog_flush_seconds_total", "Time spent in CommitLog flushes since start (divide by mqgate_commitlog_flushes_total for the mean)."),
 		maxFlush:       d("commitlog_flush_max_seconds", "The longest CommitLog flush since start."),
 		offsetsClamped: d("consumer_offsets_clamped_total", "Consumer offsets found above their queue's maximum (the store lost messages) and lowered to it."),
+		txnPending:     d("transactions_pending", "Unresolved transactions (half messages neither committed nor rolled back)."),
+		txnCommitted:   d("transactions_committed_total", "Transactions committed since start."),
+		txnRolledBack:  d("transactions_rolled_back_total", "Transactions rolled back since start (by the producer, after unanswered checks, or for a deleted topic)."),
+		txnMaxChecks:   d("transactions_max_checks_rolled_back_total", "Transactions rolled back since start because none of their --transaction-max-checks checks was answered."),
+		txnChecks:      d("transaction_checks_total", "Checks of unresolved transactions handed out to producer groups since start."),
 	}
 }
 
@@ -67,7 +74,7 @@ func newBrokerCollector(src statsSource) *brokerCollector {
 func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.deliveredBytes, c.delivered, c.acked, c.retries, c.dead, c.inflight, c.retentionDropped,
 		c.scheduled, c.lateness, c.backlog, c.storeBytes, c.timersPending, c.commitLogMin, c.commitLogMax, c.offsetsClamped,
-		c.appends, c.flushes, c.flushTime, c.maxFlush} {
+		c.appends, c.flushes, c.flushTime, c.maxFlush, c.txnPending, c.txnCommitted, c.txnRolledBack, c.txnMaxChecks, c.txnChecks} {
 		ch <- d
 	}
 }
@@ -113,4 +120,10 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.flushes, prometheus.CounterValue, float64(status.Flushes))
 	ch <- prometheus.MustNewConstMetric(c.flushTime, prometheus.CounterValue, status.FlushTime.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.maxFlush, prometheus.GaugeValue, status.MaxFlush.Seconds())
+	tx := status.Transactions
+	ch <- prometheus.MustNewConstMetric(c.txnPending, prometheus.GaugeValue, float64(tx.Pending))
+	ch <- prometheus.MustNewConstMetric(c.txnCommitted, prometheus.CounterValue, float64(tx.Committed))
+	ch <- prometheus.MustNewConstMetric(c.txnRolledBack, prometheus.CounterValue, float64(tx.RolledBack))
+	ch <- prometheus.MustNewConstMetric(c.txnMaxChecks, prometheus.CounterValue, float64(tx.MaxChecksRolledBack))
+	ch <- prometheus.MustNewConstMetric(c.txnChecks, prometheus.CounterValue, float64(tx.ChecksHandedOut))
 }

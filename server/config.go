@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/server/auth"
+	"github.com/mqgate/mqgate/server/broker"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/schedule"
 )
@@ -149,6 +150,17 @@ type Config struct {
 	MaxGroups         int `help:"Most consumer groups (explicit or auto-created); 0 = unlimited." env:"MQGATE_MAX_GROUPS" default:"${max_groups}"`
 	MaxPushEndpoints  int `help:"Most groups with a push (webhook) endpoint; 0 = unlimited." env:"MQGATE_MAX_PUSH_ENDPOINTS" default:"${max_push_endpoints}"`
 	MaxPendingTimers  int `help:"Most timers waiting to fire (deliverAt / delayMs); more get 409 quota-exceeded (0 = unlimited)." env:"MQGATE_MAX_PENDING_TIMERS" default:"${max_pending_timers}"`
+	// MaxTransactionsPerProducerGroup and MaxPendingTransactions bound the
+	// unresolved transactions (each is held in memory until it ends): a
+	// transactional send past one is a 409 quota-exceeded; 0 is unlimited.
+	MaxTransactionsPerProducerGroup int `name:"max-transactions-per-producer-group" help:"Most unresolved transactions (half messages) of one producer group; more get 409 quota-exceeded (0 = unlimited)." env:"MQGATE_MAX_TRANSACTIONS_PER_PRODUCER_GROUP" default:"${max_transactions_per_producer_group}"`
+	MaxPendingTransactions          int `name:"max-pending-transactions" help:"Most unresolved transactions of all producer groups together; more get 409 quota-exceeded (0 = unlimited)." env:"MQGATE_MAX_PENDING_TRANSACTIONS" default:"${max_pending_transactions}"`
+	// TransactionMaxChecks is how many checks of an unresolved transaction
+	// are handed out before it is rolled back (RocketMQ's
+	// transactionCheckMax); TransactionCheckInterval the least time
+	// between two of them (transactionCheckInterval).
+	TransactionMaxChecks     int           `name:"transaction-max-checks" help:"Checks of an unresolved transaction handed out to its producer group before it is rolled back (transactionCheckMax, 1-1000)." env:"MQGATE_TRANSACTION_MAX_CHECKS" default:"${transaction_max_checks}"`
+	TransactionCheckInterval time.Duration `name:"transaction-check-interval" help:"Least time between two checks of an unresolved transaction (transactionCheckInterval; a send's longer checkAfterMs applies instead)." env:"MQGATE_TRANSACTION_CHECK_INTERVAL" default:"${transaction_check_interval}"`
 	// ReadHeaderTimeout bounds reading a request's headers (slowloris).
 	ReadHeaderTimeout time.Duration `help:"Time to read request headers." env:"MQGATE_READ_HEADER_TIMEOUT" default:"${read_header_timeout}"`
 	// ReadTimeout bounds reading a whole request, body included.
@@ -235,6 +247,12 @@ func DefaultConfig() Config {
 		MaxGroups:         4096,
 		MaxPushEndpoints:  256,
 		MaxPendingTimers:  10_000_000,
+
+		MaxTransactionsPerProducerGroup: 10_000,
+		MaxPendingTransactions:          100_000,
+		TransactionMaxChecks:            broker.DefaultTransactionMaxChecks,
+		TransactionCheckInterval:        broker.DefaultTransactionCheckInterval,
+
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -282,14 +300,20 @@ func (c Config) FlagDefaults() map[string]string {
 		"max_groups":           strconv.Itoa(c.MaxGroups),
 		"max_push_endpoints":   strconv.Itoa(c.MaxPushEndpoints),
 		"max_pending_timers":   strconv.Itoa(c.MaxPendingTimers),
-		"read_header_timeout":  c.ReadHeaderTimeout.String(),
-		"read_timeout":         c.ReadTimeout.String(),
-		"write_timeout":        c.WriteTimeout.String(),
-		"idle_timeout":         c.IdleTimeout.String(),
-		"shutdown_delay":       c.ShutdownDelay.String(),
-		"shutdown_timeout":     c.ShutdownTimeout.String(),
-		"log_format":           c.LogFormat,
-		"log_level":            c.LogLevel,
+
+		"max_transactions_per_producer_group": strconv.Itoa(c.MaxTransactionsPerProducerGroup),
+		"max_pending_transactions":            strconv.Itoa(c.MaxPendingTransactions),
+		"transaction_max_checks":              strconv.Itoa(c.TransactionMaxChecks),
+		"transaction_check_interval":          c.TransactionCheckInterval.String(),
+
+		"read_header_timeout": c.ReadHeaderTimeout.String(),
+		"read_timeout":        c.ReadTimeout.String(),
+		"write_timeout":       c.WriteTimeout.String(),
+		"idle_timeout":        c.IdleTimeout.String(),
+		"shutdown_delay":      c.ShutdownDelay.String(),
+		"shutdown_timeout":    c.ShutdownTimeout.String(),
+		"log_format":          c.LogFormat,
+		"log_level":           c.LogLevel,
 
 		"metrics_max_label_values": strconv.Itoa(c.MetricsMaxLabelValues),
 		"jwt_account_claim":        c.JWTAccountClaim,
@@ -354,6 +378,10 @@ func (c Config) withDefaults() Config {
 	if c.AuthFailuresPerMinute == 0 {
 		c.AuthFailuresPerMinute = d.AuthFailuresPerMinute
 	}
+	if c.TransactionMaxChecks == 0 {
+		c.TransactionMaxChecks = d.TransactionMaxChecks
+	}
+	orDuration(&c.TransactionCheckInterval, d.TransactionCheckInterval)
 	if len(c.DelayLevels) == 0 {
 		c.DelayLevels = d.DelayLevels
 	}
@@ -442,6 +470,15 @@ func (c Config) Validate() error {
 	}
 	if min(c.MaxTopics, c.MaxQueues, c.MaxQueuesPerTopic, c.MaxGroups, c.MaxPushEndpoints, c.MaxPendingTimers) < 0 {
 		bad("max-topics, max-queues, max-queues-per-topic, max-groups, max-push-endpoints and max-pending-timers must not be negative (0 = unlimited)")
+	}
+	if c.MaxTransactionsPerProducerGroup < 0 || c.MaxPendingTransactions < 0 {
+		bad("max-transactions-per-producer-group and max-pending-transactions must not be negative (0 = unlimited)")
+	}
+	if c.TransactionMaxChecks < 1 || c.TransactionMaxChecks > broker.MaxTransactionMaxChecks {
+		bad("transaction-max-checks %d must be between 1 and %d", c.TransactionMaxChecks, broker.MaxTransactionMaxChecks)
+	}
+	if c.TransactionCheckInterval < time.Millisecond || c.TransactionCheckInterval > broker.MaxCheckAfter {
+		bad("transaction-check-interval %s must be between 1ms and %s", c.TransactionCheckInterval, broker.MaxCheckAfter)
 	}
 	if c.RequestsPerSecond < 0 || c.MessagesPerSecond < 0 || c.MaxLongPolls < 0 {
 		bad("requests-per-second, messages-per-second and max-long-polls must not be negative (0 = unlimited)")

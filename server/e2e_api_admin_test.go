@@ -116,7 +116,7 @@ func endpointsGroups(t *testing.T, e *e2eServer) {
 	require.Subset(t, names, []string{"billing", "scratch"})
 
 	servertest.WantProblem(t, e.JSON(t, http.MethodPut, "/v1/groups/billing", `{"push":{"url":"ftp://example.invalid/hook"}}`), http.StatusBadRequest, "invalid-argument")
-	servertest.WantProblem(t, e.JSON(t, http.MethodPut, "/v1/groups/billing", api.GroupRequest{Subscriptions: []api.Subscription{{Topic: "orders", SQL: "a > 1"}}}), http.StatusNotImplemented, "not-implemented")
+	servertest.WantProblem(t, e.JSON(t, http.MethodPut, "/v1/groups/billing", api.GroupRequest{Subscriptions: []api.Subscription{{Topic: "orders", SQL: "a > 'x'"}}}), http.StatusBadRequest, "invalid-sql")
 	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/ordered", api.GroupRequest{Orderly: true}), http.StatusCreated, nil)
 	servertest.WantProblem(t, e.JSON(t, http.MethodPut, "/v1/groups/billing", api.GroupRequest{RetryMaxTimes: 1001}), http.StatusBadRequest, "invalid-argument")
 	servertest.WantProblem(t, e.JSON(t, http.MethodPut, "/v1/groups/billing", api.GroupRequest{RetryMaxTimes: 65}), http.StatusBadRequest, "invalid-argument")

@@ -45,6 +45,7 @@ func TestE2EEndpoints(t *testing.T) {
 	t.Run("BrokerStatus", func(t *testing.T) { endpointsBrokerStatus(t, e) })
 	t.Run("DeadLetters", func(t *testing.T) { endpointsDeadLetters(t, e) })
 	t.Run("Timers", func(t *testing.T) { endpointsTimers(t, e) })
+	t.Run("Transactions", func(t *testing.T) { endpointsTransactions(t, e) })
 	t.Run("Operations", func(t *testing.T) { endpointsOperations(t, e) })
 	t.Run("EveryOperationCalledWithSuccessAndError", func(t *testing.T) {
 		var spec struct {
@@ -70,7 +71,7 @@ func TestE2EEndpoints(t *testing.T) {
 				require.True(t, clientError || noClientError[op], "%s was never answered 4xx", op)
 			}
 		}
-		require.Equal(t, 31, ops, "operations in docs/openapi.json: a new one needs its calls above")
+		require.Equal(t, 35, ops, "operations in docs/openapi.json: a new one needs its calls above")
 	})
 }
 

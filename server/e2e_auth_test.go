@@ -104,9 +104,10 @@ const (
 	adminSecret    = "admin-secret-0001"
 )
 
-// matrixACL has one producer (PUB on orders), one consumer (SUB on
-// orders and billing), an admin usable from 127.0.0.1 only, and a global
-// white list of 127.0.0.1 and 127.0.0.2.
+// matrixACL has one producer (PUB on orders and on the producer group
+// order-service), one consumer (SUB on orders and billing), an admin
+// usable from 127.0.0.1 only, and a global white list of 127.0.0.1 and
+// 127.0.0.2.
 func matrixACL(t *testing.T) string {
 	return `
 globalWhiteRemoteAddresses: ["127.0.0.1", "127.0.0.2"]
@@ -114,6 +115,7 @@ accounts:
   - accessKey: producer
     secretKey: ` + producerSecret + `
     topicPerms: ["orders=PUB"]
+    groupPerms: ["order-service=PUB"]
   - accessKey: consumer
     secretKeyHash: "` + argon2Hash(t, consumerSecret) + `"
     topicPerms: ["orders=SUB"]
@@ -142,10 +144,11 @@ type matrixCall struct {
 // matrixCalls is the expected matrix: every operation of
 // docs/openapi.json (the test fails when the spec has one more) and the
 // routes outside /v1.
-func matrixCalls(messageID string) map[string]matrixCall {
+func matrixCalls(messageID, txnID string) map[string]matrixCall {
 	const js = "application/json"
 	admin := []string{"admin"}
 	consumer := []string{"consumer", "admin"}
+	producer := []string{"producer", "admin"}
 	everyone := []string{"anonymous", "producer", "consumer", "admin"}
 	return map[string]matrixCall{
 		"POST /topics/{topic}/messages":                 {"/v1/topics/orders/messages", js, `{"body":"m"}`, []string{"producer", "admin"}},
@@ -179,6 +182,12 @@ func matrixCalls(messageID string) map[string]matrixCall {
 		"GET /timers/{id}":                              {"/v1/timers/nope", "", "", admin},
 		"PUT /timers/{id}":                              {"/v1/timers/nope", js, `{"delayMs":1000}`, admin},
 		"DELETE /timers/{id}":                           {"/v1/timers/nope", "", "", admin},
+		// Transactions: PUB on the transaction's topic (commit, rollback,
+		// read) or on the producer group (checks).
+		"POST /transactions/{transactionId}/commit":               {"/v1/transactions/" + txnID + "/commit", "", "", producer},
+		"POST /transactions/{transactionId}/rollback":             {"/v1/transactions/" + txnID + "/rollback", "", "", producer},
+		"GET /transactions/{transactionId}":                       {"/v1/transactions/" + txnID, "", "", producer},
+		"POST /producer-groups/{producerGroup}/transactions/pull": {"/v1/producer-groups/order-service/transactions/pull", js, `{}`, producer},
 		// Outside /v1: operator routes for admins, probes and static files
 		// for everyone.
 		"GET metrics":     {"/metrics", "", "", admin},
@@ -210,6 +219,14 @@ func TestE2EAuthMatrix(t *testing.T) {
 	var sent api.SendResponse
 	servertest.Decode(t, e.Do(t, http.MethodPost, "/v1/topics/orders/messages", "application/json", []byte(`{"body":"first","keys":["k"]}`), basic("producer", producerSecret)), http.StatusOK, &sent)
 	messageID := sent.Results[0].MessageID
+	servertest.Decode(t, e.Do(t, http.MethodPost, "/v1/topics/orders/messages", "application/json",
+		[]byte(`{"body":"half","transactional":true,"producerGroup":"order-service","checkAfterMs":60000}`), basic("producer", producerSecret)), http.StatusOK, &sent)
+	txnID := sent.Results[0].TransactionID
+	// A transactional send needs PUB on the producer group too.
+	r := e.Do(t, http.MethodPost, "/v1/topics/orders/messages", "application/json",
+		[]byte(`{"body":"half","transactional":true,"producerGroup":"billing"}`), basic("producer", producerSecret))
+	require.Equal(t, http.StatusForbidden, r.Status, "%s", r)
+	require.Contains(t, servertest.CheckProblem(t, "send", r).Detail, "PUB on group")
 
 	principals := []principal{
 		{"anonymous", nil, "127.0.0.1"},
@@ -228,7 +245,7 @@ func TestE2EAuthMatrix(t *testing.T) {
 		}
 	}
 
-	calls := matrixCalls(messageID)
+	calls := matrixCalls(messageID, txnID)
 	var spec struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`
 	}
@@ -241,7 +258,7 @@ func TestE2EAuthMatrix(t *testing.T) {
 			require.True(t, ok, "%s %s of docs/openapi.json has no row in the matrix (and needs a rule in api/auth.go)", strings.ToUpper(method), path)
 		}
 	}
-	require.Equal(t, 31, inSpec, "operations in docs/openapi.json")
+	require.Equal(t, 35, inSpec, "operations in docs/openapi.json")
 
 	keys := make([]string, 0, len(calls))
 	for k := range calls {

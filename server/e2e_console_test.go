@@ -105,14 +105,11 @@ func consoleUnavailable(t *testing.T, why string, args ...any) {
 	t.Skipf("skipping the console browser test: "+why, args...)
 }
 
-// TestE2EConsoleSignIn: in chromium, the console asks for an account
-// with its own form (no 401 of its calls carries WWW-Authenticate, so the
-// browser never shows its dialog), refuses a wrong secret, keeps the
-// right one in sessionStorage and sends it as Basic with every call
-// (creating a topic through the form), and forgets it on sign-out; curl's
-// 401 keeps its challenge.
-func TestE2EConsoleSignIn(t *testing.T) {
-	t.Parallel()
+// installPlaywright installs playwrightCore into a temporary directory
+// and returns it with the path of node; it skips (fails under CI) when
+// chromium, node or npm are missing.
+func installPlaywright(t *testing.T, ctx context.Context) (dir, node string) {
+	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		consoleUnavailable(t, "%s is not installed (apt-get install chromium)", chromiumPath)
 	}
@@ -124,9 +121,7 @@ func TestE2EConsoleSignIn(t *testing.T) {
 	if err != nil {
 		consoleUnavailable(t, "npm is not installed")
 	}
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	dir = t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"private": true}`), 0o644))
 	install := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--loglevel=error", playwrightCore)
 	install.Dir = dir
@@ -134,6 +129,20 @@ func TestE2EConsoleSignIn(t *testing.T) {
 	if out, err := install.CombinedOutput(); err != nil {
 		consoleUnavailable(t, "npm install %s failed: %v\n%s", playwrightCore, err, out)
 	}
+	return dir, node
+}
+
+// TestE2EConsoleSignIn: in chromium, the console asks for an account
+// with its own form (no 401 of its calls carries WWW-Authenticate, so the
+// browser never shows its dialog), refuses a wrong secret, keeps the
+// right one in sessionStorage and sends it as Basic with every call
+// (creating a topic through the form), and forgets it on sign-out; curl's
+// 401 keeps its challenge.
+func TestE2EConsoleSignIn(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir, node := installPlaywright(t, ctx)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "console.js"), []byte(consoleScript), 0o644))
 
 	e := startAuthE2E(t, newACL(t, matrixACL(t)), func(c *server.Config) { c.ShutdownTimeout = 5 * time.Second })

@@ -242,7 +242,7 @@ func TestE2EPatchGroup(t *testing.T) {
 		servertest.WantProblem(t, e.patch(t, "/v1/groups/hooked", mp, `{"push":{"bogus":1}}`), http.StatusBadRequest, "malformed-request")
 		servertest.WantProblem(t, e.patch(t, "/v1/groups/hooked", mp, `{"subscription":[]}`), http.StatusBadRequest, "malformed-request")
 		servertest.WantProblem(t, e.patch(t, "/v1/groups/hooked", mp, `{"subscriptions":[{"topic":"%bad"}]}`), http.StatusBadRequest, "invalid-name")
-		servertest.WantProblem(t, e.patch(t, "/v1/groups/hooked", mp, `{"subscriptions":[{"topic":"t","sql":"a > 1"}]}`), http.StatusNotImplemented, "not-implemented")
+		servertest.WantProblem(t, e.patch(t, "/v1/groups/hooked", mp, `{"subscriptions":[{"topic":"t","sql":"a >"}]}`), http.StatusBadRequest, "invalid-sql")
 		servertest.WantProblem(t, e.patch(t, "/v1/groups/hooked", mp, `{"orderly":"yes"}`), http.StatusBadRequest, "malformed-request")
 		servertest.WantProblem(t, e.patch(t, "/v1/groups/hooked", "text/plain", `{}`), http.StatusUnsupportedMediaType, "unsupported-media-type")
 		servertest.WantProblem(t, e.patch(t, "/v1/groups/nobody", mp, `{"orderly":true}`), http.StatusNotFound, "group-not-found")

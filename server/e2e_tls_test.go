@@ -376,7 +376,8 @@ func TestE2ETLSClientCertificates(t *testing.T) {
 		{"unknown-cert", "unknown-key", certClient("nobody")},
 		{"no-cert", "anonymous", e},
 	}
-	calls := matrixCalls(sent.MessageID)
+	half := certClient("producer").Send(t, "orders", api.SendMessage{Body: "half", Transactional: true, ProducerGroup: "order-service", CheckAfterMs: 60_000})
+	calls := matrixCalls(sent.MessageID, half.TransactionID)
 	keys := make([]string, 0, len(calls))
 	for k := range calls {
 		keys = append(keys, k)

@@ -168,8 +168,13 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 			MaxGroups:         cfg.MaxGroups,
 			MaxPushEndpoints:  cfg.MaxPushEndpoints,
 			MaxPendingTimers:  cfg.MaxPendingTimers,
+
+			MaxTransactionsPerProducerGroup: cfg.MaxTransactionsPerProducerGroup,
+			MaxPendingTransactions:          cfg.MaxPendingTransactions,
 		},
-		Storage: so,
+		TransactionMaxChecks:     cfg.TransactionMaxChecks,
+		TransactionCheckInterval: cfg.TransactionCheckInterval,
+		Storage:                  so,
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open broker: %w", err), listener.Close())
@@ -327,9 +332,13 @@ func (s *Server) routes() http.Handler {
 		}
 		// GET /openapi.json — the OpenAPI 3.0 spec.
 		r.Get("/openapi.json", openAPI)
-		// GET /swagger/ — Swagger UI over the swag (Swagger 2.0) spec.
+		// GET /swagger/ — Swagger UI over the OpenAPI 3.0 spec (relative,
+		// so that it works behind a proxy's path prefix). doc.json, where
+		// the UI's handler would serve swag's Swagger 2.0 document, is the
+		// same OpenAPI 3.0 spec: the server serves one.
 		r.Get("/swagger", redirect("/swagger/index.html"))
-		r.Get("/swagger/*", httpSwagger.Handler(httpSwagger.URL("doc.json")))
+		r.Get("/swagger/doc.json", openAPI)
+		r.Get("/swagger/*", httpSwagger.Handler(httpSwagger.URL("../openapi.json")))
 		// GET /ui/ — the web console.
 		r.Get("/", redirect("/ui/"))
 		r.Get("/ui", redirect("/ui/"))

@@ -260,9 +260,10 @@ func (b *Broker) ChangeLease(ctx context.Context, group string, items []LeaseIte
 }
 
 // Nack gives leased messages back as failed: each goes to the group's
-// retry topic through the delay-level scheduler (level 3 + reconsumeTimes
-// by default, or the item's level), or to the dead-letter queue when the
-// item says -1 or the message has used up the group's retryMaxTimes.
+// retry topic through the delay-level scheduler or a timer (the item's
+// level or delay, else the group's retry policy: retrypolicy.go), or to
+// the dead-letter queue when the item says -1 or the message has used up
+// the group's retryMaxTimes.
 func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]ReceiptResult, error) {
 	if err := b.checkBatch(group, len(items)); err != nil {
 		return nil, err
@@ -271,6 +272,9 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 	for i, it := range items {
 		if it.DelayLevel < -1 {
 			return nil, fmt.Errorf("%w: item %d: delayLevel must be -1, 0 or 1..%d", ErrInvalidArgument, i, len(b.opts.DelayLevels))
+		}
+		if err := checkNackDelay(i, it.DelayLevel, it.Delay); err != nil {
+			return nil, err
 		}
 		if err := checkReason(fmt.Sprintf("items[%d].reason", i), it.Reason); err != nil {
 			return nil, err
@@ -288,7 +292,7 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 			// An ordered message is retried in place (orderly.go).
 			v := b.view(group, ref.r.Topic, ref.r.QueueID, nil)
 			a := newAttempt(now, outcomeNack, client, it.Reason, it.DelayLevel)
-			if b.failInPlace(l, v.maxRetry, it.DelayLevel, now, a) {
+			if b.failInPlace(l, v, it.DelayLevel, it.Delay, now, a) {
 				delete(ref.cursor.inflight, ref.r.Offset)
 				if ps := b.existingPopState(ref.r.Group, ref.r.Topic); ps != nil {
 					ps.release(ref.cursor, l.key, ref.r.Offset)
@@ -302,6 +306,7 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 			view:    b.view(group, ref.r.Topic, ref.r.QueueID, nil),
 			offset:  ref.r.Offset,
 			level:   it.DelayLevel,
+			delay:   it.Delay,
 			reason:  it.Reason,
 			outcome: outcomeNack,
 			client:  client,

@@ -90,11 +90,19 @@ func (b *Broker) ListTopics(ctx context.Context) ([]TopicConfig, error) {
 	return b.registry.listTopics(), nil
 }
 
-// PutGroup creates or replaces a consumer group (idempotent).
+// PutGroup creates or replaces a consumer group (idempotent). The topics
+// it subscribes to for the first time get their start offsets by its
+// ConsumeFrom (consumefrom.go).
 func (b *Broker) PutGroup(ctx context.Context, g GroupConfig) (GroupConfig, bool, error) {
 	g, err := b.normalizeGroup(g)
 	if err != nil {
 		return g, false, err
+	}
+	if g.ConsumeFrom != "" {
+		// The backlog a start skips includes what was sent just before.
+		if err := b.awaitDispatch(ctx); err != nil {
+			return g, false, err
+		}
 	}
 	return b.registry.putGroup(g, false)
 }
@@ -104,6 +112,9 @@ func (b *Broker) PutGroup(ctx context.Context, g GroupConfig) (GroupConfig, bool
 // PutGroup, under the registry's lock (see PatchTopic).
 func (b *Broker) PatchGroup(ctx context.Context, name string, patch func(GroupConfig) (GroupConfig, error)) (GroupConfig, error) {
 	if err := ValidateGroupName(name); err != nil {
+		return GroupConfig{}, err
+	}
+	if err := b.awaitDispatch(ctx); err != nil { // as PutGroup
 		return GroupConfig{}, err
 	}
 	return b.registry.updateGroup(name, func(old GroupConfig) (GroupConfig, error) {
@@ -137,12 +148,22 @@ func (b *Broker) normalizeGroup(g GroupConfig) (GroupConfig, error) {
 	if g.Invisible < 0 || g.Invisible > b.opts.MaxInvisible {
 		return g, fmt.Errorf("%w: invisibility must be 0..%v", ErrInvalidArgument, b.opts.MaxInvisible)
 	}
+	var err error
+	if g.ConsumeFrom, err = normalizeConsumeFrom(g.ConsumeFrom); err != nil {
+		return g, err
+	}
+	if g.RetryPolicy, err = normalizeRetryPolicy(g.RetryPolicy); err != nil {
+		return g, err
+	}
 	for i, s := range g.Subscriptions {
 		if err := ValidateTopicName(s.Topic); err != nil {
 			return g, fmt.Errorf("subscription %d: %w", i, err)
 		}
 		if _, err := tagMatcher(s.TagExpression); err != nil {
 			return g, fmt.Errorf("subscription %d: %w", i, err)
+		}
+		if _, err := compileSQL(fmt.Sprintf("subscriptions[%d].sql", i), s.SQL); err != nil {
+			return g, err
 		}
 	}
 	g.CreatedAt = time.Time{}
@@ -329,6 +350,13 @@ func (b *Broker) GetMessage(ctx context.Context, id string) (ReceivedMessage, er
 			return ReceivedMessage{}, fmt.Errorf("%w: %s", ErrMessageNotFound, id)
 		}
 		return ReceivedMessage{}, mapStoreErr(err)
+	}
+	if m.Topic == txnHalfTopic {
+		// A transaction's id: its committed message, once committed.
+		m, err = b.store.FindByUniqKey(m.Property(message.PropertyRealTopic), txnKey(txnIDOf(m)))
+		if err != nil {
+			return ReceivedMessage{}, fmt.Errorf("%w: %s (a transaction not committed)", ErrMessageNotFound, id)
+		}
 	}
 	if bookkeeping(m.Topic) || b.deletedMessage(m) {
 		return ReceivedMessage{}, fmt.Errorf("%w: %s", ErrMessageNotFound, id)

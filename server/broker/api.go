@@ -32,6 +32,16 @@ type SendMessage struct {
 	// DedupID makes the send idempotent within the dedup window: a second
 	// send with the same id returns the first result with Duplicate set.
 	DedupID string
+	// Transactional stores the message as a half message of a transaction
+	// of ProducerGroup (txn.go): invisible to every group until it is
+	// committed. A send carries one such message; it cannot be delayed.
+	Transactional bool
+	// ProducerGroup names the producer group asked about an unresolved
+	// transaction (group naming rules); required when Transactional.
+	ProducerGroup string
+	// CheckAfterMs is how long after the send the first check of an
+	// unresolved transaction falls due (0 = DefaultCheckAfter).
+	CheckAfterMs int64
 }
 
 // SendResult is where one sent message was stored.
@@ -45,6 +55,9 @@ type SendResult struct {
 	// Duplicate reports that DedupID matched an earlier send and this
 	// result is that earlier send's result (nothing new was stored).
 	Duplicate bool
+	// TransactionID names the transaction of a transactional send (its
+	// MessageID); "" otherwise.
+	TransactionID string
 }
 
 // PullRequest asks for leased (pop) messages of one topic for one group.
@@ -60,8 +73,13 @@ type PullRequest struct {
 	Wait time.Duration
 	// Invisible is the lease length; 0 = the group's configured default.
 	Invisible time.Duration
-	// TagExpression filters by tag ("" or "*" = all, "a || b").
+	// TagExpression filters by tag ("" or "*" = all, "a || b"); "" takes
+	// the group's subscription of the topic.
 	TagExpression string
+	// SQL filters by properties (an SQL92 expression, package
+	// server/broker/filter); "" takes the group's subscription of the
+	// topic. With both filters a message must pass both.
+	SQL string
 }
 
 // ReceivedMessage is a message as delivered to a consumer or read by an admin.
@@ -130,8 +148,12 @@ type NackItem struct {
 	// Receipt is the lease handle from Pull.
 	Receipt string
 	// DelayLevel: -1 = straight to the DLQ, 0 = broker-controlled
-	// (3 + reconsumeTimes), > 0 = that level.
+	// (the group's RetryPolicy), > 0 = that level.
 	DelayLevel int
+	// Delay, when > 0, retries after this long (up to MaxRetryDelay)
+	// instead of a delay level: the retry copy waits on a timer.
+	// Exclusive with DelayLevel.
+	Delay time.Duration
 	// Reason is a free-text failure reason kept with retries and in the DLQ.
 	Reason string
 }
@@ -159,12 +181,17 @@ type TopicConfig struct {
 	CreatedAt time.Time
 }
 
-// Subscription is one topic a group consumes, with a tag filter.
+// Subscription is one topic a group consumes, with a tag filter and a
+// property filter.
 type Subscription struct {
 	// Topic is the subscribed topic.
 	Topic string
 	// TagExpression filters by tag ("" or "*" = all).
 	TagExpression string
+	// SQL filters by properties: an SQL92 expression over the user
+	// properties and TAGS (package server/broker/filter); "" = none. A
+	// message must pass both filters.
+	SQL string `json:",omitempty"`
 }
 
 // GroupConfig describes a consumer group.
@@ -183,6 +210,16 @@ type GroupConfig struct {
 	Invisible time.Duration
 	// Subscriptions are the topics the group consumes.
 	Subscriptions []Subscription
+	// ConsumeFrom is where the group starts in a queue of a topic it
+	// subscribes to and has no offset for, applied when the subscription
+	// is created (consumefrom.go): "" (first: the queue's first offset),
+	// "last" (its max offset then) or an RFC 3339 time (the first message
+	// stored at or after it), kept in UTC.
+	ConsumeFrom string `json:",omitempty"`
+	// RetryPolicy picks the delay of a retry that neither a nack's
+	// delayLevel nor its delay chose (retrypolicy.go); nil = the delay
+	// ladder (level 3 + reconsumeTimes).
+	RetryPolicy *RetryPolicy `json:",omitempty"`
 	// Push, when set, makes the gateway deliver the group's messages to a
 	// webhook endpoint (package server/push); nil = pull consumers only.
 	// The stored pointer is shared with every reader of the group: to
@@ -190,6 +227,19 @@ type GroupConfig struct {
 	Push *PushConfig `json:",omitempty"`
 	// CreatedAt is when the group was created.
 	CreatedAt time.Time
+}
+
+// RetryPolicy is a group's backoff between failed deliveries (retrypolicy.go).
+type RetryPolicy struct {
+	// Backoff is BackoffExponential or BackoffFixed (a policy of
+	// BackoffLevels is stored as nil).
+	Backoff string
+	// Initial is the first retry's delay (and every retry's, fixed).
+	Initial time.Duration
+	// Max caps the delay before jitter (default and at most MaxRetryDelay).
+	Max time.Duration
+	// Jitter (0..1) spreads each delay over ±Jitter of itself.
+	Jitter float64 `json:",omitempty"`
 }
 
 // PushConfig is a group's webhook (push) endpoint. The gateway POSTs each
@@ -264,6 +314,10 @@ type GroupBacklog struct {
 	// Retry lists, per delay level, the group's retries waiting in the
 	// delay ladder (levels with none are left out).
 	Retry []LevelBacklog
+	// RetryTimers counts the group's retries waiting on a timer (a
+	// nack's delayMs, an exponential or fixed retry policy), of every
+	// topic.
+	RetryTimers int64
 	// Delayed lists, per delay level, the delayed messages (sent with a
 	// delayLevel) of the topics the group consumes.
 	Delayed []LevelBacklog
@@ -314,6 +368,9 @@ type BrokerStatus struct {
 	// is when the soonest fires (zero when none).
 	TimersPending int
 	NextTimerAt   time.Time
+	// Transactions describes the unresolved transactions and what ended
+	// them since start.
+	Transactions TransactionStats
 	// Dispatch is the store's dispatcher (CommitLog → ConsumeQueues).
 	Dispatch DispatchStatus
 	// Quarantined counts records the store set aside as undispatchable or
@@ -421,4 +478,65 @@ type DelayLevelStatus struct {
 	Backlog int64
 	// NextDue is when the head entry is due (zero when idle).
 	NextDue time.Time
+}
+
+// Transaction states.
+const (
+	TxnPending    = "pending"
+	TxnCommitted  = "committed"
+	TxnRolledBack = "rolled-back"
+)
+
+// Why a transaction was rolled back.
+const (
+	// TxnReasonProducer: the producer (or an operator) asked for it.
+	TxnReasonProducer = "producer"
+	// TxnReasonMaxChecks: every check was handed out and none answered.
+	TxnReasonMaxChecks = "max-checks"
+	// TxnReasonTopicDeleted: its topic was deleted before the commit.
+	TxnReasonTopicDeleted = "topic-deleted"
+	// TxnReasonLost: its half message was lost (a damaged CommitLog).
+	TxnReasonLost = "lost"
+)
+
+// Transaction is one transactional (half) message and how it stands.
+type Transaction struct {
+	// ID is the transaction id: the send's message id.
+	ID string
+	// State is TxnPending, TxnCommitted or TxnRolledBack.
+	State string
+	// Reason says why a rolled-back transaction ended (TxnReason…).
+	Reason string
+	// ProducerGroup is the group asked about it.
+	ProducerGroup string
+	// Topic and QueueID are where the message goes when committed.
+	Topic   string
+	QueueID int32
+	// QueueOffset is the committed message's queue offset (-1 when not
+	// committed or not known).
+	QueueOffset int64
+	// CheckTimes counts the checks handed out.
+	CheckTimes int
+	// NextCheckAt is when the next check falls due (pending only).
+	NextCheckAt time.Time
+	// CreatedAt is when the half message was stored; FinishedAt when the
+	// transaction ended (zero while pending).
+	CreatedAt, FinishedAt time.Time
+}
+
+// TransactionCheck is one check handed out to a producer group: the
+// transaction and its half message as a pull renders it (no receipt).
+type TransactionCheck struct {
+	Transaction Transaction
+	Message     ReceivedMessage
+}
+
+// TransactionStats counts transactions.
+type TransactionStats struct {
+	// Pending counts the unresolved transactions.
+	Pending int
+	// Committed, RolledBack and MaxChecksRolledBack count, since start,
+	// the commits, all rollbacks, and the rollbacks of transactions whose
+	// checks all went unanswered; ChecksHandedOut the checks given out.
+	Committed, RolledBack, MaxChecksRolledBack, ChecksHandedOut uint64
 }

@@ -65,9 +65,18 @@ type Options struct {
 	// counters Stats reports under their own name; the others are summed
 	// under OtherLabel (default 1000).
 	MetricsMaxLabelValues int
-	// Quotas bound the topics, queues, groups, push endpoints and pending
-	// timers the API may create (quota.go); zero fields are unlimited.
+	// Quotas bound the topics, queues, groups, push endpoints, pending
+	// timers and unresolved transactions the API may create (quota.go);
+	// zero fields are unlimited.
 	Quotas Quotas
+	// TransactionMaxChecks is how many checks of an unresolved transaction
+	// are handed out before it is rolled back (default 15, RocketMQ's
+	// transactionCheckMax; txn.go).
+	TransactionMaxChecks int
+	// TransactionCheckInterval is the least time between two checks of a
+	// transaction (default 60 s, RocketMQ's transactionCheckInterval); a
+	// send's longer checkAfterMs applies instead.
+	TransactionCheckInterval time.Duration
 	// StoreHost is the address written into message ids (default 127.0.0.1:8080).
 	StoreHost netip.AddrPort
 	// Storage carries advanced storage options (tiny files in tests,
@@ -128,6 +137,12 @@ func (o Options) withDefaults() Options {
 	if o.MetricsMaxLabelValues <= 0 {
 		o.MetricsMaxLabelValues = DefaultMetricsMaxLabelValues
 	}
+	if o.TransactionMaxChecks <= 0 {
+		o.TransactionMaxChecks = DefaultTransactionMaxChecks
+	}
+	if o.TransactionCheckInterval <= 0 {
+		o.TransactionCheckInterval = DefaultTransactionCheckInterval
+	}
 	return o
 }
 
@@ -180,6 +195,7 @@ type Broker struct {
 	metrics   counters
 	dlqStatus dlqStatuses
 	timers    timerSet
+	txns      txnSet // unresolved transactions (txnstate.go)
 	ladder    ladder // undelivered schedule entries, for progress (ladder.go)
 	// carriedBelow: dead letters below this CommitLog offset have been
 	// carried forward (their originals are about to be deleted).
@@ -197,7 +213,7 @@ type Broker struct {
 	closingCtx    context.Context
 	cancelClosing context.CancelFunc
 	closed        atomic.Bool
-	timerWorkers  []*worker.Service  // timer delivery, timer index maintenance
+	timerWorkers  []*worker.Service  // timer delivery, timer index maintenance, transaction checks
 	periodic      []*worker.Periodic // reaper, progress snapshot, dedup expiry
 	closeMu       sync.Mutex
 	closeErr      error
@@ -232,6 +248,7 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 	b.dedup.init()
 	b.metrics.init(opts.MetricsMaxLabelValues)
 	b.timers.init()
+	b.txns.init(opts.TransactionMaxChecks)
 	b.ladder.init(len(opts.DelayLevels))
 	b.epoch.Store(uint64(time.Now().UnixNano()))
 	if err := b.recover(ctx); err != nil {
@@ -253,6 +270,7 @@ func (b *Broker) recover(ctx context.Context) error {
 		return err
 	}
 	b.registry.quotas = b.opts.Quotas
+	b.registry.meet = b.meetTopics
 	if b.receipts, err = loadReceiptKey(b.store); err != nil {
 		return err
 	}
@@ -304,6 +322,9 @@ func (b *Broker) recover(ctx context.Context) error {
 	if err := b.openTimers(ctx); err != nil {
 		return err
 	}
+	if err := b.openTxns(ctx); err != nil {
+		return err
+	}
 	b.scheduler, err = schedule.New(schedule.Config{
 		Levels:       b.opts.DelayLevels,
 		ProgressPath: b.store.MetaPath(delayProgress),
@@ -347,7 +368,7 @@ func (b *Broker) clampOffsets() error {
 func (b *Broker) start() {
 	b.store.SetRetentionPolicy(retentionPolicy{b: b})
 	b.scheduler.Start(context.Background())
-	b.timerWorkers = []*worker.Service{worker.New(b.timerLoop), worker.New(b.timerIndexLoop)}
+	b.timerWorkers = []*worker.Service{worker.New(b.timerLoop), worker.New(b.timerIndexLoop), worker.New(b.txnLoop)}
 	for _, w := range b.timerWorkers {
 		w.Start(b.closingCtx)
 	}
@@ -358,6 +379,9 @@ func (b *Broker) start() {
 		worker.Every(b.opts.SnapshotInterval, func(context.Context, time.Time) {
 			if err := b.snapshot(); err != nil {
 				b.log.Error().Err(err).Msg("offset snapshot failed")
+			}
+			if err := b.snapshotTxns(); err != nil {
+				b.log.Error().Err(err).Msg("transaction snapshot failed")
 			}
 		}),
 		worker.Every(time.Minute, func(_ context.Context, now time.Time) { b.dedup.expire(now.Add(-b.opts.DedupWindow)) }),
@@ -407,6 +431,7 @@ func (b *Broker) Close(ctx context.Context) error {
 	var errs []error
 	errs = append(errs, b.scheduler.Stop())
 	errs = append(errs, b.closeTimers())
+	errs = append(errs, b.closeTxns())
 	errs = append(errs, b.snapshot())
 	errs = append(errs, b.store.Close())
 	b.closeErr = errors.Join(errs...)
@@ -491,6 +516,7 @@ func (b *Broker) Status(ctx context.Context) (BrokerStatus, error) {
 		LatenessMax:  stats.LatenessMax,
 	}
 	out.TimersPending, out.NextTimerAt = b.TimerCount()
+	out.Transactions = b.TransactionStatus()
 	ds := b.store.DispatchStatus()
 	out.Dispatch = DispatchStatus{Dispatched: ds.Dispatched, LagBytes: ds.LagBytes, Delay: ds.Delay, FailingSince: ds.FailingSince}
 	if ds.Err != nil {
@@ -557,7 +583,7 @@ func mapStoreErr(err error) error {
 // toReceived converts a stored message for the wire.
 func toReceived(m *message.Message) ReceivedMessage {
 	out := ReceivedMessage{
-		MessageID:       message.NewID(m.StoreHost, m.PhysicalOffset).String(),
+		MessageID:       messageID(m),
 		Topic:           m.Topic,
 		QueueID:         m.QueueID,
 		QueueOffset:     m.QueueOffset,
@@ -584,6 +610,15 @@ func toReceived(m *message.Message) ReceivedMessage {
 	return out
 }
 
+// messageID is the id a stored message is known by: its own, or, for a
+// committed transactional message, the transaction's (the send's id).
+func messageID(m *message.Message) string {
+	if id := m.Property(propTxnID); id != "" {
+		return id
+	}
+	return message.NewID(m.StoreHost, m.PhysicalOffset).String()
+}
+
 // copyOf is a new message on topic carrying m's body, flag, born time and
 // host, reconsume count and properties, less the named ones: the base of
 // every copy the broker writes (retries, dead letters carried past
@@ -606,4 +641,5 @@ var systemProperties = map[string]struct{}{
 	message.PropertyRealQueueID: {}, message.PropertyDelayLevel: {}, message.PropertyMaxReconsumeTimes: {},
 	message.PropertyDeliverTimeMs: {}, message.PropertyShardingKey: {}, message.PropertyDedupID: {},
 	propAttempts: {}, propDLQReason: {}, propDLQID: {}, propDLQDeadAt: {}, propTimerID: {}, propTimerPrev: {}, propOrderSeq: {},
+	propTxnID: {}, propTxnGroup: {}, propTxnCheckAfter: {}, propTxnChecks: {}, propTxnNextCheck: {},
 }

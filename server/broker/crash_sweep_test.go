@@ -28,8 +28,12 @@ type brokerFloor struct {
 	offset       int64
 }
 
+// brokerTxn is one acknowledged transaction step: its send (state
+// pending), its commit or its rollback.
+type brokerTxn struct{ id, body, state string }
+
 // brokerLabel is what a crash point knows was acknowledged before it.
-type brokerLabel struct{ sends, floors, topics, groups int }
+type brokerLabel struct{ sends, floors, topics, groups, txns int }
 
 type brokerLog struct {
 	mu     sync.Mutex
@@ -37,24 +41,28 @@ type brokerLog struct {
 	floors []brokerFloor
 	topics []string
 	groups []string
+	txns   []brokerTxn
 }
 
 func (l *brokerLog) label() any {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return brokerLabel{len(l.sends), len(l.floors), len(l.topics), len(l.groups)}
+	return brokerLabel{len(l.sends), len(l.floors), len(l.topics), len(l.groups), len(l.txns)}
 }
 
 // TestBrokerCrashImageSweep runs a broker whose store writes every file
 // (CommitLog, ConsumeQueues, index, checkpoint, queue table, config/*
 // snapshots: topics.json, groups.json, offsets.snapshot, delay.progress,
-// receipt.key) through the recording file system, through topic and group
-// creation, sends, pulls, acks, a nack (a retry through the delay-level
-// scheduler), delayed timers, offset commits and metadata snapshots, and
-// opens a broker on the crash images of many points of the run. Each must
-// open, serve every acknowledged message by its queue offset and id,
-// know every acknowledged topic and group, and never report a committed
-// offset below one the broker acknowledged.
+// receipt.key, transactions.snapshot) through the recording file system,
+// through topic and group creation, sends, pulls, acks, a nack (a retry
+// through the delay-level scheduler), delayed timers, offset commits,
+// transactions (sent, committed, rolled back, left open) and metadata
+// snapshots, and opens a broker on the crash images of many points of the
+// run. Each must open, serve every acknowledged message by its queue
+// offset and id, know every acknowledged topic and group, never report a
+// committed offset below one the broker acknowledged, and know every
+// acknowledged transaction as it was acknowledged (a committed one's
+// message by its id).
 func TestBrokerCrashImageSweep(t *testing.T) {
 	rounds, every, lim := 8, 1, storagetest.SweepLimits{Points: 80, PerPoint: 8, Seed: 2}
 	if os.Getenv("LONG") != "" {
@@ -95,6 +103,7 @@ func TestBrokerCrashImageSweep(t *testing.T) {
 	log.mu.Unlock()
 
 	seq := 0
+	var sentTxns []brokerTxn
 	for r := 0; r < rounds; r++ {
 		for _, topic := range []string{"orders", "audit"} {
 			var msgs []broker.SendMessage
@@ -116,6 +125,30 @@ func TestBrokerCrashImageSweep(t *testing.T) {
 					log.sends = append(log.sends, brokerAck{sr.MessageID, topic, string(msgs[i].Body), sr.QueueID, sr.QueueOffset})
 				}
 			}
+			log.mu.Unlock()
+		}
+		// A transaction per round; the one of the round before is
+		// committed or rolled back (every third is left open).
+		body := fmt.Sprintf("txn-%03d", r)
+		res, err := b.Send(ctx, "audit", []broker.SendMessage{{Body: []byte(body), Transactional: true, ProducerGroup: "pg", CheckAfterMs: 3_600_000}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.mu.Lock()
+		log.txns = append(log.txns, brokerTxn{res[0].TransactionID, body, broker.TxnPending})
+		log.mu.Unlock()
+		sentTxns = append(sentTxns, log.txns[len(log.txns)-1])
+		if r > 0 && (r-1)%3 != 2 {
+			prev := sentTxns[r-1]
+			end, state := b.CommitTransaction, broker.TxnCommitted
+			if r%2 == 0 {
+				end, state = b.RollbackTransaction, broker.TxnRolledBack
+			}
+			if _, err := end(ctx, prev.id); err != nil {
+				t.Fatal(err)
+			}
+			log.mu.Lock()
+			log.txns = append(log.txns, brokerTxn{prev.id, prev.body, state})
 			log.mu.Unlock()
 		}
 		got, err := b.Pull(ctx, broker.PullRequest{Group: "g1", Topic: "orders", MaxMessages: 32, Wait: time.Second, Invisible: time.Minute})
@@ -181,8 +214,8 @@ func TestBrokerCrashImageSweep(t *testing.T) {
 	images := storagetest.ForEachImage(t, points, lim, func(t testing.TB, img string, label any, name string) {
 		checkBrokerImage(t, img, opts, &log, label.(brokerLabel), name)
 	})
-	t.Logf("%d file operations recorded, %d crash points taken, %d crash images recovered; %d sends, %d commits, %d topics, %d groups acknowledged",
-		rec.Ops(), len(points), images, len(log.sends), len(log.floors), len(log.topics), len(log.groups))
+	t.Logf("%d file operations recorded, %d crash points taken, %d crash images recovered; %d sends, %d commits, %d topics, %d groups, %d transaction steps acknowledged",
+		rec.Ops(), len(points), images, len(log.sends), len(log.floors), len(log.topics), len(log.groups), len(log.txns))
 }
 
 func checkBrokerImage(t testing.TB, img string, base broker.Options, log *brokerLog, label brokerLabel, name string) {
@@ -241,6 +274,25 @@ func checkBrokerImage(t testing.TB, img string, base broker.Options, log *broker
 		}
 		if !found {
 			t.Fatalf("%s: %s's committed offset of %s/%d (acknowledged %d) lost", name, f.group, f.topic, f.queue, f.offset)
+		}
+	}
+	state := map[string]brokerTxn{}
+	for _, s := range log.txns[:label.txns] {
+		state[s.id] = s
+	}
+	for id, s := range state {
+		tx, err := b.GetTransaction(ctx, id)
+		if err != nil {
+			t.Fatalf("%s: acknowledged transaction %s (%s) lost: %v", name, id, s.state, err)
+		}
+		if s.state != broker.TxnPending && tx.State != s.state {
+			t.Fatalf("%s: transaction %s acknowledged %s is %s", name, id, s.state, tx.State)
+		}
+		if tx.State == broker.TxnCommitted {
+			m, err := b.GetMessage(ctx, id)
+			if err != nil || string(m.Body) != s.body {
+				t.Fatalf("%s: the message of committed transaction %s lost: %v", name, id, err)
+			}
 		}
 	}
 	if err := b.Close(ctx); err != nil {

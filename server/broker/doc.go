@@ -1,7 +1,8 @@
 // Package broker holds mqgate's messaging semantics over the storage
 // engine: send (with idempotency keys), pop-style pull with leases and
 // receipts, ack / nack / lease changes with durable consumer progress,
-// retries and dead letters, timers, and the admin operations. It knows
+// retries and dead letters, timers, transactional (half) messages, and
+// the admin operations. It knows
 // nothing about HTTP; package api maps its types and errors onto the wire.
 //
 // # What the broker persists
@@ -21,15 +22,26 @@
 //	                      one of topic, topic-deleted, tombstone, group,
 //	                      group-deleted; each record holds the whole new state
 //	                      of one topic, tombstone or group, so replaying it is
-//	                      idempotent.
-//	rmq_sys_OFFSET        consumer progress: acks, commits, advances and failed
-//	                      deliveries. Body: package offset's record encoding
+//	                      idempotent. A group is its GroupConfig (api.go)
+//	                      under its Go field names, ConsumeFrom ("last" or an
+//	                      RFC 3339 time; absent = first) and RetryPolicy
+//	                      ({"Backoff","Initial","Max","Jitter"}, durations in
+//	                      nanoseconds; absent = the ladder) included; each of
+//	                      its Subscriptions is {"Topic","TagExpression","SQL"},
+//	                      SQL (the SQL92 property filter, package filter)
+//	                      left out when empty.
+//	rmq_sys_OFFSET        consumer progress: acks, commits (resets, and the
+//	                      start offsets of a group's ConsumeFrom,
+//	                      consumefrom.go), advances and failed deliveries.
+//	                      Body: package offset's record encoding
 //	                      (storage/offset/doc.go), generations make replay
 //	                      idempotent.
 //	rmq_sys_DLQ           dead-letter status changes. Body: JSON
 //	                      {"group","messageId","status","at"}, status dead,
 //	                      resent or discarded.
-//	rmq_sys_TIMER         timers (delayMs / deliverAt). A record is the message
+//	rmq_sys_TIMER         timers (delayMs / deliverAt, and retries waiting on a
+//	                      timer, whose destination is %RETRY%<group>: a nack's
+//	                      delayMs, a RetryPolicy). A record is the message
 //	                      itself with its destination in REAL_TOPIC / REAL_QID
 //	                      and its due time in TIMER_DELIVER_MS; a reschedule or a
 //	                      retention carry appends a copy naming the timer
@@ -38,6 +50,30 @@
 //	rmq_sys_TIMER_STATUS  timer settlements. Body: a JSON array of
 //	                      {"id","status","at","seq","topic"}, status delivered
 //	                      or cancelled.
+//	rmq_sys_TRANS_HALF    half messages of unresolved transactions (txn.go),
+//	                      RocketMQ's RMQ_SYS_TRANS_HALF_TOPIC. Queue 0. A
+//	                      record is the message itself with its destination
+//	                      in REAL_TOPIC / REAL_QID, its producer group in
+//	                      TRAN_PGROUP and its checkAfterMs in
+//	                      TRAN_CHECK_AFTER_MS; its message id is the
+//	                      transaction id. A retention carry appends a copy
+//	                      naming the transaction (TRAN_ID, UNIQ_KEY
+//	                      "txn:<id>") with the checks handed out so far
+//	                      (TRAN_CHECK_TIMES) and the next check's due time
+//	                      (TRAN_NEXT_CHECK_MS, unix ms).
+//	rmq_sys_TRANS_OP      transaction changes, RocketMQ's
+//	                      RMQ_SYS_TRANS_OP_HALF_TOPIC. Queue 0. One record per
+//	                      change, UNIQ_KEY "txn:<id>" (the newest names how a
+//	                      transaction stands). Body: JSON
+//	                      {"id","state","at","checkTimes","nextCheckMs",
+//	                      "reason","producerGroup","topic","queueId","bornMs"},
+//	                      state checked (a check handed out: the new count and
+//	                      the next due time), committed or rolled-back (with
+//	                      reason producer, max-checks, topic-deleted or lost,
+//	                      and the transaction's group, topic, queue and
+//	                      send time). A commit stores, in one batch before its
+//	                      op record, the message on its topic and queue with
+//	                      TRAN_ID and UNIQ_KEY "txn:<id>".
 //	SCHEDULE_TOPIC_XXXX   delay-level messages and retries waiting on the
 //	                      ladder (queue = level - 1), RocketMQ's layout, moved
 //	                      to their real topic when due (package schedule).
@@ -48,8 +84,8 @@
 // systemProperties refuses them on send):
 //
 //	ATTEMPTS      JSON array of Attempt {"at","outcome","client","reason",
-//	              "delayLevel","count"}: the failed deliveries of a retry or
-//	              dead letter, bounded to the newest 32 entries in 8 KiB
+//	              "delayLevel","delayMs","count"}: the failed deliveries of
+//	              a retry or dead letter, bounded to the newest 32 entries in 8 KiB
 //	              with reasons cut to 512 bytes; older entries fold into one
 //	              "omitted" entry with their count (limits.go).
 //	DLQ_REASON    the last failure reason of a dead letter (at most 2 KiB).
@@ -58,6 +94,12 @@
 //	TIMER_ID      the timer a copy belongs to.
 //	TIMER_PREV    the timer-queue offset of the record a copy supersedes.
 //	ORDER_SEQ     the queue offset of a dead-lettered orderly message.
+//	TRAN_ID       the transaction of a half-message copy or a committed
+//	              message; a committed message is shown under it (its
+//	              messageId is the send's).
+//	TRAN_PGROUP, TRAN_CHECK_AFTER_MS, TRAN_CHECK_TIMES, TRAN_NEXT_CHECK_MS
+//	              a half message's producer group, first-check delay, and
+//	              (on a carried copy) check count and next check.
 //	and the storage engine's RocketMQ properties (REAL_TOPIC, REAL_QID,
 //	DELAY, RETRY_TOPIC, UNIQ_KEY, TIMER_DELIVER_MS, …: storage/message).
 //
@@ -74,10 +116,28 @@
 //	receipt.key               32 random bytes, the HMAC key of receipts; lost,
 //	                          outstanding receipts become invalid (their leases
 //	                          expire and the messages are delivered again).
+//	transactions.snapshot     the unresolved transactions (JSON: version, the
+//	                          queue offsets and last records of rmq_sys_TRANS_HALF
+//	                          and rmq_sys_TRANS_OP it covers, and per transaction
+//	                          its id, latest half record, topic, queue, producer
+//	                          group, checkAfterMs, send time, checks and next
+//	                          check); retention keeps the records from its
+//	                          position on. Missing, damaged or not matching the
+//	                          queues, the state is rebuilt from them.
 //
 // The timer index (<data>/timers, package timerindex) is derived state:
 // rebuilt from rmq_sys_TIMER and rmq_sys_TIMER_STATUS when missing or
 // damaged.
+//
+// # Filters
+//
+// A pull reads a queue from the group's cursor; the tag expression is
+// matched on the ConsumeQueue's tag hash before a record is read, the SQL
+// filter (sqlfilter.go) on the decoded properties after. What either
+// refuses is marked consumed for the group in memory (markSkipped), a fact
+// the next start derives again, so the group's offset moves past it. The
+// retry view applies the subscription's filters to the retry copies, which
+// carry the original's tag and properties.
 //
 // # Receipts
 //
@@ -95,8 +155,9 @@
 // # Durability of a reply
 //
 // Send, ack, nack, lease changes, offset commits, topic and group changes,
-// dead-letter resends and timer operations answer only after their records
-// are appended (and, in sync flush mode, flushed). Leases themselves are
+// dead-letter resends, timer operations, transaction commits, rollbacks
+// and handed-out checks answer only after their records are appended
+// (and, in sync flush mode, flushed). Leases themselves are
 // memory only: after a restart every unacknowledged message is delivered
 // again (at-least-once), and old receipts answer "expired".
 package broker

@@ -48,6 +48,9 @@ var (
 	// ErrQueueShrink: an update would lower a topic's queue count (it
 	// always comes with ErrInvalidArgument).
 	ErrQueueShrink = errors.New("broker: a topic's queue count cannot shrink")
+	// ErrInvalidSQL: an SQL92 filter does not compile, or names a property
+	// of the broker (SQLError says where).
+	ErrInvalidSQL = errors.New("broker: invalid SQL filter")
 	// ErrNotImplemented: the operation is not implemented (yet).
 	ErrNotImplemented = errors.New("broker: not implemented")
 )
@@ -64,3 +67,13 @@ var (
 
 // ErrQuotaExceeded: the request would pass one of the broker's quotas.
 var ErrQuotaExceeded = errors.New("broker: quota exceeded")
+
+// Sentinels of transactions (txn.go).
+var (
+	// ErrTransactionNotFound: no transaction has that id (never sent, or
+	// finished so long ago that retention took its records).
+	ErrTransactionNotFound = errors.New("broker: transaction not found")
+	// ErrTransactionFinished: the transaction ended the other way; it
+	// always comes as a *TransactionFinishedError.
+	ErrTransactionFinished = errors.New("broker: transaction finished")
+)

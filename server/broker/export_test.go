@@ -14,3 +14,16 @@ func (b *Broker) TimerRecovered() TimerRecovery {
 
 // TimerIndexStats reports the timer index's size.
 func (b *Broker) TimerIndexStats() timerindex.Stats { return b.timers.index.Stats() }
+
+// TxnRecovery is how the transaction state was opened (tests).
+type TxnRecovery = txnRecovery
+
+// TxnRecovered reports how the transaction state was opened.
+func (b *Broker) TxnRecovered() TxnRecovery {
+	b.txns.mu.Lock()
+	defer b.txns.mu.Unlock()
+	return b.txns.recovered
+}
+
+// TxnSnapshotFile is the transaction snapshot's name under <data>/config.
+const TxnSnapshotFile = txnSnapshotFile

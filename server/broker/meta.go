@@ -32,6 +32,10 @@ type registry struct {
 	covered int64 // the snapshots hold every rmq_sys_META record below this queue offset
 	// quotas bound what puts may create (quota.go); set once at open.
 	quotas Quotas
+	// meet writes the start offsets of the topics a group change
+	// subscribes to (consumefrom.go) before the group record; set once
+	// at open, nil in tests of the registry alone.
+	meet func(old GroupConfig, exists bool, g GroupConfig, topics map[string]TopicConfig) (undo func(), err error)
 }
 
 // topicTombstone records a topic's deletion (topicdelete.go): every message
@@ -223,7 +227,7 @@ func (r *registry) putGroup(g GroupConfig, ifAbsent bool) (GroupConfig, bool, er
 	if err := r.checkGroupLocked(old, exists, g); err != nil {
 		return old, false, err
 	}
-	if err := r.storeGroupLocked(g); err != nil {
+	if err := r.meetAndStoreLocked(old, exists, g); err != nil {
 		return old, false, err
 	}
 	return g, !exists, nil
@@ -245,10 +249,29 @@ func (r *registry) updateGroup(name string, fn func(GroupConfig) (GroupConfig, e
 	if err := r.checkGroupLocked(old, true, g); err != nil {
 		return old, err
 	}
-	if err := r.storeGroupLocked(g); err != nil {
+	if err := r.meetAndStoreLocked(old, true, g); err != nil {
 		return old, err
 	}
 	return g, nil
+}
+
+// meetAndStoreLocked writes the start offsets of the topics g newly
+// subscribes to (meet), then stores g; the caller holds r.mu.
+func (r *registry) meetAndStoreLocked(old GroupConfig, exists bool, g GroupConfig) error {
+	var undo func()
+	if r.meet != nil {
+		var err error
+		if undo, err = r.meet(old, exists, g, r.topics); err != nil {
+			return err
+		}
+	}
+	if err := r.storeGroupLocked(g); err != nil {
+		if undo != nil {
+			undo()
+		}
+		return err
+	}
+	return nil
 }
 
 // storeGroupLocked records g, then publishes it; the caller holds r.mu.

@@ -86,21 +86,26 @@ func (ps *popState) wakeChan() <-chan struct{} {
 }
 
 // failInPlace records a failed delivery of an ordered lease: it waits for
-// its delay level (0: 3 + failures) and keeps its key, or — level -1, or
+// its delay level or delay (neither: the group's retry policy, by
+// failures so far; retrypolicy.go) and keeps its key, or — level -1, or
 // retryMaxTimes used up — it is dead (the caller sends it to the DLQ).
 // The epoch changes, so the failed delivery's receipt is stale.
-func (b *Broker) failInPlace(l *lease, maxRetry int, level int, now time.Time, a Attempt) (dead bool) {
-	l.history = append(l.history, a)
-	if level < 0 || int(l.failures) >= maxRetry {
+func (b *Broker) failInPlace(l *lease, v queueView, level int, delay time.Duration, now time.Time, a Attempt) (dead bool) {
+	if level < 0 || int(l.failures) >= v.maxRetry {
+		l.history = append(l.history, a)
 		return true
 	}
-	if level == 0 {
-		level = 3 + int(l.failures)
+	level, delay = b.retryWait(v.policy, l.failures, level, delay)
+	wait := delay
+	if level > 0 {
+		wait = b.opts.DelayLevels[level-1]
+	} else {
+		a.DelayMs = delay.Milliseconds()
 	}
-	level = min(level, len(b.opts.DelayLevels))
+	l.history = append(l.history, a)
 	l.failures++
 	l.waiting = true
-	l.retryAt = now.Add(b.opts.DelayLevels[level-1])
+	l.retryAt = now.Add(wait)
 	l.epoch = b.epoch.Add(1)
 	return false
 }

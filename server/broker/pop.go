@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/filter"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
@@ -128,21 +129,22 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) ([]ReceivedMessage, 
 }
 
 // pullPlan is a checked pull: the topic and group it reads, how many
-// messages, the lease, the tag filter and the wait.
+// messages, the lease, the tag and property filters and the wait.
 type pullPlan struct {
 	topic     TopicConfig
 	group     GroupConfig
 	max       int
 	invisible time.Duration
 	match     func(int64) bool
+	sql       *filter.Expr
 	wait      time.Duration
 	state     *popState
 }
 
 // planPull validates req and resolves its defaults: maxMessages
 // (DefaultPullMessages), the lease (the request's, else the group's, else
-// the broker's default) and the tag expression (the request's, else the
-// group's subscription of the topic).
+// the broker's default), the tag expression and the SQL filter (each the
+// request's, else the group's subscription of the topic).
 func (b *Broker) planPull(req PullRequest) (pullPlan, error) {
 	if b.closed.Load() {
 		return pullPlan{}, ErrShuttingDown
@@ -164,6 +166,10 @@ func (b *Broker) planPull(req PullRequest) (pullPlan, error) {
 	}
 	if req.Invisible < 0 || req.Invisible > b.opts.MaxInvisible {
 		return pullPlan{}, fmt.Errorf("%w: invisibility must be 0..%v", ErrInvalidArgument, b.opts.MaxInvisible)
+	}
+	sql, err := compileSQL("sql", req.SQL)
+	if err != nil {
+		return pullPlan{}, err
 	}
 	topic, ok := b.registry.topic(req.Topic)
 	if !ok {
@@ -198,8 +204,17 @@ func (b *Broker) planPull(req PullRequest) (pullPlan, error) {
 	if err != nil {
 		return pullPlan{}, err
 	}
+	if req.SQL == "" {
+		for i, s := range group.Subscriptions {
+			if s.Topic == req.Topic {
+				if sql, err = compileSQL(fmt.Sprintf("subscriptions[%d].sql", i), s.SQL); err != nil {
+					return pullPlan{}, err
+				}
+			}
+		}
+	}
 	return pullPlan{
-		topic: topic, group: group, max: req.MaxMessages, invisible: invisible, match: match,
+		topic: topic, group: group, max: req.MaxMessages, invisible: invisible, match: match, sql: sql,
 		wait: req.Wait, state: b.popState(req.Group, req.Topic),
 	}, nil
 }
@@ -220,21 +235,34 @@ func (b *Broker) catchUp(ctx context.Context) error {
 	return nil
 }
 
+// filterScanTime is how long a pull whose filters passed over everything
+// it read goes on reading the backlog at once: for its whole wait, and at
+// least this long (a pull that waits for nothing too).
+const filterScanTime = 100 * time.Millisecond
+
 // awaitPop pops until it has messages or an error, or until deadline:
-// between attempts it sleeps until new data in the topic or the group's
-// retry topic, a freed ordered message, the next lease expiry, or the end
-// of the wait.
+// while the filters pass over a backlog it pops again at once (up to
+// filterScanTime past a shorter deadline); otherwise, between attempts, it
+// sleeps until new data in the topic or the group's retry topic, a freed
+// ordered message, the next lease expiry, or the end of the wait.
 func (b *Broker) awaitPop(ctx context.Context, p pullPlan, deadline time.Time) ([]ReceivedMessage, error) {
 	client := clientOf(ctx)
+	scanUntil := time.Now().Add(filterScanTime)
+	if deadline.After(scanUntil) {
+		scanUntil = deadline
+	}
 	for {
 		signal := b.store.NewDataSignal(p.topic.Name)
 		retrySignal := b.store.NewDataSignal(RetryTopic(p.group.Name))
 		p.state.mu.Lock()
 		freed := p.state.wakeChan()
 		p.state.mu.Unlock()
-		msgs, nextExpiry, err := b.popOnce(p.state, p.group, p.topic, p.max, p.invisible, p.match, client)
+		msgs, nextExpiry, more, err := b.popOnce(p.state, p.group, p.topic, p.max, p.invisible, p.match, p.sql, client)
 		if err != nil || len(msgs) > 0 {
 			return msgs, err
+		}
+		if more && time.Now().Before(scanUntil) && ctx.Err() == nil && !b.closed.Load() {
+			continue // the filters passed over what was read; more backlog waits
 		}
 		wait := time.Until(deadline)
 		if wait <= 0 {
@@ -290,6 +318,7 @@ type queueView struct {
 	accept     func(*message.Message) bool // in-memory filter; nil accepts all
 	orderly    bool                        // per-sharding-key FIFO (orderly.go)
 	maxRetry   int                         // the group's retryMaxTimes
+	policy     *RetryPolicy                // the group's retry policy (nil: the ladder)
 }
 
 func (b *Broker) view(group, topic string, qid int32, match func(int64) bool) queueView {
@@ -305,7 +334,7 @@ func (b *Broker) view(group, topic string, qid int32, match func(int64) bool) qu
 func viewOf(g GroupConfig, topic string, qid int32, match func(int64) bool, floor int64) queueView {
 	group := g.Name
 	v := queueView{key: offset.Key{Group: group, Topic: topic, QueueID: qid}, storeTopic: topic, storeQueue: qid, match: match,
-		orderly: g.Orderly && qid != retryQueueID, maxRetry: g.RetryMaxTimes}
+		orderly: g.Orderly && qid != retryQueueID, maxRetry: g.RetryMaxTimes, policy: g.RetryPolicy}
 	if v.maxRetry == 0 {
 		v.maxRetry = 16
 	}
@@ -325,8 +354,9 @@ func viewOf(g GroupConfig, topic string, qid int32, match func(int64) bool, floo
 // sendBack is one leased message that failed (nack or expired lease).
 type sendBack struct {
 	view    queueView
-	offset  int64 // queue offset in view.storeTopic/storeQueue
-	level   int   // -1 DLQ, 0 broker-controlled, >0 that level
+	offset  int64         // queue offset in view.storeTopic/storeQueue
+	level   int           // -1 DLQ, 0 broker-controlled, >0 that level
+	delay   time.Duration // > 0: retry on a timer after this long (a nack's delayMs)
 	reason  string
 	outcome string // "nack" or "expired"
 	client  string // who failed it
@@ -339,14 +369,16 @@ type sendBack struct {
 // popOnce leases what is available now: due retries first, then the
 // topic's queues round-robin. Leases found expired on the way take the
 // failure path (send-back). It returns the earliest lease deadline still
-// pending, so a long poll can wake for it.
-func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max int, invisible time.Duration, match func(int64) bool, client string) ([]ReceivedMessage, time.Time, error) {
+// pending, so a long poll can wake for it, and whether a queue has more
+// to read than the bounded reads got to (more).
+func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max int, invisible time.Duration, match func(int64) bool, sql *filter.Expr, client string) ([]ReceivedMessage, time.Time, bool, error) {
 	ps.mu.Lock()
 	now := time.Now()
 	var out []ReceivedMessage
 	var nextExpiry time.Time
 	var failed []sendBack
 	var err error
+	more := false
 	n := topic.Queues
 	start := ps.rr
 	ps.rr++
@@ -356,9 +388,10 @@ func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max
 		if i >= 0 {
 			qid = int32((start + i) % n)
 		}
-		v := viewOf(group, topic.Name, qid, match, floor)
-		got, expiry, expired, qerr := b.popQueue(ps, v, max-len(out), now, invisible, client)
+		v := viewOf(group, topic.Name, qid, match, floor).withSQL(sql)
+		got, expiry, expired, qmore, qerr := b.popQueue(ps, v, max-len(out), now, invisible, client)
 		out = append(out, got...)
+		more = more || qmore
 		failed = append(failed, expired...)
 		if !expiry.IsZero() && (nextExpiry.IsZero() || expiry.Before(nextExpiry)) {
 			nextExpiry = expiry
@@ -374,7 +407,7 @@ func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max
 			err = serr
 		}
 	}
-	return out, nextExpiry, err
+	return out, nextExpiry, more, err
 }
 
 func (b *Broker) cursor(ps *popState, key offset.Key) *cursor {
@@ -401,7 +434,7 @@ func (b *Broker) takeExpired(ps *popState, c *cursor, v queueView, now time.Time
 		case !now.Before(l.deadline) && l.key != "":
 			// An ordered message: retried in place, keeping its key.
 			a := newAttempt(now, outcomeExpired, l.client, "lease expired without ack", 0)
-			if b.failInPlace(l, v.maxRetry, 0, now, a) {
+			if b.failInPlace(l, v, 0, 0, now, a) {
 				delete(c.inflight, off)
 				ps.release(c, l.key, off)
 				expired = append(expired, deadInPlace(v, off, l, a.Reason, outcomeExpired, l.client))
@@ -428,28 +461,29 @@ func (b *Broker) markSkipped(key offset.Key, offs []int64) {
 // the cursor with the durable progress, takes back expired leases (their
 // retry copies are sent after the lock), re-offers due ordered messages,
 // then reads fresh ones. It also returns the next time a lease expires or
-// an ordered message falls due.
-func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, invisible time.Duration, client string) ([]ReceivedMessage, time.Time, []sendBack, error) {
+// an ordered message falls due, and whether the reads stopped before the
+// queue's end (more).
+func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, invisible time.Duration, client string) ([]ReceivedMessage, time.Time, []sendBack, bool, error) {
 	key := v.key
 	c := b.cursor(ps, key)
 	if err := b.alignCursor(c, key, v); err != nil {
-		return nil, time.Time{}, nil, err
+		return nil, time.Time{}, nil, false, err
 	}
 	expired, nextExpiry := b.takeExpired(ps, c, v, now)
 	var out []ReceivedMessage
 	if v.orderly {
 		got, due, err := b.offerOrdered(ps, c, v, max, now, invisible, client)
 		if err != nil {
-			return out, nextExpiry, expired, err
+			return out, nextExpiry, expired, false, err
 		}
 		out = append(out, got...)
 		if !due.IsZero() && (nextExpiry.IsZero() || due.Before(nextExpiry)) {
 			nextExpiry = due
 		}
 	}
-	out, err := b.readFresh(c, key, v, max, now, invisible, client, out)
+	out, more, err := b.readFresh(c, key, v, max, now, invisible, client, out)
 	if err != nil {
-		return out, nextExpiry, expired, err
+		return out, nextExpiry, expired, false, err
 	}
 	// takeExpired found the soonest deadline of the leases it left; the
 	// leases granted since (fresh, or ordered ones offered again) all end
@@ -459,7 +493,7 @@ func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, inv
 			nextExpiry = due
 		}
 	}
-	return out, nextExpiry, expired, nil
+	return out, nextExpiry, expired, more, nil
 }
 
 // alignCursor brings the cursor of key in line with the durable
@@ -500,26 +534,50 @@ func (b *Broker) alignCursor(c *cursor, key offset.Key, v queueView) error {
 	return nil
 }
 
+// Bounds of readFresh: at most freshReads reads per pop of a queue, each
+// of what is still wanted, or, after the first, of acceptReadBatch
+// messages when an in-memory filter (SQL, a retry view's) may pass over
+// some.
+const (
+	freshReads      = 8
+	acceptReadBatch = 64
+)
+
 // readFresh leases up to max messages from the cursor on, after the ones
-// already in out.
-func (b *Broker) readFresh(c *cursor, key offset.Key, v queueView, max int, now time.Time, invisible time.Duration, client string, out []ReceivedMessage) ([]ReceivedMessage, error) {
+// already in out. more reports that it stopped at its bound of reads
+// before the queue's end.
+func (b *Broker) readFresh(c *cursor, key offset.Key, v queueView, max int, now time.Time, invisible time.Duration, client string, out []ReceivedMessage) ([]ReceivedMessage, bool, error) {
 	// Fresh messages from the cursor (a bounded number of reads, so a
-	// selective tag filter over a long backlog cannot hold the lock long).
-	for reads := 0; len(out) < max && reads < 8; reads++ {
+	// selective filter over a long backlog cannot hold the lock long).
+	for reads := 0; len(out) < max; reads++ {
+		if reads == freshReads {
+			return out, true, nil
+		}
 		from := c.next
-		res, err := b.store.ReadQueue(v.storeTopic, v.storeQueue, from, max-len(out), v.match)
+		want := max - len(out)
+		if v.accept != nil && reads > 0 {
+			want = acceptReadBatch // the filter passed over some: read ahead
+		}
+		res, err := b.store.ReadQueue(v.storeTopic, v.storeQueue, from, want, v.match)
 		if errors.Is(err, storage.ErrOffsetTooSmall) {
 			c.next = b.store.MinOffset(v.storeTopic, v.storeQueue)
 			continue
 		}
 		if err != nil {
-			return out, mapStoreErr(err)
+			return out, false, mapStoreErr(err)
 		}
 		if res.Next == from {
 			break
 		}
+		// end: the first offset not dealt with (a read of more messages
+		// than wanted stops at the one after the last it leases).
+		end := res.Next
 		leased := make(map[int64]bool, len(res.Messages))
 		for _, m := range res.Messages {
+			if len(out) == max {
+				end = m.QueueOffset
+				break
+			}
 			if v.accept != nil && !v.accept(m) {
 				continue
 			}
@@ -542,7 +600,7 @@ func (b *Broker) readFresh(c *cursor, key offset.Key, v queueView, max int, now 
 		// Entries the filters skipped (or retention removed) are done for
 		// this group: mark them so the committed offset moves on.
 		var skipped []int64
-		for off := from; off < res.Next; off++ {
+		for off := from; off < end; off++ {
 			if !leased[off] {
 				skipped = append(skipped, off)
 			}
@@ -550,9 +608,9 @@ func (b *Broker) readFresh(c *cursor, key offset.Key, v queueView, max int, now 
 		if len(skipped) > 0 {
 			b.markSkipped(key, skipped)
 		}
-		c.next = res.Next
+		c.next = end
 	}
-	return out, nil
+	return out, false, nil
 }
 
 // grant starts a new lease on m and returns it as delivered.

@@ -123,7 +123,7 @@ func (b *Broker) GetOffsets(ctx context.Context, group string) ([]QueueProgress,
 
 // Backlog reports what waits for the group besides its queues' lag: its
 // retries still in the delay ladder (entries of SCHEDULE_TOPIC_XXXX for
-// %RETRY%<group> the scheduler has not delivered), and the delayed
+// %RETRY%<group> the scheduler has not delivered) or on a timer, and the delayed
 // messages of the topics it consumes (delay levels and delayMs/deliverAt
 // timers). A count that cannot be known is nil, with a note.
 func (b *Broker) Backlog(ctx context.Context, group string) (GroupBacklog, error) {
@@ -176,5 +176,6 @@ func (b *Broker) Backlog(ctx context.Context, group string) (GroupBacklog, error
 	for t := range topics {
 		out.Timers += int64(b.pendingFor(t))
 	}
+	out.RetryTimers = int64(b.pendingFor(retry))
 	return out, nil
 }

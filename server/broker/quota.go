@@ -28,12 +28,18 @@ type Quotas struct {
 	// delayMs beyond the delay levels), checked against the timer index,
 	// which follows the CommitLog within a dispatcher pass.
 	MaxPendingTimers int
+	// MaxTransactionsPerProducerGroup bounds one producer group's
+	// unresolved transactions, MaxPendingTransactions all of them (each
+	// is held in memory until it ends; txnstate.go).
+	MaxTransactionsPerProducerGroup int
+	MaxPendingTransactions          int
 }
 
 // QuotaError is ErrQuotaExceeded with the quota and its limit.
 type QuotaError struct {
 	// Quota names the quota: topics, queuesPerTopic, queues, groups,
-	// pushEndpoints or pendingTimers.
+	// pushEndpoints, pendingTimers, transactionsPerProducerGroup or
+	// pendingTransactions.
 	Quota string
 	// Limit is the quota; Unit what it counts; Flag the server flag that
 	// sets it.

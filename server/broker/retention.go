@@ -19,8 +19,9 @@ import (
 //
 //   - Keep: the lowest CommitLog offset of what must never be deleted and
 //     cannot be carried forward — the undelivered entries of every delay
-//     level (from the scheduler's position on) and the progress records no
-//     offsets snapshot covers yet;
+//     level (from the scheduler's position on), the progress records no
+//     offsets snapshot covers yet and the transaction records the
+//     transaction snapshot does not cover;
 //   - Unconsumed: the lowest CommitLog offset some group still needs — per
 //     queue of every topic, the message at the lowest committed offset of
 //     the groups consuming it (all of a topic no group consumes yet: a
@@ -37,8 +38,9 @@ import (
 // retention (storage TrimQueue; readers then skip them as after retention).
 // Retries and dead letters of its messages live by the store's retention.
 //
-// Before a deletion the broker carries dead letters and pending timers
-// forward (ClassReclaim appends, dlq.go and timer.go) and counts, per
+// Before a deletion the broker carries dead letters, pending timers and
+// unresolved transactions forward (ClassReclaim appends, dlq.go, timer.go
+// and txnstate.go) and counts, per
 // group, the unconsumed messages it takes away (expired by time, by a
 // topic's shorter retention, or dropped under --disk-pressure-delete):
 // metric mqgate_retention_dropped_unconsumed_total{group}, the progress
@@ -65,6 +67,13 @@ func (p retentionPolicy) Floors(now time.Time) (storage.RetentionFloors, error) 
 		}
 	}
 	if err := low(&f.Keep, offsetTopic, 0, b.snapshotFrom.Load()); err != nil {
+		return f, err
+	}
+	// The transaction records the transaction snapshot does not cover.
+	if err := low(&f.Keep, txnHalfTopic, 0, b.txns.snapHalf.Load()); err != nil {
+		return f, err
+	}
+	if err := low(&f.Keep, txnOpTopic, 0, b.txns.snapOp.Load()); err != nil {
 		return f, err
 	}
 	if err := b.expireShortTopics(now); err != nil {
@@ -105,7 +114,7 @@ func (p retentionPolicy) Floors(now time.Time) (storage.RetentionFloors, error) 
 // and pending timers past cut and counts what the groups lose.
 func (p retentionPolicy) BeforeDelete(cut int64, reason storage.DeleteReason) error {
 	b := p.b
-	if err := errors.Join(b.carryDeadLetters(cut), b.carryTimers(cut), b.carryMeta(cut)); err != nil {
+	if err := errors.Join(b.carryDeadLetters(cut), b.carryTimers(cut), b.carryTxns(cut), b.carryMeta(cut)); err != nil {
 		return err
 	}
 	for sq, positions := range b.consumerPositions() {

@@ -15,9 +15,10 @@ import (
 // The consume-failure path (ARCHITECTURE.md, the life of a message; RocketMQ's sendMessageBack and
 // asyncConsumerSendMsgBack). A failed delivery — a nack, or a lease that
 // expired — becomes a new message: to %RETRY%<group> through the delay
-// scheduler with reconsumeTimes+1, or to %DLQ%<group> once the message has
-// used up the group's retryMaxTimes (or the nack said -1). The copy and the
-// ack of the failed delivery are appended in one batch (one flush).
+// scheduler or a timer (retrypolicy.go) with reconsumeTimes+1, or to
+// %DLQ%<group> once the message has used up the group's retryMaxTimes (or
+// the nack said -1). The copy and the ack of the failed delivery are
+// appended in one batch (one flush).
 
 // Broker-owned properties carried by retries and dead letters.
 const (
@@ -32,8 +33,9 @@ type Attempt struct {
 	Outcome string    `json:"outcome"`          // "nack", "expired", or "omitted" for the entry standing for older attempts
 	Client  string    `json:"client,omitempty"` // the consumer (X-Mqgate-Client-Id) that failed it
 	Reason  string    `json:"reason,omitempty"`
-	Level   int       `json:"delayLevel"`      // the level chosen (-1 = straight to the DLQ)
-	Count   int       `json:"count,omitempty"` // for "omitted": how many attempts it stands for
+	Level   int       `json:"delayLevel"`        // the level asked for (-1 = straight to the DLQ, 0 = the group's policy)
+	DelayMs int64     `json:"delayMs,omitempty"` // the timer delay the retry waited (a nack's delayMs, or the policy's)
+	Count   int       `json:"count,omitempty"`   // for "omitted": how many attempts it stands for
 }
 
 func parseAttempts(s string) []Attempt {
@@ -82,9 +84,13 @@ func (b *Broker) sendBack(group string, items []sendBack) error {
 		return err
 	}
 	for _, m := range msgs {
-		if m.Topic == DLQTopic(group) {
+		switch m.Topic {
+		case DLQTopic(group):
 			b.metrics.dlq(group)
-		} else {
+		case timerTopic:
+			b.timers.nudge()
+			b.metrics.retry(group, 0) // level 0: on a timer
+		default:
 			lvl, _ := strconv.Atoi(m.Property(message.PropertyDelayLevel))
 			b.metrics.retry(group, lvl)
 		}
@@ -119,31 +125,30 @@ func (b *Broker) retryCopy(cfg GroupConfig, m *message.Message, it sendBack, now
 	reconsume := m.ReconsumeTimes + it.failures
 	origin := m.Property(message.PropertyOriginMessageID)
 	if origin == "" {
-		origin = message.NewID(m.StoreHost, m.PhysicalOffset).String()
+		origin = messageID(m)
 	}
 	originalTopic := m.Property(message.PropertyRetryTopic)
 	if originalTopic == "" {
 		originalTopic = m.Topic
 	}
-	levels := b.opts.DelayLevels
-	level := it.level
-	dead := level < 0 || int(reconsume) >= cfg.RetryMaxTimes
+	dead := it.level < 0 || int(reconsume) >= cfg.RetryMaxTimes
+	var level int
+	var delay time.Duration
 	if !dead {
-		if level == 0 {
-			level = 3 + int(reconsume)
-		}
-		level = min(level, len(levels))
+		level, delay = b.retryWait(cfg.RetryPolicy, reconsume, it.level, it.delay)
 	}
 	attempts := parseAttempts(m.Property(propAttempts))
 	if len(it.history) > 0 {
 		attempts = append(attempts, it.history...) // an ordered message's in-place attempts
 	} else {
-		attempts = append(attempts, newAttempt(now, it.outcome, it.client, it.reason, it.level))
+		a := newAttempt(now, it.outcome, it.client, it.reason, it.level)
+		a.DelayMs = delay.Milliseconds()
+		attempts = append(attempts, a)
 	}
 	history := boundAttempts(attempts)
 
 	out := copyOf(m, "", message.PropertyDedupID, message.PropertyRealTopic, message.PropertyRealQueueID,
-		message.PropertyDelayLevel, message.PropertyDeliverTimeMs, propDLQReason)
+		message.PropertyDelayLevel, message.PropertyDeliverTimeMs, propDLQReason, propTxnID)
 	out.ReconsumeTimes = reconsume + 1
 	out.SetProperty(message.PropertyRetryTopic, originalTopic)
 	out.SetProperty(message.PropertyOriginMessageID, origin)
@@ -155,12 +160,23 @@ func (b *Broker) retryCopy(cfg GroupConfig, m *message.Message, it sendBack, now
 		orderSeq(out, m)
 		return out
 	}
+	if delay > 0 {
+		// On a timer (retrypolicy.go): a new timer, so none of the
+		// properties a timer delivery left on m (UNIQ_KEY "timer:<id>").
+		out.DeleteProperty(message.PropertyUniqKey)
+		out.DeleteProperty(propTimerID)
+		out.DeleteProperty(propTimerPrev)
+		out.Topic = RetryTopic(cfg.Name)
+		out.QueueID = 0
+		asTimer(out, now.Add(delay))
+		return out
+	}
 	out.Topic = message.ScheduleTopic
 	out.QueueID = int32(level - 1)
 	out.SetProperty(message.PropertyRealTopic, RetryTopic(cfg.Name))
 	out.SetProperty(message.PropertyRealQueueID, "0")
 	out.SetProperty(message.PropertyDelayLevel, strconv.Itoa(level))
-	out.SetProperty(message.PropertyDeliverTimeMs, dueMs(now.Add(levels[level-1])))
+	out.SetProperty(message.PropertyDeliverTimeMs, dueMs(now.Add(b.opts.DelayLevels[level-1])))
 	return out
 }
 

@@ -29,6 +29,11 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []SendMessage) ([]
 	if len(msgs) == 0 || len(msgs) > MaxSendBatch {
 		return nil, fmt.Errorf("%w: a send carries 1 to %d messages, got %d", ErrInvalidArgument, MaxSendBatch, len(msgs))
 	}
+	for i := range msgs {
+		if msgs[i].Transactional && len(msgs) > 1 {
+			return nil, fmt.Errorf("%w: a transactional send carries one message (messages[%d] is transactional; as in RocketMQ, batches are not)", ErrInvalidArgument, i)
+		}
+	}
 	// A deletion of the topic happens wholly before or after this send
 	// (topicdelete.go): a message is never stored into a topic between
 	// the deletion's floor and its purge.
@@ -63,6 +68,18 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []SendMessage) ([]
 	if err != nil {
 		return nil, err
 	}
+	var txnStored bool
+	var txnPhys int64
+	if stored[0].Topic == txnHalfTopic && !results[0].Duplicate {
+		// Counted against the quotas before the write, until the state
+		// counts the transaction.
+		release, err := b.reserveTxn(msgs[0].ProducerGroup)
+		if err != nil {
+			b.dedup.settle(claims, results, err)
+			return nil, err
+		}
+		defer func() { release(txnStored, txnPhys) }()
+	}
 	var fresh []*message.Message
 	var freshIdx []int
 	for i, m := range stored {
@@ -87,6 +104,13 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []SendMessage) ([]
 					// A timer: the id names it until it fires (list, cancel,
 					// reschedule); the queue is its destination queue.
 					results[i].QueueID, results[i].QueueOffset = b.registerTimer(m, put[j])
+				case txnHalfTopic:
+					// A half message: the id names the transaction; the queue
+					// is its destination, the offset known once committed.
+					qid, _ := strconv.ParseInt(m.Property(message.PropertyRealQueueID), 10, 32)
+					results[i].QueueID, results[i].QueueOffset = int32(qid), -1
+					results[i].TransactionID = results[i].MessageID
+					txnStored, txnPhys = true, put[j].PhysicalOffset
 				case message.ScheduleTopic:
 					// Delayed by level: the destination queue; the queue
 					// offset is only known once it is delivered.
@@ -132,6 +156,9 @@ func (b *Broker) buildMessage(cfg TopicConfig, in *SendMessage, now time.Time) (
 	if err := b.validateSend(in); err != nil {
 		return nil, err
 	}
+	if err := b.checkTxnSend(in); err != nil {
+		return nil, err
+	}
 	due, err := b.timerDue(in, now)
 	if err != nil {
 		return nil, err
@@ -158,6 +185,10 @@ func (b *Broker) buildMessage(cfg TopicConfig, in *SendMessage, now time.Time) (
 		m.SetProperty(message.PropertyShardingKey, in.ShardingKey)
 	} else {
 		m.QueueID = int32(b.rr.Add(1) % queues)
+	}
+	if in.Transactional {
+		asHalf(m, in)
+		return m, nil
 	}
 	if in.DelayLevel != 0 {
 		return b.delayed(m, in.DelayLevel, now)
@@ -226,11 +257,9 @@ func (b *Broker) claimDedup(topic string, msgs []SendMessage, results []SendResu
 		}
 		if !ok {
 			// Not in memory: the key may predate a restart.
-			m, err := b.store.FindByDedupID(topic, id, since.UnixMilli())
+			m, err := b.findDedup(topic, id, since.UnixMilli())
 			if err == nil {
-				e = &dedupEntry{body: sha256.Sum256(m.Body), at: time.UnixMilli(m.StoreTimestamp), result: SendResult{
-					MessageID: message.NewID(m.StoreHost, m.PhysicalOffset).String(), QueueID: m.QueueID, QueueOffset: m.QueueOffset,
-				}}
+				e = &dedupEntry{body: sha256.Sum256(m.Body), at: time.UnixMilli(m.StoreTimestamp), result: dedupResult(m)}
 				d.entries[key] = e
 				ok = true
 			} else if !errors.Is(err, storage.ErrNotFound) {

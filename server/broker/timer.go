@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -415,6 +416,12 @@ func (b *Broker) CancelTimer(ctx context.Context, id string) error {
 	m, err := b.pendingTimer(id)
 	if err != nil {
 		return err
+	}
+	if dest := m.Property(message.PropertyRealTopic); strings.HasPrefix(dest, retryPrefix) {
+		// Cancelling would drop the message for the group without a
+		// dead letter (retrypolicy.go).
+		return fmt.Errorf("%w: timer %s is a retry waiting for %s: reschedule it, or nack its redelivery with delayLevel -1",
+			ErrInvalidArgument, id, dest)
 	}
 	if err := b.appendTimerStatus([]timerStatusRecord{settle(m, timerCancelled, time.Now())}); err != nil {
 		return err

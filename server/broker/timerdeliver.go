@@ -183,8 +183,9 @@ func (b *Broker) deliverTimers(batch []dueTimer, now time.Time) error {
 		}
 		id := timerID(m)
 		mid, err := message.ParseID(id)
-		if err == nil && mid.Offset() < b.retryFloor(d.Topic) {
-			// Its topic was deleted after it was scheduled.
+		if err == nil && mid.Offset() < b.retryFloor(originTopic(m)) {
+			// Its topic (a retry's original topic) was deleted after it
+			// was scheduled.
 			recs = append(recs, settle(m, timerCancelled, now))
 			continue
 		}

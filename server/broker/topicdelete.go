@@ -33,7 +33,8 @@ import (
 //     skipped by the pulls of the topic (retryFloor);
 //   - retries and delayed messages still in the delay ladder are dropped
 //     when they fall due (deliverSink), as are pending timers (cancelled
-//     at once) and idempotency keys;
+//     at once; retries waiting on a timer are cancelled when they fall
+//     due, deliverTimers) and idempotency keys;
 //   - dead letters stay in their group's DLQ (an admin's record); resending
 //     one delivers it to the topic's current incarnation.
 //
@@ -87,6 +88,9 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 		return err
 	}
 	if err := b.cancelTopicTimers(name); err != nil {
+		return err
+	}
+	if err := b.rollbackTopicTxns(name); err != nil {
 		return err
 	}
 	b.log.Info().Str("topic", name).Int64("below", floor).Msg("topic deleted with its messages")

@@ -308,7 +308,7 @@ func servable(g broker.GroupConfig) string {
 func fingerprint(g broker.GroupConfig) string {
 	subs := make([]string, 0, len(g.Subscriptions))
 	for _, s := range g.Subscriptions {
-		subs = append(subs, s.Topic+"\x00"+s.TagExpression)
+		subs = append(subs, s.Topic+"\x00"+s.TagExpression+"\x00"+s.SQL)
 	}
 	sort.Strings(subs)
 	return fmt.Sprintf("%d|%s", g.Push.MaxConcurrency, strings.Join(subs, "|"))

@@ -135,12 +135,15 @@ type hit struct {
 	Msg    push.Message
 }
 
-// receiver is a webhook endpoint whose answers a test scripts.
+// receiver is a webhook endpoint whose answers a test scripts. Every
+// request it gets is checked against the push callback of the OpenAPI
+// spec; a mismatch fails the test at its end.
 type receiver struct {
-	URL    string
-	mu     sync.Mutex
-	hits   []hit
-	answer func(n int, w http.ResponseWriter, r *http.Request)
+	URL        string
+	mu         sync.Mutex
+	hits       []hit
+	mismatches []string
+	answer     func(n int, w http.ResponseWriter, r *http.Request)
 }
 
 // newReceiver serves answer on a fresh port of host (127.0.0.1 or the
@@ -152,9 +155,13 @@ func newReceiver(t *testing.T, host string, answer func(n int, w http.ResponseWr
 		body, _ := io.ReadAll(r.Body)
 		h := hit{At: time.Now(), Header: r.Header.Clone(), Body: body}
 		_ = json.Unmarshal(body, &h.Msg)
+		specErr := servertest.ValidatePushRequest(r, body)
 		rc.mu.Lock()
 		n := len(rc.hits)
 		rc.hits = append(rc.hits, h)
+		if specErr != nil {
+			rc.mismatches = append(rc.mismatches, specErr.Error())
+		}
 		rc.mu.Unlock()
 		rc.answer(n, w, r)
 	}))
@@ -162,7 +169,14 @@ func newReceiver(t *testing.T, host string, answer func(n int, w http.ResponseWr
 	require.NoError(t, err)
 	srv.Listener = l
 	srv.Start()
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		srv.Close()
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		for _, m := range rc.mismatches {
+			t.Error(m)
+		}
+	})
 	rc.URL = srv.URL
 	return rc
 }

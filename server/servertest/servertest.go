@@ -1,7 +1,8 @@
 // Package servertest is the test harness of the server layer: the real
 // server (server.Open with the real broker and a real data dir) serving
 // real HTTP on a free loopback port, HTTP helpers speaking the api
-// package's wire types, Eventually, and goroutine-leak checks. Tests
+// package's wire types whose client validates every API response against
+// the OpenAPI spec (spec.go), Eventually, and goroutine-leak checks. Tests
 // only: no production package imports it (internal/archtest checks
 // that). Tests inside package server cannot import it (it imports
 // server); they keep their own fixtures for what needs the package's
@@ -51,11 +52,13 @@ type Server struct {
 	// Base is the URL requests go to: http://host:port, with 127.0.0.1
 	// (or ::1) for a server listening on an unspecified address.
 	Base string
-	// Client is the HTTP client of the helpers.
+	// Client is the HTTP client of the helpers. It validates every API
+	// response against the OpenAPI spec (spec.go).
 	Client *http.Client
 
-	served chan error
-	closed bool
+	served  chan error
+	closed  bool
+	checker *specChecker
 }
 
 // Start opens a server on a fresh data dir (t.TempDir()) with Config,
@@ -77,12 +80,17 @@ func Open(t testing.TB, cfg server.Config) *Server {
 	require.NoError(t, err)
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = 64
+	checker := &specChecker{}
+	// Registered before the Close below, so it runs after it: every
+	// response has arrived.
+	t.Cleanup(func() { checker.report(t) })
 	e := &Server{
-		Cfg:    cfg,
-		Srv:    s,
-		Base:   "http://" + dialable(s.Addr()),
-		Client: &http.Client{Transport: transport, Timeout: 60 * time.Second},
-		served: make(chan error, 1),
+		Cfg:     cfg,
+		Srv:     s,
+		Base:    "http://" + dialable(s.Addr()),
+		Client:  checkedClient(&http.Client{Transport: transport, Timeout: 60 * time.Second}, checker),
+		served:  make(chan error, 1),
+		checker: checker,
 	}
 	go func() { e.served <- s.Serve() }()
 	t.Cleanup(func() { e.Close(t) })
@@ -135,12 +143,13 @@ func (e *Server) Reopen(t testing.TB, opts ...func(*server.Config)) *Server {
 }
 
 // With returns a copy of e whose helpers send to base (e.g. https://…)
-// with client c. The copy shares the server: closing it is the
-// original's business (Close on a copy does nothing).
+// with (a copy of) client c, whose responses are validated against the
+// spec like e's. The copy shares the server: closing it is the original's
+// business (Close on a copy does nothing).
 func (e *Server) With(base string, c *http.Client) *Server {
 	copied := *e
 	copied.Base = base
-	copied.Client = c
+	copied.Client = checkedClient(c, e.checker)
 	copied.closed = true
 	return &copied
 }

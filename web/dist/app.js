@@ -126,7 +126,7 @@ loaders.groups = async () => {
   fillTable(document.getElementById("group-list"), groups.map((g) => el("tr", { class: "clickable", onclick: guarded(() => showGroup(g.name)) },
     el("td", {}, g.name), el("td", {}, g.consumeMode), el("td", {}, g.orderly ? "yes" : "no"),
     el("td", { class: "num" }, g.retryMaxTimes),
-    el("td", {}, g.subscriptions.map((s) => s.topic + (s.tagExpression && s.tagExpression !== "*" ? " [" + s.tagExpression + "]" : "")).join(", ")),
+    el("td", {}, g.subscriptions.map((s) => s.topic + (s.tagExpression && s.tagExpression !== "*" ? " [" + s.tagExpression + "]" : "") + (s.sql ? " where " + s.sql : "")).join(", ")),
     el("td", { class: "num" }, progress[g.name] ? progress[g.name].totalLag : "—"),
     el("td", { class: "actions" }, el("button", { class: "secondary", onclick: (ev) => {
       ev.stopPropagation();
@@ -229,7 +229,7 @@ document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("group-form").addEventListener("submit", guarded(async (ev) => {
     const v = formValues(ev.target);
     const body = { consumeMode: v.consumeMode || undefined, orderly: v.orderly, retryMaxTimes: int(v.retryMaxTimes), invisibleMs: int(v.invisibleMs) };
-    if (v.topic) body.subscriptions = [{ topic: v.topic, tagExpression: v.tagExpression || undefined }];
+    if (v.topic) body.subscriptions = [{ topic: v.topic, tagExpression: v.tagExpression || undefined, sql: v.sql || undefined }];
     const g = await api("PUT", "/groups/" + enc(v.name), body);
     notice("Group " + g.name + " saved", "info");
     await loaders.groups();
@@ -268,6 +268,7 @@ document.addEventListener("DOMContentLoaded", () => {
     try {
       const r = await api("POST", "/groups/" + enc(v.group) + "/topics/" + enc(v.topic) + "/pull", {
         maxMessages: int(v.maxMessages), waitMs: int(v.waitMs), invisibleMs: int(v.invisibleMs), tagExpression: v.tagExpression || undefined,
+        sql: v.sql || undefined,
       });
       leased = leased.concat(r.messages);
       renderLeased();
