@@ -28,8 +28,12 @@ type brokerFloor struct {
 	offset       int64
 }
 
+// brokerLease is a lease a pull answered with (of an hour: it outlives
+// the test).
+type brokerLease struct{ receipt, body string }
+
 // brokerLabel is what a crash point knows was acknowledged before it.
-type brokerLabel struct{ sends, floors, topics, groups int }
+type brokerLabel struct{ sends, floors, topics, groups, leases int }
 
 type brokerLog struct {
 	mu     sync.Mutex
@@ -37,12 +41,13 @@ type brokerLog struct {
 	floors []brokerFloor
 	topics []string
 	groups []string
+	leases []brokerLease
 }
 
 func (l *brokerLog) label() any {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return brokerLabel{len(l.sends), len(l.floors), len(l.topics), len(l.groups)}
+	return brokerLabel{len(l.sends), len(l.floors), len(l.topics), len(l.groups), len(l.leases)}
 }
 
 // TestBrokerCrashImageSweep runs a broker whose store writes every file
@@ -50,11 +55,12 @@ func (l *brokerLog) label() any {
 // snapshots: topics.json, groups.json, offsets.snapshot, delay.progress,
 // receipt.key) through the recording file system, through topic and group
 // creation, sends, pulls, acks, a nack (a retry through the delay-level
-// scheduler), delayed timers, offset commits and metadata snapshots, and
-// opens a broker on the crash images of many points of the run. Each must
-// open, serve every acknowledged message by its queue offset and id,
-// know every acknowledged topic and group, and never report a committed
-// offset below one the broker acknowledged.
+// scheduler), delayed timers, offset commits, leases left running and
+// metadata snapshots, and opens a broker on the crash images of many
+// points of the run. Each must open, serve every acknowledged message by
+// its queue offset and id, know every acknowledged topic and group, never
+// report a committed offset below one the broker acknowledged, and keep
+// every lease a pull answered with: not offered again, its receipt ok.
 func TestBrokerCrashImageSweep(t *testing.T) {
 	rounds, every, lim := 8, 1, storagetest.SweepLimits{Points: 80, PerPoint: 8, Seed: 2}
 	if os.Getenv("LONG") != "" {
@@ -161,6 +167,18 @@ func TestBrokerCrashImageSweep(t *testing.T) {
 			}
 		}
 		log.mu.Unlock()
+		// A lease left running: a third group takes one message of the
+		// other topic for an hour.
+		held, err := b.Pull(ctx, broker.PullRequest{Group: "g3", Topic: "audit", MaxMessages: 1, Wait: time.Second, Invisible: time.Hour})
+		if err != nil || len(held) != 1 {
+			t.Fatalf("pull for g3: %v (%d messages)", err, len(held))
+		}
+		log.mu.Lock()
+		if r == 0 {
+			log.groups = append(log.groups, "g3")
+		}
+		log.leases = append(log.leases, brokerLease{held[0].Receipt, string(held[0].Body)})
+		log.mu.Unlock()
 		// An explicit commit for a second group on the other topic.
 		commit := []broker.OffsetCommit{{Topic: "audit", QueueID: int32(r % 2), Offset: int64(r + 1)}}
 		if err := b.CommitOffsets(ctx, "g2", commit); err != nil {
@@ -241,6 +259,32 @@ func checkBrokerImage(t testing.TB, img string, base broker.Options, log *broker
 		}
 		if !found {
 			t.Fatalf("%s: %s's committed offset of %s/%d (acknowledged %d) lost", name, f.group, f.topic, f.queue, f.offset)
+		}
+	}
+	if label.leases > 0 {
+		leased := map[string]bool{}
+		var rs []string
+		for _, l := range log.leases[:label.leases] {
+			leased[l.body] = true
+			rs = append(rs, l.receipt)
+		}
+		got, err := b.Pull(ctx, broker.PullRequest{Group: "g3", Topic: "audit", MaxMessages: 32, Invisible: time.Hour})
+		if err != nil {
+			t.Fatalf("%s: pull for g3: %v", name, err)
+		}
+		for _, m := range got {
+			if leased[string(m.Body)] {
+				t.Fatalf("%s: %.16s…, leased for an hour before the crash, delivered again", name, m.Body)
+			}
+		}
+		res, err := b.Ack(ctx, "g3", rs)
+		if err != nil {
+			t.Fatalf("%s: ack for g3: %v", name, err)
+		}
+		for i, r := range res {
+			if r.Status != broker.ReceiptOK {
+				t.Fatalf("%s: the receipt of %.16s…, leased before the crash, answered %s: %s", name, log.leases[i].body, r.Status, r.Error)
+			}
 		}
 	}
 	if err := b.Close(ctx); err != nil {

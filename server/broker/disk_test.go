@@ -238,7 +238,15 @@ func TestRefusedNackOffersTheMessageAgain(t *testing.T) {
 	require.Contains(t, strings.Join(bd.b.Degraded(), "\n"), "above the system ceiling")
 	disk.set(0.10)
 	start := time.Now()
-	again := bd.pull(t, "g", "t", 1, time.Second, time.Minute)
+	var again []broker.ReceivedMessage
+	require.Eventually(t, func() bool {
+		// A pull records its leases: refused too until the disk is sampled again.
+		again, err = bd.b.Pull(bd.ctx, broker.PullRequest{Group: "g", Topic: "t", MaxMessages: 1, Wait: time.Second, Invisible: time.Minute})
+		if err != nil {
+			require.ErrorIs(t, err, broker.ErrDiskFull)
+		}
+		return err == nil
+	}, 10*time.Second, time.Millisecond)
 	t.Logf("offered again after %v", time.Since(start))
 	require.Len(t, again, 1)
 	require.Equal(t, got[0].Body, again[0].Body, "the message whose nack was refused is offered again")

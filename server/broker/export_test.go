@@ -14,3 +14,9 @@ func (b *Broker) TimerRecovered() TimerRecovery {
 
 // TimerIndexStats reports the timer index's size.
 func (b *Broker) TimerIndexStats() timerindex.Stats { return b.timers.index.Stats() }
+
+// LeaseRecovery is what an open restored of the leases.
+type LeaseRecovery = leaseRecovery
+
+// LeasesRecovered reports what the last open restored.
+func (b *Broker) LeasesRecovered() LeaseRecovery { return b.leases.recovered }

@@ -19,8 +19,8 @@ import (
 //
 //   - Keep: the lowest CommitLog offset of what must never be deleted and
 //     cannot be carried forward — the undelivered entries of every delay
-//     level (from the scheduler's position on) and the progress records no
-//     offsets snapshot covers yet;
+//     level (from the scheduler's position on), and the progress and
+//     lease records no offsets or leases snapshot covers yet;
 //   - Unconsumed: the lowest CommitLog offset some group still needs — per
 //     queue of every topic, the message at the lowest committed offset of
 //     the groups consuming it (all of a topic no group consumes yet: a
@@ -65,6 +65,9 @@ func (p retentionPolicy) Floors(now time.Time) (storage.RetentionFloors, error) 
 		}
 	}
 	if err := low(&f.Keep, offsetTopic, 0, b.snapshotFrom.Load()); err != nil {
+		return f, err
+	}
+	if err := low(&f.Keep, leaseTopic, 0, b.leases.keepFrom.Load()); err != nil {
 		return f, err
 	}
 	if err := b.expireShortTopics(now); err != nil {
