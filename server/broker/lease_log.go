@@ -305,14 +305,19 @@ func (n *leaseNotes) add(b *Broker, key offset.Key, client string, it leaseItem)
 	n.rec.Entries = append(n.rec.Entries, leaseEntry{Key: key, Generation: gen, At: time.Now().UnixMilli(), Client: client, Items: []leaseItem{it}})
 }
 
-// lease notes l's current state (held until its deadline, or waiting
-// until its retry time).
-func (n *leaseNotes) lease(b *Broker, key offset.Key, off int64, l *lease) {
+// itemOf is the record of l, the lease on off: held until its deadline,
+// or waiting until its retry time.
+func itemOf(off int64, l *lease) leaseItem {
 	it := leaseItem{Offset: off, Epoch: l.epoch, Deadline: unixMilliCeil(l.deadline), Failures: uint16(min(l.failures, 1<<16-1)), State: leaseHeld}
 	if l.waiting {
 		it.Deadline, it.State = unixMilliCeil(l.retryAt), leaseWaiting
 	}
-	n.add(b, key, l.client, it)
+	return it
+}
+
+// lease notes l's current state.
+func (n *leaseNotes) lease(b *Broker, key offset.Key, off int64, l *lease) {
+	n.add(b, key, l.client, itemOf(off, l))
 }
 
 // released notes that the lease of epoch on off is given up (visible again).
@@ -424,16 +429,13 @@ func (b *Broker) snapshotLeases() error {
 			_, gen, _ := b.progress.Get(key)
 			byClient := map[string]int{}
 			for off, l := range c.inflight {
-				var n leaseNotes
-				n.lease(b, key, off, l)
-				it := n.rec.Entries[0].Items[0]
 				i, ok := byClient[l.client]
 				if !ok {
 					i = len(rec.Entries)
 					byClient[l.client] = i
 					rec.Entries = append(rec.Entries, leaseEntry{Key: key, Generation: gen, At: at, Client: l.client})
 				}
-				rec.Entries[i].Items = append(rec.Entries[i].Items, it)
+				rec.Entries[i].Items = append(rec.Entries[i].Items, itemOf(off, l))
 			}
 		}
 		ps.mu.Unlock()
