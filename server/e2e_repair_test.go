@@ -19,8 +19,9 @@ import (
 
 // TestE2EDerivedFilesRebuiltAfterDamage: a group acks some messages, the
 // server stops, a ConsumeQueue or index is damaged on disk, and the server
-// starts again. The group gets exactly the unacknowledged messages (no
-// loss, no redelivery after ack), new sends get fresh queue offsets and are
+// starts again. The unacknowledged messages keep their leases; given up
+// (a lease changed to 0), the group gets exactly them again (no loss, no
+// redelivery after ack), new sends get fresh queue offsets and are
 // delivered, lookups by key still work, and no pull answers an error.
 func TestE2EDerivedFilesRebuiltAfterDamage(t *testing.T) {
 	t.Parallel()
@@ -79,6 +80,14 @@ func TestE2EDerivedFilesRebuiltAfterDamage(t *testing.T) {
 			damage(t, cfg.DataDir)
 			e = openE2E(t, cfg)
 
+			require.Empty(t, e.Pull(t, "healers", "heal", api.PullRequest{WaitMs: 100}), "the leases outlive the restart")
+			var release []api.LeaseItem
+			for _, m := range got[n/2:] {
+				release = append(release, api.LeaseItem{Receipt: m.Receipt})
+			}
+			for _, r := range e.Receipts(t, "healers", "leases", api.LeaseRequest{Items: release}) {
+				require.Equal(t, "ok", r.Status, "the lease of %s, granted before the restart", r.Receipt)
+			}
 			again := e.PullN(t, "healers", "heal", n/2, 60_000, 10*time.Second)
 			for _, m := range again {
 				require.False(t, acked[m.Body], "%s was acknowledged before the restart and delivered again", m.Body)

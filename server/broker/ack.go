@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -80,6 +81,8 @@ func (b *Broker) forEachReceipt(group string, receipts []string, isAck bool, op 
 			results[i].Status, results[i].Error = b.goneStatus(key, r.Offset, isAck)
 		case l.epoch != r.Epoch:
 			results[i].Status, results[i].Error = ReceiptExpired, "the message was redelivered under a newer receipt"
+		case l.sendingBack:
+			results[i].Status, results[i].Error = ReceiptExpired, "the delivery failed (nack or lease expiry); its retry copy takes over"
 		case l.settling && isAck:
 			results[i].Status = ReceiptOK // the same ack is already on its way to disk
 		case l.settling:
@@ -236,12 +239,14 @@ func (b *Broker) ChangeLease(ctx context.Context, group string, items []LeaseIte
 		}
 		receipts[i] = it.Receipt
 	}
+	var notes leaseNotes // the new deadlines, recorded before the answer (lease_log.go)
 	results := b.forEachReceipt(group, receipts, false, func(ref leaseRef, now time.Time) ReceiptStatus {
 		inv := items[ref.index].Invisible
 		if inv == 0 && ref.lease.key != "" {
 			// An ordered message stays with its key: re-offered at once.
 			ref.lease.waiting, ref.lease.retryAt = true, now
 			ref.lease.epoch = b.epoch.Add(1)
+			notes.lease(b, ref.key, ref.r.Offset, ref.lease)
 			return ReceiptOK
 		}
 		if inv == 0 {
@@ -251,11 +256,16 @@ func (b *Broker) ChangeLease(ctx context.Context, group string, items []LeaseIte
 			if ref.r.Offset < ref.cursor.next {
 				ref.cursor.next = ref.r.Offset
 			}
+			notes.released(b, ref.key, ref.r.Offset, ref.lease.epoch)
 			return ReceiptOK
 		}
 		ref.lease.deadline = now.Add(inv)
+		notes.lease(b, ref.key, ref.r.Offset, ref.lease)
 		return ReceiptOK
 	})
+	if err := b.writeLeases(&notes); err != nil {
+		return nil, err
+	}
 	return results, nil
 }
 
@@ -282,6 +292,7 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 		receipts[i] = it.Receipt
 	}
 	var failed []sendBack
+	var waiting leaseNotes // ordered messages retried in place (lease_log.go)
 	results := b.forEachReceipt(group, receipts, false, func(ref leaseRef, now time.Time) ReceiptStatus {
 		it := items[ref.index]
 		client := clientOf(ctx)
@@ -293,15 +304,17 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 			v := b.view(group, ref.r.Topic, ref.r.QueueID, nil)
 			a := newAttempt(now, outcomeNack, client, it.Reason, it.DelayLevel)
 			if b.failInPlace(l, v, it.DelayLevel, it.Delay, now, a) {
-				delete(ref.cursor.inflight, ref.r.Offset)
+				l.sendingBack = true
 				if ps := b.existingPopState(ref.r.Group, ref.r.Topic); ps != nil {
 					ps.release(ref.cursor, l.key, ref.r.Offset)
 				}
 				failed = append(failed, deadInPlace(v, ref.r.Offset, l, it.Reason, outcomeNack, client))
+			} else {
+				waiting.lease(b, ref.key, ref.r.Offset, l)
 			}
 			return ReceiptOK
 		}
-		delete(ref.cursor.inflight, ref.r.Offset)
+		ref.lease.sendingBack = true
 		failed = append(failed, sendBack{
 			view:    b.view(group, ref.r.Topic, ref.r.QueueID, nil),
 			offset:  ref.r.Offset,
@@ -310,10 +323,11 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 			reason:  it.Reason,
 			outcome: outcomeNack,
 			client:  client,
+			lease:   ref.lease,
 		})
 		return ReceiptOK
 	})
-	if err := b.sendBack(group, failed); err != nil {
+	if err := errors.Join(b.writeLeases(&waiting), b.sendBack(group, failed)); err != nil {
 		return nil, err
 	}
 	return results, nil

@@ -184,7 +184,7 @@ type Broker struct {
 
 	popsMu sync.Mutex
 	pops   map[popKey]*popState
-	epoch  atomic.Uint64 // lease epochs: unique across restarts (seeded from the clock)
+	epoch  atomic.Uint64 // lease epochs: unique across restarts (seeded from the clock and the lease records)
 	rr     atomic.Uint32 // round-robin queue choice for sends
 
 	// topicGate orders topic deletions against the writers of message
@@ -203,6 +203,7 @@ type Broker struct {
 	// snapshotFrom is the progress-record queue offset the last offsets
 	// snapshot covers: retention keeps the records from there on.
 	snapshotFrom atomic.Int64
+	leases       leaseLogState // the leases snapshot and recovery (lease_log.go)
 	dropped      droppedCounts // unconsumed messages retention took, per key (retention.go)
 	scheduler    *schedule.Scheduler
 
@@ -315,6 +316,9 @@ func (b *Broker) recover(ctx context.Context) error {
 	if err := b.clampOffsets(); err != nil {
 		return err
 	}
+	if err := b.restoreLeases(ctx); err != nil {
+		return err
+	}
 
 	if err := b.replayDLQStatuses(ctx); err != nil {
 		return err
@@ -391,7 +395,12 @@ func (b *Broker) start() {
 	}
 }
 
+// snapshot writes the offsets snapshot and the leases snapshot.
 func (b *Broker) snapshot() error {
+	return errors.Join(b.snapshotOffsets(), b.snapshotLeases())
+}
+
+func (b *Broker) snapshotOffsets() error {
 	b.progressMu.Lock()
 	defer b.progressMu.Unlock()
 	var from int64
@@ -408,7 +417,7 @@ func (b *Broker) snapshot() error {
 	return err
 }
 
-// Close stops the workers, snapshots consumer progress and closes the
+// Close stops the workers, snapshots consumer progress and leases and closes the
 // store. Pending long polls return. It is idempotent.
 func (b *Broker) Close(ctx context.Context) error {
 	b.closeMu.Lock()

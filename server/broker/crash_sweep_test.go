@@ -32,8 +32,12 @@ type brokerFloor struct {
 // pending), its commit or its rollback.
 type brokerTxn struct{ id, body, state string }
 
+// brokerLease is a lease a pull answered with (of an hour: it outlives
+// the test).
+type brokerLease struct{ receipt, body string }
+
 // brokerLabel is what a crash point knows was acknowledged before it.
-type brokerLabel struct{ sends, floors, topics, groups, txns int }
+type brokerLabel struct{ sends, floors, topics, groups, txns, leases int }
 
 type brokerLog struct {
 	mu     sync.Mutex
@@ -42,12 +46,13 @@ type brokerLog struct {
 	topics []string
 	groups []string
 	txns   []brokerTxn
+	leases []brokerLease
 }
 
 func (l *brokerLog) label() any {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return brokerLabel{len(l.sends), len(l.floors), len(l.topics), len(l.groups), len(l.txns)}
+	return brokerLabel{len(l.sends), len(l.floors), len(l.topics), len(l.groups), len(l.txns), len(l.leases)}
 }
 
 // TestBrokerCrashImageSweep runs a broker whose store writes every file
@@ -56,13 +61,14 @@ func (l *brokerLog) label() any {
 // receipt.key, transactions.snapshot) through the recording file system,
 // through topic and group creation, sends, pulls, acks, a nack (a retry
 // through the delay-level scheduler), delayed timers, offset commits,
-// transactions (sent, committed, rolled back, left open) and metadata
-// snapshots, and opens a broker on the crash images of many points of the
-// run. Each must open, serve every acknowledged message by its queue
-// offset and id, know every acknowledged topic and group, never report a
-// committed offset below one the broker acknowledged, and know every
-// acknowledged transaction as it was acknowledged (a committed one's
-// message by its id).
+// transactions (sent, committed, rolled back, left open), leases left
+// running and metadata snapshots, and opens a broker on the crash images
+// of many points of the run. Each must open, serve every acknowledged
+// message by its queue offset and id, know every acknowledged topic and
+// group, never report a committed offset below one the broker
+// acknowledged, know every acknowledged transaction as it was
+// acknowledged (a committed one's message by its id), and keep every lease
+// a pull answered with: not offered again, its receipt ok.
 func TestBrokerCrashImageSweep(t *testing.T) {
 	rounds, every, lim := 8, 1, storagetest.SweepLimits{Points: 80, PerPoint: 8, Seed: 2}
 	if os.Getenv("LONG") != "" {
@@ -194,6 +200,18 @@ func TestBrokerCrashImageSweep(t *testing.T) {
 			}
 		}
 		log.mu.Unlock()
+		// A lease left running: a third group takes one message of the
+		// other topic for an hour.
+		held, err := b.Pull(ctx, broker.PullRequest{Group: "g3", Topic: "audit", MaxMessages: 1, Wait: time.Second, Invisible: time.Hour})
+		if err != nil || len(held) != 1 {
+			t.Fatalf("pull for g3: %v (%d messages)", err, len(held))
+		}
+		log.mu.Lock()
+		if r == 0 {
+			log.groups = append(log.groups, "g3")
+		}
+		log.leases = append(log.leases, brokerLease{held[0].Receipt, string(held[0].Body)})
+		log.mu.Unlock()
 		// An explicit commit for a second group on the other topic.
 		commit := []broker.OffsetCommit{{Topic: "audit", QueueID: int32(r % 2), Offset: int64(r + 1)}}
 		if err := b.CommitOffsets(ctx, "g2", commit); err != nil {
@@ -292,6 +310,32 @@ func checkBrokerImage(t testing.TB, img string, base broker.Options, log *broker
 			m, err := b.GetMessage(ctx, id)
 			if err != nil || string(m.Body) != s.body {
 				t.Fatalf("%s: the message of committed transaction %s lost: %v", name, id, err)
+			}
+		}
+	}
+	if label.leases > 0 {
+		leased := map[string]bool{}
+		var rs []string
+		for _, l := range log.leases[:label.leases] {
+			leased[l.body] = true
+			rs = append(rs, l.receipt)
+		}
+		got, err := b.Pull(ctx, broker.PullRequest{Group: "g3", Topic: "audit", MaxMessages: 32, Invisible: time.Hour})
+		if err != nil {
+			t.Fatalf("%s: pull for g3: %v", name, err)
+		}
+		for _, m := range got {
+			if leased[string(m.Body)] {
+				t.Fatalf("%s: %.16s…, leased for an hour before the crash, delivered again", name, m.Body)
+			}
+		}
+		res, err := b.Ack(ctx, "g3", rs)
+		if err != nil {
+			t.Fatalf("%s: ack for g3: %v", name, err)
+		}
+		for i, r := range res {
+			if r.Status != broker.ReceiptOK {
+				t.Fatalf("%s: the receipt of %.16s…, leased before the crash, answered %s: %s", name, log.leases[i].body, r.Status, r.Error)
 			}
 		}
 	}

@@ -238,8 +238,49 @@ func TestRefusedNackOffersTheMessageAgain(t *testing.T) {
 	require.Contains(t, strings.Join(bd.b.Degraded(), "\n"), "above the system ceiling")
 	disk.set(0.10)
 	start := time.Now()
-	again := bd.pull(t, "g", "t", 1, time.Second, time.Minute)
+	var again []broker.ReceivedMessage
+	require.Eventually(t, func() bool {
+		// A pull records its leases: refused too until the disk is sampled again.
+		again, err = bd.b.Pull(bd.ctx, broker.PullRequest{Group: "g", Topic: "t", MaxMessages: 1, Wait: time.Second, Invisible: time.Minute})
+		if err != nil {
+			require.ErrorIs(t, err, broker.ErrDiskFull)
+		}
+		return err == nil
+	}, 10*time.Second, time.Millisecond)
 	t.Logf("offered again after %v", time.Since(start))
 	require.Len(t, again, 1)
 	require.Equal(t, got[0].Body, again[0].Body, "the message whose nack was refused is offered again")
+}
+
+// TestRefusedPullLeasesNothing: above the system ceiling a pull cannot
+// record its leases, so it is refused (ErrDiskFull) and leases nothing:
+// once there is room again the same messages are offered at once, as
+// first deliveries.
+func TestRefusedPullLeasesNothing(t *testing.T) {
+	t.Parallel()
+	bd, disk, sent := pressureBundle(t, 0.10, 3, nil)
+	disk.set(0.97)
+	want := len(sent)
+	brokertest.Eventually(t, 10*time.Second, func() (bool, string) {
+		_, err := bd.b.Send(bd.ctx, "t", []broker.SendMessage{{Body: []byte("probe")}})
+		if err == nil {
+			want++ // stored before the sampler saw the full disk
+		}
+		return err != nil, "the disk sampler has not seen the full disk"
+	})
+	for range 2 { // refused, and nothing leased behind the error
+		_, err := bd.b.Pull(bd.ctx, broker.PullRequest{Group: "g", Topic: "t", MaxMessages: 8, Invisible: time.Hour})
+		require.ErrorIs(t, err, broker.ErrDiskFull)
+	}
+	var err error
+	disk.set(0.10)
+	var got []broker.ReceivedMessage
+	brokertest.Eventually(t, 10*time.Second, func() (bool, string) {
+		got, err = bd.b.Pull(bd.ctx, broker.PullRequest{Group: "g", Topic: "t", MaxMessages: 8, Invisible: time.Hour})
+		return err == nil, fmt.Sprintf("pull: %v", err)
+	})
+	require.Equal(t, want, len(got), "every message is offered again, none held by a refused pull's lease")
+	for _, m := range got {
+		require.Zero(t, m.ReconsumeTimes)
+	}
 }

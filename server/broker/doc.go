@@ -36,6 +36,21 @@
 //	                      Body: package offset's record encoding
 //	                      (storage/offset/doc.go), generations make replay
 //	                      idempotent.
+//	rmq_sys_LEASE         leases (lease_log.go): one record per pull naming the
+//	                      leases it granted, one per lease change, one per
+//	                      batch of ordered messages failed in place. Body,
+//	                      big-endian:
+//	                        version u8 (1) | count u32 | count × entry
+//	                        entry: groupLen u8 | group | topicLen u8 | topic
+//	                          | queueId i32 (-1: the retry view) | generation u32
+//	                          | at i64 (Unix ms written) | clientLen u8 | client
+//	                          | n u32 | n × (offset i64 | epoch u64
+//	                          | deadline i64 (Unix ms) | failures u16 | state u8)
+//	                      state 1 held until the deadline, 2 an ordered message
+//	                      waiting in place until the deadline, 3 released (a
+//	                      lease changed to 0). Of one offset the newest epoch
+//	                      wins, of one epoch the later record; acks, nacks and
+//	                      expiries end a lease in rmq_sys_OFFSET instead.
 //	rmq_sys_DLQ           dead-letter status changes. Body: JSON
 //	                      {"group","messageId","status","at"}, status dead,
 //	                      resent or discarded.
@@ -113,6 +128,12 @@
 //	offsets.snapshot          package offset's snapshot of consumer progress
 //	                          and the rmq_sys_OFFSET offset it covers; lost,
 //	                          every retained offset record is replayed.
+//	leases.snapshot           the live leases and the rmq_sys_LEASE offset it
+//	                          covers: magic u32 0x4D514C53 ("MQLS") | version
+//	                          u16 (1) | crc u32 (CRC-32C of the rest) |
+//	                          sysOffset i64 | epoch u64 (the epoch counter) |
+//	                          a lease record body holding every live lease;
+//	                          lost, every retained lease record is replayed.
 //	receipt.key               32 random bytes, the HMAC key of receipts; lost,
 //	                          outstanding receipts become invalid (their leases
 //	                          expire and the messages are delivered again).
@@ -150,14 +171,24 @@
 // big-endian, where mac is HMAC-SHA256 under receipt.key of everything
 // before it, truncated to 16 bytes. The epoch increases with every lease
 // granted, so the receipt of an older lease of the same message is stale
-// and refused rather than settling the newer lease.
+// and refused rather than settling the newer lease. The counter starts,
+// at every open, above the clock in nanoseconds and above every epoch in
+// the lease records and snapshot, so it never goes back across restarts.
 //
 // # Durability of a reply
 //
-// Send, ack, nack, lease changes, offset commits, topic and group changes,
-// dead-letter resends, timer operations, transaction commits, rollbacks
-// and handed-out checks answer only after their records are appended
-// (and, in sync flush mode, flushed). Leases themselves are
-// memory only: after a restart every unacknowledged message is delivered
-// again (at-least-once), and old receipts answer "expired".
+// Send, pull, ack, nack, lease changes, offset commits, topic and group
+// changes, dead-letter resends, timer operations, transaction commits,
+// rollbacks and handed-out checks answer only after their records are
+// appended (and, in sync flush mode, flushed; a pull's record is its
+// leases). Leases therefore survive a restart or a crash: a
+// leased message is not delivered to another pull before its lease ends,
+// its receipt still acks ok, and a lease that ends unacknowledged (also
+// one that ran out while the broker was down) takes the retry path. In
+// async mode a crash of the machine can lose the last flush interval of
+// lease records: those messages are delivered again at once
+// (at-least-once). When a pull's lease record cannot be written (disk
+// above the system ceiling, read-only store) the pull fails and its
+// leases are undone. What stays in memory: the attempt history of an
+// ordered message retried in place (its failure count is recorded).
 package broker

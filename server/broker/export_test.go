@@ -27,3 +27,9 @@ func (b *Broker) TxnRecovered() TxnRecovery {
 
 // TxnSnapshotFile is the transaction snapshot's name under <data>/config.
 const TxnSnapshotFile = txnSnapshotFile
+
+// LeaseRecovery is what an open restored of the leases.
+type LeaseRecovery = leaseRecovery
+
+// LeasesRecovered reports what the last open restored.
+func (b *Broker) LeasesRecovered() LeaseRecovery { return b.leases.recovered }

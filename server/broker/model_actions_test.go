@@ -248,19 +248,6 @@ func (m *model) deliver(g int, msg broker.ReceivedMessage, t0, t1 time.Time, inv
 		}
 		m.fail(old)
 		m.sendBacks[g]++
-	case stLimbo:
-		same := kind == e.kind && recon == e.recon
-		succ := kind == retryCopy && recon == e.recon+1 && e.recon < mdlRetryMax
-		if !same && !succ {
-			m.fatal(e, "%v: delivered as %s r%d; want the same copy or its retry", e, kind, recon)
-		}
-		if succ && t1.Before(e.notBefore) {
-			m.fatal(e, "%v: retry delivered %v before lease expiry + delay level", e, e.notBefore.Sub(t1))
-		}
-		if succ {
-			m.sendBacks[g]++
-		}
-		m.stats.limboResolved++
 	case stAcked:
 		m.fatal(e, "%v: delivered again after an ok ack", e)
 	case stDead:
@@ -364,8 +351,11 @@ func (m *model) judgeAck(g int, r *rcpt, st broker.ReceiptStatus, tEnd time.Time
 	switch r.state {
 	case rcHeld:
 		if st == broker.ReceiptOK {
-			if r.gen == m.gen && r.liveAt(tEnd) {
+			if r.liveAt(tEnd) {
 				m.stats.liveOK++
+				if r.gen != m.gen {
+					m.stats.restoredOK++
+				}
 			}
 			r.state = rcAcked
 			m.stats.acked++
@@ -382,8 +372,9 @@ func (m *model) judgeAck(g int, r *rcpt, st broker.ReceiptStatus, tEnd time.Time
 			e.st, e.cur = stAcked, nil
 			return
 		}
-		if r.gen == m.gen && r.liveAt(tEnd) {
-			m.fatal(e, "%v: ack of a live lease (%v left) answered expired", e, r.from.Add(r.inv).Sub(tEnd))
+		if r.liveAt(tEnd) {
+			// Live across restarts too: the lease was restored.
+			m.fatal(e, "%v: ack of a live lease (%v left; issued gen %d, now gen %d) answered expired", e, r.from.Add(r.inv).Sub(tEnd), r.gen, m.gen)
 		}
 		if e.fuzzy {
 			m.fail(r)
@@ -459,8 +450,11 @@ func (m *model) judgeNack(g int, r *rcpt, level int, st broker.ReceiptStatus, tS
 	}
 	switch st {
 	case broker.ReceiptOK:
-		if r.gen == m.gen && r.liveAt(tEnd) {
+		if r.liveAt(tEnd) {
 			m.stats.liveOK++
+			if r.gen != m.gen {
+				m.stats.restoredOK++
+			}
 		}
 		m.stats.nacked++
 		m.fail(r)
@@ -484,8 +478,8 @@ func (m *model) judgeNack(g int, r *rcpt, level int, st broker.ReceiptStatus, tS
 		}
 		e.cur, e.unconfirmed = nil, false
 	case broker.ReceiptExpired:
-		if r.gen == m.gen && r.liveAt(tEnd) {
-			m.fatal(e, "%v: nack of a live lease answered expired", e)
+		if r.liveAt(tEnd) {
+			m.fatal(e, "%v: nack of a live lease (issued gen %d, now gen %d) answered expired", e, r.gen, m.gen)
 		}
 		if e.fuzzy {
 			m.fail(r)

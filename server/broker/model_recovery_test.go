@@ -18,10 +18,15 @@ import (
 	"github.com/mqgate/mqgate/server/broker"
 )
 
-// dropLeases applies a restart: every lease is gone. A lease that was
-// surely live at `at` comes back as the same copy; one that may have
-// expired is in limbo (clean restart) or fuzzy (crash).
-func (m *model) dropLeases(at time.Time, crash bool) {
+// restartLeases applies a restart: leases survive it (lease_log.go). A
+// held lease keeps its receipt and its deadline, so its message is not
+// delivered again before the lease ends, and ends as any lease does (an
+// ok ack, or the retry path once it expires). Only what a crash copy
+// makes open is loosened: a lease that may have expired before the copy
+// may have been sent back with the copy holding part of it (the retry
+// copy without the progress record that ends the lease: two retries), and
+// so may a send-back that was in flight.
+func (m *model) restartLeases(at time.Time, crash bool) {
 	for g := range mdlGroups {
 		for _, e := range m.entriesOf(g) {
 			if e.fuzzy {
@@ -38,30 +43,17 @@ func (m *model) dropLeases(at time.Time, crash bool) {
 				continue
 			}
 			switch {
-			case e.st == stHeld:
-				r := e.cur
-				r.state = rcStale
-				switch {
-				case r.liveAt(at):
-					e.st, e.cur, e.inQueue = stPending, nil, true
-				case crash:
-					m.fail(r)
-					m.makeFuzzy(e, "lease may have expired during the crash copy")
-				default:
-					m.fail(r)
-					e.st, e.cur = stLimbo, nil
-					e.notBefore = r.from.Add(r.inv + levelDelay(3+int(e.recon)))
-				}
+			case crash && e.st == stHeld && !e.cur.liveAt(at):
+				// Its receipt stays held: the lease is restored unless the
+				// send-back ended it, so an ack may still answer ok.
+				m.makeFuzzy(e, "lease may have expired during the crash copy")
 			case crash && e.unconfirmed:
 				m.makeFuzzy(e, "send-back may have been in flight at the crash")
+			case e.st == stHeld:
+				m.stats.heldAcross++
 			}
 			e.unconfirmed = false
 			m.note(e, "restart (crash %v) -> %s", crash, e.st)
-		}
-	}
-	for _, r := range m.rcList {
-		if r.state == rcHeld { // fuzzy entries' leases
-			m.fail(r)
 		}
 	}
 	m.gen++
@@ -80,8 +72,6 @@ func (m *model) retryAtRisk(e *entry, at time.Time) bool {
 		return e.deadRecon >= 1
 	case stPending:
 		return e.kind == retryCopy && (e.inQueue || !at.Before(e.notBefore))
-	case stLimbo:
-		return e.kind == retryCopy || (e.recon < mdlRetryMax && !at.Before(e.notBefore))
 	}
 	return false
 }
@@ -93,7 +83,7 @@ func (m *model) restart(t *rapid.T) {
 	closed := time.Now()
 	m.b = nil
 	m.open(m.dir)
-	m.dropLeases(closed, false)
+	m.restartLeases(closed, false)
 	m.stats.restarts++
 	t.Logf("clean restart (gen %d)", m.gen)
 }
@@ -113,7 +103,7 @@ func (m *model) crashRestart(t *rapid.T) {
 	m.b = nil
 	_ = os.RemoveAll(m.dir)
 	m.open(dst)
-	m.dropLeases(copied, true)
+	m.restartLeases(copied, true)
 	m.epoch++
 	m.stats.crashes++
 	t.Logf("crash restart (gen %d)", m.gen)
@@ -261,13 +251,6 @@ func (m *model) checkDLQ(g int) {
 			}
 			m.fail(e.cur)
 			e.st, e.deadRecon, e.cur = stDead, e.recon, nil
-			e.deadExpected++
-		case stLimbo:
-			if e.recon < mdlRetryMax {
-				m.fatal(e, "%v: dead-lettered with retries left", e)
-			}
-			m.stats.limboResolved++
-			e.st, e.deadRecon = stDead, e.recon
 			e.deadExpected++
 		default:
 			m.fatal(e, "%v: unexpected dead letter (reconsumeTimes %d)", e, d.ReconsumeTimes)

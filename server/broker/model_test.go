@@ -17,9 +17,13 @@ package broker_test
 //     after an offset reset, which replays the topic);
 //   - a pull sees what was sent before it (read-your-writes): a pull that
 //     returns fewer than maxMessages left nothing available behind;
-//   - a lease is exclusive until it expires; a retry is not delivered
-//     before its lease expiry (or nack) plus its delay level;
-//   - receipts: an ack or nack of a live lease is ok, a repeated ack is ok,
+//   - a lease is exclusive until it expires, across clean restarts and
+//     crashes alike (leases are durable: lease_log.go), so a message
+//     leased before a restart is not delivered again before its lease
+//     ends; a retry is not delivered before its lease expiry (or nack)
+//     plus its delay level;
+//   - receipts: an ack or nack of a live lease is ok (also one granted
+//     before a restart), a repeated ack is ok,
 //     an ack or nack of a superseded receipt is expired (an ok is accepted
 //     only for a message acknowledged anyway), a foreign one invalid;
 //   - ReconsumeTimes is fixed per message id and never decreases per
@@ -137,13 +141,12 @@ type entState uint8
 const (
 	stPending entState = iota // owed: a copy (kind, recon) will be delivered
 	stHeld                    // leased under cur
-	stLimbo                   // after a restart of a lease that may have expired: the same copy or its retry (or DLQ)
 	stAcked                   // done: acknowledged
 	stDead                    // done: dead-lettered
 )
 
 func (s entState) String() string {
-	return [...]string{"pending", "held", "limbo", "acked", "dead"}[s]
+	return [...]string{"pending", "held", "acked", "dead"}[s]
 }
 
 // entry is one message as one group sees it.
@@ -251,7 +254,7 @@ type model struct {
 type modelStats struct {
 	steps, sent, delivered, acked, nacked, dead, restarts, crashes, resets, fuzzy, knownBug int
 	// how often the strict checks had something to check
-	staleExpired, liveOK, readYourWrites, retryTimed, limboResolved, drains int
+	staleExpired, liveOK, restoredOK, heldAcross, readYourWrites, retryTimed, drains int
 }
 
 func newModel(rt *rapid.T, root string, tolerate bool) *model {
@@ -392,7 +395,7 @@ func runModel(t *rapid.T, root string, tolerate bool, total *modelStats) {
 		{&total.restarts, &s.restarts}, {&total.crashes, &s.crashes}, {&total.resets, &s.resets},
 		{&total.fuzzy, &s.fuzzy}, {&total.knownBug, &s.knownBug}, {&total.staleExpired, &s.staleExpired},
 		{&total.liveOK, &s.liveOK}, {&total.readYourWrites, &s.readYourWrites}, {&total.retryTimed, &s.retryTimed},
-		{&total.limboResolved, &s.limboResolved}, {&total.drains, &s.drains},
+		{&total.restoredOK, &s.restoredOK}, {&total.heldAcross, &s.heldAcross}, {&total.drains, &s.drains},
 	} {
 		*p[0] += *p[1]
 	}

@@ -59,11 +59,11 @@ func RetryTopic(group string) string { return retryPrefix + group }
 func DLQTopic(group string) string { return dlqPrefix + group }
 
 // bookkeeping reports whether topic holds the broker's own records
-// (progress, registry, dead-letter and timer statuses): never shown as
+// (progress, registry, dead-letter and timer statuses, leases): never shown as
 // messages (a registry record holds push secrets).
 func bookkeeping(topic string) bool {
 	switch topic {
-	case offsetTopic, metaTopic, dlqStatusTopic, timerStatusTopic, txnOpTopic:
+	case offsetTopic, metaTopic, dlqStatusTopic, timerStatusTopic, txnOpTopic, leaseTopic:
 		return true
 	}
 	return false

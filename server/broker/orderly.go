@@ -19,8 +19,12 @@ import (
 // retryMaxTimes failures it goes to the DLQ with its key and queue offset
 // (ORDER_SEQ) recorded. Messages without a key flow as in any group.
 //
-// The in-place retry state lives in memory: after a restart the waiting
-// message is delivered again at once, in order, with its count restarted.
+// Leases and the in-place retry state (when a failed message is due, its
+// failure count) are recorded like every lease (lease_log.go), so a
+// restart keeps the order: a leased or waiting message still holds its key
+// and is offered again when its lease ends or its retry falls due. Only
+// its attempt history before the restart is lost (its dead letter lists
+// the later ones).
 
 // propOrderSeq records a dead-lettered ordered message's queue offset.
 const propOrderSeq = "ORDER_SEQ"
@@ -114,7 +118,7 @@ func (b *Broker) failInPlace(l *lease, v queueView, level int, delay time.Durati
 // retries: its history and failure count travel with it to the DLQ.
 func deadInPlace(v queueView, off int64, l *lease, reason, outcome, client string) sendBack {
 	return sendBack{view: v, offset: off, level: -1, reason: reason, outcome: outcome, client: client,
-		history: l.history, failures: l.failures}
+		history: l.history, failures: l.failures, lease: l}
 }
 
 // offerOrdered re-offers waiting in-place retries that are due and the

@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -104,25 +105,53 @@ func TestOrderlyExpiryAndDLQ(t *testing.T) {
 	require.Equal(t, "fifo", d.OriginalTopic)
 }
 
-// A restart keeps the order: unacknowledged keyed messages come back in
-// queue order, one per key.
+// A restart keeps the order: the leased keyed message keeps its lease and
+// its key (nothing of the key is offered while it runs, its receipt acks
+// ok), and the rest of the key follows in queue order; a lease that ends
+// after the restart is retried in place, still ahead of its key.
 func TestOrderlyRestartKeepsOrder(t *testing.T) {
 	bd := orderlySetup(t, 16)
-	bd.sendKeyed(t, "fifo", "A", "a1", "A", "a2", "A", "a3")
+	bd.sendKeyed(t, "fifo", "A", "a1", "A", "a2", "A", "a3", "B", "b1", "B", "b2")
 	got := bd.pull(t, "o", "fifo", 10, time.Second, time.Minute)
-	require.Equal(t, []string{"a1"}, bodiesOf(got))
+	require.Equal(t, []string{"a1", "b1"}, bodiesOf(got))
 	_, err := bd.b.Ack(bd.ctx, "o", []string{got[0].Receipt})
 	require.NoError(t, err)
-	got = bd.pull(t, "o", "fifo", 10, time.Second, time.Minute)
-	require.Equal(t, []string{"a2"}, bodiesOf(got))
+	a2 := bd.pull(t, "o", "fifo", 10, time.Second, time.Minute)
+	require.Equal(t, []string{"a2"}, bodiesOf(a2))
+	_, err = bd.b.ChangeLease(bd.ctx, "o", []broker.LeaseItem{{Receipt: got[1].Receipt, Invisible: 300 * time.Millisecond}})
+	require.NoError(t, err)
 	bd.restart(t)
+	require.Empty(t, bd.pull(t, "o", "fifo", 10, 100*time.Millisecond, time.Minute), "a2 and b1 still hold their keys")
+	require.Equal(t, []broker.ReceiptStatus{broker.ReceiptOK}, bd.ackStatuses(t, "o", a2[0].Receipt))
 	var order []string
-	for i := 0; i < 2; i++ {
+	for len(order) < 3 {
 		m := bd.pull(t, "o", "fifo", 10, 2*time.Second, time.Minute)
-		require.Len(t, m, 1)
-		order = append(order, string(m[0].Body))
-		_, err := bd.b.Ack(bd.ctx, "o", []string{m[0].Receipt})
+		require.NotEmpty(t, m)
+		for _, msg := range m {
+			order = append(order, fmt.Sprintf("%s/%d", msg.Body, msg.ReconsumeTimes))
+		}
+		_, err := bd.b.Ack(bd.ctx, "o", receipts(m))
 		require.NoError(t, err)
 	}
-	require.Equal(t, []string{"a2", "a3"}, order)
+	// a3 follows a2 at once; b1's lease ends (300 ms) and it is retried in
+	// place (reconsumeTimes 1) before b2.
+	require.Equal(t, []string{"a3/0", "b1/1", "b2/0"}, order)
+}
+
+// An ordered message nacked before a restart waits in place across it:
+// re-offered after its delay level with its failure counted, nothing of
+// its key before it, and the nacked receipt stays stale.
+func TestOrderlyInPlaceRetrySurvivesRestart(t *testing.T) {
+	bd := orderlySetup(t, 16)
+	bd.sendKeyed(t, "fifo", "K", "k1", "K", "k2")
+	got := bd.pull(t, "o", "fifo", 10, time.Second, time.Minute)
+	require.Equal(t, []string{"k1"}, bodiesOf(got))
+	_, err := bd.b.Nack(bd.ctx, "o", []broker.NackItem{{Receipt: got[0].Receipt, DelayLevel: 18, Reason: "later"}}) // 180 ms
+	require.NoError(t, err)
+	bd.restart(t)
+	again := bd.pull(t, "o", "fifo", 10, 2*time.Second, time.Minute)
+	require.Equal(t, []string{"k1"}, bodiesOf(again), "k1 is retried in place, ahead of k2")
+	require.Equal(t, int32(1), again[0].ReconsumeTimes)
+	require.Equal(t, []broker.ReceiptStatus{broker.ReceiptExpired, broker.ReceiptOK}, bd.ackStatuses(t, "o", got[0].Receipt, again[0].Receipt))
+	require.Equal(t, []string{"k2"}, bodiesOf(bd.pull(t, "o", "fifo", 10, time.Second, time.Minute)))
 }

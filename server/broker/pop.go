@@ -17,9 +17,10 @@ import (
 // Pop consumption (RocketMQ 5 POP, SQS, Pub/Sub pull). Per (group, topic)
 // a popState holds, for each queue, a cursor (the next offset never handed
 // out) and the in-flight leases. What was acknowledged lives in the
-// durable progress table (package offset); leases are memory only, so
-// after a restart every unacknowledged message is delivered again — never
-// lost, possibly duplicated, which is at-least-once.
+// durable progress table (package offset); every lease change is also a
+// lease record (lease_log.go), so leases survive a restart: a leased
+// message is not delivered to anyone else before its lease ends, and its
+// receipt still settles it.
 
 // maxPullWait is the longest long poll (RocketMQ's broker suspend limit).
 const maxPullWait = 30 * time.Second
@@ -31,6 +32,7 @@ type popState struct {
 	queues map[int32]*cursor
 	rr     int
 	wake   chan struct{} // closed when a deferred ordered message is freed (orderly.go)
+	notes  leaseNotes    // lease changes to record once the lock is released (lease_log.go)
 }
 
 type cursor struct {
@@ -48,8 +50,12 @@ type lease struct {
 	client   string // who holds the lease (X-Mqgate-Client-Id), for the attempt history
 	// settling: an ack of this lease is being made durable. A repeated ack
 	// answers ok; nothing else may touch the lease meanwhile.
-	settling   bool
-	deliveries int32 // how often this stored message was handed out
+	settling bool
+	// sendingBack: the delivery failed and its retry (or dead-letter) copy
+	// is being written; the lease stays in flight meanwhile, so the same
+	// copy is not offered again, and its receipts are expired.
+	sendingBack bool
+	deliveries  int32 // how often this stored message was handed out
 
 	// Orderly groups (orderly.go): the sharding key the lease holds, and
 	// the in-place retry state of a failed delivery.
@@ -364,6 +370,7 @@ type sendBack struct {
 	// history and failure count here.
 	history  []Attempt
 	failures int32
+	lease    *lease // the failed lease, in flight (sendingBack) until the copy is written
 }
 
 // popOnce leases what is available now: due retries first, then the
@@ -390,6 +397,7 @@ func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max
 		}
 		v := viewOf(group, topic.Name, qid, match, floor).withSQL(sql)
 		got, expiry, expired, qmore, qerr := b.popQueue(ps, v, max-len(out), now, invisible, client)
+		b.noteGrants(ps, v.key, got)
 		out = append(out, got...)
 		more = more || qmore
 		failed = append(failed, expired...)
@@ -401,7 +409,12 @@ func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max
 			break
 		}
 	}
+	notes := ps.takeNotes()
 	ps.mu.Unlock()
+	if lerr := b.writeLeases(notes); lerr != nil {
+		b.grantsFailed(ps, notes)
+		out, err = nil, lerr
+	}
 	if len(failed) > 0 {
 		if serr := b.sendBack(group.Name, failed); serr != nil && err == nil {
 			err = serr
@@ -420,14 +433,15 @@ func (b *Broker) cursor(ps *popState, key offset.Key) *cursor {
 	return c
 }
 
-// takeExpired takes c's expired leases out of flight and returns them for
-// send-back (their retry copy takes over; sendBack marks them done). The
-// caller holds the popState's lock.
+// takeExpired marks c's expired leases as being sent back and returns
+// them for send-back (their retry copy takes over; sendBack marks them
+// done and takes them out of flight). The caller holds the popState's
+// lock.
 func (b *Broker) takeExpired(ps *popState, c *cursor, v queueView, now time.Time) (expired []sendBack, nextExpiry time.Time) {
 	for off, l := range c.inflight {
 		switch {
-		case l.settling, l.waiting:
-			// being acknowledged, or an ordered retry waiting in place
+		case l.settling, l.waiting, l.sendingBack:
+			// being acknowledged or sent back, or an ordered retry waiting in place
 		case b.progress.IsAcked(v.key, off):
 			delete(c.inflight, off)
 			ps.release(c, l.key, off)
@@ -435,13 +449,15 @@ func (b *Broker) takeExpired(ps *popState, c *cursor, v queueView, now time.Time
 			// An ordered message: retried in place, keeping its key.
 			a := newAttempt(now, outcomeExpired, l.client, "lease expired without ack", 0)
 			if b.failInPlace(l, v, 0, 0, now, a) {
-				delete(c.inflight, off)
+				l.sendingBack = true
 				ps.release(c, l.key, off)
 				expired = append(expired, deadInPlace(v, off, l, a.Reason, outcomeExpired, l.client))
+			} else {
+				ps.notes.lease(b, v.key, off, l)
 			}
 		case !now.Before(l.deadline):
-			delete(c.inflight, off)
-			expired = append(expired, sendBack{view: v, offset: off, reason: "lease expired without ack", outcome: outcomeExpired, client: l.client})
+			l.sendingBack = true
+			expired = append(expired, sendBack{view: v, offset: off, reason: "lease expired without ack", outcome: outcomeExpired, client: l.client, lease: l})
 		case nextExpiry.IsZero() || l.deadline.Before(nextExpiry):
 			nextExpiry = l.deadline
 		}

@@ -19,9 +19,9 @@ import (
 //
 //   - Keep: the lowest CommitLog offset of what must never be deleted and
 //     cannot be carried forward — the undelivered entries of every delay
-//     level (from the scheduler's position on), the progress records no
-//     offsets snapshot covers yet and the transaction records the
-//     transaction snapshot does not cover;
+//     level (from the scheduler's position on), the progress and lease
+//     records no offsets or leases snapshot covers yet and the transaction
+//     records the transaction snapshot does not cover;
 //   - Unconsumed: the lowest CommitLog offset some group still needs — per
 //     queue of every topic, the message at the lowest committed offset of
 //     the groups consuming it (all of a topic no group consumes yet: a
@@ -74,6 +74,9 @@ func (p retentionPolicy) Floors(now time.Time) (storage.RetentionFloors, error) 
 		return f, err
 	}
 	if err := low(&f.Keep, txnOpTopic, 0, b.txns.snapOp.Load()); err != nil {
+		return f, err
+	}
+	if err := low(&f.Keep, leaseTopic, 0, b.leases.keepFrom.Load()); err != nil {
 		return f, err
 	}
 	if err := b.expireShortTopics(now); err != nil {

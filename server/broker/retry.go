@@ -48,12 +48,21 @@ func parseAttempts(s string) []Attempt {
 
 // sendBack writes the retry (or dead-letter) copy of every failed delivery
 // plus one progress record acknowledging the originals, in one batch, and
-// then marks the originals done. The caller already took them out of
-// flight.
+// then marks the originals done and takes their leases (marked
+// sendingBack by the caller) out of flight.
 func (b *Broker) sendBack(group string, items []sendBack) error {
 	if len(items) == 0 {
 		return nil
 	}
+	err := b.writeSendBack(group, items)
+	b.sentBack(group, items)
+	if err != nil {
+		b.offerAgain(group, items)
+	}
+	return err
+}
+
+func (b *Broker) writeSendBack(group string, items []sendBack) error {
 	b.topicGate.RLock() // see topicdelete.go
 	defer b.topicGate.RUnlock()
 	cfg, _ := b.registry.group(group)
@@ -80,7 +89,6 @@ func (b *Broker) sendBack(group string, items []sendBack) error {
 		msgs = append(msgs, b.retryCopy(cfg, res.Messages[0], it, now))
 	}
 	if err := b.persist(rec, msgs); err != nil {
-		b.offerAgain(group, items)
 		return err
 	}
 	for _, m := range msgs {
@@ -220,7 +228,11 @@ func (b *Broker) reapExpired() {
 			expired, _ := b.takeExpired(ps, c, b.view(k.group, k.topic, qid, nil), now)
 			failed = append(failed, expired...)
 		}
+		notes := ps.takeNotes()
 		ps.mu.Unlock()
+		if err := b.writeLeases(notes); err != nil {
+			b.log.Error().Err(err).Str("group", k.group).Msg("recording ordered retries failed")
+		}
 		if err := b.sendBack(k.group, failed); err != nil {
 			b.log.Error().Err(err).Str("group", k.group).Msg("sending back expired leases failed")
 		}

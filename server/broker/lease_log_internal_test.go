@@ -1,0 +1,230 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/offset"
+)
+
+func sampleLeaseRecord() leaseRecord {
+	return leaseRecord{Entries: []leaseEntry{
+		{Key: offset.Key{Group: "g", Topic: "t", QueueID: 3}, Generation: 2, At: 1700000000123, Client: "worker-1",
+			Items: []leaseItem{{Offset: 7, Epoch: 1 << 60, Deadline: 1700000060123, State: leaseHeld}, {Offset: 9, Epoch: 5, Deadline: 1, Failures: 2, State: leaseWaiting}}},
+		{Key: offset.Key{Group: "g", Topic: "t", QueueID: retryQueueID}, Items: []leaseItem{{Offset: 0, Epoch: 1, State: leaseReleased}}},
+	}}
+}
+
+func TestLeaseRecordRoundTrip(t *testing.T) {
+	rec := sampleLeaseRecord()
+	b, err := encodeLeaseRecord(rec)
+	require.NoError(t, err)
+	got, err := decodeLeaseRecord(b)
+	require.NoError(t, err)
+	require.Equal(t, rec, got)
+	for n := 0; n < len(b); n++ {
+		_, err := decodeLeaseRecord(b[:n])
+		require.ErrorIs(t, err, errBadLeaseRecord, "a record cut to %d bytes", n)
+	}
+	_, err = decodeLeaseRecord(append(b, 0))
+	require.ErrorIs(t, err, errBadLeaseRecord, "trailing byte")
+
+	snap, err := encodeLeaseSnapshot(42, 99, rec)
+	require.NoError(t, err)
+	off, epoch, srec, err := decodeLeaseSnapshot(snap)
+	require.NoError(t, err)
+	require.Equal(t, int64(42), off)
+	require.Equal(t, uint64(99), epoch)
+	require.Equal(t, rec, srec)
+	snap[len(snap)-1] ^= 1
+	_, _, _, err = decodeLeaseSnapshot(snap)
+	require.ErrorIs(t, err, errBadLeaseRecord, "a flipped bit fails the checksum")
+}
+
+// FuzzLeaseRecord: the decoder of lease records and snapshots (read back
+// from the CommitLog and config/) never panics, and what it accepts
+// encodes back to the same bytes.
+func FuzzLeaseRecord(f *testing.F) {
+	b, _ := encodeLeaseRecord(sampleLeaseRecord())
+	f.Add(b)
+	empty, _ := encodeLeaseRecord(leaseRecord{})
+	f.Add(empty)
+	snap, _ := encodeLeaseSnapshot(1, 2, sampleLeaseRecord())
+	f.Add(snap)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if rec, err := decodeLeaseRecord(data); err == nil {
+			again, err := encodeLeaseRecord(rec)
+			if err != nil || !bytes.Equal(again, data) {
+				t.Fatalf("re-encoding %x gave %x, %v", data, again, err)
+			}
+		}
+		if off, epoch, rec, err := decodeLeaseSnapshot(data); err == nil {
+			again, err := encodeLeaseSnapshot(off, epoch, rec)
+			if err != nil || !bytes.Equal(again, data) {
+				t.Fatalf("re-encoding snapshot %x gave %x, %v", data, again, err)
+			}
+		}
+	})
+}
+
+func TestFoldLeases(t *testing.T) {
+	k := offset.Key{Group: "g", Topic: "t"}
+	live := map[leaseAt]foldedLease{}
+	rec := func(items ...leaseItem) leaseRecord {
+		return leaseRecord{Entries: []leaseEntry{{Key: k, Items: items}}}
+	}
+	require.Equal(t, uint64(5), foldLeases(live, rec(leaseItem{Offset: 1, Epoch: 5, Deadline: 10, State: leaseHeld})))
+	foldLeases(live, rec(leaseItem{Offset: 1, Epoch: 4, Deadline: 99, State: leaseHeld}))
+	require.Equal(t, int64(10), live[leaseAt{k, 1}].item.Deadline, "an older epoch never wins")
+	foldLeases(live, rec(leaseItem{Offset: 1, Epoch: 5, Deadline: 20, State: leaseHeld}))
+	require.Equal(t, int64(20), live[leaseAt{k, 1}].item.Deadline, "of one epoch the later record wins")
+	foldLeases(live, rec(leaseItem{Offset: 1, Epoch: 5, State: leaseReleased}))
+	require.Equal(t, leaseReleased, live[leaseAt{k, 1}].item.State)
+	foldLeases(live, rec(leaseItem{Offset: 1, Epoch: 6, Deadline: 30, State: leaseHeld}))
+	require.Equal(t, leaseHeld, live[leaseAt{k, 1}].item.State, "a newer lease after a release")
+}
+
+func openLeaseBroker(t *testing.T, dir string) *Broker {
+	t.Helper()
+	b, err := Open(context.Background(), Options{
+		DataDir: dir, AutoCreate: true, SnapshotInterval: time.Hour, MaxMessageSize: 64 << 10,
+		Storage: storage.Options{SegmentSize: 1 << 20, RetentionInterval: time.Hour},
+	})
+	require.NoError(t, err)
+	return b
+}
+
+// TestLeaseEpochNeverGoesBack: the epoch counter restarts above every
+// epoch on record, even when the clock it is seeded from is behind them.
+func TestLeaseEpochNeverGoesBack(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b := openLeaseBroker(t, dir)
+	_, err := b.Send(ctx, "ep", []SendMessage{{Body: []byte("a")}, {Body: []byte("b")}})
+	require.NoError(t, err)
+	ahead := uint64(time.Now().Add(1000 * time.Hour).UnixNano()) // as if the clock had been far ahead
+	b.epoch.Store(ahead)
+	got, err := b.Pull(ctx, PullRequest{Group: "g", Topic: "ep", MaxMessages: 1, Wait: time.Second, Invisible: time.Hour})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	r, err := b.receipts.decode(got[0].Receipt)
+	require.NoError(t, err)
+	require.Greater(t, r.Epoch, ahead)
+	require.NoError(t, b.Close(ctx))
+
+	for _, snapshot := range []bool{true, false} {
+		if !snapshot {
+			require.NoError(t, b.store.FS().Remove(b.store.MetaPath(leasesSnapshot)))
+		}
+		b = openLeaseBroker(t, dir)
+		require.GreaterOrEqual(t, b.epoch.Load(), r.Epoch, "snapshot %v", snapshot)
+		more, err := b.Pull(ctx, PullRequest{Group: "g", Topic: "ep", MaxMessages: 1, Wait: time.Second, Invisible: time.Hour})
+		require.NoError(t, err)
+		if len(more) == 1 {
+			r2, err := b.receipts.decode(more[0].Receipt)
+			require.NoError(t, err)
+			require.Greater(t, r2.Epoch, r.Epoch)
+			r = r2
+		}
+		require.NoError(t, b.Close(ctx))
+	}
+}
+
+// TestLeaseSnapshotBoundsReplay: the leases snapshot covers the lease
+// records before it: a restart after a snapshot replays none of them, and
+// retention keeps the lease records no snapshot covers (the Keep floor).
+func TestLeaseSnapshotBoundsReplay(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b := openLeaseBroker(t, dir)
+	msgs := make([]SendMessage, 40)
+	for i := range msgs {
+		msgs[i] = SendMessage{Body: []byte("m")}
+	}
+	_, err := b.Send(ctx, "sb", msgs)
+	require.NoError(t, err)
+	pull := func(n int) {
+		got, err := b.Pull(ctx, PullRequest{Group: "g", Topic: "sb", MaxMessages: n, Wait: time.Second, Invisible: time.Hour})
+		require.NoError(t, err)
+		require.Len(t, got, n)
+	}
+	for i := 0; i < 10; i++ {
+		pull(2) // ten pulls, ten records
+	}
+	require.NoError(t, b.awaitDispatch(ctx))
+	require.Equal(t, int64(10), b.store.MaxOffset(leaseTopic, 0), "one record per pull")
+	p := retentionPolicy{b: b}
+	first, err := b.store.PhysicalOffset(leaseTopic, 0, 0)
+	require.NoError(t, err)
+	f, err := p.Floors(time.Now())
+	require.NoError(t, err)
+	require.LessOrEqual(t, f.Keep, first, "retention keeps the lease records no snapshot covers")
+
+	require.NoError(t, b.snapshot())
+	f, err = p.Floors(time.Now())
+	require.NoError(t, err)
+	require.Equal(t, storage.NoFloor, f.Keep, "covered by the snapshot")
+	pull(3)
+	require.NoError(t, b.awaitDispatch(ctx))
+	eleventh, err := b.store.PhysicalOffset(leaseTopic, 0, 10)
+	require.NoError(t, err)
+	f, err = p.Floors(time.Now())
+	require.NoError(t, err)
+	require.Equal(t, eleventh, f.Keep)
+
+	// A crash now (a copy of the live directory; no snapshot at close):
+	// one record to replay.
+	img := t.TempDir()
+	copyLive(t, dir, img)
+	require.NoError(t, b.Close(ctx))
+	b = openLeaseBroker(t, img)
+	require.Equal(t, leaseRecovery{Records: 1, Leases: 23, FromSnap: 20}, b.leases.recovered)
+	require.NoError(t, b.Close(ctx))
+	b = openLeaseBroker(t, img)
+	require.Equal(t, leaseRecovery{Records: 0, Leases: 23, FromSnap: 23}, b.leases.recovered, "a clean close snapshots")
+	require.NoError(t, b.Close(ctx))
+}
+
+// copyLive copies an idle broker's live directory as a process crash
+// leaves it: config/ first, the CommitLog last.
+func copyLive(t *testing.T, src, dst string) {
+	t.Helper()
+	var rest []string
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if strings.HasPrefix(rel, "config") {
+			copyFile(t, p, filepath.Join(dst, rel))
+		} else {
+			rest = append(rest, rel)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	sort.SliceStable(rest, func(i, j int) bool {
+		return !strings.HasPrefix(rest[i], "commitlog") && strings.HasPrefix(rest[j], "commitlog")
+	})
+	for _, rel := range rest {
+		copyFile(t, filepath.Join(src, rel), filepath.Join(dst, rel))
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Dir(to), 0o700))
+	require.NoError(t, os.WriteFile(to, data, 0o600))
+}
