@@ -135,10 +135,14 @@ func TestConsumeCountBelowBacklogLeavesTheRest(t *testing.T) {
 	res, err := loadgen.Consume(ctx, loadgen.Config{URL: base, Topic: "rest", Group: "g", Count: 100, Consumers: 3, PullBatch: 32, Duration: time.Minute})
 	require.NoError(t, err)
 	require.EqualValues(t, 100, res[0].Acked)
-	require.EqualValues(t, 200, lag(t, base, "g"), "the released messages are still there")
+	// The lag counts from each queue's committed offset, so acks that
+	// arrived out of queue order (the consumers' answers race) leave holes
+	// that count too: at least the 200 unacknowledged messages.
+	require.GreaterOrEqual(t, lag(t, base, "g"), int64(200), "the released messages are still there")
 	res, err = loadgen.Consume(ctx, loadgen.Config{URL: base, Topic: "rest", Group: "g", Count: 200, Consumers: 3, Duration: time.Minute})
 	require.NoError(t, err)
 	require.EqualValues(t, 200, res[0].Acked, "released messages are delivered again at once")
+	require.Zero(t, lag(t, base, "g"), "exactly the 200 released messages were left")
 }
 
 func TestE2EReportsLatencies(t *testing.T) {
