@@ -145,6 +145,7 @@ func TestConsumeCountBelowBacklogLeavesTheRest(t *testing.T) {
 	res, err = loadgen.Consume(ctx, loadgen.Config{URL: base, Topic: "rest", Group: "g", Count: 200, Consumers: 3, Duration: time.Minute})
 	require.NoError(t, err)
 	require.EqualValues(t, 200, res[0].Acked, "released messages are delivered again at once")
+	require.Zero(t, lag(t, base, "g"), "exactly the 200 released messages were left")
 }
 
 func TestE2EReportsLatencies(t *testing.T) {

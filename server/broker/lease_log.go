@@ -385,7 +385,7 @@ func (b *Broker) grantsFailed(ps *popState, n *leaseNotes) {
 		}
 		for _, it := range e.Items {
 			l := c.inflight[it.Offset]
-			if it.State != leaseHeld || l == nil || l.epoch != it.Epoch || l.settling {
+			if it.State != leaseHeld || l == nil || l.epoch != it.Epoch || l.settling || l.sendingBack {
 				continue
 			}
 			if l.key != "" {
