@@ -1,18 +1,13 @@
 package broker_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -181,59 +176,34 @@ func TestTimersKill9(t *testing.T) {
 	dir := t.TempDir()
 	byBody := map[string]*crashTimer{}
 	byID := map[string]*crashTimer{}
-	for round := 1; round <= rounds; round++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestTimerCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), timerCrashEnv+"="+dir, "MQGATE_TIMER_CRASH_ROUND="+strconv.Itoa(round))
-		stdout, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		cmd.Stderr = os.Stderr
-		require.NoError(t, cmd.Start())
-		lines := bufio.NewReader(stdout)
-		first, err := lines.ReadString('\n')
-		require.NoError(t, err)
-		require.Equal(t, "ready\n", first, "the child failed to open the broker")
-		delay := time.Duration(200+rand.IntN(1200)) * time.Millisecond
-		killer := time.AfterFunc(delay, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
-		steps := 0
-		for {
-			line, err := lines.ReadString('\n')
-			if err == io.EOF {
-				break // a partial last line acknowledges nothing
-			}
-			require.NoError(t, err)
-			f := strings.Fields(line)
-			steps++
-			switch f[0] {
-			case "error":
-				t.Fatalf("child: %s", line)
-			case "send":
-				due, _ := strconv.ParseInt(f[2], 10, 64)
-				byBody[f[1]] = &crashTimer{body: f[1], dues: []int64{due}}
-			case "sent":
-				c := byBody[f[1]]
-				c.acked = true
-				byID[f[2]] = c
-			case "cancel":
-				byID[f[1]].unanswered++
-			case "cancelled":
-				c := byID[f[1]]
-				c.cancelled = true
-				c.unanswered--
-			case "cancel-missed": // it was delivered, or in flight: the attempt changed nothing
-				byID[f[1]].unanswered--
-			case "resched":
-				due, _ := strconv.ParseInt(f[2], 10, 64)
-				c := byID[f[1]]
-				c.dues = append(c.dues, due)
-			case "rescheduled":
-				due, _ := strconv.ParseInt(f[2], 10, 64)
-				byID[f[1]].dues = []int64{due}
-			}
+	killRounds(t, "TestTimerCrashChild", timerCrashEnv, "MQGATE_TIMER_CRASH_ROUND", dir, rounds, 200*time.Millisecond, func(line string, f []string) {
+		switch f[0] {
+		case "error":
+			t.Fatalf("child: %s", line)
+		case "send":
+			due, _ := strconv.ParseInt(f[2], 10, 64)
+			byBody[f[1]] = &crashTimer{body: f[1], dues: []int64{due}}
+		case "sent":
+			c := byBody[f[1]]
+			c.acked = true
+			byID[f[2]] = c
+		case "cancel":
+			byID[f[1]].unanswered++
+		case "cancelled":
+			c := byID[f[1]]
+			c.cancelled = true
+			c.unanswered--
+		case "cancel-missed": // it was delivered, or in flight: the attempt changed nothing
+			byID[f[1]].unanswered--
+		case "resched":
+			due, _ := strconv.ParseInt(f[2], 10, 64)
+			c := byID[f[1]]
+			c.dues = append(c.dues, due)
+		case "rescheduled":
+			due, _ := strconv.ParseInt(f[2], 10, 64)
+			byID[f[1]].dues = []int64{due}
 		}
-		killer.Stop()
-		_ = cmd.Wait()
-		t.Logf("round %d: killed after %v, %d steps", round, delay, steps)
-	}
+	})
 
 	bd := &bundle{dir: dir, ctx: context.Background(), b: brokertest.Open(t, timerCrashOptions(dir))}
 	horizon := time.Now().Add(30 * time.Minute)

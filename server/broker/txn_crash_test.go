@@ -1,18 +1,13 @@
 package broker_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -144,56 +139,31 @@ func TestTransactionsKill9(t *testing.T) {
 	dir := t.TempDir()
 	byBody := map[string]*crashTxn{}
 	byID := map[string]*crashTxn{}
-	for round := 1; round <= rounds; round++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestTxnCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), txnCrashEnv+"="+dir, "MQGATE_TXN_CRASH_ROUND="+strconv.Itoa(round))
-		stdout, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		cmd.Stderr = os.Stderr
-		require.NoError(t, cmd.Start())
-		lines := bufio.NewReader(stdout)
-		first, err := lines.ReadString('\n')
-		require.NoError(t, err)
-		require.Equal(t, "ready\n", first, "the child failed to open the broker")
-		delay := time.Duration(300+rand.IntN(1200)) * time.Millisecond
-		killer := time.AfterFunc(delay, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
-		steps := 0
-		for {
-			line, err := lines.ReadString('\n')
-			if err == io.EOF {
-				break // a partial last line acknowledges nothing
-			}
-			require.NoError(t, err)
-			f := strings.Fields(line)
-			steps++
-			switch f[0] {
-			case "error":
-				t.Fatalf("child: %s", line)
-			case "send":
-				byBody[f[1]] = &crashTxn{body: f[1]}
-			case "sent":
-				c := byBody[f[1]]
-				c.id = f[2]
-				byID[f[2]] = c
-			case "commit":
-				byID[f[1]].commit = true
-			case "committed":
-				byID[f[1]].committed = true
-			case "rollback":
-				byID[f[1]].rollback = true
-			case "rolledback":
-				byID[f[1]].rolledBck = true
-			case "checked":
-				n, _ := strconv.Atoi(f[2])
-				if c := byID[f[1]]; c != nil { // else its send was not acknowledged (an earlier round)
-					c.checks = max(c.checks, n)
-				}
+	killRounds(t, "TestTxnCrashChild", txnCrashEnv, "MQGATE_TXN_CRASH_ROUND", dir, rounds, 300*time.Millisecond, func(line string, f []string) {
+		switch f[0] {
+		case "error":
+			t.Fatalf("child: %s", line)
+		case "send":
+			byBody[f[1]] = &crashTxn{body: f[1]}
+		case "sent":
+			c := byBody[f[1]]
+			c.id = f[2]
+			byID[f[2]] = c
+		case "commit":
+			byID[f[1]].commit = true
+		case "committed":
+			byID[f[1]].committed = true
+		case "rollback":
+			byID[f[1]].rollback = true
+		case "rolledback":
+			byID[f[1]].rolledBck = true
+		case "checked":
+			n, _ := strconv.Atoi(f[2])
+			if c := byID[f[1]]; c != nil { // else its send was not acknowledged (an earlier round)
+				c.checks = max(c.checks, n)
 			}
 		}
-		killer.Stop()
-		_ = cmd.Wait()
-		t.Logf("round %d: killed after %v, %d steps", round, delay, steps)
-	}
+	})
 
 	bd := &bundle{dir: dir, ctx: context.Background(), b: brokertest.Open(t, txnCrashOptions(dir))}
 	drain := func() map[string]int {
