@@ -160,9 +160,44 @@ func crashCopy(src, dst string) error {
 		{"timers", nil},
 		{"consumequeue", nil},
 		{"index", nil},
-		{"commitlog", nil},
 	} {
 		if err := copyTree(step.sub, step.filter); err != nil {
+			return err
+		}
+	}
+	return copySegmentsNewestFirst(filepath.Join(src, "commitlog"), filepath.Join(dst, "commitlog"))
+}
+
+// copySegmentsNewestFirst copies the CommitLog's files from the newest
+// segment down. Retention deletes segments oldest first while the copy
+// runs: copied in this order, a segment it deletes meanwhile is missing
+// from the bottom of the copy (as retention could have left it), never
+// from its middle (a hole no crash can leave). The older segments are
+// sealed, so only the newest changes while it is read.
+func copySegmentsNewestFirst(src, dst string) error {
+	entries, err := os.ReadDir(src)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	for i := len(entries) - 1; i >= 0; i-- { // ReadDir sorts by name: numbered names sort by offset
+		e := entries[i]
+		if e.IsDir() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted by retention (or a temp file renamed) meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), data, 0o644); err != nil {
 			return err
 		}
 	}

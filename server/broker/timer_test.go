@@ -107,7 +107,7 @@ func (bd *bundle) rollAndExpire(t *testing.T, timeout time.Duration) {
 func TestTimersSurviveRestartAndRetention(t *testing.T) {
 	opts := retentionOptions(t)
 	bd := &bundle{dir: opts.DataDir, ctx: context.Background(), b: brokertest.Open(t, opts)}
-	due := time.Now().Add(2 * time.Second)
+	due := time.Now().Add(2 * time.Second).Truncate(time.Millisecond) // timers keep milliseconds: "never early" is at that precision
 	r := bd.sendTimer(t, "tr", "survivor", broker.SendMessage{DeliverAt: due})
 	bd.rollAndExpire(t, 10*time.Second)
 	require.NoError(t, bd.b.Close(bd.ctx))
