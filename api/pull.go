@@ -117,43 +117,23 @@ func (h *handler) pull(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, err)
 		return
 	}
-	if req.MaxMessages == 0 {
-		req.MaxMessages = DefaultPullMessages
+	if err := checkPoll(&req.MaxMessages, req.WaitMs); err != nil {
+		WriteError(w, r, err)
+		return
 	}
-	switch {
-	case req.MaxMessages < 1 || req.MaxMessages > MaxPullMessages:
-		WriteError(w, r, invalidArgument("maxMessages %d must be between 1 and %d", req.MaxMessages, MaxPullMessages))
-		return
-	case req.WaitMs < 0 || req.WaitMs > MaxWaitMs:
-		WriteError(w, r, invalidArgument("waitMs %d must be between 0 and %d", req.WaitMs, MaxWaitMs))
-		return
-	case req.InvisibleMs < 0 || req.InvisibleMs > MaxInvisibleMs:
+	if req.InvisibleMs < 0 || req.InvisibleMs > MaxInvisibleMs {
 		WriteError(w, r, invalidArgument("invisibleMs %d must be between 0 and %d", req.InvisibleMs, MaxInvisibleMs))
 		return
 	}
 	wait := time.Duration(req.WaitMs) * time.Millisecond
 
 	if wait > 0 {
-		select {
-		case h.waiters <- struct{}{}:
-			defer func() { <-h.waiters }()
-		default:
-			WriteError(w, r, fmt.Errorf("%w: %d pulls are already waiting", ErrTooManyWaiters, cap(h.waiters)))
-			return
-		}
-		release, err := h.longPoll(r)
+		release, err := h.beginLongPoll(w, r, wait)
 		if err != nil {
 			WriteError(w, r, err)
 			return
 		}
 		defer release()
-		// Let this response outlive the server-wide WriteTimeout (and keep
-		// the read deadline, whose expiry would cancel the request context,
-		// out of the way). Not every ResponseWriter supports deadlines.
-		rc := http.NewResponseController(w)
-		deadline := time.Now().Add(wait + h.deps.WriteTimeout)
-		_ = rc.SetWriteDeadline(deadline)
-		_ = rc.SetReadDeadline(deadline)
 	}
 
 	ctx, cancel := context.WithTimeout(r.Context(), wait+pollGrace)
@@ -207,4 +187,46 @@ func ToMessage(m broker.ReceivedMessage) Message {
 		out.Body, out.BodyEncoding = base64.StdEncoding.EncodeToString(m.Body), encodingBase64
 	}
 	return out
+}
+
+// checkPoll resolves a long poll's maxMessages (0: DefaultPullMessages)
+// and checks it and waitMs against their bounds.
+func checkPoll(maxMessages *int, waitMs int64) error {
+	if *maxMessages == 0 {
+		*maxMessages = DefaultPullMessages
+	}
+	switch {
+	case *maxMessages < 1 || *maxMessages > MaxPullMessages:
+		return invalidArgument("maxMessages %d must be between 1 and %d", *maxMessages, MaxPullMessages)
+	case waitMs < 0 || waitMs > MaxWaitMs:
+		return invalidArgument("waitMs %d must be between 0 and %d", waitMs, MaxWaitMs)
+	}
+	return nil
+}
+
+// beginLongPoll admits a request that waits up to wait: a place among
+// the server's --max-waiters and the account's long polls, and write and
+// read deadlines that let the response outlive the server-wide
+// WriteTimeout (the read deadline's expiry would cancel the request
+// context). Not every ResponseWriter supports deadlines. release gives
+// the places back.
+func (h *handler) beginLongPoll(w http.ResponseWriter, r *http.Request, wait time.Duration) (release func(), err error) {
+	select {
+	case h.waiters <- struct{}{}:
+	default:
+		return nil, fmt.Errorf("%w: %d pulls are already waiting", ErrTooManyWaiters, cap(h.waiters))
+	}
+	done, err := h.longPoll(r)
+	if err != nil {
+		<-h.waiters
+		return nil, err
+	}
+	rc := http.NewResponseController(w)
+	deadline := time.Now().Add(wait + h.deps.WriteTimeout)
+	_ = rc.SetWriteDeadline(deadline)
+	_ = rc.SetReadDeadline(deadline)
+	return func() {
+		done()
+		<-h.waiters
+	}, nil
 }

@@ -214,15 +214,8 @@ func (h *handler) pullTransactionChecks(w http.ResponseWriter, r *http.Request) 
 		WriteError(w, r, err)
 		return
 	}
-	if req.MaxMessages == 0 {
-		req.MaxMessages = DefaultPullMessages
-	}
-	switch {
-	case req.MaxMessages < 1 || req.MaxMessages > MaxPullMessages:
-		WriteError(w, r, invalidArgument("maxMessages %d must be between 1 and %d", req.MaxMessages, MaxPullMessages))
-		return
-	case req.WaitMs < 0 || req.WaitMs > MaxWaitMs:
-		WriteError(w, r, invalidArgument("waitMs %d must be between 0 and %d", req.WaitMs, MaxWaitMs))
+	if err := checkPoll(&req.MaxMessages, req.WaitMs); err != nil {
+		WriteError(w, r, err)
 		return
 	}
 	wait := time.Duration(req.WaitMs) * time.Millisecond
@@ -254,30 +247,6 @@ func (h *handler) pullTransactionChecks(w http.ResponseWriter, r *http.Request) 
 			NextCheckAt: formatTime(c.Transaction.NextCheckAt), Message: ToMessage(c.Message)})
 	}
 	writeJSON(w, r, http.StatusOK, resp)
-}
-
-// beginLongPoll takes a waiter slot of the server and of the account for
-// a pull waiting up to wait, and moves the connection's deadlines past
-// the wait; release gives the slots back.
-func (h *handler) beginLongPoll(w http.ResponseWriter, r *http.Request, wait time.Duration) (release func(), err error) {
-	select {
-	case h.waiters <- struct{}{}:
-	default:
-		return nil, fmt.Errorf("%w: %d pulls are already waiting", ErrTooManyWaiters, cap(h.waiters))
-	}
-	done, err := h.longPoll(r)
-	if err != nil {
-		<-h.waiters
-		return nil, err
-	}
-	rc := http.NewResponseController(w)
-	deadline := time.Now().Add(wait + h.deps.WriteTimeout)
-	_ = rc.SetWriteDeadline(deadline)
-	_ = rc.SetReadDeadline(deadline)
-	return func() {
-		done()
-		<-h.waiters
-	}, nil
 }
 
 // requireTransactionTopic checks, with authentication, that the caller
