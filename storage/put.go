@@ -121,13 +121,29 @@ func (s *Store) PutBatch(ms []*message.Message, res []PutResult) error {
 // PutClass is PutBatch for appends of any class (see Class): the broker's
 // own records use ClassSystem, the copies retention needs ClassReclaim.
 func (s *Store) PutClass(class Class, ms []*message.Message, res []PutResult) error {
-	if len(res) != len(ms) {
-		return fmt.Errorf("%w: %d results for %d messages", ErrInvalidMessage, len(res), len(ms))
-	}
 	if len(ms) == 1 {
+		if len(res) != 1 {
+			return fmt.Errorf("%w: %d results for 1 message", ErrInvalidMessage, len(res))
+		}
 		r, err := s.put(class, ms[0])
 		res[0] = r
 		return err
+	}
+	return s.putBatch(class, ms, res, s.commitLog.AppendBatch)
+}
+
+// PutClassNoWait is PutClass that does not wait for the flush in sync mode
+// (commitlog.AppendBatchNoWait): the records survive a crash of the
+// process once it returns, and a crash of the machine only after the next
+// flush, which it starts. Only for records whose loss repeats work and
+// never loses a message: the broker's lease records.
+func (s *Store) PutClassNoWait(class Class, ms []*message.Message, res []PutResult) error {
+	return s.putBatch(class, ms, res, s.commitLog.AppendBatchNoWait)
+}
+
+func (s *Store) putBatch(class Class, ms []*message.Message, res []PutResult, appendBatch func([]commitlog.Encoder, []commitlog.AppendResult) error) error {
+	if len(res) != len(ms) {
+		return fmt.Errorf("%w: %d results for %d messages", ErrInvalidMessage, len(res), len(ms))
 	}
 	if err := s.checkWritable(class); err != nil {
 		return err
@@ -141,7 +157,7 @@ func (s *Store) PutClass(class Class, ms []*message.Message, res []PutResult) er
 		encs[i] = &putEncoder{store: s, msg: m, size: size}
 	}
 	appended := make([]commitlog.AppendResult, len(ms))
-	if err := s.commitLog.AppendBatch(encs, appended); err != nil {
+	if err := appendBatch(encs, appended); err != nil {
 		return s.mapAppendErr(err)
 	}
 	for i, m := range ms {

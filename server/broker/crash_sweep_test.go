@@ -210,14 +210,17 @@ func TestBrokerCrashImageSweep(t *testing.T) {
 		if r == 0 {
 			log.groups = append(log.groups, "g3")
 		}
-		log.leases = append(log.leases, brokerLease{held[0].Receipt, string(held[0].Body)})
 		log.mu.Unlock()
-		// An explicit commit for a second group on the other topic.
+		// An explicit commit for a second group on the other topic. A
+		// pull does not wait for its lease record's flush, so a crash of
+		// the machine may take the lease back until a reply that waited
+		// for a flush after it: this commit's. Only then is it promised.
 		commit := []broker.OffsetCommit{{Topic: "audit", QueueID: int32(r % 2), Offset: int64(r + 1)}}
 		if err := b.CommitOffsets(ctx, "g2", commit); err != nil {
 			t.Fatal(err)
 		}
 		log.mu.Lock()
+		log.leases = append(log.leases, brokerLease{held[0].Receipt, string(held[0].Body)})
 		if r == 0 {
 			log.groups = append(log.groups, "g2")
 		}

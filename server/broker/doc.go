@@ -177,17 +177,23 @@
 //
 // # Durability of a reply
 //
-// Send, pull, ack, nack, lease changes, offset commits, topic and group
+// Send, ack, nack, lease changes, offset commits, topic and group
 // changes, dead-letter resends, timer operations, transaction commits,
 // rollbacks and handed-out checks answer only after their records are
-// appended (and, in sync flush mode, flushed; a pull's record is its
-// leases). Leases therefore survive a restart or a crash: a
-// leased message is not delivered to another pull before its lease ends,
-// its receipt still acks ok, and a lease that ends unacknowledged (also
-// one that ran out while the broker was down) takes the retry path. In
-// async mode a crash of the machine can lose the last flush interval of
-// lease records: those messages are delivered again at once
-// (at-least-once). When a pull's lease record cannot be written (disk
+// appended (and, in sync flush mode, flushed). A pull answers once its
+// lease record is appended and its flush started, without waiting for
+// that flush (Store.PutClassNoWait): the record is in the page cache, so
+// it survives a crash or kill of the process, and it is on disk a flush
+// later — before any later reply that waited for a flush, an ack of
+// those very leases included. Leases therefore survive a restart or a
+// crash of the process: a leased message is not delivered to another
+// pull before its lease ends, its receipt still acks ok, and a lease that
+// ends unacknowledged (also one that ran out while the broker was down)
+// takes the retry path. A crash of the machine can lose the lease
+// records of the last flush (in async mode, of the last flush interval):
+// those messages are delivered again at once (at-least-once), which is
+// all a lost lease can cost; waiting for the flush would cost every pull
+// one. When a pull's lease record cannot be written (disk
 // above the system ceiling, read-only store) the pull fails and its
 // leases are undone. What stays in memory: the attempt history of an
 // ordered message retried in place (its failure count is recorded).

@@ -355,7 +355,23 @@ func (ps *popState) takeNotes() *leaseNotes {
 
 // writeLeases appends the noted changes as one rmq_sys_LEASE record: in
 // sync flush mode it returns once the record is flushed (group commit).
+// Lease changes and ordered retries in place use it.
 func (b *Broker) writeLeases(n *leaseNotes) error {
+	return b.appendLeases(n, b.store.PutClass)
+}
+
+// writeGrants appends a pull's grants as one rmq_sys_LEASE record without
+// waiting for its flush (Store.PutClassNoWait): once it returns the record
+// outlives a crash of the process, and a crash of the machine once the
+// flush it started lands (a millisecond or so later, and before any later
+// reply that waited for a flush). A grant lost that way only delivers its
+// message again at once, as before leases were records; waiting would
+// cost every pull a flush (ARCHITECTURE.md, pull).
+func (b *Broker) writeGrants(n *leaseNotes) error {
+	return b.appendLeases(n, b.store.PutClassNoWait)
+}
+
+func (b *Broker) appendLeases(n *leaseNotes, put func(storage.Class, []*message.Message, []storage.PutResult) error) error {
 	if n.empty() {
 		return nil
 	}
@@ -365,7 +381,7 @@ func (b *Broker) writeLeases(n *leaseNotes) error {
 	}
 	msgs := []*message.Message{{Topic: leaseTopic, Body: body, BornTimestamp: time.Now().UnixMilli()}}
 	var res [1]storage.PutResult
-	if err := b.store.PutClass(storage.ClassSystem, msgs, res[:]); err != nil {
+	if err := put(storage.ClassSystem, msgs, res[:]); err != nil {
 		return mapStoreErr(err)
 	}
 	return nil

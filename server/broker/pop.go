@@ -411,7 +411,7 @@ func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max
 	}
 	notes := ps.takeNotes()
 	ps.mu.Unlock()
-	if lerr := b.writeLeases(notes); lerr != nil {
+	if lerr := b.writeGrants(notes); lerr != nil {
 		b.grantsFailed(ps, notes)
 		out, err = nil, lerr
 	}

@@ -51,22 +51,56 @@ func (l *Log) place(e Encoder, size int) (AppendResult, error) {
 // es[i]. Sizes are checked before anything is written, so a too-large
 // record fails the batch without writing any of it.
 func (l *Log) AppendBatch(es []Encoder, res []AppendResult) error {
+	end, err := l.appendBatch(es, res)
+	if err != nil || end < 0 {
+		return err
+	}
+	return l.commit(end)
+}
+
+// AppendBatchNoWait is AppendBatch without the wait for the flush: once it
+// returns the records are in the mapping (so they survive a crash of the
+// process, which leaves the page cache to the kernel) and the flusher has
+// been kicked, but a crash of the machine before that flush lands can take
+// them back. It is for records whose loss costs a repeat, never data: the
+// broker's lease records (a lost one only delivers its message again
+// sooner). Any later append that waits for its flush covers these records
+// too, since a flush covers a prefix of the log.
+func (l *Log) AppendBatchNoWait(es []Encoder, res []AppendResult) error {
+	end, err := l.appendBatch(es, res)
+	if err != nil || end < 0 {
+		return err
+	}
+	if l.opts.FlushMode == FlushAsync {
+		l.nudge()
+		return nil
+	}
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// appendBatch checks and places a batch; end is the log offset after its
+// last record, -1 for an empty batch.
+func (l *Log) appendBatch(es []Encoder, res []AppendResult) (end int64, err error) {
 	if len(res) < len(es) {
-		return fmt.Errorf("%w: %d results for %d records", ErrInvalidArgument, len(res), len(es))
+		return -1, fmt.Errorf("%w: %d results for %d records", ErrInvalidArgument, len(res), len(es))
 	}
 	if len(es) == 0 {
-		return nil
+		return -1, nil
 	}
 	for i, e := range es {
 		if _, err := l.frameSize(e.Len()); err != nil {
-			return fmt.Errorf("record %d: %w", i, err)
+			return -1, fmt.Errorf("record %d: %w", i, err)
 		}
 	}
 	if err := l.placeBatch(es, res); err != nil {
-		return err
+		return -1, err
 	}
 	l.stats.appends.Add(int64(len(es)))
-	return l.commit(res[len(es)-1].end())
+	return res[len(es)-1].end(), nil
 }
 
 // placeBatch is place for a batch whose sizes were checked. Every segment

@@ -254,3 +254,70 @@ func TestOpenFailures(t *testing.T) {
 		require.True(t, errors.Is(err, vfs.ErrInjected), err)
 	})
 }
+
+// gateSync is an injector that holds every msync until the gate opens.
+type gateSync struct {
+	gate    chan struct{}
+	entered chan struct{} // one send per msync that reached the gate
+}
+
+func (g *gateSync) MaybeError(op vfs.Op, path string) error {
+	if op == vfs.OpMsync {
+		select {
+		case g.entered <- struct{}{}:
+		default:
+		}
+		<-g.gate
+	}
+	return nil
+}
+
+// TestAppendBatchNoWait: in FlushSync, AppendBatchNoWait returns while the
+// flush it started is still running (the record is readable and Written
+// covers it, Flushed not yet), and that flush then covers it without any
+// other append; an append that waits afterwards covers it too.
+func TestAppendBatchNoWait(t *testing.T) {
+	t.Parallel()
+	g := &gateSync{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
+	opts := testOptions(t, 1<<16, FlushSync)
+	opts.FS = vfs.NewErrorFS(vfs.OS(), g)
+	l := mustOpen(t, opts)
+	t.Cleanup(func() {
+		select {
+		case <-g.gate:
+		default:
+			close(g.gate)
+		}
+	})
+
+	res := make([]AppendResult, 2)
+	require.NoError(t, l.AppendBatchNoWait([]Encoder{bytesPayload([]byte("lease-1")), bytesPayload([]byte("lease-2"))}, res))
+	end := res[1].Offset + int64(res[1].Size)
+	require.Equal(t, end, l.Written())
+	rec, err := l.Read(res[1].Offset, nil)
+	require.NoError(t, err)
+	require.Equal(t, "lease-2", string(rec.Payload), "readable before its flush")
+	select {
+	case <-g.entered: // the kicked flusher is inside msync, held by the gate
+	case <-time.After(10 * time.Second):
+		t.Fatal("AppendBatchNoWait did not start a flush")
+	}
+	require.Less(t, l.Flushed(), end, "the flush is still held")
+
+	// A waiting append placed now is covered by the flush after the held one.
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Append(bytesPayload([]byte("ack")))
+		done <- err
+	}()
+	close(g.gate)
+	require.NoError(t, <-done)
+	require.GreaterOrEqual(t, l.Flushed(), end)
+
+	// With nothing else appended, the kick alone flushes a no-wait batch.
+	require.NoError(t, l.AppendBatchNoWait([]Encoder{bytesPayload([]byte("lease-3"))}, res[:1]))
+	end = res[0].Offset + int64(res[0].Size)
+	require.Eventually(t, func() bool { return l.Flushed() >= end }, 10*time.Second, time.Millisecond)
+	require.NoError(t, l.AppendBatchNoWait(nil, nil), "an empty batch is a no-op")
+	require.ErrorIs(t, l.AppendBatchNoWait([]Encoder{bytesPayload(nil)}, nil), ErrInvalidArgument)
+}
