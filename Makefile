@@ -19,7 +19,7 @@ run:
 ## test: formatting, vet, staticcheck, then every test under the race detector.
 test: lint test-race
 
-lint: fmt-check vet staticcheck docs-check spec-lint spec-breaking
+lint: fmt-check vet staticcheck docs-check spec-lint spec-breaking clients-ts-check
 
 ## docs: regenerate the OpenAPI spec (swag -> Swagger 2.0 -> OpenAPI 3). Never hand-edit docs/.
 docs:
@@ -45,6 +45,21 @@ spec-lint:
 ## the last release tag or main that docs/BREAKING-ALLOWED does not list.
 spec-breaking:
 	@OASDIFF="$(OASDIFF)" $(SPEC_TOOLS)/breaking.sh
+
+## clients-ts: regenerate clients/ts/src/schema.ts from docs/openapi.json with the
+## openapi-typescript pinned in clients/ts/package-lock.json (npm ci from the registry,
+## or its cache). clients-ts-check (in lint): fail when the committed file is stale,
+## and typecheck the package and its tests with the pinned tsc.
+.PHONY: clients-ts clients-ts-check
+TS_CLIENT     := clients/ts
+clients-ts:
+	@command -v npm >/dev/null || { echo "clients-ts needs node and npm"; exit 1; }
+	@cd $(TS_CLIENT) && npm ci --prefer-offline --ignore-scripts --no-audit --no-fund --loglevel=error
+	cd $(TS_CLIENT) && npm run --silent generate
+
+clients-ts-check: clients-ts
+	@git diff --exit-code -- $(TS_CLIENT)/src/schema.ts || { echo "$(TS_CLIENT)/src/schema.ts is stale: run 'make clients-ts' and commit"; exit 1; }
+	cd $(TS_CLIENT) && npm run --silent typecheck
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
