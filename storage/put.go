@@ -135,7 +135,8 @@ func (s *Store) PutClass(class Class, ms []*message.Message, res []PutResult) er
 // PutClassNoWait is PutClass that does not wait for the flush in sync mode
 // (commitlog.AppendBatchNoWait): the records survive a crash of the
 // process once it returns, and a crash of the machine only after the next
-// flush, which it starts. Only for records whose loss repeats work and
+// flush, the next waiting append's or at the latest
+// commitlog.LazyFlushDelay later. Only for records whose loss repeats work and
 // never loses a message: the broker's lease records.
 func (s *Store) PutClassNoWait(class Class, ms []*message.Message, res []PutResult) error {
 	return s.putBatch(class, ms, res, s.commitLog.AppendBatchNoWait)

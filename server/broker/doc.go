@@ -181,10 +181,11 @@
 // changes, dead-letter resends, timer operations, transaction commits,
 // rollbacks and handed-out checks answer only after their records are
 // appended (and, in sync flush mode, flushed). A pull answers once its
-// lease record is appended and its flush started, without waiting for
-// that flush (Store.PutClassNoWait): the record is in the page cache, so
-// it survives a crash or kill of the process, and it is on disk a flush
-// later — before any later reply that waited for a flush, an ack of
+// lease record is appended, without waiting for its flush
+// (Store.PutClassNoWait): the record is in the page cache, so it survives
+// a crash or kill of the process, and it is on disk with the next flush —
+// the next ack's or send's, at the latest commitlog.LazyFlushDelay (10 ms)
+// later, and before any later reply that waited for a flush, an ack of
 // those very leases included. Leases therefore survive a restart or a
 // crash of the process: a leased message is not delivered to another
 // pull before its lease ends, its receipt still acks ok, and a lease that

@@ -363,8 +363,9 @@ func (b *Broker) writeLeases(n *leaseNotes) error {
 // writeGrants appends a pull's grants as one rmq_sys_LEASE record without
 // waiting for its flush (Store.PutClassNoWait): once it returns the record
 // outlives a crash of the process, and a crash of the machine once the
-// flush it started lands (a millisecond or so later, and before any later
-// reply that waited for a flush). A grant lost that way only delivers its
+// next flush lands (the next ack's or send's, at the latest
+// commitlog.LazyFlushDelay later; always before any later reply that
+// waited for a flush). A grant lost that way only delivers its
 // message again at once, as before leases were records; waiting would
 // cost every pull a flush (ARCHITECTURE.md, pull).
 func (b *Broker) writeGrants(n *leaseNotes) error {

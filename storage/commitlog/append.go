@@ -60,9 +60,9 @@ func (l *Log) AppendBatch(es []Encoder, res []AppendResult) error {
 
 // AppendBatchNoWait is AppendBatch without the wait for the flush: once it
 // returns the records are in the mapping (so they survive a crash of the
-// process, which leaves the page cache to the kernel) and the flusher has
-// been kicked, but a crash of the machine before that flush lands can take
-// them back. It is for records whose loss costs a repeat, never data: the
+// process, which leaves the page cache to the kernel), but a crash of the
+// machine before the next flush — the next waiting append's, or at the
+// latest LazyFlushDelay later — can take them back. It is for records whose loss costs a repeat, never data: the
 // broker's lease records (a lost one only delivers its message again
 // sooner). Any later append that waits for its flush covers these records
 // too, since a flush covers a prefix of the log.
@@ -76,7 +76,7 @@ func (l *Log) AppendBatchNoWait(es []Encoder, res []AppendResult) error {
 		return nil
 	}
 	select {
-	case l.kick <- struct{}{}:
+	case l.lazy <- struct{}{}:
 	default:
 	}
 	return nil

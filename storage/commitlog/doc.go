@@ -67,7 +67,11 @@
 // written into the mapping, the CRC is computed over the mapped bytes, and
 // Written advances. FlushSync: a flusher goroutine msyncs [Flushed, Written)
 // of the segments involved and wakes every appender whose frame ends at or
-// below the new Flushed (group commit). FlushAsync: the flusher runs every
+// below the new Flushed (group commit). AppendBatchNoWait places its frames
+// the same way but does not wait: they ride on the next flush, and arm one
+// LazyFlushDelay later in case no waiting append comes (for records whose
+// loss in a machine crash repeats work and loses nothing, such as the
+// broker's lease records). FlushAsync: the flusher runs every
 // FlushInterval; the loss window after a crash is one interval. A failed
 // msync kills the write path for good (fsyncgate): waiting and later
 // appends get ErrReadOnly and Err reports the cause.

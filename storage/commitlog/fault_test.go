@@ -272,10 +272,11 @@ func (g *gateSync) MaybeError(op vfs.Op, path string) error {
 	return nil
 }
 
-// TestAppendBatchNoWait: in FlushSync, AppendBatchNoWait returns while the
-// flush it started is still running (the record is readable and Written
-// covers it, Flushed not yet), and that flush then covers it without any
-// other append; an append that waits afterwards covers it too.
+// TestAppendBatchNoWait: in FlushSync, AppendBatchNoWait returns before
+// its flush (the record is readable and Written covers it, Flushed not
+// yet, while the lazy flush it armed is held in msync), and that flush
+// then covers it without any other append; an append that waits
+// afterwards covers it too.
 func TestAppendBatchNoWait(t *testing.T) {
 	t.Parallel()
 	g := &gateSync{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
@@ -300,7 +301,7 @@ func TestAppendBatchNoWait(t *testing.T) {
 	select {
 	case <-g.entered: // the kicked flusher is inside msync, held by the gate
 	case <-time.After(10 * time.Second):
-		t.Fatal("AppendBatchNoWait did not start a flush")
+		t.Fatal("AppendBatchNoWait did not lead to a flush")
 	}
 	require.Less(t, l.Flushed(), end, "the flush is still held")
 
@@ -314,7 +315,7 @@ func TestAppendBatchNoWait(t *testing.T) {
 	require.NoError(t, <-done)
 	require.GreaterOrEqual(t, l.Flushed(), end)
 
-	// With nothing else appended, the kick alone flushes a no-wait batch.
+	// With nothing else appended, the lazy flush alone covers a no-wait batch.
 	require.NoError(t, l.AppendBatchNoWait([]Encoder{bytesPayload([]byte("lease-3"))}, res[:1]))
 	end = res[0].Offset + int64(res[0].Size)
 	require.Eventually(t, func() bool { return l.Flushed() >= end }, 10*time.Second, time.Millisecond)

@@ -6,9 +6,17 @@ import (
 	"time"
 )
 
+// LazyFlushDelay bounds how long a record appended without waiting
+// (AppendBatchNoWait) stays unflushed in FlushSync when no waiting
+// append flushes it first. Under load a waiting append (an ack, a send)
+// comes sooner and covers it, so no-wait records add no flush of their
+// own; when they come alone, one flush covers all of this window's.
+const LazyFlushDelay = 10 * time.Millisecond
+
 // runFlusher is the flusher goroutine. FlushSync: it flushes whenever an
 // appender kicks it; appenders that arrive during a flush are covered by
-// the next one (group commit). FlushAsync: it flushes every FlushInterval.
+// the next one (group commit); a no-wait append arms a flush within
+// LazyFlushDelay. FlushAsync: it flushes every FlushInterval.
 func (l *Log) runFlusher(ctx context.Context) {
 	var tick <-chan time.Time
 	if l.opts.FlushMode == FlushAsync {
@@ -16,10 +24,22 @@ func (l *Log) runFlusher(ctx context.Context) {
 		defer t.Stop()
 		tick = t.C
 	}
+	lazyTimer := time.NewTimer(LazyFlushDelay)
+	lazyTimer.Stop()
+	defer lazyTimer.Stop()
+	armed := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-l.lazy:
+			if !armed {
+				armed = true
+				lazyTimer.Reset(LazyFlushDelay)
+			}
+			continue
+		case <-lazyTimer.C:
+			armed = false
 		case <-l.kick:
 		case <-tick:
 		}

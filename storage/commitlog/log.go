@@ -119,6 +119,7 @@ type Log struct {
 	waitDone  bool // guarded by flushMu: Close has done its final flush
 	failure   atomic.Pointer[failure]
 	kick      chan struct{} // cap 1: appenders wake the flusher
+	lazy      chan struct{} // cap 1: a no-wait append wants a flush within LazyFlushDelay
 	notify    chan struct{} // cap 1: see Notify
 
 	alloc *allocator
@@ -147,6 +148,7 @@ func Open(opts Options) (*Log, error) {
 		fs:     opts.FS,
 		log:    opts.Logger.With().Str("component", "commitlog").Logger(),
 		kick:   make(chan struct{}, 1),
+		lazy:   make(chan struct{}, 1),
 		notify: make(chan struct{}, 1),
 	}
 	l.flushCond.L = &l.flushMu
