@@ -119,7 +119,10 @@
 //	                      13 pushed. leaseNext and offsetNext (-1: not said)
 //	                      are the rmq_sys_LEASE and rmq_sys_OFFSET queue
 //	                      offsets the follower's events are complete up to:
-//	                      it resumes there at open.
+//	                      it resumes there at open. Without such a record
+//	                      (a new store, tracing turned on for the first
+//	                      time) it starts at the queues' ends and appends a
+//	                      record without events that says so.
 //	SCHEDULE_TOPIC_XXXX   delay-level messages and retries waiting on the
 //	                      ladder (queue = level - 1), RocketMQ's layout, moved
 //	                      to their real topic when due (package schedule).

@@ -25,8 +25,9 @@ import (
 // the store indexes, and says up to which offsets of the two queues it
 // covers; at open the follower resumes from the last record's offsets, so
 // what was durable before a crash is traced after it (the events of a
-// record written twice are deduplicated by the query). The send, pull and
-// ack paths do nothing for it.
+// record written twice are deduplicated by the query). Tracing turned on
+// for the first time starts at the queues' ends (openTrace). The send,
+// pull and ack paths do nothing for it.
 //
 // Trace records are appended as ClassSend: above the send ceiling the
 // follower waits (with backoff) rather than take the system headroom.
@@ -43,9 +44,11 @@ const (
 	traceFollowInterval = 100 * time.Millisecond
 	// traceFollowBatch is how many records of each queue one pass reads.
 	traceFollowBatch = 256
-	// traceRecordItems and traceRecordKeys bound one trace record.
+	// traceRecordItems, traceRecordKeys and traceRecordBytes (its
+	// strings, about) bound one trace record.
 	traceRecordItems = 2048
 	traceRecordKeys  = 512
+	traceRecordBytes = 32 << 10
 	// traceMaxPending bounds the push outcomes waiting for a pass.
 	traceMaxPending = 1 << 16
 	// traceResumeScan is how many trace records open looks back for the
@@ -131,14 +134,16 @@ func (b *Broker) TracePushed(group, receipt string, status int, result string) {
 }
 
 // openTrace finds where the follower resumes: the offsets the newest
-// trace record that names them covers (from the start of both queues
-// when none does).
+// trace record that names them covers; without one (a new store, or one
+// of a version before the trace), the ends of both queues — what was
+// consumed before is not traced.
 func (b *Broker) openTrace() error {
 	t := &b.trace
 	t.off = b.opts.NoMessageTrace
 	t.kick, t.note = make(chan struct{}, 1), make(chan struct{}, 1)
 	t.changed = make(chan struct{})
 	t.leaseDone, t.offsetDone = -1, -1
+	t.leaseNext, t.offsetNext = b.store.MaxOffset(leaseTopic, 0), b.store.MaxOffset(offsetTopic, 0)
 	min, top := b.store.MinOffset(traceTopic, 0), b.store.MaxOffset(traceTopic, 0)
 	for off := top - 1; off >= min && off >= top-traceResumeScan; off-- {
 		res, err := b.store.ReadQueue(traceTopic, 0, off, 1, nil)
@@ -153,7 +158,16 @@ func (b *Broker) openTrace() error {
 			continue
 		}
 		t.leaseNext, t.offsetNext = rec.LeaseNext, rec.OffsetNext
-		break
+		return nil
+	}
+	if t.off {
+		return nil
+	}
+	// Mark where tracing starts, so that a crash before the first events
+	// are written does not move the start past them.
+	mark := traceMessage(traceRecord{LeaseNext: t.leaseNext, OffsetNext: t.offsetNext}, nil, time.Now().UnixMilli())
+	if err := b.store.PutClass(storage.ClassSend, []*message.Message{mark}, make([]storage.PutResult, 1)); err != nil {
+		b.log.Warn().Err(err).Msg("message trace: could not mark where tracing starts; it starts at the next record")
 	}
 	return nil
 }
@@ -310,7 +324,13 @@ func (b *Broker) followTrace() (more bool, err error) {
 		}
 	}
 	if len(items) > 0 {
-		if err := b.appendTrace(items, leaseFrom, offsetFrom, leaseNext, offsetNext, storage.ClassSend); err != nil {
+		err := b.appendTrace(items, leaseFrom, offsetFrom, leaseNext, offsetNext, storage.ClassSend)
+		if errors.Is(err, storage.ErrMessageTooLarge) || errors.Is(err, storage.ErrInvalidMessage) {
+			// Never written, whatever the retries: pass over the batch.
+			b.log.Error().Err(err).Int("events", len(items)).Msg("message trace: a batch of events cannot be stored; passed over")
+			err = nil
+		}
+		if err != nil {
 			t.mu.Lock()
 			t.pending = append(pushes, t.pending...) // tried again with the next pass
 			if over := len(t.pending) - traceMaxPending; over > 0 {
@@ -381,20 +401,38 @@ func (b *Broker) traceCopy(key offset.Key, off int64) (int64, bool) {
 	return phys, true
 }
 
-// appendTrace appends items as trace records, each at most
-// traceRecordItems items about at most traceRecordKeys copies. Every
-// record but the last says the offsets the pass started from; the last,
-// the offsets it reached (a crash that keeps only some of the batch makes
-// the next open trace the whole pass again).
+// appendTrace appends items as trace records (traceMessages).
 func (b *Broker) appendTrace(items []traceItem, leaseFrom, offsetFrom, leaseTo, offsetTo int64, class storage.Class) error {
+	msgs := traceMessages(items, leaseFrom, offsetFrom, leaseTo, offsetTo, "", time.Now().UnixMilli())
+	if err := b.store.PutClass(class, msgs, make([]storage.PutResult, len(msgs))); err != nil {
+		return mapStoreErr(err)
+	}
+	b.trace.records.Add(uint64(len(msgs)))
+	b.trace.events.Add(uint64(len(items)))
+	return nil
+}
+
+// traceMessages splits items into trace records of at most
+// traceRecordItems items, traceRecordBytes of strings and traceRecordKeys
+// copies, keyed by their copies, or all by life when it is set. Every
+// record but the last says the offsets the pass started from; the last,
+// the offsets it reached (a crash that keeps only some of a batch makes
+// the next open trace the whole pass again).
+func traceMessages(items []traceItem, leaseFrom, offsetFrom, leaseTo, offsetTo int64, life string, now int64) []*message.Message {
 	var msgs []*message.Message
-	now := time.Now().UnixMilli()
-	total := len(items)
 	for len(items) > 0 {
 		keys := map[string]bool{}
-		n := 0
+		if life != "" {
+			keys[life] = true
+		}
+		n, size := 0, 0
 		for n < len(items) && n < traceRecordItems {
-			if it := items[n]; it.Copy >= 0 {
+			it := &items[n]
+			size += 32 + len(it.Group) + len(it.Client) + len(it.Text) + len(it.Topic) + len(it.MessageID) + len(it.RelatedID)
+			if n > 0 && size > traceRecordBytes {
+				break
+			}
+			if it.Copy >= 0 && life == "" {
 				k := traceCopyKey(it.Copy)
 				if !keys[k] && len(keys) == traceRecordKeys {
 					break
@@ -410,12 +448,7 @@ func (b *Broker) appendTrace(items []traceItem, leaseFrom, offsetFrom, leaseTo, 
 		}
 		msgs = append(msgs, traceMessage(rec, sortedKeys(keys), now))
 	}
-	if err := b.store.PutClass(class, msgs, make([]storage.PutResult, len(msgs))); err != nil {
-		return mapStoreErr(err)
-	}
-	b.trace.records.Add(uint64(len(msgs)))
-	b.trace.events.Add(uint64(total))
-	return nil
+	return msgs
 }
 
 func sortedKeys(set map[string]bool) []string {
@@ -500,9 +533,10 @@ func (b *Broker) carryTraces() error {
 		}
 		for i := range items {
 			items[i].Copy = -1 // the copies they name may be gone; their ids stay
+			items[i].Text = traceText(items[i].Text)
 		}
-		msgs = append(msgs, traceMessage(traceRecord{LeaseNext: -1, OffsetNext: -1, Items: items}, []string{traceLifeKey(life.origin)}, now))
-		if len(msgs) == 64 {
+		msgs = append(msgs, traceMessages(items, -1, -1, -1, -1, traceLifeKey(life.origin), now)...)
+		if len(msgs) >= 64 {
 			if err := flush(); err != nil {
 				return err
 			}

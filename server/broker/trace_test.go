@@ -184,3 +184,35 @@ func TestTraceOff(t *testing.T) {
 	require.False(t, st.Enabled)
 	require.Zero(t, st.Events)
 }
+
+// Tracing turned on for the first time starts there: what was delivered
+// before is not traced, what comes after is, also after a restart.
+func TestTraceTurnedOnLater(t *testing.T) {
+	dir := t.TempDir()
+	b := brokertest.MustOpen(t, dir, func(o *broker.Options) { o.NoMessageTrace = true })
+	bd := &bundle{dir: dir, ctx: context.Background(), b: b}
+	sent := bd.send(t, "late", "a", "b")
+	got := bd.pull(t, "g", "late", 1, time.Second, time.Minute)
+	require.Len(t, got, 1)
+	_, err := b.Ack(bd.ctx, "g", []string{got[0].Receipt})
+	require.NoError(t, err)
+	require.NoError(t, b.Close(bd.ctx))
+
+	bd.b = brokertest.MustOpen(t, dir)
+	first, second := sent[0].MessageID, sent[1].MessageID
+	if got[0].MessageID == second {
+		first, second = second, first
+	}
+	tr := bd.trace(t, first)
+	require.False(t, tr.Partial)
+	require.Equal(t, []string{"stored"}, traceTypes(tr), "delivered and acked before tracing was on")
+	more := bd.pull(t, "g", "late", 1, time.Second, time.Minute)
+	require.Len(t, more, 1)
+	require.Equal(t, second, more[0].MessageID)
+	_, err = bd.b.Ack(bd.ctx, "g", []string{more[0].Receipt})
+	require.NoError(t, err)
+	require.Equal(t, []string{"stored", "delivered", "acked"}, traceTypes(bd.trace(t, second)))
+	bd.restart(t)
+	require.Equal(t, []string{"stored", "delivered", "acked"}, traceTypes(bd.trace(t, second)))
+	require.Equal(t, []string{"stored"}, traceTypes(bd.trace(t, first)))
+}
