@@ -577,7 +577,10 @@ func dedupeTrace(items []traceItem) []traceItem {
 		case traceNacked, traceExpired:
 			k.client = it.Client
 		case traceRetried:
-			k.n, k.epoch, k.id = int64(it.Reconsume)+it.Count<<32, it.Epoch, map[bool]string{true: it.MessageID}[it.InPlace]
+			k.n, k.epoch = int64(it.Reconsume)+it.Count<<32, it.Epoch
+			if it.InPlace {
+				k.id = it.MessageID // a copy retried in place stays itself
+			}
 		case traceDeadLettered, traceDiscarded:
 			k.rel = it.RelatedID
 		default:
