@@ -127,6 +127,7 @@ type Broker interface {
 	DeadLetters
 	Timers
 	Transactions
+	Tracer
 }
 
 // Limits and defaults of the transport. MaxWaitMs and MaxPullMessages are
@@ -253,5 +254,6 @@ func NewHandler(d Deps) http.Handler {
 	h.registerDLQRoutes(r)
 	h.registerTimerRoutes(r)
 	h.registerTransactionRoutes(r)
+	h.registerTraceRoutes(r)
 	return r
 }

@@ -288,6 +288,22 @@ func (f *fakeBroker) GetMessage(ctx context.Context, id string) (broker.Received
 	return m, nil
 }
 
+func (f *fakeBroker) Trace(ctx context.Context, id string) (broker.MessageTrace, error) {
+	if err := f.check(); err != nil {
+		return broker.MessageTrace{}, err
+	}
+	f.record(id)
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	return broker.MessageTrace{MessageID: id, OriginMessageID: id, Events: []broker.TraceEvent{
+		{Type: broker.TraceStored, At: at, MessageID: id, Topic: "orders", QueueID: 1, QueueOffset: 7, HasPosition: true},
+		{Type: broker.TraceDelivered, At: at.Add(time.Millisecond), MessageID: id, Group: "g", ClientID: "w1", Epoch: 1 << 60, Attempt: 1, LeaseUntil: at.Add(time.Minute)},
+		{Type: broker.TraceNacked, At: at.Add(2 * time.Millisecond), MessageID: id, Group: "g", Reason: "busy", DelayLevel: 0, HasDelayLevel: true},
+		{Type: broker.TraceRetried, At: at.Add(3 * time.Millisecond), MessageID: id, Group: "g", DueAt: at.Add(time.Second), RetryMessageID: id, ReconsumeTimes: 1},
+		{Type: broker.TracePushed, At: at.Add(4 * time.Millisecond), MessageID: id, Group: "g", HTTPStatus: 200, Result: "ok"},
+		{Type: broker.TraceDropped, At: at.Add(5 * time.Millisecond), Count: 3},
+	}, DroppedEvents: 3}, nil
+}
+
 func (f *fakeBroker) QueryByKey(ctx context.Context, topic, key string, max int) ([]broker.ReceivedMessage, error) {
 	if err := f.check(); err != nil {
 		return nil, err

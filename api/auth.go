@@ -115,6 +115,7 @@ var routeRules = map[string]routeRule{
 	"POST /groups/{group}/dlq/resend":        adminOnly,
 	"GET /messages":                          adminOnly,
 	"GET /messages/{messageId}":              adminOnly,
+	"GET /messages/{messageId}/trace":        adminOnly,
 	"GET /broker/status":                     adminOnly,
 	"GET /timers":                            adminOnly,
 	"GET /timers/{id}":                       adminOnly,

@@ -1450,6 +1450,61 @@ const docTemplate = `{
                 }
             }
         },
+        "/messages/{messageId}/trace": {
+            "get": {
+                "description": "The life of a message across its copies, oldest event first: stored, delivered, acked, nacked, lease-expired, released, retried, dead-lettered, resent, discarded, transaction-committed or -rolled-back, pushed. Any id of the message finds it: its own, a retry's, a dead letter's, a resend's, a delayed send's delivery, a transaction's. Deliveries, acks and push outcomes come from records a background follower indexes; the call waits up to two seconds for it to catch up (partial says when it did not).",
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "messages"
+                ],
+                "summary": "Trace a message",
+                "operationId": "getMessageTrace",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "32-hex-character message id",
+                        "name": "messageId",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/MessageTrace"
+                        }
+                    },
+                    "400": {
+                        "description": "invalid-argument",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "message-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
         "/producer-groups/{producerGroup}/transactions/pull": {
             "post": {
                 "description": "RocketMQ's check-back, pulled: the unresolved transactions of the producer group whose check is due (the first checkAfterMs after the send, each later one max(checkAfterMs, --transaction-check-interval) after the previous), up to maxMessages. Answer each with a commit or a rollback. Every check handed out counts (checkTimes); a transaction whose --transaction-max-checks checks all went unanswered is rolled back (reason max-checks) when the next would fall due.\nWhen no check is due the call waits up to waitMs (at most 30000) and returns as soon as one falls due; it answers 200 with an empty list when the wait runs out or the server shuts down. A producer needs no port of its own.\nWith authentication it needs PUB on the producer group (a group of the ACL file).",
@@ -3382,6 +3437,50 @@ const docTemplate = `{
                 }
             }
         },
+        "MessageTrace": {
+            "type": "object",
+            "required": [
+                "droppedEvents",
+                "events",
+                "messageId",
+                "originMessageId",
+                "partial",
+                "truncated"
+            ],
+            "properties": {
+                "droppedEvents": {
+                    "description": "DroppedEvents counts the events the bound left out (at least that many when truncated).",
+                    "type": "integer",
+                    "example": 0
+                },
+                "events": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/TraceEvent"
+                    }
+                },
+                "messageId": {
+                    "description": "MessageID is the id asked for.",
+                    "type": "string",
+                    "example": "7F00000100001F900000000000000530"
+                },
+                "originMessageId": {
+                    "description": "OriginMessageID is the id of the message's life: the one its copies carry as originMessageId.",
+                    "type": "string",
+                    "example": "7F00000100001F9000000000000004D2"
+                },
+                "partial": {
+                    "description": "Partial: deliveries, acks and push outcomes may be missing (tracing is off, --message-trace=false, or\nthe trace follower had not caught up within two seconds).",
+                    "type": "boolean",
+                    "example": false
+                },
+                "truncated": {
+                    "description": "Truncated: the message has more copies or trace records than a trace reads; older events may be missing.",
+                    "type": "boolean",
+                    "example": false
+                }
+            }
+        },
         "NackItem": {
             "type": "object",
             "required": [
@@ -4554,6 +4653,146 @@ const docTemplate = `{
                     "type": "integer",
                     "minimum": 0,
                     "example": 72
+                }
+            }
+        },
+        "TraceEvent": {
+            "type": "object",
+            "required": [
+                "at",
+                "type"
+            ],
+            "properties": {
+                "at": {
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.120Z"
+                },
+                "attempt": {
+                    "description": "Attempt numbers the deliveries of the message's life from 1.",
+                    "type": "integer",
+                    "example": 1
+                },
+                "clientId": {
+                    "description": "ClientID is the consumer's X-Mqgate-Client-Id (when it sent one).",
+                    "type": "string",
+                    "example": "billing-worker-3"
+                },
+                "count": {
+                    "description": "Count is how many events an events-dropped event stands for.",
+                    "type": "integer",
+                    "example": 0
+                },
+                "deadLetterId": {
+                    "type": "string",
+                    "example": "7F00000100001F9000000000000009A4"
+                },
+                "delayLevel": {
+                    "type": "integer",
+                    "example": 0
+                },
+                "delayMs": {
+                    "type": "integer",
+                    "example": 0
+                },
+                "dueAt": {
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:10.000Z"
+                },
+                "epoch": {
+                    "description": "Epoch is the delivery's lease epoch, the one its receipt carries (a decimal string: it exceeds 2^53).",
+                    "type": "string",
+                    "example": "1796160825542408448"
+                },
+                "group": {
+                    "type": "string",
+                    "example": "billing"
+                },
+                "httpStatus": {
+                    "description": "HTTPStatus is the push endpoint's answer (absent without one).",
+                    "type": "integer",
+                    "example": 200
+                },
+                "inPlace": {
+                    "type": "boolean",
+                    "example": false
+                },
+                "leaseUntil": {
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:30.120Z"
+                },
+                "messageId": {
+                    "description": "MessageID is the copy the event is about (the one stored, delivered or failed).",
+                    "type": "string",
+                    "example": "7F00000100001F9000000000000004D2"
+                },
+                "queueId": {
+                    "type": "integer",
+                    "example": 1
+                },
+                "queueOffset": {
+                    "type": "integer",
+                    "example": 42
+                },
+                "reason": {
+                    "description": "Reason is a nack's, a dead letter's or a rollback's reason (at most 256 bytes; longer ones are cut).",
+                    "type": "string",
+                    "example": "payment service unavailable"
+                },
+                "reconsumeTimes": {
+                    "type": "integer",
+                    "example": 1
+                },
+                "result": {
+                    "description": "Result is a push's outcome.",
+                    "type": "string",
+                    "enum": [
+                        "ok",
+                        "3xx",
+                        "4xx",
+                        "5xx",
+                        "gone",
+                        "timeout",
+                        "network",
+                        "forbidden",
+                        "abandoned"
+                    ],
+                    "example": "ok"
+                },
+                "retryMessageId": {
+                    "description": "RetryMessageID is the id the retry is delivered as.",
+                    "type": "string",
+                    "example": "7F00000100001F900000000000000530"
+                },
+                "topic": {
+                    "type": "string",
+                    "example": "orders"
+                },
+                "transactionId": {
+                    "type": "string",
+                    "example": "7F00000100001F9000000000000004D2"
+                },
+                "type": {
+                    "type": "string",
+                    "enum": [
+                        "stored",
+                        "delivered",
+                        "released",
+                        "acked",
+                        "nacked",
+                        "lease-expired",
+                        "retried",
+                        "dead-lettered",
+                        "resent",
+                        "discarded",
+                        "transaction-committed",
+                        "transaction-rolled-back",
+                        "pushed",
+                        "events-dropped"
+                    ],
+                    "example": "delivered"
                 }
             }
         },

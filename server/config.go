@@ -122,6 +122,11 @@ type Config struct {
 	AutoCreate bool `help:"Create unknown topics on first send (and groups on first pull, see --auto-create-groups)." env:"MQGATE_AUTO_CREATE" negatable:"" default:"${auto_create}"`
 	// AutoCreateGroups creates unknown groups on first pull (with AutoCreate).
 	AutoCreateGroups bool `help:"With --auto-create, also create unknown groups on first pull." env:"MQGATE_AUTO_CREATE_GROUPS" negatable:"" default:"${auto_create_groups}"`
+	// MessageTrace runs the message trace's follower, which indexes
+	// deliveries, acks and push outcomes for GET
+	// /v1/messages/{messageId}/trace (off: traces list only what the
+	// message's own records hold).
+	MessageTrace bool `help:"Trace deliveries, acks and push outcomes for GET /v1/messages/{messageId}/trace (a background follower of the lease and progress records; off, traces list only what the message's copies and transaction records hold)." env:"MQGATE_MESSAGE_TRACE" negatable:"" default:"${message_trace}"`
 	// MaxMessageSize is the largest message body in bytes.
 	MaxMessageSize ByteSize `help:"Largest message body (e.g. 4MiB)." env:"MQGATE_MAX_MESSAGE_SIZE" default:"${max_message_size}"`
 	// MaxRequestSize is the largest JSON send request body in bytes.
@@ -236,6 +241,7 @@ func DefaultConfig() Config {
 		DelayLevels:       levels,
 		AutoCreate:        true,
 		AutoCreateGroups:  true,
+		MessageTrace:      true,
 		MaxMessageSize:    4 << 20,
 		MaxRequestSize:    8 << 20,
 		MaxHeaderBytes:    64 << 10,
@@ -287,6 +293,7 @@ func (c Config) FlagDefaults() map[string]string {
 		"delay_levels":         c.DelayLevels.String(),
 		"auto_create":          strconv.FormatBool(c.AutoCreate),
 		"auto_create_groups":   strconv.FormatBool(c.AutoCreateGroups),
+		"message_trace":        strconv.FormatBool(c.MessageTrace),
 		"max_message_size":     c.MaxMessageSize.String(),
 		"max_request_size":     c.MaxRequestSize.String(),
 		"max_header_bytes":     c.MaxHeaderBytes.String(),

@@ -354,6 +354,13 @@ func endpointsLookups(t *testing.T, e *e2eServer) {
 	servertest.WantProblem(t, e.Get(t, "/v1/messages/"+strings.Repeat("Z", 32)), http.StatusBadRequest, "invalid-argument")
 	servertest.WantProblem(t, e.Get(t, "/v1/messages/"+res.MessageID[:31]), http.StatusBadRequest, "invalid-argument")
 	servertest.WantProblem(t, e.Get(t, "/v1/messages/"+res.MessageID+"0"), http.StatusBadRequest, "invalid-argument")
+
+	// Its trace (e2e_trace_test.go has the rest): 200, 404, 400.
+	var tr api.MessageTrace
+	servertest.Decode(t, e.Get(t, "/v1/messages/"+res.MessageID+"/trace"), http.StatusOK, &tr)
+	require.Equal(t, "stored", tr.Events[0].Type)
+	servertest.WantProblem(t, e.Get(t, "/v1/messages/"+unknown+"/trace"), http.StatusNotFound, "message-not-found")
+	servertest.WantProblem(t, e.Get(t, "/v1/messages/"+res.MessageID[:31]+"/trace"), http.StatusBadRequest, "invalid-argument")
 }
 
 // endpointsDeadLetters is TestE2EEndpoints/DeadLetters.

@@ -156,6 +156,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		MaxMessageSize:     int(cfg.MaxMessageSize),
 		AutoCreate:         cfg.AutoCreate,
 		NoAutoCreateGroups: !cfg.AutoCreateGroups,
+		NoMessageTrace:     !cfg.MessageTrace,
 		DelayLevels:        cfg.DelayLevels,
 		StoreHost:          host,
 		Logger:             log, // the broker names its own components
@@ -193,7 +194,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if adminListener != nil {
 		s.serveAdminOn(adminListener)
 	}
-	s.registry.MustRegister(newBrokerCollector(b), newDispatchCollector(b))
+	s.registry.MustRegister(newBrokerCollector(b), newDispatchCollector(b), newTraceCollector(b))
 	if mirror != nil {
 		s.mirror = mirror
 		registerMirrorMetrics(s.registry, mirror)
@@ -268,6 +269,7 @@ func newServerOn(cfg Config, log zerolog.Logger, b backend, listener net.Listene
 		Str("max_message_size", cfg.MaxMessageSize.String()).
 		Str("delay_levels", cfg.DelayLevels.String()).
 		Bool("auto_create", cfg.AutoCreate).
+		Bool("message_trace", cfg.MessageTrace).
 		Str("database_url", cfg.redactedDatabaseURL()).
 		Bool("pprof", cfg.Pprof).
 		Str("push_deny_cidrs", cfg.PushDenyCIDRs.String()).

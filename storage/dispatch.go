@@ -249,13 +249,14 @@ func (s *Store) indexRecord(topic string, offset int64, info *message.DispatchIn
 		}
 	}
 	for _, kk := range [...]struct {
-		kind byte
-		v    []byte
-	}{{indexKindUniq, info.UniqKey}, {indexKindDup, info.DedupID}} {
+		topic string
+		kind  byte
+		v     []byte
+	}{{topic, indexKindUniq, info.UniqKey}, {topic, indexKindDup, info.DedupID}, {"", indexKindOrigin, info.OriginID}} {
 		if len(kk.v) == 0 {
 			continue
 		}
-		d.keyBuf = indexKey(d.keyBuf, topic, kk.kind, kk.v)
+		d.keyBuf = indexKey(d.keyBuf, kk.topic, kk.kind, kk.v)
 		if err := s.index.Add(d.keyBuf, offset, info.StoreTimestamp); err != nil {
 			return fmt.Errorf("index key at %d: %w", offset, err)
 		}

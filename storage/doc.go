@@ -207,6 +207,12 @@
 //
 // RepairStats counts what was rebuilt.
 //
+// Index keys ("<topic>\x00<kind><key>", package index): kind 0 each
+// business key of KEYS, 1 UNIQ_KEY, 2 DEDUP_ID, all under the record's
+// topic; kind 3 ORIGIN_MESSAGE_ID under the empty topic, so the copies of
+// one message in every topic are found by its id (FindByOrigin). Records
+// indexed by an earlier version have no kind-3 keys.
+//
 // ConsumeQueue tagsCode: the hash of the message's tag (message.TagsCode);
 // for SCHEDULE_TOPIC_XXXX the due time in unix ms; for retry topics
 // (%RETRY%<group>) the hash of the original topic (RETRY_TOPIC), because one

@@ -379,6 +379,10 @@ const (
 	indexKindKey  = 0 // a business key from KEYS
 	indexKindUniq = 1 // UNIQ_KEY
 	indexKindDup  = 2 // DEDUP_ID
+	// indexKindOrigin: ORIGIN_MESSAGE_ID, under the empty topic (the
+	// copies of one message live in many topics: the schedule and timer
+	// topics, retry and dead-letter topics).
+	indexKindOrigin = 3
 )
 
 // indexKey composes "<topic>\x00<kind><key>" into dst.
@@ -392,6 +396,47 @@ func indexKey(dst []byte, topic string, kind byte, key []byte) []byte {
 // is id and that was stored at or after since (unix ms), or ErrNotFound.
 func (s *Store) FindByDedupID(topic, id string, since int64) (*message.Message, error) {
 	return s.findByIndexedKey(topic, indexKindDup, message.PropertyDedupID, id, since)
+}
+
+// FindByOrigin returns up to max messages, of any topic, whose
+// ORIGIN_MESSAGE_ID property is id (the copies the broker made of the
+// message id names: retries, dead letters, resends), in CommitLog order.
+// more reports that the index held more candidates than were looked at
+// (the oldest are left out). Purged messages are left out.
+func (s *Store) FindByOrigin(id string, max int) (msgs []*message.Message, more bool, err error) {
+	if s.closed.Load() {
+		return nil, false, ErrClosed
+	}
+	limit := max*2 + 16
+	cands, err := s.index.Lookup(indexKey(nil, "", indexKindOrigin, []byte(id)), 0, 0, limit)
+	if err != nil {
+		return nil, false, err
+	}
+	more = len(cands) == limit
+	seen := make(map[int64]bool, len(cands))
+	for _, off := range cands {
+		if len(msgs) == max {
+			more = true
+			break
+		}
+		if seen[off] {
+			continue
+		}
+		seen[off] = true
+		m, err := s.Lookup(off)
+		if errors.Is(err, ErrOffsetTooSmall) || errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if m.Property(message.PropertyOriginMessageID) != id || s.purged(m) {
+			continue
+		}
+		msgs = append(msgs, m)
+	}
+	sort.Slice(msgs, func(i, j int) bool { return msgs[i].PhysicalOffset < msgs[j].PhysicalOffset })
+	return msgs, more, nil
 }
 
 // FindByUniqKey returns the newest message of topic whose UNIQ_KEY

@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -374,6 +375,57 @@ func TestQueryByKeyAndSearchByTime(t *testing.T) {
 	off, err = s.SearchOffsetByTime("q", 0, stamps[49]+1)
 	require.NoError(t, err)
 	require.Equal(t, int64(50), off)
+}
+
+// TestFindByOrigin: the copies of a message in every topic are found by
+// their ORIGIN_MESSAGE_ID, in CommitLog order, across a restart that
+// re-adds the index; other origins and messages without one are not.
+func TestFindByOrigin(t *testing.T) {
+	opts := storagetest.SmallOptions(t.TempDir())
+	s := storagetest.MustOpen(t, opts)
+	origin := storagetest.MustPut(t, s, storagetest.NewMessage("o", 0, "first", "", "k"))
+	id := origin.ID.String()
+	var want []int64
+	for i, topic := range []string{"%RETRY%g", "%DLQ%g", "%RETRY%h", "other"} {
+		m := storagetest.NewMessage(topic, 0, fmt.Sprintf("copy%d", i), "")
+		m.SetProperty(message.PropertyRetryTopic, "o")
+		if topic == "other" {
+			m.SetProperty(message.PropertyOriginMessageID, strings.Repeat("0", 32)) // another message's copy
+		} else {
+			m.SetProperty(message.PropertyOriginMessageID, id)
+			want = append(want, 0)
+		}
+		r := storagetest.MustPut(t, s, m)
+		if topic != "other" {
+			want[len(want)-1] = r.PhysicalOffset
+		}
+	}
+	check := func(s *storage.Store) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, s.AwaitDispatch(ctx), "the dispatcher indexes records")
+		got, more, err := s.FindByOrigin(id, 10)
+		require.NoError(t, err)
+		require.False(t, more)
+		var offs []int64
+		for _, m := range got {
+			offs = append(offs, m.PhysicalOffset)
+			require.Equal(t, id, m.Property(message.PropertyOriginMessageID))
+		}
+		require.Equal(t, want, offs, "in CommitLog order")
+		got, more, err = s.FindByOrigin(id, 2)
+		require.NoError(t, err)
+		require.Len(t, got, 2)
+		require.True(t, more, "a cut says so")
+		got, _, err = s.FindByOrigin(origin.ID.String()[:31]+"F", 10)
+		require.NoError(t, err)
+		require.Empty(t, got)
+	}
+	check(s)
+	require.NoError(t, s.Close())
+	require.NoError(t, os.RemoveAll(filepath.Join(opts.Dir, "index")))
+	check(storagetest.MustOpen(t, opts))
 }
 
 func TestRetentionDeletesExpiredSegments(t *testing.T) {

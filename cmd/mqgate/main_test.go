@@ -82,3 +82,17 @@ func TestInvalidFlagValues(t *testing.T) {
 		require.Error(t, err, args)
 	}
 }
+
+// --message-trace is on by default; --no-message-trace, --message-trace=false
+// and MQGATE_MESSAGE_TRACE=false turn it off.
+func TestMessageTraceFlag(t *testing.T) {
+	c, _ := parse(t)
+	require.True(t, c.Serve.Config.MessageTrace)
+	for _, args := range [][]string{{"--no-message-trace"}, {"--message-trace=false"}} {
+		c, _ = parse(t, args...)
+		require.False(t, c.Serve.Config.MessageTrace, "%v", args)
+	}
+	t.Setenv("MQGATE_MESSAGE_TRACE", "false")
+	c, _ = parse(t)
+	require.False(t, c.Serve.Config.MessageTrace)
+}

@@ -77,6 +77,9 @@ type Options struct {
 	// transaction (default 60 s, RocketMQ's transactionCheckInterval); a
 	// send's longer checkAfterMs applies instead.
 	TransactionCheckInterval time.Duration
+	// NoMessageTrace turns the message trace's follower off (trace.go):
+	// traces then list only the events the message's own records hold.
+	NoMessageTrace bool
 	// StoreHost is the address written into message ids (default 127.0.0.1:8080).
 	StoreHost netip.AddrPort
 	// Storage carries advanced storage options (tiny files in tests,
@@ -204,6 +207,7 @@ type Broker struct {
 	// snapshot covers: retention keeps the records from there on.
 	snapshotFrom atomic.Int64
 	leases       leaseLogState // the leases snapshot and recovery (lease_log.go)
+	trace        traceState    // the message trace's follower (trace_follow.go)
 	dropped      droppedCounts // unconsumed messages retention took, per key (retention.go)
 	scheduler    *schedule.Scheduler
 
@@ -214,7 +218,7 @@ type Broker struct {
 	closingCtx    context.Context
 	cancelClosing context.CancelFunc
 	closed        atomic.Bool
-	timerWorkers  []*worker.Service  // timer delivery, timer index maintenance, transaction checks
+	timerWorkers  []*worker.Service  // timer delivery, timer index maintenance, transaction checks, the trace follower
 	periodic      []*worker.Periodic // reaper, progress snapshot, dedup expiry
 	closeMu       sync.Mutex
 	closeErr      error
@@ -329,6 +333,9 @@ func (b *Broker) recover(ctx context.Context) error {
 	if err := b.openTxns(ctx); err != nil {
 		return err
 	}
+	if err := b.openTrace(); err != nil {
+		return err
+	}
 	b.scheduler, err = schedule.New(schedule.Config{
 		Levels:       b.opts.DelayLevels,
 		ProgressPath: b.store.MetaPath(delayProgress),
@@ -373,6 +380,9 @@ func (b *Broker) start() {
 	b.store.SetRetentionPolicy(retentionPolicy{b: b})
 	b.scheduler.Start(context.Background())
 	b.timerWorkers = []*worker.Service{worker.New(b.timerLoop), worker.New(b.timerIndexLoop), worker.New(b.txnLoop)}
+	if w := b.traceWorker(); w != nil {
+		b.timerWorkers = append(b.timerWorkers, w)
+	}
 	for _, w := range b.timerWorkers {
 		w.Start(b.closingCtx)
 	}

@@ -445,6 +445,7 @@ func (b *Broker) carryDeadLetters(cut int64) error {
 				}
 				c.SetProperty(message.PropertyUniqKey, "dlq:"+id)
 				copies = append(copies, c)
+				b.noteCarried(m)
 			}
 			if done {
 				break

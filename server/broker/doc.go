@@ -89,6 +89,40 @@
 //	                      send time). A commit stores, in one batch before its
 //	                      op record, the message on its topic and queue with
 //	                      TRAN_ID and UNIQ_KEY "txn:<id>".
+//	rmq_sys_TRACE         message trace events (trace.go, trace_follow.go),
+//	                      RocketMQ's RMQ_SYS_TRACE_TOPIC. Queue 0. Appended by
+//	                      the trace follower from the lease and progress
+//	                      records (deliveries, releases, in-place retries,
+//	                      acks) and from push outcomes, and by retention for
+//	                      the lives it carries. KEYS lists what a record is
+//	                      about: "c<hex>" per message copy (its CommitLog
+//	                      offset), "l<id>" for a carried life (its origin id).
+//	                      Body, varints of encoding/binary:
+//	                        version u8 (1) | leaseNext varint | offsetNext varint
+//	                        | base uvarint (unix ms) | nStrings uvarint
+//	                        | nStrings × (len uvarint | bytes) | nEvents uvarint
+//	                        | nEvents × event
+//	                        event: kind u8 | fields uvarint | at varint (ms
+//	                          after base) | copy varint (CommitLog offset;
+//	                          -1 none) | the fields present, in bit order:
+//	                          0 group, 1 client, 5 text, 9 messageId,
+//	                          10 relatedId (string-table indexes), 2 epoch
+//	                          uvarint, 3 until varint (ms after at), 4 status
+//	                          uvarint, 6 level varint, 7 delayMs uvarint,
+//	                          8 topic (index) | queueId uvarint | queueOffset
+//	                          uvarint, 11 count uvarint, 12 reconsume uvarint,
+//	                          13 inPlace (no value)
+//	                      kind: 1 stored, 2 delivered, 3 released, 4 acked,
+//	                      5 nacked, 6 lease-expired, 7 retried, 8
+//	                      dead-lettered, 9 resent, 10 discarded, 11
+//	                      transaction-committed, 12 transaction-rolled-back,
+//	                      13 pushed. leaseNext and offsetNext (-1: not said)
+//	                      are the rmq_sys_LEASE and rmq_sys_OFFSET queue
+//	                      offsets the follower's events are complete up to:
+//	                      it resumes there at open. Without such a record
+//	                      (a new store, tracing turned on for the first
+//	                      time) it starts at the queues' ends and appends a
+//	                      record without events that says so.
 //	SCHEDULE_TOPIC_XXXX   delay-level messages and retries waiting on the
 //	                      ladder (queue = level - 1), RocketMQ's layout, moved
 //	                      to their real topic when due (package schedule).
@@ -159,6 +193,21 @@
 // the next start derives again, so the group's offset moves past it. The
 // retry view applies the subscription's filters to the retry copies, which
 // carry the original's tag and properties.
+//
+// # Message trace
+//
+// Trace (trace.go) lists a message's life from records written anyway: the
+// message and its copies (found by ORIGIN_MESSAGE_ID, which the store
+// indexes: storage FindByOrigin) with their attempt histories, the
+// transaction op records, the dead-letter statuses, and rmq_sys_TRACE,
+// where the follower (trace_follow.go) indexes by message copy what the
+// lease and progress records say (nothing is written for it on the send,
+// pull and ack paths) and push outcomes (a bounded buffer, drops counted).
+// Trace records come after the records they derive from, so they outlive
+// the message; a dead letter or retry timer carried past retention has
+// its life's events carried with it. A trace lists at most MaxTraceEvents
+// events. Options.NoMessageTrace (--message-trace=false) stops the
+// follower.
 //
 // # Receipts
 //

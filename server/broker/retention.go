@@ -120,6 +120,9 @@ func (p retentionPolicy) BeforeDelete(cut int64, reason storage.DeleteReason) er
 	if err := errors.Join(b.carryDeadLetters(cut), b.carryTimers(cut), b.carryTxns(cut), b.carryMeta(cut)); err != nil {
 		return err
 	}
+	if err := b.carryTraces(); err != nil { // after the copies they follow
+		return err
+	}
 	for sq, positions := range b.consumerPositions() {
 		if len(positions) == 0 {
 			continue

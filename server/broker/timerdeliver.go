@@ -279,6 +279,7 @@ func (b *Broker) carryBelow(cut int64) (int, error) {
 				break
 			}
 			copies = append(copies, timerCopy(m, dueOf(m)))
+			b.noteCarried(m)
 		}
 		var err error
 		if len(copies) > 0 {

@@ -5,8 +5,10 @@
 //
 // It drives the broker only through its public methods (the Broker
 // interface): a long-polling Pull per (group, topic), then Ack, Nack,
-// ChangeLease, and GetGroup/PutGroup to disable an endpoint. It is a
-// background service with Start(ctx)/Stop() and a testable runOnce.
+// ChangeLease, and GetGroup/PutGroup to disable an endpoint; a broker
+// that is also a PushTracer (trace.go) is told of every delivery's HTTP
+// status and result for its message trace. It is a background service
+// with Start(ctx)/Stop() and a testable runOnce.
 //
 // The files: config.go (Config, its defaults and the Broker interface),
 // dispatcher.go (the Dispatcher: start, stop, and runOnce reconciling the
@@ -15,7 +17,7 @@
 // deliver.go and payload.go (the HTTP POST and its body), sign.go
 // (Standard Webhooks signatures), leases.go (in-flight deliveries and
 // their lease extension), disable.go (410 Gone), guard.go (the SSRF
-// guard), metrics.go.
+// guard), metrics.go, trace.go (the outcomes for the message trace).
 //
 // # The delivery contract
 //

@@ -116,6 +116,7 @@ func (d *Dispatcher) deliver(st *groupState, m broker.ReceivedMessage) {
 		Reason:         a.reason,
 		Took:           took,
 	}
+	d.tracePushed(st.name, m.Receipt, a)
 	out.Settled = d.settle(f, a)
 	d.cfg.Metrics.end(label, a.result, took, a.sent)
 	ev := d.log.Debug()

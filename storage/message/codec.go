@@ -263,6 +263,9 @@ type DispatchInfo struct {
 	UniqKey []byte
 	// DedupID is the raw DEDUP_ID property value, nil if absent.
 	DedupID []byte
+	// OriginID is the raw ORIGIN_MESSAGE_ID property value (a retry's,
+	// dead letter's or resend's first copy), nil if absent.
+	OriginID []byte
 }
 
 // DecodeDispatch fills d from the payload b. It checks exactly what
@@ -297,6 +300,8 @@ func DecodeDispatch(b []byte, d *DispatchInfo) error {
 			d.UniqKey = value
 		case PropertyDedupID:
 			d.DedupID = value
+		case PropertyOriginMessageID:
+			d.OriginID = value
 		}
 	}
 	return nil

@@ -35,6 +35,7 @@ func sampleMessage() *message.Message {
 	m.SetKeys([]string{"order-42", "customer-9"})
 	m.SetProperty(message.PropertyUniqKey, "0A000007CF02000000000000000000AB")
 	m.SetProperty(message.PropertyDedupID, "idem-1")
+	m.SetProperty(message.PropertyOriginMessageID, "0A000007CF0200000000000000000001")
 	m.SetProperty("user-prop", "")
 	return m
 }
@@ -128,7 +129,7 @@ func messageGen() *rapid.Generator[*message.Message] {
 		keys := rapid.OneOf(
 			rapid.SampledFrom([]string{
 				message.PropertyTags, message.PropertyKeys, message.PropertyUniqKey, message.PropertyDedupID,
-				message.PropertyRetryTopic, message.PropertyDelayLevel, message.PropertyRealQueueID,
+				message.PropertyOriginMessageID, message.PropertyRetryTopic, message.PropertyDelayLevel, message.PropertyRealQueueID,
 			}),
 			rapid.StringN(1, 40, -1),
 		)
@@ -165,6 +166,7 @@ func requireDispatchAgrees(t require.TestingT, m *message.Message, d *message.Di
 	require.Equal(t, m.Topic, string(d.Topic))
 	for key, got := range map[string][]byte{
 		message.PropertyKeys: d.Keys, message.PropertyUniqKey: d.UniqKey, message.PropertyDedupID: d.DedupID,
+		message.PropertyOriginMessageID: d.OriginID,
 	} {
 		want, ok := m.Properties[key]
 		if !ok {
@@ -187,11 +189,12 @@ func TestDecodeDispatch(t *testing.T) {
 		require.Equal(t, "order-42 customer-9", string(d.Keys))
 	})
 	t.Run("OK_AbsentPropertiesAreNilAndStaleValuesCleared", func(t *testing.T) {
-		d := message.DispatchInfo{Keys: []byte("stale"), UniqKey: []byte("stale"), DedupID: []byte("stale")}
+		d := message.DispatchInfo{Keys: []byte("stale"), UniqKey: []byte("stale"), DedupID: []byte("stale"), OriginID: []byte("stale")}
 		require.NoError(t, message.DecodeDispatch(mustEncode(t, &message.Message{Topic: "t"}), &d))
 		require.Nil(t, d.Keys)
 		require.Nil(t, d.UniqKey)
 		require.Nil(t, d.DedupID)
+		require.Nil(t, d.OriginID)
 	})
 	t.Run("OK_EmptyValueIsNotNil", func(t *testing.T) {
 		var d message.DispatchInfo
