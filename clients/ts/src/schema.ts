@@ -349,6 +349,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/messages/{messageId}/trace": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Trace a message
+         * @description The life of a message across its copies, oldest event first: stored, delivered, acked, nacked, lease-expired, released, retried, dead-lettered, resent, discarded, transaction-committed or -rolled-back, pushed. Any id of the message finds it: its own, a retry's, a dead letter's, a resend's, a delayed send's delivery, a transaction's. Deliveries, acks and push outcomes come from records a background follower indexes; the call waits up to two seconds for it to catch up (partial says when it did not).
+         *
+         *     Permission with an ACL file: admin.
+         */
+        get: operations["getMessageTrace"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/producer-groups/{producerGroup}/transactions/pull": {
         parameters: {
             query?: never;
@@ -1186,6 +1208,35 @@ export interface components {
         };
         MessageList: {
             messages: components["schemas"]["Message"][];
+        };
+        MessageTrace: {
+            /**
+             * @description DroppedEvents counts the events the bound left out (at least that many when truncated).
+             * @example 0
+             */
+            droppedEvents: number;
+            events: components["schemas"]["TraceEvent"][];
+            /**
+             * @description MessageID is the id asked for.
+             * @example 7F00000100001F900000000000000530
+             */
+            messageId: string;
+            /**
+             * @description OriginMessageID is the id of the message's life: the one its copies carry as originMessageId.
+             * @example 7F00000100001F9000000000000004D2
+             */
+            originMessageId: string;
+            /**
+             * @description Partial: deliveries, acks and push outcomes may be missing (tracing is off, --message-trace=false, or
+             *     the trace follower had not caught up within two seconds).
+             * @example false
+             */
+            partial: boolean;
+            /**
+             * @description Truncated: the message has more copies or trace records than a trace reads; older events may be missing.
+             * @example false
+             */
+            truncated: boolean;
         };
         NackItem: {
             /**
@@ -2071,6 +2122,106 @@ export interface components {
              * @example 72
              */
             retentionHours?: number;
+        };
+        TraceEvent: {
+            /**
+             * Format: date-time
+             * @example 2026-11-29T10:00:00.120Z
+             */
+            at: string;
+            /**
+             * @description Attempt numbers the deliveries of the message's life from 1.
+             * @example 1
+             */
+            attempt?: number;
+            /**
+             * @description ClientID is the consumer's X-Mqgate-Client-Id (when it sent one).
+             * @example billing-worker-3
+             */
+            clientId?: string;
+            /**
+             * @description Count is how many events an events-dropped event stands for.
+             * @example 0
+             */
+            count?: number;
+            /** @example 7F00000100001F9000000000000009A4 */
+            deadLetterId?: string;
+            /** @example 0 */
+            delayLevel?: number;
+            /**
+             * Format: int64
+             * @example 0
+             */
+            delayMs?: number;
+            /**
+             * Format: date-time
+             * @example 2026-11-29T10:00:10.000Z
+             */
+            dueAt?: string;
+            /**
+             * @description Epoch is the delivery's lease epoch, the one its receipt carries (a decimal string: it exceeds 2^53).
+             * @example 1796160825542408448
+             */
+            epoch?: string;
+            /** @example billing */
+            group?: string;
+            /**
+             * @description HTTPStatus is the push endpoint's answer (absent without one).
+             * @example 200
+             */
+            httpStatus?: number;
+            /** @example false */
+            inPlace?: boolean;
+            /**
+             * Format: date-time
+             * @example 2026-11-29T10:00:30.120Z
+             */
+            leaseUntil?: string;
+            /**
+             * @description MessageID is the copy the event is about (the one stored, delivered or failed).
+             * @example 7F00000100001F9000000000000004D2
+             */
+            messageId?: string;
+            /**
+             * Format: int32
+             * @example 1
+             */
+            queueId?: number;
+            /**
+             * Format: int64
+             * @example 42
+             */
+            queueOffset?: number;
+            /**
+             * @description Reason is a nack's, a dead letter's or a rollback's reason (at most 256 bytes; longer ones are cut).
+             * @example payment service unavailable
+             */
+            reason?: string;
+            /**
+             * Format: int32
+             * @example 1
+             */
+            reconsumeTimes?: number;
+            /**
+             * @description Result is a push's outcome.
+             * @example ok
+             * @enum {string}
+             */
+            result?: "ok" | "3xx" | "4xx" | "5xx" | "gone" | "timeout" | "network" | "forbidden" | "abandoned";
+            /**
+             * @description RetryMessageID is the id the retry is delivered as.
+             * @example 7F00000100001F900000000000000530
+             */
+            retryMessageId?: string;
+            /** @example orders */
+            topic?: string;
+            /** @example 7F00000100001F9000000000000004D2 */
+            transactionId?: string;
+            /**
+             * @example delivered
+             * @enum {string}
+             */
+            type: "stored" | "delivered" | "released" | "acked" | "nacked" | "lease-expired" | "retried" | "dead-lettered" | "resent" | "discarded" | "transaction-committed" | "transaction-rolled-back" | "pushed" | "events-dropped";
         };
         Transaction: {
             /**
@@ -4721,6 +4872,117 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Message"];
+                };
+            };
+            /** @description invalid-argument; value-too-long (a malformed X-Mqgate-Client-Id header) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated (with an ACL file: no or wrong credentials; WWW-Authenticate names the schemes) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden, origin-not-allowed (the account lacks the operation's permission, the caller's address is outside a white list, or a cross-origin request comes from an origin not allowed) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description message-not-found */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate-limited, too-many-auth-failures (the account's requestsPerSecond, or too many failed sign-ins from the address; Retry-After says when to come back) */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description internal */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description shutting-down */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a Problem: e.g. 421 host-not-allowed (a Host the server does not answer to), 431 header-too-large, 501 not-implemented (a transfer coding other than chunked), 504 timeout, 505 http-version-not-supported */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getMessageTrace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 32-hex-character message id */
+                messageId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /**
+                     * @description The request's id, also the requestId of a Problem and in the server's log lines of the request.
+                     * @example d4m1c8sl0s73b0h3ds2g
+                     */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessageTrace"];
                 };
             };
             /** @description invalid-argument; value-too-long (a malformed X-Mqgate-Client-Id header) */
