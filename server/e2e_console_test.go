@@ -78,6 +78,26 @@ const [base, user, secret, shot] = process.argv.slice(2);
     await page.click("#topic-form button[type=submit]");
     await page.waitForFunction(() => document.getElementById("notice").textContent.includes("console-topic saved"), null, { timeout: 10000 });
     out.basicAfterLogin = out.apiCallsWithBasic > before;
+
+    // A group created with a retry policy and consumeFrom, then changed
+    // through the same form with only one field filled in.
+    await page.click("button[data-tab=groups]");
+    await page.fill("#group-form input[name=name]", "console-group");
+    await page.fill("#group-form input[name=topic]", "console-topic");
+    await page.fill("#group-form input[name=consumeFrom]", "last");
+    await page.selectOption("#group-form select[name=backoff]", "exponential");
+    await page.fill("#group-form input[name=initialMs]", "500");
+    await page.fill("#group-form input[name=maxMs]", "60000");
+    await page.fill("#group-form input[name=jitter]", "0.2");
+    await page.click("#group-form button[type=submit]");
+    await page.waitForFunction(() => document.getElementById("notice").textContent.includes("console-group created"), null, { timeout: 10000 });
+    out.groupCreated = await page.textContent("#notice");
+    await page.evaluate(() => document.getElementById("group-form").reset());
+    await page.fill("#group-form input[name=name]", "console-group");
+    await page.fill("#group-form input[name=retryMaxTimes]", "5");
+    await page.click("#group-form button[type=submit]");
+    await page.waitForFunction(() => document.getElementById("notice").textContent.includes("console-group updated"), null, { timeout: 10000 });
+    out.groupUpdated = await page.textContent("#notice");
     await page.screenshot({ path: shot });
 
     await page.click("#sign-out");
@@ -164,6 +184,8 @@ func TestE2EConsoleSignIn(t *testing.T) {
 		BasicAfterLogin       bool     `json:"basicAfterLogin"`
 		StoredAfterSignOut    bool     `json:"storedAfterSignOut"`
 		LoginShownAfterReload bool     `json:"loginShownAfterReload"`
+		GroupCreated          string   `json:"groupCreated"`
+		GroupUpdated          string   `json:"groupUpdated"`
 		Error                 string   `json:"error"`
 	}
 	require.NoError(t, json.Unmarshal(raw, &out), "%s", raw)
@@ -183,6 +205,32 @@ func TestE2EConsoleSignIn(t *testing.T) {
 	require.True(t, out.LoginShownAfterReload)
 
 	servertest.Decode(t, e.Do(t, http.MethodGet, "/v1/topics/console-topic", "", nil, basic("admin", adminSecret)), http.StatusOK, nil)
+	// The group form: created with its policy, then patched: the one field
+	// changed, everything left blank kept.
+	require.Contains(t, out.GroupCreated, "retry exponential, from last")
+	require.Contains(t, out.GroupUpdated, "retry exponential, from last")
+	var g struct {
+		RetryMaxTimes int    `json:"retryMaxTimes"`
+		ConsumeFrom   string `json:"consumeFrom"`
+		RetryPolicy   struct {
+			Backoff   string  `json:"backoff"`
+			InitialMs int64   `json:"initialMs"`
+			MaxMs     int64   `json:"maxMs"`
+			Jitter    float64 `json:"jitter"`
+		} `json:"retryPolicy"`
+		Subscriptions []struct {
+			Topic string `json:"topic"`
+		} `json:"subscriptions"`
+	}
+	servertest.Decode(t, e.Do(t, http.MethodGet, "/v1/groups/console-group", "", nil, basic("admin", adminSecret)), http.StatusOK, &g)
+	require.Equal(t, 5, g.RetryMaxTimes)
+	require.Equal(t, "last", g.ConsumeFrom)
+	require.Equal(t, "exponential", g.RetryPolicy.Backoff)
+	require.Equal(t, int64(500), g.RetryPolicy.InitialMs)
+	require.Equal(t, int64(60000), g.RetryPolicy.MaxMs)
+	require.InDelta(t, 0.2, g.RetryPolicy.Jitter, 1e-9)
+	require.Len(t, g.Subscriptions, 1)
+	require.Equal(t, "console-topic", g.Subscriptions[0].Topic)
 	r := e.Get(t, "/v1/topics")
 	require.Equal(t, http.StatusUnauthorized, r.Status)
 	require.Equal(t, `Basic realm="mqgate", charset="UTF-8"`, r.Header.Get("WWW-Authenticate"), "curl keeps its challenge")

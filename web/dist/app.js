@@ -226,12 +226,32 @@ document.addEventListener("DOMContentLoaded", () => {
     ev.target.querySelector("[name=offset]").value = r.nextOffset;
   }));
 
+  // The group form creates a group with PUT, and changes an existing one
+  // with a merge patch of only the fields filled in, so that what the form
+  // does not show (a push endpoint, a retry policy left blank) is kept.
   document.getElementById("group-form").addEventListener("submit", guarded(async (ev) => {
     const v = formValues(ev.target);
-    const body = { consumeMode: v.consumeMode || undefined, orderly: v.orderly, retryMaxTimes: int(v.retryMaxTimes), invisibleMs: int(v.invisibleMs) };
+    const body = { consumeMode: v.consumeMode || undefined, retryMaxTimes: int(v.retryMaxTimes), invisibleMs: int(v.invisibleMs), consumeFrom: v.consumeFrom || undefined };
     if (v.topic) body.subscriptions = [{ topic: v.topic, tagExpression: v.tagExpression || undefined, sql: v.sql || undefined }];
-    const g = await api("PUT", "/groups/" + enc(v.name), body);
-    notice("Group " + g.name + " saved", "info");
+    if (v.backoff) {
+      body.retryPolicy = { backoff: v.backoff, initialMs: int(v.initialMs), maxMs: int(v.maxMs), jitter: v.jitter === "" ? undefined : Number(v.jitter) };
+    }
+    let exists = true;
+    try {
+      await api("GET", "/groups/" + enc(v.name));
+    } catch (e) {
+      if (!(e instanceof ProblemError) || e.status !== 404) throw e;
+      exists = false;
+    }
+    let g;
+    if (exists) {
+      body.orderly = v.orderly || undefined;
+      g = await api("PATCH", "/groups/" + enc(v.name), body);
+    } else {
+      body.orderly = v.orderly;
+      g = await api("PUT", "/groups/" + enc(v.name), body);
+    }
+    notice("Group " + g.name + (exists ? " updated" : " created") + " (retry " + g.retryPolicy.backoff + ", from " + g.consumeFrom + ")", "info");
     await loaders.groups();
   }));
 
