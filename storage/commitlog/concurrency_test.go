@@ -159,6 +159,12 @@ func TestDeleteSegmentsWhileReading(t *testing.T) {
 				_, err = l.Append(bytesPayload([]byte("more")))
 				require.NoError(t, err)
 			}
+			// The deletions can outrun the readers (async appends do not
+			// wait): let them run until both outcomes were seen.
+			deadline := time.Now().Add(10 * time.Second)
+			for (okReads.Load() == 0 || tooSmall.Load() == 0) && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
 			close(stop)
 			readers.Wait()
 			require.Positive(t, deleted)
