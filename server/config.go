@@ -124,9 +124,11 @@ type Config struct {
 	AutoCreateGroups bool `help:"With --auto-create, also create unknown groups on first pull." env:"MQGATE_AUTO_CREATE_GROUPS" negatable:"" default:"${auto_create_groups}"`
 	// MessageTrace runs the message trace's follower, which indexes
 	// deliveries, acks and push outcomes for GET
-	// /v1/messages/{messageId}/trace (off: traces list only what the
-	// message's own records hold).
-	MessageTrace bool `help:"Trace deliveries, acks and push outcomes for GET /v1/messages/{messageId}/trace (a background follower of the lease and progress records; off, traces list only what the message's copies and transaction records hold)." env:"MQGATE_MESSAGE_TRACE" negatable:"" default:"${message_trace}"`
+	// /v1/messages/{messageId}/trace (off, the default: traces list only
+	// what the message's own records hold). Off by default as in RocketMQ
+	// (traceTopicEnable): the follower costs about a fifth of the server's
+	// CPU under a pull + ack load (BENCHMARKS.md).
+	MessageTrace bool `help:"Trace deliveries, acks and push outcomes for GET /v1/messages/{messageId}/trace (a background follower of the lease and progress records, about a fifth of the CPU of a pull + ack load; off, the default, traces list only what the message's copies and transaction records hold)." env:"MQGATE_MESSAGE_TRACE" negatable:"" default:"${message_trace}"`
 	// MaxMessageSize is the largest message body in bytes.
 	MaxMessageSize ByteSize `help:"Largest message body (e.g. 4MiB)." env:"MQGATE_MAX_MESSAGE_SIZE" default:"${max_message_size}"`
 	// MaxRequestSize is the largest JSON send request body in bytes.
@@ -241,7 +243,7 @@ func DefaultConfig() Config {
 		DelayLevels:       levels,
 		AutoCreate:        true,
 		AutoCreateGroups:  true,
-		MessageTrace:      true,
+		MessageTrace:      false,
 		MaxMessageSize:    4 << 20,
 		MaxRequestSize:    8 << 20,
 		MaxHeaderBytes:    64 << 10,

@@ -22,6 +22,9 @@ import (
 )
 
 // trace reads the trace of id.
+// withTrace turns the message trace's follower on (it is off by default).
+func withTrace(c *server.Config) { c.MessageTrace = true }
+
 func (e *e2eServer) trace(t *testing.T, id string) api.MessageTrace {
 	t.Helper()
 	tr := fresh[api.MessageTrace](t, e.Get(t, "/v1/messages/"+id+"/trace"), http.StatusOK)
@@ -91,7 +94,7 @@ func inOrder(t *testing.T, tr api.MessageTrace) {
 // same life.
 func TestE2ETraceRetries(t *testing.T) {
 	t.Parallel()
-	e := startE2E(t)
+	e := startE2E(t, withTrace)
 	sent := e.Send(t, "traced", api.SendMessage{Body: "x"})
 	first := e.pullAs(t, "w1", "g", "traced", api.PullRequest{InvisibleMs: 60_000})[0]
 	e.nackAs(t, "w1", "g", api.NackItem{Receipt: first.Receipt, DelayMs: 30, Reason: "db busy"})
@@ -156,7 +159,7 @@ func TestE2ETraceRetries(t *testing.T) {
 // id finds the life.
 func TestE2ETraceDeadLetterAndResend(t *testing.T) {
 	t.Parallel()
-	e := startE2E(t)
+	e := startE2E(t, withTrace)
 	sent := e.Send(t, "poison", api.SendMessage{Body: "x"})
 	m := e.PullN(t, "g", "poison", 1, 60_000, 10*time.Second)[0]
 	e.Nack(t, "g", m.Receipt, -1, "cannot parse")
@@ -200,7 +203,7 @@ func TestE2ETraceDeadLetterAndResend(t *testing.T) {
 // transaction id finds both.
 func TestE2ETraceTransactions(t *testing.T) {
 	t.Parallel()
-	e := txnServer(t, 15)
+	e := txnServer(t, 15, withTrace)
 	committed := e.sendTxn(t, "txt", api.SendMessage{Body: "yes", CheckAfterMs: 60_000})
 	rolled := e.sendTxn(t, "txt", api.SendMessage{Body: "no", CheckAfterMs: 60_000})
 	require.Equal(t, http.StatusOK, e.endTxn(t, committed.TransactionID, "commit").Status)
@@ -231,7 +234,7 @@ func TestE2ETraceTransactions(t *testing.T) {
 // request's status with its delivery, the nack and retry between them.
 func TestE2ETracePush(t *testing.T) {
 	t.Parallel()
-	e := startE2E(t)
+	e := startE2E(t, withTrace)
 	wh := newWebhook(t)
 	wh.answer = func(n int, w http.ResponseWriter) {
 		if n == 0 {
@@ -261,7 +264,7 @@ func TestE2ETracePush(t *testing.T) {
 // event naming the client that held it, then the retry.
 func TestE2ETraceLeaseExpired(t *testing.T) {
 	t.Parallel()
-	e := startE2E(t)
+	e := startE2E(t, withTrace)
 	sent := e.Send(t, "slow", api.SendMessage{Body: "x"})
 	e.pullAs(t, "sleepy", "g", "slow", api.PullRequest{InvisibleMs: 50})
 	again := e.pullAs(t, "w", "g", "slow", api.PullRequest{InvisibleMs: 60_000, WaitMs: 5000})[0]
@@ -283,7 +286,7 @@ func TestE2ETraceLeaseExpired(t *testing.T) {
 // ack made just before the close.
 func TestE2ETraceAfterRestart(t *testing.T) {
 	t.Parallel()
-	e := startE2E(t)
+	e := startE2E(t, withTrace)
 	sent := e.Send(t, "durable", api.SendMessage{Body: "x"})
 	m := e.PullN(t, "g", "durable", 1, 60_000, 10*time.Second)[0]
 	res := e.Receipts(t, "g", "leases", api.LeaseRequest{Items: []api.LeaseItem{{Receipt: m.Receipt, InvisibleMs: 0}}})
@@ -312,7 +315,7 @@ func TestE2ETraceAfterRestart(t *testing.T) {
 // for the rest, each reason cut to 256 bytes.
 func TestE2ETraceBound(t *testing.T) {
 	t.Parallel()
-	e := startE2E(t)
+	e := startE2E(t, withTrace)
 	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/stubborn", api.GroupRequest{RetryMaxTimes: 64}), http.StatusCreated, nil)
 	sent := e.Send(t, "bound", api.SendMessage{Body: "x"})
 	reason := strings.Repeat("r", 16<<10)
@@ -349,7 +352,7 @@ func TestE2ETraceBound(t *testing.T) {
 // lists what the message's copies hold and says it is partial.
 func TestE2ETraceProblems(t *testing.T) {
 	t.Parallel()
-	e := startE2E(t)
+	e := startE2E(t, withTrace)
 	servertest.WantProblem(t, e.Get(t, "/v1/messages/xyz/trace"), http.StatusBadRequest, "invalid-argument")
 	servertest.WantProblem(t, e.Get(t, "/v1/messages/"+strings.Repeat("G", 32)+"/trace"), http.StatusBadRequest, "invalid-argument")
 	sent := e.Send(t, "p", api.SendMessage{Body: "x"})

@@ -21,7 +21,7 @@ func TestKill9KeepsTraces(t *testing.T) {
 		t.Skip("spawns the server")
 	}
 	dir, addr := t.TempDir(), freeAddr(t)
-	p := startServer(t, dir, addr)
+	p := startServer(t, dir, addr, "--message-trace")
 	base := "http://" + addr
 	ctx := context.Background()
 	const n = 12
@@ -51,7 +51,7 @@ func TestKill9KeepsTraces(t *testing.T) {
 	_, err = call(ctx, http.MethodPost, base+"/v1/groups/g/nack", map[string]any{"items": nacks}, nil)
 	require.NoError(t, err)
 	p.kill9()
-	startServer(t, dir, addr)
+	startServer(t, dir, addr, "--message-trace")
 
 	for body, id := range ids {
 		var tr api.MessageTrace

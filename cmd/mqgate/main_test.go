@@ -83,16 +83,16 @@ func TestInvalidFlagValues(t *testing.T) {
 	}
 }
 
-// --message-trace is on by default; --no-message-trace, --message-trace=false
-// and MQGATE_MESSAGE_TRACE=false turn it off.
+// --message-trace is off by default; --message-trace and
+// MQGATE_MESSAGE_TRACE=true turn it on, --no-message-trace off again.
 func TestMessageTraceFlag(t *testing.T) {
 	c, _ := parse(t)
-	require.True(t, c.Serve.Config.MessageTrace)
-	for _, args := range [][]string{{"--no-message-trace"}, {"--message-trace=false"}} {
-		c, _ = parse(t, args...)
-		require.False(t, c.Serve.Config.MessageTrace, "%v", args)
-	}
-	t.Setenv("MQGATE_MESSAGE_TRACE", "false")
-	c, _ = parse(t)
 	require.False(t, c.Serve.Config.MessageTrace)
+	c, _ = parse(t, "--message-trace")
+	require.True(t, c.Serve.Config.MessageTrace)
+	c, _ = parse(t, "--message-trace", "--no-message-trace")
+	require.False(t, c.Serve.Config.MessageTrace)
+	t.Setenv("MQGATE_MESSAGE_TRACE", "true")
+	c, _ = parse(t)
+	require.True(t, c.Serve.Config.MessageTrace)
 }

@@ -206,7 +206,7 @@
 // Trace records come after the records they derive from, so they outlive
 // the message; a dead letter or retry timer carried past retention has
 // its life's events carried with it. A trace lists at most MaxTraceEvents
-// events. Options.NoMessageTrace (--message-trace=false) stops the
+// events. Options.NoMessageTrace (the server's default; --message-trace clears it) stops the
 // follower.
 //
 // # Receipts
