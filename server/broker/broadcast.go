@@ -503,46 +503,56 @@ func (b *Broker) Instances(ctx context.Context, group string) ([]InstanceProgres
 	}
 	var out []InstanceProgress
 	for _, client := range b.instanceClients(group) {
-		b.instances.mu.Lock()
-		in := b.instances.get(group, client)
-		var ip InstanceProgress
-		topics := map[string]struct{}{}
-		if in != nil {
-			ip = InstanceProgress{ClientID: client, LastSeen: in.lastSeen.UTC(), Active: in.active}
-			if in.active == 0 {
-				ip.ForgetAt = in.lastSeen.Add(instanceIdle(g)).UTC()
-			}
-			for t := range in.met {
-				topics[t] = struct{}{}
-			}
+		ip, known, err := b.instanceProgress(g, client)
+		if err != nil {
+			return nil, err
 		}
-		b.instances.mu.Unlock()
-		if in == nil {
-			continue // forgotten meanwhile
+		if known { // else forgotten meanwhile
+			out = append(out, ip)
 		}
-		for _, s := range g.Subscriptions {
-			topics[s.Topic] = struct{}{}
-		}
-		names := make([]string, 0, len(topics))
-		for t := range topics {
-			names = append(names, t)
-		}
-		sort.Strings(names)
-		ip.Queues = []QueueProgress{}
-		for _, topic := range names {
-			t, ok := b.registry.topic(topic)
-			if !ok {
-				continue
-			}
-			rows, err := b.queueRows(instanceKey(group, client), t)
-			if err != nil {
-				return nil, err
-			}
-			ip.Queues = append(ip.Queues, rows...)
-		}
-		out = append(out, ip)
 	}
 	return out, nil
+}
+
+// instanceProgress is the progress of client's instance of g, in the
+// topics it met and the ones g subscribes to. Of an instance g does not
+// know (known false) the rows are those it would start with at the
+// queues' first offsets; nothing is written.
+func (b *Broker) instanceProgress(g GroupConfig, client string) (ip InstanceProgress, known bool, err error) {
+	ip = InstanceProgress{ClientID: client, Queues: []QueueProgress{}}
+	topics := map[string]struct{}{}
+	b.instances.mu.Lock()
+	if in := b.instances.get(g.Name, client); in != nil {
+		known = true
+		ip.LastSeen, ip.Active = in.lastSeen.UTC(), in.active
+		if in.active == 0 {
+			ip.ForgetAt = in.lastSeen.Add(instanceIdle(g)).UTC()
+		}
+		for t := range in.met {
+			topics[t] = struct{}{}
+		}
+	}
+	b.instances.mu.Unlock()
+	for _, s := range g.Subscriptions {
+		topics[s.Topic] = struct{}{}
+	}
+	names := make([]string, 0, len(topics))
+	for t := range topics {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	for _, topic := range names {
+		t, ok := b.registry.topic(topic)
+		if !ok {
+			continue
+		}
+		rows, err := b.queueRows(instanceKey(g.Name, client), t)
+		if err != nil {
+			return ip, known, err
+		}
+		ip.Queues = append(ip.Queues, rows...)
+	}
+	return ip, known, nil
 }
 
 // maxInstanceRetryScan bounds the retry-topic messages one instance's
@@ -580,19 +590,16 @@ func (b *Broker) countInstanceRetries(v queueView, from, to int64) (n int64, com
 }
 
 // instanceOffsets is the progress of one instance (GetOffsets and
-// Progress with a client id, of a broadcasting group): empty for an
-// instance the group does not know.
+// Progress with a client id, of a broadcasting group); of an instance the
+// group does not know, the queues of its subscriptions at their first
+// offsets (where a first start would put it; nothing is written).
 func (b *Broker) instanceOffsets(ctx context.Context, group, client string) ([]QueueProgress, error) {
-	all, err := b.Instances(ctx, group)
+	g, err := b.GetGroup(ctx, group)
 	if err != nil {
 		return nil, err
 	}
-	for _, ip := range all {
-		if ip.ClientID == client {
-			return ip.Queues, nil
-		}
-	}
-	return []QueueProgress{}, nil
+	ip, _, err := b.instanceProgress(g, client)
+	return ip.Queues, err
 }
 
 // resetCommits applies a reset's commits (ResetOffset): to the group, or,
