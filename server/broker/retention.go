@@ -166,6 +166,10 @@ func (b *Broker) consumerPositions() map[storedQueue][]consumerPosition {
 	}
 	groups := b.registry.listGroups()
 	consumed := b.topicsByGroup(groups)
+	own := map[string]bool{} // groups with progress of their own (not only their instances')
+	for _, k := range b.progress.Keys() {
+		own[k.Group] = true
+	}
 	for _, g := range groups {
 		hasRetries := b.store.MaxOffset(RetryTopic(g.Name), 0) > 0
 		// A broadcasting group's consumer instances each have a position
@@ -175,7 +179,7 @@ func (b *Broker) consumerPositions() map[storedQueue][]consumerPosition {
 		if g.ConsumeMode == ConsumeBroadcasting {
 			if cs := b.instanceClients(g.Name); len(cs) > 0 {
 				clients = cs
-				if b.hasOwnOffsets(g.Name) {
+				if own[g.Name] {
 					clients = append(clients, "")
 				}
 			}
