@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/mqgate/mqgate/server/auth"
 	"github.com/mqgate/mqgate/server/broker"
 )
 
@@ -434,16 +435,21 @@ func (h *handler) deleteTopic(w http.ResponseWriter, r *http.Request) {
 //	@Summary		Read a queue by offset
 //	@ID				readQueue
 //	@Description	Offset-based consumption (RocketMQ PullConsumer style): read up to max messages of one queue from offset. Nothing is leased; commit progress with PUT /groups/{group}/offsets.
+//	@Description	With `group` (SUB on the group too) the group's subscription of the topic filters what is returned (its tagExpression and sql; nextOffset moves past what they refuse) and a read without `offset` starts at the group's committed offset. For a broadcasting group, X-Mqgate-Client-Id reads as that consumer instance: its first read registers it (started by the group's consumeFrom) and its committed offset is its own.
 //	@Tags			offsets
 //	@Produce		json
 //	@Produce		application/problem+json
 //	@Param			topic	path		string	true	"Topic name"
 //	@Param			queueId	path		integer	true	"Queue id"	minimum(0)	Format(int32)
-//	@Param			offset	query		integer	false	"First offset to read"	minimum(0)	default(0)	Format(int64)
+//	@Param			offset	query		integer	false	"First offset to read (default 0; with group, the group's or the consumer instance's committed offset)"	minimum(0)	Format(int64)
 //	@Param			max		query		integer	false	"Most messages to return"	minimum(1)	maximum(32)	default(32)
+//	@Param			group	query		string	false	"Consumer group whose subscription filters the read and whose committed offset it starts at"
+//	@Param			X-Mqgate-Client-Id	header	string	false	"With group, a broadcasting group's consumer instance (1 to 128 printable ASCII characters without spaces)"	maxLength(128)
 //	@Success		200		{object}	QueueMessages
-//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, offset-out-of-range"
-//	@Failure		404		{object}	Problem	"topic-not-found"
+//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, offset-out-of-range, value-too-long"
+//	@Failure		403		{object}	Problem	"forbidden (SUB on group)"
+//	@Failure		404		{object}	Problem	"topic-not-found, group-not-found"
+//	@Failure		409		{object}	Problem	"quota-exceeded (instancesPerGroup: a broadcasting group's new consumer instance)"
 //	@Failure		500		{object}	Problem	"internal"
 //	@Failure		503		{object}	Problem	"shutting-down"
 //	@Router			/topics/{topic}/queues/{queueId}/messages [get]
@@ -459,7 +465,20 @@ func (h *handler) readQueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	query := r.URL.Query()
-	offset, err := queryInt(query, "offset", 0, 0, 1<<62)
+	group := query.Get("group")
+	from := int64(0)
+	if group != "" {
+		if !validName(group) {
+			WriteError(w, r, fmt.Errorf("%w: group %s", broker.ErrInvalidName, broker.QuoteValue(group)))
+			return
+		}
+		if err := requireGroup(r, group, auth.PermSub); err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		from = -1 // the committed offset, unless offset says
+	}
+	offset, err := queryInt(query, "offset", from, 0, 1<<62)
 	if err != nil {
 		WriteError(w, r, err)
 		return
@@ -469,7 +488,13 @@ func (h *handler) readQueue(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, err)
 		return
 	}
-	msgs, next, err := h.deps.Broker.ReadQueue(r.Context(), topic, int32(queueID), offset, int(max))
+	var msgs []broker.QueueMessage
+	var next int64
+	if group != "" {
+		msgs, next, err = h.deps.Broker.ReadQueueFor(r.Context(), group, topic, int32(queueID), offset, int(max))
+	} else {
+		msgs, next, err = h.deps.Broker.ReadQueue(r.Context(), topic, int32(queueID), offset, int(max))
+	}
 	if err != nil {
 		WriteError(w, r, err)
 		return

@@ -90,6 +90,21 @@ func TestTopics(t *testing.T) {
 			requireProblem(t, b.do(t, http.MethodGet, target, ""), http.StatusBadRequest, "invalid-argument")
 		}
 	})
+	t.Run("ReadQueueForGroup", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// Without offset: the group's (or the instance's) committed offset, -1 to the broker.
+		decode[api.QueueMessages](t, b.do(t, http.MethodGet, "/v1/topics/orders/queues/2/messages?group=fan", "", "X-Mqgate-Client-Id", "w-1"), http.StatusOK)
+		require.Equal(t, []any{"fan", "w-1", "orders", int32(2), int64(-1), api.MaxReadMessages}, b.broker.args)
+		resp := decode[api.QueueMessages](t, b.do(t, http.MethodGet, "/v1/topics/orders/queues/2/messages?group=fan&offset=7&max=3", ""), http.StatusOK)
+		require.Equal(t, []any{"fan", "", "orders", int32(2), int64(7), 3}, b.broker.args)
+		require.Equal(t, int64(8), resp.NextOffset)
+		b.broker.args = nil
+		requireProblem(t, b.do(t, http.MethodGet, "/v1/topics/orders/queues/2/messages?group=bad%20name", ""), http.StatusBadRequest, "invalid-name")
+		requireProblem(t, b.do(t, http.MethodGet, "/v1/topics/orders/queues/2/messages?group=fan", "", "X-Mqgate-Client-Id", "has space"),
+			http.StatusBadRequest, "invalid-argument")
+		require.Nil(t, b.broker.args)
+	})
 }
 
 func TestGroups(t *testing.T) {
@@ -104,7 +119,7 @@ func TestGroups(t *testing.T) {
 		g := decode[api.Group](t, rec, http.StatusCreated)
 		require.Equal(t, api.Group{Name: "billing", ConsumeMode: "broadcasting", Orderly: true, RetryMaxTimes: 3, InvisibleMs: 60000,
 			Subscriptions: []api.Subscription{{Topic: "orders", TagExpression: "a || b"}},
-			ConsumeFrom:   "first", RetryPolicy: api.RetryPolicy{Backoff: "levels"}}, g)
+			ConsumeFrom:   "first", RetryPolicy: api.RetryPolicy{Backoff: "levels"}, InstanceIdleMs: 86_400_000}, g)
 		require.Equal(t, "/v1/groups/billing", rec.Header().Get("Location"))
 		require.Equal(t, []any{broker.GroupConfig{Name: "billing", ConsumeMode: "broadcasting", Orderly: true, RetryMaxTimes: 3,
 			Invisible: time.Minute, Subscriptions: []broker.Subscription{{Topic: "orders", TagExpression: "a || b"}}}}, b.broker.args)
@@ -120,6 +135,8 @@ func TestGroups(t *testing.T) {
 	for _, tc := range []struct{ name, body, code string }{
 		{"BadMode", `{"consumeMode":"fanout"}`, "invalid-argument"},
 		{"NegativeRetries", `{"retryMaxTimes":-1}`, "invalid-argument"},
+		{"InstanceIdleTooShort", `{"consumeMode":"broadcasting","instanceIdleMs":999}`, "invalid-argument"},
+		{"InstanceIdleTooLong", `{"instanceIdleMs":31622400001}`, "invalid-argument"},
 		{"BadSubscriptionTopic", `{"subscriptions":[{"topic":"a b"}]}`, "invalid-name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

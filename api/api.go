@@ -70,9 +70,16 @@ type Consumer interface {
 	// ReadQueue reads up to max messages of one queue from offset and
 	// returns them with the next offset to read.
 	ReadQueue(ctx context.Context, topic string, queueID int32, offset int64, max int) ([]broker.QueueMessage, int64, error)
-	// GetOffsets returns the group's committed offsets.
+	// ReadQueueFor is ReadQueue for a group: its subscription's filters
+	// apply, a negative offset is its committed offset, and for a
+	// broadcasting group the client id of ctx (broker.WithClient) reads
+	// as that consumer instance.
+	ReadQueueFor(ctx context.Context, group, topic string, queueID int32, offset int64, max int) ([]broker.QueueMessage, int64, error)
+	// GetOffsets returns the group's committed offsets (of the consumer
+	// instance ctx names, for a broadcasting group).
 	GetOffsets(ctx context.Context, group string) ([]broker.QueueProgress, error)
-	// CommitOffsets stores offsets for an offset-mode group.
+	// CommitOffsets stores offsets for an offset-mode group (for the
+	// consumer instance ctx names, for a broadcasting group).
 	CommitOffsets(ctx context.Context, group string, commits []broker.OffsetCommit) error
 }
 
@@ -102,6 +109,9 @@ type Admin interface {
 	// Progress returns per-queue broker offset, consumer offset, lag and
 	// in-flight count of a group.
 	Progress(ctx context.Context, group string) ([]broker.QueueProgress, error)
+	// Instances lists a broadcasting group's consumer instances with
+	// their own progress.
+	Instances(ctx context.Context, group string) ([]broker.InstanceProgress, error)
 	// Backlog returns what waits for a group in the delay ladder (its
 	// retries, the delayed messages of its topics) and pending timers.
 	Backlog(ctx context.Context, group string) (broker.GroupBacklog, error)

@@ -145,6 +145,21 @@ func (f *fakeBroker) ReadQueue(ctx context.Context, topic string, queueID int32,
 	return []broker.QueueMessage{sampleMessage("", []byte("q"))}, offset + 1, nil
 }
 
+func (f *fakeBroker) ReadQueueFor(ctx context.Context, group, topic string, queueID int32, offset int64, limit int) ([]broker.QueueMessage, int64, error) {
+	if err := f.check(); err != nil {
+		return nil, 0, err
+	}
+	f.record(group, broker.ClientOf(ctx), topic, queueID, offset, limit)
+	return []broker.QueueMessage{sampleMessage("", []byte("q"))}, max(offset, 0) + 1, nil
+}
+
+func (f *fakeBroker) Instances(ctx context.Context, group string) ([]broker.InstanceProgress, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	return nil, nil
+}
+
 func (f *fakeBroker) PutTopic(ctx context.Context, cfg broker.TopicConfig) (broker.TopicConfig, bool, error) {
 	if err := f.check(); err != nil {
 		return broker.TopicConfig{}, false, err

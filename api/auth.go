@@ -42,6 +42,9 @@ type routeRule struct {
 	// bodyTopics says that the handler also checks a permission on every
 	// topic the request body names (documentation: RoutePermissions).
 	bodyTopics string
+	// queryGroup says that the handler also checks this permission on the
+	// group the query names, when it names one (documentation).
+	queryGroup string
 	// byHandler: the handler checks the permission on a resource the
 	// path does not name (a transaction's topic); the rule only needs an
 	// account.
@@ -61,7 +64,8 @@ var (
 // rule. The choices, also in the README:
 //
 //   - Sending needs PUB on the topic; pull needs SUB on the topic and on
-//     the group; reading a queue by offset needs SUB on the topic.
+//     the group; reading a queue by offset needs SUB on the topic, and on
+//     the group when the query names one (its filters and offsets apply).
 //   - ack, nack, lease changes name only the group: they need SUB on the
 //     group. Their receipts are unforgeable (HMAC) handles bound to that
 //     group and were handed out by a pull, which needed SUB on the topic;
@@ -93,7 +97,7 @@ var routeRules = map[string]routeRule{
 	"PUT /topics/{topic}":                           adminOnly,
 	"PATCH /topics/{topic}":                         adminOnly,
 	"DELETE /topics/{topic}":                        adminOnly,
-	"GET /topics/{topic}/queues/{queueId}/messages": {topicParam: "topic", topicPerm: auth.PermSub},
+	"GET /topics/{topic}/queues/{queueId}/messages": {topicParam: "topic", topicPerm: auth.PermSub, queryGroup: "SUB"},
 
 	"POST /groups/{group}/topics/{topic}/pull": {topicParam: "topic", topicPerm: auth.PermSub, groupParam: "group", groupPerm: auth.PermSub},
 	"POST /groups/{group}/ack":                 subGroup,
@@ -149,6 +153,9 @@ func RoutePermissions() map[string]string {
 		}
 		if rule.bodyTopics != "" {
 			parts = append(parts, rule.bodyTopics+" on every topic of the body")
+		}
+		if rule.queryGroup != "" {
+			parts = append(parts, rule.queryGroup+" on the group of the query, when it names one")
 		}
 		if rule.byHandler {
 			parts = append(parts, "PUB on the transaction's topic")
@@ -286,6 +293,16 @@ func requireTopic(r *http.Request, topic string, perm auth.Perm) error {
 		return nil
 	}
 	return forbidden(p, auth.Topic, topic, perm)
+}
+
+// requireGroup is requireTopic for a group a handler finds outside the
+// path (a query parameter).
+func requireGroup(r *http.Request, group string, perm auth.Perm) error {
+	p, ok := principalFrom(r)
+	if !ok || p.Can(auth.Group, group, perm) {
+		return nil
+	}
+	return forbidden(p, auth.Group, group, perm)
 }
 
 // RequireAdmin lets only admin accounts through (the server guards

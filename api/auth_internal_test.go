@@ -48,13 +48,14 @@ func TestRoutePermissions(t *testing.T) {
 	perms := RoutePermissions()
 	require.Len(t, perms, len(routeRules))
 	for route, want := range map[string]string{
-		"POST /topics/{topic}/messages":            "PUB on the topic",
-		"POST /groups/{group}/topics/{topic}/pull": "SUB on the topic and SUB on the group",
-		"POST /groups/{group}/ack":                 "SUB on the group",
-		"PUT /groups/{group}/offsets":              "SUB on the group and SUB on every topic of the body",
-		"GET /topics/{topic}":                      "PUB or SUB on the topic",
-		"PUT /groups/{group}":                      "admin",
-		"POST /groups/{group}/dlq/resend":          "admin",
+		"POST /topics/{topic}/messages":                 "PUB on the topic",
+		"POST /groups/{group}/topics/{topic}/pull":      "SUB on the topic and SUB on the group",
+		"POST /groups/{group}/ack":                      "SUB on the group",
+		"PUT /groups/{group}/offsets":                   "SUB on the group and SUB on every topic of the body",
+		"GET /topics/{topic}/queues/{queueId}/messages": "SUB on the topic and SUB on the group of the query, when it names one",
+		"GET /topics/{topic}":                           "PUB or SUB on the topic",
+		"PUT /groups/{group}":                           "admin",
+		"POST /groups/{group}/dlq/resend":               "admin",
 	} {
 		require.Equal(t, want, perms[route], route)
 	}

@@ -87,7 +87,8 @@ type Problem struct {
 	// RequestID is the id of the request (also in the X-Request-Id header and the server logs).
 	RequestID string `json:"requestId,omitempty" example:"d4m1c8sl0s73b0h3ds2g"`
 	// Field names the request field over a limit (body-too-large, properties-too-large, value-too-long), the
-	// quota reached (quota-exceeded: topics, queuesPerTopic, queues, groups, pushEndpoints, pendingTimers), or
+	// quota reached (quota-exceeded: topics, queuesPerTopic, queues, groups, pushEndpoints, pendingTimers,
+	// transactionsPerProducerGroup, pendingTransactions, instancesPerGroup), or
 	// the filter that does not compile (invalid-sql: "subscriptions[0].sql", "sql").
 	Field string `json:"field,omitempty" example:"messages[3].tag"`
 	// Limit is the limit that field is over, in LimitUnit.
@@ -115,6 +116,7 @@ var (
 	kindInvalidName     = problemKind{http.StatusBadRequest, "invalid-name", "Invalid topic or group name", 0}
 	kindInvalidArgument = problemKind{http.StatusBadRequest, "invalid-argument", "Invalid argument", 0}
 	kindInvalidSQL      = problemKind{http.StatusBadRequest, "invalid-sql", "Invalid SQL filter", 0}
+	kindClientID        = problemKind{http.StatusBadRequest, "client-id-required", "Client id required", 0}
 	kindMalformed       = problemKind{http.StatusBadRequest, "malformed-request", "Malformed request", 0}
 	kindHTTPSRequired   = problemKind{http.StatusBadRequest, "https-required", "HTTPS required", 0}
 	kindEmptyBody       = problemKind{http.StatusBadRequest, "empty-body", "Message body is empty", 0}
@@ -167,6 +169,7 @@ var sentinelKinds = []struct {
 	{broker.ErrReservedName, kindInvalidName},
 	{broker.ErrInvalidArgument, kindInvalidArgument},
 	{broker.ErrInvalidSQL, kindInvalidSQL},
+	{broker.ErrClientIDRequired, kindClientID},
 	{ErrMalformedRequest, kindMalformed},
 	{ErrHTTPSRequired, kindHTTPSRequired},
 	{broker.ErrEmptyBody, kindEmptyBody},

@@ -29,6 +29,7 @@ func TestErrorMapping(t *testing.T) {
 		{broker.ErrInvalidArgument, 400, "invalid-argument", ""},
 		{broker.ErrEmptyBody, 400, "empty-body", ""},
 		{broker.ErrOffsetOutOfRange, 400, "offset-out-of-range", ""},
+		{broker.ErrClientIDRequired, 400, "client-id-required", ""},
 		{broker.ErrTopicNotFound, 404, "topic-not-found", ""},
 		{broker.ErrGroupNotFound, 404, "group-not-found", ""},
 		{broker.ErrMessageNotFound, 404, "message-not-found", ""},

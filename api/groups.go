@@ -33,7 +33,8 @@ type Subscription struct {
 
 // GroupRequest creates or updates a consumer group. Every field is optional.
 type GroupRequest struct {
-	// ConsumeMode is "clustering" (default: members share the work) or "broadcasting" (each member sees everything).
+	// ConsumeMode is "clustering" (default: members share the work) or "broadcasting" (each consumer instance,
+	// named by X-Mqgate-Client-Id, gets every message, with offsets, leases and retries of its own).
 	ConsumeMode string `json:"consumeMode,omitempty" enums:"clustering,broadcasting" example:"clustering"`
 	// Orderly delivers at most one message per sharding key at a time.
 	Orderly bool `json:"orderly,omitempty" example:"false"`
@@ -57,6 +58,9 @@ type GroupRequest struct {
 	// initialMs every time; jitter (0..1) then spreads each delay uniformly by up to that fraction of itself, up or
 	// down. No delay exceeds 2 h. retryMaxTimes still bounds the attempts, then the dead-letter queue.
 	RetryPolicy *RetryPolicy `json:"retryPolicy,omitempty"`
+	// InstanceIdleMs is, for a broadcasting group, how long a consumer instance may make no request before it is
+	// forgotten with its offsets (0 = default 86400000, 24 h); back, it starts again by consumeFrom.
+	InstanceIdleMs int64 `json:"instanceIdleMs,omitempty" minimum:"0" maximum:"31622400000" example:"86400000"`
 } //	@name	GroupRequest
 
 // RetryPolicy is a group's backoff between failed deliveries. "levels" (default) is RocketMQ's ladder: the first
@@ -129,7 +133,9 @@ type Group struct {
 	// ConsumeFrom is "first", "last" or an RFC 3339 time (see GroupRequest).
 	ConsumeFrom string      `json:"consumeFrom" example:"first"`
 	RetryPolicy RetryPolicy `json:"retryPolicy"`
-	CreatedAt   string      `json:"createdAt,omitempty" format:"date-time" example:"2026-11-29T10:00:00.000Z"`
+	// InstanceIdleMs is how long a broadcasting group's consumer instance may stay idle before it is forgotten.
+	InstanceIdleMs int64  `json:"instanceIdleMs" example:"86400000"`
+	CreatedAt      string `json:"createdAt,omitempty" format:"date-time" example:"2026-11-29T10:00:00.000Z"`
 } //	@name	Group
 
 // GroupList lists consumer groups.
@@ -368,6 +374,7 @@ func groupRequestOf(g broker.GroupConfig) GroupRequest {
 		req.Push = &PushRequest{URL: p.URL, Mode: p.Mode, MaxConcurrency: p.MaxConcurrency, TimeoutMs: p.Timeout.Milliseconds(), Disabled: p.Disabled}
 	}
 	req.ConsumeFrom = g.ConsumeFrom
+	req.InstanceIdleMs = g.InstanceIdle.Milliseconds()
 	if p := g.RetryPolicy; p != nil {
 		rp := toRetryPolicy(p)
 		req.RetryPolicy = &rp
@@ -409,6 +416,9 @@ func groupConfig(name string, req GroupRequest) (broker.GroupConfig, error) {
 		return broker.GroupConfig{}, invalidArgument("retryMaxTimes %d must be between 0 and %d", req.RetryMaxTimes, maxRetryMaxTimes)
 	case req.InvisibleMs < 0 || req.InvisibleMs > MaxInvisibleMs:
 		return broker.GroupConfig{}, invalidArgument("invisibleMs %d must be between 0 and %d", req.InvisibleMs, MaxInvisibleMs)
+	case req.InstanceIdleMs != 0 && (req.InstanceIdleMs < broker.MinInstanceIdle.Milliseconds() || req.InstanceIdleMs > broker.MaxInstanceIdle.Milliseconds()):
+		return broker.GroupConfig{}, invalidArgument("instanceIdleMs %d must be 0 (the default, 24 h) or between %d and %d",
+			req.InstanceIdleMs, broker.MinInstanceIdle.Milliseconds(), broker.MaxInstanceIdle.Milliseconds())
 	}
 	policy, err := retryPolicyConfig(req.RetryPolicy)
 	if err != nil {
@@ -422,6 +432,7 @@ func groupConfig(name string, req GroupRequest) (broker.GroupConfig, error) {
 		Invisible:     time.Duration(req.InvisibleMs) * time.Millisecond,
 		ConsumeFrom:   req.ConsumeFrom,
 		RetryPolicy:   policy,
+		InstanceIdle:  time.Duration(req.InstanceIdleMs) * time.Millisecond,
 	}
 	for i, s := range req.Subscriptions {
 		if !validName(s.Topic) {
@@ -486,15 +497,19 @@ func toGroup(g broker.GroupConfig) Group {
 		g.ConsumeMode = "clustering"
 	}
 	out := Group{
-		Name:          g.Name,
-		ConsumeMode:   g.ConsumeMode,
-		Orderly:       g.Orderly,
-		RetryMaxTimes: g.RetryMaxTimes,
-		InvisibleMs:   g.Invisible.Milliseconds(),
-		Subscriptions: make([]Subscription, 0, len(g.Subscriptions)),
-		ConsumeFrom:   g.ConsumeFrom,
-		RetryPolicy:   toRetryPolicy(g.RetryPolicy),
-		CreatedAt:     formatTime(g.CreatedAt),
+		Name:           g.Name,
+		ConsumeMode:    g.ConsumeMode,
+		Orderly:        g.Orderly,
+		RetryMaxTimes:  g.RetryMaxTimes,
+		InvisibleMs:    g.Invisible.Milliseconds(),
+		Subscriptions:  make([]Subscription, 0, len(g.Subscriptions)),
+		ConsumeFrom:    g.ConsumeFrom,
+		RetryPolicy:    toRetryPolicy(g.RetryPolicy),
+		CreatedAt:      formatTime(g.CreatedAt),
+		InstanceIdleMs: g.InstanceIdle.Milliseconds(),
+	}
+	if out.InstanceIdleMs == 0 {
+		out.InstanceIdleMs = broker.DefaultInstanceIdle.Milliseconds()
 	}
 	if out.ConsumeFrom == "" {
 		out.ConsumeFrom = "first"

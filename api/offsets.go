@@ -54,7 +54,8 @@ type QueueProgress struct {
 type Progress struct {
 	Group string `json:"group" example:"billing"`
 	// TotalLag is every message the group has still to consume: the queues' lag (queueId -1 rows count the
-	// group's retries of that topic already due), plus retry.total and delayed.total.
+	// group's retries of that topic already due), plus retry.total and delayed.total. For a broadcasting group
+	// the queues' part is its slowest consumer's: the largest of its own queues' lag and each instance's totalLag.
 	TotalLag int64 `json:"totalLag" example:"11"`
 	// TotalLagIsLowerBound: some part could not be counted (see notes); the true total is higher.
 	TotalLagIsLowerBound bool            `json:"totalLagIsLowerBound,omitempty" example:"false"`
@@ -63,9 +64,31 @@ type Progress struct {
 	Retry LadderBacklog `json:"retry"`
 	// Delayed is the delayed messages (delayLevel, delayMs, deliverAt) of the group's topics not yet due.
 	Delayed DelayedBacklog `json:"delayed"`
+	// Instances lists, for a broadcasting group, its consumer instances with their own offsets; the group's own
+	// queues are listed in queues only when it has offsets of its own (committed without a client id) or no instances.
+	Instances []InstanceProgress `json:"instances,omitempty"`
 	// Notes explain counts that are unknown (null) or incomplete.
 	Notes []string `json:"notes,omitempty"`
 } //	@name	Progress
+
+// InstanceProgress is one consumer instance of a broadcasting group (X-Mqgate-Client-Id) and its progress.
+type InstanceProgress struct {
+	// ClientID is the instance's X-Mqgate-Client-Id.
+	ClientID string `json:"clientId" example:"worker-1"`
+	// LastSeenAt is when its last request (pull, queue read, offset commit, or ack, nack or lease change with
+	// one of its receipts) ended, or started while one is under way.
+	LastSeenAt string `json:"lastSeenAt" format:"date-time" example:"2026-11-29T10:00:00.001Z"`
+	// Active counts its requests under way (waiting pulls included).
+	Active int `json:"active" example:"1"`
+	// ForgetAt is when it is forgotten, its offsets with it, if it makes no request until then (the group's
+	// instanceIdleMs after lastSeenAt); absent while a request is under way.
+	ForgetAt string `json:"forgetAt,omitempty" format:"date-time" example:"2026-11-30T10:00:00.001Z"`
+	// TotalLag is the sum of its queues' lag.
+	TotalLag int64 `json:"totalLag" example:"3"`
+	// TotalLagIsLowerBound: some queue's lag could not be counted completely.
+	TotalLagIsLowerBound bool            `json:"totalLagIsLowerBound,omitempty" example:"false"`
+	Queues               []QueueProgress `json:"queues"`
+} //	@name	InstanceProgress
 
 // LadderBacklog counts messages waiting in the delay ladder.
 type LadderBacklog struct {
@@ -107,18 +130,20 @@ type ResetOffsetRequest struct {
 
 // getOffsets returns a group's committed offsets.
 //
-//	@Summary	Get committed offsets
-//	@ID			getOffsets
-//	@Tags		offsets
-//	@Produce	json
-//	@Produce	application/problem+json
-//	@Param		group	path		string	true	"Group name"
-//	@Success	200		{object}	Offsets
-//	@Failure	400		{object}	Problem	"invalid-name"
-//	@Failure	404		{object}	Problem	"group-not-found"
-//	@Failure	500		{object}	Problem	"internal"
-//	@Failure	503		{object}	Problem	"shutting-down"
-//	@Router		/groups/{group}/offsets [get]
+//	@Summary		Get committed offsets
+//	@ID				getOffsets
+//	@Description	A broadcasting group's consumer instance (X-Mqgate-Client-Id) gets its own offsets (for an instance the group does not know yet, its subscribed queues at their first offsets; nothing is registered); without the header, the group's own.
+//	@Tags			offsets
+//	@Produce		json
+//	@Produce		application/problem+json
+//	@Param			group	path		string	true	"Group name"
+//	@Param			X-Mqgate-Client-Id	header	string	false	"A broadcasting group's consumer instance (1 to 128 printable ASCII characters without spaces)"	maxLength(128)
+//	@Success		200		{object}	Offsets
+//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, value-too-long"
+//	@Failure		404		{object}	Problem	"group-not-found"
+//	@Failure		500		{object}	Problem	"internal"
+//	@Failure		503		{object}	Problem	"shutting-down"
+//	@Router			/groups/{group}/offsets [get]
 func (h *handler) getOffsets(w http.ResponseWriter, r *http.Request) {
 	group, err := nameParam(r, "group", "group")
 	if err != nil {
@@ -143,16 +168,17 @@ func (h *handler) getOffsets(w http.ResponseWriter, r *http.Request) {
 //
 //	@Summary		Commit offsets
 //	@ID				commitOffsets
-//	@Description	Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored).
+//	@Description	Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored). A broadcasting group's consumer instance (X-Mqgate-Client-Id) commits its own offsets, registering it when new (started by the group's consumeFrom); without the header the group's own offsets are set.
 //	@Tags			offsets
 //	@Accept			json
 //	@Produce		application/problem+json
 //	@Param			group	path	string	true	"Group name"
 //	@Param			request	body	Offsets	true	"Offsets to commit"
+//	@Param			X-Mqgate-Client-Id	header	string	false	"A broadcasting group's consumer instance (1 to 128 printable ASCII characters without spaces)"	maxLength(128)
 //	@Success		204
-//	@Failure		400	{object}	Problem	"invalid-name, invalid-argument, malformed-request, offset-out-of-range"
+//	@Failure		400	{object}	Problem	"invalid-name, invalid-argument, malformed-request, offset-out-of-range, value-too-long"
 //	@Failure		404	{object}	Problem	"group-not-found, topic-not-found"
-//	@Failure		409	{object}	Problem	"quota-exceeded (groups: the commit creates the group)"
+//	@Failure		409	{object}	Problem	"quota-exceeded (groups: the commit creates the group; instancesPerGroup: a broadcasting group's new consumer instance)"
 //	@Failure		413	{object}	Problem	"body-too-large"
 //	@Failure		415	{object}	Problem	"unsupported-media-type"
 //	@Failure		500	{object}	Problem	"internal"
@@ -203,6 +229,7 @@ func (h *handler) commitOffsets(w http.ResponseWriter, r *http.Request) {
 //	@ID				getProgress
 //	@Description	Per queue: broker offset, consumer offset, lag and in-flight leases (mqadmin consumerProgress). Queue id -1 is the topic's view of the group's retry topic: its lag counts the retries of that topic already due.
 //	@Description	`retry` counts the group's retries still waiting in the delay ladder, per level; `delayed` the delayed messages and timers of the group's topics not yet due. `totalLag` adds them all up. A count that cannot be known is null (never 0), with a note.
+//	@Description	A broadcasting group lists its consumer instances in `instances`, each with its own offsets, lag, last request and when it is forgotten if it stays idle.
 //	@Tags			offsets
 //	@Produce		json
 //	@Produce		application/problem+json
@@ -219,12 +246,48 @@ func (h *handler) progress(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, err)
 		return
 	}
-	p, err := h.groupProgress(r.Context(), group, h.deps.Broker.Progress)
+	ctx := broker.WithClient(r.Context(), "") // the group's progress, whoever asks
+	p, err := h.groupProgress(ctx, group, h.deps.Broker.Progress)
 	if err != nil {
 		WriteError(w, r, err)
 		return
 	}
+	instances, err := h.deps.Broker.Instances(ctx, group)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	addInstances(&p, instances)
 	writeJSON(w, r, http.StatusOK, p)
+}
+
+// addInstances adds a broadcasting group's consumer instances to its
+// progress; the queues' part of totalLag becomes the slowest consumer's.
+func addInstances(p *Progress, instances []broker.InstanceProgress) {
+	if len(instances) == 0 {
+		return
+	}
+	var own int64
+	for _, q := range p.Queues {
+		own += q.Lag
+	}
+	slowest := own
+	for _, in := range instances {
+		ip := InstanceProgress{ClientID: in.ClientID, LastSeenAt: formatTime(in.LastSeen), Active: in.Active,
+			ForgetAt: formatTime(in.ForgetAt), Queues: make([]QueueProgress, 0, len(in.Queues))}
+		for _, q := range in.Queues {
+			ip.TotalLag += q.Lag
+			ip.TotalLagIsLowerBound = ip.TotalLagIsLowerBound || q.LagIsLowerBound
+			ip.Queues = append(ip.Queues, toQueueProgress(q))
+		}
+		if ip.TotalLagIsLowerBound {
+			p.TotalLagIsLowerBound = true
+			p.Notes = append(p.Notes, fmt.Sprintf("the lag of instance %s is a lower bound (too many entries to count)", in.ClientID))
+		}
+		slowest = max(slowest, ip.TotalLag)
+		p.Instances = append(p.Instances, ip)
+	}
+	p.TotalLag += slowest - own
 }
 
 // groupProgress gathers a group's queue progress (from queues) and its
@@ -245,16 +308,18 @@ func (h *handler) groupProgress(ctx context.Context, group string, queues func(c
 //
 //	@Summary		Reset offsets by time
 //	@ID				resetOffsets
-//	@Description	Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress.
+//	@Description	Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress. For a broadcasting group X-Mqgate-Client-Id resets that consumer instance only; without it every known instance is reset (and the group's own offsets, when it has some).
 //	@Tags			offsets
 //	@Accept			json
 //	@Produce		json
 //	@Produce		application/problem+json
 //	@Param			group	path		string				true	"Group name"
 //	@Param			request	body		ResetOffsetRequest	true	"Target time"
+//	@Param			X-Mqgate-Client-Id	header	string	false	"A broadcasting group's consumer instance to reset alone (1 to 128 printable ASCII characters without spaces)"	maxLength(128)
 //	@Success		200		{object}	Progress
 //	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, malformed-request"
 //	@Failure		404		{object}	Problem	"group-not-found, topic-not-found"
+//	@Failure		409		{object}	Problem	"quota-exceeded (instancesPerGroup: X-Mqgate-Client-Id names a new consumer instance)"
 //	@Failure		413		{object}	Problem	"body-too-large"
 //	@Failure		415		{object}	Problem	"unsupported-media-type"
 //	@Failure		500		{object}	Problem	"internal"
@@ -288,6 +353,12 @@ func (h *handler) resetOffset(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, err)
 		return
 	}
+	instances, err := h.deps.Broker.Instances(r.Context(), group)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	addInstances(&p, instances)
 	writeJSON(w, r, http.StatusOK, p)
 }
 
@@ -297,19 +368,7 @@ func toProgress(group string, queues []broker.QueueProgress, backlog broker.Grou
 	for _, q := range queues {
 		out.TotalLag += q.Lag
 		out.TotalLagIsLowerBound = out.TotalLagIsLowerBound || q.LagIsLowerBound
-		out.Queues = append(out.Queues, QueueProgress{
-			Topic:           q.Topic,
-			QueueID:         q.QueueID,
-			BrokerOffset:    q.BrokerOffset,
-			ConsumerOffset:  q.ConsumerOffset,
-			Lag:             q.Lag,
-			InFlight:        q.InFlight,
-			LagIsLowerBound: q.LagIsLowerBound,
-			LastStoredAt:    formatTime(q.LastStoredAt),
-			MirroredOffset:  q.MirroredOffset,
-
-			DroppedUnconsumed: q.DroppedUnconsumed,
-		})
+		out.Queues = append(out.Queues, toQueueProgress(q))
 		if q.LagIsLowerBound {
 			out.Notes = append(out.Notes, fmt.Sprintf("the lag of %s queue %d is a lower bound (too many entries to count)", q.Topic, q.QueueID))
 		}
@@ -348,4 +407,21 @@ func toLevels(levels []broker.LevelBacklog, extra int64) (out []LevelBacklog, to
 		total = &sum
 	}
 	return out, total, sum
+}
+
+// toQueueProgress is one queue's progress in its wire form.
+func toQueueProgress(q broker.QueueProgress) QueueProgress {
+	return QueueProgress{
+		Topic:           q.Topic,
+		QueueID:         q.QueueID,
+		BrokerOffset:    q.BrokerOffset,
+		ConsumerOffset:  q.ConsumerOffset,
+		Lag:             q.Lag,
+		InFlight:        q.InFlight,
+		LagIsLowerBound: q.LagIsLowerBound,
+		LastStoredAt:    formatTime(q.LastStoredAt),
+		MirroredOffset:  q.MirroredOffset,
+
+		DroppedUnconsumed: q.DroppedUnconsumed,
+	}
 }

@@ -83,6 +83,7 @@ func (h *handler) registerPullRoutes(r chi.Router) {
 //	@ID				pullMessages
 //	@Description	Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 //	@Description	When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
+//	@Description	In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
 //	@Tags			consume
 //	@Accept			json
 //	@Produce		json
@@ -90,11 +91,11 @@ func (h *handler) registerPullRoutes(r chi.Router) {
 //	@Param			group	path		string		true	"Consumer group"
 //	@Param			topic	path		string		true	"Topic"
 //	@Param			request	body		PullRequest	false	"Pull options"
-//	@Param			X-Mqgate-Client-Id	header	string	false	"The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories"	maxLength(128)
+//	@Param			X-Mqgate-Client-Id	header	string	false	"The calling consumer (1 to 128 printable ASCII characters without spaces), recorded in leases and attempt histories; required by a broadcasting group, where it names the consumer instance"	maxLength(128)
 //	@Success		200		{object}	PullResponse
-//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, invalid-sql, malformed-request, value-too-long"
+//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, invalid-sql, malformed-request, value-too-long, client-id-required (a broadcasting group's pull without X-Mqgate-Client-Id)"
 //	@Failure		404		{object}	Problem	"topic-not-found, group-not-found"
-//	@Failure		409		{object}	Problem	"quota-exceeded (groups: the pull creates the group)"
+//	@Failure		409		{object}	Problem	"quota-exceeded (groups: the pull creates the group; instancesPerGroup: a broadcasting group's new consumer instance)"
 //	@Failure		413		{object}	Problem	"body-too-large"
 //	@Failure		415		{object}	Problem	"unsupported-media-type"
 //	@Failure		429		{object}	Problem	"too-many-waiters (the server's --max-waiters or the account's maxLongPolls), rate-limited"

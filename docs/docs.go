@@ -945,6 +945,7 @@ const docTemplate = `{
         },
         "/groups/{group}/offsets": {
             "get": {
+                "description": "A broadcasting group's consumer instance (X-Mqgate-Client-Id) gets its own offsets (for an instance the group does not know yet, its subscribed queues at their first offsets; nothing is registered); without the header, the group's own.",
                 "produces": [
                     "application/json",
                     "application/problem+json"
@@ -961,6 +962,13 @@ const docTemplate = `{
                         "name": "group",
                         "in": "path",
                         "required": true
+                    },
+                    {
+                        "maxLength": 128,
+                        "type": "string",
+                        "description": "A broadcasting group's consumer instance (1 to 128 printable ASCII characters without spaces)",
+                        "name": "X-Mqgate-Client-Id",
+                        "in": "header"
                     }
                 ],
                 "responses": {
@@ -971,7 +979,7 @@ const docTemplate = `{
                         }
                     },
                     "400": {
-                        "description": "invalid-name",
+                        "description": "invalid-name, invalid-argument, value-too-long",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -997,7 +1005,7 @@ const docTemplate = `{
                 }
             },
             "put": {
-                "description": "Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored).",
+                "description": "Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored). A broadcasting group's consumer instance (X-Mqgate-Client-Id) commits its own offsets, registering it when new (started by the group's consumeFrom); without the header the group's own offsets are set.",
                 "consumes": [
                     "application/json"
                 ],
@@ -1025,6 +1033,13 @@ const docTemplate = `{
                         "schema": {
                             "$ref": "#/definitions/Offsets"
                         }
+                    },
+                    {
+                        "maxLength": 128,
+                        "type": "string",
+                        "description": "A broadcasting group's consumer instance (1 to 128 printable ASCII characters without spaces)",
+                        "name": "X-Mqgate-Client-Id",
+                        "in": "header"
                     }
                 ],
                 "responses": {
@@ -1032,7 +1047,7 @@ const docTemplate = `{
                         "description": "No Content"
                     },
                     "400": {
-                        "description": "invalid-name, invalid-argument, malformed-request, offset-out-of-range",
+                        "description": "invalid-name, invalid-argument, malformed-request, offset-out-of-range, value-too-long",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -1044,7 +1059,7 @@ const docTemplate = `{
                         }
                     },
                     "409": {
-                        "description": "quota-exceeded (groups: the commit creates the group)",
+                        "description": "quota-exceeded (groups: the commit creates the group; instancesPerGroup: a broadcasting group's new consumer instance)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -1084,7 +1099,7 @@ const docTemplate = `{
         },
         "/groups/{group}/progress": {
             "get": {
-                "description": "Per queue: broker offset, consumer offset, lag and in-flight leases (mqadmin consumerProgress). Queue id -1 is the topic's view of the group's retry topic: its lag counts the retries of that topic already due.\n` + "`" + `retry` + "`" + ` counts the group's retries still waiting in the delay ladder, per level; ` + "`" + `delayed` + "`" + ` the delayed messages and timers of the group's topics not yet due. ` + "`" + `totalLag` + "`" + ` adds them all up. A count that cannot be known is null (never 0), with a note.",
+                "description": "Per queue: broker offset, consumer offset, lag and in-flight leases (mqadmin consumerProgress). Queue id -1 is the topic's view of the group's retry topic: its lag counts the retries of that topic already due.\n` + "`" + `retry` + "`" + ` counts the group's retries still waiting in the delay ladder, per level; ` + "`" + `delayed` + "`" + ` the delayed messages and timers of the group's topics not yet due. ` + "`" + `totalLag` + "`" + ` adds them all up. A count that cannot be known is null (never 0), with a note.\nA broadcasting group lists its consumer instances in ` + "`" + `instances` + "`" + `, each with its own offsets, lag, last request and when it is forgotten if it stays idle.",
                 "produces": [
                     "application/json",
                     "application/problem+json"
@@ -1139,7 +1154,7 @@ const docTemplate = `{
         },
         "/groups/{group}/reset-offset": {
             "post": {
-                "description": "Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress.",
+                "description": "Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress. For a broadcasting group X-Mqgate-Client-Id resets that consumer instance only; without it every known instance is reset (and the group's own offsets, when it has some).",
                 "consumes": [
                     "application/json"
                 ],
@@ -1168,6 +1183,13 @@ const docTemplate = `{
                         "schema": {
                             "$ref": "#/definitions/ResetOffsetRequest"
                         }
+                    },
+                    {
+                        "maxLength": 128,
+                        "type": "string",
+                        "description": "A broadcasting group's consumer instance to reset alone (1 to 128 printable ASCII characters without spaces)",
+                        "name": "X-Mqgate-Client-Id",
+                        "in": "header"
                     }
                 ],
                 "responses": {
@@ -1185,6 +1207,12 @@ const docTemplate = `{
                     },
                     "404": {
                         "description": "group-not-found, topic-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "quota-exceeded (instancesPerGroup: X-Mqgate-Client-Id names a new consumer instance)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -1224,7 +1252,7 @@ const docTemplate = `{
         },
         "/groups/{group}/topics/{topic}/pull": {
             "post": {
-                "description": "Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.\nWhen nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.",
+                "description": "Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.\nWhen nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.\nIn a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.",
                 "consumes": [
                     "application/json"
                 ],
@@ -1263,7 +1291,7 @@ const docTemplate = `{
                     {
                         "maxLength": 128,
                         "type": "string",
-                        "description": "The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories",
+                        "description": "The calling consumer (1 to 128 printable ASCII characters without spaces), recorded in leases and attempt histories; required by a broadcasting group, where it names the consumer instance",
                         "name": "X-Mqgate-Client-Id",
                         "in": "header"
                     }
@@ -1276,7 +1304,7 @@ const docTemplate = `{
                         }
                     },
                     "400": {
-                        "description": "invalid-name, invalid-argument, invalid-sql, malformed-request, value-too-long",
+                        "description": "invalid-name, invalid-argument, invalid-sql, malformed-request, value-too-long, client-id-required (a broadcasting group's pull without X-Mqgate-Client-Id)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -1288,7 +1316,7 @@ const docTemplate = `{
                         }
                     },
                     "409": {
-                        "description": "quota-exceeded (groups: the pull creates the group)",
+                        "description": "quota-exceeded (groups: the pull creates the group; instancesPerGroup: a broadcasting group's new consumer instance)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -2318,7 +2346,7 @@ const docTemplate = `{
         },
         "/topics/{topic}/queues/{queueId}/messages": {
             "get": {
-                "description": "Offset-based consumption (RocketMQ PullConsumer style): read up to max messages of one queue from offset. Nothing is leased; commit progress with PUT /groups/{group}/offsets.",
+                "description": "Offset-based consumption (RocketMQ PullConsumer style): read up to max messages of one queue from offset. Nothing is leased; commit progress with PUT /groups/{group}/offsets.\nWith ` + "`" + `group` + "`" + ` (SUB on the group too) the group's subscription of the topic filters what is returned (its tagExpression and sql; nextOffset moves past what they refuse) and a read without ` + "`" + `offset` + "`" + ` starts at the group's committed offset. For a broadcasting group, X-Mqgate-Client-Id reads as that consumer instance: its first read registers it (started by the group's consumeFrom) and its committed offset is its own.",
                 "produces": [
                     "application/json",
                     "application/problem+json"
@@ -2349,8 +2377,7 @@ const docTemplate = `{
                         "minimum": 0,
                         "type": "integer",
                         "format": "int64",
-                        "default": 0,
-                        "description": "First offset to read",
+                        "description": "First offset to read (default 0; with group, the group's or the consumer instance's committed offset)",
                         "name": "offset",
                         "in": "query"
                     },
@@ -2362,6 +2389,19 @@ const docTemplate = `{
                         "description": "Most messages to return",
                         "name": "max",
                         "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "Consumer group whose subscription filters the read and whose committed offset it starts at",
+                        "name": "group",
+                        "in": "query"
+                    },
+                    {
+                        "maxLength": 128,
+                        "type": "string",
+                        "description": "With group, a broadcasting group's consumer instance (1 to 128 printable ASCII characters without spaces)",
+                        "name": "X-Mqgate-Client-Id",
+                        "in": "header"
                     }
                 ],
                 "responses": {
@@ -2372,13 +2412,25 @@ const docTemplate = `{
                         }
                     },
                     "400": {
-                        "description": "invalid-name, invalid-argument, offset-out-of-range",
+                        "description": "invalid-name, invalid-argument, offset-out-of-range, value-too-long",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "403": {
+                        "description": "forbidden (SUB on group)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
                     },
                     "404": {
-                        "description": "topic-not-found",
+                        "description": "topic-not-found, group-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "quota-exceeded (instancesPerGroup: a broadcasting group's new consumer instance)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }
@@ -3100,6 +3152,7 @@ const docTemplate = `{
             "required": [
                 "consumeFrom",
                 "consumeMode",
+                "instanceIdleMs",
                 "invisibleMs",
                 "name",
                 "orderly",
@@ -3125,6 +3178,11 @@ const docTemplate = `{
                     "type": "string",
                     "format": "date-time",
                     "example": "2026-11-29T10:00:00.000Z"
+                },
+                "instanceIdleMs": {
+                    "description": "InstanceIdleMs is how long a broadcasting group's consumer instance may stay idle before it is forgotten.",
+                    "type": "integer",
+                    "example": 86400000
                 },
                 "invisibleMs": {
                     "type": "integer",
@@ -3184,13 +3242,20 @@ const docTemplate = `{
                     "example": "last"
                 },
                 "consumeMode": {
-                    "description": "ConsumeMode is \"clustering\" (default: members share the work) or \"broadcasting\" (each member sees everything).",
+                    "description": "ConsumeMode is \"clustering\" (default: members share the work) or \"broadcasting\" (each consumer instance,\nnamed by X-Mqgate-Client-Id, gets every message, with offsets, leases and retries of its own).",
                     "type": "string",
                     "enum": [
                         "clustering",
                         "broadcasting"
                     ],
                     "example": "clustering"
+                },
+                "instanceIdleMs": {
+                    "description": "InstanceIdleMs is, for a broadcasting group, how long a consumer instance may make no request before it is\nforgotten with its offsets (0 = default 86400000, 24 h); back, it starts again by consumeFrom.",
+                    "type": "integer",
+                    "maximum": 31622400000,
+                    "minimum": 0,
+                    "example": 86400000
                 },
                 "invisibleMs": {
                     "description": "InvisibleMs is the default lease length of a pull (0 = broker default).",
@@ -3233,6 +3298,56 @@ const docTemplate = `{
                     "items": {
                         "$ref": "#/definitions/Subscription"
                     }
+                }
+            }
+        },
+        "InstanceProgress": {
+            "type": "object",
+            "required": [
+                "active",
+                "clientId",
+                "lastSeenAt",
+                "queues",
+                "totalLag"
+            ],
+            "properties": {
+                "active": {
+                    "description": "Active counts its requests under way (waiting pulls included).",
+                    "type": "integer",
+                    "example": 1
+                },
+                "clientId": {
+                    "description": "ClientID is the instance's X-Mqgate-Client-Id.",
+                    "type": "string",
+                    "example": "worker-1"
+                },
+                "forgetAt": {
+                    "description": "ForgetAt is when it is forgotten, its offsets with it, if it makes no request until then (the group's\ninstanceIdleMs after lastSeenAt); absent while a request is under way.",
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-11-30T10:00:00.001Z"
+                },
+                "lastSeenAt": {
+                    "description": "LastSeenAt is when its last request (pull, queue read, offset commit, or ack, nack or lease change with\none of its receipts) ended, or started while one is under way.",
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.001Z"
+                },
+                "queues": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/QueueProgress"
+                    }
+                },
+                "totalLag": {
+                    "description": "TotalLag is the sum of its queues' lag.",
+                    "type": "integer",
+                    "example": 3
+                },
+                "totalLagIsLowerBound": {
+                    "description": "TotalLagIsLowerBound: some queue's lag could not be counted completely.",
+                    "type": "boolean",
+                    "example": false
                 }
             }
         },
@@ -3562,7 +3677,7 @@ const docTemplate = `{
                     "example": "broker: topic not found"
                 },
                 "field": {
-                    "description": "Field names the request field over a limit (body-too-large, properties-too-large, value-too-long), the\nquota reached (quota-exceeded: topics, queuesPerTopic, queues, groups, pushEndpoints, pendingTimers), or\nthe filter that does not compile (invalid-sql: \"subscriptions[0].sql\", \"sql\").",
+                    "description": "Field names the request field over a limit (body-too-large, properties-too-large, value-too-long), the\nquota reached (quota-exceeded: topics, queuesPerTopic, queues, groups, pushEndpoints, pendingTimers,\ntransactionsPerProducerGroup, pendingTransactions, instancesPerGroup), or\nthe filter that does not compile (invalid-sql: \"subscriptions[0].sql\", \"sql\").",
                     "type": "string",
                     "example": "messages[3].tag"
                 },
@@ -3639,6 +3754,13 @@ const docTemplate = `{
                     "type": "string",
                     "example": "billing"
                 },
+                "instances": {
+                    "description": "Instances lists, for a broadcasting group, its consumer instances with their own offsets; the group's own\nqueues are listed in queues only when it has offsets of its own (committed without a client id) or no instances.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/InstanceProgress"
+                    }
+                },
                 "notes": {
                     "description": "Notes explain counts that are unknown (null) or incomplete.",
                     "type": "array",
@@ -3661,7 +3783,7 @@ const docTemplate = `{
                     ]
                 },
                 "totalLag": {
-                    "description": "TotalLag is every message the group has still to consume: the queues' lag (queueId -1 rows count the\ngroup's retries of that topic already due), plus retry.total and delayed.total.",
+                    "description": "TotalLag is every message the group has still to consume: the queues' lag (queueId -1 rows count the\ngroup's retries of that topic already due), plus retry.total and delayed.total. For a broadcasting group\nthe queues' part is its slowest consumer's: the largest of its own queues' lag and each instance's totalLag.",
                     "type": "integer",
                     "example": 11
                 },

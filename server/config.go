@@ -162,6 +162,10 @@ type Config struct {
 	// transactional send past one is a 409 quota-exceeded; 0 is unlimited.
 	MaxTransactionsPerProducerGroup int `name:"max-transactions-per-producer-group" help:"Most unresolved transactions (half messages) of one producer group; more get 409 quota-exceeded (0 = unlimited)." env:"MQGATE_MAX_TRANSACTIONS_PER_PRODUCER_GROUP" default:"${max_transactions_per_producer_group}"`
 	MaxPendingTransactions          int `name:"max-pending-transactions" help:"Most unresolved transactions of all producer groups together; more get 409 quota-exceeded (0 = unlimited)." env:"MQGATE_MAX_PENDING_TRANSACTIONS" default:"${max_pending_transactions}"`
+	// MaxInstancesPerGroup bounds the consumer instances (client ids) one
+	// broadcasting group knows at once: a new one past it is a 409
+	// quota-exceeded; 0 is unlimited.
+	MaxInstancesPerGroup int `name:"max-instances-per-group" help:"Most consumer instances (X-Mqgate-Client-Id) one broadcasting group knows at once; a new one past it gets 409 quota-exceeded (an idle one is forgotten after the group's instanceIdleMs; 0 = unlimited)." env:"MQGATE_MAX_INSTANCES_PER_GROUP" default:"${max_instances_per_group}"`
 	// TransactionMaxChecks is how many checks of an unresolved transaction
 	// are handed out before it is rolled back (RocketMQ's
 	// transactionCheckMax); TransactionCheckInterval the least time
@@ -258,6 +262,7 @@ func DefaultConfig() Config {
 
 		MaxTransactionsPerProducerGroup: 10_000,
 		MaxPendingTransactions:          100_000,
+		MaxInstancesPerGroup:            1024,
 		TransactionMaxChecks:            broker.DefaultTransactionMaxChecks,
 		TransactionCheckInterval:        broker.DefaultTransactionCheckInterval,
 
@@ -312,6 +317,7 @@ func (c Config) FlagDefaults() map[string]string {
 
 		"max_transactions_per_producer_group": strconv.Itoa(c.MaxTransactionsPerProducerGroup),
 		"max_pending_transactions":            strconv.Itoa(c.MaxPendingTransactions),
+		"max_instances_per_group":             strconv.Itoa(c.MaxInstancesPerGroup),
 		"transaction_max_checks":              strconv.Itoa(c.TransactionMaxChecks),
 		"transaction_check_interval":          c.TransactionCheckInterval.String(),
 
@@ -479,6 +485,9 @@ func (c Config) Validate() error {
 	}
 	if min(c.MaxTopics, c.MaxQueues, c.MaxQueuesPerTopic, c.MaxGroups, c.MaxPushEndpoints, c.MaxPendingTimers) < 0 {
 		bad("max-topics, max-queues, max-queues-per-topic, max-groups, max-push-endpoints and max-pending-timers must not be negative (0 = unlimited)")
+	}
+	if c.MaxInstancesPerGroup < 0 {
+		bad("max-instances-per-group must not be negative (0 = unlimited)")
 	}
 	if c.MaxTransactionsPerProducerGroup < 0 || c.MaxPendingTransactions < 0 {
 		bad("max-transactions-per-producer-group and max-pending-transactions must not be negative (0 = unlimited)")

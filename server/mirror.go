@@ -46,13 +46,51 @@ func (m mirroredBroker) ListDeadLetters(ctx context.Context, group string, f bro
 // of consumerOffset (read the other way round, acks landing in between
 // could make it look so).
 func (m mirroredBroker) Progress(ctx context.Context, group string) ([]broker.QueueProgress, error) {
-	var mirrored []pgmirror.Offset
-	if m.mirror.Health() == nil {
-		mirrored, _ = m.mirror.Offsets(ctx, group) // on error the live view alone is the answer
+	client := ""
+	if g, err := m.Broker.GetGroup(ctx, group); err == nil && g.ConsumeMode == broker.ConsumeBroadcasting {
+		client = broker.ClientOf(ctx) // the rows are that consumer instance's
 	}
+	mirrored := m.mirrored(ctx, group, client)
 	live, err := m.Broker.Progress(ctx, group)
-	if err != nil || len(mirrored) == 0 {
+	if err != nil {
 		return live, err
+	}
+	addMirrored(live, mirrored)
+	return live, nil
+}
+
+// Instances adds each consumer instance's mirrored offsets, read before
+// the live ones as Progress does.
+func (m mirroredBroker) Instances(ctx context.Context, group string) ([]broker.InstanceProgress, error) {
+	var mirrored map[string][]pgmirror.Offset
+	if m.mirror.Health() == nil {
+		mirrored, _ = m.mirror.InstancesOffsets(ctx, group) // on error the live view alone is the answer
+	}
+	live, err := m.Broker.Instances(ctx, group)
+	if err != nil {
+		return live, err
+	}
+	for i := range live {
+		addMirrored(live[i].Queues, mirrored[live[i].ClientID])
+	}
+	return live, nil
+}
+
+// mirrored reads the mirrored offsets of a group (or of one of its
+// consumer instances) when the mirror is healthy; on error the live view
+// alone is the answer.
+func (m mirroredBroker) mirrored(ctx context.Context, group, client string) []pgmirror.Offset {
+	if m.mirror.Health() != nil {
+		return nil
+	}
+	out, _ := m.mirror.InstanceOffsets(ctx, group, client)
+	return out
+}
+
+// addMirrored sets the mirrored offset of each live row the mirror has.
+func addMirrored(live []broker.QueueProgress, mirrored []pgmirror.Offset) {
+	if len(mirrored) == 0 {
+		return
 	}
 	type key struct {
 		topic string
@@ -67,7 +105,6 @@ func (m mirroredBroker) Progress(ctx context.Context, group string) ([]broker.Qu
 			live[i].MirroredOffset = &v
 		}
 	}
-	return live, nil
 }
 
 // Backlog adds a note when the mirror is degraded: the mirrored offsets

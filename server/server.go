@@ -172,6 +172,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 
 			MaxTransactionsPerProducerGroup: cfg.MaxTransactionsPerProducerGroup,
 			MaxPendingTransactions:          cfg.MaxPendingTransactions,
+			MaxInstancesPerGroup:            cfg.MaxInstancesPerGroup,
 		},
 		TransactionMaxChecks:     cfg.TransactionMaxChecks,
 		TransactionCheckInterval: cfg.TransactionCheckInterval,

@@ -27,27 +27,42 @@ type receiptOp func(ref leaseRef, now time.Time) ReceiptStatus
 // forEachReceipt validates each receipt and runs op on its live lease
 // under the lease's lock. Invalid, stale and gone receipts get their
 // status without op: a receipt whose message is already acknowledged is
-// ok for an ack (idempotent) and expired for anything else.
+// ok for an ack (idempotent) and expired for anything else. The receipt
+// of a broadcasting group's instance names the instance's progress group
+// (broadcast.go): it settles that instance's lease, and counts as a
+// request of the instance.
 func (b *Broker) forEachReceipt(group string, receipts []string, isAck bool, op receiptOp) []ReceiptResult {
 	results := make([]ReceiptResult, len(receipts))
 	now := time.Now()
 	// Decode (and check the HMAC of) every receipt before taking any lock.
 	decoded := make([]receipt, len(receipts))
 	valid := make([]bool, len(receipts))
+	var instances map[string]struct{}
 	for i, raw := range receipts {
 		results[i].Receipt = raw
 		r, err := b.receipts.decode(raw)
-		if err != nil || r.Group != group {
+		base, client := "", ""
+		if err == nil {
+			base, client = splitInstance(r.Group)
+		}
+		if err != nil || base != group {
 			results[i].Status, results[i].Error = ReceiptInvalid, "malformed, forged or of another group"
 			continue
 		}
+		if client != "" {
+			if instances == nil {
+				instances = map[string]struct{}{}
+			}
+			instances[client] = struct{}{}
+		}
 		decoded[i], valid[i] = r, true
 	}
+	b.touchInstances(group, instances)
 	// The receipts of one request are almost always of one (group,
 	// topic): its pop state is locked once for the run of them, not once
 	// per receipt, so an ack of 32 does not queue 32 times behind pulls.
 	var held *popState
-	heldTopic := ""
+	heldGroup, heldTopic := "", ""
 	release := func() {
 		if held != nil {
 			held.mu.Unlock()
@@ -61,7 +76,7 @@ func (b *Broker) forEachReceipt(group string, receipts []string, isAck bool, op 
 		}
 		r := decoded[i]
 		key := offset.Key{Group: r.Group, Topic: r.Topic, QueueID: r.QueueID}
-		if held == nil || heldTopic != r.Topic {
+		if held == nil || heldTopic != r.Topic || heldGroup != r.Group {
 			release()
 			ps := b.existingPopState(r.Group, r.Topic)
 			if ps == nil {
@@ -69,7 +84,7 @@ func (b *Broker) forEachReceipt(group string, receipts []string, isAck bool, op 
 				continue
 			}
 			ps.mu.Lock()
-			held, heldTopic = ps, r.Topic
+			held, heldGroup, heldTopic = ps, r.Group, r.Topic
 		}
 		c := held.queues[r.QueueID]
 		var l *lease
@@ -138,9 +153,9 @@ func (b *Broker) Ack(ctx context.Context, group string, receipts []string) ([]Re
 	})
 	err := b.persist(rec, nil)
 	var held *popState
-	heldTopic := ""
+	heldGroup, heldTopic := "", ""
 	for _, ref := range settling {
-		if held == nil || heldTopic != ref.r.Topic {
+		if held == nil || heldTopic != ref.r.Topic || heldGroup != ref.r.Group {
 			if held != nil {
 				held.mu.Unlock()
 				held = nil
@@ -150,7 +165,7 @@ func (b *Broker) Ack(ctx context.Context, group string, receipts []string) ([]Re
 				continue
 			}
 			ps.mu.Lock()
-			held, heldTopic = ps, ref.r.Topic
+			held, heldGroup, heldTopic = ps, ref.r.Group, ref.r.Topic
 		}
 		if err == nil && ref.cursor.inflight[ref.r.Offset] == ref.lease {
 			delete(ref.cursor.inflight, ref.r.Offset)
@@ -242,8 +257,9 @@ func (b *Broker) ChangeLease(ctx context.Context, group string, items []LeaseIte
 	var notes leaseNotes // the new deadlines, recorded before the answer (lease_log.go)
 	results := b.forEachReceipt(group, receipts, false, func(ref leaseRef, now time.Time) ReceiptStatus {
 		inv := items[ref.index].Invisible
-		if inv == 0 && ref.lease.key != "" {
-			// An ordered message stays with its key: re-offered at once.
+		if inv == 0 && (ref.lease.key != "" || ref.lease.failures > 0) {
+			// An ordered message stays with its key (an instance's retry
+			// with its failure count): re-offered at once.
 			ref.lease.waiting, ref.lease.retryAt = true, now
 			ref.lease.epoch = b.epoch.Add(1)
 			notes.lease(b, ref.key, ref.r.Offset, ref.lease)
@@ -299,9 +315,10 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 		if client == "" {
 			client = ref.lease.client
 		}
-		if l := ref.lease; l.key != "" {
-			// An ordered message is retried in place (orderly.go).
-			v := b.view(group, ref.r.Topic, ref.r.QueueID, nil)
+		v := b.view(ref.r.Group, ref.r.Topic, ref.r.QueueID, nil)
+		if l := ref.lease; l.key != "" || v.inPlace {
+			// An ordered message is retried in place (orderly.go), and so
+			// is a broadcasting group's instance's (broadcast.go).
 			a := newAttempt(now, outcomeNack, client, it.Reason, it.DelayLevel)
 			if b.failInPlace(l, v, it.DelayLevel, it.Delay, now, a) {
 				l.sendingBack = true
@@ -316,7 +333,7 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 		}
 		ref.lease.sendingBack = true
 		failed = append(failed, sendBack{
-			view:    b.view(group, ref.r.Topic, ref.r.QueueID, nil),
+			view:    v,
 			offset:  ref.r.Offset,
 			level:   it.DelayLevel,
 			delay:   it.Delay,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/mqgate/mqgate/storage"
@@ -148,6 +149,9 @@ func (b *Broker) normalizeGroup(g GroupConfig) (GroupConfig, error) {
 	if g.Invisible < 0 || g.Invisible > b.opts.MaxInvisible {
 		return g, fmt.Errorf("%w: invisibility must be 0..%v", ErrInvalidArgument, b.opts.MaxInvisible)
 	}
+	if err := checkInstanceIdle(g.InstanceIdle); err != nil {
+		return g, err
+	}
 	var err error
 	if g.ConsumeFrom, err = normalizeConsumeFrom(g.ConsumeFrom); err != nil {
 		return g, err
@@ -201,11 +205,12 @@ func (b *Broker) DeleteGroup(ctx context.Context, name string) error {
 	}
 	b.popsMu.Lock()
 	for k := range b.pops {
-		if k.group == name {
+		if baseGroup(k.group) == name { // its own and its instances'
 			delete(b.pops, k)
 		}
 	}
 	b.popsMu.Unlock()
+	b.dropGroupInstances(name)
 	// The group's progress goes durably too (a forget record): replayed
 	// after a restart, the old group's acks and commits would otherwise
 	// apply to a group re-created under the name. A crash before it is
@@ -221,17 +226,22 @@ func (b *Broker) DeleteGroup(ctx context.Context, name string) error {
 
 // CommitOffsets sets committed offsets (offset-mode consumers, resets).
 // A commit also resets the group's pop cursor and drops its leases on that
-// queue, so pop consumers continue from the committed offset.
+// queue, so pop consumers continue from the committed offset. For a
+// broadcasting group, a client id in ctx commits that consumer instance's
+// offsets (registering it first: broadcast.go); without one the group's
+// own.
 func (b *Broker) CommitOffsets(ctx context.Context, group string, commits []OffsetCommit) error {
 	if b.closed.Load() {
 		return ErrShuttingDown
 	}
-	if _, err := b.groupForPull(group); err != nil {
+	g, err := b.groupForPull(group)
+	if err != nil {
 		return err
 	}
 	if len(commits) == 0 || len(commits) > MaxBatchItems {
 		return fmt.Errorf("%w: 1 to %d commits", ErrInvalidArgument, MaxBatchItems)
 	}
+	var topics []TopicConfig
 	for i, c := range commits {
 		t, err := b.GetTopic(ctx, c.Topic)
 		if err != nil {
@@ -243,10 +253,22 @@ func (b *Broker) CommitOffsets(ctx context.Context, group string, commits []Offs
 		if min, top := b.store.MinOffset(c.Topic, c.QueueID), b.store.MaxOffset(c.Topic, c.QueueID); c.Offset < min || c.Offset > top {
 			return fmt.Errorf("%w: commit %d: offset %d outside [%d, %d]", ErrOffsetOutOfRange, i, c.Offset, min, top)
 		}
+		if !slices.ContainsFunc(topics, func(have TopicConfig) bool { return have.Name == t.Name }) {
+			topics = append(topics, t)
+		}
+	}
+	keyGroup := group
+	if client := clientOf(ctx); client != "" && g.ConsumeMode == ConsumeBroadcasting {
+		leave, err := b.enterInstance(g, client, topics...)
+		if err != nil {
+			return err
+		}
+		defer leave()
+		keyGroup = instanceKey(group, client)
 	}
 	for _, c := range commits {
-		key := offset.Key{Group: group, Topic: c.Topic, QueueID: c.QueueID}
-		ps := b.popState(group, c.Topic)
+		key := offset.Key{Group: keyGroup, Topic: c.Topic, QueueID: c.QueueID}
+		ps := b.popState(keyGroup, c.Topic)
 		ps.mu.Lock()
 		err := b.commit(key, c.Offset)
 		if cur := ps.queues[c.QueueID]; cur != nil {
@@ -291,7 +313,7 @@ func (b *Broker) ResetOffset(ctx context.Context, group, topic string, t time.Ti
 		}
 	}
 	if len(commits) > 0 {
-		if err := b.CommitOffsets(ctx, group, commits); err != nil {
+		if err := b.resetCommits(ctx, g, commits); err != nil {
 			return nil, err
 		}
 	}
@@ -311,29 +333,45 @@ func (b *Broker) ResetOffset(ctx context.Context, group, topic string, t time.Ti
 // ReadQueue reads messages by offset (offset-mode consumers); nothing is
 // leased. It returns the next offset to read.
 func (b *Broker) ReadQueue(ctx context.Context, topic string, queueID int32, from int64, max int) ([]QueueMessage, int64, error) {
-	cfg, err := b.GetTopic(ctx, topic)
-	if err != nil {
+	if _, err := b.checkReadQueue(ctx, topic, queueID, max); err != nil {
 		return nil, from, err
 	}
+	return b.readQueue(ctx, topic, queueID, from, max, nil, nil)
+}
+
+// checkReadQueue checks a read by offset of topic's queue queueID.
+func (b *Broker) checkReadQueue(ctx context.Context, topic string, queueID int32, max int) (TopicConfig, error) {
+	cfg, err := b.GetTopic(ctx, topic)
+	if err != nil {
+		return cfg, err
+	}
 	if cfg.Perm == "w" {
-		return nil, from, fmt.Errorf("%w: topic %s is write-only (perm w)", ErrInvalidArgument, topic)
+		return cfg, fmt.Errorf("%w: topic %s is write-only (perm w)", ErrInvalidArgument, topic)
 	}
 	if queueID < 0 || int(queueID) >= cfg.Queues {
-		return nil, from, fmt.Errorf("%w: queue %d does not exist", ErrInvalidArgument, queueID)
+		return cfg, fmt.Errorf("%w: queue %d does not exist", ErrInvalidArgument, queueID)
 	}
 	if max <= 0 || max > maxReadQueueMessages {
-		return nil, from, fmt.Errorf("%w: max must be 1..%d", ErrInvalidArgument, maxReadQueueMessages)
+		return cfg, fmt.Errorf("%w: max must be 1..%d", ErrInvalidArgument, maxReadQueueMessages)
 	}
+	return cfg, nil
+}
+
+// readQueue reads up to max messages from from on, keeping those whose
+// tag code match and whose message accept take (nil: all).
+func (b *Broker) readQueue(ctx context.Context, topic string, queueID int32, from int64, max int, match func(int64) bool, accept func(*message.Message) bool) ([]QueueMessage, int64, error) {
 	if err := b.store.AwaitDispatch(ctx); err != nil && !errors.Is(err, ctx.Err()) {
 		return nil, from, mapStoreErr(err)
 	}
-	res, err := b.store.ReadQueue(topic, queueID, from, max, nil)
+	res, err := b.store.ReadQueue(topic, queueID, from, max, match)
 	if err != nil {
 		return nil, from, mapStoreErr(err)
 	}
-	out := make([]QueueMessage, len(res.Messages))
-	for i, m := range res.Messages {
-		out[i] = toReceived(m)
+	out := make([]QueueMessage, 0, len(res.Messages))
+	for _, m := range res.Messages {
+		if accept == nil || accept(m) {
+			out = append(out, toReceived(m))
+		}
 	}
 	return out, res.Next, nil
 }

@@ -220,6 +220,10 @@ type GroupConfig struct {
 	// delayLevel nor its delay chose (retrypolicy.go); nil = the delay
 	// ladder (level 3 + reconsumeTimes).
 	RetryPolicy *RetryPolicy `json:",omitempty"`
+	// InstanceIdle is how long a consumer instance of a broadcasting
+	// group may make no request before it is forgotten, its offsets with
+	// it (broadcast.go); 0 = DefaultInstanceIdle.
+	InstanceIdle time.Duration `json:",omitempty"`
 	// Push, when set, makes the gateway deliver the group's messages to a
 	// webhook endpoint (package server/push); nil = pull consumers only.
 	// The stored pointer is shared with every reader of the group: to
@@ -307,6 +311,24 @@ type QueueProgress struct {
 	// MirroredOffset is the committed offset as mirrored in PostgreSQL;
 	// nil in embedded mode or when the queue is not mirrored (yet).
 	MirroredOffset *int64
+}
+
+// InstanceProgress is one consumer instance of a broadcasting group
+// (broadcast.go) and its own progress.
+type InstanceProgress struct {
+	// ClientID is the instance's X-Mqgate-Client-Id.
+	ClientID string
+	// LastSeen is when its last request ended (or started, while one is
+	// under way).
+	LastSeen time.Time
+	// Active counts its requests under way (long polls included).
+	Active int
+	// ForgetAt is when it is forgotten if it stays idle (zero while a
+	// request is under way).
+	ForgetAt time.Time
+	// Queues is its progress per queue, as Broker.Progress reports a
+	// group's.
+	Queues []QueueProgress
 }
 
 // GroupBacklog is what waits for a group besides the lag of its queues.

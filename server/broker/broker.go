@@ -208,6 +208,7 @@ type Broker struct {
 	snapshotFrom atomic.Int64
 	leases       leaseLogState // the leases snapshot and recovery (lease_log.go)
 	trace        traceState    // the message trace's follower (trace_follow.go)
+	instances    instanceSet   // consumer instances of broadcasting groups (broadcast.go)
 	dropped      droppedCounts // unconsumed messages retention took, per key (retention.go)
 	scheduler    *schedule.Scheduler
 
@@ -219,7 +220,7 @@ type Broker struct {
 	cancelClosing context.CancelFunc
 	closed        atomic.Bool
 	timerWorkers  []*worker.Service  // timer delivery, timer index maintenance, transaction checks, the trace follower
-	periodic      []*worker.Periodic // reaper, progress snapshot, dedup expiry
+	periodic      []*worker.Periodic // reaper, progress snapshot, dedup expiry, idle instance sweep
 	closeMu       sync.Mutex
 	closeErr      error
 }
@@ -312,14 +313,15 @@ func (b *Broker) recover(ctx context.Context) error {
 		return err
 	}
 	for _, k := range table.Keys() {
-		if _, ok := b.registry.group(k.Group); !ok {
-			table.Forget(k.Group)
+		if _, ok := b.registry.group(baseGroup(k.Group)); !ok {
+			table.Forget(k.Group) // a deleted group's (and its instances')
 		}
 	}
 	b.log.Info().Int("records", replayed).Dur("took", time.Since(start)).Msg("consumer progress recovered")
 	if err := b.clampOffsets(); err != nil {
 		return err
 	}
+	b.openInstances()
 	if err := b.restoreLeases(ctx); err != nil {
 		return err
 	}
@@ -359,7 +361,7 @@ func (b *Broker) clampOffsets() error {
 	for _, k := range b.progress.Keys() {
 		storeTopic, storeQueue := k.Topic, k.QueueID
 		if k.QueueID == retryQueueID {
-			storeTopic, storeQueue = RetryTopic(k.Group), 0
+			storeTopic, storeQueue = RetryTopic(baseGroup(k.Group)), 0
 		}
 		committed, _, _ := b.progress.Get(k)
 		top := b.store.MaxOffset(storeTopic, storeQueue)
@@ -399,15 +401,17 @@ func (b *Broker) start() {
 			}
 		}),
 		worker.Every(time.Minute, func(_ context.Context, now time.Time) { b.dedup.expire(now.Add(-b.opts.DedupWindow)) }),
+		worker.Every(instanceSweepInterval, func(_ context.Context, now time.Time) { b.forgetIdleInstances(now) }),
 	}
 	for _, p := range b.periodic {
 		p.Start(b.closingCtx)
 	}
 }
 
-// snapshot writes the offsets snapshot and the leases snapshot.
+// snapshot writes the offsets snapshot, the leases snapshot and the
+// consumer instances' last-seen times.
 func (b *Broker) snapshot() error {
-	return errors.Join(b.snapshotOffsets(), b.snapshotLeases())
+	return errors.Join(b.snapshotOffsets(), b.snapshotLeases(), b.snapshotInstances())
 }
 
 func (b *Broker) snapshotOffsets() error {
@@ -661,4 +665,5 @@ var systemProperties = map[string]struct{}{
 	message.PropertyDeliverTimeMs: {}, message.PropertyShardingKey: {}, message.PropertyDedupID: {},
 	propAttempts: {}, propDLQReason: {}, propDLQID: {}, propDLQDeadAt: {}, propTimerID: {}, propTimerPrev: {}, propOrderSeq: {},
 	propTxnID: {}, propTxnGroup: {}, propTxnCheckAfter: {}, propTxnChecks: {}, propTxnNextCheck: {},
+	propInstance: {},
 }

@@ -294,7 +294,7 @@ func TestValidation(t *testing.T) {
 	_, _, err = bd.b.PutGroup(bd.ctx, broker.GroupConfig{Name: "bc", ConsumeMode: "broadcasting"})
 	require.NoError(t, err)
 	_, err = bd.b.Pull(bd.ctx, broker.PullRequest{Group: "bc", Topic: "ok"})
-	require.ErrorIs(t, err, broker.ErrInvalidArgument, "broadcasting groups read by offset")
+	require.ErrorIs(t, err, broker.ErrClientIDRequired, "a broadcasting group's pull names its consumer instance")
 	_, err = bd.b.GetMessage(bd.ctx, "nothex")
 	require.ErrorIs(t, err, broker.ErrInvalidArgument)
 	_, err = bd.b.GetMessage(bd.ctx, "7F0000010000000000000000000FFFFF")

@@ -1,7 +1,8 @@
 // Package broker holds mqgate's messaging semantics over the storage
 // engine: send (with idempotency keys), pop-style pull with leases and
 // receipts, ack / nack / lease changes with durable consumer progress,
-// retries and dead letters, timers, transactional (half) messages, and
+// retries and dead letters, timers, transactional (half) messages,
+// broadcasting groups with progress per consumer instance, and
 // the admin operations. It knows
 // nothing about HTTP; package api maps its types and errors onto the wire.
 //
@@ -24,18 +25,22 @@
 //	                      of one topic, tombstone or group, so replaying it is
 //	                      idempotent. A group is its GroupConfig (api.go)
 //	                      under its Go field names, ConsumeFrom ("last" or an
-//	                      RFC 3339 time; absent = first) and RetryPolicy
+//	                      RFC 3339 time; absent = first), RetryPolicy
 //	                      ({"Backoff","Initial","Max","Jitter"}, durations in
-//	                      nanoseconds; absent = the ladder) included; each of
+//	                      nanoseconds; absent = the ladder) and InstanceIdle
+//	                      (nanoseconds; absent = 24 h) included; each of
 //	                      its Subscriptions is {"Topic","TagExpression","SQL"},
 //	                      SQL (the SQL92 property filter, package filter)
 //	                      left out when empty.
 //	rmq_sys_OFFSET        consumer progress: acks, commits (resets, and the
 //	                      start offsets of a group's ConsumeFrom,
-//	                      consumefrom.go), advances and failed deliveries.
-//	                      Body: package offset's record encoding
+//	                      consumefrom.go), advances, failed deliveries and
+//	                      forgets (a deleted group, an idle consumer
+//	                      instance). Body: package offset's record encoding
 //	                      (storage/offset/doc.go), generations make replay
-//	                      idempotent.
+//	                      idempotent. A broadcasting group's consumer
+//	                      instance's keys name the group "<group>@<client id>"
+//	                      (broadcast.go); so do its lease records and receipts.
 //	rmq_sys_LEASE         leases (lease_log.go): one record per pull naming the
 //	                      leases it granted, one per lease change, one per
 //	                      batch of ordered messages failed in place. Body,
@@ -146,6 +151,9 @@
 //	TRAN_ID       the transaction of a half-message copy or a committed
 //	              message; a committed message is shown under it (its
 //	              messageId is the send's).
+//	BROADCAST_INSTANCE  the client id of the consumer instance a
+//	              broadcasting group's dead letter failed with (kept by
+//	              its resend, which only that instance's pulls take).
 //	TRAN_PGROUP, TRAN_CHECK_AFTER_MS, TRAN_CHECK_TIMES, TRAN_NEXT_CHECK_MS
 //	              a half message's producer group, first-check delay, and
 //	              (on a carried copy) check count and next check.
@@ -168,6 +176,11 @@
 //	                          sysOffset i64 | epoch u64 (the epoch counter) |
 //	                          a lease record body holding every live lease;
 //	                          lost, every retained lease record is replayed.
+//	instances.snapshot        the last-seen times of broadcasting groups' consumer
+//	                          instances (JSON: version 1 and instances
+//	                          [{"group","client","lastSeenMs"}]), written with
+//	                          the offsets snapshot; lost or damaged, every
+//	                          instance's idle time counts from the open.
 //	receipt.key               32 random bytes, the HMAC key of receipts; lost,
 //	                          outstanding receipts become invalid (their leases
 //	                          expire and the messages are delivered again).
@@ -209,6 +222,17 @@
 // events. Options.NoMessageTrace (the server's default; --message-trace clears it) stops the
 // follower.
 //
+// # Broadcasting
+//
+// A broadcasting group's consumer instances (broadcast.go) each get every
+// message, with progress, pop states, leases and retries of their own
+// under the progress group "<group>@<client id>": registered by their
+// first pull, queue read or offset commit (start offsets by the group's
+// ConsumeFrom, bounded by Quotas.MaxInstancesPerGroup), retried in place
+// (never through %RETRY%), dead-lettered to the group's DLQ naming the
+// instance, and forgotten durably (a forget record) once idle longer than
+// the group's InstanceIdle.
+//
 // # Receipts
 //
 // A receipt is the opaque handle of one lease (receipt.go): base64url
@@ -218,7 +242,9 @@
 //	| topicLen u8 | topic | mac [16]
 //
 // big-endian, where mac is HMAC-SHA256 under receipt.key of everything
-// before it, truncated to 16 bytes. The epoch increases with every lease
+// before it, truncated to 16 bytes. The group of a broadcasting group's
+// instance's receipt is the instance's progress group ("<group>@<client
+// id>"): it settles that instance's lease. The epoch increases with every lease
 // granted, so the receipt of an older lease of the same message is stale
 // and refused rather than settling the newer lease. The counter starts,
 // at every open, above the clock in nanoseconds and above every epoch in

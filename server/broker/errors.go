@@ -51,6 +51,10 @@ var (
 	// ErrInvalidSQL: an SQL92 filter does not compile, or names a property
 	// of the broker (SQLError says where).
 	ErrInvalidSQL = errors.New("broker: invalid SQL filter")
+	// ErrClientIDRequired: a request of a broadcasting group's consumer
+	// instance (a pop pull) does not name the instance (the transport's
+	// X-Mqgate-Client-Id).
+	ErrClientIDRequired = errors.New("broker: client id required")
 	// ErrNotImplemented: the operation is not implemented (yet).
 	ErrNotImplemented = errors.New("broker: not implemented")
 )

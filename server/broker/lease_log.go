@@ -405,8 +405,8 @@ func (b *Broker) grantsFailed(ps *popState, n *leaseNotes) {
 			if it.State != leaseHeld || l == nil || l.epoch != it.Epoch || l.settling || l.sendingBack {
 				continue
 			}
-			if l.key != "" {
-				l.waiting, l.retryAt = true, now
+			if l.key != "" || l.failures > 0 {
+				l.waiting, l.retryAt = true, now // retried in place: keeps its key and failures
 				continue
 			}
 			delete(c.inflight, it.Offset)
@@ -571,7 +571,8 @@ func (b *Broker) installLeases(live map[leaseAt]foldedLease, now time.Time) (res
 	})
 	for _, k := range keys {
 		f := live[k]
-		g, ok := b.registry.group(k.key.Group)
+		group, client := splitInstance(k.key.Group) // a broadcasting group's instance (broadcast.go)
+		g, ok := b.registry.group(group)
 		if !ok || f.at < g.CreatedAt.UnixMilli() {
 			continue // the group is gone (or this is a deleted namesake's lease)
 		}
@@ -581,7 +582,7 @@ func (b *Broker) installLeases(live map[leaseAt]foldedLease, now time.Time) (res
 		if _, gen, _ := b.progress.Get(k.key); gen != f.gen || b.progress.IsAcked(k.key, k.off) {
 			continue // done (acked, failed, skipped), or before a reset
 		}
-		v := viewOf(g, k.key.Topic, k.key.QueueID, nil, b.retryFloor(k.key.Topic))
+		v := viewOf(g, k.key.Topic, k.key.QueueID, nil, b.retryFloor(k.key.Topic)).forInstance(client)
 		if k.off < b.store.MinOffset(v.storeTopic, v.storeQueue) || k.off >= b.store.MaxOffset(v.storeTopic, v.storeQueue) {
 			continue // deleted by retention, or lost with the log's tail
 		}
@@ -618,18 +619,19 @@ func (b *Broker) installLeases(live map[leaseAt]foldedLease, now time.Time) (res
 // Until then they stay in flight, marked sendingBack, so that a pull does
 // not lease the same copy again (a restored lease lies at or above its
 // cursor, which a pull re-reads).
-func (b *Broker) sentBack(group string, items []sendBack) {
+func (b *Broker) sentBack(items []sendBack) {
 	var held *popState
-	heldTopic := ""
+	heldGroup, heldTopic := "", ""
 	for _, it := range items {
 		if it.lease == nil {
 			continue
 		}
-		if held == nil || heldTopic != it.view.key.Topic {
+		// The item's own progress group: group's, or an instance's.
+		if held == nil || heldTopic != it.view.key.Topic || heldGroup != it.view.key.Group {
 			if held != nil {
 				held.mu.Unlock()
 			}
-			held, heldTopic = b.existingPopState(group, it.view.key.Topic), it.view.key.Topic
+			held, heldGroup, heldTopic = b.existingPopState(it.view.key.Group, it.view.key.Topic), it.view.key.Group, it.view.key.Topic
 			if held == nil {
 				continue
 			}

@@ -28,11 +28,12 @@ const maxPullWait = 30 * time.Second
 type popKey struct{ group, topic string }
 
 type popState struct {
-	mu     sync.Mutex
-	queues map[int32]*cursor
-	rr     int
-	wake   chan struct{} // closed when a deferred ordered message is freed (orderly.go)
-	notes  leaseNotes    // lease changes to record once the lock is released (lease_log.go)
+	mu       sync.Mutex
+	instance string // the client id of a broadcasting group's instance ("": the group's own; broadcast.go)
+	queues   map[int32]*cursor
+	rr       int
+	wake     chan struct{} // closed when a deferred ordered message is freed (orderly.go)
+	notes    leaseNotes    // lease changes to record once the lock is released (lease_log.go)
 }
 
 type cursor struct {
@@ -72,7 +73,8 @@ func (b *Broker) popState(group, topic string) *popState {
 	key := popKey{group, topic}
 	ps := b.pops[key]
 	if ps == nil {
-		ps = &popState{queues: make(map[int32]*cursor)}
+		_, instance := splitInstance(group)
+		ps = &popState{instance: instance, queues: make(map[int32]*cursor)}
 		b.pops[key] = ps
 	}
 	return ps
@@ -122,6 +124,16 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) ([]ReceivedMessage, 
 	if err := b.catchUp(ctx); err != nil {
 		return nil, err
 	}
+	if plan.group.ConsumeMode == ConsumeBroadcasting {
+		// Each consumer instance its own (broadcast.go).
+		client := clientOf(ctx)
+		leave, err := b.enterInstance(plan.group, client, plan.topic)
+		if err != nil {
+			return nil, err
+		}
+		defer leave()
+		plan.state = b.popState(instanceKey(plan.group.Name, client), plan.topic.Name)
+	}
 	msgs, err := b.awaitPop(ctx, plan, deadline)
 	if err != nil || len(msgs) > 0 {
 		b.metrics.addGroup(b.metrics.delivered, plan.group.Name, len(msgs))
@@ -150,7 +162,8 @@ type pullPlan struct {
 // planPull validates req and resolves its defaults: maxMessages
 // (DefaultPullMessages), the lease (the request's, else the group's, else
 // the broker's default), the tag expression and the SQL filter (each the
-// request's, else the group's subscription of the topic).
+// request's, else the group's subscription of the topic). The pop state
+// of a broadcasting group is its instance's, which Pull picks.
 func (b *Broker) planPull(req PullRequest) (pullPlan, error) {
 	if b.closed.Load() {
 		return pullPlan{}, ErrShuttingDown
@@ -188,9 +201,6 @@ func (b *Broker) planPull(req PullRequest) (pullPlan, error) {
 	if err != nil {
 		return pullPlan{}, err
 	}
-	if group.ConsumeMode == "broadcasting" {
-		return pullPlan{}, fmt.Errorf("%w: group %s is broadcasting: each consumer reads by offset (GET /v1/topics/{topic}/queues/{queueId}/messages) and keeps its own offsets", ErrInvalidArgument, req.Group)
-	}
 	invisible := req.Invisible
 	if invisible == 0 {
 		invisible = group.Invisible
@@ -219,10 +229,11 @@ func (b *Broker) planPull(req PullRequest) (pullPlan, error) {
 			}
 		}
 	}
-	return pullPlan{
-		topic: topic, group: group, max: req.MaxMessages, invisible: invisible, match: match, sql: sql,
-		wait: req.Wait, state: b.popState(req.Group, req.Topic),
-	}, nil
+	plan := pullPlan{topic: topic, group: group, max: req.MaxMessages, invisible: invisible, match: match, sql: sql, wait: req.Wait}
+	if group.ConsumeMode != ConsumeBroadcasting {
+		plan.state = b.popState(req.Group, req.Topic)
+	}
+	return plan, nil
 }
 
 // catchUp waits (up to a second) until the dispatcher has indexed what
@@ -323,14 +334,16 @@ type queueView struct {
 	match      func(int64) bool            // store-level filter on tagsCode
 	accept     func(*message.Message) bool // in-memory filter; nil accepts all
 	orderly    bool                        // per-sharding-key FIFO (orderly.go)
+	inPlace    bool                        // a failed delivery is retried in place, not through %RETRY% (a broadcasting group's instance)
 	maxRetry   int                         // the group's retryMaxTimes
 	policy     *RetryPolicy                // the group's retry policy (nil: the ladder)
 }
 
 func (b *Broker) view(group, topic string, qid int32, match func(int64) bool) queueView {
+	group, client := splitInstance(group) // a broadcasting group's instance: its own view (broadcast.go)
 	g, _ := b.registry.group(group)
 	g.Name = group // an unknown (deleted) group still has its name
-	return viewOf(g, topic, qid, match, b.retryFloor(topic))
+	return viewOf(g, topic, qid, match, b.retryFloor(topic)).forInstance(client)
 }
 
 // viewOf is view for a group whose configuration the caller already holds
@@ -395,7 +408,7 @@ func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max
 		if i >= 0 {
 			qid = int32((start + i) % n)
 		}
-		v := viewOf(group, topic.Name, qid, match, floor).withSQL(sql)
+		v := viewOf(group, topic.Name, qid, match, floor).forInstance(ps.instance).withSQL(sql)
 		got, expiry, expired, qmore, qerr := b.popQueue(ps, v, max-len(out), now, invisible, client)
 		b.noteGrants(ps, v.key, got)
 		out = append(out, got...)
@@ -445,8 +458,8 @@ func (b *Broker) takeExpired(ps *popState, c *cursor, v queueView, now time.Time
 		case b.progress.IsAcked(v.key, off):
 			delete(c.inflight, off)
 			ps.release(c, l.key, off)
-		case !now.Before(l.deadline) && l.key != "":
-			// An ordered message: retried in place, keeping its key.
+		case !now.Before(l.deadline) && (l.key != "" || v.inPlace):
+			// An ordered message (or an instance's): retried in place, keeping its key.
 			a := newAttempt(now, outcomeExpired, l.client, "lease expired without ack", 0)
 			if b.failInPlace(l, v, 0, 0, now, a) {
 				l.sendingBack = true
@@ -487,7 +500,7 @@ func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, inv
 	}
 	expired, nextExpiry := b.takeExpired(ps, c, v, now)
 	var out []ReceivedMessage
-	if v.orderly {
+	if v.orderly || v.inPlace {
 		got, due, err := b.offerOrdered(ps, c, v, max, now, invisible, client)
 		if err != nil {
 			return out, nextExpiry, expired, false, err
@@ -636,8 +649,8 @@ func (b *Broker) grant(key offset.Key, l *lease, m *message.Message, now time.Ti
 	l.deliveries++
 	rm := toReceived(m)
 	rm.ReconsumeTimes = m.ReconsumeTimes + l.deliveries - 1
-	if l.key != "" {
-		rm.ReconsumeTimes = m.ReconsumeTimes + l.failures // postponements do not count
+	if l.key != "" || l.failures > 0 {
+		rm.ReconsumeTimes = m.ReconsumeTimes + l.failures // retried in place: postponements do not count
 	}
 	rm.Receipt = b.receipts.encode(receipt{Group: key.Group, Topic: key.Topic, QueueID: key.QueueID, Offset: m.QueueOffset, Epoch: l.epoch})
 	return rm

@@ -64,7 +64,9 @@ func (b *Broker) groupTopics(g GroupConfig) []string {
 // consumerProgress). Queue id -1 is the topic's view of the group's retry
 // topic %RETRY%<group>; it is listed once retries exist. Its offsets are
 // positions in %RETRY%<group>, which all topics of the group share, and its
-// lag counts this topic's retries only.
+// lag counts this topic's retries only. A broadcasting group's consumer
+// instances have progress of their own (Instances); its own queues are
+// listed when it has offsets of its own or no instances.
 func (b *Broker) Progress(ctx context.Context, group string) ([]QueueProgress, error) {
 	g, err := b.GetGroup(ctx, group)
 	if err != nil {
@@ -73,45 +75,72 @@ func (b *Broker) Progress(ctx context.Context, group string) ([]QueueProgress, e
 	if err := b.awaitDispatch(ctx); err != nil {
 		return nil, err
 	}
+	if client := clientOf(ctx); client != "" && g.ConsumeMode == ConsumeBroadcasting {
+		return b.instanceOffsets(ctx, group, client)
+	}
 	var out []QueueProgress
+	if g.ConsumeMode == ConsumeBroadcasting && len(b.instanceClients(group)) > 0 && !b.hasOwnOffsets(group) {
+		return out, nil
+	}
 	for _, topic := range b.groupTopics(g) {
 		t, ok := b.registry.topic(topic)
 		if !ok {
 			continue
 		}
-		ps := b.existingPopState(group, topic)
-		for q := int32(retryQueueID); q < int32(t.Queues); q++ {
-			v := b.view(group, topic, q, nil)
-			committed, _, _ := b.progress.Get(v.key)
-			qp := QueueProgress{Topic: topic, QueueID: q, BrokerOffset: b.store.MaxOffset(v.storeTopic, v.storeQueue)}
-			qp.ConsumerOffset = max(committed, b.store.MinOffset(v.storeTopic, v.storeQueue))
-			qp.Lag = max(qp.BrokerOffset-qp.ConsumerOffset, 0)
-			qp.DroppedUnconsumed = b.dropped.get(v.key)
-			if ps != nil {
-				ps.mu.Lock()
-				if c := ps.queues[q]; c != nil {
-					qp.InFlight = len(c.inflight)
-				}
-				ps.mu.Unlock()
-			}
-			if q == retryQueueID && qp.BrokerOffset == 0 && qp.InFlight == 0 {
-				continue // no retries: keep the view out of the listing
-			}
-			if q == retryQueueID && qp.Lag > 0 {
-				// The retry topic holds every topic's retries: count this one's.
-				n, complete, err := b.store.CountQueue(v.storeTopic, v.storeQueue, qp.ConsumerOffset, qp.BrokerOffset, v.match, maxLagScan)
-				if err != nil {
-					return nil, mapStoreErr(err)
-				}
-				qp.Lag, qp.LagIsLowerBound = n, !complete
-			}
-			if qp.BrokerOffset > 0 {
-				if res, err := b.store.ReadQueue(v.storeTopic, v.storeQueue, qp.BrokerOffset-1, 1, nil); err == nil && len(res.Messages) == 1 {
-					qp.LastStoredAt = time.UnixMilli(res.Messages[0].StoreTimestamp).UTC()
-				}
-			}
-			out = append(out, qp)
+		rows, err := b.queueRows(group, t)
+		if err != nil {
+			return nil, err
 		}
+		out = append(out, rows...)
+	}
+	return out, nil
+}
+
+// queueRows is the progress of one topic's queues (and its retry view)
+// under a progress group: a group's own, or an instance's.
+func (b *Broker) queueRows(group string, t TopicConfig) ([]QueueProgress, error) {
+	var out []QueueProgress
+	topic := t.Name
+	ps := b.existingPopState(group, topic)
+	for q := int32(retryQueueID); q < int32(t.Queues); q++ {
+		v := b.view(group, topic, q, nil)
+		committed, _, _ := b.progress.Get(v.key)
+		qp := QueueProgress{Topic: topic, QueueID: q, BrokerOffset: b.store.MaxOffset(v.storeTopic, v.storeQueue)}
+		qp.ConsumerOffset = max(committed, b.store.MinOffset(v.storeTopic, v.storeQueue))
+		qp.Lag = max(qp.BrokerOffset-qp.ConsumerOffset, 0)
+		qp.DroppedUnconsumed = b.dropped.get(v.key)
+		if ps != nil {
+			ps.mu.Lock()
+			if c := ps.queues[q]; c != nil {
+				qp.InFlight = len(c.inflight)
+			}
+			ps.mu.Unlock()
+		}
+		if q == retryQueueID && qp.Lag > 0 && v.inPlace {
+			// An instance's view takes only the resends naming it.
+			n, complete, err := b.countInstanceRetries(v, qp.ConsumerOffset, qp.BrokerOffset)
+			if err != nil {
+				return nil, err
+			}
+			qp.Lag, qp.LagIsLowerBound = n, !complete
+		}
+		if q == retryQueueID && (qp.BrokerOffset == 0 || v.inPlace && qp.Lag == 0) && qp.InFlight == 0 {
+			continue // no retries: keep the view out of the listing
+		}
+		if q == retryQueueID && qp.Lag > 0 && !v.inPlace {
+			// The retry topic holds every topic's retries: count this one's.
+			n, complete, err := b.store.CountQueue(v.storeTopic, v.storeQueue, qp.ConsumerOffset, qp.BrokerOffset, v.match, maxLagScan)
+			if err != nil {
+				return nil, mapStoreErr(err)
+			}
+			qp.Lag, qp.LagIsLowerBound = n, !complete
+		}
+		if qp.BrokerOffset > 0 {
+			if res, err := b.store.ReadQueue(v.storeTopic, v.storeQueue, qp.BrokerOffset-1, 1, nil); err == nil && len(res.Messages) == 1 {
+				qp.LastStoredAt = time.UnixMilli(res.Messages[0].StoreTimestamp).UTC()
+			}
+		}
+		out = append(out, qp)
 	}
 	return out, nil
 }

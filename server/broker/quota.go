@@ -33,13 +33,17 @@ type Quotas struct {
 	// is held in memory until it ends; txnstate.go).
 	MaxTransactionsPerProducerGroup int
 	MaxPendingTransactions          int
+	// MaxInstancesPerGroup bounds the consumer instances (client ids) a
+	// broadcasting group knows at once (broadcast.go); an idle one is
+	// forgotten after the group's InstanceIdle.
+	MaxInstancesPerGroup int
 }
 
 // QuotaError is ErrQuotaExceeded with the quota and its limit.
 type QuotaError struct {
 	// Quota names the quota: topics, queuesPerTopic, queues, groups,
-	// pushEndpoints, pendingTimers, transactionsPerProducerGroup or
-	// pendingTransactions.
+	// pushEndpoints, pendingTimers, transactionsPerProducerGroup,
+	// pendingTransactions or instancesPerGroup.
 	Quota string
 	// Limit is the quota; Unit what it counts; Flag the server flag that
 	// sets it.

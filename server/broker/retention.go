@@ -169,18 +169,36 @@ func (b *Broker) consumerPositions() map[storedQueue][]consumerPosition {
 	}
 	groups := b.registry.listGroups()
 	consumed := b.topicsByGroup(groups)
+	own := map[string]bool{} // groups with progress of their own (not only their instances')
+	for _, k := range b.progress.Keys() {
+		own[k.Group] = true
+	}
 	for _, g := range groups {
 		hasRetries := b.store.MaxOffset(RetryTopic(g.Name), 0) > 0
+		// A broadcasting group's consumer instances each have a position
+		// (broadcast.go); the group's own counts when it has offsets of
+		// its own or no instances.
+		clients := []string{""}
+		if g.ConsumeMode == ConsumeBroadcasting {
+			if cs := b.instanceClients(g.Name); len(cs) > 0 {
+				clients = cs
+				if own[g.Name] {
+					clients = append(clients, "")
+				}
+			}
+		}
 		for topic := range consumed[g.Name] {
 			t, ok := topics[topic]
 			if !ok {
 				continue
 			}
-			for _, q := range b.storedQueues(t) {
-				add(viewOf(g, topic, q, nil, 0))
-			}
-			if hasRetries {
-				add(viewOf(g, topic, retryQueueID, nil, b.retryFloor(topic)))
+			for _, c := range clients {
+				for _, q := range b.storedQueues(t) {
+					add(viewOf(g, topic, q, nil, 0).forInstance(c))
+				}
+				if hasRetries {
+					add(viewOf(g, topic, retryQueueID, nil, b.retryFloor(topic)).forInstance(c))
+				}
 			}
 		}
 	}
@@ -206,11 +224,11 @@ func (b *Broker) topicsByGroup(groups []GroupConfig) map[string]map[string]struc
 		}
 	}
 	for _, k := range b.progress.Keys() {
-		add(k.Group, k.Topic)
+		add(baseGroup(k.Group), k.Topic) // an instance's topics are its group's
 	}
 	b.popsMu.Lock()
 	for k := range b.pops {
-		add(k.group, k.topic)
+		add(baseGroup(k.group), k.topic)
 	}
 	b.popsMu.Unlock()
 	return out
@@ -288,7 +306,7 @@ func (b *Broker) countDropped(positions []consumerPosition, upTo int64, reason s
 			continue
 		}
 		b.dropped.add(pos.view.key, n)
-		b.metrics.addGroup(b.metrics.retentionDropped, pos.view.key.Group, int(n))
+		b.metrics.addGroup(b.metrics.retentionDropped, baseGroup(pos.view.key.Group), int(n))
 		b.log.Warn().Str("group", pos.view.key.Group).Str("topic", pos.view.key.Topic).Int32("queue", pos.view.key.QueueID).
 			Int64("messages", n).Int64("from", pos.committed).Int64("to", upTo).Str("reason", reason).
 			Msg("retention removes messages the group has not consumed")
@@ -317,12 +335,13 @@ func (d *droppedCounts) get(k offset.Key) int64 {
 	return d.n[k]
 }
 
-// forget drops a deleted group's counts.
+// forget drops a deleted group's counts (with its instances'), or a
+// forgotten instance's.
 func (d *droppedCounts) forget(group string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for k := range d.n {
-		if k.Group == group {
+		if offset.Forgets(group, k.Group) {
 			delete(d.n, k)
 		}
 	}

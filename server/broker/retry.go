@@ -54,14 +54,17 @@ func (b *Broker) sendBack(group string, items []sendBack) error {
 	if len(items) == 0 {
 		return nil
 	}
-	err := b.writeSendBack(group, items)
-	b.sentBack(group, items)
+	err := b.writeSendBack(baseGroup(group), items)
+	b.sentBack(items)
 	if err != nil {
-		b.offerAgain(group, items)
+		b.offerAgain(items)
 	}
 	return err
 }
 
+// writeSendBack writes the copies of group's failed deliveries (of the
+// group's own queues or of its instances'; broadcast.go). A forgotten
+// instance's are dropped: its progress ended with its forget record.
 func (b *Broker) writeSendBack(group string, items []sendBack) error {
 	b.topicGate.RLock() // see topicdelete.go
 	defer b.topicGate.RUnlock()
@@ -73,6 +76,9 @@ func (b *Broker) writeSendBack(group string, items []sendBack) error {
 	msgs := make([]*message.Message, 0, len(items)+1)
 	var rec offset.Record
 	for _, it := range items {
+		if !b.instanceKnown(it.view.key.Group) {
+			continue
+		}
 		e := b.ackEntry(it.view.key, it.offset)
 		e.Kind = offset.KindFailed // done for the group; a late ack of its receipt is refused
 		rec.Entries = append(rec.Entries, e)
@@ -111,12 +117,12 @@ func (b *Broker) writeSendBack(group string, items []sendBack) error {
 // again, as a lease shortened to 0 would: they are neither in flight nor
 // done, so without it they would wait for a restart. Ordered messages
 // that failed in place keep their state (orderly.go).
-func (b *Broker) offerAgain(group string, items []sendBack) {
+func (b *Broker) offerAgain(items []sendBack) {
 	for _, it := range items {
 		if len(it.history) > 0 {
 			continue
 		}
-		ps := b.existingPopState(group, it.view.key.Topic)
+		ps := b.existingPopState(it.view.key.Group, it.view.key.Topic)
 		if ps == nil {
 			continue
 		}
@@ -166,6 +172,9 @@ func (b *Broker) retryCopy(cfg GroupConfig, m *message.Message, it sendBack, now
 		out.Topic = DLQTopic(cfg.Name)
 		out.SetProperty(propDLQReason, truncateText(it.reason, maxDLQReasonBytes))
 		orderSeq(out, m)
+		if _, client := splitInstance(it.view.key.Group); client != "" {
+			out.SetProperty(propInstance, client) // a resend goes to that instance (broadcast.go)
+		}
 		return out
 	}
 	if delay > 0 {

@@ -128,7 +128,7 @@ func (b *Broker) dropTopicProgress(name string) error {
 		}
 		to := b.store.MinOffset(name, k.QueueID)
 		if k.QueueID == retryQueueID {
-			to = b.store.MaxOffset(RetryTopic(k.Group), 0)
+			to = b.store.MaxOffset(RetryTopic(baseGroup(k.Group)), 0)
 		}
 		_, gen, _ := b.progress.Get(k)
 		rec.Entries = append(rec.Entries, offset.Entry{Kind: offset.KindCommit, Key: k, Generation: gen + 1, Offset: to})

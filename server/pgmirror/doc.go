@@ -42,7 +42,12 @@
 // a restart: the mirror loads the table and re-applies records from its
 // cursor, with the same rules as offset.Table (see progress.go). Queue id
 // -1 is a topic's view of the group's %RETRY% topic and is mirrored like
-// any other queue.
+// any other queue. A broadcasting group's consumer instances have rows of
+// their own, client_id naming the instance (X-Mqgate-Client-Id; empty for
+// the group's own rows): the broker keys them "<group>@<client id>"
+// (package storage/offset), the mirror splits that into the two columns.
+// An instance forgotten for idleness loses its rows with its forget
+// record; a deleted group loses its own and its instances'.
 //
 // If retention has deleted progress records the mirror never read (it was
 // away longer than the retention window), or the mirror starts empty over
@@ -78,5 +83,8 @@
 //
 // SeedOffsets commits the mirrored offsets into a fresh or restored data
 // dir (forward only, clamped to what the log holds) and then resets the
-// offsets projection so that it follows the new log.
+// offsets projection so that it follows the new log. A consumer
+// instance's offsets go to that instance of its group, which must exist
+// there as a broadcasting group (the mirror does not know a group's mode;
+// otherwise they are skipped, and logged).
 package pgmirror

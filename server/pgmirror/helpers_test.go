@@ -116,16 +116,28 @@ func consume(t testing.TB, b *broker.Broker, group, topic string, n int) {
 	}
 }
 
-// mirrored reads consumer_offsets of group straight from PostgreSQL.
+// mirrored reads consumer_offsets of group straight from PostgreSQL (its
+// own rows; mirroredInstance reads a consumer instance's).
 func mirrored(t testing.TB, url, group string) map[offset.Key]int64 {
+	t.Helper()
+	return mirroredInstance(t, url, group, "")
+}
+
+// mirroredInstance reads the rows of one consumer instance of a
+// broadcasting group (client "": the group's own), keyed as the broker
+// keys them.
+func mirroredInstance(t testing.TB, url, group, client string) map[offset.Key]int64 {
 	t.Helper()
 	conn, err := pgx.Connect(context.Background(), url)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
-	rows, err := conn.Query(context.Background(), `SELECT topic, queue_id, committed_offset FROM consumer_offsets WHERE group_name = $1`, group)
+	rows, err := conn.Query(context.Background(), `SELECT topic, queue_id, committed_offset FROM consumer_offsets WHERE group_name = $1 AND client_id = $2`, group, client)
 	require.NoError(t, err)
 	out := map[offset.Key]int64{}
 	k := offset.Key{Group: group}
+	if client != "" {
+		k.Group += offset.InstanceSep + client
+	}
 	var c int64
 	_, err = pgx.ForEachRow(rows, []any{&k.Topic, &k.QueueID, &c}, func() error { out[k] = c; return nil })
 	require.NoError(t, err)
@@ -135,11 +147,22 @@ func mirrored(t testing.TB, url, group string) map[offset.Key]int64 {
 // live is the broker's committed offsets of group.
 func live(t testing.TB, b *broker.Broker, group string) map[offset.Key]int64 {
 	t.Helper()
-	qs, err := b.Progress(context.Background(), group)
+	return liveInstance(t, b, group, "")
+}
+
+// liveInstance is the broker's committed offsets of one consumer instance
+// of a broadcasting group (client "": the group's own).
+func liveInstance(t testing.TB, b *broker.Broker, group, client string) map[offset.Key]int64 {
+	t.Helper()
+	qs, err := b.Progress(broker.WithClient(context.Background(), client), group)
 	require.NoError(t, err)
+	name := group
+	if client != "" {
+		name += offset.InstanceSep + client
+	}
 	out := map[offset.Key]int64{}
 	for _, q := range qs {
-		out[offset.Key{Group: group, Topic: q.Topic, QueueID: q.QueueID}] = q.ConsumerOffset
+		out[offset.Key{Group: name, Topic: q.Topic, QueueID: q.QueueID}] = q.ConsumerOffset
 	}
 	return out
 }

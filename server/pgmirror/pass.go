@@ -61,8 +61,8 @@ type state struct {
 type changes struct {
 	cursors  map[string]int64 // streams whose position moved
 	touched  map[offset.Key]struct{}
-	forgot   map[string]bool // groups a forget record ended (deleted) in this pass
-	forget   []string        // the groups whose rows go: forgot and groups no longer listed
+	forgot   map[string]bool // groups (deleted) and instances (idle) a forget record ended in this pass
+	forget   []string        // the groups and instances whose rows go: forgot and groups no longer listed
 	arrivals []arrival
 	statuses map[dlqKey]broker.DLQStatusChange
 }
@@ -258,9 +258,9 @@ func (m *Mirror) reconcileGroups(ctx context.Context, st *state, groups []broker
 	loose := map[string]bool{}
 	gone := map[string]bool{}
 	for k, s := range st.queues {
-		switch {
-		case !live[k.Group]:
-			gone[k.Group] = true
+		switch group, _ := splitKeyGroup(k.Group); {
+		case !live[group]:
+			gone[group] = true
 			delete(st.queues, k)
 			delete(ch.touched, k)
 		case !s.exact:
@@ -275,7 +275,7 @@ func (m *Mirror) reconcileGroups(ctx context.Context, st *state, groups []broker
 	}
 	slices.Sort(ch.forget)
 	for g := range loose {
-		qs, err := m.src.Progress(ctx, g)
+		qs, err := m.liveProgress(ctx, g)
 		if errors.Is(err, broker.ErrGroupNotFound) {
 			continue // deleted since the listing; forgotten next pass
 		}
@@ -310,17 +310,29 @@ func (m *Mirror) rebase(ctx context.Context, st *state, touched map[offset.Key]s
 		touched[k] = struct{}{}
 	}
 	for _, g := range groups {
-		qs, err := m.src.Progress(ctx, g.Name)
-		if errors.Is(err, broker.ErrGroupNotFound) {
-			continue
+		names := []string{g.Name}
+		if lister, ok := m.src.(instanceLister); ok && g.ConsumeMode == broker.ConsumeBroadcasting {
+			instances, err := lister.Instances(ctx, g.Name)
+			if err != nil && !errors.Is(err, broker.ErrGroupNotFound) {
+				return 0, fmt.Errorf("rebase: instances of %s: %w", g.Name, err)
+			}
+			for _, in := range instances {
+				names = append(names, g.Name+offset.InstanceSep+in.ClientID)
+			}
 		}
-		if err != nil {
-			return 0, fmt.Errorf("rebase: progress of %s: %w", g.Name, err)
-		}
-		for _, q := range qs {
-			k := offset.Key{Group: g.Name, Topic: q.Topic, QueueID: q.QueueID}
-			st.queues[k] = &queueState{committed: q.ConsumerOffset}
-			touched[k] = struct{}{}
+		for _, name := range names {
+			qs, err := m.liveProgress(ctx, name)
+			if errors.Is(err, broker.ErrGroupNotFound) {
+				continue
+			}
+			if err != nil {
+				return 0, fmt.Errorf("rebase: progress of %s: %w", name, err)
+			}
+			for _, q := range qs {
+				k := offset.Key{Group: name, Topic: q.Topic, QueueID: q.QueueID}
+				st.queues[k] = &queueState{committed: q.ConsumerOffset}
+				touched[k] = struct{}{}
+			}
 		}
 	}
 	m.log.Warn().Int64("cursor", head).Int("keys", len(touched)).Msg("offsets re-seeded from live progress (inexact until each key's next commit)")
@@ -454,18 +466,22 @@ func (m *Mirror) load(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("load cursors: %w", err)
 	}
-	rows, err = tx.Query(ctx, `SELECT group_name, topic, queue_id, committed_offset, generation, acked_above, exact FROM consumer_offsets`)
+	rows, err = tx.Query(ctx, `SELECT group_name, client_id, topic, queue_id, committed_offset, generation, acked_above, exact FROM consumer_offsets`)
 	if err != nil {
 		return fmt.Errorf("load offsets: %w", err)
 	}
 	var (
 		k          offset.Key
+		client     string
 		committed  int64
 		generation int64
 		acked      []int64
 		exact      bool
 	)
-	if _, err := pgx.ForEachRow(rows, []any{&k.Group, &k.Topic, &k.QueueID, &committed, &generation, &acked, &exact}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&k.Group, &client, &k.Topic, &k.QueueID, &committed, &generation, &acked, &exact}, func() error {
+		if client != "" {
+			k.Group += offset.InstanceSep + client
+		}
 		s := &queueState{committed: committed, generation: uint32(generation), exact: exact}
 		for _, off := range acked {
 			if s.acked == nil {
@@ -491,14 +507,15 @@ const (
 	sqlMoveCursor   = `UPDATE mirror_cursors SET position = $2, updated_at = now() WHERE stream = $1 AND position = $3`
 	sqlCreateCursor = `INSERT INTO mirror_cursors (stream, position) VALUES ($1, $2) ON CONFLICT (stream) DO NOTHING`
 	sqlUpsertOffset = `INSERT INTO consumer_offsets
-    (group_name, topic, queue_id, committed_offset, generation, acked_above, max_offset_seen, exact, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())
-ON CONFLICT (group_name, topic, queue_id) DO UPDATE SET
+    (group_name, client_id, topic, queue_id, committed_offset, generation, acked_above, max_offset_seen, exact, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now())
+ON CONFLICT (group_name, client_id, topic, queue_id) DO UPDATE SET
     committed_offset = EXCLUDED.committed_offset, generation = EXCLUDED.generation,
     acked_above = EXCLUDED.acked_above, max_offset_seen = EXCLUDED.max_offset_seen,
     exact = EXCLUDED.exact, updated_at = now()`
-	sqlForgetGroups = `DELETE FROM consumer_offsets WHERE group_name = ANY($1)`
-	sqlUpsertLetter = `INSERT INTO dead_letters
+	sqlForgetGroups   = `DELETE FROM consumer_offsets WHERE group_name = ANY($1)`
+	sqlForgetInstance = `DELETE FROM consumer_offsets WHERE group_name = $1 AND client_id = $2`
+	sqlUpsertLetter   = `INSERT INTO dead_letters
     (group_name, message_id, dlq_offset, origin_message_id, original_topic, reconsume_times,
      last_reason, first_failed_at, dead_at, attempts, tag, keys, properties)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
@@ -539,11 +556,22 @@ func (m *Mirror) write(ctx context.Context, st *state, ch *changes) error {
 		}
 	}
 	if len(ch.forget) > 0 { // before the upserts: a re-created group's rows follow its old ones' deletion
-		b.Queue(sqlForgetGroups, ch.forget)
+		var groups []string
+		for _, name := range ch.forget {
+			if group, client := splitKeyGroup(name); client != "" {
+				b.Queue(sqlForgetInstance, group, client) // an idle instance
+			} else {
+				groups = append(groups, group) // with its instances' rows
+			}
+		}
+		if len(groups) > 0 {
+			b.Queue(sqlForgetGroups, groups)
+		}
 	}
 	for k := range ch.touched {
 		s := st.queues[k]
-		b.Queue(sqlUpsertOffset, k.Group, k.Topic, k.QueueID, s.committed, int64(s.generation), s.ackedAbove(), s.maxSeen(), s.exact)
+		group, client := splitKeyGroup(k.Group)
+		b.Queue(sqlUpsertOffset, group, client, k.Topic, k.QueueID, s.committed, int64(s.generation), s.ackedAbove(), s.maxSeen(), s.exact)
 	}
 	for _, a := range ch.arrivals {
 		d := a.letter

@@ -1,8 +1,11 @@
 package pgmirror
 
 import (
+	"context"
 	"slices"
+	"strings"
 
+	"github.com/mqgate/mqgate/server/broker"
 	"github.com/mqgate/mqgate/storage/offset"
 )
 
@@ -124,14 +127,15 @@ func (s *queueState) maxSeen() int64 {
 type progressTable map[offset.Key]*queueState
 
 // apply applies a record and adds the keys it changed to touched. A
-// forget entry (the group was deleted) drops the group's keys and adds it
-// to forgot, so its rows go before any row of a group re-created under
-// the name is written.
+// forget entry (the group was deleted, or one of its consumer instances
+// forgotten) drops the keys it ends and adds its name to forgot, so their
+// rows go before any row of a group (or instance) re-created under the
+// name is written.
 func (t progressTable) apply(r offset.Record, touched map[offset.Key]struct{}, forgot map[string]bool) {
 	for _, e := range r.Entries {
 		if e.Kind == offset.KindForget {
 			for k := range t {
-				if k.Group == e.Key.Group {
+				if offset.Forgets(e.Key.Group, k.Group) { // a group's with its instances', or one instance's
 					delete(t, k)
 					delete(touched, k)
 				}
@@ -149,4 +153,28 @@ func (t progressTable) apply(r offset.Record, touched map[offset.Key]struct{}, f
 			touched[e.Key] = struct{}{}
 		}
 	}
+}
+
+// splitKeyGroup splits a progress key's group into the group and, for a
+// broadcasting group's consumer instance ("<group>@<client id>"), its
+// client id: the columns group_name and client_id.
+func splitKeyGroup(name string) (group, client string) {
+	group, client, _ = strings.Cut(name, offset.InstanceSep)
+	return group, client
+}
+
+// instanceLister is a Source that lists a broadcasting group's consumer
+// instances (the broker does): re-seeds then cover their rows too.
+type instanceLister interface {
+	Instances(ctx context.Context, group string) ([]broker.InstanceProgress, error)
+}
+
+// liveProgress is the live progress of a progress group: a group's own,
+// or one consumer instance's (asked for with its client id).
+func (m *Mirror) liveProgress(ctx context.Context, name string) ([]broker.QueueProgress, error) {
+	group, client := splitKeyGroup(name)
+	if client == "" {
+		return m.src.Progress(broker.WithClient(ctx, ""), group)
+	}
+	return m.src.Progress(broker.WithClient(ctx, client), group)
 }

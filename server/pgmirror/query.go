@@ -115,10 +115,17 @@ type Offset struct {
 }
 
 // Offsets lists a group's mirrored consumer offsets, by topic and queue,
-// for showing next to the live ones (broker Progress).
+// for showing next to the live ones (broker Progress): its own, or with a
+// client id those of that consumer instance of a broadcasting group.
 func (m *Mirror) Offsets(ctx context.Context, group string) ([]Offset, error) {
+	return m.InstanceOffsets(ctx, group, "")
+}
+
+// InstanceOffsets is Offsets of one consumer instance of a broadcasting
+// group (client "": the group's own).
+func (m *Mirror) InstanceOffsets(ctx context.Context, group, client string) ([]Offset, error) {
 	rows, err := m.pool.Query(ctx, `SELECT topic, queue_id, committed_offset, generation, cardinality(acked_above), exact, updated_at
-FROM consumer_offsets WHERE group_name = $1 ORDER BY topic, queue_id`, group)
+FROM consumer_offsets WHERE group_name = $1 AND client_id = $2 ORDER BY topic, queue_id`, group, client)
 	if err != nil {
 		return nil, fmt.Errorf("mirrored offsets: %w", err)
 	}
@@ -131,6 +138,32 @@ FROM consumer_offsets WHERE group_name = $1 ORDER BY topic, queue_id`, group)
 		o.Generation = uint32(gen)
 		o.UpdatedAt = o.UpdatedAt.UTC()
 		out = append(out, o)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mirrored offsets: %w", err)
+	}
+	return out, nil
+}
+
+// InstancesOffsets lists the mirrored offsets of every consumer instance
+// of a broadcasting group, by client id.
+func (m *Mirror) InstancesOffsets(ctx context.Context, group string) (map[string][]Offset, error) {
+	rows, err := m.pool.Query(ctx, `SELECT client_id, topic, queue_id, committed_offset, generation, cardinality(acked_above), exact, updated_at
+FROM consumer_offsets WHERE group_name = $1 AND client_id <> '' ORDER BY client_id, topic, queue_id`, group)
+	if err != nil {
+		return nil, fmt.Errorf("mirrored offsets: %w", err)
+	}
+	var (
+		out    = map[string][]Offset{}
+		client string
+		o      Offset
+		gen    int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&client, &o.Topic, &o.QueueID, &o.Committed, &gen, &o.AckedAbove, &o.Exact, &o.UpdatedAt}, func() error {
+		o.Generation = uint32(gen)
+		o.UpdatedAt = o.UpdatedAt.UTC()
+		out[client] = append(out[client], o)
 		return nil
 	})
 	if err != nil {

@@ -57,30 +57,43 @@ func (m *Mirror) SeedOffsets(ctx context.Context, b Seeder) (SeedResult, error) 
 		m.migrated = true
 	}
 	type row struct {
-		group, topic string
-		queue        int32
-		committed    int64
+		group, client, topic string
+		queue                int32
+		committed            int64
 	}
-	rows, err := m.pool.Query(ctx, `SELECT group_name, topic, queue_id, committed_offset FROM consumer_offsets
-WHERE queue_id >= 0 ORDER BY group_name, topic, queue_id`)
+	rows, err := m.pool.Query(ctx, `SELECT group_name, client_id, topic, queue_id, committed_offset FROM consumer_offsets
+WHERE queue_id >= 0 ORDER BY group_name, client_id, topic, queue_id`)
 	if err != nil {
 		return res, fmt.Errorf("seed: read mirrored offsets: %w", err)
 	}
 	var r row
-	byGroup := map[string][]row{}
-	var groups []string
-	if _, err := pgx.ForEachRow(rows, []any{&r.group, &r.topic, &r.queue, &r.committed}, func() error {
-		if _, ok := byGroup[r.group]; !ok {
-			groups = append(groups, r.group)
+	type owner struct{ group, client string } // a group's own rows (client ""), or a consumer instance's
+	byOwner := map[owner][]row{}
+	var owners []owner
+	if _, err := pgx.ForEachRow(rows, []any{&r.group, &r.client, &r.topic, &r.queue, &r.committed}, func() error {
+		o := owner{r.group, r.client}
+		if _, ok := byOwner[o]; !ok {
+			owners = append(owners, o)
 		}
-		byGroup[r.group] = append(byGroup[r.group], r)
+		byOwner[o] = append(byOwner[o], r)
 		return nil
 	}); err != nil {
 		return res, fmt.Errorf("seed: read mirrored offsets: %w", err)
 	}
 
-	for _, g := range groups {
-		rs := byGroup[g]
+	for _, o := range owners {
+		g, rs := o.group, byOwner[o]
+		// A consumer instance's offsets go to that instance (registered
+		// by the commit) of its broadcasting group, which must exist as
+		// one: the mirror does not know a missing group's mode.
+		ctx := broker.WithClient(ctx, o.client)
+		if o.client != "" {
+			if cfg, err := b.GetGroup(ctx, g); err != nil || cfg.ConsumeMode != broker.ConsumeBroadcasting {
+				m.log.Warn().Str("group", g).Str("client", o.client).Msg("seed: the consumer instance's group is missing or not broadcasting; its offsets are skipped")
+				res.Skipped += len(rs)
+				continue
+			}
+		}
 		queues := map[string]int{}
 		var topics []string
 		for _, r := range rs {
@@ -132,7 +145,7 @@ WHERE queue_id >= 0 ORDER BY group_name, topic, queue_id`)
 		for len(commits) > 0 {
 			n := min(len(commits), commitChunk)
 			if err := b.CommitOffsets(ctx, g, commits[:n]); err != nil {
-				return res, fmt.Errorf("seed: commit offsets of %s: %w", g, err)
+				return res, fmt.Errorf("seed: commit offsets of %s%s: %w", g, instanceSuffix(o.client), err)
 			}
 			commits = commits[n:]
 		}
@@ -186,4 +199,12 @@ func ensureGroup(ctx context.Context, b Seeder, name string, topics []string) er
 		return fmt.Errorf("seed: group %s: %w", name, err)
 	}
 	return nil
+}
+
+// instanceSuffix names a consumer instance in messages ("" for a group's own).
+func instanceSuffix(client string) string {
+	if client == "" {
+		return ""
+	}
+	return " (consumer instance " + client + ")"
 }

@@ -2,6 +2,12 @@
 // the committed offset (the lowest offset not yet acknowledged, RocketMQ's
 // ProcessQueue removeMessage rule) and the acknowledged offsets above it.
 //
+// A consumer instance of a broadcasting group has progress of its own,
+// under the group "<group>@<client id>" (InstanceSep: group names never
+// hold an "@", so the first one splits the two). Its records are the
+// group records above; a forget of the group ends its instances' keys
+// too, the forget of an instance only the instance's.
+//
 // It is a state machine plus two codecs; it does no I/O of its own except
 // the snapshot file. The broker makes every change durable by writing it
 // as a record body (EncodeRecord) to a system topic through the CommitLog's
@@ -23,7 +29,8 @@
 //	       | ack, failed:     n u16 | n × offset i64
 //	       | commit, advance: offset i64
 //	       | forget:          nothing (topic empty, queueId and generation 0:
-//	                          every key of the group is dropped)
+//	                          every key of the group is dropped, with its
+//	                          instances' keys; of an instance, its keys)
 //
 // All integers big-endian.
 //

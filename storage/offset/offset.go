@@ -2,10 +2,13 @@ package offset
 
 import (
 	"sort"
+	"strings"
 	"sync"
 )
 
-// Key names one queue of one group.
+// Key names one queue of one group, or of one consumer instance of a
+// broadcasting group: Group is then "<group>@<client id>" (InstanceSep; a
+// group name never holds it), with its own progress.
 type Key struct {
 	Group   string
 	Topic   string
@@ -228,7 +231,23 @@ func (t *Table) Keys() []Key {
 	return out
 }
 
-// Forget drops every key of group (group deletion).
+// InstanceSep joins a broadcasting group's name and a consumer
+// instance's client id into the Group of the instance's keys.
+const InstanceSep = "@"
+
+// Forgets reports whether a forget of name drops the keys of group: its
+// own keys, and for a group (a name without InstanceSep) the keys of its
+// consumer instances too; an instance's forget drops only the instance's.
+func Forgets(name, group string) bool {
+	if group == name {
+		return true
+	}
+	return !strings.Contains(name, InstanceSep) && len(group) > len(name) &&
+		strings.HasPrefix(group, name) && group[len(name):len(name)+len(InstanceSep)] == InstanceSep
+}
+
+// Forget drops every key of group (group deletion), with its instances'
+// keys, or every key of one consumer instance ("<group>@<client id>").
 func (t *Table) Forget(group string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -237,7 +256,7 @@ func (t *Table) Forget(group string) {
 
 func (t *Table) forgetLocked(group string) {
 	for k := range t.states {
-		if k.Group == group {
+		if Forgets(group, k.Group) {
 			delete(t.states, k)
 		}
 	}

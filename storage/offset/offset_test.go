@@ -2,6 +2,7 @@ package offset
 
 import (
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -209,4 +210,47 @@ func TestForgetEndsTheGroup(t *testing.T) {
 	b[len(b)-1] = 1 // generation 1
 	_, err = DecodeRecord(b)
 	require.ErrorIs(t, err, ErrCorrupt)
+}
+
+// A consumer instance's keys ("<group>@<client id>") end with their
+// group's forget, and an instance's forget ends its own keys only: not
+// its group's, not another instance's, not one whose client id starts
+// with it, not a group whose name starts with the group's.
+func TestForgetOfGroupsAndInstances(t *testing.T) {
+	key := func(group string) Key { return Key{Group: group, Topic: "t", QueueID: 0} }
+	groups := []string{"g", "g@a", "g@a@b", "g@ab", "gh", "gh@a", "h@g"}
+	fill := func() *Table {
+		tb := NewTable()
+		for _, g := range groups {
+			tb.Apply(Record{Entries: []Entry{{Kind: KindCommit, Key: key(g), Generation: 1, Offset: 5}}})
+		}
+		return tb
+	}
+	for _, tc := range []struct {
+		forget string
+		left   []string
+	}{
+		{"g", []string{"gh", "gh@a", "h@g"}},
+		{"g@a", []string{"g", "g@a@b", "g@ab", "gh", "gh@a", "h@g"}},
+		{"g@a@b", []string{"g", "g@a", "g@ab", "gh", "gh@a", "h@g"}},
+		{"gh", []string{"g", "g@a", "g@a@b", "g@ab", "h@g"}},
+	} {
+		tb := fill()
+		b, err := EncodeRecord(Record{Entries: []Entry{{Kind: KindForget, Key: Key{Group: tc.forget}}}})
+		require.NoError(t, err)
+		rec, err := DecodeRecord(b)
+		require.NoError(t, err)
+		tb.Apply(rec)
+		var left []string
+		for _, k := range tb.Keys() {
+			left = append(left, k.Group)
+		}
+		require.Equal(t, tc.left, left, "forget %s", tc.forget)
+		for _, g := range groups {
+			require.Equal(t, !slices.Contains(tc.left, g), Forgets(tc.forget, g), "Forgets(%s, %s)", tc.forget, g)
+		}
+		tb = fill()
+		tb.Forget(tc.forget)
+		require.Len(t, tb.Keys(), len(tc.left), "Table.Forget(%s) as the record", tc.forget)
+	}
 }

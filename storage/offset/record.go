@@ -26,8 +26,11 @@ const (
 	// KindForget ends every key of Key.Group (the group was deleted): its
 	// committed offsets, acknowledgements and generations are dropped, so
 	// a group re-created under the name starts afresh, also when the
-	// records are replayed after a restart. Key.Topic is empty, QueueID
-	// and Generation zero; the entry has no payload.
+	// records are replayed after a restart. A group's forget ends the keys
+	// of its consumer instances ("<group>@<client id>") too; an instance's
+	// forget (it was idle too long) ends only that instance's (Forgets).
+	// Key.Topic is empty, QueueID and Generation zero; the entry has no
+	// payload.
 	KindForget Kind = 5
 )
 
