@@ -224,12 +224,14 @@ export interface paths {
         };
         /**
          * Get committed offsets
-         * @description Permission with an ACL file: SUB on the group.
+         * @description A broadcasting group's consumer instance (X-Mqgate-Client-Id) gets its own offsets (for an instance the group does not know yet, its subscribed queues at their first offsets; nothing is registered); without the header, the group's own.
+         *
+         *     Permission with an ACL file: SUB on the group.
          */
         get: operations["getOffsets"];
         /**
          * Commit offsets
-         * @description Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored).
+         * @description Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored). A broadcasting group's consumer instance (X-Mqgate-Client-Id) commits its own offsets, registering it when new (started by the group's consumeFrom); without the header the group's own offsets are set.
          *
          *     Permission with an ACL file: SUB on the group and SUB on every topic of the body.
          */
@@ -252,6 +254,7 @@ export interface paths {
          * Consumer progress
          * @description Per queue: broker offset, consumer offset, lag and in-flight leases (mqadmin consumerProgress). Queue id -1 is the topic's view of the group's retry topic: its lag counts the retries of that topic already due.
          *     `retry` counts the group's retries still waiting in the delay ladder, per level; `delayed` the delayed messages and timers of the group's topics not yet due. `totalLag` adds them all up. A count that cannot be known is null (never 0), with a note.
+         *     A broadcasting group lists its consumer instances in `instances`, each with its own offsets, lag, last request and when it is forgotten if it stays idle.
          *
          *     Permission with an ACL file: SUB on the group.
          */
@@ -275,7 +278,7 @@ export interface paths {
         put?: never;
         /**
          * Reset offsets by time
-         * @description Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress.
+         * @description Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress. For a broadcasting group X-Mqgate-Client-Id resets that consumer instance only; without it every known instance is reset (and the group's own offsets, when it has some).
          *
          *     Permission with an ACL file: admin.
          */
@@ -299,6 +302,7 @@ export interface paths {
          * Pull (pop) messages
          * @description Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
          *     When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
+         *     In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
          *
          *     Permission with an ACL file: SUB on the topic and SUB on the group.
          */
@@ -544,8 +548,9 @@ export interface paths {
         /**
          * Read a queue by offset
          * @description Offset-based consumption (RocketMQ PullConsumer style): read up to max messages of one queue from offset. Nothing is leased; commit progress with PUT /groups/{group}/offsets.
+         *     With `group` (SUB on the group too) the group's subscription of the topic filters what is returned (its tagExpression and sql; nextOffset moves past what they refuse) and a read without `offset` starts at the group's committed offset. For a broadcasting group, X-Mqgate-Client-Id reads as that consumer instance: its first read registers it (started by the group's consumeFrom) and its committed offset is its own.
          *
-         *     Permission with an ACL file: SUB on the topic.
+         *     Permission with an ACL file: SUB on the topic and SUB on the group of the query, when it names one.
          */
         get: operations["readQueue"];
         put?: never;
@@ -965,6 +970,12 @@ export interface components {
             createdAt?: string;
             /**
              * Format: int64
+             * @description InstanceIdleMs is how long a broadcasting group's consumer instance may stay idle before it is forgotten.
+             * @example 86400000
+             */
+            instanceIdleMs: number;
+            /**
+             * Format: int64
              * @example 30000
              */
             invisibleMs: number;
@@ -994,11 +1005,19 @@ export interface components {
              */
             consumeFrom?: string | null;
             /**
-             * @description ConsumeMode is "clustering" (default: members share the work) or "broadcasting" (each member sees everything).
+             * @description ConsumeMode is "clustering" (default: members share the work) or "broadcasting" (each consumer instance,
+             *     named by X-Mqgate-Client-Id, gets every message, with offsets, leases and retries of its own).
              * @example clustering
              * @enum {string|null}
              */
             consumeMode?: "clustering" | "broadcasting" | null;
+            /**
+             * Format: int64
+             * @description InstanceIdleMs is, for a broadcasting group, how long a consumer instance may make no request before it is
+             *     forgotten with its offsets (0 = default 86400000, 24 h); back, it starts again by consumeFrom.
+             * @example 86400000
+             */
+            instanceIdleMs?: number | null;
             /**
              * Format: int64
              * @description InvisibleMs is the default lease length of a pull (0 = broker default).
@@ -1039,11 +1058,19 @@ export interface components {
              */
             consumeFrom?: string;
             /**
-             * @description ConsumeMode is "clustering" (default: members share the work) or "broadcasting" (each member sees everything).
+             * @description ConsumeMode is "clustering" (default: members share the work) or "broadcasting" (each consumer instance,
+             *     named by X-Mqgate-Client-Id, gets every message, with offsets, leases and retries of its own).
              * @example clustering
              * @enum {string}
              */
             consumeMode?: "clustering" | "broadcasting";
+            /**
+             * Format: int64
+             * @description InstanceIdleMs is, for a broadcasting group, how long a consumer instance may make no request before it is
+             *     forgotten with its offsets (0 = default 86400000, 24 h); back, it starts again by consumeFrom.
+             * @example 86400000
+             */
+            instanceIdleMs?: number;
             /**
              * Format: int64
              * @description InvisibleMs is the default lease length of a pull (0 = broker default).
@@ -1072,6 +1099,44 @@ export interface components {
             retryPolicy?: components["schemas"]["RetryPolicy"];
             /** @description Subscriptions are the topics the group consumes. */
             subscriptions?: components["schemas"]["Subscription"][];
+        };
+        InstanceProgress: {
+            /**
+             * @description Active counts its requests under way (waiting pulls included).
+             * @example 1
+             */
+            active: number;
+            /**
+             * @description ClientID is the instance's X-Mqgate-Client-Id.
+             * @example worker-1
+             */
+            clientId: string;
+            /**
+             * Format: date-time
+             * @description ForgetAt is when it is forgotten, its offsets with it, if it makes no request until then (the group's
+             *     instanceIdleMs after lastSeenAt); absent while a request is under way.
+             * @example 2026-11-30T10:00:00.001Z
+             */
+            forgetAt?: string;
+            /**
+             * Format: date-time
+             * @description LastSeenAt is when its last request (pull, queue read, offset commit, or ack, nack or lease change with
+             *     one of its receipts) ended, or started while one is under way.
+             * @example 2026-11-29T10:00:00.001Z
+             */
+            lastSeenAt: string;
+            queues: components["schemas"]["QueueProgress"][];
+            /**
+             * Format: int64
+             * @description TotalLag is the sum of its queues' lag.
+             * @example 3
+             */
+            totalLag: number;
+            /**
+             * @description TotalLagIsLowerBound: some queue's lag could not be counted completely.
+             * @example false
+             */
+            totalLagIsLowerBound?: boolean;
         };
         LadderBacklog: {
             /** @description ByLevel lists the levels that hold messages. */
@@ -1281,7 +1346,8 @@ export interface components {
             detail?: string;
             /**
              * @description Field names the request field over a limit (body-too-large, properties-too-large, value-too-long), the
-             *     quota reached (quota-exceeded: topics, queuesPerTopic, queues, groups, pushEndpoints, pendingTimers), or
+             *     quota reached (quota-exceeded: topics, queuesPerTopic, queues, groups, pushEndpoints, pendingTimers,
+             *     transactionsPerProducerGroup, pendingTransactions, instancesPerGroup), or
              *     the filter that does not compile (invalid-sql: "subscriptions[0].sql", "sql").
              * @example messages[3].tag
              */
@@ -1339,6 +1405,11 @@ export interface components {
             delayed: components["schemas"]["DelayedBacklog"];
             /** @example billing */
             group: string;
+            /**
+             * @description Instances lists, for a broadcasting group, its consumer instances with their own offsets; the group's own
+             *     queues are listed in queues only when it has offsets of its own (committed without a client id) or no instances.
+             */
+            instances?: components["schemas"]["InstanceProgress"][];
             /** @description Notes explain counts that are unknown (null) or incomplete. */
             notes?: string[];
             queues: components["schemas"]["QueueProgress"][];
@@ -1347,7 +1418,8 @@ export interface components {
             /**
              * Format: int64
              * @description TotalLag is every message the group has still to consume: the queues' lag (queueId -1 rows count the
-             *     group's retries of that topic already due), plus retry.total and delayed.total.
+             *     group's retries of that topic already due), plus retry.total and delayed.total. For a broadcasting group
+             *     the queues' part is its slowest consumer's: the largest of its own queues' lag and each instance's totalLag.
              * @example 11
              */
             totalLag: number;
@@ -4059,7 +4131,10 @@ export interface operations {
     getOffsets: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A broadcasting group's consumer instance (1 to 128 printable ASCII characters without spaces) */
+                "X-Mqgate-Client-Id"?: string;
+            };
             path: {
                 /** @description Group name */
                 group: string;
@@ -4082,7 +4157,7 @@ export interface operations {
                     "application/json": components["schemas"]["Offsets"];
                 };
             };
-            /** @description invalid-name; invalid-argument, value-too-long (a malformed X-Mqgate-Client-Id header) */
+            /** @description invalid-name, invalid-argument, value-too-long */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -4170,7 +4245,10 @@ export interface operations {
     commitOffsets: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A broadcasting group's consumer instance (1 to 128 printable ASCII characters without spaces) */
+                "X-Mqgate-Client-Id"?: string;
+            };
             path: {
                 /** @description Group name */
                 group: string;
@@ -4196,7 +4274,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description invalid-name, invalid-argument, malformed-request, offset-out-of-range; value-too-long (a malformed X-Mqgate-Client-Id header) */
+            /** @description invalid-name, invalid-argument, malformed-request, offset-out-of-range, value-too-long */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -4237,7 +4315,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description quota-exceeded (groups: the commit creates the group) */
+            /** @description quota-exceeded (groups: the commit creates the group; instancesPerGroup: a broadcasting group's new consumer instance) */
             409: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -4437,7 +4515,10 @@ export interface operations {
     resetOffsets: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A broadcasting group's consumer instance to reset alone (1 to 128 printable ASCII characters without spaces) */
+                "X-Mqgate-Client-Id"?: string;
+            };
             path: {
                 /** @description Group name */
                 group: string;
@@ -4499,6 +4580,17 @@ export interface operations {
             /** @description group-not-found, topic-not-found */
             404: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description quota-exceeded (instancesPerGroup: X-Mqgate-Client-Id names a new consumer instance) */
+            409: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
@@ -4585,7 +4677,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories */
+                /** @description The calling consumer (1 to 128 printable ASCII characters without spaces), recorded in leases and attempt histories; required by a broadcasting group, where it names the consumer instance */
                 "X-Mqgate-Client-Id"?: string;
             };
             path: {
@@ -4617,7 +4709,7 @@ export interface operations {
                     "application/json": components["schemas"]["PullResponse"];
                 };
             };
-            /** @description invalid-name, invalid-argument, invalid-sql, malformed-request, value-too-long */
+            /** @description invalid-name, invalid-argument, invalid-sql, malformed-request, value-too-long, client-id-required (a broadcasting group's pull without X-Mqgate-Client-Id) */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -4658,7 +4750,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description quota-exceeded (groups: the pull creates the group) */
+            /** @description quota-exceeded (groups: the pull creates the group; instancesPerGroup: a broadcasting group's new consumer instance) */
             409: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -6505,12 +6597,17 @@ export interface operations {
     readQueue: {
         parameters: {
             query?: {
-                /** @description First offset to read */
+                /** @description First offset to read (default 0; with group, the group's or the consumer instance's committed offset) */
                 offset?: number;
                 /** @description Most messages to return */
                 max?: number;
+                /** @description Consumer group whose subscription filters the read and whose committed offset it starts at */
+                group?: string;
             };
-            header?: never;
+            header?: {
+                /** @description With group, a broadcasting group's consumer instance (1 to 128 printable ASCII characters without spaces) */
+                "X-Mqgate-Client-Id"?: string;
+            };
             path: {
                 /** @description Topic name */
                 topic: string;
@@ -6535,7 +6632,7 @@ export interface operations {
                     "application/json": components["schemas"]["QueueMessages"];
                 };
             };
-            /** @description invalid-name, invalid-argument, offset-out-of-range; value-too-long (a malformed X-Mqgate-Client-Id header) */
+            /** @description invalid-name, invalid-argument, offset-out-of-range, value-too-long */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -6556,7 +6653,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description forbidden, origin-not-allowed (the account lacks the operation's permission, the caller's address is outside a white list, or a cross-origin request comes from an origin not allowed) */
+            /** @description forbidden (SUB on group); origin-not-allowed (the account lacks the operation's permission, the caller's address is outside a white list, or a cross-origin request comes from an origin not allowed) */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -6566,9 +6663,20 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description topic-not-found */
+            /** @description topic-not-found, group-not-found */
             404: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description quota-exceeded (instancesPerGroup: a broadcasting group's new consumer instance) */
+            409: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
