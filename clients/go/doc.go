@@ -11,12 +11,12 @@
 //
 // The hand-written rest (mqgate.go) is small: New (the server's base URL,
 // with or without /v1), WithBasicAuth and WithBearerToken, WithProperty
-// for the X-Mqgate-Property-* headers of a raw send, and Check, which turns
-// any non-2xx answer into an *Error carrying the problem's code, status and
-// detail:
+// for the X-Mqgate-Property-* headers of a raw send, Ptr for optional
+// members, and Check, which turns any non-2xx answer into an *Error
+// carrying the problem's code, status and detail:
 //
 //	c, err := mqgate.New("http://127.0.0.1:8080", mqgate.WithBasicAuth("app", "secret"))
-//	res, err := mqgate.Check(c.SendMessagesWithResponse(ctx, "orders", nil, mqgate.SendRequest{Body: &body}))
+//	res, err := mqgate.Check(c.SendMessagesWithResponse(ctx, "orders", nil, mqgate.SendRequest{Body: mqgate.Ptr("hello")}))
 //	if mqgate.IsCode(err, "topic-not-found") { … }
 //	id := res.JSON200.Results[0].MessageId
 //

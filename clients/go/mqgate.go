@@ -187,3 +187,7 @@ func ProblemCode(err error) string {
 
 // IsCode reports whether err is (or wraps) an *Error with problem code code.
 func IsCode(err error, code string) bool { return err != nil && ProblemCode(err) == code }
+
+// Ptr returns a pointer to v: the optional members of the generated
+// request types are pointers (mqgate.Ptr("paid"), mqgate.Ptr(int64(5000))).
+func Ptr[T any](v T) *T { return &v }
