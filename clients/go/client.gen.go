@@ -599,6 +599,15 @@ type ClientInterface interface {
 	// Corresponds with GET /topics/{topic}/queues/{queueId}/messages (the `ReadQueue` operationId).
 	ReadQueue(ctx context.Context, topic string, queueId int32, params *ReadQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetTopicStatus Topic status
+	//
+	// Per queue: the offset of the first message retention kept (minOffset), the offset the next message gets (maxOffset) and the store time of the newest message (mqadmin topicStatus).
+	//
+	// Permission with an ACL file: PUB or SUB on the topic.
+	//
+	// Corresponds with GET /topics/{topic}/status (the `GetTopicStatus` operationId).
+	GetTopicStatus(ctx context.Context, topic string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetTransaction Get a transaction
 	//
 	// How a transaction stands: pending (with the checks handed out and when the next falls due), committed or rolled-back (and why). A finished transaction is known as long as retention keeps its records.
@@ -1619,6 +1628,25 @@ func (c *Client) SendMessagesWithTextBody(ctx context.Context, topic string, par
 // Corresponds with GET /topics/{topic}/queues/{queueId}/messages (the `ReadQueue` operationId).
 func (c *Client) ReadQueue(ctx context.Context, topic string, queueId int32, params *ReadQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReadQueueRequest(c.Server, topic, queueId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetTopicStatus Topic status
+//
+// Per queue: the offset of the first message retention kept (minOffset), the offset the next message gets (maxOffset) and the store time of the newest message (mqadmin topicStatus).
+//
+// Permission with an ACL file: PUB or SUB on the topic.
+//
+// Corresponds with GET /topics/{topic}/status (the `GetTopicStatus` operationId).
+func (c *Client) GetTopicStatus(ctx context.Context, topic string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTopicStatusRequest(c.Server, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -3391,6 +3419,40 @@ func NewReadQueueRequest(server string, topic string, queueId int32, params *Rea
 	return req, nil
 }
 
+// NewGetTopicStatusRequest constructs an http.Request for the GetTopicStatus method
+func NewGetTopicStatusRequest(server string, topic string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "topic", topic, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/topics/%s/status", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetTransactionRequest constructs an http.Request for the GetTransaction method
 func NewGetTransactionRequest(server string, transactionId string) (*http.Request, error) {
 	var err error
@@ -4081,6 +4143,17 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /topics/{topic}/queues/{queueId}/messages (the `ReadQueue` operationId).
 	ReadQueueWithResponse(ctx context.Context, topic string, queueId int32, params *ReadQueueParams, reqEditors ...RequestEditorFn) (*ReadQueueResponse, error)
+
+	// GetTopicStatusWithResponse Topic status
+	//
+	// Per queue: the offset of the first message retention kept (minOffset), the offset the next message gets (maxOffset) and the store time of the newest message (mqadmin topicStatus).
+	//
+	// Permission with an ACL file: PUB or SUB on the topic.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /topics/{topic}/status (the `GetTopicStatus` operationId).
+	GetTopicStatusWithResponse(ctx context.Context, topic string, reqEditors ...RequestEditorFn) (*GetTopicStatusResponse, error)
 
 	// GetTransactionWithResponse Get a transaction
 	//
@@ -7883,6 +7956,115 @@ func (r ReadQueueResponse) ContentType() string {
 	return ""
 }
 
+// GetTopicStatusResponse200Headers the declared response headers of an HTTP 200 response for GetTopicStatus
+type GetTopicStatusResponse200Headers struct {
+	XRequestId string
+}
+
+type GetTopicStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TopicStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetTopicStatusResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTopicStatusResponse) GetJSON200() *TopicStatus {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetTopicStatusResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetTopicStatusResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetTopicStatusResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetTopicStatusResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetTopicStatusResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetTopicStatusResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetTopicStatusResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetTopicStatusResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTopicStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTopicStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTopicStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// Bytes is a convenience method to retrieve the raw bytes from the HTTP response
+func (r GetTopicStatusResponse) Bytes() []byte {
+	return r.Body
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTopicStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetTransactionResponse200Headers the declared response headers of an HTTP 200 response for GetTransaction
 type GetTransactionResponse200Headers struct {
 	XRequestId string
@@ -9075,6 +9257,23 @@ func (c *ClientWithResponses) ReadQueueWithResponse(ctx context.Context, topic s
 		return nil, err
 	}
 	return ParseReadQueueResponse(rsp)
+}
+
+// GetTopicStatusWithResponse Topic status
+//
+// Per queue: the offset of the first message retention kept (minOffset), the offset the next message gets (maxOffset) and the store time of the newest message (mqadmin topicStatus).
+//
+// Permission with an ACL file: PUB or SUB on the topic.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /topics/{topic}/status (the `GetTopicStatus` operationId).
+func (c *ClientWithResponses) GetTopicStatusWithResponse(ctx context.Context, topic string, reqEditors ...RequestEditorFn) (*GetTopicStatusResponse, error) {
+	rsp, err := c.GetTopicStatus(ctx, topic, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTopicStatusResponse(rsp)
 }
 
 // GetTransactionWithResponse Get a transaction
@@ -12473,6 +12672,101 @@ func ParseReadQueueResponse(rsp *http.Response) (*ReadQueueResponse, error) {
 	switch {
 	case rsp.StatusCode == 200:
 		var headers ReadQueueResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetTopicStatusResponse parses an HTTP response from a GetTopicStatusWithResponse call
+func ParseGetTopicStatusResponse(rsp *http.Response) (*GetTopicStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTopicStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TopicStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetTopicStatusResponse200Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

@@ -152,6 +152,21 @@ func TestClientSendAndConsume(t *testing.T) {
 	require.Equal(t, rawSent.JSON200.Results[0].MessageId, byKey.JSON200.Messages[0].MessageId)
 	require.Equal(t, first.MessageId, byKey.JSON200.Messages[1].MessageId)
 
+	// The topic's queues hold the five, each queue's newest stored last.
+	status := ok(c.GetTopicStatusWithResponse(ctx, "orders"))(t).JSON200
+	require.Equal(t, "orders", status.Topic)
+	require.Len(t, status.Queues, 4)
+	require.Equal(t, int64(5), status.Messages)
+	var held int64
+	for i, q := range status.Queues {
+		require.Equal(t, int32(i), q.QueueId)
+		held += q.MaxOffset - q.MinOffset
+		require.Equal(t, q.MaxOffset > q.MinOffset, q.LastStoredAt != nil, "queue %d", i)
+	}
+	require.Equal(t, int64(5), held)
+	_, err = mqgate.Check(c.GetTopicStatusWithResponse(ctx, "missing"))
+	wantProblem(t, err, http.StatusNotFound, "topic-not-found")
+
 	// Group billing gets all five (no filter): lease them.
 	msgs := pullN(t, c, "billing", "orders", 5)
 	require.Equal(t, []string{"AAEC/3Jhdw==", "a", "b", "plain text, no JSON", `{"id":1001}`}, bodies(msgs))

@@ -1478,6 +1478,27 @@ type QueueProgress struct {
 	Topic string `json:"topic"`
 }
 
+// QueueStatus defines model for QueueStatus.
+type QueueStatus struct {
+	// LastStoredAt LastStoredAt is the store time of the queue's newest message; absent when it holds none.
+	//
+	// Example: 2026-11-29T10:00:00.000Z
+	LastStoredAt *time.Time `json:"lastStoredAt,omitempty"`
+
+	// MaxOffset MaxOffset is the offset the next message stored in the queue gets.
+	//
+	// Example: 30
+	MaxOffset int64 `json:"maxOffset"`
+
+	// MinOffset MinOffset is the offset of the first message retention kept.
+	//
+	// Example: 0
+	MinOffset int64 `json:"minOffset"`
+
+	// QueueId Example: 0
+	QueueId int32 `json:"queueId"`
+}
+
 // ReceiptResponse defines model for ReceiptResponse.
 type ReceiptResponse struct {
 	Results []ReceiptResult `json:"results"`
@@ -1974,6 +1995,19 @@ type TopicRequest struct {
 //
 // Example: rw
 type TopicRequestPerm string
+
+// TopicStatus defines model for TopicStatus.
+type TopicStatus struct {
+	// Messages Messages adds up maxOffset - minOffset of the queues: the messages
+	// the topic retains.
+	//
+	// Example: 120
+	Messages int64         `json:"messages"`
+	Queues   []QueueStatus `json:"queues"`
+
+	// Topic Example: orders
+	Topic string `json:"topic"`
+}
 
 // Transaction defines model for Transaction.
 type Transaction struct {
