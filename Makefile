@@ -6,7 +6,7 @@ PKGS          := ./...
 SWAG          ?= $(GO) run github.com/swaggo/swag/cmd/swag@v1.16.6
 OASDIFF       ?= $(GO) run github.com/oasdiff/oasdiff@v1.38.0
 
-.PHONY: all build run test lint fmt-check vet staticcheck docs docs-check spec-lint spec-breaking test-race bench bench-http fuzz clean
+.PHONY: all build run test lint fmt-check vet staticcheck docs docs-check clients clients-check clients-go clients-go-check spec-lint spec-breaking test-race bench bench-http fuzz clean
 
 all: build
 
@@ -19,7 +19,7 @@ run:
 ## test: formatting, vet, staticcheck, then every test under the race detector.
 test: lint test-race
 
-lint: fmt-check vet staticcheck docs-check spec-lint spec-breaking clients-ts-check
+lint: fmt-check vet staticcheck docs-check clients-check clients-ts-check spec-lint spec-breaking
 
 ## docs: regenerate the OpenAPI spec (swag -> Swagger 2.0 -> OpenAPI 3). Never hand-edit docs/.
 docs:
@@ -29,6 +29,21 @@ docs:
 ## docs-check: fail when the committed spec is stale.
 docs-check: docs
 	@git diff --exit-code -- docs/ || { echo "docs/ is stale: run 'make docs' and commit"; exit 1; }
+
+## clients: regenerate the generated API clients from the committed docs/openapi.json.
+clients: clients-go
+
+## clients-check: fail when a committed generated client is stale.
+clients-check: clients-go-check
+
+## clients-go: regenerate clients/go (oapi-codegen, pinned in clients/go/generate.go).
+clients-go:
+	$(GO) generate ./clients/go
+
+## clients-go-check: fail when clients/go does not match docs/openapi.json.
+clients-go-check: clients-go
+	@git diff --exit-code -- clients/go/ && test -z "$$(git status --porcelain -- clients/go/)" || \
+	  { echo "clients/go is stale: run 'make clients' and commit"; exit 1; }
 
 ## spec-lint: lint docs/openapi.json with @redocly/cli, pinned in tools/spec/package-lock.json
 ## (npm ci from the registry, or its cache; Node.js 20.19+ or 22.12+).

@@ -45,6 +45,27 @@ type TopicList struct {
 	Topics []Topic `json:"topics"`
 } //	@name	TopicList
 
+// TopicStatus is what the store holds of a topic, per queue (mqadmin
+// topicStatus).
+type TopicStatus struct {
+	Topic  string        `json:"topic" example:"orders"`
+	Queues []QueueStatus `json:"queues"`
+	// Messages adds up maxOffset - minOffset of the queues: the messages
+	// the topic retains.
+	Messages int64 `json:"messages" example:"120"`
+} //	@name	TopicStatus
+
+// QueueStatus is one queue of a topic.
+type QueueStatus struct {
+	QueueID int32 `json:"queueId" example:"0"`
+	// MinOffset is the offset of the first message retention kept.
+	MinOffset int64 `json:"minOffset" example:"0"`
+	// MaxOffset is the offset the next message stored in the queue gets.
+	MaxOffset int64 `json:"maxOffset" example:"30"`
+	// LastStoredAt is the store time of the queue's newest message; absent when it holds none.
+	LastStoredAt string `json:"lastStoredAt,omitempty" format:"date-time" example:"2026-11-29T10:00:00.000Z"`
+} //	@name	QueueStatus
+
 // MessageList lists messages.
 type MessageList struct {
 	Messages []Message `json:"messages"`
@@ -204,6 +225,8 @@ func (h *handler) registerTopicRoutes(r chi.Router) {
 	r.Get("/topics", h.listTopics)
 	// GET /v1/topics/{topic} — one topic.
 	r.Get("/topics/{topic}", h.getTopic)
+	// GET /v1/topics/{topic}/status — the offsets of its queues.
+	r.Get("/topics/{topic}/status", h.topicStatus)
 	// PUT /v1/topics/{topic} — create or update a topic.
 	r.With(bodyLimit(smallBodyLimit), requireJSON).Put("/topics/{topic}", h.putTopic)
 	// PATCH /v1/topics/{topic} — change some fields of a topic (JSON merge patch).
@@ -278,6 +301,40 @@ func (h *handler) getTopic(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, r, http.StatusOK, toTopic(t))
+}
+
+// topicStatus returns the offsets of a topic's queues.
+//
+//	@Summary		Topic status
+//	@ID				getTopicStatus
+//	@Description	Per queue: the offset of the first message retention kept (minOffset), the offset the next message gets (maxOffset) and the store time of the newest message (mqadmin topicStatus).
+//	@Tags			topics
+//	@Produce		json
+//	@Produce		application/problem+json
+//	@Param			topic	path		string	true	"Topic name"
+//	@Success		200		{object}	TopicStatus
+//	@Failure		400		{object}	Problem	"invalid-name"
+//	@Failure		404		{object}	Problem	"topic-not-found"
+//	@Failure		500		{object}	Problem	"internal"
+//	@Failure		503		{object}	Problem	"shutting-down"
+//	@Router			/topics/{topic}/status [get]
+func (h *handler) topicStatus(w http.ResponseWriter, r *http.Request) {
+	name, err := nameParam(r, "topic", "topic")
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	queues, err := h.deps.Broker.TopicStatus(r.Context(), name)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	resp := TopicStatus{Topic: name, Queues: make([]QueueStatus, 0, len(queues))}
+	for _, q := range queues {
+		resp.Queues = append(resp.Queues, QueueStatus{QueueID: q.QueueID, MinOffset: q.MinOffset, MaxOffset: q.MaxOffset, LastStoredAt: formatTime(q.LastStoredAt)})
+		resp.Messages += q.MaxOffset - q.MinOffset
+	}
+	writeJSON(w, r, http.StatusOK, resp)
 }
 
 // putTopic creates or replaces a topic.

@@ -92,6 +92,9 @@ type Admin interface {
 	PatchTopic(ctx context.Context, name string, patch func(broker.TopicConfig) (broker.TopicConfig, error)) (broker.TopicConfig, error)
 	// GetTopic returns one topic.
 	GetTopic(ctx context.Context, name string) (broker.TopicConfig, error)
+	// TopicStatus returns the offsets and newest store time of each queue
+	// of a topic.
+	TopicStatus(ctx context.Context, topic string) ([]broker.QueueStatus, error)
 	// ListTopics returns all user topics.
 	ListTopics(ctx context.Context) ([]broker.TopicConfig, error)
 	// DeleteTopic deletes a topic.

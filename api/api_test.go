@@ -193,6 +193,14 @@ func (f *fakeBroker) GetTopic(ctx context.Context, name string) (broker.TopicCon
 	return broker.TopicConfig{Name: name, Queues: 4, Perm: "rw"}, nil
 }
 
+func (f *fakeBroker) TopicStatus(ctx context.Context, name string) ([]broker.QueueStatus, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	f.record(name)
+	return []broker.QueueStatus{{QueueID: 0, MinOffset: 2, MaxOffset: 5, LastStoredAt: time.UnixMilli(1_764_000_000_000)}, {QueueID: 1}}, nil
+}
+
 func (f *fakeBroker) ListTopics(ctx context.Context) ([]broker.TopicConfig, error) {
 	if err := f.check(); err != nil {
 		return nil, err

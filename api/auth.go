@@ -94,6 +94,7 @@ var routeRules = map[string]routeRule{
 	"POST /topics/{topic}/messages":                 {topicParam: "topic", topicPerm: auth.PermPub},
 	"GET /topics":                                   adminOnly,
 	"GET /topics/{topic}":                           {topicParam: "topic", topicPerm: auth.PermAny},
+	"GET /topics/{topic}/status":                    {topicParam: "topic", topicPerm: auth.PermAny},
 	"PUT /topics/{topic}":                           adminOnly,
 	"PATCH /topics/{topic}":                         adminOnly,
 	"DELETE /topics/{topic}":                        adminOnly,

@@ -53,6 +53,8 @@ func TestResponsesMatchSpec(t *testing.T) {
 		{"GET", "/v1/topics", "", "", nil, nil},
 		{"GET", "/v1/topics/orders", "", "", nil, nil},
 		{"GET", "/v1/topics/orders", "", "", broker.ErrTopicNotFound, nil},
+		{"GET", "/v1/topics/orders/status", "", "", nil, nil},
+		{"GET", "/v1/topics/orders/status", "", "", broker.ErrTopicNotFound, nil},
 		{"PUT", "/v1/topics/orders", "application/json", `{"queues":2}`, nil, nil},
 		{"PUT", "/v1/topics/orders", "application/json", `{"queues":-2}`, nil, nil},
 		{"DELETE", "/v1/topics/orders", "", "", nil, nil},

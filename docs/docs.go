@@ -2450,6 +2450,61 @@ const docTemplate = `{
                 }
             }
         },
+        "/topics/{topic}/status": {
+            "get": {
+                "description": "Per queue: the offset of the first message retention kept (minOffset), the offset the next message gets (maxOffset) and the store time of the newest message (mqadmin topicStatus).",
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "topics"
+                ],
+                "summary": "Topic status",
+                "operationId": "getTopicStatus",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Topic name",
+                        "name": "topic",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/TopicStatus"
+                        }
+                    },
+                    "400": {
+                        "description": "invalid-name",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "topic-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
         "/transactions/{transactionId}": {
             "get": {
                 "description": "How a transaction stands: pending (with the checks handed out and when the next falls due), committed or rolled-back (and why). A finished transaction is known as long as retention keeps its records.\nWith authentication it needs PUB on the transaction's topic.",
@@ -4121,6 +4176,36 @@ const docTemplate = `{
                 }
             }
         },
+        "QueueStatus": {
+            "type": "object",
+            "required": [
+                "maxOffset",
+                "minOffset",
+                "queueId"
+            ],
+            "properties": {
+                "lastStoredAt": {
+                    "description": "LastStoredAt is the store time of the queue's newest message; absent when it holds none.",
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.000Z"
+                },
+                "maxOffset": {
+                    "description": "MaxOffset is the offset the next message stored in the queue gets.",
+                    "type": "integer",
+                    "example": 30
+                },
+                "minOffset": {
+                    "description": "MinOffset is the offset of the first message retention kept.",
+                    "type": "integer",
+                    "example": 0
+                },
+                "queueId": {
+                    "type": "integer",
+                    "example": 0
+                }
+            }
+        },
         "ReceiptResponse": {
             "type": "object",
             "required": [
@@ -4775,6 +4860,31 @@ const docTemplate = `{
                     "type": "integer",
                     "minimum": 0,
                     "example": 72
+                }
+            }
+        },
+        "TopicStatus": {
+            "type": "object",
+            "required": [
+                "messages",
+                "queues",
+                "topic"
+            ],
+            "properties": {
+                "messages": {
+                    "description": "Messages adds up maxOffset - minOffset of the queues: the messages\nthe topic retains.",
+                    "type": "integer",
+                    "example": 120
+                },
+                "queues": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/QueueStatus"
+                    }
+                },
+                "topic": {
+                    "type": "string",
+                    "example": "orders"
                 }
             }
         },

@@ -67,6 +67,18 @@ func endpointsTopics(t *testing.T, e *e2eServer) {
 	servertest.WantProblem(t, e.Get(t, "/v1/topics/nope"), http.StatusNotFound, "topic-not-found")
 	servertest.WantProblem(t, e.Get(t, "/v1/topics/a.b"), http.StatusBadRequest, "invalid-name")
 
+	// Status: every queue of the (still empty) topic, nothing retained.
+	var status api.TopicStatus
+	servertest.Decode(t, e.Get(t, "/v1/topics/orders/status"), http.StatusOK, &status)
+	require.Equal(t, "orders", status.Topic)
+	require.Len(t, status.Queues, 4)
+	require.Zero(t, status.Messages)
+	for i, q := range status.Queues {
+		require.Equal(t, api.QueueStatus{QueueID: int32(i)}, q)
+	}
+	servertest.WantProblem(t, e.Get(t, "/v1/topics/nope/status"), http.StatusNotFound, "topic-not-found")
+	servertest.WantProblem(t, e.Get(t, "/v1/topics/a.b/status"), http.StatusBadRequest, "invalid-name")
+
 	r = e.Do(t, http.MethodDelete, "/v1/topics/scratch", "", nil, nil)
 	require.Equal(t, http.StatusNoContent, r.Status)
 	require.Empty(t, r.Body)

@@ -154,6 +154,7 @@ func matrixCalls(messageID, txnID string) map[string]matrixCall {
 		"POST /topics/{topic}/messages":                 {"/v1/topics/orders/messages", js, `{"body":"m"}`, []string{"producer", "admin"}},
 		"GET /topics":                                   {"/v1/topics", "", "", admin},
 		"GET /topics/{topic}":                           {"/v1/topics/orders", "", "", []string{"producer", "consumer", "admin"}},
+		"GET /topics/{topic}/status":                    {"/v1/topics/orders/status", "", "", []string{"producer", "consumer", "admin"}},
 		"PUT /topics/{topic}":                           {"/v1/topics/orders", js, `{"queues":4}`, admin},
 		"PATCH /topics/{topic}":                         {"/v1/topics/orders", "application/merge-patch+json", `{}`, admin},
 		"DELETE /topics/{topic}":                        {"/v1/topics/doomed", "", "", admin},

@@ -1,7 +1,10 @@
 // Command mqgate is the mqgate process: an HTTP/REST message gateway over a
 // RocketMQ-style store. `mqgate` (or `mqgate serve`) serves; `mqgate
 // healthcheck` probes a running server (the Docker HEALTHCHECK); `mqgate
-// version` prints the build. Every flag has an MQGATE_* environment twin.
+// version` prints the build; `mqgate topic|group|msg|dlq|timer|broker …`
+// administer a running server over its HTTP API, through the generated Go
+// client (admin*.go), and `mqgate completion bash|zsh|fish` prints the
+// shell completion script. Every flag has an MQGATE_* environment twin.
 //
 // Exit codes: 0 success, 1 runtime failure (or unhealthy), 80 usage error.
 package main
@@ -36,6 +39,14 @@ type cli struct {
 	Bench       benchCmd       `cmd:"" help:"Load-test a running gateway: produce (default), consume, e2e; optional net/http baseline."`
 	Migrate     migrateCmd     `cmd:"" help:"Run the PostgreSQL mirror's migrations: up, down (one step) or version."`
 	HashSecret  hashSecretCmd  `cmd:"" name:"hash-secret" help:"Print the argon2id hash (secretKeyHash of the ACL file) of a secret read from standard input."`
+
+	Topic      topicCmd      `cmd:"" group:"admin" help:"Topics: list, get, put, patch, delete, status."`
+	Group      groupCmd      `cmd:"" group:"admin" help:"Consumer groups: list, get, put, patch, delete, progress, reset-offset, skip-backlog."`
+	Msg        msgCmd        `cmd:"" group:"admin" help:"Messages: get, find (by key or time), send, pull, ack, nack."`
+	DLQ        dlqCmd        `cmd:"" name:"dlq" group:"admin" help:"A group's dead letters: list, get, resend, discard, export (NDJSON)."`
+	Timer      timerCmd      `cmd:"" group:"admin" help:"Pending timers: list, get, cancel, reschedule."`
+	Broker     brokerCmd     `cmd:"" group:"admin" help:"The broker: status."`
+	Completion completionCmd `cmd:"" help:"Print the shell completion script: source <(mqgate completion bash)."`
 }
 
 // serveCmd runs the server until SIGINT or SIGTERM.
@@ -93,14 +104,21 @@ func main() {
 	defer stop()
 
 	var args cli
-	parser := kong.Parse(&args,
+	parser, err := kong.New(&args,
 		kong.Name("mqgate"),
 		kong.Description("HTTP/REST message gateway over a RocketMQ-style store."),
 		kong.UsageOnError(),
 		kong.Vars(server.DefaultConfig().FlagDefaults()),
 		kong.BindTo(ctx, (*context.Context)(nil)),
+		kong.ExplicitGroups([]kong.Group{{Key: "admin", Title: "Administration (over the HTTP API of --server):"}}),
 	)
-	if err := parser.Run(); err != nil {
+	if err != nil {
+		panic(err) // the command line's own definition is wrong
+	}
+	completeRequest(parser)
+	kctx, err := parser.Parse(os.Args[1:])
+	parser.FatalIfErrorf(err)
+	if err := kctx.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "mqgate:", err)
 		stop()
 		os.Exit(1)

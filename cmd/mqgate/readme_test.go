@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/server/servertest"
 )
 
 // TestReadmeTourRunsAsPasted runs the README's curl tour, exactly as
@@ -57,4 +59,46 @@ func TestReadmeTourRunsAsPasted(t *testing.T) {
 		t.Fatalf("the tour failed: %v\n%s\nserver log:\n%s", err, out.String(), p.log.String())
 	}
 	t.Logf("tour output:\n%s", out.String())
+}
+
+// TestReadmeCommandLineRunsAsPasted runs the README's "Command line"
+// block, as written, with `mqgate` the real binary (this test binary
+// re-executed) against a real server (only its URL changes), with bash -e.
+func TestReadmeCommandLineRunsAsPasted(t *testing.T) {
+	t.Parallel()
+	for _, tool := range []string{"bash", "jq", "grep"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is needed by the README command line block (.ci/run installs it)", tool)
+			}
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	block := regexp.MustCompile("(?s)## Command line.*?```sh\n(.*?)```").FindSubmatch(readme)
+	require.NotNil(t, block, "README.md has a Command line section with a sh block")
+	script := string(block[1])
+	require.Contains(t, script, "http://127.0.0.1:8080")
+
+	srv := servertest.Start(t)
+	script = "mqgate() { local IFS=$'\\x1f'; " + e2eArgsEnv + "=\"$*\" \"$MQGATE_TEST_BINARY\" -test.run='^$'; }\n" +
+		strings.ReplaceAll(script, "http://127.0.0.1:8080", srv.Base)
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(cleanEnv(), "MQGATE_TEST_BINARY="+os.Args[0])
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	text := string(out)
+	for _, want := range []string{
+		"orders  4       rw", "orders:created || paid", "total lag", "cannot parse", "timersPending: 1",
+		"(404 topic-not-found)", "exit status 1",
+	} {
+		require.Contains(t, text, want)
+	}
+	dead, err := os.ReadFile(filepath.Join(cmd.Dir, "dead-letters.ndjson"))
+	require.NoError(t, err)
+	require.Equal(t, 1, strings.Count(string(dead), "\n"), "%s", dead)
+	require.Contains(t, string(dead), `"body":"not json"`)
+	t.Logf("output:\n%s", out)
 }
