@@ -288,37 +288,40 @@ type ClientInterface interface {
 
 	// GetOffsets Get committed offsets
 	//
+	// A broadcasting group's consumer instance (X-Mqgate-Client-Id) gets its own offsets (for an instance the group does not know yet, its subscribed queues at their first offsets; nothing is registered); without the header, the group's own.
+	//
 	// Permission with an ACL file: SUB on the group.
 	//
 	// Corresponds with GET /groups/{group}/offsets (the `GetOffsets` operationId).
-	GetOffsets(ctx context.Context, group string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetOffsets(ctx context.Context, group string, params *GetOffsetsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CommitOffsetsWithBody Commit offsets
 	//
-	// Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored).
+	// Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored). A broadcasting group's consumer instance (X-Mqgate-Client-Id) commits its own offsets, registering it when new (started by the group's consumeFrom); without the header the group's own offsets are set.
 	//
 	// Permission with an ACL file: SUB on the group and SUB on every topic of the body.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PUT /groups/{group}/offsets (the `CommitOffsets` operationId).
-	CommitOffsetsWithBody(ctx context.Context, group string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CommitOffsetsWithBody(ctx context.Context, group string, params *CommitOffsetsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CommitOffsets Commit offsets
 	//
-	// Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored).
+	// Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored). A broadcasting group's consumer instance (X-Mqgate-Client-Id) commits its own offsets, registering it when new (started by the group's consumeFrom); without the header the group's own offsets are set.
 	//
 	// Permission with an ACL file: SUB on the group and SUB on every topic of the body.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PUT /groups/{group}/offsets (the `CommitOffsets` operationId).
-	CommitOffsets(ctx context.Context, group string, body CommitOffsetsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CommitOffsets(ctx context.Context, group string, params *CommitOffsetsParams, body CommitOffsetsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetProgress Consumer progress
 	//
 	// Per queue: broker offset, consumer offset, lag and in-flight leases (mqadmin consumerProgress). Queue id -1 is the topic's view of the group's retry topic: its lag counts the retries of that topic already due.
 	// `retry` counts the group's retries still waiting in the delay ladder, per level; `delayed` the delayed messages and timers of the group's topics not yet due. `totalLag` adds them all up. A count that cannot be known is null (never 0), with a note.
+	// A broadcasting group lists its consumer instances in `instances`, each with its own offsets, lag, last request and when it is forgotten if it stays idle.
 	//
 	// Permission with an ACL file: SUB on the group.
 	//
@@ -327,30 +330,31 @@ type ClientInterface interface {
 
 	// ResetOffsetsWithBody Reset offsets by time
 	//
-	// Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress.
+	// Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress. For a broadcasting group X-Mqgate-Client-Id resets that consumer instance only; without it every known instance is reset (and the group's own offsets, when it has some).
 	//
 	// Permission with an ACL file: admin.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /groups/{group}/reset-offset (the `ResetOffsets` operationId).
-	ResetOffsetsWithBody(ctx context.Context, group string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ResetOffsetsWithBody(ctx context.Context, group string, params *ResetOffsetsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ResetOffsets Reset offsets by time
 	//
-	// Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress.
+	// Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress. For a broadcasting group X-Mqgate-Client-Id resets that consumer instance only; without it every known instance is reset (and the group's own offsets, when it has some).
 	//
 	// Permission with an ACL file: admin.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /groups/{group}/reset-offset (the `ResetOffsets` operationId).
-	ResetOffsets(ctx context.Context, group string, body ResetOffsetsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ResetOffsets(ctx context.Context, group string, params *ResetOffsetsParams, body ResetOffsetsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PullMessagesWithBody Pull (pop) messages
 	//
 	// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 	// When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
+	// In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
 	//
 	// Permission with an ACL file: SUB on the topic and SUB on the group.
 	//
@@ -363,6 +367,7 @@ type ClientInterface interface {
 	//
 	// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 	// When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
+	// In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
 	//
 	// Permission with an ACL file: SUB on the topic and SUB on the group.
 	//
@@ -384,6 +389,15 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /messages/{messageId} (the `GetMessage` operationId).
 	GetMessage(ctx context.Context, messageId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetMessageTrace Trace a message
+	//
+	// The life of a message across its copies, oldest event first: stored, delivered, acked, nacked, lease-expired, released, retried, dead-lettered, resent, discarded, transaction-committed or -rolled-back, pushed. Any id of the message finds it: its own, a retry's, a dead letter's, a resend's, a delayed send's delivery, a transaction's. Deliveries, acks and push outcomes come from records a background follower indexes; the call waits up to two seconds for it to catch up (partial says when it did not).
+	//
+	// Permission with an ACL file: admin.
+	//
+	// Corresponds with GET /messages/{messageId}/trace (the `GetMessageTrace` operationId).
+	GetMessageTrace(ctx context.Context, messageId string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PullTransactionChecksWithBody Pull transaction checks
 	//
@@ -593,8 +607,9 @@ type ClientInterface interface {
 	// ReadQueue Read a queue by offset
 	//
 	// Offset-based consumption (RocketMQ PullConsumer style): read up to max messages of one queue from offset. Nothing is leased; commit progress with PUT /groups/{group}/offsets.
+	// With `group` (SUB on the group too) the group's subscription of the topic filters what is returned (its tagExpression and sql; nextOffset moves past what they refuse) and a read without `offset` starts at the group's committed offset. For a broadcasting group, X-Mqgate-Client-Id reads as that consumer instance: its first read registers it (started by the group's consumeFrom) and its committed offset is its own.
 	//
-	// Permission with an ACL file: SUB on the topic.
+	// Permission with an ACL file: SUB on the topic and SUB on the group of the query, when it names one.
 	//
 	// Corresponds with GET /topics/{topic}/queues/{queueId}/messages (the `ReadQueue` operationId).
 	ReadQueue(ctx context.Context, topic string, queueId int32, params *ReadQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1037,11 +1052,13 @@ func (c *Client) NackMessages(ctx context.Context, group string, params *NackMes
 
 // GetOffsets Get committed offsets
 //
+// A broadcasting group's consumer instance (X-Mqgate-Client-Id) gets its own offsets (for an instance the group does not know yet, its subscribed queues at their first offsets; nothing is registered); without the header, the group's own.
+//
 // Permission with an ACL file: SUB on the group.
 //
 // Corresponds with GET /groups/{group}/offsets (the `GetOffsets` operationId).
-func (c *Client) GetOffsets(ctx context.Context, group string, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetOffsetsRequest(c.Server, group)
+func (c *Client) GetOffsets(ctx context.Context, group string, params *GetOffsetsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOffsetsRequest(c.Server, group, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1054,15 +1071,15 @@ func (c *Client) GetOffsets(ctx context.Context, group string, reqEditors ...Req
 
 // CommitOffsetsWithBody Commit offsets
 //
-// Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored).
+// Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored). A broadcasting group's consumer instance (X-Mqgate-Client-Id) commits its own offsets, registering it when new (started by the group's consumeFrom); without the header the group's own offsets are set.
 //
 // Permission with an ACL file: SUB on the group and SUB on every topic of the body.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PUT /groups/{group}/offsets (the `CommitOffsets` operationId).
-func (c *Client) CommitOffsetsWithBody(ctx context.Context, group string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCommitOffsetsRequestWithBody(c.Server, group, contentType, body)
+func (c *Client) CommitOffsetsWithBody(ctx context.Context, group string, params *CommitOffsetsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCommitOffsetsRequestWithBody(c.Server, group, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1075,15 +1092,15 @@ func (c *Client) CommitOffsetsWithBody(ctx context.Context, group string, conten
 
 // CommitOffsets Commit offsets
 //
-// Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored).
+// Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored). A broadcasting group's consumer instance (X-Mqgate-Client-Id) commits its own offsets, registering it when new (started by the group's consumeFrom); without the header the group's own offsets are set.
 //
 // Permission with an ACL file: SUB on the group and SUB on every topic of the body.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PUT /groups/{group}/offsets (the `CommitOffsets` operationId).
-func (c *Client) CommitOffsets(ctx context.Context, group string, body CommitOffsetsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCommitOffsetsRequest(c.Server, group, body)
+func (c *Client) CommitOffsets(ctx context.Context, group string, params *CommitOffsetsParams, body CommitOffsetsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCommitOffsetsRequest(c.Server, group, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1098,6 +1115,7 @@ func (c *Client) CommitOffsets(ctx context.Context, group string, body CommitOff
 //
 // Per queue: broker offset, consumer offset, lag and in-flight leases (mqadmin consumerProgress). Queue id -1 is the topic's view of the group's retry topic: its lag counts the retries of that topic already due.
 // `retry` counts the group's retries still waiting in the delay ladder, per level; `delayed` the delayed messages and timers of the group's topics not yet due. `totalLag` adds them all up. A count that cannot be known is null (never 0), with a note.
+// A broadcasting group lists its consumer instances in `instances`, each with its own offsets, lag, last request and when it is forgotten if it stays idle.
 //
 // Permission with an ACL file: SUB on the group.
 //
@@ -1116,15 +1134,15 @@ func (c *Client) GetProgress(ctx context.Context, group string, reqEditors ...Re
 
 // ResetOffsetsWithBody Reset offsets by time
 //
-// Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress.
+// Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress. For a broadcasting group X-Mqgate-Client-Id resets that consumer instance only; without it every known instance is reset (and the group's own offsets, when it has some).
 //
 // Permission with an ACL file: admin.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /groups/{group}/reset-offset (the `ResetOffsets` operationId).
-func (c *Client) ResetOffsetsWithBody(ctx context.Context, group string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewResetOffsetsRequestWithBody(c.Server, group, contentType, body)
+func (c *Client) ResetOffsetsWithBody(ctx context.Context, group string, params *ResetOffsetsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResetOffsetsRequestWithBody(c.Server, group, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1137,15 +1155,15 @@ func (c *Client) ResetOffsetsWithBody(ctx context.Context, group string, content
 
 // ResetOffsets Reset offsets by time
 //
-// Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress.
+// Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress. For a broadcasting group X-Mqgate-Client-Id resets that consumer instance only; without it every known instance is reset (and the group's own offsets, when it has some).
 //
 // Permission with an ACL file: admin.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /groups/{group}/reset-offset (the `ResetOffsets` operationId).
-func (c *Client) ResetOffsets(ctx context.Context, group string, body ResetOffsetsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewResetOffsetsRequest(c.Server, group, body)
+func (c *Client) ResetOffsets(ctx context.Context, group string, params *ResetOffsetsParams, body ResetOffsetsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResetOffsetsRequest(c.Server, group, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1160,6 +1178,7 @@ func (c *Client) ResetOffsets(ctx context.Context, group string, body ResetOffse
 //
 // Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 // When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
+// In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
 //
 // Permission with an ACL file: SUB on the topic and SUB on the group.
 //
@@ -1182,6 +1201,7 @@ func (c *Client) PullMessagesWithBody(ctx context.Context, group string, topic s
 //
 // Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 // When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
+// In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
 //
 // Permission with an ACL file: SUB on the topic and SUB on the group.
 //
@@ -1224,6 +1244,25 @@ func (c *Client) FindMessagesByKey(ctx context.Context, params *FindMessagesByKe
 // Corresponds with GET /messages/{messageId} (the `GetMessage` operationId).
 func (c *Client) GetMessage(ctx context.Context, messageId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetMessageRequest(c.Server, messageId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetMessageTrace Trace a message
+//
+// The life of a message across its copies, oldest event first: stored, delivered, acked, nacked, lease-expired, released, retried, dead-lettered, resent, discarded, transaction-committed or -rolled-back, pushed. Any id of the message finds it: its own, a retry's, a dead letter's, a resend's, a delayed send's delivery, a transaction's. Deliveries, acks and push outcomes come from records a background follower indexes; the call waits up to two seconds for it to catch up (partial says when it did not).
+//
+// Permission with an ACL file: admin.
+//
+// Corresponds with GET /messages/{messageId}/trace (the `GetMessageTrace` operationId).
+func (c *Client) GetMessageTrace(ctx context.Context, messageId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetMessageTraceRequest(c.Server, messageId)
 	if err != nil {
 		return nil, err
 	}
@@ -1622,8 +1661,9 @@ func (c *Client) SendMessagesWithTextBody(ctx context.Context, topic string, par
 // ReadQueue Read a queue by offset
 //
 // Offset-based consumption (RocketMQ PullConsumer style): read up to max messages of one queue from offset. Nothing is leased; commit progress with PUT /groups/{group}/offsets.
+// With `group` (SUB on the group too) the group's subscription of the topic filters what is returned (its tagExpression and sql; nextOffset moves past what they refuse) and a read without `offset` starts at the group's committed offset. For a broadcasting group, X-Mqgate-Client-Id reads as that consumer instance: its first read registers it (started by the group's consumeFrom) and its committed offset is its own.
 //
-// Permission with an ACL file: SUB on the topic.
+// Permission with an ACL file: SUB on the topic and SUB on the group of the query, when it names one.
 //
 // Corresponds with GET /topics/{topic}/queues/{queueId}/messages (the `ReadQueue` operationId).
 func (c *Client) ReadQueue(ctx context.Context, topic string, queueId int32, params *ReadQueueParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2393,7 +2433,7 @@ func NewNackMessagesRequestWithBody(server string, group string, params *NackMes
 }
 
 // NewGetOffsetsRequest constructs an http.Request for the GetOffsets method
-func NewGetOffsetsRequest(server string, group string) (*http.Request, error) {
+func NewGetOffsetsRequest(server string, group string, params *GetOffsetsParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -2423,22 +2463,37 @@ func NewGetOffsetsRequest(server string, group string) (*http.Request, error) {
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.XMqgateClientId != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Mqgate-Client-Id", *params.XMqgateClientId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Mqgate-Client-Id", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewCommitOffsetsRequest calls the generic CommitOffsets builder with application/json body
-func NewCommitOffsetsRequest(server string, group string, body CommitOffsetsJSONRequestBody) (*http.Request, error) {
+func NewCommitOffsetsRequest(server string, group string, params *CommitOffsetsParams, body CommitOffsetsJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCommitOffsetsRequestWithBody(server, group, "application/json", bodyReader)
+	return NewCommitOffsetsRequestWithBody(server, group, params, "application/json", bodyReader)
 }
 
 // NewCommitOffsetsRequestWithBody constructs an http.Request for the CommitOffsets method, with any body, and a specified content type
-func NewCommitOffsetsRequestWithBody(server string, group string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCommitOffsetsRequestWithBody(server string, group string, params *CommitOffsetsParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -2469,6 +2524,21 @@ func NewCommitOffsetsRequestWithBody(server string, group string, contentType st
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XMqgateClientId != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Mqgate-Client-Id", *params.XMqgateClientId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Mqgate-Client-Id", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -2508,18 +2578,18 @@ func NewGetProgressRequest(server string, group string) (*http.Request, error) {
 }
 
 // NewResetOffsetsRequest calls the generic ResetOffsets builder with application/json body
-func NewResetOffsetsRequest(server string, group string, body ResetOffsetsJSONRequestBody) (*http.Request, error) {
+func NewResetOffsetsRequest(server string, group string, params *ResetOffsetsParams, body ResetOffsetsJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewResetOffsetsRequestWithBody(server, group, "application/json", bodyReader)
+	return NewResetOffsetsRequestWithBody(server, group, params, "application/json", bodyReader)
 }
 
 // NewResetOffsetsRequestWithBody constructs an http.Request for the ResetOffsets method, with any body, and a specified content type
-func NewResetOffsetsRequestWithBody(server string, group string, contentType string, body io.Reader) (*http.Request, error) {
+func NewResetOffsetsRequestWithBody(server string, group string, params *ResetOffsetsParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -2550,6 +2620,21 @@ func NewResetOffsetsRequestWithBody(server string, group string, contentType str
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XMqgateClientId != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Mqgate-Client-Id", *params.XMqgateClientId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Mqgate-Client-Id", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -2710,6 +2795,40 @@ func NewGetMessageRequest(server string, messageId string) (*http.Request, error
 	}
 
 	operationPath := fmt.Sprintf("/messages/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetMessageTraceRequest constructs an http.Request for the GetMessageTrace method
+func NewGetMessageTraceRequest(server string, messageId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "messageId", messageId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/messages/%s/trace", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -3405,6 +3524,18 @@ func NewReadQueueRequest(server string, topic string, queueId int32, params *Rea
 
 		}
 
+		if params.Group != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "group", *params.Group, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -3414,6 +3545,21 @@ func NewReadQueueRequest(server string, topic string, queueId int32, params *Rea
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XMqgateClientId != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Mqgate-Client-Id", *params.XMqgateClientId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Mqgate-Client-Id", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -3811,39 +3957,42 @@ type ClientWithResponsesInterface interface {
 
 	// GetOffsetsWithResponse Get committed offsets
 	//
+	// A broadcasting group's consumer instance (X-Mqgate-Client-Id) gets its own offsets (for an instance the group does not know yet, its subscribed queues at their first offsets; nothing is registered); without the header, the group's own.
+	//
 	// Permission with an ACL file: SUB on the group.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /groups/{group}/offsets (the `GetOffsets` operationId).
-	GetOffsetsWithResponse(ctx context.Context, group string, reqEditors ...RequestEditorFn) (*GetOffsetsResponse, error)
+	GetOffsetsWithResponse(ctx context.Context, group string, params *GetOffsetsParams, reqEditors ...RequestEditorFn) (*GetOffsetsResponse, error)
 
 	// CommitOffsetsWithBodyWithResponse Commit offsets
 	//
-	// Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored).
+	// Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored). A broadcasting group's consumer instance (X-Mqgate-Client-Id) commits its own offsets, registering it when new (started by the group's consumeFrom); without the header the group's own offsets are set.
 	//
 	// Permission with an ACL file: SUB on the group and SUB on every topic of the body.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /groups/{group}/offsets (the `CommitOffsets` operationId).
-	CommitOffsetsWithBodyWithResponse(ctx context.Context, group string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CommitOffsetsResponse, error)
+	CommitOffsetsWithBodyWithResponse(ctx context.Context, group string, params *CommitOffsetsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CommitOffsetsResponse, error)
 
 	// CommitOffsetsWithResponse Commit offsets
 	//
-	// Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored).
+	// Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored). A broadcasting group's consumer instance (X-Mqgate-Client-Id) commits its own offsets, registering it when new (started by the group's consumeFrom); without the header the group's own offsets are set.
 	//
 	// Permission with an ACL file: SUB on the group and SUB on every topic of the body.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PUT /groups/{group}/offsets (the `CommitOffsets` operationId).
-	CommitOffsetsWithResponse(ctx context.Context, group string, body CommitOffsetsJSONRequestBody, reqEditors ...RequestEditorFn) (*CommitOffsetsResponse, error)
+	CommitOffsetsWithResponse(ctx context.Context, group string, params *CommitOffsetsParams, body CommitOffsetsJSONRequestBody, reqEditors ...RequestEditorFn) (*CommitOffsetsResponse, error)
 
 	// GetProgressWithResponse Consumer progress
 	//
 	// Per queue: broker offset, consumer offset, lag and in-flight leases (mqadmin consumerProgress). Queue id -1 is the topic's view of the group's retry topic: its lag counts the retries of that topic already due.
 	// `retry` counts the group's retries still waiting in the delay ladder, per level; `delayed` the delayed messages and timers of the group's topics not yet due. `totalLag` adds them all up. A count that cannot be known is null (never 0), with a note.
+	// A broadcasting group lists its consumer instances in `instances`, each with its own offsets, lag, last request and when it is forgotten if it stays idle.
 	//
 	// Permission with an ACL file: SUB on the group.
 	//
@@ -3854,30 +4003,31 @@ type ClientWithResponsesInterface interface {
 
 	// ResetOffsetsWithBodyWithResponse Reset offsets by time
 	//
-	// Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress.
+	// Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress. For a broadcasting group X-Mqgate-Client-Id resets that consumer instance only; without it every known instance is reset (and the group's own offsets, when it has some).
 	//
 	// Permission with an ACL file: admin.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /groups/{group}/reset-offset (the `ResetOffsets` operationId).
-	ResetOffsetsWithBodyWithResponse(ctx context.Context, group string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResetOffsetsResponse, error)
+	ResetOffsetsWithBodyWithResponse(ctx context.Context, group string, params *ResetOffsetsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResetOffsetsResponse, error)
 
 	// ResetOffsetsWithResponse Reset offsets by time
 	//
-	// Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress.
+	// Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress. For a broadcasting group X-Mqgate-Client-Id resets that consumer instance only; without it every known instance is reset (and the group's own offsets, when it has some).
 	//
 	// Permission with an ACL file: admin.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /groups/{group}/reset-offset (the `ResetOffsets` operationId).
-	ResetOffsetsWithResponse(ctx context.Context, group string, body ResetOffsetsJSONRequestBody, reqEditors ...RequestEditorFn) (*ResetOffsetsResponse, error)
+	ResetOffsetsWithResponse(ctx context.Context, group string, params *ResetOffsetsParams, body ResetOffsetsJSONRequestBody, reqEditors ...RequestEditorFn) (*ResetOffsetsResponse, error)
 
 	// PullMessagesWithBodyWithResponse Pull (pop) messages
 	//
 	// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 	// When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
+	// In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
 	//
 	// Permission with an ACL file: SUB on the topic and SUB on the group.
 	//
@@ -3890,6 +4040,7 @@ type ClientWithResponsesInterface interface {
 	//
 	// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 	// When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
+	// In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
 	//
 	// Permission with an ACL file: SUB on the topic and SUB on the group.
 	//
@@ -3915,6 +4066,17 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /messages/{messageId} (the `GetMessage` operationId).
 	GetMessageWithResponse(ctx context.Context, messageId string, reqEditors ...RequestEditorFn) (*GetMessageResponse, error)
+
+	// GetMessageTraceWithResponse Trace a message
+	//
+	// The life of a message across its copies, oldest event first: stored, delivered, acked, nacked, lease-expired, released, retried, dead-lettered, resent, discarded, transaction-committed or -rolled-back, pushed. Any id of the message finds it: its own, a retry's, a dead letter's, a resend's, a delayed send's delivery, a transaction's. Deliveries, acks and push outcomes come from records a background follower indexes; the call waits up to two seconds for it to catch up (partial says when it did not).
+	//
+	// Permission with an ACL file: admin.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /messages/{messageId}/trace (the `GetMessageTrace` operationId).
+	GetMessageTraceWithResponse(ctx context.Context, messageId string, reqEditors ...RequestEditorFn) (*GetMessageTraceResponse, error)
 
 	// PullTransactionChecksWithBodyWithResponse Pull transaction checks
 	//
@@ -4136,8 +4298,9 @@ type ClientWithResponsesInterface interface {
 	// ReadQueueWithResponse Read a queue by offset
 	//
 	// Offset-based consumption (RocketMQ PullConsumer style): read up to max messages of one queue from offset. Nothing is leased; commit progress with PUT /groups/{group}/offsets.
+	// With `group` (SUB on the group too) the group's subscription of the topic filters what is returned (its tagExpression and sql; nextOffset moves past what they refuse) and a read without `offset` starts at the group's committed offset. For a broadcasting group, X-Mqgate-Client-Id reads as that consumer instance: its first read registers it (started by the group's consumeFrom) and its committed offset is its own.
 	//
-	// Permission with an ACL file: SUB on the topic.
+	// Permission with an ACL file: SUB on the topic and SUB on the group of the query, when it names one.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6088,6 +6251,8 @@ type ResetOffsetsResponse struct {
 	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *Problem
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -6129,6 +6294,11 @@ func (r ResetOffsetsResponse) GetApplicationproblemJSON403() *Problem {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r ResetOffsetsResponse) GetApplicationproblemJSON404() *Problem {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ResetOffsetsResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -6542,6 +6712,115 @@ func (r GetMessageResponse) Bytes() []byte {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetMessageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetMessageTraceResponse200Headers the declared response headers of an HTTP 200 response for GetMessageTrace
+type GetMessageTraceResponse200Headers struct {
+	XRequestId string
+}
+
+type GetMessageTraceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MessageTrace
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetMessageTraceResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetMessageTraceResponse) GetJSON200() *MessageTrace {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetMessageTraceResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetMessageTraceResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetMessageTraceResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetMessageTraceResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetMessageTraceResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetMessageTraceResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetMessageTraceResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetMessageTraceResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetMessageTraceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetMessageTraceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetMessageTraceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// Bytes is a convenience method to retrieve the raw bytes from the HTTP response
+func (r GetMessageTraceResponse) Bytes() []byte {
+	return r.Body
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetMessageTraceResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7865,6 +8144,8 @@ type ReadQueueResponse struct {
 	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *Problem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -7900,6 +8181,11 @@ func (r ReadQueueResponse) GetApplicationproblemJSON403() *Problem {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r ReadQueueResponse) GetApplicationproblemJSON404() *Problem {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ReadQueueResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -8752,13 +9038,15 @@ func (c *ClientWithResponses) NackMessagesWithResponse(ctx context.Context, grou
 
 // GetOffsetsWithResponse Get committed offsets
 //
+// A broadcasting group's consumer instance (X-Mqgate-Client-Id) gets its own offsets (for an instance the group does not know yet, its subscribed queues at their first offsets; nothing is registered); without the header, the group's own.
+//
 // Permission with an ACL file: SUB on the group.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /groups/{group}/offsets (the `GetOffsets` operationId).
-func (c *ClientWithResponses) GetOffsetsWithResponse(ctx context.Context, group string, reqEditors ...RequestEditorFn) (*GetOffsetsResponse, error) {
-	rsp, err := c.GetOffsets(ctx, group, reqEditors...)
+func (c *ClientWithResponses) GetOffsetsWithResponse(ctx context.Context, group string, params *GetOffsetsParams, reqEditors ...RequestEditorFn) (*GetOffsetsResponse, error) {
+	rsp, err := c.GetOffsets(ctx, group, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -8767,15 +9055,15 @@ func (c *ClientWithResponses) GetOffsetsWithResponse(ctx context.Context, group 
 
 // CommitOffsetsWithBodyWithResponse Commit offsets
 //
-// Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored).
+// Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored). A broadcasting group's consumer instance (X-Mqgate-Client-Id) commits its own offsets, registering it when new (started by the group's consumeFrom); without the header the group's own offsets are set.
 //
 // Permission with an ACL file: SUB on the group and SUB on every topic of the body.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /groups/{group}/offsets (the `CommitOffsets` operationId).
-func (c *ClientWithResponses) CommitOffsetsWithBodyWithResponse(ctx context.Context, group string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CommitOffsetsResponse, error) {
-	rsp, err := c.CommitOffsetsWithBody(ctx, group, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CommitOffsetsWithBodyWithResponse(ctx context.Context, group string, params *CommitOffsetsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CommitOffsetsResponse, error) {
+	rsp, err := c.CommitOffsetsWithBody(ctx, group, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -8784,15 +9072,15 @@ func (c *ClientWithResponses) CommitOffsetsWithBodyWithResponse(ctx context.Cont
 
 // CommitOffsetsWithResponse Commit offsets
 //
-// Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored).
+// Store the next offset to consume per queue (offset-based consumption; brokerOffset and lag are ignored). A broadcasting group's consumer instance (X-Mqgate-Client-Id) commits its own offsets, registering it when new (started by the group's consumeFrom); without the header the group's own offsets are set.
 //
 // Permission with an ACL file: SUB on the group and SUB on every topic of the body.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PUT /groups/{group}/offsets (the `CommitOffsets` operationId).
-func (c *ClientWithResponses) CommitOffsetsWithResponse(ctx context.Context, group string, body CommitOffsetsJSONRequestBody, reqEditors ...RequestEditorFn) (*CommitOffsetsResponse, error) {
-	rsp, err := c.CommitOffsets(ctx, group, body, reqEditors...)
+func (c *ClientWithResponses) CommitOffsetsWithResponse(ctx context.Context, group string, params *CommitOffsetsParams, body CommitOffsetsJSONRequestBody, reqEditors ...RequestEditorFn) (*CommitOffsetsResponse, error) {
+	rsp, err := c.CommitOffsets(ctx, group, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -8803,6 +9091,7 @@ func (c *ClientWithResponses) CommitOffsetsWithResponse(ctx context.Context, gro
 //
 // Per queue: broker offset, consumer offset, lag and in-flight leases (mqadmin consumerProgress). Queue id -1 is the topic's view of the group's retry topic: its lag counts the retries of that topic already due.
 // `retry` counts the group's retries still waiting in the delay ladder, per level; `delayed` the delayed messages and timers of the group's topics not yet due. `totalLag` adds them all up. A count that cannot be known is null (never 0), with a note.
+// A broadcasting group lists its consumer instances in `instances`, each with its own offsets, lag, last request and when it is forgotten if it stays idle.
 //
 // Permission with an ACL file: SUB on the group.
 //
@@ -8819,15 +9108,15 @@ func (c *ClientWithResponses) GetProgressWithResponse(ctx context.Context, group
 
 // ResetOffsetsWithBodyWithResponse Reset offsets by time
 //
-// Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress.
+// Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress. For a broadcasting group X-Mqgate-Client-Id resets that consumer instance only; without it every known instance is reset (and the group's own offsets, when it has some).
 //
 // Permission with an ACL file: admin.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /groups/{group}/reset-offset (the `ResetOffsets` operationId).
-func (c *ClientWithResponses) ResetOffsetsWithBodyWithResponse(ctx context.Context, group string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResetOffsetsResponse, error) {
-	rsp, err := c.ResetOffsetsWithBody(ctx, group, contentType, body, reqEditors...)
+func (c *ClientWithResponses) ResetOffsetsWithBodyWithResponse(ctx context.Context, group string, params *ResetOffsetsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResetOffsetsResponse, error) {
+	rsp, err := c.ResetOffsetsWithBody(ctx, group, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -8836,15 +9125,15 @@ func (c *ClientWithResponses) ResetOffsetsWithBodyWithResponse(ctx context.Conte
 
 // ResetOffsetsWithResponse Reset offsets by time
 //
-// Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress.
+// Rewind or forward the group to the first message stored at or after timestamp (mqadmin resetOffsetByTime). Returns the new progress. For a broadcasting group X-Mqgate-Client-Id resets that consumer instance only; without it every known instance is reset (and the group's own offsets, when it has some).
 //
 // Permission with an ACL file: admin.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /groups/{group}/reset-offset (the `ResetOffsets` operationId).
-func (c *ClientWithResponses) ResetOffsetsWithResponse(ctx context.Context, group string, body ResetOffsetsJSONRequestBody, reqEditors ...RequestEditorFn) (*ResetOffsetsResponse, error) {
-	rsp, err := c.ResetOffsets(ctx, group, body, reqEditors...)
+func (c *ClientWithResponses) ResetOffsetsWithResponse(ctx context.Context, group string, params *ResetOffsetsParams, body ResetOffsetsJSONRequestBody, reqEditors ...RequestEditorFn) (*ResetOffsetsResponse, error) {
+	rsp, err := c.ResetOffsets(ctx, group, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -8855,6 +9144,7 @@ func (c *ClientWithResponses) ResetOffsetsWithResponse(ctx context.Context, grou
 //
 // Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 // When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
+// In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
 //
 // Permission with an ACL file: SUB on the topic and SUB on the group.
 //
@@ -8873,6 +9163,7 @@ func (c *ClientWithResponses) PullMessagesWithBodyWithResponse(ctx context.Conte
 //
 // Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 // When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
+// In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
 //
 // Permission with an ACL file: SUB on the topic and SUB on the group.
 //
@@ -8915,6 +9206,23 @@ func (c *ClientWithResponses) GetMessageWithResponse(ctx context.Context, messag
 		return nil, err
 	}
 	return ParseGetMessageResponse(rsp)
+}
+
+// GetMessageTraceWithResponse Trace a message
+//
+// The life of a message across its copies, oldest event first: stored, delivered, acked, nacked, lease-expired, released, retried, dead-lettered, resent, discarded, transaction-committed or -rolled-back, pushed. Any id of the message finds it: its own, a retry's, a dead letter's, a resend's, a delayed send's delivery, a transaction's. Deliveries, acks and push outcomes come from records a background follower indexes; the call waits up to two seconds for it to catch up (partial says when it did not).
+//
+// Permission with an ACL file: admin.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /messages/{messageId}/trace (the `GetMessageTrace` operationId).
+func (c *ClientWithResponses) GetMessageTraceWithResponse(ctx context.Context, messageId string, reqEditors ...RequestEditorFn) (*GetMessageTraceResponse, error) {
+	rsp, err := c.GetMessageTrace(ctx, messageId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetMessageTraceResponse(rsp)
 }
 
 // PullTransactionChecksWithBodyWithResponse Pull transaction checks
@@ -9245,8 +9553,9 @@ func (c *ClientWithResponses) SendMessagesWithTextBodyWithResponse(ctx context.C
 // ReadQueueWithResponse Read a queue by offset
 //
 // Offset-based consumption (RocketMQ PullConsumer style): read up to max messages of one queue from offset. Nothing is leased; commit progress with PUT /groups/{group}/offsets.
+// With `group` (SUB on the group too) the group's subscription of the topic filters what is returned (its tagExpression and sql; nextOffset moves past what they refuse) and a read without `offset` starts at the group's committed offset. For a broadcasting group, X-Mqgate-Client-Id reads as that consumer instance: its first read registers it (started by the group's consumeFrom) and its committed offset is its own.
 //
-// Permission with an ACL file: SUB on the topic.
+// Permission with an ACL file: SUB on the topic and SUB on the group of the query, when it names one.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11051,6 +11360,13 @@ func ParseResetOffsetsResponse(rsp *http.Response) (*ResetOffsetsResponse, error
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -11411,6 +11727,101 @@ func ParseGetMessageResponse(rsp *http.Response) (*GetMessageResponse, error) {
 	switch {
 	case rsp.StatusCode == 200:
 		var headers GetMessageResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetMessageTraceResponse parses an HTTP response from a GetMessageTraceWithResponse call
+func ParseGetMessageTraceResponse(rsp *http.Response) (*GetMessageTraceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetMessageTraceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MessageTrace
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetMessageTraceResponse200Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -12638,6 +13049,13 @@ func ParseReadQueueResponse(rsp *http.Response) (*ReadQueueResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest Problem

@@ -246,7 +246,7 @@ func TestClientSendAndConsume(t *testing.T) {
 	}
 
 	// Reset the offsets to before the first message: all six are due again.
-	reset := ok(c.ResetOffsetsWithResponse(ctx, "billing", mqgate.ResetOffsetRequest{
+	reset := ok(c.ResetOffsetsWithResponse(ctx, "billing", nil, mqgate.ResetOffsetRequest{
 		Timestamp: time.Now().Add(-time.Hour), Topic: mqgate.Ptr("orders"),
 	}))(t).JSON200
 	require.Equal(t, int64(6), reset.TotalLag)

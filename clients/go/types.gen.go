@@ -430,6 +430,99 @@ func (e TopicRequestPerm) Valid() bool {
 	}
 }
 
+// Defines values for TraceEventResult.
+const (
+	TraceEventResultAbandoned TraceEventResult = "abandoned"
+	TraceEventResultForbidden TraceEventResult = "forbidden"
+	TraceEventResultGone      TraceEventResult = "gone"
+	TraceEventResultN3xx      TraceEventResult = "3xx"
+	TraceEventResultN4xx      TraceEventResult = "4xx"
+	TraceEventResultN5xx      TraceEventResult = "5xx"
+	TraceEventResultNetwork   TraceEventResult = "network"
+	TraceEventResultOk        TraceEventResult = "ok"
+	TraceEventResultTimeout   TraceEventResult = "timeout"
+)
+
+// Valid indicates whether the value is a known member of the TraceEventResult enum.
+func (e TraceEventResult) Valid() bool {
+	switch e {
+	case TraceEventResultAbandoned:
+		return true
+	case TraceEventResultForbidden:
+		return true
+	case TraceEventResultGone:
+		return true
+	case TraceEventResultN3xx:
+		return true
+	case TraceEventResultN4xx:
+		return true
+	case TraceEventResultN5xx:
+		return true
+	case TraceEventResultNetwork:
+		return true
+	case TraceEventResultOk:
+		return true
+	case TraceEventResultTimeout:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TraceEventType.
+const (
+	TraceEventTypeAcked                 TraceEventType = "acked"
+	TraceEventTypeDeadLettered          TraceEventType = "dead-lettered"
+	TraceEventTypeDelivered             TraceEventType = "delivered"
+	TraceEventTypeDiscarded             TraceEventType = "discarded"
+	TraceEventTypeEventsDropped         TraceEventType = "events-dropped"
+	TraceEventTypeLeaseExpired          TraceEventType = "lease-expired"
+	TraceEventTypeNacked                TraceEventType = "nacked"
+	TraceEventTypePushed                TraceEventType = "pushed"
+	TraceEventTypeReleased              TraceEventType = "released"
+	TraceEventTypeResent                TraceEventType = "resent"
+	TraceEventTypeRetried               TraceEventType = "retried"
+	TraceEventTypeStored                TraceEventType = "stored"
+	TraceEventTypeTransactionCommitted  TraceEventType = "transaction-committed"
+	TraceEventTypeTransactionRolledBack TraceEventType = "transaction-rolled-back"
+)
+
+// Valid indicates whether the value is a known member of the TraceEventType enum.
+func (e TraceEventType) Valid() bool {
+	switch e {
+	case TraceEventTypeAcked:
+		return true
+	case TraceEventTypeDeadLettered:
+		return true
+	case TraceEventTypeDelivered:
+		return true
+	case TraceEventTypeDiscarded:
+		return true
+	case TraceEventTypeEventsDropped:
+		return true
+	case TraceEventTypeLeaseExpired:
+		return true
+	case TraceEventTypeNacked:
+		return true
+	case TraceEventTypePushed:
+		return true
+	case TraceEventTypeReleased:
+		return true
+	case TraceEventTypeResent:
+		return true
+	case TraceEventTypeRetried:
+		return true
+	case TraceEventTypeStored:
+		return true
+	case TraceEventTypeTransactionCommitted:
+		return true
+	case TraceEventTypeTransactionRolledBack:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TransactionReason.
 const (
 	Lost         TransactionReason = "lost"
@@ -807,6 +900,11 @@ type Group struct {
 	// CreatedAt Example: 2026-11-29T10:00:00.000Z
 	CreatedAt *time.Time `json:"createdAt,omitempty"`
 
+	// InstanceIdleMs InstanceIdleMs is how long a broadcasting group's consumer instance may stay idle before it is forgotten.
+	//
+	// Example: 86400000
+	InstanceIdleMs int64 `json:"instanceIdleMs"`
+
 	// InvisibleMs Example: 30000
 	InvisibleMs int64 `json:"invisibleMs"`
 
@@ -844,10 +942,17 @@ type GroupPatch struct {
 	// Example: last
 	ConsumeFrom *string `json:"consumeFrom,omitempty"`
 
-	// ConsumeMode ConsumeMode is "clustering" (default: members share the work) or "broadcasting" (each member sees everything).
+	// ConsumeMode ConsumeMode is "clustering" (default: members share the work) or "broadcasting" (each consumer instance,
+	// named by X-Mqgate-Client-Id, gets every message, with offsets, leases and retries of its own).
 	//
 	// Example: clustering
 	ConsumeMode *GroupPatchConsumeMode `json:"consumeMode,omitempty"`
+
+	// InstanceIdleMs InstanceIdleMs is, for a broadcasting group, how long a consumer instance may make no request before it is
+	// forgotten with its offsets (0 = default 86400000, 24 h); back, it starts again by consumeFrom.
+	//
+	// Example: 86400000
+	InstanceIdleMs *int64 `json:"instanceIdleMs,omitempty"`
 
 	// InvisibleMs InvisibleMs is the default lease length of a pull (0 = broker default).
 	//
@@ -878,7 +983,8 @@ type GroupPatch struct {
 	Subscriptions []Subscription `json:"subscriptions,omitempty"`
 }
 
-// GroupPatchConsumeMode ConsumeMode is "clustering" (default: members share the work) or "broadcasting" (each member sees everything).
+// GroupPatchConsumeMode ConsumeMode is "clustering" (default: members share the work) or "broadcasting" (each consumer instance,
+// named by X-Mqgate-Client-Id, gets every message, with offsets, leases and retries of its own).
 //
 // Example: clustering
 type GroupPatchConsumeMode string
@@ -894,10 +1000,17 @@ type GroupRequest struct {
 	// Example: last
 	ConsumeFrom *string `json:"consumeFrom,omitempty"`
 
-	// ConsumeMode ConsumeMode is "clustering" (default: members share the work) or "broadcasting" (each member sees everything).
+	// ConsumeMode ConsumeMode is "clustering" (default: members share the work) or "broadcasting" (each consumer instance,
+	// named by X-Mqgate-Client-Id, gets every message, with offsets, leases and retries of its own).
 	//
 	// Example: clustering
 	ConsumeMode *GroupRequestConsumeMode `json:"consumeMode,omitempty"`
+
+	// InstanceIdleMs InstanceIdleMs is, for a broadcasting group, how long a consumer instance may make no request before it is
+	// forgotten with its offsets (0 = default 86400000, 24 h); back, it starts again by consumeFrom.
+	//
+	// Example: 86400000
+	InstanceIdleMs *int64 `json:"instanceIdleMs,omitempty"`
 
 	// InvisibleMs InvisibleMs is the default lease length of a pull (0 = broker default).
 	//
@@ -928,10 +1041,47 @@ type GroupRequest struct {
 	Subscriptions []Subscription `json:"subscriptions,omitempty"`
 }
 
-// GroupRequestConsumeMode ConsumeMode is "clustering" (default: members share the work) or "broadcasting" (each member sees everything).
+// GroupRequestConsumeMode ConsumeMode is "clustering" (default: members share the work) or "broadcasting" (each consumer instance,
+// named by X-Mqgate-Client-Id, gets every message, with offsets, leases and retries of its own).
 //
 // Example: clustering
 type GroupRequestConsumeMode string
+
+// InstanceProgress defines model for InstanceProgress.
+type InstanceProgress struct {
+	// Active Active counts its requests under way (waiting pulls included).
+	//
+	// Example: 1
+	Active int `json:"active"`
+
+	// ClientId ClientID is the instance's X-Mqgate-Client-Id.
+	//
+	// Example: worker-1
+	ClientId string `json:"clientId"`
+
+	// ForgetAt ForgetAt is when it is forgotten, its offsets with it, if it makes no request until then (the group's
+	// instanceIdleMs after lastSeenAt); absent while a request is under way.
+	//
+	// Example: 2026-11-30T10:00:00.001Z
+	ForgetAt *time.Time `json:"forgetAt,omitempty"`
+
+	// LastSeenAt LastSeenAt is when its last request (pull, queue read, offset commit, or ack, nack or lease change with
+	// one of its receipts) ended, or started while one is under way.
+	//
+	// Example: 2026-11-29T10:00:00.001Z
+	LastSeenAt time.Time       `json:"lastSeenAt"`
+	Queues     []QueueProgress `json:"queues"`
+
+	// TotalLag TotalLag is the sum of its queues' lag.
+	//
+	// Example: 3
+	TotalLag int64 `json:"totalLag"`
+
+	// TotalLagIsLowerBound TotalLagIsLowerBound: some queue's lag could not be counted completely.
+	//
+	// Example: false
+	TotalLagIsLowerBound *bool `json:"totalLagIsLowerBound,omitempty"`
+}
 
 // LadderBacklog defines model for LadderBacklog.
 type LadderBacklog struct {
@@ -1068,6 +1218,36 @@ type MessageList struct {
 	Messages []Message `json:"messages"`
 }
 
+// MessageTrace defines model for MessageTrace.
+type MessageTrace struct {
+	// DroppedEvents DroppedEvents counts the events the bound left out (at least that many when truncated).
+	//
+	// Example: 0
+	DroppedEvents int          `json:"droppedEvents"`
+	Events        []TraceEvent `json:"events"`
+
+	// MessageId MessageID is the id asked for.
+	//
+	// Example: 7F00000100001F900000000000000530
+	MessageId string `json:"messageId"`
+
+	// OriginMessageId OriginMessageID is the id of the message's life: the one its copies carry as originMessageId.
+	//
+	// Example: 7F00000100001F9000000000000004D2
+	OriginMessageId string `json:"originMessageId"`
+
+	// Partial Partial: deliveries, acks and push outcomes may be missing (tracing is off, --message-trace=false, or
+	// the trace follower had not caught up within two seconds).
+	//
+	// Example: false
+	Partial bool `json:"partial"`
+
+	// Truncated Truncated: the message has more copies or trace records than a trace reads; older events may be missing.
+	//
+	// Example: false
+	Truncated bool `json:"truncated"`
+}
+
 // NackItem defines model for NackItem.
 type NackItem struct {
 	// DelayLevel DelayLevel: -1 = straight to the dead-letter queue, 0 (default) = the group's retryPolicy (by default level 3 + reconsumeTimes), > 0 = that delay level.
@@ -1115,7 +1295,8 @@ type Problem struct {
 	Detail *string `json:"detail,omitempty"`
 
 	// Field Field names the request field over a limit (body-too-large, properties-too-large, value-too-long), the
-	// quota reached (quota-exceeded: topics, queuesPerTopic, queues, groups, pushEndpoints, pendingTimers), or
+	// quota reached (quota-exceeded: topics, queuesPerTopic, queues, groups, pushEndpoints, pendingTimers,
+	// transactionsPerProducerGroup, pendingTransactions, instancesPerGroup), or
 	// the filter that does not compile (invalid-sql: "subscriptions[0].sql", "sql").
 	//
 	// Example: messages[3].tag
@@ -1181,6 +1362,10 @@ type Progress struct {
 	// Group Example: billing
 	Group string `json:"group"`
 
+	// Instances Instances lists, for a broadcasting group, its consumer instances with their own offsets; the group's own
+	// queues are listed in queues only when it has offsets of its own (committed without a client id) or no instances.
+	Instances []InstanceProgress `json:"instances,omitempty"`
+
 	// Notes Notes explain counts that are unknown (null) or incomplete.
 	Notes  []string        `json:"notes,omitempty"`
 	Queues []QueueProgress `json:"queues"`
@@ -1189,7 +1374,8 @@ type Progress struct {
 	Retry LadderBacklog `json:"retry"`
 
 	// TotalLag TotalLag is every message the group has still to consume: the queues' lag (queueId -1 rows count the
-	// group's retries of that topic already due), plus retry.total and delayed.total.
+	// group's retries of that topic already due), plus retry.total and delayed.total. For a broadcasting group
+	// the queues' part is its slowest consumer's: the largest of its own queues' lag and each instance's totalLag.
 	//
 	// Example: 11
 	TotalLag int64 `json:"totalLag"`
@@ -2009,6 +2195,104 @@ type TopicStatus struct {
 	Topic string `json:"topic"`
 }
 
+// TraceEvent defines model for TraceEvent.
+type TraceEvent struct {
+	// At Example: 2026-11-29T10:00:00.120Z
+	At time.Time `json:"at"`
+
+	// Attempt Attempt numbers the deliveries of the message's life from 1.
+	//
+	// Example: 1
+	Attempt *int `json:"attempt,omitempty"`
+
+	// ClientId ClientID is the consumer's X-Mqgate-Client-Id (when it sent one).
+	//
+	// Example: billing-worker-3
+	ClientId *string `json:"clientId,omitempty"`
+
+	// Count Count is how many events an events-dropped event stands for.
+	//
+	// Example: 0
+	Count *int `json:"count,omitempty"`
+
+	// DeadLetterId Example: 7F00000100001F9000000000000009A4
+	DeadLetterId *string `json:"deadLetterId,omitempty"`
+
+	// DelayLevel Example: 0
+	DelayLevel *int `json:"delayLevel,omitempty"`
+
+	// DelayMs Example: 0
+	DelayMs *int64 `json:"delayMs,omitempty"`
+
+	// DueAt Example: 2026-11-29T10:00:10.000Z
+	DueAt *time.Time `json:"dueAt,omitempty"`
+
+	// Epoch Epoch is the delivery's lease epoch, the one its receipt carries (a decimal string: it exceeds 2^53).
+	//
+	// Example: 1796160825542408448
+	Epoch *string `json:"epoch,omitempty"`
+
+	// Group Example: billing
+	Group *string `json:"group,omitempty"`
+
+	// HttpStatus HTTPStatus is the push endpoint's answer (absent without one).
+	//
+	// Example: 200
+	HttpStatus *int `json:"httpStatus,omitempty"`
+
+	// InPlace Example: false
+	InPlace *bool `json:"inPlace,omitempty"`
+
+	// LeaseUntil Example: 2026-11-29T10:00:30.120Z
+	LeaseUntil *time.Time `json:"leaseUntil,omitempty"`
+
+	// MessageId MessageID is the copy the event is about (the one stored, delivered or failed).
+	//
+	// Example: 7F00000100001F9000000000000004D2
+	MessageId *string `json:"messageId,omitempty"`
+
+	// QueueId Example: 1
+	QueueId *int32 `json:"queueId,omitempty"`
+
+	// QueueOffset Example: 42
+	QueueOffset *int64 `json:"queueOffset,omitempty"`
+
+	// Reason Reason is a nack's, a dead letter's or a rollback's reason (at most 256 bytes; longer ones are cut).
+	//
+	// Example: payment service unavailable
+	Reason *string `json:"reason,omitempty"`
+
+	// ReconsumeTimes Example: 1
+	ReconsumeTimes *int32 `json:"reconsumeTimes,omitempty"`
+
+	// Result Result is a push's outcome.
+	//
+	// Example: ok
+	Result *TraceEventResult `json:"result,omitempty"`
+
+	// RetryMessageId RetryMessageID is the id the retry is delivered as.
+	//
+	// Example: 7F00000100001F900000000000000530
+	RetryMessageId *string `json:"retryMessageId,omitempty"`
+
+	// Topic Example: orders
+	Topic *string `json:"topic,omitempty"`
+
+	// TransactionId Example: 7F00000100001F9000000000000004D2
+	TransactionId *string `json:"transactionId,omitempty"`
+
+	// Type Example: delivered
+	Type TraceEventType `json:"type"`
+}
+
+// TraceEventResult Result is a push's outcome.
+//
+// Example: ok
+type TraceEventResult string
+
+// TraceEventType Example: delivered
+type TraceEventType string
+
 // Transaction defines model for Transaction.
 type Transaction struct {
 	// CheckTimes CheckTimes counts the checks handed out to the producer group.
@@ -2182,9 +2466,27 @@ type NackMessagesParams struct {
 	XMqgateClientId *string `json:"X-Mqgate-Client-Id,omitempty"`
 }
 
+// GetOffsetsParams defines parameters for GetOffsets.
+type GetOffsetsParams struct {
+	// XMqgateClientId A broadcasting group's consumer instance (1 to 128 printable ASCII characters without spaces)
+	XMqgateClientId *string `json:"X-Mqgate-Client-Id,omitempty"`
+}
+
+// CommitOffsetsParams defines parameters for CommitOffsets.
+type CommitOffsetsParams struct {
+	// XMqgateClientId A broadcasting group's consumer instance (1 to 128 printable ASCII characters without spaces)
+	XMqgateClientId *string `json:"X-Mqgate-Client-Id,omitempty"`
+}
+
+// ResetOffsetsParams defines parameters for ResetOffsets.
+type ResetOffsetsParams struct {
+	// XMqgateClientId A broadcasting group's consumer instance to reset alone (1 to 128 printable ASCII characters without spaces)
+	XMqgateClientId *string `json:"X-Mqgate-Client-Id,omitempty"`
+}
+
 // PullMessagesParams defines parameters for PullMessages.
 type PullMessagesParams struct {
-	// XMqgateClientId The calling consumer (at most 128 printable ASCII characters without spaces), recorded in leases and attempt histories
+	// XMqgateClientId The calling consumer (1 to 128 printable ASCII characters without spaces), recorded in leases and attempt histories; required by a broadcasting group, where it names the consumer instance
 	XMqgateClientId *string `json:"X-Mqgate-Client-Id,omitempty"`
 }
 
@@ -2250,11 +2552,17 @@ type SendMessagesParams struct {
 
 // ReadQueueParams defines parameters for ReadQueue.
 type ReadQueueParams struct {
-	// Offset First offset to read
+	// Offset First offset to read (default 0; with group, the group's or the consumer instance's committed offset)
 	Offset *int64 `form:"offset,omitempty" json:"offset,omitempty"`
 
 	// Max Most messages to return
 	Max *int `form:"max,omitempty" json:"max,omitempty"`
+
+	// Group Consumer group whose subscription filters the read and whose committed offset it starts at
+	Group *string `form:"group,omitempty" json:"group,omitempty"`
+
+	// XMqgateClientId With group, a broadcasting group's consumer instance (1 to 128 printable ASCII characters without spaces)
+	XMqgateClientId *string `json:"X-Mqgate-Client-Id,omitempty"`
 }
 
 // PushMessageParams defines parameters for PushMessage.

@@ -293,7 +293,7 @@ func (c *groupResetOffsetCmd) Run(ctx context.Context, a *admin) error {
 	if c.Topic != "" {
 		req.Topic = &c.Topic
 	}
-	res, err := apiCall(a.c.ResetOffsetsWithResponse(ctx, c.Group, req))
+	res, err := apiCall(a.c.ResetOffsetsWithResponse(ctx, c.Group, nil, req))
 	if err != nil {
 		return err
 	}
@@ -321,7 +321,7 @@ func (c *groupSkipBacklogCmd) Run(ctx context.Context, a *admin) error {
 		}
 	}
 	if len(commits) > 0 {
-		if _, err := apiCall(a.c.CommitOffsetsWithResponse(ctx, c.Group, mqgate.Offsets{Offsets: commits})); err != nil {
+		if _, err := apiCall(a.c.CommitOffsetsWithResponse(ctx, c.Group, nil, mqgate.Offsets{Offsets: commits})); err != nil {
 			return err
 		}
 	}

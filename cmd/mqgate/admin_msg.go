@@ -19,12 +19,13 @@ import (
 type msgCmd struct {
 	adminFlags `embed:""`
 
-	Get  msgGetCmd  `cmd:"" help:"Show a message by id."`
-	Find msgFindCmd `cmd:"" help:"Find a topic's messages by key (--key) or by store time (--from, --to)."`
-	Send msgSendCmd `cmd:"" help:"Send one message."`
-	Pull msgPullCmd `cmd:"" help:"Pull (lease) messages of a topic for a group; --ack acks them."`
-	Ack  msgAckCmd  `cmd:"" help:"Ack leased messages by receipt."`
-	Nack msgNackCmd `cmd:"" help:"Nack leased messages: retry later (--delay-level, --delay-ms) or dead-letter them (--delay-level=-1)."`
+	Get   msgGetCmd   `cmd:"" help:"Show a message by id."`
+	Find  msgFindCmd  `cmd:"" help:"Find a topic's messages by key (--key) or by store time (--from, --to)."`
+	Send  msgSendCmd  `cmd:"" help:"Send one message."`
+	Pull  msgPullCmd  `cmd:"" help:"Pull (lease) messages of a topic for a group; --ack acks them."`
+	Ack   msgAckCmd   `cmd:"" help:"Ack leased messages by receipt."`
+	Nack  msgNackCmd  `cmd:"" help:"Nack leased messages: retry later (--delay-level, --delay-ms) or dead-letter them (--delay-level=-1)."`
+	Trace msgTraceCmd `cmd:"" help:"Show the life of a message across its copies (stored, delivered, nacked, retried, dead-lettered, ...)."`
 }
 
 func messageHeader(t *table) {
@@ -33,6 +34,41 @@ func messageHeader(t *table) {
 
 func messageRow(t *table, m mqgate.Message) {
 	t.row(m.MessageId, m.Topic, cell(m.QueueId), cell(m.QueueOffset), cell(m.ReconsumeTimes), cell(m.Tag), cell(m.Keys), cell(m.StoredAt), body(m.Body, string(m.BodyEncoding)))
+}
+
+type msgTraceCmd struct {
+	MessageID string `arg:"" name:"message-id" help:"Any id of the message: its own, a retry's, a dead letter's."`
+}
+
+func (c *msgTraceCmd) Run(ctx context.Context, a *admin) error {
+	ctx, cancel := a.ctx(ctx, 0)
+	defer cancel()
+	res, err := apiCall(a.c.GetMessageTraceWithResponse(ctx, c.MessageID))
+	if err != nil {
+		return err
+	}
+	tr := res.JSON200
+	return a.out.print(res.Body, func(t *table) {
+		t.row("AT", "TYPE", "GROUP", "CLIENT", "TOPIC", "QUEUE", "OFFSET", "MESSAGE-ID", "DETAIL")
+		for _, e := range tr.Events {
+			detail := ""
+			switch {
+			case e.Reason != nil:
+				detail = *e.Reason
+			case e.HttpStatus != nil:
+				detail = "HTTP " + cell(e.HttpStatus)
+			case e.RetryMessageId != nil:
+				detail = "as " + *e.RetryMessageId
+			case e.Count != nil:
+				detail = cell(e.Count) + " events left out"
+			}
+			id := e.MessageId
+			if id == nil {
+				id = e.DeadLetterId
+			}
+			t.row(cell(e.At), string(e.Type), cell(e.Group), cell(e.ClientId), cell(e.Topic), cell(e.QueueId), cell(e.QueueOffset), cell(id), detail)
+		}
+	})
 }
 
 type msgGetCmd struct {

@@ -315,6 +315,19 @@ func TestCLIMessages(t *testing.T) {
 	})
 	require.Equal(t, "cannot parse", dead.Items[0].Reason)
 	require.Equal(t, "cli-1", dead.Items[0].Attempts[0].Client)
+	// msg trace: the dead letter's id finds the life of the message (this
+	// server runs without the trace follower: the copies' events).
+	out = cli.ok("msg", "trace", dead.Items[0].MessageID)
+	var types []string
+	for _, r := range rows(t, out) {
+		types = append(types, r["TYPE"])
+	}
+	require.Subset(t, types, []string{"stored", "nacked", "dead-lettered"}, "%s", out)
+	require.Contains(t, out, "cannot parse")
+	var tr api.MessageTrace
+	cli.json(&tr, "msg", "trace", binSent.Results[0].MessageID)
+	require.Equal(t, binSent.Results[0].MessageID, tr.OriginMessageID)
+	require.True(t, tr.Partial)
 
 	// nack with a level: delivered again, then acked by pull --ack.
 	srv.Send(t, "orders", api.SendMessage{Body: "retry-me"})

@@ -561,6 +561,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/topics/{topic}/status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Topic status
+         * @description Per queue: the offset of the first message retention kept (minOffset), the offset the next message gets (maxOffset) and the store time of the newest message (mqadmin topicStatus).
+         *
+         *     Permission with an ACL file: PUB or SUB on the topic.
+         */
+        get: operations["getTopicStatus"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/transactions/{transactionId}": {
         parameters: {
             query?: never;
@@ -1706,6 +1728,31 @@ export interface components {
             /** @example orders */
             topic: string;
         };
+        QueueStatus: {
+            /**
+             * Format: date-time
+             * @description LastStoredAt is the store time of the queue's newest message; absent when it holds none.
+             * @example 2026-11-29T10:00:00.000Z
+             */
+            lastStoredAt?: string;
+            /**
+             * Format: int64
+             * @description MaxOffset is the offset the next message stored in the queue gets.
+             * @example 30
+             */
+            maxOffset: number;
+            /**
+             * Format: int64
+             * @description MinOffset is the offset of the first message retention kept.
+             * @example 0
+             */
+            minOffset: number;
+            /**
+             * Format: int32
+             * @example 0
+             */
+            queueId: number;
+        };
         ReceiptResponse: {
             results: components["schemas"]["ReceiptResult"][];
         };
@@ -2194,6 +2241,18 @@ export interface components {
              * @example 72
              */
             retentionHours?: number;
+        };
+        TopicStatus: {
+            /**
+             * Format: int64
+             * @description Messages adds up maxOffset - minOffset of the queues: the messages
+             *     the topic retains.
+             * @example 120
+             */
+            messages: number;
+            queues: components["schemas"]["QueueStatus"][];
+            /** @example orders */
+            topic: string;
         };
         TraceEvent: {
             /**
@@ -6677,6 +6736,117 @@ export interface operations {
             409: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate-limited, too-many-auth-failures (the account's requestsPerSecond, or too many failed sign-ins from the address; Retry-After says when to come back) */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description internal */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description shutting-down */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a Problem: e.g. 421 host-not-allowed (a Host the server does not answer to), 431 header-too-large, 501 not-implemented (a transfer coding other than chunked), 504 timeout, 505 http-version-not-supported */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getTopicStatus: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Topic name */
+                topic: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /**
+                     * @description The request's id, also the requestId of a Problem and in the server's log lines of the request.
+                     * @example d4m1c8sl0s73b0h3ds2g
+                     */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TopicStatus"];
+                };
+            };
+            /** @description invalid-name; invalid-argument, value-too-long (a malformed X-Mqgate-Client-Id header) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated (with an ACL file: no or wrong credentials; WWW-Authenticate names the schemes) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden, origin-not-allowed (the account lacks the operation's permission, the caller's address is outside a white list, or a cross-origin request comes from an origin not allowed) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description topic-not-found */
+            404: {
+                headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
