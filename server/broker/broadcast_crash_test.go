@@ -29,12 +29,6 @@ import (
 
 const broadcastCrashEnv = "MQGATE_BROADCAST_CRASH_DIR"
 
-func broadcastCrashOptions(dir string) broker.Options {
-	o := brokertest.Options(dir)
-	o.SnapshotInterval = 30 * time.Millisecond // snapshots race the crash
-	return o
-}
-
 // TestBroadcastCrashChild is the child's body; it does nothing in a normal run.
 func TestBroadcastCrashChild(t *testing.T) {
 	dir := os.Getenv(broadcastCrashEnv)
@@ -44,17 +38,12 @@ func TestBroadcastCrashChild(t *testing.T) {
 	round := os.Getenv("MQGATE_BROADCAST_CRASH_ROUND")
 	seed, _ := strconv.ParseUint(round, 10, 64)
 	ctx := context.Background()
-	b, err := broker.Open(ctx, broadcastCrashOptions(dir))
+	b, err := broker.Open(ctx, snapshotRaceOptions(dir))
 	if err != nil {
 		fmt.Printf("error open %v\n", err)
 		os.Exit(3)
 	}
-	var mu sync.Mutex
-	say := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Printf(format+"\n", args...)
-	}
+	say := childSay()
 	if _, _, err := b.PutTopic(ctx, broker.TopicConfig{Name: "bk", Queues: 3}); err != nil {
 		say("error topic %v", err)
 		os.Exit(3)
@@ -152,7 +141,7 @@ func TestBroadcastKill9(t *testing.T) {
 	})
 	require.NotEmpty(t, sent)
 
-	bd := &bundle{dir: dir, ctx: context.Background(), b: brokertest.Open(t, broadcastCrashOptions(dir))}
+	bd := &bundle{dir: dir, ctx: context.Background(), b: brokertest.Open(t, snapshotRaceOptions(dir))}
 	opened := time.Now()
 	for _, client := range []string{"a", "b"} {
 		in := bd.instance("fan", client)

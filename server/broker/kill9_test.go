@@ -2,17 +2,22 @@ package broker_test
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/server/broker"
+	"github.com/mqgate/mqgate/server/broker/brokertest"
 )
 
 // killRounds is the parent side of a kill -9 test: rounds times it runs
@@ -50,5 +55,24 @@ func killRounds(t *testing.T, child, dirEnv, roundEnv, dir string, rounds int, m
 		killer.Stop()
 		_ = cmd.Wait()
 		t.Logf("round %d: killed after %v, %d steps", round, delay, steps)
+	}
+}
+
+// snapshotRaceOptions are the options of a crash child whose progress and
+// lease snapshots race the kill (every 30 ms).
+func snapshotRaceOptions(dir string) broker.Options {
+	o := brokertest.Options(dir)
+	o.SnapshotInterval = 30 * time.Millisecond
+	return o
+}
+
+// childSay is a crash child's printer: one whole line per call, from any
+// goroutine (the parent reads the child's output line by line).
+func childSay() func(format string, args ...any) {
+	var mu sync.Mutex
+	return func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Printf(format+"\n", args...)
 	}
 }

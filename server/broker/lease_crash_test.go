@@ -33,12 +33,6 @@ import (
 
 const leaseCrashEnv = "MQGATE_LEASE_CRASH_DIR"
 
-func leaseCrashOptions(dir string) broker.Options {
-	o := brokertest.Options(dir)
-	o.SnapshotInterval = 30 * time.Millisecond // snapshots race the crash
-	return o
-}
-
 // TestLeaseCrashChild is the child's body; it does nothing in a normal run.
 func TestLeaseCrashChild(t *testing.T) {
 	dir := os.Getenv(leaseCrashEnv)
@@ -48,17 +42,12 @@ func TestLeaseCrashChild(t *testing.T) {
 	round := os.Getenv("MQGATE_LEASE_CRASH_ROUND")
 	seed, _ := strconv.ParseUint(round, 10, 64)
 	ctx := context.Background()
-	b, err := broker.Open(ctx, leaseCrashOptions(dir))
+	b, err := broker.Open(ctx, snapshotRaceOptions(dir))
 	if err != nil {
 		fmt.Printf("openerr %v\n", err)
 		os.Exit(3)
 	}
-	var mu sync.Mutex
-	say := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Printf(format+"\n", args...)
-	}
+	say := childSay()
 	msgs := make([]broker.SendMessage, 120)
 	for i := range msgs {
 		msgs[i] = broker.SendMessage{Body: fmt.Appendf(nil, "r%s-%03d", round, i)}
@@ -207,7 +196,7 @@ func TestLeasesKill9(t *testing.T) {
 			}
 		}
 
-		b := brokertest.Open(t, leaseCrashOptions(dir))
+		b := brokertest.Open(t, snapshotRaceOptions(dir))
 		opened := time.Now()
 		t.Logf("round %d: %d leases reported; recovered %+v", round, len(leases), b.LeasesRecovered())
 		// Every lease still running must hold: pull everything available

@@ -56,12 +56,7 @@ func TestTxnCrashChild(t *testing.T) {
 		fmt.Printf("openerr %v\n", err)
 		os.Exit(3)
 	}
-	var mu sync.Mutex
-	say := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Printf(format+"\n", args...)
-	}
+	say := childSay()
 	say("ready")
 	var wg sync.WaitGroup
 	for g := 0; g < 3; g++ {
