@@ -58,7 +58,7 @@ func newBrokerCollector(src statsSource) *brokerCollector {
 		commitLogMin:   d("commitlog_min_offset_bytes", "Lowest CommitLog offset still kept."),
 		commitLogMax:   d("commitlog_max_offset_bytes", "CommitLog write offset."),
 		appends:        d("commitlog_appends_total", "Records appended to the CommitLog since start."),
-		flushes:        d("commitlog_flushes_total", "CommitLog flushes (msync batches, each shared by the appends it covers: group commit) since start."),
+		flushes:        d("commitlog_flushes_total", "CommitLog flushes (fdatasync batches, each shared by the appends it covers: group commit) since start."),
 		flushTime:      d("commitlog_flush_seconds_total", "Time spent in CommitLog flushes since start (divide by mqgate_commitlog_flushes_total for the mean)."),
 		maxFlush:       d("commitlog_flush_max_seconds", "The longest CommitLog flush since start."),
 		offsetsClamped: d("consumer_offsets_clamped_total", "Consumer offsets found above their queue's maximum (the store lost messages) and lowered to it."),

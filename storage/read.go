@@ -479,7 +479,7 @@ type Stats struct {
 	Segments     int   // CommitLog segment files
 	DiskBytes    int64 // bytes allocated by CommitLog segments
 	// The CommitLog's group commit since open: records appended, flushes
-	// (one msync batch each, shared by every append it covers), the time
+	// (one fdatasync batch each, shared by every append it covers), the time
 	// they took in all and the longest.
 	Appends, Flushes    int64
 	FlushTime, MaxFlush time.Duration

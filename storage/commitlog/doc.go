@@ -4,9 +4,10 @@
 //
 // The package knows nothing about messages. A caller hands Append an
 // Encoder; the log reserves a frame, lets the Encoder write the payload
-// straight into the mapping (stamping it with the frame's log offset),
-// checksums the frame and, in FlushSync mode, returns only once an msync
-// covering the frame has succeeded.
+// into its write buffer (stamping it with the frame's log offset),
+// checksums the frame, writes it to the segment file and, in FlushSync
+// mode, returns only once an fdatasync covering the frame has succeeded.
+// Readers read the segments through their mappings.
 //
 // # Files
 //
@@ -21,7 +22,7 @@
 // A segment file is named by its base offset printed as %020d, so lexical
 // order is log order. Its length is its size: new segments are created with
 // Options.SegmentSize bytes (fallocate'd, so they read as zeros and writes
-// through the mapping never hit ENOSPC), but a segment written under an
+// into them never hit ENOSPC), but a segment written under an
 // older setting keeps its own length. Segments are contiguous: the next
 // segment's base is this segment's base plus its length. Log offsets are
 // global byte offsets: the frame at offset o lives at byte o-base of the
@@ -63,18 +64,39 @@
 // cut()). A background goroutine owned by the Log prepares the next segment
 // this way while the current one fills, so a roll is a pointer swap.
 //
-// Append: one appender at a time (a mutex). The header and payload are
-// written into the mapping, the CRC is computed over the mapped bytes, and
-// Written advances. FlushSync: a flusher goroutine msyncs [Flushed, Written)
-// of the segments involved and wakes every appender whose frame ends at or
-// below the new Flushed (group commit). AppendBatchNoWait places its frames
+// Append: one appender at a time (a mutex). The frames of an append (or a
+// batch) are encoded into a write buffer, the CRC computed over them there,
+// the buffer written to the segment file with one pwrite, and Written
+// advances. FlushSync: a flusher goroutine fdatasyncs the segments holding
+// [Flushed, Written) and wakes every appender whose frame ends at or below
+// the new Flushed (group commit). AppendBatchNoWait places its frames
 // the same way but does not wait: they ride on the next flush, and arm one
 // LazyFlushDelay later in case no waiting append comes (for records whose
 // loss in a machine crash repeats work and loses nothing, such as the
 // broker's lease records). FlushAsync: the flusher runs every
 // FlushInterval; the loss window after a crash is one interval. A failed
-// msync kills the write path for good (fsyncgate): waiting and later
-// appends get ErrReadOnly and Err reports the cause.
+// fdatasync, or a failed pwrite of a frame, kills the write path for good
+// (fsyncgate): waiting and later appends get ErrReadOnly and Err reports
+// the cause.
+//
+// # Writes
+//
+// Frames reach the file through pwrite, not through stores into the
+// mapping, and are made durable with fdatasync, not msync; reads stay on
+// the mapping (Linux has one page cache, so a reader sees a pwritten frame
+// as soon as Written covers it). This is RocketMQ's transientStorePool
+// path (write to a buffer, FileChannel.write, force) rather than its
+// default of writing into the MappedByteBuffer, and it was measured to
+// halve the cost of a group commit: a store into a shared mapping
+// write-faults every page that the last flush cleaned, and ext4 journals
+// the file's timestamp from that fault, so each msync also committed the
+// journal. Segments are fallocate'd, whose blocks are "unwritten" until
+// data lands in them, and the first fdatasync after it must commit their
+// conversion too; so the appender keeps the active segment written with
+// zeros ZeroAhead (1 MiB) past its last frame, a chunk at a time, and most
+// flushes write only data. The zeros are the zeros a reader or recovery
+// expects after the end. A sealed segment's file is closed once it is
+// flushed: a log keeps open the files it still writes.
 //
 // Roll: an append (or batch) that will not fit the active segment first
 // reserves every segment it will roll into — takes the one the allocator
@@ -95,7 +117,8 @@
 // (data known to have been durable) the log is corrupt: Open fails with
 // ErrCorrupt unless Options.AllowCorrupt. Otherwise everything after the end
 // is a torn tail and is cut off, never deleted: the non-zero bytes after the
-// end in its segment are copied to <segment>.broken and zeroed (msync'd),
+// end in its segment are copied to <segment>.broken and zeroed (through the
+// mapping, then msync'd),
 // and every later segment file that holds any non-zero byte is renamed to
 // <segment>.broken (all-zero ones, i.e. preallocated but unused, are
 // removed). A valid-looking frame after an invalid one is never trusted:

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,16 +19,24 @@ import (
 // failSwitch is an injector that fails one kind of operation while on.
 type failSwitch struct {
 	op    vfs.Op
+	flush bool // fail only flushes: not the fdatasync of a segment being created
 	on    atomic.Bool
 	calls atomic.Int64 // failed calls
 }
 
 func (f *failSwitch) MaybeError(op vfs.Op, path string) error {
-	if op == f.op && f.on.Load() {
+	if op == f.op && f.on.Load() && !(f.flush && creating(op, path)) {
 		f.calls.Add(1)
 		return vfs.ErrInjected
 	}
 	return nil
+}
+
+// creating reports an fdatasync of a segment being created (its .tmp
+// file): a failure there is a failed creation (ErrNoSpace), not a failed
+// flush, so the flush tests leave those alone.
+func creating(op vfs.Op, path string) bool {
+	return op == vfs.OpSync && strings.HasSuffix(path, tmpSuffix)
 }
 
 func faultyOptions(t *testing.T, segSize int64, mode FlushMode, op vfs.Op) (Options, *failSwitch) {
@@ -38,7 +47,7 @@ func faultyOptions(t *testing.T, segSize int64, mode FlushMode, op vfs.Op) (Opti
 	return opts, sw
 }
 
-// TestFailedSyncIsFatal: a failing msync makes the waiting appends and all
+// TestFailedSyncIsFatal: a failing flush (fdatasync) makes the waiting appends and all
 // later ones fail with ErrReadOnly, even once the disk "recovers"
 // (fsyncgate: never retry and report success).
 func TestFailedSyncIsFatal(t *testing.T) {
@@ -46,7 +55,8 @@ func TestFailedSyncIsFatal(t *testing.T) {
 	for _, ss := range segmentSizeTests {
 		t.Run(ss.name, func(t *testing.T) {
 			t.Parallel()
-			opts, sw := faultyOptions(t, ss.size, FlushSync, vfs.OpMsync)
+			opts, sw := faultyOptions(t, ss.size, FlushSync, vfs.OpSync)
+			sw.flush = true
 			l, err := Open(opts)
 			require.NoError(t, err)
 			rng := rand.New(rand.NewPCG(14, uint64(ss.size)))
@@ -94,7 +104,8 @@ func TestFailedSyncIsFatal(t *testing.T) {
 // makes later appends fail.
 func TestFailedBackgroundFlushIsFatal(t *testing.T) {
 	t.Parallel()
-	opts, sw := faultyOptions(t, 4096, FlushAsync, vfs.OpMsync)
+	opts, sw := faultyOptions(t, 4096, FlushAsync, vfs.OpSync)
+	sw.flush = true
 	opts.FlushInterval = 1 << 40 // the test drives the flush
 	l := mustOpen(t, opts)
 	_, err := l.Append(bytesPayload([]byte("buffered")))
@@ -255,14 +266,15 @@ func TestOpenFailures(t *testing.T) {
 	})
 }
 
-// gateSync is an injector that holds every msync until the gate opens.
+// gateSync is an injector that holds every flush (fdatasync of a segment)
+// until the gate opens.
 type gateSync struct {
 	gate    chan struct{}
-	entered chan struct{} // one send per msync that reached the gate
+	entered chan struct{} // one send per flush that reached the gate
 }
 
 func (g *gateSync) MaybeError(op vfs.Op, path string) error {
-	if op == vfs.OpMsync {
+	if op == vfs.OpSync && !creating(op, path) {
 		select {
 		case g.entered <- struct{}{}:
 		default:
@@ -274,7 +286,7 @@ func (g *gateSync) MaybeError(op vfs.Op, path string) error {
 
 // TestAppendBatchNoWait: in FlushSync, AppendBatchNoWait returns before
 // its flush (the record is readable and Written covers it, Flushed not
-// yet, while the lazy flush it armed is held in msync), and that flush
+// yet, while the lazy flush it armed is held in fdatasync), and that flush
 // then covers it without any other append; an append that waits
 // afterwards covers it too.
 func TestAppendBatchNoWait(t *testing.T) {
@@ -299,7 +311,7 @@ func TestAppendBatchNoWait(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "lease-2", string(rec.Payload), "readable before its flush")
 	select {
-	case <-g.entered: // the kicked flusher is inside msync, held by the gate
+	case <-g.entered: // the kicked flusher is inside fdatasync, held by the gate
 	case <-time.After(10 * time.Second):
 		t.Fatal("AppendBatchNoWait did not lead to a flush")
 	}

@@ -63,7 +63,7 @@ func (l *Log) Flush() error {
 	return err
 }
 
-// flushOnce msyncs [Flushed, Written) segment by segment, then publishes
+// flushOnce fdatasyncs the segments holding [Flushed, Written), then publishes
 // Flushed and wakes the appenders it covers. A failure is fatal to the
 // write path (ARCHITECTURE.md, crash-consistency rule 9): the range is never retried, since
 // Linux may have marked the failed pages clean.
@@ -84,10 +84,15 @@ func (l *Log) flushOnce() (flushResult, error) {
 			return flushResult{}, l.fail(fmt.Errorf("flush at %d: %w", pos, err))
 		}
 		stop := min(to, s.end())
-		err = s.mapping.Sync(int(pos-s.base), int(stop-s.base))
+		err = s.file.Sync()
 		s.mu.RUnlock()
 		if err != nil {
 			return flushResult{}, l.fail(fmt.Errorf("flush [%d,%d): %w", pos, stop, err))
+		}
+		if stop == s.end() { // sealed: the appender has moved on for good
+			if err := s.closeFile(); err != nil {
+				l.log.Warn().Err(err).Msg("closing a sealed segment")
+			}
 		}
 		pos = stop
 	}

@@ -134,7 +134,11 @@ func sealFrame(frame []byte) {
 }
 
 // writeBlank writes a Blank frame that covers all of b (len(b) >= HeaderSize).
-func writeBlank(b []byte, pos int64) {
-	putHeader(b, len(b), BlankMagic, pos)
-	sealFrame(b[:HeaderSize])
+func writeBlank(b []byte, pos int64) { writeBlankHeader(b, len(b), pos) }
+
+// writeBlankHeader writes into h[:HeaderSize] the header of a Blank frame
+// of size bytes at pos; the bytes it covers are not part of its checksum.
+func writeBlankHeader(h []byte, size int, pos int64) {
+	putHeader(h, size, BlankMagic, pos)
+	sealFrame(h[:HeaderSize])
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
 
-// Encoder writes one record's payload straight into the log's mapping.
+// Encoder writes one record's payload into the log's write buffer.
 type Encoder interface {
 	// Len is the payload length in bytes (excluding the frame header). It
 	// must return the same value every time it is called for one append.
@@ -62,7 +62,7 @@ type RecoveryReport struct {
 // Stats are cumulative counters, for metrics.
 type Stats struct {
 	Appends       int64         // records appended
-	Flushes       int64         // successful flushes (msync batches)
+	Flushes       int64         // successful flushes (fdatasync batches)
 	FlushFailures int64         // write-path failures (a failed flush): 0 or 1, the log then goes read-only
 	AllocFailures int64         // appends refused with ErrNoSpace (the next segment could not be created)
 	FlushTime     time.Duration // total time spent in successful flushes
@@ -100,6 +100,10 @@ type Log struct {
 	// allocPending: the allocator has a request outstanding (for the
 	// segment after the last reserved one).
 	allocPending bool
+	// stage holds the frames of the append in progress, encoded here and
+	// written to the active segment's file at stageAt with one pwrite.
+	stage   []byte
+	stageAt int64
 
 	// segments is the ordered, contiguous list of mapped segments. Readers
 	// hold segMu.RLock only while locating a segment and pinning it.
@@ -169,7 +173,7 @@ func Open(opts Options) (*Log, error) {
 func (l *Log) Recovery() RecoveryReport { return l.recovery }
 
 // Written is the end of the appended data: every frame below it is complete
-// in the mapping (and readable).
+// in the file (and readable through the mapping).
 func (l *Log) Written() int64 { return l.written.Load() }
 
 // Flushed is the end of the durable data.

@@ -15,10 +15,10 @@ import (
 type FlushMode int
 
 const (
-	// FlushSync makes Append return only after the msync that covers the
+	// FlushSync makes Append return only after the fdatasync that covers the
 	// record (group commit). This is the default.
 	FlushSync FlushMode = iota
-	// FlushAsync makes Append return once the record is in the mapping; a
+	// FlushAsync makes Append return once the record is in the file; a
 	// background flush runs every FlushInterval, which is the loss window
 	// after a machine crash.
 	FlushAsync

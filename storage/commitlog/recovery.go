@@ -43,11 +43,7 @@ func (l *Log) recover() (err error) {
 		return err
 	}
 	segs := make([]*segment, 0, len(bases))
-	files := make([]vfs.File, 0, len(bases))
 	defer func() {
-		for _, f := range files {
-			_ = f.Close()
-		}
 		if err != nil {
 			for _, s := range segs {
 				_ = s.release()
@@ -55,11 +51,11 @@ func (l *Log) recover() (err error) {
 		}
 	}()
 	for _, base := range bases {
-		s, f, err := openSegment(l.fs, o.Dir, base)
+		s, err := openSegment(l.fs, o.Dir, base)
 		if err != nil {
 			return err
 		}
-		segs, files = append(segs, s), append(files, f)
+		segs = append(segs, s)
 	}
 
 	rep := RecoveryReport{}
@@ -85,12 +81,12 @@ func (l *Log) recover() (err error) {
 		}
 	}
 
-	kept, err := l.cutAfter(segs, files, w, &rep)
+	kept, err := l.cutAfter(segs, w, &rep)
 	if err != nil {
 		return err
 	}
 	for i := w.start; i < len(kept); i++ { // the scanned range becomes durable
-		if err := files[i].Sync(); err != nil {
+		if err := kept[i].file.Sync(); err != nil {
 			return fmt.Errorf("sync recovered segment %s: %w", kept[i].path, err)
 		}
 	}
@@ -102,6 +98,13 @@ func (l *Log) recover() (err error) {
 		kept = append(kept, s)
 	}
 	segs = kept // for the deferred cleanup
+	// The sealed segments are durable and only read from now on.
+	for _, s := range kept[:len(kept)-1] {
+		if err := s.closeFile(); err != nil {
+			return err
+		}
+	}
+	kept[len(kept)-1].zeroed = w.end - kept[len(kept)-1].base
 
 	l.segments = kept
 	l.active = kept[len(kept)-1]
@@ -242,13 +245,13 @@ func (l *Log) walkFrom(segs []*segment, from int64) walkResult {
 // copied to <segment>.broken, then zeroed and msync'd; later segments that
 // hold any non-zero byte are renamed to <segment>.broken, all-zero ones
 // (preallocated, never written) are removed. It returns the kept segments.
-func (l *Log) cutAfter(segs []*segment, files []vfs.File, w walkResult, rep *RecoveryReport) ([]*segment, error) {
+func (l *Log) cutAfter(segs []*segment, w walkResult, rep *RecoveryReport) ([]*segment, error) {
 	dirty := false
 	if w.keep > 0 {
-		s, f := segs[w.keep-1], files[w.keep-1]
+		s := segs[w.keep-1]
 		if w.end < s.end() {
 			rel := w.end - s.base
-			first, stop, found, err := nonZeroSpan(f, s.data, rel)
+			first, stop, found, err := nonZeroSpan(s.file, s.data, rel)
 			if err != nil {
 				return nil, fmt.Errorf("check tail of %s: %w", s.path, err)
 			}
@@ -270,7 +273,7 @@ func (l *Log) cutAfter(segs []*segment, files []vfs.File, w walkResult, rep *Rec
 	}
 	for i := w.keep; i < len(segs); i++ {
 		s := segs[i]
-		_, _, found, err := nonZeroSpan(files[i], s.data, 0)
+		_, _, found, err := nonZeroSpan(s.file, s.data, 0)
 		if err != nil {
 			return nil, fmt.Errorf("check %s: %w", s.path, err)
 		}

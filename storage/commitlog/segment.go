@@ -22,9 +22,10 @@ const (
 )
 
 // segment is one mapped segment file. base and size never change. data is
-// read under mu.RLock (readers, the flusher) and written by the single
-// appender below Written; release takes mu.Lock, so a mapping is never
-// unmapped while someone is inside it.
+// read under mu.RLock (readers, the flusher); the single appender writes
+// the file below Written with pwrite (never through the mapping: see the
+// package documentation, "Writes"); release takes mu.Lock, so a mapping
+// is never unmapped while someone is inside it.
 type segment struct {
 	base int64
 	size int64
@@ -33,22 +34,56 @@ type segment struct {
 	mu      sync.RWMutex
 	mapping vfs.Mapping // nil for an empty file or after release
 	data    []byte      // mapping.Bytes(); nil after release
+
+	// file is the open segment file: the appender pwrites records into
+	// it and the flusher fdatasyncs it. The flusher closes it (under
+	// mu.Lock) once the segment is sealed and flushed, release if it is
+	// still open. The appender uses it only below Written's final value
+	// for this segment, so the flusher never closes it under the
+	// appender.
+	file vfs.File
+	// zeroed is how far (relative to base) the file has been written,
+	// with records or with zeros ahead of them; only the appender (under
+	// the log's mu) and recovery touch it. See zeroAheadLocked.
+	zeroed int64
 }
 
 func (s *segment) end() int64 { return s.base + s.size }
 
-// release unmaps the segment once no reader is inside it.
+// release closes the file and unmaps the segment once no reader is inside
+// it.
 func (s *segment) release() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mapping == nil {
-		s.data = nil
+	var errs []error
+	if s.file != nil {
+		if err := s.file.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", s.path, err))
+		}
+		s.file = nil
+	}
+	if s.mapping != nil {
+		if err := s.mapping.Unmap(); err != nil {
+			errs = append(errs, fmt.Errorf("unmap %s: %w", s.path, err))
+		}
+	}
+	s.mapping, s.data = nil, nil
+	return errors.Join(errs...)
+}
+
+// closeFile closes the file of a sealed, flushed segment: nothing writes
+// or syncs it again, and a log of many small segments keeps one open file
+// per unflushed segment, not one per segment.
+func (s *segment) closeFile() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.file == nil {
 		return nil
 	}
-	err := s.mapping.Unmap()
-	s.mapping, s.data = nil, nil
+	err := s.file.Close()
+	s.file = nil
 	if err != nil {
-		return fmt.Errorf("unmap %s: %w", s.path, err)
+		return fmt.Errorf("close %s: %w", s.path, err)
 	}
 	return nil
 }
@@ -106,40 +141,49 @@ func createSegment(fs vfs.FS, dir string, base, size int64) (_ *segment, err err
 	if err := fs.SyncDir(dir); err != nil {
 		return nil, fmt.Errorf("sync dir after creating %s: %w", path, err)
 	}
-	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("close segment %s: %w", path, err)
+	// Reopen by the final name, so errors (and fault injection) name the
+	// segment, not the .tmp it was created as.
+	g, err := fs.OpenReadWrite(path)
+	if err != nil {
+		return nil, fmt.Errorf("reopen segment %s: %w", path, err)
 	}
-	return &segment{base: base, size: size, path: path, mapping: mapping, data: mapping.Bytes()}, nil
+	if err := f.Close(); err != nil {
+		_ = g.Close()
+		return nil, fmt.Errorf("close segment %s: %w", tmp, err)
+	}
+	f = g
+	return &segment{base: base, size: size, path: path, mapping: mapping, data: mapping.Bytes(), file: f}, nil
 }
 
 // openSegment opens and maps an existing segment file. The file stays open
-// for recovery (hole detection); the caller closes it.
-func openSegment(fs vfs.FS, dir string, base int64) (*segment, vfs.File, error) {
+// (recovery uses it for hole detection, the appender and the flusher for
+// the active segment); release closes it.
+func openSegment(fs vfs.FS, dir string, base int64) (*segment, error) {
 	path := filepath.Join(dir, segmentName(base))
 	f, err := fs.OpenReadWrite(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("open segment %s: %w", path, err)
+		return nil, fmt.Errorf("open segment %s: %w", path, err)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		_ = f.Close()
-		return nil, nil, fmt.Errorf("stat segment %s: %w", path, err)
+		return nil, fmt.Errorf("stat segment %s: %w", path, err)
 	}
 	size := st.Size()
 	if size > MaxSegmentSize {
 		_ = f.Close()
-		return nil, nil, fmt.Errorf("%w: segment %s is %d bytes, more than %d", ErrCorrupt, path, size, MaxSegmentSize)
+		return nil, fmt.Errorf("%w: segment %s is %d bytes, more than %d", ErrCorrupt, path, size, MaxSegmentSize)
 	}
-	s := &segment{base: base, size: size, path: path}
+	s := &segment{base: base, size: size, path: path, file: f}
 	if size > 0 {
 		m, err := f.Map(int(size))
 		if err != nil {
 			_ = f.Close()
-			return nil, nil, fmt.Errorf("map segment %s: %w", path, err)
+			return nil, fmt.Errorf("map segment %s: %w", path, err)
 		}
 		s.mapping, s.data = m, m.Bytes()
 	}
-	return s, f, nil
+	return s, nil
 }
 
 // zeroChunk is compared against to find non-zero bytes quickly.
