@@ -45,9 +45,56 @@ func writeJSONBytes(w http.ResponseWriter, b []byte) {
 	_, _ = w.Write(b)
 }
 
+// writePullBatch writes msgs as a binary batch (ContentTypeBatch, the
+// pull's Accept rendering; README "Binary pulls"): a 4-byte big-endian
+// message count, then per message a 4-byte big-endian length and the
+// message's JSON without body and bodyEncoding, then a 4-byte big-endian
+// length and the body's bytes as stored. A client reads the metadata of
+// 32 messages instead of scanning 32 escaped bodies, and the server skips
+// escaping them.
+func writePullBatch(w http.ResponseWriter, msgs []broker.ReceivedMessage) {
+	buf := getBuffer()
+	defer putBuffer(buf)
+	b := binary.BigEndian.AppendUint32((*buf)[:0], uint32(len(msgs)))
+	for i := range msgs {
+		m := &msgs[i]
+		at := len(b)
+		b = append(b, 0, 0, 0, 0)
+		b = appendMessageHead(b, m)
+		b = appendMessageTimes(b, m)
+		b = append(b, '}')
+		binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
+		b = binary.BigEndian.AppendUint32(b, uint32(len(m.Body)))
+		b = append(b, m.Body...)
+	}
+	*buf = b
+	h := w.Header()
+	h.Set("Content-Type", ContentTypeBatch)
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
 // appendMessage appends the JSON of ToMessage(*m), field for field as
 // encoding/json writes it (declaration order, omitempty, sorted map keys).
 func appendMessage(b []byte, m *broker.ReceivedMessage) []byte {
+	b = appendMessageHead(b, m)
+	b = append(b, `,"body":`...)
+	if utf8.Valid(m.Body) {
+		b = appendJSONString(b, m.Body)
+		b = append(b, `,"bodyEncoding":"utf8"`...)
+	} else {
+		b = append(b, '"')
+		b = base64.StdEncoding.AppendEncode(b, m.Body)
+		b = append(b, `","bodyEncoding":"base64"`...)
+	}
+	b = appendMessageTimes(b, m)
+	return append(b, '}')
+}
+
+// appendMessageHead appends the opening brace and the fields before the
+// body (messageId … properties).
+func appendMessageHead(b []byte, m *broker.ReceivedMessage) []byte {
 	b = append(b, `{"messageId":`...)
 	b = appendJSONString(b, m.MessageID)
 	if m.Receipt != "" {
@@ -97,18 +144,13 @@ func appendMessage(b []byte, m *broker.ReceivedMessage) []byte {
 		}
 		b = append(b, '}')
 	}
-	b = append(b, `,"body":`...)
-	if utf8.Valid(m.Body) {
-		b = appendJSONString(b, m.Body)
-		b = append(b, `,"bodyEncoding":"utf8"`...)
-	} else {
-		b = append(b, '"')
-		b = base64.StdEncoding.AppendEncode(b, m.Body)
-		b = append(b, `","bodyEncoding":"base64"`...)
-	}
+	return b
+}
+
+// appendMessageTimes appends the fields after the body (bornAt, storedAt).
+func appendMessageTimes(b []byte, m *broker.ReceivedMessage) []byte {
 	b = appendTimeField(b, `,"bornAt":"`, m.BornAt)
-	b = appendTimeField(b, `,"storedAt":"`, m.StoredAt)
-	return append(b, '}')
+	return appendTimeField(b, `,"storedAt":"`, m.StoredAt)
 }
 
 // appendTimeField appends name and t as formatTime writes it, nothing for

@@ -23,36 +23,43 @@ func jsonText() *rapid.Generator[string] {
 	)
 }
 
+// drawMessages draws up to four received messages with every field set
+// or left out, their texts from jsonText.
+func drawMessages(t *rapid.T) []broker.ReceivedMessage {
+	n := rapid.IntRange(0, 4).Draw(t, "n")
+	msgs := make([]broker.ReceivedMessage, n)
+	for i := range msgs {
+		m := broker.ReceivedMessage{
+			MessageID:       jsonText().Draw(t, "id"),
+			Receipt:         jsonText().Draw(t, "receipt"),
+			Topic:           jsonText().Draw(t, "topic"),
+			QueueID:         rapid.Int32().Draw(t, "queue"),
+			QueueOffset:     rapid.Int64().Draw(t, "offset"),
+			ReconsumeTimes:  rapid.Int32().Draw(t, "reconsume"),
+			OriginMessageID: jsonText().Draw(t, "origin"),
+			Tag:             jsonText().Draw(t, "tag"),
+			Body:            []byte(jsonText().Draw(t, "body")),
+		}
+		if rapid.Bool().Draw(t, "keys") {
+			m.Keys = rapid.SliceOf(jsonText()).Draw(t, "keys")
+		}
+		if rapid.Bool().Draw(t, "props") {
+			m.Properties = rapid.MapOf(jsonText(), jsonText()).Draw(t, "props")
+		}
+		if rapid.Bool().Draw(t, "times") {
+			m.BornAt = time.UnixMilli(rapid.Int64Range(0, 1<<45).Draw(t, "born")).In(time.FixedZone("x", 3600))
+			m.StoredAt = time.UnixMilli(rapid.Int64Range(0, 1<<45).Draw(t, "stored"))
+		}
+		msgs[i] = m
+	}
+	return msgs
+}
+
 // TestAppendMessageMatchesEncoder: the hand-written pull response is
 // encoding/json's output of PullResponse{ToMessage(...)}, byte for byte.
 func TestAppendMessageMatchesEncoder(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		n := rapid.IntRange(0, 4).Draw(t, "n")
-		msgs := make([]broker.ReceivedMessage, n)
-		for i := range msgs {
-			m := broker.ReceivedMessage{
-				MessageID:       jsonText().Draw(t, "id"),
-				Receipt:         jsonText().Draw(t, "receipt"),
-				Topic:           jsonText().Draw(t, "topic"),
-				QueueID:         rapid.Int32().Draw(t, "queue"),
-				QueueOffset:     rapid.Int64().Draw(t, "offset"),
-				ReconsumeTimes:  rapid.Int32().Draw(t, "reconsume"),
-				OriginMessageID: jsonText().Draw(t, "origin"),
-				Tag:             jsonText().Draw(t, "tag"),
-				Body:            []byte(jsonText().Draw(t, "body")),
-			}
-			if rapid.Bool().Draw(t, "keys") {
-				m.Keys = rapid.SliceOf(jsonText()).Draw(t, "keys")
-			}
-			if rapid.Bool().Draw(t, "props") {
-				m.Properties = rapid.MapOf(jsonText(), jsonText()).Draw(t, "props")
-			}
-			if rapid.Bool().Draw(t, "times") {
-				m.BornAt = time.UnixMilli(rapid.Int64Range(0, 1<<45).Draw(t, "born")).In(time.FixedZone("x", 3600))
-				m.StoredAt = time.UnixMilli(rapid.Int64Range(0, 1<<45).Draw(t, "stored"))
-			}
-			msgs[i] = m
-		}
+		msgs := drawMessages(t)
 		got := httptest.NewRecorder()
 		writePullResponse(got, msgs)
 		resp := PullResponse{Messages: make([]Message, 0, len(msgs))}

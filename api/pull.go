@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -85,8 +86,10 @@ func (h *handler) registerPullRoutes(r chi.Router) {
 //	@Description	When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
 //	@Description	In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
 //	@Tags			consume
+//	@Description	With `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a Message without body and bodyEncoding), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way.
 //	@Accept			json
 //	@Produce		json
+//	@Produce		application/vnd.mqgate.batch
 //	@Produce		application/problem+json
 //	@Param			group	path		string		true	"Consumer group"
 //	@Param			topic	path		string		true	"Topic"
@@ -161,7 +164,28 @@ func (h *handler) pull(w http.ResponseWriter, r *http.Request) {
 		}
 		msgs = nil
 	}
+	w.Header().Add("Vary", "Accept")
+	if acceptsBatch(r) {
+		writePullBatch(w, msgs)
+		return
+	}
 	writePullResponse(w, msgs)
+}
+
+// acceptsBatch reports whether the request's Accept header names
+// ContentTypeBatch (parameters and other listed types aside): the
+// client asks for the binary rendering of the pull response. Anything
+// else gets JSON, as before.
+func acceptsBatch(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for part := range strings.SplitSeq(v, ",") {
+			mt, _, _ := strings.Cut(part, ";")
+			if strings.EqualFold(strings.TrimSpace(mt), ContentTypeBatch) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ToMessage converts a broker message to its wire form (what a pull

@@ -355,6 +355,7 @@ type ClientInterface interface {
 	// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 	// When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
 	// In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
+	// With `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a Message without body and bodyEncoding), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way.
 	//
 	// Permission with an ACL file: SUB on the topic and SUB on the group.
 	//
@@ -368,6 +369,7 @@ type ClientInterface interface {
 	// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 	// When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
 	// In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
+	// With `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a Message without body and bodyEncoding), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way.
 	//
 	// Permission with an ACL file: SUB on the topic and SUB on the group.
 	//
@@ -1179,6 +1181,7 @@ func (c *Client) ResetOffsets(ctx context.Context, group string, params *ResetOf
 // Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 // When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
 // In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
+// With `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a Message without body and bodyEncoding), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way.
 //
 // Permission with an ACL file: SUB on the topic and SUB on the group.
 //
@@ -1202,6 +1205,7 @@ func (c *Client) PullMessagesWithBody(ctx context.Context, group string, topic s
 // Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 // When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
 // In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
+// With `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a Message without body and bodyEncoding), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way.
 //
 // Permission with an ACL file: SUB on the topic and SUB on the group.
 //
@@ -4028,6 +4032,7 @@ type ClientWithResponsesInterface interface {
 	// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 	// When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
 	// In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
+	// With `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a Message without body and bodyEncoding), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way.
 	//
 	// Permission with an ACL file: SUB on the topic and SUB on the group.
 	//
@@ -4041,6 +4046,7 @@ type ClientWithResponsesInterface interface {
 	// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 	// When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
 	// In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
+	// With `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a Message without body and bodyEncoding), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way.
 	//
 	// Permission with an ACL file: SUB on the topic and SUB on the group.
 	//
@@ -9145,6 +9151,7 @@ func (c *ClientWithResponses) ResetOffsetsWithResponse(ctx context.Context, grou
 // Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 // When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
 // In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
+// With `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a Message without body and bodyEncoding), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way.
 //
 // Permission with an ACL file: SUB on the topic and SUB on the group.
 //
@@ -9164,6 +9171,7 @@ func (c *ClientWithResponses) PullMessagesWithBodyWithResponse(ctx context.Conte
 // Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 // When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
 // In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
+// With `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a Message without body and bodyEncoding), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way.
 //
 // Permission with an ACL file: SUB on the topic and SUB on the group.
 //
@@ -11531,6 +11539,9 @@ func ParsePullMessagesResponse(rsp *http.Response) (*PullMessagesResponse, error
 			return nil, err
 		}
 		response.ApplicationproblemJSONDefault = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (application/vnd.mqgate.batch) unsupported
 
 	}
 

@@ -56,6 +56,7 @@ type benchPull struct {
 	PullBatch     int           `help:"maxMessages per pull (1-32)." default:"32"`
 	InvisibleTime time.Duration `aliases:"lease" help:"Lease (invisibleMs) of each pulled message." default:"30s"`
 	Wait          time.Duration `help:"Long-poll wait of each pull (waitMs, up to 30s)." default:"1s"`
+	BinaryPull    bool          `help:"Pull binary batches (Accept: application/vnd.mqgate.batch) instead of JSON."`
 }
 
 type benchProduceCmd struct {
@@ -94,7 +95,7 @@ func (t *benchTarget) config() loadgen.Config {
 }
 
 func (p benchPull) apply(cfg *loadgen.Config) {
-	cfg.Consumers, cfg.PullBatch, cfg.Invisible, cfg.Wait = p.Consumers, p.PullBatch, p.InvisibleTime, p.Wait
+	cfg.Consumers, cfg.PullBatch, cfg.Invisible, cfg.Wait, cfg.BinaryPull = p.Consumers, p.PullBatch, p.InvisibleTime, p.Wait, p.BinaryPull
 }
 
 // Run sends, once per --batch value.

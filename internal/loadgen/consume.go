@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -26,6 +27,52 @@ type receipts struct {
 	Results []struct {
 		Status string `json:"status"`
 	} `json:"results"`
+}
+
+// pull posts a pull request and reads the answer into out: JSON, or with
+// binary the binary batch (a 4-byte big-endian count, then per message a
+// 4-byte length and the metadata's JSON, a 4-byte length and the body).
+func (c *client) pull(ctx context.Context, path string, req []byte, binary bool, out *pulled) error {
+	if !binary {
+		return c.do(ctx, http.MethodPost, path, req, out)
+	}
+	var raw rawBody
+	if err := c.doAccept(ctx, http.MethodPost, c.base+path, path, req, contentTypeBatch, &raw); err != nil {
+		return err
+	}
+	return decodePullBatch(raw, out)
+}
+
+// decodePullBatch reads a binary pull answer's receipts and bodies.
+func decodePullBatch(b []byte, out *pulled) error {
+	bad := fmt.Errorf("malformed %s pull answer (%d bytes)", contentTypeBatch, len(b))
+	if len(b) < 4 {
+		return bad
+	}
+	n := int(binary.BigEndian.Uint32(b))
+	b = b[4:]
+	if n > len(b)/8 {
+		return bad
+	}
+	out.Messages = make([]pulledMsg, n)
+	for i := range out.Messages {
+		var frames [2][]byte
+		for j := range frames {
+			if len(b) < 4 || uint64(binary.BigEndian.Uint32(b)) > uint64(len(b)-4) {
+				return bad
+			}
+			size := binary.BigEndian.Uint32(b)
+			frames[j], b = b[4:4+size], b[4+size:]
+		}
+		if err := json.Unmarshal(frames[0], &out.Messages[i]); err != nil {
+			return fmt.Errorf("%w: %w", bad, err)
+		}
+		out.Messages[i].Body = string(frames[1])
+	}
+	if len(b) != 0 {
+		return bad
+	}
+	return nil
 }
 
 func pullRequest(cfg Config, wait time.Duration) []byte {
@@ -150,7 +197,7 @@ func (k *consumers) work(ctx context.Context, hs histSet) {
 		}
 		t0 := time.Now()
 		var pr pulled
-		if err := k.c.do(ctx, http.MethodPost, k.pullPath, req, &pr); err != nil {
+		if err := k.c.pull(ctx, k.pullPath, req, k.cfg.BinaryPull, &pr); err != nil {
 			if ctx.Err() != nil {
 				return
 			}

@@ -47,6 +47,7 @@ type Config struct {
 	BodySize    int           // bytes per message body (default 1024)
 	Batch       int           // messages per send request (default 1, at most 256)
 	Binary      bool          // send application/vnd.mqgate.batch bodies instead of JSON
+	BinaryPull  bool          // pull with Accept: application/vnd.mqgate.batch instead of JSON
 	Concurrency int           // producer clients (default 32)
 	Consumers   int           // consumer clients (default 16)
 	PullBatch   int           // maxMessages per pull (default 32)
@@ -237,8 +238,22 @@ func (c *client) doURL(ctx context.Context, method, u, path string, body []byte,
 	return c.doType(ctx, method, u, path, "application/json", body, out)
 }
 
+// rawBody receives a 2xx answer's bytes as they are (see doType).
+type rawBody []byte
+
+// doAccept is doURL asking for the answer in accept.
+func (c *client) doAccept(ctx context.Context, method, u, path string, body []byte, accept string, out any) error {
+	return c.send(ctx, method, u, path, "application/json", accept, body, out)
+}
+
 // doType sends body with the given Content-Type.
 func (c *client) doType(ctx context.Context, method, u, path, ctype string, body []byte, out any) error {
+	return c.send(ctx, method, u, path, ctype, "", body, out)
+}
+
+// send performs one request; a 2xx answer is decoded into out as JSON,
+// or copied into it when out is a *rawBody.
+func (c *client) send(ctx context.Context, method, u, path, ctype, accept string, body []byte, out any) error {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -252,6 +267,9 @@ func (c *client) doType(ctx context.Context, method, u, path, ctype string, body
 	}
 	if c.auth != "" {
 		req.Header.Set("Authorization", c.auth)
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -271,6 +289,10 @@ func (c *client) doType(ctx context.Context, method, u, path, ctype string, body
 	}
 	if out == nil {
 		_, err = io.Copy(io.Discard, resp.Body)
+		return err
+	}
+	if raw, ok := out.(*rawBody); ok {
+		*raw, err = io.ReadAll(resp.Body)
 		return err
 	}
 	return json.NewDecoder(resp.Body).Decode(out)

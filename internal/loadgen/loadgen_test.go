@@ -126,6 +126,26 @@ func TestBinaryBatchesRoundTrip(t *testing.T) {
 	require.EqualValues(t, 200, res[0].Latency["e2e"].Count, "every binary message carried its stamp")
 }
 
+// TestBinaryPulls: consumers that pull binary batches ack exactly the
+// count and read every body (the bytes and the e2e stamps come through).
+func TestBinaryPulls(t *testing.T) {
+	t.Parallel()
+	base := startServer(t)
+	ctx := context.Background()
+	_, err := loadgen.Produce(ctx, loadgen.Config{URL: base, Topic: "binpull", Queues: 2, Count: 300, Batch: 50, Concurrency: 2, BodySize: 100})
+	require.NoError(t, err)
+	res, err := loadgen.Consume(ctx, loadgen.Config{URL: base, Topic: "binpull", Group: "g", Count: 300, Consumers: 3, BinaryPull: true, Duration: time.Minute})
+	require.NoError(t, err)
+	require.EqualValues(t, 300, res[0].Acked)
+	require.EqualValues(t, 300*100, res[0].Bytes)
+	require.Zero(t, res[0].Errors, res[0].ErrorSamples)
+	require.Zero(t, lag(t, base, "g"))
+
+	res, err = loadgen.E2E(ctx, loadgen.Config{URL: base, Topic: "binpull-e2e", Count: 200, Batch: 50, Concurrency: 2, Consumers: 2, BinaryPull: true, BodySize: 64})
+	require.NoError(t, err)
+	require.EqualValues(t, 200, res[0].Latency["e2e"].Count, "every message of a binary pull carried its stamp")
+}
+
 func TestConsumeCountBelowBacklogLeavesTheRest(t *testing.T) {
 	t.Parallel()
 	base := startServer(t)

@@ -39,8 +39,9 @@ func isJSONMedia(mediaType string) bool {
 	return mt == mediaJSON || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
 }
 
-// fixMediaTypes gives every response one media type: a 2xx body is
-// application/json, an error body application/problem+json with the
+// fixMediaTypes gives every response its media types: a 2xx body is
+// application/json (and bytes in any non-JSON type the operation also
+// produces), an error body application/problem+json with the
 // Problem schema (swag's @Produce lists both for every response). A
 // request body of a non-JSON media type is bytes (format binary), or text
 // for text/plain, not the JSON schema swag copies to every @Accept type.
@@ -79,7 +80,17 @@ func fixMediaTypes(doc *openapi3.T, _ wireTypes) error {
 				if media == nil {
 					return fmt.Errorf("response %s has no %s body", code, mediaJSON)
 				}
-				resp.Content = openapi3.Content{mediaJSON: media}
+				content := openapi3.Content{mediaJSON: media}
+				for mt := range resp.Content {
+					// Another @Produce type (a binary rendering the client
+					// asks for with Accept) is bytes.
+					if !isJSONMedia(mt) {
+						bytes := openapi3.NewBytesSchema()
+						bytes.Format = "binary"
+						content[mt] = &openapi3.MediaType{Schema: bytes.NewRef()}
+					}
+				}
+				resp.Content = content
 			}
 		}
 		return nil

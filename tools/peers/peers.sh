@@ -2,7 +2,7 @@
 # Side by side, interleaved rounds (A B C … A B C …) so the machine's drift hits every system alike:
 #   bare net/http · mqgate sync · mqgate async · NSQ 1.3 HTTP  — single 1 KiB sends (wrk -c64)
 #   mqgate sync JSON and binary batch of 100 · NSQ /mpub of 100 — batches (wrk -c16)
-#   mqgate pull 32 + ack (16 consumers) · NATS JetStream fetch 32 + ack
+#   mqgate pull 32 + ack (16 consumers; JSON and binary pulls) · NATS JetStream fetch 32 + ack
 # Usage: make build && MQGATE=bin/mqgate tools/peers/peers.sh      (ROUNDS=3 DUR=8s by default)
 # Installs nsqd (module proxy) and wrk (Debian) when missing; nats-server comes from Debian or PATH.
 # Only 127.0.0.1 is used; every load is bounded in time. Prints one summary table; raw wrk output in $OUT.
@@ -48,6 +48,8 @@ for i in $(seq 1 "$ROUNDS"); do
   w nsq_mpub100 16 mpub100.lua "http://127.0.0.1:$P_NSQ/mpub?topic=bench" 100
   r=$("$work/bin/mqgbench" -url http://127.0.0.1:$P_SYNC -topic pull$i -group pb -n 100000 -c 16 -batch 32); echo "$r" >>"$OUT"
   sum[mqgate_sync_pull32_ack]+="$(echo "$r" | sed -E 's/.* = ([0-9.]+) msgs\/s.*/\1/') "
+  r=$("$work/bin/mqgbench" -url http://127.0.0.1:$P_SYNC -topic pullb$i -group pb -n 100000 -c 16 -batch 32 -binary); echo "$r" >>"$OUT"
+  sum[mqgate_sync_pull32_ack_binary]+="$(echo "$r" | sed -E 's/.* = ([0-9.]+) msgs\/s.*/\1/') "
   r=$("$work/bin/natsbench" -url nats://127.0.0.1:$P_NATS -mode=consume -n 100000 -batch=32 -max=40s); echo "$r" >>"$OUT"
   sum[jetstream_fetch32_ack]+="$(echo "$r" | sed -E 's/.*msgs_s=([0-9.]+).*/\1/') "
   if (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; then   # RabbitMQ, when this machine runs one: a durable peer
@@ -59,13 +61,13 @@ for i in $(seq 1 "$ROUNDS"); do
 done
 med() { python3 -c "import sys,statistics;print('%.0f'%statistics.median(map(float,sys.argv[1:])))" $1; }
 printf '%-26s %12s\n' measurement "msgs/s (median of $ROUNDS)"
-for k in bare_single mqgate_sync_single mqgate_async_single nsq_pub mqgate_sync_batch100 mqgate_sync_binbatch100 nsq_mpub100 mqgate_sync_pull32_ack jetstream_fetch32_ack rabbitmq_quorum_publish_confirm rabbitmq_quorum_consume_ack; do
+for k in bare_single mqgate_sync_single mqgate_async_single nsq_pub mqgate_sync_batch100 mqgate_sync_binbatch100 nsq_mpub100 mqgate_sync_pull32_ack mqgate_sync_pull32_ack_binary jetstream_fetch32_ack rabbitmq_quorum_publish_confirm rabbitmq_quorum_consume_ack; do
   [ -n "${sum[$k]:-}" ] && printf '%-32s %12s\n' "$k" "$(med "${sum[$k]}")"
 done
 python3 - "$(med "${sum[mqgate_sync_single]}")" "$(med "${sum[mqgate_async_single]}")" "$(med "${sum[nsq_pub]}")" \
-  "$(med "${sum[mqgate_sync_batch100]}")" "$(med "${sum[mqgate_sync_binbatch100]}")" "$(med "${sum[nsq_mpub100]}")" "$(med "${sum[mqgate_sync_pull32_ack]}")" "$(med "${sum[jetstream_fetch32_ack]}")" <<'PY'
+  "$(med "${sum[mqgate_sync_batch100]}")" "$(med "${sum[mqgate_sync_binbatch100]}")" "$(med "${sum[nsq_mpub100]}")" "$(med "${sum[mqgate_sync_pull32_ack]}")" "$(med "${sum[mqgate_sync_pull32_ack_binary]}")" "$(med "${sum[jetstream_fetch32_ack]}")" <<'PY'
 import sys
-s, a, n, b, bb, m, p, j = map(float, sys.argv[1:])
-print("ratios: sync/nsq_pub %.2f  async/nsq_pub %.2f  json_batch/nsq_mpub %.2f  binary_batch/nsq_mpub %.2f  pull+ack/jetstream %.2f" % (s / n, a / n, b / m, bb / m, p / j))
+s, a, n, b, bb, m, p, pb, j = map(float, sys.argv[1:])
+print("ratios: sync/nsq_pub %.2f  async/nsq_pub %.2f  json_batch/nsq_mpub %.2f  binary_batch/nsq_mpub %.2f  pull+ack/jetstream %.2f  binary_pull+ack/jetstream %.2f" % (s / n, a / n, b / m, bb / m, p / j, pb / j))
 PY
 echo "raw output: $OUT"
