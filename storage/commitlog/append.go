@@ -8,7 +8,7 @@ import (
 // Append writes one record. In FlushSync it returns only after the fdatasync
 // that covers the record has succeeded (group commit: concurrent appenders
 // share one flush); in FlushAsync it returns once the record is in the
-// file. It does not allocate. After an error the record, if placed, is
+// page cache. It does not allocate. After an error the record, if placed, is
 // not known to be durable.
 func (l *Log) Append(e Encoder) (AppendResult, error) {
 	size, err := l.frameSize(e.Len())
@@ -44,7 +44,7 @@ func (l *Log) place(e Encoder, size int) (AppendResult, error) {
 	if err != nil {
 		return AppendResult{}, err
 	}
-	if err := l.writeStageLocked(true); err != nil {
+	if err := l.writeStageLocked(); err != nil {
 		return AppendResult{}, err
 	}
 	l.written.Store(l.writePos)
@@ -138,7 +138,7 @@ func (l *Log) placeBatch(es []Encoder, res []AppendResult) error {
 		}
 		res[i] = r
 	}
-	if err := l.writeStageLocked(true); err != nil {
+	if err := l.writeStageLocked(); err != nil {
 		return err
 	}
 	l.written.Store(l.writePos)
@@ -209,56 +209,26 @@ func (l *Log) appendLocked(e Encoder, size int) (AppendResult, error) {
 // one (a batch of large records) is dropped after use.
 const maxKeptStage = 4 << 20
 
-// ZeroAhead is how far ahead of the write position the active segment is
-// kept written with zeros (see zeroAheadLocked).
-const ZeroAhead = 1 << 20
-
 // writeStageLocked writes the staged frames (all in the active segment,
-// from stageAt) to the file with one pwrite, then, unless the segment is
-// being sealed, keeps ZeroAhead bytes after them written (zeroAheadLocked). A failed write is fatal to the
-// write path, as a failed flush is: some of its bytes may be in the page
-// cache already, beyond Written, and nothing may be built on them.
-func (l *Log) writeStageLocked(zeroAhead bool) error {
+// from stageAt) to the file: with one pwrite in FlushSync, by a copy into
+// the mapping in FlushAsync (see the package documentation, "Writes"). A
+// failed write is fatal to the write path, as a failed flush is: some of
+// its bytes may be in the page cache already, beyond Written, and nothing
+// may be built on them.
+func (l *Log) writeStageLocked() error {
 	if len(l.stage) == 0 {
 		return nil
 	}
-	s := l.active
-	rel := l.stageAt - s.base
-	if _, err := s.file.WriteAt(l.stage, rel); err != nil {
+	rel := l.stageAt - l.active.base
+	if l.opts.FlushMode == FlushAsync {
+		copy(l.active.data[rel:], l.stage)
+		l.stage = l.stage[:0]
+		return nil
+	}
+	if _, err := l.active.file.WriteAt(l.stage, rel); err != nil {
 		return l.fail(fmt.Errorf("write [%d,%d): %w", l.stageAt, l.stageAt+int64(len(l.stage)), err))
 	}
-	end := rel + int64(len(l.stage))
-	s.zeroed = max(s.zeroed, end)
 	l.stage = l.stage[:0]
-	if !zeroAhead {
-		return nil
-	}
-	return l.zeroAheadLocked(s, end)
-}
-
-// zeroAheadLocked keeps [end, end+ZeroAhead) of s written with zeros,
-// a chunk at a time (only when less than half of it is left). The
-// segment is fallocated, so those blocks are allocated but "unwritten":
-// the first fdatasync after data lands in them must also commit the
-// file system's conversion of their extents, which costs about as much
-// again as the data. Zeros written ahead (and flushed by the next flush
-// with the records) move that cost off most flushes: with it, one
-// fdatasync of a group commit costs about half (see BENCHMARKS.md).
-// Nothing was ever written at or after s.zeroed, so the zeros cover no
-// record.
-func (l *Log) zeroAheadLocked(s *segment, end int64) error {
-	if s.zeroed-end >= ZeroAhead/2 || s.zeroed >= s.size {
-		return nil
-	}
-	to := min(s.size, end+ZeroAhead)
-	for from := s.zeroed; from < to; {
-		n := min(to-from, int64(len(zeroChunk)))
-		if _, err := s.file.WriteAt(zeroChunk[:n], from); err != nil {
-			return l.fail(fmt.Errorf("write zeros ahead at %d: %w", s.base+from, err))
-		}
-		from += n
-		s.zeroed = from
-	}
 	return nil
 }
 
@@ -326,7 +296,7 @@ func (l *Log) rollLocked(left int64) error {
 		// checksummed and nothing reads them.
 		writeBlankHeader(l.stage[n:], int(left), l.writePos)
 	}
-	if err := l.writeStageLocked(false); err != nil {
+	if err := l.writeStageLocked(); err != nil {
 		return err
 	}
 	l.reserve = append(l.reserve[:0], l.reserve[1:]...)

@@ -66,7 +66,7 @@
 //
 // Append: one appender at a time (a mutex). The frames of an append (or a
 // batch) are encoded into a write buffer, the CRC computed over them there,
-// the buffer written to the segment file with one pwrite, and Written
+// the buffer written to the segment file at once (see Writes), and Written
 // advances. FlushSync: a flusher goroutine fdatasyncs the segments holding
 // [Flushed, Written) and wakes every appender whose frame ends at or below
 // the new Flushed (group commit). AppendBatchNoWait places its frames
@@ -81,22 +81,23 @@
 //
 // # Writes
 //
-// Frames reach the file through pwrite, not through stores into the
-// mapping, and are made durable with fdatasync, not msync; reads stay on
-// the mapping (Linux has one page cache, so a reader sees a pwritten frame
-// as soon as Written covers it). This is RocketMQ's transientStorePool
-// path (write to a buffer, FileChannel.write, force) rather than its
-// default of writing into the MappedByteBuffer, and it was measured to
-// halve the cost of a group commit: a store into a shared mapping
-// write-faults every page that the last flush cleaned, and ext4 journals
-// the file's timestamp from that fault, so each msync also committed the
-// journal. Segments are fallocate'd, whose blocks are "unwritten" until
-// data lands in them, and the first fdatasync after it must commit their
-// conversion too; so the appender keeps the active segment written with
-// zeros ZeroAhead (1 MiB) past its last frame, a chunk at a time, and most
-// flushes write only data. The zeros are the zeros a reader or recovery
-// expects after the end. A sealed segment's file is closed once it is
-// flushed: a log keeps open the files it still writes.
+// In FlushSync, frames reach the file through pwrite, not through stores
+// into the mapping, and are made durable with fdatasync, not msync; reads
+// stay on the mapping (Linux has one page cache, so a reader sees a
+// pwritten frame as soon as Written covers it). This is RocketMQ's
+// transientStorePool path (write to a buffer, FileChannel.write, force)
+// rather than its default of writing into the MappedByteBuffer. A store
+// into a shared mapping write-faults every page that the last flush
+// cleaned (and ext4 updates the file's times from that fault); with a
+// flush every few appends that cost more CPU per append than a pwrite of
+// the whole append or batch, and the send paths are CPU-bound
+// (BENCHMARKS.md has the figures). In FlushAsync, where a flush comes
+// only every FlushInterval and a page is faulted about once, the frames
+// are copied into the mapping instead, which saves the system call per
+// append; fdatasync writes those pages back all the same. Segments stay fallocate'd and are not zeroed: writing zeros
+// ahead of the frames (so that flushes would not convert unwritten
+// extents) cost more CPU than it saved. A sealed segment's file is closed
+// once it is flushed: a log keeps open the files it still writes.
 //
 // Roll: an append (or batch) that will not fit the active segment first
 // reserves every segment it will roll into — takes the one the allocator

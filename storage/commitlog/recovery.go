@@ -104,7 +104,6 @@ func (l *Log) recover() (err error) {
 			return err
 		}
 	}
-	kept[len(kept)-1].zeroed = w.end - kept[len(kept)-1].base
 
 	l.segments = kept
 	l.active = kept[len(kept)-1]

@@ -42,10 +42,6 @@ type segment struct {
 	// for this segment, so the flusher never closes it under the
 	// appender.
 	file vfs.File
-	// zeroed is how far (relative to base) the file has been written,
-	// with records or with zeros ahead of them; only the appender (under
-	// the log's mu) and recovery touch it. See zeroAheadLocked.
-	zeroed int64
 }
 
 func (s *segment) end() int64 { return s.base + s.size }

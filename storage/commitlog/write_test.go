@@ -13,52 +13,14 @@ import (
 	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
 
-// TestZeroAhead: the appender keeps the active segment written with zeros
-// ZeroAhead bytes past its records (a chunk at a time), never over a
-// record; the zeros are not mistaken for data by recovery, which
-// reopens at exactly the written end with nothing cut off.
-func TestZeroAhead(t *testing.T) {
-	t.Parallel()
-	opts := testOptions(t, 8<<20, FlushSync)
-	l := mustOpen(t, opts)
-	rng := rand.New(rand.NewPCG(31, 7))
-	var w written
-	for range 3000 { // ~3 MiB: several chunks of zeros
-		p := randomPayload(rng, 1000+rng.IntN(200))
-		res, err := l.Append(bytesPayload(p))
-		require.NoError(t, err)
-		w.payloads, w.results = append(w.payloads, p), append(w.results, res)
-
-		l.mu.Lock()
-		rel, zeroed := l.writePos-l.active.base, l.active.zeroed
-		l.mu.Unlock()
-		require.GreaterOrEqual(t, zeroed-rel, int64(ZeroAhead/2), "zeros ahead of the records at %d", l.writePos)
-		require.LessOrEqual(t, zeroed-rel, int64(ZeroAhead))
-	}
-	end := l.Written()
-	path, base := segmentPath(t, l, end)
-	rel := end - base
-	require.NoError(t, l.Close())
-
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	require.Equal(t, -1, firstNonZero(b[rel:]), "nothing but zeros after the last record")
-
-	l2 := mustOpen(t, opts)
-	rep := l2.Recovery()
-	require.Equal(t, end, rep.End)
-	require.False(t, rep.Torn, rep.Reason)
-	require.Empty(t, brokenFiles(t, opts.Dir))
-	requireLogHolds(t, l2, w)
-}
-
-// TestFailedWriteIsFatal: a failing pwrite of a record makes the write
-// path dead (the record's bytes may be half in the page cache), the
-// append reports it, later ones are refused, and a restart finds every
-// record acknowledged before.
+// TestFailedWriteIsFatal: in FlushSync (where frames are pwritten; see
+// "Writes" in doc.go) a failing pwrite of a record makes the write path
+// dead (the record's bytes may be half in the page cache), the append
+// reports it, later ones are refused, and a restart finds every record
+// acknowledged before.
 func TestFailedWriteIsFatal(t *testing.T) {
 	t.Parallel()
-	for _, mode := range flushModes {
+	for _, mode := range []FlushMode{FlushSync} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
 			opts, sw := faultyOptions(t, 4096, mode, vfs.OpWrite)
