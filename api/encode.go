@@ -37,9 +37,12 @@ func writePullResponse(w http.ResponseWriter, msgs []broker.ReceivedMessage) {
 }
 
 // writeJSONBytes writes b, a complete JSON document, as a 200.
-func writeJSONBytes(w http.ResponseWriter, b []byte) {
+func writeJSONBytes(w http.ResponseWriter, b []byte) { writeBody(w, "application/json", b) }
+
+// writeBody writes b, a whole body of contentType, as a 200.
+func writeBody(w http.ResponseWriter, contentType string, b []byte) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	h.Set("Content-Type", contentType)
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
@@ -68,11 +71,7 @@ func writePullBatch(w http.ResponseWriter, msgs []broker.ReceivedMessage) {
 		b = append(b, m.Body...)
 	}
 	*buf = b
-	h := w.Header()
-	h.Set("Content-Type", ContentTypeBatch)
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b)
+	writeBody(w, ContentTypeBatch, b)
 }
 
 // appendMessage appends the JSON of ToMessage(*m), field for field as

@@ -20,29 +20,24 @@ import (
 // acknowledged before.
 func TestFailedWriteIsFatal(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []FlushMode{FlushSync} {
-		t.Run(mode.String(), func(t *testing.T) {
-			t.Parallel()
-			opts, sw := faultyOptions(t, 4096, mode, vfs.OpWrite)
-			l := mustOpen(t, opts)
-			acked := appendRandom(t, l, rand.New(rand.NewPCG(32, 1)), 20)
-			require.NoError(t, l.Flush())
+	opts, sw := faultyOptions(t, 4096, FlushSync, vfs.OpWrite)
+	l := mustOpen(t, opts)
+	acked := appendRandom(t, l, rand.New(rand.NewPCG(32, 1)), 20)
+	require.NoError(t, l.Flush())
 
-			sw.on.Store(true)
-			_, err := l.Append(bytesPayload([]byte("refused")))
-			require.ErrorIs(t, err, ErrReadOnly)
-			require.ErrorIs(t, err, vfs.ErrInjected)
-			sw.on.Store(false)
-			_, err = l.Append(bytesPayload([]byte("later")))
-			require.ErrorIs(t, err, ErrReadOnly, "the write path stays dead")
-			requireRecords(t, l, acked)
-			_ = l.Close()
+	sw.on.Store(true)
+	_, err := l.Append(bytesPayload([]byte("refused")))
+	require.ErrorIs(t, err, ErrReadOnly)
+	require.ErrorIs(t, err, vfs.ErrInjected)
+	sw.on.Store(false)
+	_, err = l.Append(bytesPayload([]byte("later")))
+	require.ErrorIs(t, err, ErrReadOnly, "the write path stays dead")
+	requireRecords(t, l, acked)
+	_ = l.Close()
 
-			opts.FS = nil
-			l2 := mustOpen(t, opts)
-			requireLogHolds(t, l2, acked)
-		})
-	}
+	opts.FS = nil
+	l2 := mustOpen(t, opts)
+	requireLogHolds(t, l2, acked)
 }
 
 // TestEncoderPanicInBatch: a batch whose second Encoder panics writes
