@@ -33,3 +33,9 @@ type LeaseRecovery = leaseRecovery
 
 // LeasesRecovered reports what the last open restored.
 func (b *Broker) LeasesRecovered() LeaseRecovery { return b.leases.recovered }
+
+// PauseRetention stops retention passes until ResumeRetention.
+func (b *Broker) PauseRetention() { b.store.PauseRetention() }
+
+// ResumeRetention lets retention passes run again.
+func (b *Broker) ResumeRetention() { b.store.SetRetentionPolicy(retentionPolicy{b: b}) }

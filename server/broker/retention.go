@@ -117,10 +117,10 @@ func (p retentionPolicy) Floors(now time.Time) (storage.RetentionFloors, error) 
 // and pending timers past cut and counts what the groups lose.
 func (p retentionPolicy) BeforeDelete(cut int64, reason storage.DeleteReason) error {
 	b := p.b
-	if err := errors.Join(b.carryDeadLetters(cut), b.carryTimers(cut), b.carryTxns(cut), b.carryMeta(cut)); err != nil {
+	if err := errors.Join(b.carryDeadLetters(cut), b.carryTimers(cut), b.carryTxns(cut), b.carryMeta(cut), b.noteLivesBelow(cut)); err != nil {
 		return err
 	}
-	if err := b.carryTraces(); err != nil { // after the copies they follow
+	if err := b.carryTraces(cut); err != nil { // after the copies they follow
 		return err
 	}
 	for sq, positions := range b.consumerPositions() {

@@ -45,7 +45,10 @@ import (
 // live at least as long in the CommitLog. Dead letters and retries on a
 // timer that retention carries forward outlive their segment: before the
 // deletion, the events of their life are appended once more under the
-// life's key (carryTraces), so the trace of a carried message stays whole.
+// life's key (carryTraces), so the trace of a carried message stays whole;
+// when retention deletes those carried events while a copy of the life
+// lives on past them (a dead letter resent, a timer fired after the
+// carry), they are carried again (noteLivesBelow).
 // A trace is bounded: MaxTraceEvents events (the oldest half and the
 // newest half, with an events-dropped marker between them) and reasons
 // cut to MaxTraceReasonBytes.
@@ -261,6 +264,20 @@ func (b *Broker) traceLife(m *message.Message) (traceLife, error) {
 	}
 	life.copies, life.more = copies, more
 	return life, nil
+}
+
+// outlives reports whether a record of the life lies at or past cut (or
+// may: its copies were not all listed).
+func (life traceLife) outlives(cut int64) bool {
+	if life.more || (life.first != nil && life.first.PhysicalOffset >= cut) || (life.parked != nil && life.parked.PhysicalOffset >= cut) {
+		return true
+	}
+	for _, c := range life.copies {
+		if c.PhysicalOffset >= cut {
+			return true
+		}
+	}
+	return false
 }
 
 // findUniq is FindByUniqKey with ErrNotFound as nil.

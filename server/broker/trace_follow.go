@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +74,7 @@ type traceState struct {
 	changed               chan struct{} // closed when done moves
 	pending               []pushNote
 	carried               []string // lives whose copies retention carries (carryTraces)
+	surviving             []string // lives whose carried events retention deletes (noteLivesBelow)
 
 	dropped, events, records atomic.Uint64
 	logged                   time.Time
@@ -463,6 +465,9 @@ func sortedKeys(set map[string]bool) []string {
 // traceMessage wraps a trace record, indexed by keys.
 func traceMessage(rec traceRecord, keys []string, now int64) *message.Message {
 	m := &message.Message{Topic: traceTopic, Body: encodeTraceRecord(rec), BornTimestamp: now}
+	if len(keys) == 1 && strings.HasPrefix(keys[0], traceLifePrefix) {
+		m.QueueID = traceLifeQueue // a carried life: retention finds it there (noteLivesBelow)
+	}
 	if len(keys) > 0 {
 		m.SetKeys(keys)
 	}
@@ -483,16 +488,60 @@ func (b *Broker) noteCarried(m *message.Message) {
 	t.mu.Unlock()
 }
 
-// carryTraces runs before retention deletes the CommitLog below a cut,
-// after the copies were carried: it appends, for every life noted by
-// noteCarried, one record holding all of its events under the life's key,
-// so the trace of a message that outlives its segment outlives it too.
-func (b *Broker) carryTraces() error {
+// noteLivesBelow notes the lives whose carried events (records on
+// traceLifeQueue) lie below cut, the records retention is about to
+// delete: a life that still has a copy at or past cut — a dead letter
+// resent after its carry, a retry whose timer fired after its carry —
+// has its events carried once more (carryTraces), so its trace outlives
+// the records it was carried in, as long as any copy of it lives.
+func (b *Broker) noteLivesBelow(cut int64) error {
+	if b.trace.off {
+		return nil
+	}
+	var lives []string
+	for from, top := b.store.MinOffset(traceTopic, traceLifeQueue), b.store.MaxOffset(traceTopic, traceLifeQueue); from < top; {
+		res, err := b.store.ReadQueue(traceTopic, traceLifeQueue, from, 256, nil)
+		if err != nil {
+			return mapStoreErr(err)
+		}
+		done := res.Next == from
+		for _, m := range res.Messages {
+			if m.PhysicalOffset >= cut {
+				done = true
+				break
+			}
+			for _, k := range m.Keys() {
+				if origin, ok := strings.CutPrefix(k, traceLifePrefix); ok {
+					lives = append(lives, origin)
+				}
+			}
+		}
+		if done {
+			break
+		}
+		from = res.Next
+	}
 	t := &b.trace
 	t.mu.Lock()
-	lives := t.carried
-	t.carried = nil
+	t.surviving = append(t.surviving, lives...)
 	t.mu.Unlock()
+	return nil
+}
+
+// carryTraces runs before retention deletes the CommitLog below cut,
+// after the copies were carried: it appends one record holding all of a
+// life's events under the life's key, on traceLifeQueue, for every life
+// noted by noteCarried, and for every life noted by noteLivesBelow that
+// has a copy at or past cut — so the trace of a message that outlives its
+// segment outlives it too.
+func (b *Broker) carryTraces(cut int64) error {
+	t := &b.trace
+	t.mu.Lock()
+	lives, surviving := t.carried, t.surviving
+	t.carried, t.surviving = nil, nil
+	t.mu.Unlock()
+	carried := len(lives)
+	lives = append(lives, surviving...)
 	done := map[string]bool{}
 	var msgs []*message.Message
 	flush := func() error {
@@ -504,7 +553,7 @@ func (b *Broker) carryTraces() error {
 		return mapStoreErr(err)
 	}
 	now := time.Now().UnixMilli()
-	for _, origin := range lives {
+	for i, origin := range lives {
 		if done[origin] {
 			continue
 		}
@@ -523,6 +572,9 @@ func (b *Broker) carryTraces() error {
 		life, err := b.traceLife(m)
 		if err != nil {
 			return err
+		}
+		if i >= carried && !life.outlives(cut) {
+			continue // nothing of it is left past cut: its trace ends with it
 		}
 		items, _, err := b.lifeItems(life)
 		if err != nil {

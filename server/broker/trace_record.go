@@ -415,4 +415,12 @@ func traceCopyKey(phys int64) string { return "c" + strconv.FormatInt(phys, 16) 
 
 // traceLifeKey is the index key of the events carried for the life of the
 // message whose origin id is id (trace.go, carryTraces).
-func traceLifeKey(id string) string { return "l" + strings.ToUpper(id) }
+func traceLifeKey(id string) string { return traceLifePrefix + strings.ToUpper(id) }
+
+// traceLifePrefix starts every traceLifeKey.
+const traceLifePrefix = "l"
+
+// traceLifeQueue is the queue of rmq_sys_TRACE that holds the records
+// carried under a life's key (carryTraces); the follower's records are on
+// queue 0.
+const traceLifeQueue int32 = 1

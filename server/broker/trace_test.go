@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -149,6 +150,56 @@ func TestTraceOutlivesRetention(t *testing.T) {
 		_, err = bd.b.Trace(bd.ctx, id)
 		require.ErrorIs(t, err, broker.ErrMessageNotFound)
 	}
+}
+
+// A dead letter resent after retention carried it: the records its life
+// was carried in lie in a segment retention deletes while the resend, past
+// it, lives on; the life is carried once more, and the resend's trace
+// stays whole.
+func TestTraceOfAResendOutlivesItsCarry(t *testing.T) {
+	opts := retentionOptions(t)
+	segment := opts.Storage.SegmentSize
+	bd := &bundle{dir: opts.DataDir, ctx: context.Background(), b: brokertest.Open(t, opts)}
+	sent := bd.send(t, "keep", "precious")[0]
+	got := bd.pull(t, "g", "keep", 1, time.Second, time.Minute)
+	require.Len(t, got, 1)
+	bd.nack(t, "g", got[0], -1, "poison pill")
+	want := []string{"stored", "delivered", "nacked", "dead-lettered"}
+	require.Equal(t, want, traceTypes(bd.trace(t, sent.MessageID)))
+	dead, _, err := bd.b.ListDeadLetters(bd.ctx, "g", broker.DLQFilter{}, "", 10)
+	require.NoError(t, err)
+	require.Len(t, dead, 1)
+	bd.rollAndExpire(t, 20*time.Second) // carries the letter and its life
+
+	// Seal the segment the carry landed in before resending, so the resend
+	// lands in the next one.
+	bd.b.PauseRetention()
+	st, err := bd.b.Status(bd.ctx)
+	require.NoError(t, err)
+	boundary := (st.CommitLogMax/segment + 1) * segment
+	for st.CommitLogMax < boundary {
+		bd.send(t, "filler", strings.Repeat("f", 3000))
+		st, err = bd.b.Status(bd.ctx)
+		require.NoError(t, err)
+	}
+	rr, err := bd.b.ResendDeadLetters(bd.ctx, "g", []string{dead[0].MessageID}, nil)
+	require.NoError(t, err)
+	require.Len(t, rr.Resent, 1)
+	bd.b.ResumeRetention()
+	brokertest.Eventually(t, 20*time.Second, func() (bool, string) {
+		st, err := bd.b.Status(bd.ctx)
+		require.NoError(t, err)
+		return st.CommitLogMin >= boundary, fmt.Sprintf("the sealed segment is still there (min %d)", st.CommitLogMin)
+	})
+
+	back := bd.pull(t, "g", "keep", 1, 5*time.Second, time.Minute)
+	require.Len(t, back, 1)
+	require.Equal(t, "precious", string(back[0].Body))
+	_, err = bd.b.Ack(bd.ctx, "g", []string{back[0].Receipt})
+	require.NoError(t, err)
+	whole := append(want, "resent", "delivered", "acked")
+	require.Equal(t, whole, traceTypes(bd.trace(t, back[0].MessageID)))
+	require.Equal(t, whole, traceTypes(bd.trace(t, sent.MessageID)))
 }
 
 // expirePast sends filler until retention has deleted the CommitLog below
