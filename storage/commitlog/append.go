@@ -44,11 +44,34 @@ func (l *Log) place(e Encoder, size int) (AppendResult, error) {
 	if err != nil {
 		return AppendResult{}, err
 	}
+	return res, l.endAppendLocked(true)
+}
+
+// endAppendLocked ends an append whose frames are staged. In FlushSync an
+// append that waits for its flush leaves them staged: the flush that
+// covers it writes the frames of every append it covers with one pwrite
+// (flushOnce), and publishes Written then. Any other append writes its
+// frames now and publishes Written.
+func (l *Log) endAppendLocked(waits bool) error {
+	if waits && l.opts.FlushMode == FlushSync {
+		l.staged = len(l.stage)
+		return nil
+	}
 	if err := l.writeStageLocked(); err != nil {
-		return AppendResult{}, err
+		return err
 	}
 	l.written.Store(l.writePos)
-	return res, nil
+	return nil
+}
+
+// writeStagedLocked writes what waiting appends left staged and publishes
+// Written (flushOnce, before its fdatasync).
+func (l *Log) writeStagedLocked() error {
+	if err := l.writeStageLocked(); err != nil {
+		return err
+	}
+	l.written.Store(l.writePos)
+	return nil
 }
 
 // AppendBatch writes all records under one lock acquisition and waits for
@@ -56,7 +79,7 @@ func (l *Log) place(e Encoder, size int) (AppendResult, error) {
 // es[i]. Sizes are checked before anything is written, so a too-large
 // record fails the batch without writing any of it.
 func (l *Log) AppendBatch(es []Encoder, res []AppendResult) error {
-	end, err := l.appendBatch(es, res)
+	end, err := l.appendBatch(es, res, true)
 	if err != nil || end < 0 {
 		return err
 	}
@@ -72,7 +95,7 @@ func (l *Log) AppendBatch(es []Encoder, res []AppendResult) error {
 // sooner). Any later append that waits for its flush covers these records
 // too, since a flush covers a prefix of the log.
 func (l *Log) AppendBatchNoWait(es []Encoder, res []AppendResult) error {
-	end, err := l.appendBatch(es, res)
+	end, err := l.appendBatch(es, res, false)
 	if err != nil || end < 0 {
 		return err
 	}
@@ -88,8 +111,9 @@ func (l *Log) AppendBatchNoWait(es []Encoder, res []AppendResult) error {
 }
 
 // appendBatch checks and places a batch; end is the log offset after its
-// last record, -1 for an empty batch.
-func (l *Log) appendBatch(es []Encoder, res []AppendResult) (end int64, err error) {
+// last record, -1 for an empty batch; waits says whether the caller waits
+// for its flush (endAppendLocked).
+func (l *Log) appendBatch(es []Encoder, res []AppendResult, waits bool) (end int64, err error) {
 	if len(res) < len(es) {
 		return -1, fmt.Errorf("%w: %d results for %d records", ErrInvalidArgument, len(res), len(es))
 	}
@@ -101,7 +125,7 @@ func (l *Log) appendBatch(es []Encoder, res []AppendResult) (end int64, err erro
 			return -1, fmt.Errorf("record %d: %w", i, err)
 		}
 	}
-	if err := l.placeBatch(es, res); err != nil {
+	if err := l.placeBatch(es, res, waits); err != nil {
 		return -1, err
 	}
 	l.stats.appends.Add(int64(len(es)))
@@ -111,7 +135,7 @@ func (l *Log) appendBatch(es []Encoder, res []AppendResult) (end int64, err erro
 // placeBatch is place for a batch whose sizes were checked. Every segment
 // the batch will roll into is created before its first record is written,
 // so a batch is refused whole (ErrNoSpace) or placed whole.
-func (l *Log) placeBatch(es []Encoder, res []AppendResult) error {
+func (l *Log) placeBatch(es []Encoder, res []AppendResult, waits bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.writableLocked(); err != nil {
@@ -138,11 +162,7 @@ func (l *Log) placeBatch(es []Encoder, res []AppendResult) error {
 		}
 		res[i] = r
 	}
-	if err := l.writeStageLocked(); err != nil {
-		return err
-	}
-	l.written.Store(l.writePos)
-	return nil
+	return l.endAppendLocked(waits)
 }
 
 // end is the log offset just after the record.
@@ -222,28 +242,29 @@ func (l *Log) writeStageLocked() error {
 	rel := l.stageAt - l.active.base
 	if l.opts.FlushMode == FlushAsync {
 		copy(l.active.data[rel:], l.stage)
-		l.stage = l.stage[:0]
+		l.stage, l.staged = l.stage[:0], 0
 		return nil
 	}
 	if _, err := l.active.file.WriteAt(l.stage, rel); err != nil {
 		return l.fail(fmt.Errorf("write [%d,%d): %w", l.stageAt, l.stageAt+int64(len(l.stage)), err))
 	}
-	l.stage = l.stage[:0]
+	l.stage, l.staged = l.stage[:0], 0
 	return nil
 }
 
-// unstageLocked drops whatever an append left staged and not written (an
-// Encoder panicked, or a roll failed): the write position goes back to
-// the first staged frame, so nothing after Written is skipped over. It
-// also drops a stage buffer grown past maxKeptStage.
+// unstageLocked drops the frames an append left staged and unfinished (an
+// Encoder panicked, or a roll failed), keeping those of earlier appends
+// that wait for the flush (staged): the write position goes back to the
+// end of those, so nothing is skipped over. It also drops a stage buffer
+// grown past maxKeptStage once nothing is staged.
 func (l *Log) unstageLocked() {
-	if len(l.stage) > 0 {
-		l.writePos = l.stageAt
+	if len(l.stage) > l.staged {
+		l.writePos = l.stageAt + int64(l.staged)
+		l.stage = l.stage[:l.staged]
 	}
-	if cap(l.stage) > maxKeptStage {
+	if l.staged == 0 && cap(l.stage) > maxKeptStage {
 		l.stage = nil
 	}
-	l.stage = l.stage[:0]
 }
 
 // reserveLocked makes sure the next n segments after the active one exist

@@ -66,11 +66,15 @@
 //
 // Append: one appender at a time (a mutex). The frames of an append (or a
 // batch) are encoded into a write buffer, the CRC computed over them there,
-// the buffer written to the segment file at once (see Writes), and Written
-// advances. FlushSync: a flusher goroutine fdatasyncs the segments holding
-// [Flushed, Written) and wakes every appender whose frame ends at or below
-// the new Flushed (group commit). AppendBatchNoWait places its frames
-// the same way but does not wait: they ride on the next flush, and arm one
+// the buffer written to the segment file (see Writes), and Written
+// advances. FlushSync: an append that waits for its flush leaves its
+// frames in the buffer; a flusher goroutine writes the buffer — the
+// frames of every append since the last flush — with one pwrite,
+// publishes Written, fdatasyncs the segments holding [Flushed, Written)
+// and wakes every appender whose frame ends at or below the new Flushed
+// (group commit: one write and one fdatasync for all of them). A roll
+// writes the buffer to the segment it seals first. AppendBatchNoWait writes its frames
+// (and those in the buffer) at once but does not wait: they ride on the next flush, and arm one
 // LazyFlushDelay later in case no waiting append comes (for records whose
 // loss in a machine crash repeats work and loses nothing, such as the
 // broker's lease records). FlushAsync: the flusher runs every
@@ -91,7 +95,9 @@
 // cleaned (and ext4 updates the file's times from that fault); with a
 // flush every few appends that cost more CPU per append than a pwrite of
 // the whole append or batch, and the send paths are CPU-bound
-// (BENCHMARKS.md has the figures). In FlushAsync, where a flush comes
+// (BENCHMARKS.md has the figures). Waiting appends share the flusher's
+// pwrite as they share its fdatasync: each such pwrite also costs ext4 a
+// journal handle for the file's times. In FlushAsync, where a flush comes
 // only every FlushInterval and a page is faulted about once, the frames
 // are copied into the mapping instead, which saves the system call per
 // append; fdatasync writes those pages back all the same. Segments stay fallocate'd and are not zeroed: writing zeros

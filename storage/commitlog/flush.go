@@ -63,7 +63,8 @@ func (l *Log) Flush() error {
 	return err
 }
 
-// flushOnce fdatasyncs the segments holding [Flushed, Written), then publishes
+// flushOnce writes what waiting appends left staged (publishing Written),
+// fdatasyncs the segments holding [Flushed, Written), then publishes
 // Flushed and wakes the appenders it covers. A failure is fatal to the
 // write path (ARCHITECTURE.md, crash-consistency rule 9): the range is never retried, since
 // Linux may have marked the failed pages clean.
@@ -72,6 +73,12 @@ func (l *Log) flushOnce() (flushResult, error) {
 	defer l.syncMu.Unlock()
 	if f := l.failure.Load(); f != nil {
 		return flushResult{}, f.err
+	}
+	l.mu.Lock()
+	err := l.writeStagedLocked()
+	l.mu.Unlock()
+	if err != nil {
+		return flushResult{}, err
 	}
 	from, to := l.flushed.Load(), l.written.Load()
 	if to <= from {

@@ -76,13 +76,14 @@ type Stats struct {
 // Lock order (a goroutine holding one may take only those after it):
 //
 //	mu (the append path) → segMu → segment.mu → flushMu
-//	syncMu (one flush at a time) → segMu → segment.mu → flushMu
+//	syncMu (one flush at a time) → mu → segMu → segment.mu → flushMu
 //
 // segMu is held only to find and pin a segment (pin returns with the
 // segment's mu read-locked and segMu released); a segment's mu.Lock is
 // taken only by release, with no other lock held; flushMu only guards
-// the waiters' condition. Close takes mu, then syncMu (through the final
-// flush), never the other way round.
+// the waiters' condition. A flush takes mu only to write what waiting
+// appends left staged; nothing holding mu takes syncMu (Close releases mu
+// before its final flush).
 type Log struct {
 	opts Options
 	fs   vfs.FS
@@ -100,10 +101,13 @@ type Log struct {
 	// allocPending: the allocator has a request outstanding (for the
 	// segment after the last reserved one).
 	allocPending bool
-	// stage holds the frames of the append in progress, encoded here and
-	// written to the active segment's file at stageAt with one pwrite.
+	// stage holds frames encoded and not yet written to the active
+	// segment's file (at stageAt): the append's in progress and, in its
+	// first staged bytes, in FlushSync, those of appends that wait for
+	// the next flush, which writes them all with one pwrite.
 	stage   []byte
 	stageAt int64
+	staged  int
 
 	// segments is the ordered, contiguous list of mapped segments. Readers
 	// hold segMu.RLock only while locating a segment and pinning it.
