@@ -141,8 +141,8 @@ func (b *Broker) Ack(ctx context.Context, group string, receipts []string) ([]Re
 	if err := b.checkBatch(group, len(receipts)); err != nil {
 		return nil, err
 	}
-	var rec offset.Record
-	var settling []leaseRef
+	rec := offset.Record{Entries: make([]offset.Entry, 0, len(receipts))}
+	settling := make([]leaseRef, 0, len(receipts))
 	results := b.forEachReceipt(group, receipts, true, func(ref leaseRef, _ time.Time) ReceiptStatus {
 		// The lease stays, marked, until the ack is durable and applied: a
 		// repeated ack meanwhile answers ok instead of expired.

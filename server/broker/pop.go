@@ -394,7 +394,7 @@ type sendBack struct {
 func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max int, invisible time.Duration, match func(int64) bool, sql *filter.Expr, client string) ([]ReceivedMessage, time.Time, bool, error) {
 	ps.mu.Lock()
 	now := time.Now()
-	var out []ReceivedMessage
+	out := make([]ReceivedMessage, 0, max) // one allocation: every queue's grants go here
 	var nextExpiry time.Time
 	var failed []sendBack
 	var err error
@@ -409,9 +409,13 @@ func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max
 			qid = int32((start + i) % n)
 		}
 		v := viewOf(group, topic.Name, qid, match, floor).forInstance(ps.instance).withSQL(sql)
-		got, expiry, expired, qmore, qerr := b.popQueue(ps, v, max-len(out), now, invisible, client)
-		b.noteGrants(ps, v.key, got)
-		out = append(out, got...)
+		before := len(out)
+		var expiry time.Time
+		var expired []sendBack
+		var qmore bool
+		var qerr error
+		out, expiry, expired, qmore, qerr = b.popQueue(ps, v, max, now, invisible, client, out)
+		b.noteGrants(ps, v.key, out[before:])
 		more = more || qmore
 		failed = append(failed, expired...)
 		if !expiry.IsZero() && (nextExpiry.IsZero() || expiry.Before(nextExpiry)) {
@@ -489,19 +493,19 @@ func (b *Broker) markSkipped(key offset.Key, offs []int64) {
 // popQueue leases up to max messages of one queue under ps.mu: it aligns
 // the cursor with the durable progress, takes back expired leases (their
 // retry copies are sent after the lock), re-offers due ordered messages,
-// then reads fresh ones. It also returns the next time a lease expires or
-// an ordered message falls due, and whether the reads stopped before the
-// queue's end (more).
-func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, invisible time.Duration, client string) ([]ReceivedMessage, time.Time, []sendBack, bool, error) {
+// then reads fresh ones, appending them to out until it holds max. It
+// also returns the next time a lease expires or an ordered message falls
+// due, and whether the reads stopped before the queue's end (more).
+func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, invisible time.Duration, client string, out []ReceivedMessage) ([]ReceivedMessage, time.Time, []sendBack, bool, error) {
 	key := v.key
 	c := b.cursor(ps, key)
 	if err := b.alignCursor(c, key, v); err != nil {
-		return nil, time.Time{}, nil, false, err
+		return out, time.Time{}, nil, false, err
 	}
 	expired, nextExpiry := b.takeExpired(ps, c, v, now)
-	var out []ReceivedMessage
+	before := len(out)
 	if v.orderly || v.inPlace {
-		got, due, err := b.offerOrdered(ps, c, v, max, now, invisible, client)
+		got, due, err := b.offerOrdered(ps, c, v, max-len(out), now, invisible, client)
 		if err != nil {
 			return out, nextExpiry, expired, false, err
 		}
@@ -517,7 +521,7 @@ func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, inv
 	// takeExpired found the soonest deadline of the leases it left; the
 	// leases granted since (fresh, or ordered ones offered again) all end
 	// at now+invisible. No second pass over every lease of the queue.
-	if len(out) > 0 {
+	if len(out) > before {
 		if due := now.Add(invisible); nextExpiry.IsZero() || due.Before(nextExpiry) {
 			nextExpiry = due
 		}
