@@ -2,11 +2,15 @@ package commitlog
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -118,4 +122,78 @@ func TestReadersSeeWritesBeforeTheFlush(t *testing.T) {
 	rec, err := l.Read(res.Offset, nil)
 	require.NoError(t, err)
 	require.Equal(t, p, rec.Payload)
+}
+
+// TestWaitingAppendsShareOnePwrite: in FlushSync the appends that arrive
+// while a flush runs stay staged — not written, not visible (Written does
+// not cover them) — and the next flush writes them all with one pwrite
+// before its fdatasync; each is acknowledged once that fdatasync is done,
+// and all of them are there after a restart.
+func TestWaitingAppendsShareOnePwrite(t *testing.T) {
+	t.Parallel()
+	opts := testOptions(t, 1<<20, FlushSync)
+	var writes, syncs atomic.Int64
+	hold, release := make(chan struct{}, 1), make(chan struct{})
+	segment := func(path string) bool { // a segment's file: 20 digits, no .tmp
+		name := filepath.Base(path)
+		return len(name) == 20 && strings.Trim(name, "0123456789") == ""
+	}
+	opts.FS = vfs.NewErrorFS(vfs.OS(), vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		switch {
+		case op == vfs.OpWrite && segment(path):
+			writes.Add(1)
+		case op == vfs.OpSync && segment(path) && syncs.Add(1) == 1:
+			hold <- struct{}{}
+			<-release // the first flush waits until the test lets it go
+		}
+		return nil
+	}))
+	l := mustOpen(t, opts)
+	var freed sync.Once
+	free := func() { freed.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the log's Close, should the test fail early
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := l.Append(bytesPayload([]byte("first")))
+		first <- err
+	}()
+	<-hold // the first append's flush: written, fdatasync under way
+	require.Equal(t, int64(1), writes.Load())
+	firstEnd := l.Written()
+
+	const later = 16
+	var wg sync.WaitGroup
+	errs := make([]error, later)
+	for i := range later {
+		wg.Go(func() {
+			_, errs[i] = l.Append(bytesPayload([]byte(fmt.Sprintf("later %02d", i))))
+		})
+	}
+	require.Eventually(t, func() bool { return l.Stats().Appends == 1+later }, 10*time.Second, time.Millisecond)
+	require.Equal(t, int64(1), writes.Load(), "the appends during the flush are staged, not written")
+	require.Equal(t, firstEnd, l.Written(), "nor visible")
+
+	free()
+	require.NoError(t, <-first)
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "append %d", i)
+	}
+	require.Equal(t, int64(2), writes.Load(), "one pwrite for the %d appends the second flush covers", later)
+	require.Equal(t, l.Written(), l.Flushed())
+	require.NoError(t, l.Close())
+
+	opts.FS = nil
+	l2 := mustOpen(t, opts)
+	got := map[string]bool{}
+	for off := l2.MinOffset(); off < l2.Written(); {
+		rec, next, err := l2.Next(off, nil)
+		require.NoError(t, err)
+		got[string(rec.Payload)] = true
+		off = next
+	}
+	require.Len(t, got, 1+later)
+	require.True(t, got["first"])
+	require.True(t, got["later 15"])
 }
