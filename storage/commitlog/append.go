@@ -252,6 +252,41 @@ func (l *Log) writeStageLocked() error {
 	return nil
 }
 
+// zeroes is what zeroAheadLocked writes from.
+var zeroes = make([]byte, 256<<10)
+
+// zeroAheadLocked keeps the active segment written with zeros up to
+// ZeroAhead bytes past the write position (topping it up once less than
+// half is left), so that small flushes land in written blocks: the
+// fdatasync of a frame written into a fallocate'd ("unwritten") block also
+// commits the block's conversion to the file system's journal, which costs
+// as much again as the flush. Called with mu held and nothing staged, so
+// no frame can be written into the range meanwhile; the zeros become
+// durable with the next flush (and are zeros either way after a crash).
+// A failed write only stops the zeros: nothing relies on them.
+func (l *Log) zeroAheadLocked() {
+	if l.opts.ZeroAhead <= 0 || l.zeroFailed || len(l.stage) > 0 {
+		return
+	}
+	s := l.active
+	if l.zeroedTo < l.writePos || l.zeroedTo > s.end() {
+		l.zeroedTo = l.writePos // a new segment, or frames past the zeros
+	}
+	if l.zeroedTo-l.writePos >= l.opts.ZeroAhead/2 {
+		return
+	}
+	end := min(l.writePos+l.opts.ZeroAhead, s.end())
+	for l.zeroedTo < end {
+		n := min(int64(len(zeroes)), end-l.zeroedTo)
+		if _, err := s.file.WriteAt(zeroes[:n], l.zeroedTo-s.base); err != nil {
+			l.zeroFailed = true
+			l.log.Warn().Err(err).Msg("writing zeros ahead of the frames failed; not trying again")
+			return
+		}
+		l.zeroedTo += n
+	}
+}
+
 // unstageLocked drops the frames an append left staged and unfinished (an
 // Encoder panicked, or a roll failed), keeping those of earlier appends
 // that wait for the flush (staged): the write position goes back to the

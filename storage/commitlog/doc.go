@@ -100,10 +100,22 @@
 // journal handle for the file's times. In FlushAsync, where a flush comes
 // only every FlushInterval and a page is faulted about once, the frames
 // are copied into the mapping instead, which saves the system call per
-// append; fdatasync writes those pages back all the same. Segments stay fallocate'd and are not zeroed: writing zeros
-// ahead of the frames (so that flushes would not convert unwritten
-// extents) cost more CPU than it saved. A sealed segment's file is closed
-// once it is flushed: a log keeps open the files it still writes.
+// append; fdatasync writes those pages back all the same.
+//
+// Segments are fallocate'd, not zeroed, and the fdatasync of a frame
+// written into a fallocate'd ("unwritten") block also commits the block's
+// conversion to the file system's journal, about as costly again as the
+// flush itself. So while flushes are small (under 64 KiB on average:
+// single sends, acks), FlushSync keeps up to ZeroAhead bytes (1 MiB) past
+// the last frame written with zeros (zeroAheadLocked, under the append
+// lock with nothing staged, so no frame is ever written into a range
+// being zeroed); the next flush converts that range once and the flushes
+// after it land in written blocks. Big flushes (batches) skip it: the
+// zeros would cost them as much page-cache work as their own data. After
+// a crash an unflushed range of zeros reads as zeros all the same.
+//
+// A sealed segment's file is closed once it is flushed: a log keeps open
+// the files it still writes.
 //
 // Roll: an append (or batch) that will not fit the active segment first
 // reserves every segment it will roll into — takes the one the allocator

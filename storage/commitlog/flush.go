@@ -76,6 +76,9 @@ func (l *Log) flushOnce() (flushResult, error) {
 	}
 	l.mu.Lock()
 	err := l.writeStagedLocked()
+	if err == nil && l.opts.FlushMode == FlushSync && l.flushBytes < zeroAheadMaxFlush {
+		l.zeroAheadLocked()
+	}
 	l.mu.Unlock()
 	if err != nil {
 		return flushResult{}, err
@@ -84,6 +87,7 @@ func (l *Log) flushOnce() (flushResult, error) {
 	if to <= from {
 		return flushResult{From: from, To: from}, nil
 	}
+	l.flushBytes = (3*l.flushBytes + (to - from)) / 4
 	start := time.Now()
 	for pos := from; pos < to; {
 		s, err := l.pin(pos)

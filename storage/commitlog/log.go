@@ -108,6 +108,11 @@ type Log struct {
 	stage   []byte
 	stageAt int64
 	staged  int
+	// zeroedTo: the active segment's blocks below it are written (frames,
+	// or zeros written ahead by zeroAheadLocked); zeroFailed stops the
+	// zeros after a failed write.
+	zeroedTo   int64
+	zeroFailed bool
 
 	// segments is the ordered, contiguous list of mapped segments. Readers
 	// hold segMu.RLock only while locating a segment and pinning it.
@@ -121,14 +126,15 @@ type Log struct {
 
 	// Group commit. syncMu serialises flushes; flushMu+flushCond wake
 	// appenders waiting for Flushed to pass their frame.
-	syncMu    sync.Mutex
-	flushMu   sync.Mutex
-	flushCond sync.Cond
-	waitDone  bool // guarded by flushMu: Close has done its final flush
-	failure   atomic.Pointer[failure]
-	kick      chan struct{} // cap 1: appenders wake the flusher
-	lazy      chan struct{} // cap 1: a no-wait append wants a flush within LazyFlushDelay
-	notify    chan struct{} // cap 1: see Notify
+	syncMu     sync.Mutex
+	flushBytes int64 // under syncMu: the recent flushes' average size
+	flushMu    sync.Mutex
+	flushCond  sync.Cond
+	waitDone   bool // guarded by flushMu: Close has done its final flush
+	failure    atomic.Pointer[failure]
+	kick       chan struct{} // cap 1: appenders wake the flusher
+	lazy       chan struct{} // cap 1: a no-wait append wants a flush within LazyFlushDelay
+	notify     chan struct{} // cap 1: see Notify
 
 	alloc *allocator
 	// The allocator and the flusher: event-driven loops (woken by

@@ -63,6 +63,14 @@ const (
 	DefaultFlushInterval = 500 * time.Millisecond
 	// DefaultSlowFlush is the flush duration above which a warning is logged.
 	DefaultSlowFlush = time.Second
+	// DefaultZeroAhead is how far ahead of the last frame FlushSync keeps
+	// the active segment's blocks written (with zeros) while flushes are
+	// small (see "Writes" in doc.go).
+	DefaultZeroAhead int64 = 1 << 20
+	// zeroAheadMaxFlush: zeros are written ahead only while flushes cover
+	// fewer bytes than this on average (the saving is per flush, the cost
+	// per byte).
+	zeroAheadMaxFlush = 64 << 10
 )
 
 // Options configures a Log. Zero values take the documented defaults.
@@ -79,6 +87,11 @@ type Options struct {
 	// SlowFlush is the flush duration above which a warning is logged.
 	// Default 1 s.
 	SlowFlush time.Duration
+	// ZeroAhead is how many bytes past the last frame FlushSync keeps
+	// written with zeros while flushes are small, so that the fdatasync of
+	// a small flush does not also commit the conversion of fallocate'd
+	// blocks. Default DefaultZeroAhead; negative turns it off.
+	ZeroAhead int64
 	// RecoverFrom is the log offset of a frame boundary known to be good (a
 	// checkpoint), at or below the end of the data: the recovery scan starts
 	// there and trusts everything before it without reading it. 0 scans
@@ -110,6 +123,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SlowFlush == 0 {
 		o.SlowFlush = DefaultSlowFlush
+	}
+	if o.ZeroAhead == 0 {
+		o.ZeroAhead = DefaultZeroAhead
 	}
 	if o.FS == nil {
 		o.FS = vfs.OS()

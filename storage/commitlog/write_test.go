@@ -132,6 +132,7 @@ func TestReadersSeeWritesBeforeTheFlush(t *testing.T) {
 func TestWaitingAppendsShareOnePwrite(t *testing.T) {
 	t.Parallel()
 	opts := testOptions(t, 1<<20, FlushSync)
+	opts.ZeroAhead = -1 // count the frames' writes only
 	var writes, syncs atomic.Int64
 	hold, release := make(chan struct{}, 1), make(chan struct{})
 	segment := func(path string) bool { // a segment's file: 20 digits, no .tmp
@@ -196,4 +197,58 @@ func TestWaitingAppendsShareOnePwrite(t *testing.T) {
 	require.Len(t, got, 1+later)
 	require.True(t, got["first"])
 	require.True(t, got["later 15"])
+}
+
+// TestZeroAheadWhileFlushesAreSmall: while flushes are small, FlushSync
+// keeps zeros written ahead of the last frame (at least half of ZeroAhead,
+// never past the segment), frames written over them read back, and a
+// restart finds every record; once flushes grow past zeroAheadMaxFlush no
+// more zeros are written.
+func TestZeroAheadWhileFlushesAreSmall(t *testing.T) {
+	t.Parallel()
+	opts := testOptions(t, 256<<10, FlushSync)
+	opts.ZeroAhead = 64 << 10
+	l := mustOpen(t, opts)
+	ahead := func() (pos, zeroed int64, seg *segment) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.writePos, l.zeroedTo, l.active
+	}
+	var all written
+	rng := rand.New(rand.NewPCG(41, 1))
+	for i := range 300 { // about three segments of small flushes
+		p := randomPayload(rng, 1+rng.IntN(2000))
+		res, err := l.Append(bytesPayload(p))
+		require.NoError(t, err)
+		all.payloads, all.results = append(all.payloads, p), append(all.results, res)
+		pos, zeroed, seg := ahead()
+		require.GreaterOrEqual(t, zeroed, min(pos+opts.ZeroAhead/2, seg.end()), "append %d", i)
+		require.LessOrEqual(t, zeroed, seg.end(), "never past the segment")
+		require.Equal(t, make([]byte, zeroed-pos), seg.data[pos-seg.base:zeroed-seg.base], "zeros ahead of the frames")
+	}
+	requireLogHolds(t, l, all)
+
+	// Big flushes: the average passes zeroAheadMaxFlush and the zeros stop.
+	big := make([]Encoder, 40)
+	for i := range big {
+		big[i] = bytesPayload(randomPayload(rng, 4000))
+	}
+	for range 8 {
+		require.NoError(t, l.AppendBatch(big, make([]AppendResult, len(big))))
+	}
+	l.syncMu.Lock()
+	flushBytes := l.flushBytes
+	l.syncMu.Unlock()
+	require.GreaterOrEqual(t, flushBytes, int64(zeroAheadMaxFlush))
+	pos, zeroed, _ := ahead()
+	require.LessOrEqual(t, zeroed, pos, "no zeros written ahead of big flushes")
+	require.NoError(t, l.Close())
+	l2 := mustOpen(t, opts)
+	n := 0
+	for off := l2.MinOffset(); off < l2.Written(); n++ {
+		_, next, err := l2.Next(off, nil)
+		require.NoError(t, err)
+		off = next
+	}
+	require.Equal(t, 300+8*len(big), n)
 }
