@@ -410,11 +410,8 @@ func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max
 		}
 		v := viewOf(group, topic.Name, qid, match, floor).forInstance(ps.instance).withSQL(sql)
 		before := len(out)
-		var expiry time.Time
-		var expired []sendBack
-		var qmore bool
-		var qerr error
-		out, expiry, expired, qmore, qerr = b.popQueue(ps, v, max, now, invisible, client, out)
+		grown, expiry, expired, qmore, qerr := b.popQueue(ps, v, max, now, invisible, client, out)
+		out = grown
 		b.noteGrants(ps, v.key, out[before:])
 		more = more || qmore
 		failed = append(failed, expired...)

@@ -3,6 +3,8 @@ package commitlog
 import (
 	"fmt"
 	"slices"
+
+	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
 
 // Append writes one record. In FlushSync it returns only after the fdatasync
@@ -57,15 +59,11 @@ func (l *Log) endAppendLocked(waits bool) error {
 		l.staged = len(l.stage)
 		return nil
 	}
-	if err := l.writeStageLocked(); err != nil {
-		return err
-	}
-	l.written.Store(l.writePos)
-	return nil
+	return l.writeStagedLocked()
 }
 
-// writeStagedLocked writes what waiting appends left staged and publishes
-// Written (flushOnce, before its fdatasync).
+// writeStagedLocked writes the staged frames and publishes Written (an
+// append that does not wait, or flushOnce before its fdatasync).
 func (l *Log) writeStagedLocked() error {
 	if err := l.writeStageLocked(); err != nil {
 		return err
@@ -252,9 +250,6 @@ func (l *Log) writeStageLocked() error {
 	return nil
 }
 
-// zeroes is what zeroAheadLocked writes from.
-var zeroes = make([]byte, 256<<10)
-
 // zeroAheadLocked keeps the active segment written with zeros up to
 // ZeroAhead bytes past the write position (topping it up once less than
 // half is left), so that small flushes land in written blocks: the
@@ -276,15 +271,12 @@ func (l *Log) zeroAheadLocked() {
 		return
 	}
 	end := min(l.writePos+l.opts.ZeroAhead, s.end())
-	for l.zeroedTo < end {
-		n := min(int64(len(zeroes)), end-l.zeroedTo)
-		if _, err := s.file.WriteAt(zeroes[:n], l.zeroedTo-s.base); err != nil {
-			l.zeroFailed = true
-			l.log.Warn().Err(err).Msg("writing zeros ahead of the frames failed; not trying again")
-			return
-		}
-		l.zeroedTo += n
+	if err := vfs.WriteZeros(s.file, l.zeroedTo-s.base, end-l.zeroedTo); err != nil {
+		l.zeroFailed = true
+		l.log.Warn().Err(err).Msg("writing zeros ahead of the frames failed; not trying again")
+		return
 	}
+	l.zeroedTo = end
 }
 
 // unstageLocked drops the frames an append left staged and unfinished (an

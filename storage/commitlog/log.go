@@ -102,9 +102,10 @@ type Log struct {
 	// segment after the last reserved one).
 	allocPending bool
 	// stage holds frames encoded and not yet written to the active
-	// segment's file (at stageAt): the append's in progress and, in its
-	// first staged bytes, in FlushSync, those of appends that wait for
-	// the next flush, which writes them all with one pwrite.
+	// segment's file, from stageAt. Its first staged bytes are whole
+	// frames of appends waiting for the next flush (FlushSync), which
+	// writes them with one pwrite; the rest belong to the append in
+	// progress.
 	stage   []byte
 	stageAt int64
 	staged  int
