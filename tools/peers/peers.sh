@@ -33,7 +33,24 @@ for p in $P_SYNC $P_ASYNC; do curl -sf -o /dev/null -X PUT localhost:$p/v1/topic
 curl -sf -o /dev/null -X POST "localhost:$P_NSQ/topic/create?topic=bench"
 curl -sf -o /dev/null -X POST "localhost:$P_NSQ/channel/create?topic=bench&channel=c1"
 declare -A sum
+# quiet: before each load, wait (up to QUIET_MAX seconds, 30 by default) until the machine is
+# idle — under 10 % of one core busy over half a second — so that one system's background work
+# (nsqd writing its disk queue after /mpub, a broker's flusher or compaction) is not charged to
+# the next system measured. QUIET=0 turns it off (the shared script's behaviour).
+busy() { awk '/^cpu /{print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8}' /proc/stat; }
+quiet() {
+  [ "${QUIET:-1}" = 1 ] || return 0
+  local t0=$SECONDS b0 a0 b1 a1
+  while [ $((SECONDS - t0)) -lt "${QUIET_MAX:-30}" ]; do
+    read -r b0 a0 < <(busy); sleep 0.5; read -r b1 a1 < <(busy)
+    # busy share of all cores × cores = cores busy; under 0.1 of a core is idle
+    python3 -c "import sys,os; b,a=$b1-$b0,$a1-$a0; sys.exit(0 if a and b/a*os.cpu_count() < 0.1 else 1)" &&
+      { echo "== quiet before $1 after $((SECONDS - t0))s" >>"$OUT"; return 0; }
+  done
+  echo "quiet: the machine stayed busy for ${QUIET_MAX:-30}s before $1" >&2
+}
 w() { # name conns script url msgs-per-request
+  quiet "$1"
   local r rps; r=$(wrk -t2 -c"$2" -d"$DUR" --latency -s "$here/wrk/$3" "$4"); echo "== $1" >>"$OUT"; echo "$r" >>"$OUT"
   if echo "$r" | grep -qE 'Non-2xx|Socket errors'; then echo "$1: errors under load (see $OUT)" >&2; fi
   rps=$(echo "$r" | awk '/Requests\/sec/{print $2}'); sum[$1]+="$(python3 -c "print($rps*$5)") "
@@ -46,18 +63,18 @@ for i in $(seq 1 "$ROUNDS"); do
   w mqgate_sync_batch100 16 mqbatch100.lua http://127.0.0.1:$P_SYNC/v1/topics/perf/messages 100
   w mqgate_sync_binbatch100 16 binbatch100.lua http://127.0.0.1:$P_SYNC/v1/topics/perf/messages 100
   w nsq_mpub100 16 mpub100.lua "http://127.0.0.1:$P_NSQ/mpub?topic=bench" 100
-  r=$("$work/bin/mqgbench" -url http://127.0.0.1:$P_SYNC -topic pull$i -group pb -n 100000 -c 16 -batch 32); echo "$r" >>"$OUT"
+  quiet mqgate_pull; r=$("$work/bin/mqgbench" -url http://127.0.0.1:$P_SYNC -topic pull$i -group pb -n 100000 -c 16 -batch 32); echo "$r" >>"$OUT"
   sum[mqgate_sync_pull32_ack]+="$(echo "$r" | sed -E 's/.* = ([0-9.]+) msgs\/s.*/\1/') "
   if [ "${BINARY_PULL:-1}" = 1 ]; then   # BINARY_PULL=0 for a build older than binary pulls
-    r=$("$work/bin/mqgbench" -url http://127.0.0.1:$P_SYNC -topic pullb$i -group pb -n 100000 -c 16 -batch 32 -binary); echo "$r" >>"$OUT"
+    quiet mqgate_pull_binary; r=$("$work/bin/mqgbench" -url http://127.0.0.1:$P_SYNC -topic pullb$i -group pb -n 100000 -c 16 -batch 32 -binary); echo "$r" >>"$OUT"
     sum[mqgate_sync_pull32_ack_binary]+="$(echo "$r" | sed -E 's/.* = ([0-9.]+) msgs\/s.*/\1/') "
   fi
-  r=$("$work/bin/natsbench" -url nats://127.0.0.1:$P_NATS -mode=consume -n 100000 -batch=32 -max=40s); echo "$r" >>"$OUT"
+  quiet jetstream; r=$("$work/bin/natsbench" -url nats://127.0.0.1:$P_NATS -mode=consume -n 100000 -batch=32 -max=40s); echo "$r" >>"$OUT"
   sum[jetstream_fetch32_ack]+="$(echo "$r" | sed -E 's/.*msgs_s=([0-9.]+).*/\1/') "
   if (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; then   # RabbitMQ, when this machine runs one: a durable peer
-    r=$("$work/bin/rabbitbench" -mode publish -c 64 -n 60000 -queue-type quorum -max 20s); echo "$r" >>"$OUT"
+    quiet rabbitmq; r=$("$work/bin/rabbitbench" -mode publish -c 64 -n 60000 -queue-type quorum -max 20s); echo "$r" >>"$OUT"
     sum[rabbitmq_quorum_publish_confirm]+="$(echo "$r" | sed -E 's/.* = ([0-9.]+) msgs\/s.*/\1/') "
-    r=$("$work/bin/rabbitbench" -mode consume -c 16 -prefetch 32 -n 60000 -queue-type quorum -max 30s); echo "$r" >>"$OUT"
+    quiet rabbitmq_consume; r=$("$work/bin/rabbitbench" -mode consume -c 16 -prefetch 32 -n 60000 -queue-type quorum -max 30s); echo "$r" >>"$OUT"
     sum[rabbitmq_quorum_consume_ack]+="$(echo "$r" | sed -E 's/.* = ([0-9.]+) msgs\/s.*/\1/') "
   fi
 done
