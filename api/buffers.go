@@ -63,5 +63,8 @@ type jsonBuffer struct {
 var jsonBufferPool = sync.Pool{New: func() any {
 	jb := &jsonBuffer{}
 	jb.enc = json.NewEncoder(&jb.buf)
+	// Responses are application/json, never HTML: < > & go as they are,
+	// as appendJSONString writes them.
+	jb.enc.SetEscapeHTML(false)
 	return jb
 }}

@@ -186,41 +186,56 @@ func appendTimeMillis(b []byte, t time.Time) []byte {
 	return append(b, '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z')
 }
 
-// jsonSafe marks the ASCII bytes encoding/json writes as they are (its
-// htmlSafeSet: not a control character, '"', '\\', '<', '>' or '&').
+// jsonSafe marks the ASCII bytes written as they are: all but the
+// control characters, '"' and '\\'. HTML's < > & are not escaped (as
+// encoding/json's Encoder with SetEscapeHTML(false), which writeJSON uses
+// too): every response is application/json, never HTML.
 var jsonSafe = func() (t [utf8.RuneSelf]bool) {
 	for c := 0x20; c < utf8.RuneSelf; c++ {
 		t[c] = true
 	}
-	for _, c := range `"\<>&` {
-		t[c] = false
-	}
+	t['"'], t['\\'] = false, false
 	return t
 }()
 
 const hexDigits = "0123456789abcdef"
 
-// plainWord reports whether none of the eight bytes of w needs escaping:
-// no control character, no byte >= 0x80 (UTF-8 is checked rune by rune),
-// and none of " \ < > &. The tests are the classic "has a zero byte"
-// bit tricks on w, and on w XOR each character spread over the word.
-func plainWord(w uint64) bool {
+// needsAttention has the high bit set in each byte of w (and perhaps in a
+// byte just above one of those) that needs escaping or a UTF-8 check: a
+// control character, a byte >= 0x80, '"' or '\\'; zero when none does. The
+// tests are the classic "has a zero byte" bit tricks on w, and on w XOR
+// each character spread over the word; a false alarm only sends the
+// caller to its byte-by-byte path.
+func needsAttention(w uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	bad := w & highs            // >= 0x80
+	bad := w                    // >= 0x80
 	bad |= (w - 0x20*ones) & ^w // < 0x20
-	q, bs, lt, gt, amp := w^('"'*ones), w^('\\'*ones), w^('<'*ones), w^('>'*ones), w^('&'*ones)
+	q, bs := w^('"'*ones), w^('\\'*ones)
 	bad |= (q - ones) & ^q
 	bad |= (bs - ones) & ^bs
-	bad |= (lt - ones) & ^lt
-	bad |= (gt - ones) & ^gt
-	bad |= (amp - ones) & ^amp
-	return bad&highs == 0
+	return bad & highs
 }
 
-// appendJSONString appends s as a JSON string exactly as encoding/json
-// does with HTML escaping on: short escapes for \b \f \n \r \t " \,
-// \u00XX for other control characters and < > &, U+FFFD for invalid
-// UTF-8, and \u2028 \u2029 escaped.
+// plainPrefix returns the index of the first byte at or after i that
+// may need escaping, moving sixteen bytes at a time (the common case of a
+// text body), or an index within the last sixteen bytes of s.
+func plainPrefix(s []byte, i int) int {
+	for i+16 <= len(s) {
+		if needsAttention(binary.LittleEndian.Uint64(s[i:]))|needsAttention(binary.LittleEndian.Uint64(s[i+8:])) != 0 {
+			break
+		}
+		i += 16
+	}
+	if i+8 <= len(s) && needsAttention(binary.LittleEndian.Uint64(s[i:])) == 0 {
+		i += 8
+	}
+	return i
+}
+
+// appendJSONString appends s as a JSON string exactly as encoding/json's
+// Encoder does with SetEscapeHTML(false): short escapes for \b \f \n \r
+// \t " \, \u00XX for other control characters, U+FFFD for invalid UTF-8,
+// and \u2028 \u2029 escaped.
 func appendJSONString[S string | []byte](b []byte, s S) []byte {
 	switch v := any(s).(type) {
 	case string:
@@ -237,12 +252,9 @@ func appendJSONBytes(b []byte, s []byte) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		// Eight bytes at a time while none needs attention (the common
-		// case of a text body), then byte by byte.
-		for i+8 <= len(s) && plainWord(binary.LittleEndian.Uint64(s[i:])) {
-			i += 8
-		}
-		if i >= len(s) {
+		// Sixteen bytes at a time while none needs attention, then byte
+		// by byte.
+		if i = plainPrefix(s, i); i >= len(s) {
 			break
 		}
 		c := s[i]
