@@ -181,7 +181,7 @@
 //	                          [{"group","client","lastSeenMs"}]), written with
 //	                          the offsets snapshot; lost or damaged, every
 //	                          instance's idle time counts from the open.
-//	receipt.key               32 random bytes, the HMAC key of receipts; lost,
+//	receipt.key               32 random bytes, the key of receipts' MACs; lost,
 //	                          outstanding receipts become invalid (their leases
 //	                          expire and the messages are delivered again).
 //	transactions.snapshot     the unresolved transactions (JSON: version, the
@@ -238,11 +238,14 @@
 // A receipt is the opaque handle of one lease (receipt.go): base64url
 // without padding of
 //
-//	version u8 (1) | epoch u64 | queueId i32 | offset i64 | groupLen u8 | group
+//	version u8 (2) | epoch u64 | queueId i32 | offset i64 | groupLen u8 | group
 //	| topicLen u8 | topic | mac [16]
 //
-// big-endian, where mac is HMAC-SHA256 under receipt.key of everything
-// before it, truncated to 16 bytes. The group of a broadcasting group's
+// big-endian, where mac is the AES-128-CMAC (RFC 4493) of everything
+// before it under the first 16 bytes of HMAC-SHA256(receipt.key, "mqgate
+// receipt v2 AES-128-CMAC"). Version 1 receipts, written before, carry
+// HMAC-SHA256 under receipt.key truncated to 16 bytes and are still
+// accepted. The group of a broadcasting group's
 // instance's receipt is the instance's progress group ("<group>@<client
 // id>"): it settles that instance's lease. The epoch increases with every lease
 // granted, so the receipt of an older lease of the same message is stale

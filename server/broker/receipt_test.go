@@ -1,46 +1,150 @@
 package broker
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
 	"testing"
 )
 
+// testCodec is a receipt codec over a fixed key.
+func testCodec(t testing.TB, key string) *receiptCodec {
+	t.Helper()
+	c, err := newReceiptCodec([]byte(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // FuzzDecodeReceipt: receipts come from clients; decoding arbitrary text
-// never panics, and whatever decodes was produced by this key (the HMAC)
-// and re-encodes to the same text.
+// never panics, and whatever decodes was produced by this key (the MAC of
+// its version) and re-encodes, in that version, to the same text.
 func FuzzDecodeReceipt(f *testing.F) {
-	codec := &receiptCodec{key: []byte("0123456789abcdef0123456789abcdef")}
-	f.Add(codec.encode(receipt{Group: "g", Topic: "t", QueueID: 3, Offset: 42, Epoch: 7}))
-	f.Add(codec.encode(receipt{Group: "", Topic: "", QueueID: -1}))
+	codec := testCodec(f, "0123456789abcdef0123456789abcdef")
+	for _, v := range []byte{receiptVersionCMAC, receiptVersionHMAC} {
+		f.Add(codec.encodeVersion(receipt{Group: "g", Topic: "t", QueueID: 3, Offset: 42, Epoch: 7}, v))
+		f.Add(codec.encodeVersion(receipt{Group: "", Topic: "", QueueID: -1}, v))
+	}
 	f.Add("")
 	f.Add("AAAA")
 	f.Fuzz(func(t *testing.T, s string) {
-		r, err := codec.decode(s)
+		r, v, err := codec.decodeVersion(s)
 		if err != nil {
 			return
 		}
-		if again := codec.encode(r); again != s {
+		if again := codec.encodeVersion(r, v); again != s {
 			t.Fatalf("decoded receipt re-encodes differently: %q vs %q", again, s)
 		}
 	})
 }
 
 func TestReceiptTamperingIsDetected(t *testing.T) {
-	codec := &receiptCodec{key: []byte("0123456789abcdef0123456789abcdef")}
-	other := &receiptCodec{key: []byte("fedcba9876543210fedcba9876543210")}
-	s := codec.encode(receipt{Group: "g", Topic: "t", QueueID: 1, Offset: 9, Epoch: 5})
-	r, err := codec.decode(s)
-	if err != nil || r.Group != "g" || r.Topic != "t" || r.QueueID != 1 || r.Offset != 9 || r.Epoch != 5 {
-		t.Fatalf("round trip: %+v %v", r, err)
-	}
-	if _, err := other.decode(s); err == nil {
-		t.Fatal("a receipt signed with another key was accepted")
-	}
-	b := []byte(s)
-	for i := range b {
-		flipped := append([]byte(nil), b...)
-		flipped[i] ^= 1
-		if _, err := codec.decode(string(flipped)); err == nil && string(flipped) != s {
-			t.Fatalf("a receipt changed at byte %d was accepted", i)
+	codec := testCodec(t, "0123456789abcdef0123456789abcdef")
+	other := testCodec(t, "fedcba9876543210fedcba9876543210")
+	want := receipt{Group: "g", Topic: "t", QueueID: 1, Offset: 9, Epoch: 5}
+	for _, v := range []byte{receiptVersionCMAC, receiptVersionHMAC} {
+		s := codec.encodeVersion(want, v)
+		r, got, err := codec.decodeVersion(s)
+		if err != nil || r != want || got != v {
+			t.Fatalf("version %d round trip: %+v %d %v", v, r, got, err)
 		}
+		if _, err := other.decode(s); err == nil {
+			t.Fatalf("version %d: a receipt signed with another key was accepted", v)
+		}
+		b := []byte(s)
+		for i := range b {
+			flipped := append([]byte(nil), b...)
+			flipped[i] ^= 1
+			if _, err := codec.decode(string(flipped)); err == nil && string(flipped) != s {
+				t.Fatalf("version %d: a receipt changed at byte %d was accepted", v, i)
+			}
+		}
+	}
+	// A receipt relabelled with the other version does not verify: the
+	// version byte is under the MAC, and the other version's MAC is
+	// another function.
+	for _, v := range []byte{receiptVersionCMAC, receiptVersionHMAC} {
+		raw, err := base64.RawURLEncoding.DecodeString(codec.encodeVersion(want, v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw[0] = receiptVersionCMAC + receiptVersionHMAC - v
+		if _, err := codec.decode(base64.RawURLEncoding.EncodeToString(raw)); err == nil {
+			t.Fatalf("a version %d receipt relabelled as version %d was accepted", v, raw[0])
+		}
+	}
+}
+
+// TestReceiptsWrittenAreVersion2: what a pull hands out is a CMAC receipt,
+// of the length the layout says.
+func TestReceiptsWrittenAreVersion2(t *testing.T) {
+	codec := testCodec(t, "0123456789abcdef0123456789abcdef")
+	r := receipt{Group: "orders-group", Topic: "orders", QueueID: 7, Offset: 1 << 40, Epoch: 1<<63 + 5}
+	_, v, err := codec.decodeVersion(codec.encode(r))
+	if err != nil || v != receiptVersionCMAC {
+		t.Fatalf("version %d, %v", v, err)
+	}
+	if n := len(codec.encode(r)); n != base64.RawURLEncoding.EncodedLen(receiptFixedLen+len(r.Group)+len(r.Topic)) {
+		t.Fatalf("receipt text of %d characters", n)
+	}
+}
+
+// TestCMACVectors: the CMAC is RFC 4493's (its examples 1–4, and the
+// subkeys of its section 4).
+func TestCMACVectors(t *testing.T) {
+	unhex := func(s string) []byte {
+		b, err := hex.DecodeString(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var m cmac
+	if err := m.init(unhex("2b7e151628aed2a6abf7158809cf4f3c")); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(m.k1[:], unhex("fbeed618357133667c85e08f7236a8de")) || !bytes.Equal(m.k2[:], unhex("f7ddac306ae266ccf90bc11ee46d513b")) {
+		t.Fatalf("subkeys %x %x", m.k1, m.k2)
+	}
+	msg := unhex("6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e5130c81c46a35ce411e5fbc1191a0a52eff69f2445df4f9b17ad2b417be66c3710")
+	for _, c := range []struct {
+		n   int
+		tag string
+	}{
+		{0, "bb1d6929e95937287fa37d129b756746"},
+		{16, "070a16b46b4d4144f79bdd9dd04a287c"},
+		{40, "dfa66747de9ae63030ca32611497c827"},
+		{64, "51f0bebf7e3b9d92fc49741779363cfe"},
+	} {
+		got := make([]byte, 16)
+		m.tag(got, msg[:c.n])
+		if hex.EncodeToString(got) != c.tag {
+			t.Errorf("CMAC of %d bytes: %x, want %s", c.n, got, c.tag)
+		}
+	}
+}
+
+// BenchmarkReceipt: encode (every pulled message) and decode (every
+// acked one).
+func BenchmarkReceipt(b *testing.B) {
+	codec := testCodec(b, "0123456789abcdef0123456789abcdef")
+	r := receipt{Group: "pb", Topic: "pull1", QueueID: 3, Offset: 123456, Epoch: 1<<62 + 9}
+	for _, v := range []byte{receiptVersionHMAC, receiptVersionCMAC} {
+		s := codec.encodeVersion(r, v)
+		b.Run("encode/v"+string('0'+v), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = codec.encodeVersion(r, v)
+			}
+		})
+		b.Run("decode/v"+string('0'+v), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := codec.decode(s); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
