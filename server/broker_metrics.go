@@ -29,6 +29,7 @@ type brokerCollector struct {
 	timersPending                                   *prometheus.Desc
 	commitLogMin, commitLogMax                      *prometheus.Desc
 	appends, flushes, flushTime, maxFlush           *prometheus.Desc
+	flushDuration                                   *prometheus.Desc
 	offsetsClamped                                  *prometheus.Desc
 	txnPending, txnCommitted, txnRolledBack         *prometheus.Desc
 	txnMaxChecks, txnChecks                         *prometheus.Desc
@@ -61,6 +62,7 @@ func newBrokerCollector(src statsSource) *brokerCollector {
 		flushes:        d("commitlog_flushes_total", "CommitLog flushes (fdatasync batches, each shared by the appends it covers: group commit) since start."),
 		flushTime:      d("commitlog_flush_seconds_total", "Time spent in CommitLog flushes since start (divide by mqgate_commitlog_flushes_total for the mean)."),
 		maxFlush:       d("commitlog_flush_max_seconds", "The longest CommitLog flush since start."),
+		flushDuration:  d("commitlog_flush_duration_seconds", "CommitLog flushes (one fdatasync batch each) by duration since start: a durable send waits for one, so their tail is the send's."),
 		offsetsClamped: d("consumer_offsets_clamped_total", "Consumer offsets found above their queue's maximum (the store lost messages) and lowered to it."),
 		txnPending:     d("transactions_pending", "Unresolved transactions (half messages neither committed nor rolled back)."),
 		txnCommitted:   d("transactions_committed_total", "Transactions committed since start."),
@@ -74,7 +76,7 @@ func newBrokerCollector(src statsSource) *brokerCollector {
 func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.deliveredBytes, c.delivered, c.acked, c.retries, c.dead, c.inflight, c.retentionDropped,
 		c.scheduled, c.lateness, c.backlog, c.storeBytes, c.timersPending, c.commitLogMin, c.commitLogMax, c.offsetsClamped,
-		c.appends, c.flushes, c.flushTime, c.maxFlush, c.txnPending, c.txnCommitted, c.txnRolledBack, c.txnMaxChecks, c.txnChecks} {
+		c.appends, c.flushes, c.flushTime, c.maxFlush, c.flushDuration, c.txnPending, c.txnCommitted, c.txnRolledBack, c.txnMaxChecks, c.txnChecks} {
 		ch <- d
 	}
 }
@@ -120,6 +122,15 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.flushes, prometheus.CounterValue, float64(status.Flushes))
 	ch <- prometheus.MustNewConstMetric(c.flushTime, prometheus.CounterValue, status.FlushTime.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.maxFlush, prometheus.GaugeValue, status.MaxFlush.Seconds())
+	if len(status.FlushCounts) == len(status.FlushBuckets)+1 {
+		buckets, n := make(map[float64]uint64, len(status.FlushBuckets)), uint64(0)
+		for i, b := range status.FlushBuckets {
+			n += uint64(status.FlushCounts[i])
+			buckets[b.Seconds()] = n // cumulative, as Prometheus counts buckets
+		}
+		n += uint64(status.FlushCounts[len(status.FlushBuckets)])
+		ch <- prometheus.MustNewConstHistogram(c.flushDuration, n, status.FlushTime.Seconds(), buckets)
+	}
 	tx := status.Transactions
 	ch <- prometheus.MustNewConstMetric(c.txnPending, prometheus.GaugeValue, float64(tx.Pending))
 	ch <- prometheus.MustNewConstMetric(c.txnCommitted, prometheus.CounterValue, float64(tx.Committed))

@@ -56,7 +56,8 @@ func TestE2EBinaryBatchRoundTrip(t *testing.T) {
 }
 
 // TestE2EGroupCommitMetrics: the CommitLog's appends and flushes are
-// metrics, and in sync mode every acknowledged send was covered by a flush.
+// metrics, with the flushes by duration, and in sync mode every
+// acknowledged send was covered by a flush.
 func TestE2EGroupCommitMetrics(t *testing.T) {
 	t.Parallel()
 	e := startE2E(t)
@@ -74,4 +75,21 @@ func TestE2EGroupCommitMetrics(t *testing.T) {
 	longest, ok := e.MetricValue(t, "mqgate_commitlog_flush_max_seconds")
 	require.True(t, ok)
 	require.GreaterOrEqual(t, took, longest)
+	// The flushes by duration: a histogram whose buckets are cumulative
+	// and whose +Inf bucket is its count, with at least the send's flush.
+	count, ok := e.MetricValue(t, "mqgate_commitlog_flush_duration_seconds_count")
+	require.True(t, ok)
+	require.GreaterOrEqual(t, count, 1.0)
+	inf, ok := e.MetricValue(t, `mqgate_commitlog_flush_duration_seconds_bucket{le="+Inf"}`)
+	require.True(t, ok)
+	require.Equal(t, count, inf)
+	fast, ok := e.MetricValue(t, `mqgate_commitlog_flush_duration_seconds_bucket{le="0.0001"}`)
+	require.True(t, ok)
+	second, ok := e.MetricValue(t, `mqgate_commitlog_flush_duration_seconds_bucket{le="1"}`)
+	require.True(t, ok)
+	require.LessOrEqual(t, fast, second)
+	require.LessOrEqual(t, second, inf)
+	sum, ok := e.MetricValue(t, "mqgate_commitlog_flush_duration_seconds_sum")
+	require.True(t, ok)
+	require.Positive(t, sum)
 }

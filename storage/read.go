@@ -483,7 +483,12 @@ type Stats struct {
 	// they took in all and the longest.
 	Appends, Flushes    int64
 	FlushTime, MaxFlush time.Duration
+	// FlushCounts is the flushes by duration (commitlog.FlushBuckets).
+	FlushCounts [len(commitlog.FlushBuckets) + 1]int64
 }
+
+// FlushBuckets are the upper bounds of Stats.FlushCounts (the CommitLog's).
+var FlushBuckets = commitlog.FlushBuckets
 
 // Stats reports the store's extent.
 func (s *Store) Stats() Stats {
@@ -497,6 +502,7 @@ func (s *Store) Stats() Stats {
 	}
 	cl := s.commitLog.Stats()
 	st.Appends, st.Flushes, st.FlushTime, st.MaxFlush = cl.Appends, cl.Flushes, cl.FlushTime, cl.MaxFlush
+	st.FlushCounts = cl.FlushCounts
 	for _, seg := range segs {
 		st.DiskBytes += seg.Size
 	}

@@ -379,6 +379,10 @@ type BrokerStatus struct {
 	// longest duration).
 	Appends, Flushes    int64
 	FlushTime, MaxFlush time.Duration
+	// FlushCounts counts the flushes by duration: FlushCounts[i] those
+	// that took at most FlushBuckets[i], the last one the longer ones.
+	FlushCounts  []int64
+	FlushBuckets []time.Duration
 	// Levels is the delay scheduler's position per delay level.
 	Levels []DelayLevelStatus
 	// Scheduled counts messages the scheduler delivered since start.

@@ -533,6 +533,8 @@ func (b *Broker) Status(ctx context.Context) (BrokerStatus, error) {
 		Flushes:      st.Flushes,
 		FlushTime:    st.FlushTime,
 		MaxFlush:     st.MaxFlush,
+		FlushCounts:  st.FlushCounts[:],
+		FlushBuckets: storage.FlushBuckets[:],
 		Scheduled:    stats.Scheduled,
 		LatenessP50:  stats.LatenessP50,
 		LatenessP99:  stats.LatenessP99,

@@ -119,6 +119,7 @@ func (l *Log) flushOnce() (flushResult, error) {
 
 	l.stats.flushes.Add(1)
 	l.stats.flushNanos.Add(int64(took))
+	l.stats.flushCounts[flushBucket(took)].Add(1)
 	if int64(took) > l.stats.maxFlushNanos.Load() {
 		l.stats.maxFlushNanos.Store(int64(took)) // only flushOnce writes it, under syncMu
 	}
@@ -164,4 +165,14 @@ func (l *Log) fail(cause error) error {
 	l.flushCond.Broadcast()
 	l.flushMu.Unlock()
 	return l.failure.Load().err
+}
+
+// flushBucket is the index in Stats.FlushCounts of a flush that took d.
+func flushBucket(d time.Duration) int {
+	for i, b := range FlushBuckets {
+		if d <= b {
+			return i
+		}
+	}
+	return len(FlushBuckets)
 }

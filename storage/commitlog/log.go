@@ -68,6 +68,20 @@ type Stats struct {
 	FlushTime     time.Duration // total time spent in successful flushes
 	MaxFlush      time.Duration // longest successful flush
 	Rolls         int64         // segment rolls
+	// FlushCounts counts successful flushes by duration: FlushCounts[i]
+	// those that took at most FlushBuckets[i] (and more than the bucket
+	// before), the last one those longer than every bucket.
+	FlushCounts [len(FlushBuckets) + 1]int64
+}
+
+// FlushBuckets are the upper bounds of the flush-duration histogram in
+// Stats.FlushCounts: a disk's fdatasync takes 0.1–1 ms, and its rare long
+// ones are what a durable send's tail latency is made of.
+var FlushBuckets = [...]time.Duration{
+	100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond,
+	10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
+	100 * time.Millisecond, 250 * time.Millisecond, time.Second,
 }
 
 // Log is a segmented, memory-mapped, append-only log. All methods are safe
@@ -145,6 +159,7 @@ type Log struct {
 	recovery RecoveryReport
 	stats    struct {
 		appends, flushes, flushFailures, allocFailures, flushNanos, maxFlushNanos, rolls atomic.Int64
+		flushCounts                                                                      [len(FlushBuckets) + 1]atomic.Int64
 	}
 }
 
@@ -215,7 +230,12 @@ func (l *Log) Err() error {
 
 // Stats returns cumulative counters.
 func (l *Log) Stats() Stats {
+	var counts [len(FlushBuckets) + 1]int64
+	for i := range counts {
+		counts[i] = l.stats.flushCounts[i].Load()
+	}
 	return Stats{
+		FlushCounts:   counts,
 		Appends:       l.stats.appends.Load(),
 		Flushes:       l.stats.flushes.Load(),
 		FlushFailures: l.stats.flushFailures.Load(),

@@ -252,3 +252,28 @@ func TestZeroAheadWhileFlushesAreSmall(t *testing.T) {
 	}
 	require.Equal(t, 300+8*len(big), n)
 }
+
+// TestFlushDurationsAreCounted: every successful flush lands in one bucket
+// of Stats.FlushCounts, so the buckets sum to Flushes; a duration on a
+// bucket's bound counts in that bucket, one past the last in the last.
+func TestFlushDurationsAreCounted(t *testing.T) {
+	l := mustOpen(t, testOptions(t, 1<<20, FlushSync))
+	for i := range 20 {
+		_, err := l.Append(bytesPayload([]byte(fmt.Sprintf("record %d", i))))
+		require.NoError(t, err)
+	}
+	st := l.Stats()
+	var sum int64
+	for _, n := range st.FlushCounts {
+		sum += n
+	}
+	require.Positive(t, st.Flushes)
+	require.Equal(t, st.Flushes, sum)
+
+	require.Equal(t, 0, flushBucket(0))
+	require.Equal(t, 0, flushBucket(FlushBuckets[0]))
+	require.Equal(t, 1, flushBucket(FlushBuckets[0]+1))
+	last := FlushBuckets[len(FlushBuckets)-1]
+	require.Equal(t, len(FlushBuckets)-1, flushBucket(last))
+	require.Equal(t, len(FlushBuckets), flushBucket(last+1))
+}
