@@ -1,0 +1,74 @@
+// fsyncprobe: the disk's own durable-write latency, the floor under a
+// sync send's tail. It writes -size bytes at a time at the end of a file
+// already written with zeros (as mqgate's CommitLog keeps ahead of its
+// frames) and fdatasyncs after each write, every -interval, for -duration,
+// with nothing else running in the process, then prints the distribution.
+//
+//	go run ./cmd/fsyncprobe -dir /var/lib/mqgate -duration 8s
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func main() {
+	dir := flag.String("dir", os.TempDir(), "directory on the disk to probe")
+	size := flag.Int("size", 2048, "bytes written before each fdatasync")
+	dur := flag.Duration("duration", 8*time.Second, "how long to probe")
+	interval := flag.Duration("interval", 200*time.Microsecond, "pause between flushes")
+	flag.Parse()
+	name := filepath.Join(*dir, fmt.Sprintf(".fsyncprobe-%d", os.Getpid()))
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.Remove(name)
+	defer f.Close()
+	// Zeros ahead, flushed before the clock starts.
+	ahead := int64(256 << 20)
+	zeros := make([]byte, 1<<20)
+	for off := int64(0); off < ahead; off += int64(len(zeros)) {
+		if _, err := f.WriteAt(zeros, off); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := unix.Fdatasync(int(f.Fd())); err != nil {
+		log.Fatal(err)
+	}
+	buf := make([]byte, *size)
+	for i := range buf {
+		buf[i] = byte('a' + i%26)
+	}
+	var took []time.Duration
+	off := int64(0)
+	for end := time.Now().Add(*dur); time.Now().Before(end) && off+int64(*size) <= ahead; off += int64(*size) {
+		if _, err := f.WriteAt(buf, off); err != nil {
+			log.Fatal(err)
+		}
+		t := time.Now()
+		if err := unix.Fdatasync(int(f.Fd())); err != nil {
+			log.Fatal(err)
+		}
+		took = append(took, time.Since(t))
+		time.Sleep(*interval)
+	}
+	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+	n := len(took)
+	if n == 0 {
+		log.Fatal("no flush measured")
+	}
+	q := func(p float64) time.Duration { return took[min(n-1, int(p*float64(n)))] }
+	over := func(d time.Duration) int { return n - sort.Search(n, func(i int) bool { return took[i] > d }) }
+	fmt.Printf("fsyncprobe %s: %d flushes of %d B: p50 %v p90 %v p99 %v p99.9 %v max %v; over 2 ms %d (%.2f%%), over 10 ms %d\n",
+		*dir, n, *size, q(0.5).Round(time.Microsecond), q(0.9).Round(time.Microsecond), q(0.99).Round(time.Microsecond),
+		q(0.999).Round(time.Microsecond), took[n-1].Round(time.Microsecond), over(2*time.Millisecond),
+		100*float64(over(2*time.Millisecond))/float64(n), over(10*time.Millisecond))
+}
