@@ -130,7 +130,7 @@ func (h *handler) ack(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, err)
 		return
 	}
-	writeJSON(w, r, http.StatusOK, toReceiptResponse(results))
+	writeReceiptResponse(w, results)
 }
 
 // nack sends leased messages back for a retry.
@@ -195,7 +195,7 @@ func (h *handler) nack(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, err)
 		return
 	}
-	writeJSON(w, r, http.StatusOK, toReceiptResponse(results))
+	writeReceiptResponse(w, results)
 }
 
 // changeLeases extends or shortens leases.
@@ -250,7 +250,7 @@ func (h *handler) changeLeases(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, err)
 		return
 	}
-	writeJSON(w, r, http.StatusOK, toReceiptResponse(results))
+	writeReceiptResponse(w, results)
 }
 
 // checkItems checks the size of a batch field.
@@ -259,6 +259,38 @@ func checkItems(field string, n int) error {
 		return invalidArgument("%s must hold 1-%d entries, not %d", field, MaxBatchItems, n)
 	}
 	return nil
+}
+
+// writeReceiptResponse writes results as a 200 ReceiptResponse, appended
+// by hand: byte for byte what writeJSON writes of
+// toReceiptResponse(results) (encode_internal_test.go checks), without
+// reflection over every result of an ack of 32 or 1 000 receipts.
+func writeReceiptResponse(w http.ResponseWriter, results []broker.ReceiptResult) {
+	buf := getBuffer()
+	defer putBuffer(buf)
+	b := append((*buf)[:0], `{"results":[`...)
+	for i := range results {
+		res := &results[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"receipt":`...)
+		b = appendJSONString(b, res.Receipt)
+		b = append(b, `,"status":`...)
+		b = appendJSONString(b, string(res.Status))
+		if res.NewReceipt != "" {
+			b = append(b, `,"newReceipt":`...)
+			b = appendJSONString(b, res.NewReceipt)
+		}
+		if res.Error != "" {
+			b = append(b, `,"error":`...)
+			b = appendJSONString(b, res.Error)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, "]}\n"...)
+	*buf = b
+	writeJSONBytes(w, b)
 }
 
 // toReceiptResponse converts per-receipt results to their wire form.

@@ -39,10 +39,19 @@ func writePullResponse(w http.ResponseWriter, msgs []broker.ReceivedMessage) {
 // writeJSONBytes writes b, a complete JSON document, as a 200.
 func writeJSONBytes(w http.ResponseWriter, b []byte) { writeBody(w, "application/json", b) }
 
+// jsonContentType is the Content-Type header value of JSON responses,
+// shared by them all instead of a slice allocated per response (net/http
+// only reads it; Header.Set and Add replace or copy it).
+var jsonContentType = []string{"application/json"}
+
 // writeBody writes b, a whole body of contentType, as a 200.
 func writeBody(w http.ResponseWriter, contentType string, b []byte) {
 	h := w.Header()
-	h.Set("Content-Type", contentType)
+	if contentType == "application/json" {
+		h["Content-Type"] = jsonContentType
+	} else {
+		h.Set("Content-Type", contentType)
+	}
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)

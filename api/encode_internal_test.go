@@ -79,6 +79,35 @@ func TestAppendMessageMatchesEncoder(t *testing.T) {
 	})
 }
 
+// TestReceiptResponseMatchesEncoder: the hand-written ack, nack and lease
+// response is writeJSON's output of toReceiptResponse, byte for byte.
+func TestReceiptResponseMatchesEncoder(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		results := make([]broker.ReceiptResult, rapid.IntRange(0, 5).Draw(t, "n"))
+		for i := range results {
+			results[i] = broker.ReceiptResult{
+				Receipt: jsonText().Draw(t, "receipt"),
+				Status:  broker.ReceiptStatus(rapid.SampledFrom([]string{"ok", "expired", "invalid", ""}).Draw(t, "status")),
+			}
+			if rapid.Bool().Draw(t, "new") {
+				results[i].NewReceipt = jsonText().Draw(t, "newReceipt")
+			}
+			if rapid.Bool().Draw(t, "error") {
+				results[i].Error = jsonText().Draw(t, "error")
+			}
+		}
+		got, want := httptest.NewRecorder(), httptest.NewRecorder()
+		writeReceiptResponse(got, results)
+		writeJSON(want, httptest.NewRequest("POST", "/", nil), 200, toReceiptResponse(results))
+		if !bytes.Equal(got.Body.Bytes(), want.Body.Bytes()) {
+			t.Fatalf("got\n%s\nwant\n%s", got.Body.Bytes(), want.Body.Bytes())
+		}
+		if got.Header().Get("Content-Type") != want.Header().Get("Content-Type") {
+			t.Fatalf("Content-Type %q, want %q", got.Header().Get("Content-Type"), want.Header().Get("Content-Type"))
+		}
+	})
+}
+
 // BenchmarkPullResponse compares the hand-written pull response with
 // encoding/json for 32 messages of 1 KiB.
 func BenchmarkPullResponse(b *testing.B) {

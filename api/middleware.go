@@ -273,7 +273,7 @@ func writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
 		return
 	}
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	h["Content-Type"] = jsonContentType
 	h.Set("Content-Length", strconv.Itoa(jb.buf.Len()))
 	w.WriteHeader(status)
 	_, _ = w.Write(jb.buf.Bytes())
