@@ -3,6 +3,7 @@ package commitlog
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -111,7 +112,7 @@ func (l *Log) flushOnce() (flushResult, error) {
 
 	l.flushed.Store(to)
 	l.flushMu.Lock()
-	l.flushCond.Broadcast()
+	l.wakeWaitersLocked(to)
 	l.flushMu.Unlock()
 	if l.opts.FlushMode == FlushSync {
 		l.nudge()
@@ -129,8 +130,19 @@ func (l *Log) flushOnce() (flushResult, error) {
 	return flushResult{From: from, To: to, Took: took}, nil
 }
 
+// flushWaiter is an appender waiting for Flushed to reach end: wake
+// (capacity 1) gets one value when a flush covers end, the write path
+// fails or Close has done its final flush. Waiters are pooled, so a wait
+// does not allocate.
+type flushWaiter struct {
+	end  int64
+	wake chan struct{}
+}
+
+var flushWaiters = sync.Pool{New: func() any { return &flushWaiter{wake: make(chan struct{}, 1)} }}
+
 // waitFlushed kicks the flusher and waits until Flushed >= end, the write
-// path fails, or Close has done its final flush. It does not allocate.
+// path fails, or Close has done its final flush.
 func (l *Log) waitFlushed(end int64) error {
 	select {
 	case l.kick <- struct{}{}:
@@ -139,18 +151,63 @@ func (l *Log) waitFlushed(end int64) error {
 	if l.flushed.Load() >= end {
 		return nil
 	}
+	w := flushWaiters.Get().(*flushWaiter)
+	w.end = end
 	l.flushMu.Lock()
-	defer l.flushMu.Unlock()
-	for l.flushed.Load() < end {
-		if f := l.failure.Load(); f != nil {
-			return f.err
-		}
-		if l.waitDone {
-			return ErrClosed
-		}
-		l.flushCond.Wait()
+	// Checked under flushMu: a flush, a failure or Close that happened
+	// before is seen here; one after finds w in the queue.
+	err := l.waitErrLocked(end)
+	if err == nil && l.flushed.Load() < end {
+		l.waiters = append(l.waiters, w)
+		l.flushMu.Unlock()
+		<-w.wake
+		err = l.waitErr(end)
+	} else {
+		l.flushMu.Unlock()
+	}
+	flushWaiters.Put(w)
+	return err
+}
+
+// waitErrLocked is what a wait for end returns now: nil once Flushed
+// reaches end, else the write path's failure or ErrClosed after Close's
+// final flush; nil too while none of these holds (keep waiting).
+func (l *Log) waitErrLocked(end int64) error {
+	if l.flushed.Load() >= end {
+		return nil
+	}
+	if f := l.failure.Load(); f != nil {
+		return f.err
+	}
+	if l.waitDone {
+		return ErrClosed
 	}
 	return nil
+}
+
+// waitErr is waitErrLocked for a woken waiter: it was woken because end
+// is flushed, the write path failed or the log closed, so one of them
+// holds.
+func (l *Log) waitErr(end int64) error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	return l.waitErrLocked(end)
+}
+
+// wakeWaitersLocked wakes the waiters whose end is at or below flushed,
+// keeping the others queued; flushed < 0 wakes them all (a failure,
+// Close). The caller holds flushMu.
+func (l *Log) wakeWaitersLocked(flushed int64) {
+	keep := l.waiters[:0]
+	for _, w := range l.waiters {
+		if flushed < 0 || w.end <= flushed {
+			w.wake <- struct{}{}
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	clear(l.waiters[len(keep):])
+	l.waiters = keep
 }
 
 // fail makes the write path dead for good: it records the first cause,
@@ -162,7 +219,7 @@ func (l *Log) fail(cause error) error {
 		l.log.Error().Err(cause).Msg("write path failed; the log is read-only until restart")
 	}
 	l.flushMu.Lock()
-	l.flushCond.Broadcast()
+	l.wakeWaitersLocked(-1)
 	l.flushMu.Unlock()
 	return l.failure.Load().err
 }

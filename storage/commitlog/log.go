@@ -139,13 +139,16 @@ type Log struct {
 	minOffset atomic.Int64
 	isClosed  atomic.Bool
 
-	// Group commit. syncMu serialises flushes; flushMu+flushCond wake
-	// appenders waiting for Flushed to pass their frame.
+	// Group commit. syncMu serialises flushes; appenders waiting for
+	// Flushed to pass their frame queue in waiters (under flushMu), and a
+	// flush wakes only those it covers (wakeWaiters): the appends that
+	// arrived during a flush wait for the next one without being woken
+	// in between.
 	syncMu     sync.Mutex
 	flushBytes int64 // under syncMu: the recent flushes' average size
 	flushMu    sync.Mutex
-	flushCond  sync.Cond
-	waitDone   bool // guarded by flushMu: Close has done its final flush
+	waiters    []*flushWaiter // guarded by flushMu
+	waitDone   bool           // guarded by flushMu: Close has done its final flush
 	failure    atomic.Pointer[failure]
 	kick       chan struct{} // cap 1: appenders wake the flusher
 	lazy       chan struct{} // cap 1: a no-wait append wants a flush within LazyFlushDelay
@@ -181,7 +184,6 @@ func Open(opts Options) (*Log, error) {
 		lazy:   make(chan struct{}, 1),
 		notify: make(chan struct{}, 1),
 	}
-	l.flushCond.L = &l.flushMu
 	if err := l.recover(); err != nil {
 		return nil, err
 	}
@@ -267,7 +269,7 @@ func (l *Log) Close() error {
 	}
 	l.flushMu.Lock()
 	l.waitDone = true
-	l.flushCond.Broadcast()
+	l.wakeWaitersLocked(-1)
 	l.flushMu.Unlock()
 
 	l.isClosed.Store(true)

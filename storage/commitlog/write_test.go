@@ -277,3 +277,40 @@ func TestFlushDurationsAreCounted(t *testing.T) {
 	require.Equal(t, len(FlushBuckets)-1, flushBucket(last))
 	require.Equal(t, len(FlushBuckets), flushBucket(last+1))
 }
+
+// TestFlushWakesOnlyTheAppendsItCovers: a flush wakes the waiters whose
+// frames it made durable and leaves the later ones queued, unwoken, for
+// the next flush; a failure or Close wakes every one.
+func TestFlushWakesOnlyTheAppendsItCovers(t *testing.T) {
+	l := mustOpen(t, testOptions(t, 1<<20, FlushSync))
+	queue := func(ends ...int64) []*flushWaiter {
+		var ws []*flushWaiter
+		for _, end := range ends {
+			w := &flushWaiter{end: end, wake: make(chan struct{}, 1)}
+			ws = append(ws, w)
+			l.waiters = append(l.waiters, w)
+		}
+		return ws
+	}
+	woken := func(w *flushWaiter) bool {
+		select {
+		case <-w.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	ws := queue(30, 10, 20, 40)
+	l.wakeWaitersLocked(20)
+	require.False(t, woken(ws[0]))
+	require.True(t, woken(ws[1]))
+	require.True(t, woken(ws[2]))
+	require.False(t, woken(ws[3]))
+	require.Equal(t, []*flushWaiter{ws[0], ws[3]}, l.waiters)
+	l.wakeWaitersLocked(-1)
+	require.True(t, woken(ws[0]))
+	require.True(t, woken(ws[3]))
+	require.Empty(t, l.waiters)
+}
