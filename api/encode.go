@@ -37,21 +37,21 @@ func writePullResponse(w http.ResponseWriter, msgs []broker.ReceivedMessage) {
 }
 
 // writeJSONBytes writes b, a complete JSON document, as a 200.
-func writeJSONBytes(w http.ResponseWriter, b []byte) { writeBody(w, "application/json", b) }
+func writeJSONBytes(w http.ResponseWriter, b []byte) { writeBody(w, jsonContentType, b) }
 
-// jsonContentType is the Content-Type header value of JSON responses,
-// shared by them all instead of a slice allocated per response (net/http
-// only reads it; Header.Set and Add replace or copy it).
-var jsonContentType = []string{"application/json"}
+// jsonContentType and batchContentType are Content-Type header values,
+// shared by every response instead of a slice allocated per response
+// (net/http only reads them; Header.Set and Add replace or copy them).
+var (
+	jsonContentType  = []string{"application/json"}
+	batchContentType = []string{ContentTypeBatch}
+)
 
-// writeBody writes b, a whole body of contentType, as a 200.
-func writeBody(w http.ResponseWriter, contentType string, b []byte) {
+// writeBody writes b, a whole body of the Content-Type contentType, as a
+// 200.
+func writeBody(w http.ResponseWriter, contentType []string, b []byte) {
 	h := w.Header()
-	if contentType == "application/json" {
-		h["Content-Type"] = jsonContentType
-	} else {
-		h.Set("Content-Type", contentType)
-	}
+	h["Content-Type"] = contentType
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
@@ -80,7 +80,7 @@ func writePullBatch(w http.ResponseWriter, msgs []broker.ReceivedMessage) {
 		b = append(b, m.Body...)
 	}
 	*buf = b
-	writeBody(w, ContentTypeBatch, b)
+	writeBody(w, batchContentType, b)
 }
 
 // appendMessage appends the JSON of ToMessage(*m), field for field as

@@ -157,13 +157,16 @@ func (l *Log) waitFlushed(end int64) error {
 	// Checked under flushMu: a flush, a failure or Close that happened
 	// before is seen here; one after finds w in the queue.
 	err := l.waitErrLocked(end)
-	if err == nil && l.flushed.Load() < end {
+	queued := err == nil && l.flushed.Load() < end
+	if queued {
 		l.waiters = append(l.waiters, w)
-		l.flushMu.Unlock()
+	}
+	l.flushMu.Unlock()
+	if queued {
 		<-w.wake
-		err = l.waitErr(end)
-	} else {
-		l.flushMu.Unlock()
+		if l.flushed.Load() < end { // woken by a failure or Close
+			err = l.waitErr(end)
+		}
 	}
 	flushWaiters.Put(w)
 	return err
@@ -185,9 +188,8 @@ func (l *Log) waitErrLocked(end int64) error {
 	return nil
 }
 
-// waitErr is waitErrLocked for a woken waiter: it was woken because end
-// is flushed, the write path failed or the log closed, so one of them
-// holds.
+// waitErr is waitErrLocked for a waiter woken before end was flushed: the
+// write path failed or the log closed.
 func (l *Log) waitErr(end int64) error {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
