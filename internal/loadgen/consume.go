@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
 )
 
 // pulled is the part of a pull answer the consumers read.
@@ -64,7 +66,7 @@ func decodePullBatch(b []byte, out *pulled) error {
 			size := binary.BigEndian.Uint32(b)
 			frames[j], b = b[4:4+size], b[4+size:]
 		}
-		if err := json.Unmarshal(frames[0], &out.Messages[i]); err != nil {
+		if err := jsonv2.Unmarshal(frames[0], &out.Messages[i]); err != nil {
 			return fmt.Errorf("%w: %w", bad, err)
 		}
 		out.Messages[i].Body = string(frames[1])

@@ -65,6 +65,9 @@ for i in $(seq 1 "$ROUNDS"); do
   w nsq_mpub100 16 mpub100.lua "http://127.0.0.1:$P_NSQ/mpub?topic=bench" 100
   quiet mqgate_pull; r=$("$work/bin/mqgbench" -url http://127.0.0.1:$P_SYNC -topic pull$i -group pb -n 100000 -c 16 -batch 32); echo "$r" >>"$OUT"
   sum[mqgate_sync_pull32_ack]+="$(echo "$r" | sed -E 's/.* = ([0-9.]+) msgs\/s.*/\1/') "
+  # The same with the consumers decoding the JSON with encoding/json, as the shared script's client does.
+  quiet mqgate_pull_v1json; r=$("$work/bin/mqgbench" -url http://127.0.0.1:$P_SYNC -topic pullv$i -group pb -n 100000 -c 16 -batch 32 -v1json); echo "$r" >>"$OUT"
+  sum[mqgate_sync_pull32_ack_v1json]+="$(echo "$r" | sed -E 's/.* = ([0-9.]+) msgs\/s.*/\1/') "
   if [ "${BINARY_PULL:-1}" = 1 ]; then   # BINARY_PULL=0 for a build older than binary pulls
     quiet mqgate_pull_binary; r=$("$work/bin/mqgbench" -url http://127.0.0.1:$P_SYNC -topic pullb$i -group pb -n 100000 -c 16 -batch 32 -binary); echo "$r" >>"$OUT"
     sum[mqgate_sync_pull32_ack_binary]+="$(echo "$r" | sed -E 's/.* = ([0-9.]+) msgs\/s.*/\1/') "
@@ -80,13 +83,13 @@ for i in $(seq 1 "$ROUNDS"); do
 done
 med() { python3 -c "import sys,statistics;print('%.0f'%statistics.median(map(float,sys.argv[1:] or [0])))" $1; }
 printf '%-26s %12s\n' measurement "msgs/s (median of $ROUNDS)"
-for k in bare_single mqgate_sync_single mqgate_async_single nsq_pub mqgate_sync_batch100 mqgate_sync_binbatch100 nsq_mpub100 mqgate_sync_pull32_ack mqgate_sync_pull32_ack_binary jetstream_fetch32_ack rabbitmq_quorum_publish_confirm rabbitmq_quorum_consume_ack; do
+for k in bare_single mqgate_sync_single mqgate_async_single nsq_pub mqgate_sync_batch100 mqgate_sync_binbatch100 nsq_mpub100 mqgate_sync_pull32_ack mqgate_sync_pull32_ack_v1json mqgate_sync_pull32_ack_binary jetstream_fetch32_ack rabbitmq_quorum_publish_confirm rabbitmq_quorum_consume_ack; do
   [ -n "${sum[$k]:-}" ] && printf '%-32s %12s\n' "$k" "$(med "${sum[$k]}")"
 done
 python3 - "$(med "${sum[mqgate_sync_single]}")" "$(med "${sum[mqgate_async_single]}")" "$(med "${sum[nsq_pub]}")" \
-  "$(med "${sum[mqgate_sync_batch100]}")" "$(med "${sum[mqgate_sync_binbatch100]}")" "$(med "${sum[nsq_mpub100]}")" "$(med "${sum[mqgate_sync_pull32_ack]}")" "$(med "${sum[mqgate_sync_pull32_ack_binary]:-}")" "$(med "${sum[jetstream_fetch32_ack]}")" <<'PY'
+  "$(med "${sum[mqgate_sync_batch100]}")" "$(med "${sum[mqgate_sync_binbatch100]}")" "$(med "${sum[nsq_mpub100]}")" "$(med "${sum[mqgate_sync_pull32_ack]}")" "$(med "${sum[mqgate_sync_pull32_ack_binary]:-}")" "$(med "${sum[jetstream_fetch32_ack]}")" "$(med "${sum[mqgate_sync_pull32_ack_v1json]}")" <<'PY'
 import sys
-s, a, n, b, bb, m, p, pb, j = map(float, sys.argv[1:])
-print("ratios: sync/nsq_pub %.2f  async/nsq_pub %.2f  json_batch/nsq_mpub %.2f  binary_batch/nsq_mpub %.2f  pull+ack/jetstream %.2f  binary_pull+ack/jetstream %.2f" % (s / n, a / n, b / m, bb / m, p / j, pb / j if pb else float("nan")))
+s, a, n, b, bb, m, p, pb, j, pv = map(float, sys.argv[1:])
+print("ratios: sync/nsq_pub %.2f  async/nsq_pub %.2f  json_batch/nsq_mpub %.2f  binary_batch/nsq_mpub %.2f  pull+ack/jetstream %.2f  (encoding/json client %.2f)  binary_pull+ack/jetstream %.2f" % (s / n, a / n, b / m, bb / m, p / j, pv / j, pb / j if pb else float("nan")))
 PY
 echo "raw output: $OUT"
