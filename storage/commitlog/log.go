@@ -141,7 +141,7 @@ type Log struct {
 
 	// Group commit. syncMu serialises flushes; appenders waiting for
 	// Flushed to pass their frame queue in waiters (under flushMu), and a
-	// flush wakes only those it covers (wakeWaiters): the appends that
+	// flush wakes only those it covers (wakeWaitersLocked): the appends that
 	// arrived during a flush wait for the next one without being woken
 	// in between.
 	syncMu     sync.Mutex
