@@ -3,8 +3,12 @@
 // already written with zeros (as mqgate's CommitLog keeps ahead of its
 // frames) and fdatasyncs after each write, every -interval, for -duration,
 // with nothing else running in the process, then prints the distribution.
+// With -unwritten the file is fallocate'd instead, as a fresh CommitLog
+// segment is, so each fdatasync also commits the conversion of the blocks
+// it wrote from unwritten to written.
 //
 //	go run ./cmd/fsyncprobe -dir /var/lib/mqgate -duration 8s
+//	go run ./cmd/fsyncprobe -size 757760 -interval 0 -duration 3s -unwritten
 package main
 
 import (
@@ -24,6 +28,8 @@ func main() {
 	size := flag.Int("size", 2048, "bytes written before each fdatasync")
 	dur := flag.Duration("duration", 8*time.Second, "how long to probe")
 	interval := flag.Duration("interval", 200*time.Microsecond, "pause between flushes")
+	unwritten := flag.Bool("unwritten", false, "fallocate the file (unwritten blocks, as a new segment) instead of writing zeros ahead")
+	ahead := flag.Int64("ahead", 256<<20, "bytes prepared ahead of the writes (the probe stops at their end)")
 	flag.Parse()
 	name := filepath.Join(*dir, fmt.Sprintf(".fsyncprobe-%d", os.Getpid()))
 	f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
@@ -32,12 +38,17 @@ func main() {
 	}
 	defer os.Remove(name)
 	defer f.Close()
-	// Zeros ahead, flushed before the clock starts.
-	ahead := int64(256 << 20)
-	zeros := make([]byte, 1<<20)
-	for off := int64(0); off < ahead; off += int64(len(zeros)) {
-		if _, err := f.WriteAt(zeros, off); err != nil {
+	// Zeros ahead (or fallocate'd blocks), flushed before the clock starts.
+	if *unwritten {
+		if err := unix.Fallocate(int(f.Fd()), 0, 0, *ahead); err != nil {
 			log.Fatal(err)
+		}
+	} else {
+		zeros := make([]byte, 1<<20)
+		for off := int64(0); off < *ahead; off += int64(len(zeros)) {
+			if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), *ahead-off)], off); err != nil {
+				log.Fatal(err)
+			}
 		}
 	}
 	if err := unix.Fdatasync(int(f.Fd())); err != nil {
@@ -49,7 +60,7 @@ func main() {
 	}
 	var took []time.Duration
 	off := int64(0)
-	for end := time.Now().Add(*dur); time.Now().Before(end) && off+int64(*size) <= ahead; off += int64(*size) {
+	for end := time.Now().Add(*dur); time.Now().Before(end) && off+int64(*size) <= *ahead; off += int64(*size) {
 		if _, err := f.WriteAt(buf, off); err != nil {
 			log.Fatal(err)
 		}
@@ -67,8 +78,12 @@ func main() {
 	}
 	q := func(p float64) time.Duration { return took[min(n-1, int(p*float64(n)))] }
 	over := func(d time.Duration) int { return n - sort.Search(n, func(i int) bool { return took[i] > d }) }
-	fmt.Printf("fsyncprobe %s: %d flushes of %d B: p50 %v p90 %v p99 %v p99.9 %v max %v; over 2 ms %d (%.2f%%), over 10 ms %d\n",
-		*dir, n, *size, q(0.5).Round(time.Microsecond), q(0.9).Round(time.Microsecond), q(0.99).Round(time.Microsecond),
+	blocks := "zeros written ahead"
+	if *unwritten {
+		blocks = "fallocate'd (unwritten) blocks"
+	}
+	fmt.Printf("fsyncprobe %s, %s: %d flushes of %d B: p50 %v p90 %v p99 %v p99.9 %v max %v; over 2 ms %d (%.2f%%), over 10 ms %d\n",
+		*dir, blocks, n, *size, q(0.5).Round(time.Microsecond), q(0.9).Round(time.Microsecond), q(0.99).Round(time.Microsecond),
 		q(0.999).Round(time.Microsecond), took[n-1].Round(time.Microsecond), over(2*time.Millisecond),
 		100*float64(over(2*time.Millisecond))/float64(n), over(10*time.Millisecond))
 }
