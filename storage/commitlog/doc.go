@@ -113,6 +113,11 @@
 // after it land in written blocks. Big flushes (batches) skip it: the
 // zeros would cost them as much page-cache work as their own data. After
 // a crash an unflushed range of zeros reads as zeros all the same.
+// Zeroing whole segments before use (with O_DIRECT, while the previous
+// one fills) and starting a batch's writeback early (sync_file_range)
+// were both measured and both slowed durable batches: the zeros are as
+// many bytes to the disk as the frames (BENCHMARKS.md, "Pre-written
+// blocks, early writeback, async acks").
 //
 // A sealed segment's file is closed once it is flushed: a log keeps open
 // the files it still writes.
