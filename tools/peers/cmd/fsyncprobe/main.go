@@ -8,7 +8,7 @@
 // it wrote from unwritten to written.
 //
 //	go run ./cmd/fsyncprobe -dir /var/lib/mqgate -duration 8s
-//	go run ./cmd/fsyncprobe -size 757760 -interval 0 -duration 3s -unwritten
+//	go run ./cmd/fsyncprobe -size 757760 -interval 0 -ahead 1073741824 -duration 3s -unwritten
 package main
 
 import (
