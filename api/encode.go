@@ -47,12 +47,27 @@ var (
 	batchContentType = []string{ContentTypeBatch}
 )
 
+// autoContentLength is the largest body for which writeBody leaves
+// Content-Length to net/http: a handler that returns with at most this
+// much written (net/http's buffer before it switches to chunking, 2048
+// bytes) gets its Content-Length computed without an allocation, where
+// setting it costs the number's string and the header's slice.
+const autoContentLength = 2048
+
+// setContentLength declares the length n of a whole body about to be
+// written, unless net/http will (n at most autoContentLength).
+func setContentLength(h http.Header, n int) {
+	if n > autoContentLength {
+		h.Set("Content-Length", strconv.Itoa(n))
+	}
+}
+
 // writeBody writes b, a whole body of the Content-Type contentType, as a
-// 200.
+// 200 with a Content-Length.
 func writeBody(w http.ResponseWriter, contentType []string, b []byte) {
 	h := w.Header()
 	h["Content-Type"] = contentType
-	h.Set("Content-Length", strconv.Itoa(len(b)))
+	setContentLength(h, len(b))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
 }

@@ -234,7 +234,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	p := newProblem(kind, err)
 	p.Instance = r.URL.EscapedPath()
 	if s := scopeOf(r); s != nil {
-		p.RequestID = s.id.String()
+		p.RequestID = s.idHeader[0]
 	}
 	level, msg := zerolog.DebugLevel, "request rejected"
 	switch {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -274,7 +273,7 @@ func writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
 	}
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
-	h.Set("Content-Length", strconv.Itoa(jb.buf.Len()))
+	setContentLength(h, jb.buf.Len())
 	w.WriteHeader(status)
 	_, _ = w.Write(jb.buf.Bytes())
 }

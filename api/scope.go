@@ -23,11 +23,15 @@ import (
 // concern: each context value costs a copy of the request.
 type scope struct {
 	id        xid.ID
+	idHeader  [1]string       // id's text: X-Request-Id's value, without a slice per request
 	log       *zerolog.Logger // the transport's logger (shared)
 	start     time.Time
 	principal *auth.Principal
 	w         recorder
 }
+
+// headerRequestID is the request id's header, in canonical form.
+const headerRequestID = "X-Request-Id"
 
 // scopeKey is the context key of a request's scope.
 type scopeKey struct{}
@@ -78,7 +82,8 @@ func requestScope(log zerolog.Logger) func(http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			s := &scope{id: xid.New(), log: &log, start: time.Now()}
 			s.w.ResponseWriter = w
-			w.Header().Set("X-Request-Id", s.id.String())
+			s.idHeader[0] = s.id.String()
+			w.Header()[headerRequestID] = s.idHeader[:] // canonical already; Set would allocate the slice
 			r = r.WithContext(context.WithValue(r.Context(), scopeKey{}, s))
 			defer s.finish(r)
 			next.ServeHTTP(&s.w, r)
@@ -129,7 +134,7 @@ func (s *scope) event(r *http.Request, level zerolog.Level) *zerolog.Event {
 	if ev == nil || !ev.Enabled() {
 		return nil
 	}
-	ev.Str("req_id", s.id.String())
+	ev.Str("req_id", s.idHeader[0])
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		ev.Str("ip", host)
 	}

@@ -375,3 +375,46 @@ func TestE2EMetricLabelsStayBounded(t *testing.T) {
 	require.Equal(t, before, len(e.series(t, "mqgate_http_requests_total")))
 	require.Equal(t, durations, len(e.series(t, "mqgate_http_request_duration_seconds_count")))
 }
+
+// TestE2EAnswersCarryContentLength: a small answer (a send's, whose
+// Content-Length net/http computes) and a large one (a pull of a 3 KiB
+// message, which sets it) both arrive with a Content-Length equal to the
+// body and without chunking, over real TCP on one kept-alive connection.
+func TestE2EAnswersCarryContentLength(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t)
+	conn, err := net.Dial("tcp", e.Srv.Addr())
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
+	br := bufio.NewReader(conn)
+	roundTrip := func(method, path, contentType, body string) servertest.Resp {
+		t.Helper()
+		_, err := fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s",
+			method, path, contentType, len(body), body)
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(br, &http.Request{Method: method})
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Empty(t, resp.TransferEncoding, "not chunked")
+		got, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, strconv.Itoa(len(got)), resp.Header.Get("Content-Length"))
+		require.Equal(t, int64(len(got)), resp.ContentLength)
+		return servertest.Resp{Status: resp.StatusCode, Header: resp.Header, Body: got}
+	}
+	small := roundTrip(http.MethodPost, "/v1/topics/lengths/messages", "application/octet-stream", "x")
+	require.Equal(t, http.StatusOK, small.Status, string(small.Body))
+	require.Less(t, len(small.Body), 2048)
+	require.NotEmpty(t, small.Header.Get("X-Request-Id"))
+
+	big := roundTrip(http.MethodPost, "/v1/topics/lengths/messages", "application/octet-stream", strings.Repeat("y", 3<<10))
+	require.Equal(t, http.StatusOK, big.Status, string(big.Body))
+	pulled := roundTrip(http.MethodPost, "/v1/groups/lengths/topics/lengths/pull", "application/json",
+		`{"maxMessages":2,"waitMs":2000,"invisibleMs":30000}`)
+	require.Equal(t, http.StatusOK, pulled.Status, string(pulled.Body))
+	require.Greater(t, len(pulled.Body), 3<<10)
+	var got api.PullResponse
+	require.NoError(t, json.Unmarshal(pulled.Body, &got))
+	require.Len(t, got.Messages, 2)
+}
