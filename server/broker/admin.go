@@ -234,7 +234,7 @@ func (b *Broker) CommitOffsets(ctx context.Context, group string, commits []Offs
 	if b.closed.Load() {
 		return ErrShuttingDown
 	}
-	g, err := b.groupForPull(group)
+	g, err := b.groupForPull(group, true)
 	if err != nil {
 		return err
 	}

@@ -80,6 +80,11 @@ type PullRequest struct {
 	// server/broker/filter); "" takes the group's subscription of the
 	// topic. With both filters a message must pass both.
 	SQL string
+	// NoAutoCreate fails a pull of an unknown group with ErrGroupNotFound
+	// even when the broker creates groups on first use: push delivery's
+	// pullers set it, so that a pull in flight while its group is deleted
+	// does not create the group again.
+	NoAutoCreate bool
 }
 
 // ReceivedMessage is a message as delivered to a consumer or read by an admin.

@@ -378,6 +378,24 @@ func TestManyProducersAndConsumers(t *testing.T) {
 	wg.Wait()
 }
 
+// TestPullWithoutAutoCreate: a pull with NoAutoCreate of an unknown group
+// fails with ErrGroupNotFound and creates nothing, on a broker that
+// creates groups on first use (which a pull without it still does).
+func TestPullWithoutAutoCreate(t *testing.T) {
+	bd := setup(t)
+	bd.send(t, "auto", "a message")
+	_, err := bd.b.Pull(bd.ctx, broker.PullRequest{Group: "unknown", Topic: "auto", NoAutoCreate: true})
+	require.ErrorIs(t, err, broker.ErrGroupNotFound)
+	_, err = bd.b.GetGroup(bd.ctx, "unknown")
+	require.ErrorIs(t, err, broker.ErrGroupNotFound, "nothing was created")
+	require.Len(t, bd.pull(t, "unknown", "auto", 1, time.Second, time.Minute), 1, "a plain pull creates it")
+	_, err = bd.b.GetGroup(bd.ctx, "unknown")
+	require.NoError(t, err)
+	msgs, err := bd.b.Pull(bd.ctx, broker.PullRequest{Group: "unknown", Topic: "auto", NoAutoCreate: true})
+	require.NoError(t, err, "an existing group pulls as before")
+	require.Empty(t, msgs)
+}
+
 func TestAutoCreateGroupsCanBeSwitchedOff(t *testing.T) {
 	opts := brokertest.Options(t.TempDir())
 	opts.NoAutoCreateGroups = true

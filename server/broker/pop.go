@@ -197,7 +197,7 @@ func (b *Broker) planPull(req PullRequest) (pullPlan, error) {
 	if topic.Perm == "w" {
 		return pullPlan{}, fmt.Errorf("%w: topic %s is write-only (perm w)", ErrInvalidArgument, req.Topic)
 	}
-	group, err := b.groupForPull(req.Group)
+	group, err := b.groupForPull(req.Group, !req.NoAutoCreate)
 	if err != nil {
 		return pullPlan{}, err
 	}
@@ -307,12 +307,14 @@ func (b *Broker) awaitPop(ctx context.Context, p pullPlan, deadline time.Time) (
 	}
 }
 
-func (b *Broker) groupForPull(name string) (GroupConfig, error) {
+// groupForPull is the group a pull or an offset commit names, created
+// first when the broker auto-creates groups and create allows it.
+func (b *Broker) groupForPull(name string, create bool) (GroupConfig, error) {
 	g, ok := b.registry.group(name)
 	if ok {
 		return g, nil
 	}
-	if !b.opts.AutoCreate || b.opts.NoAutoCreateGroups {
+	if !create || !b.opts.AutoCreate || b.opts.NoAutoCreateGroups {
 		return g, fmt.Errorf("%w: %s", ErrGroupNotFound, name)
 	}
 	g, _, err := b.registry.putGroup(GroupConfig{Name: name, ConsumeMode: "clustering", RetryMaxTimes: 16}, true)

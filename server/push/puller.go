@@ -40,10 +40,6 @@ func (d *Dispatcher) puller(ctx context.Context, st *groupState, topic string) {
 // starts a delivery per message. It returns the number of messages and
 // the wait it asked for.
 func (d *Dispatcher) pollOnce(ctx context.Context, st *groupState, topic string) (int, time.Duration, error) {
-	// A pull of a deleted group would create it again (auto-create).
-	if _, err := d.broker.GetGroup(ctx, st.name); errors.Is(err, broker.ErrGroupNotFound) {
-		return 0, 0, err
-	}
 	select {
 	case st.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -71,6 +67,9 @@ take:
 		MaxMessages: n,
 		Wait:        wait,
 		Invisible:   d.cfg.Lease,
+		// A pull of a deleted group must not create it again (auto-create),
+		// also when the group is deleted while this pull waits to start.
+		NoAutoCreate: true,
 	})
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		err = nil
