@@ -174,6 +174,10 @@ func (h *handler) rateLimit(next http.Handler) http.Handler {
 			return
 		}
 		limits := h.limits.defaults.of(p)
+		if limits.RequestsPerSecond <= 0 { // unlimited: no bucket, no lock
+			next.ServeHTTP(w, r)
+			return
+		}
 		l := h.limits
 		l.mu.Lock()
 		wait := take(l.state(name, limits).requests, 1, l.now())
@@ -193,6 +197,9 @@ func (h *handler) allowMessages(r *http.Request, n int) error {
 		return nil
 	}
 	limits := h.limits.defaults.of(p)
+	if limits.MessagesPerSecond <= 0 { // unlimited: no bucket, no lock
+		return nil
+	}
 	l := h.limits
 	l.mu.Lock()
 	wait := take(l.state(name, limits).messages, n, l.now())

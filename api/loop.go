@@ -20,7 +20,7 @@ const HeaderPushHop = "X-Mqgate-Push-Hop"
 // before its body is read.
 func refusePushHop(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if hops := r.Header.Values(HeaderPushHop); len(hops) > 0 {
+		if hops := r.Header[HeaderPushHop]; len(hops) > 0 {
 			WriteError(w, r, fmt.Errorf("%w: the request carries %s: %q, so it was made by push delivery; "+
 				"a pushed message is never stored again: point the group's push url at a receiver, not at a gateway's send endpoint",
 				ErrPushLoop, HeaderPushHop, hops[0]))

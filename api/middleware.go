@@ -341,7 +341,7 @@ const ClientIDHeader = "X-Mqgate-Client-Id"
 // refused with 400.
 func clientIdentity(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if id := r.Header.Get(ClientIDHeader); id != "" {
+		if id := header(r.Header, ClientIDHeader); id != "" {
 			if err := broker.CheckClientID(ClientIDHeader, id); err != nil {
 				WriteError(w, r, err)
 				return

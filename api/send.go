@@ -25,10 +25,12 @@ const ContentTypeBatch = "application/vnd.mqgate.batch"
 
 // Headers of a raw (non-JSON) send.
 const (
+	headerContentType    = "Content-Type"
 	headerIdempotencyKey = "Idempotency-Key"
 	headerReplayed       = "Idempotent-Replayed"
 	headerTag            = "X-Mqgate-Tag"
 	headerKeys           = "X-Mqgate-Keys"
+	headerMqgatePrefix   = "X-Mqgate-" // every header of a send's attributes starts so
 	headerPropertyPrefix = "X-Mqgate-Property-"
 	headerShardingKey    = "X-Mqgate-Sharding-Key"
 	headerDelayLevel     = "X-Mqgate-Delay-Level"
@@ -177,7 +179,7 @@ func (h *handler) send(w http.ResponseWriter, r *http.Request) {
 	batch := false
 	body := getBuffer() // the raw body or the JSON text; free once sent
 	defer putBuffer(body)
-	switch sendFormat(r.Header.Get("Content-Type")) {
+	switch sendFormat(header(r.Header, headerContentType)) {
 	case formatEnvelope:
 		msgs, batch, err = h.decodeEnvelope(r, body)
 	case formatBinaryBatch:
@@ -511,18 +513,16 @@ func AppendBatch(dst []byte, bodies ...[]byte) []byte {
 // headerAttributes reads the X-Mqgate-* attributes of a raw or binary
 // batch send into a message without a body.
 func headerAttributes(r *http.Request) (broker.SendMessage, error) {
-	msg := broker.SendMessage{
-		Tag:         r.Header.Get(headerTag),
-		ShardingKey: r.Header.Get(headerShardingKey),
-	}
-	for _, line := range r.Header.Values(headerKeys) {
-		for _, k := range strings.Split(line, ",") {
-			if k = strings.TrimSpace(k); k != "" {
-				msg.Keys = append(msg.Keys, k)
-			}
-		}
-	}
+	var msg broker.SendMessage
+	// One pass over the headers finds the properties and whether any
+	// X-Mqgate-* header is there at all; most sends carry none, and then
+	// the lookups below are skipped.
+	attributes := false
 	for name, values := range r.Header {
+		if len(name) <= len(headerMqgatePrefix) || !strings.EqualFold(name[:len(headerMqgatePrefix)], headerMqgatePrefix) {
+			continue
+		}
+		attributes = true
 		if len(name) > len(headerPropertyPrefix) && strings.EqualFold(name[:len(headerPropertyPrefix)], headerPropertyPrefix) && len(values) > 0 {
 			if msg.Properties == nil {
 				msg.Properties = make(map[string]string)
@@ -531,21 +531,33 @@ func headerAttributes(r *http.Request) (broker.SendMessage, error) {
 			msg.Properties[strings.ToLower(name[len(headerPropertyPrefix):])] = values[0]
 		}
 	}
-	if v := r.Header.Get(headerDelayLevel); v != "" {
+	if !attributes {
+		return msg, nil
+	}
+	msg.Tag = header(r.Header, headerTag)
+	msg.ShardingKey = header(r.Header, headerShardingKey)
+	for _, line := range r.Header[headerKeys] {
+		for _, k := range strings.Split(line, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				msg.Keys = append(msg.Keys, k)
+			}
+		}
+	}
+	if v := header(r.Header, headerDelayLevel); v != "" {
 		level, err := strconv.Atoi(v)
 		if err != nil {
 			return msg, fmt.Errorf("%w: %s %s is not an integer", ErrMalformedRequest, headerDelayLevel, broker.QuoteValue(v))
 		}
 		msg.DelayLevel = level
 	}
-	if v := r.Header.Get(headerDelayMs); v != "" {
+	if v := header(r.Header, headerDelayMs); v != "" {
 		ms, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
 			return msg, fmt.Errorf("%w: %s %s is not an integer", ErrMalformedRequest, headerDelayMs, broker.QuoteValue(v))
 		}
 		msg.DelayMs = ms
 	}
-	if v := r.Header.Get(headerDeliverAt); v != "" {
+	if v := header(r.Header, headerDeliverAt); v != "" {
 		at, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
 			return msg, fmt.Errorf("%w: %s %s is not an RFC 3339 time", ErrMalformedRequest, headerDeliverAt, broker.QuoteValue(v))
@@ -555,11 +567,22 @@ func headerAttributes(r *http.Request) (broker.SendMessage, error) {
 	return msg, transactionHeaders(r, &msg)
 }
 
+// header is h.Get(key) for a key already in canonical form (every header
+// constant of this package): net/http stores a request's header names
+// canonicalized, so the map is indexed directly instead of canonicalizing
+// key again on every call.
+func header(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // idempotencyKey returns the Idempotency-Key header ("" when absent). The
 // draft standard makes it a structured-field string ("…"); a bare token is
 // accepted too.
 func idempotencyKey(r *http.Request) (string, error) {
-	values := r.Header.Values(headerIdempotencyKey)
+	values := r.Header[headerIdempotencyKey]
 	if len(values) == 0 {
 		return "", nil
 	}

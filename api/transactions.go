@@ -280,15 +280,15 @@ func requireProducerGroups(r *http.Request, msgs []broker.SendMessage) error {
 
 // transactionHeaders reads a raw send's transaction headers into msg.
 func transactionHeaders(r *http.Request, msg *broker.SendMessage) error {
-	if v := r.Header.Get(headerTransactional); v != "" {
+	if v := header(r.Header, headerTransactional); v != "" {
 		on, err := strconv.ParseBool(strings.TrimSpace(v))
 		if err != nil {
 			return fmt.Errorf("%w: %s %s is not true or false", ErrMalformedRequest, headerTransactional, broker.QuoteValue(v))
 		}
 		msg.Transactional = on
 	}
-	msg.ProducerGroup = r.Header.Get(headerProducerGroup)
-	if v := r.Header.Get(headerCheckAfterMs); v != "" {
+	msg.ProducerGroup = header(r.Header, headerProducerGroup)
+	if v := header(r.Header, headerCheckAfterMs); v != "" {
 		ms, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
 			return fmt.Errorf("%w: %s %s is not an integer", ErrMalformedRequest, headerCheckAfterMs, broker.QuoteValue(v))
