@@ -13,6 +13,7 @@ import (
 
 	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server/servertest"
+	"github.com/mqgate/mqgate/storage/consumequeue"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/storagetest"
 )
@@ -158,4 +159,58 @@ func segmentBase(t *testing.T, path string) int64 {
 	_, err := fmt.Sscanf(filepath.Base(path), "%d", &base)
 	require.NoError(t, err)
 	return base
+}
+
+// TestE2EProgressReplayedPastADamagedEntry: the offset snapshot is gone
+// (so the restart replays every progress record) and two entries of the
+// progress records' ConsumeQueue are swapped on disk — entries that look
+// valid, so only a read notices them. The replay must still apply every
+// record: no acknowledged message is delivered again and the committed
+// offset is where the acks left it.
+func TestE2EProgressReplayedPastADamagedEntry(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t)
+	cfg := e.Cfg
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/topics/replay", api.TopicRequest{Queues: 1}), http.StatusCreated, nil)
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/replayers", api.GroupRequest{InvisibleMs: 60_000,
+		Subscriptions: []api.Subscription{{Topic: "replay"}}}), http.StatusCreated, nil)
+	const n = 12
+	for i := 0; i < n; i++ {
+		e.Send(t, "replay", api.SendMessage{Body: fmt.Sprintf("r%02d", i)})
+	}
+	got := e.PullN(t, "replayers", "replay", n, 60_000, 10*time.Second)
+	for _, m := range got { // one progress record per ack
+		for _, st := range e.Ack(t, "replayers", m.Receipt) {
+			require.Equal(t, "ok", st)
+		}
+	}
+	e.Close(t)
+
+	require.NoError(t, os.Remove(filepath.Join(cfg.DataDir, "config", "offsets.snapshot")))
+	files, _ := filepath.Glob(filepath.Join(cfg.DataDir, "consumequeue", "rmq_sys_OFFSET", "0", "[0-9]*"))
+	require.Len(t, files, 1)
+	f, err := os.OpenFile(files[0], os.O_RDWR, 0)
+	require.NoError(t, err)
+	a, b := make([]byte, consumequeue.EntrySize), make([]byte, consumequeue.EntrySize)
+	at := int64(n/2) * consumequeue.EntrySize // two entries among the acks' records
+	_, err = f.ReadAt(a, at)
+	require.NoError(t, err)
+	_, err = f.ReadAt(b, at+consumequeue.EntrySize)
+	require.NoError(t, err)
+	require.NotEqual(t, a, b)
+	_, err = f.WriteAt(b, at)
+	require.NoError(t, err)
+	_, err = f.WriteAt(a, at+consumequeue.EntrySize)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	e = openE2E(t, cfg)
+	require.Empty(t, e.Pull(t, "replayers", "replay", api.PullRequest{WaitMs: 300}), "acknowledged before the restart, delivered again")
+	var progress api.Progress
+	servertest.Decode(t, e.JSON(t, http.MethodGet, "/v1/groups/replayers/progress", nil), http.StatusOK, &progress)
+	for _, q := range progress.Queues {
+		if q.QueueID >= 0 {
+			require.EqualValues(t, n, q.ConsumerOffset, "the committed offset after the replay")
+		}
+	}
 }

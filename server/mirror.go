@@ -44,13 +44,18 @@ func (m mirroredBroker) ListDeadLetters(ctx context.Context, group string, f bro
 // It is read before the live progress: both only grow, and the mirror
 // trails the log, so read in this order mirroredOffset never shows ahead
 // of consumerOffset (read the other way round, acks landing in between
-// could make it look so).
+// could make it look so). In between, AwaitApplied lets the acks the
+// mirror may already have read from the log (flushed, so visible) reach
+// the live table: the broker applies a record just after its flush.
 func (m mirroredBroker) Progress(ctx context.Context, group string) ([]broker.QueueProgress, error) {
 	client := ""
 	if g, err := m.Broker.GetGroup(ctx, group); err == nil && g.ConsumeMode == broker.ConsumeBroadcasting {
 		client = broker.ClientOf(ctx) // the rows are that consumer instance's
 	}
 	mirrored := m.mirrored(ctx, group, client)
+	if mirrored != nil {
+		m.Broker.AwaitApplied()
+	}
 	live, err := m.Broker.Progress(ctx, group)
 	if err != nil {
 		return live, err
@@ -65,6 +70,7 @@ func (m mirroredBroker) Instances(ctx context.Context, group string) ([]broker.I
 	var mirrored map[string][]pgmirror.Offset
 	if m.mirror.Health() == nil {
 		mirrored, _ = m.mirror.InstancesOffsets(ctx, group) // on error the live view alone is the answer
+		m.Broker.AwaitApplied()
 	}
 	live, err := m.Broker.Instances(ctx, group)
 	if err != nil {

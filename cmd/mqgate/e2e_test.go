@@ -95,6 +95,13 @@ func (p *proc) kill9() {
 	<-p.done
 }
 
+// logTail is the last n lines of the log of a server that has stopped
+// (its log is read once it has stopped writing).
+func (p *proc) logTail(n int) string {
+	lines := strings.Split(strings.TrimRight(p.log.String(), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
 func (p *proc) url(path string) string { return "http://" + p.addr + path }
 
 var e2eClient = &http.Client{Timeout: 40 * time.Second}
@@ -264,15 +271,26 @@ func TestKill9UnderLoad(t *testing.T) {
 	}
 
 	var recoveries []time.Duration
+	dumpLog := false
 	for cycle := 0; cycle < cycles; cycle++ {
 		time.Sleep(time.Duration(2000+rand.IntN(2000)) * time.Millisecond) // the load runs 2–4 s before each kill
-		srv.Load().kill9()
+		killed := srv.Load()
+		killed.kill9()
+		if dumpLog { // the server that recovered with the mirror ahead of it
+			t.Logf("the log of the server that recovered with the mirror ahead (last lines):\n%s", killed.logTail(60))
+			dumpLog = false
+		}
 		start := time.Now()
 		srv.Store(startServer(t, dir, addr, extra...))
 		recoveries = append(recoveries, time.Since(start))
 		if extra != nil {
 			for _, g := range groups {
-				requireMirrorNotAhead(t, base, g)
+				if ahead := mirrorAhead(t, base, g); ahead != "" {
+					// Not fatal: the load goes on, so the checks at the end
+					// show what the recovered progress does to deliveries.
+					t.Errorf("cycle %d: %s\nthe killed server's log (last lines):\n%s", cycle, ahead, killed.logTail(60))
+					dumpLog = true
+				}
 			}
 		}
 	}
@@ -351,18 +369,20 @@ type progressView struct {
 	} `json:"queues"`
 }
 
-// requireMirrorNotAhead checks that no mirrored offset exceeds the live
-// (recovered) one: PostgreSQL is never ahead of the log.
-func requireMirrorNotAhead(t *testing.T, base, group string) {
+// mirrorAhead reports the first queue whose mirrored offset exceeds the
+// live (recovered) one, "" when none does: PostgreSQL is never ahead of
+// the log.
+func mirrorAhead(t *testing.T, base, group string) string {
 	t.Helper()
 	var p progressView
 	_, err := call(context.Background(), http.MethodGet, base+"/v1/groups/"+group+"/progress", nil, &p)
 	require.NoError(t, err)
 	for _, q := range p.Queues {
-		if q.MirroredOffset != nil {
-			require.LessOrEqual(t, *q.MirroredOffset, q.ConsumerOffset, "mirror ahead of the log: %s %s/%d", group, q.Topic, q.QueueID)
+		if q.MirroredOffset != nil && *q.MirroredOffset > q.ConsumerOffset {
+			return fmt.Sprintf("mirror ahead of the log: %s %s/%d: mirrored %d, live %d", group, q.Topic, q.QueueID, *q.MirroredOffset, q.ConsumerOffset)
 		}
 	}
+	return ""
 }
 
 // deadLetterIDs lists a group's dead-letter ids through the API.

@@ -227,6 +227,19 @@ func (b *Broker) persist(rec offset.Record, extra []*message.Message) error {
 	return nil
 }
 
+// AwaitApplied returns once every progress record appended before the
+// call is applied to the progress table. A record is visible to readers of
+// the log (the PostgreSQL mirror) as soon as it is flushed, a moment
+// before persist applies it; a caller that compares what a reader saw
+// with Progress reads the reader first, then calls AwaitApplied, then
+// Progress, and so never sees the reader ahead of the table. It waits for
+// the appends in flight (at most one flush), as a snapshot does.
+func (b *Broker) AwaitApplied() {
+	b.progressMu.Lock()
+	//lint:ignore SA2001 the empty critical section is the barrier: it waits for the readers in persist
+	b.progressMu.Unlock()
+}
+
 // commit durably sets key's committed offset (a reset: a new generation;
 // everything from off on is consumed again).
 func (b *Broker) commit(key offset.Key, off int64) error {
