@@ -57,9 +57,7 @@ func TestE2EDerivedFilesRebuiltAfterDamage(t *testing.T) {
 			t.Parallel()
 			e := startE2E(t)
 			cfg := e.Cfg
-			servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/topics/heal", api.TopicRequest{Queues: 2}), http.StatusCreated, nil)
-			servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/healers", api.GroupRequest{InvisibleMs: 60_000,
-				Subscriptions: []api.Subscription{{Topic: "heal"}}}), http.StatusCreated, nil)
+			e.topicAndGroup(t, "heal", 2, "healers")
 			const n = 20
 			used := map[int32]map[int64]bool{0: {}, 1: {}}
 			for i := 0; i < n; i++ {
@@ -117,9 +115,7 @@ func TestE2EConsumerOffsetAboveMaxIsClamped(t *testing.T) {
 	t.Parallel()
 	e := startE2E(t)
 	cfg := e.Cfg
-	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/topics/lossy", api.TopicRequest{Queues: 1}), http.StatusCreated, nil)
-	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/eater", api.GroupRequest{InvisibleMs: 60_000,
-		Subscriptions: []api.Subscription{{Topic: "lossy"}}}), http.StatusCreated, nil)
+	e.topicAndGroup(t, "lossy", 1, "eater")
 	var cut int64
 	for i := 0; i < 10; i++ {
 		r := e.Send(t, "lossy", api.SendMessage{Body: fmt.Sprintf("l%d", i)})
@@ -163,17 +159,15 @@ func segmentBase(t *testing.T, path string) int64 {
 
 // TestE2EProgressReplayedPastADamagedEntry: the offset snapshot is gone
 // (so the restart replays every progress record) and two entries of the
-// progress records' ConsumeQueue are swapped on disk — entries that look
-// valid, so only a read notices them. The replay must still apply every
-// record: no acknowledged message is delivered again and the committed
-// offset is where the acks left it.
+// progress records' ConsumeQueue are swapped on disk, entries that each
+// look valid. Whether the store's open or a read finds them, the replay
+// must still apply every record: no acknowledged message is delivered
+// again and the committed offset is where the acks left it.
 func TestE2EProgressReplayedPastADamagedEntry(t *testing.T) {
 	t.Parallel()
 	e := startE2E(t)
 	cfg := e.Cfg
-	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/topics/replay", api.TopicRequest{Queues: 1}), http.StatusCreated, nil)
-	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/replayers", api.GroupRequest{InvisibleMs: 60_000,
-		Subscriptions: []api.Subscription{{Topic: "replay"}}}), http.StatusCreated, nil)
+	e.topicAndGroup(t, "replay", 1, "replayers")
 	const n = 12
 	for i := 0; i < n; i++ {
 		e.Send(t, "replay", api.SendMessage{Body: fmt.Sprintf("r%02d", i)})
@@ -213,4 +207,13 @@ func TestE2EProgressReplayedPastADamagedEntry(t *testing.T) {
 			require.EqualValues(t, n, q.ConsumerOffset, "the committed offset after the replay")
 		}
 	}
+}
+
+// topicAndGroup creates a topic of queues queues and a group subscribed to
+// it, with leases of a minute.
+func (e *e2eServer) topicAndGroup(t *testing.T, topic string, queues int, group string) {
+	t.Helper()
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/topics/"+topic, api.TopicRequest{Queues: queues}), http.StatusCreated, nil)
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/"+group, api.GroupRequest{InvisibleMs: 60_000,
+		Subscriptions: []api.Subscription{{Topic: topic}}}), http.StatusCreated, nil)
 }
