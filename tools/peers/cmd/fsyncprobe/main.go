@@ -5,7 +5,10 @@
 // with nothing else running in the process, then prints the distribution.
 // With -unwritten the file is fallocate'd instead, as a fresh CommitLog
 // segment is, so each fdatasync also commits the conversion of the blocks
-// it wrote from unwritten to written.
+// it wrote from unwritten to written. With -chunk each write is split into
+// page-aligned pwrites of at most that many bytes (as a writer of many
+// small records would write them); the summary gives the time spent
+// writing, apart from the flushes.
 //
 //	go run ./cmd/fsyncprobe -dir /var/lib/mqgate -duration 8s
 //	go run ./cmd/fsyncprobe -size 757760 -interval 0 -ahead 1073741824 -duration 3s -unwritten
@@ -30,6 +33,7 @@ func main() {
 	interval := flag.Duration("interval", 200*time.Microsecond, "pause between flushes")
 	unwritten := flag.Bool("unwritten", false, "fallocate the file (unwritten blocks, as a new segment) instead of writing zeros ahead")
 	ahead := flag.Int64("ahead", 256<<20, "bytes prepared ahead of the writes (the probe stops at their end)")
+	chunk := flag.Int("chunk", 0, "split each write into page-aligned pwrites of at most this many bytes (0: one pwrite)")
 	flag.Parse()
 	name := filepath.Join(*dir, fmt.Sprintf(".fsyncprobe-%d", os.Getpid()))
 	f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
@@ -59,12 +63,13 @@ func main() {
 		buf[i] = byte('a' + i%26)
 	}
 	var took []time.Duration
+	var writing time.Duration
 	off := int64(0)
 	for end := time.Now().Add(*dur); time.Now().Before(end) && off+int64(*size) <= *ahead; off += int64(*size) {
-		if _, err := f.WriteAt(buf, off); err != nil {
-			log.Fatal(err)
-		}
+		w := time.Now()
+		writeAt(f, buf, off, *chunk)
 		t := time.Now()
+		writing += t.Sub(w)
 		if err := unix.Fdatasync(int(f.Fd())); err != nil {
 			log.Fatal(err)
 		}
@@ -82,8 +87,24 @@ func main() {
 	if *unwritten {
 		blocks = "fallocate'd (unwritten) blocks"
 	}
-	fmt.Printf("fsyncprobe %s, %s: %d flushes of %d B: p50 %v p90 %v p99 %v p99.9 %v max %v; over 2 ms %d (%.2f%%), over 10 ms %d\n",
+	fmt.Printf("fsyncprobe %s, %s: %d flushes of %d B: p50 %v p90 %v p99 %v p99.9 %v max %v; over 2 ms %d (%.2f%%), over 10 ms %d; writing %v a flush (%.2f GB/s, chunk %d)\n",
 		*dir, blocks, n, *size, q(0.5).Round(time.Microsecond), q(0.9).Round(time.Microsecond), q(0.99).Round(time.Microsecond),
 		q(0.999).Round(time.Microsecond), took[n-1].Round(time.Microsecond), over(2*time.Millisecond),
-		100*float64(over(2*time.Millisecond))/float64(n), over(10*time.Millisecond))
+		100*float64(over(2*time.Millisecond))/float64(n), over(10*time.Millisecond),
+		(writing / time.Duration(n)).Round(100*time.Nanosecond), float64(n)*float64(*size)/writing.Seconds()/1e9, *chunk)
+}
+
+// writeAt writes buf at off with one pwrite, or with chunk > 0 as
+// pwrites that each end at or before the next multiple of chunk.
+func writeAt(f *os.File, buf []byte, off int64, chunk int) {
+	for len(buf) > 0 {
+		k := len(buf)
+		if chunk > 0 {
+			k = min(k, chunk-int(off%int64(chunk)))
+		}
+		if _, err := f.WriteAt(buf[:k], off); err != nil {
+			log.Fatal(err)
+		}
+		buf, off = buf[k:], off+int64(k)
+	}
 }
