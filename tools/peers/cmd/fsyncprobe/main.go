@@ -35,6 +35,9 @@ func main() {
 	ahead := flag.Int64("ahead", 256<<20, "bytes prepared ahead of the writes (the probe stops at their end)")
 	chunk := flag.Int("chunk", 0, "split each write into page-aligned pwrites of at most this many bytes (0: one pwrite)")
 	flag.Parse()
+	if *chunk < 0 {
+		log.Fatal("-chunk must be 0 (one pwrite) or a positive number of bytes")
+	}
 	name := filepath.Join(*dir, fmt.Sprintf(".fsyncprobe-%d", os.Getpid()))
 	f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
 	if err != nil {
