@@ -80,6 +80,9 @@ type QueueMessages struct {
 
 // BrokerStatus is the broker's state (mqadmin brokerStatus).
 type BrokerStatus struct {
+	// StoreID names this store in every message id (the id's first 16 hex digits):
+	// chosen when the data directory was first written, kept by its log.
+	StoreID            string `json:"storeId" example:"8F3A51C2D4E6F701"`
 	FlushMode          string `json:"flushMode" enums:"sync,async" example:"sync"`
 	StoreBytes         int64  `json:"storeBytes" example:"1073741824"`
 	UptimeMs           int64  `json:"uptimeMs" example:"3600000"`
@@ -645,6 +648,7 @@ func (h *handler) brokerStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := BrokerStatus{
+		StoreID:            s.StoreID,
 		FlushMode:          s.FlushMode,
 		StoreBytes:         s.StoreBytes,
 		UptimeMs:           s.Uptime.Milliseconds(),

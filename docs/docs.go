@@ -2792,6 +2792,7 @@ const docTemplate = `{
                 "schedulerLatenessP99Ms",
                 "scrub",
                 "storeBytes",
+                "storeId",
                 "timersPending",
                 "transactions",
                 "uptimeMs"
@@ -2879,6 +2880,11 @@ const docTemplate = `{
                 "storeBytes": {
                     "type": "integer",
                     "example": 1073741824
+                },
+                "storeId": {
+                    "description": "StoreID names this store in every message id (the id's first 16 hex digits):\nchosen when the data directory was first written, kept by its log.",
+                    "type": "string",
+                    "example": "8F3A51C2D4E6F701"
                 },
                 "timersPending": {
                     "description": "TimersPending counts delayMs/deliverAt timers not yet due.",

@@ -72,11 +72,9 @@ type Config struct {
 	// pages may call the API; state-changing requests of other origins
 	// are refused. "*" allows any.
 	CORSAllowedOrigins []string `name:"cors-allowed-origins" help:"Web origins (https://app.example) whose pages may call the API (CORS); POST, PUT, PATCH and DELETE with another Origin get 403 (clients without Origin, like curl, are not affected). Default: none but the console's own." env:"MQGATE_CORS_ALLOWED_ORIGINS" sep:","`
-	// AdvertiseAddr is the IPv4 host:port written into message ids (a
-	// host name is resolved once at start). Empty: the listen address when
-	// it names an IPv4 host, else the host's first non-loopback IPv4
-	// address (127.0.0.1 if none), with the port actually bound.
-	AdvertiseAddr string `help:"IPv4 host:port written into message ids; a host name is resolved once at start (default: the listen address if it names an IPv4 host, else this host's first non-loopback IPv4 address, with the bound port)." env:"MQGATE_ADVERTISE_ADDR"`
+	// AdvertiseAddr is the host:port clients use to reach this server (a
+	// proxy's or a DNS name); its host is allowed in Host headers.
+	AdvertiseAddr string `help:"host:port clients use to reach this server (behind a proxy or a DNS name); its host is allowed in Host headers. Message ids do not carry it: they name the data directory's store id." env:"MQGATE_ADVERTISE_ADDR"`
 	// DataDir is the directory of the store.
 	DataDir string `help:"Directory of the message store." env:"MQGATE_DATA_DIR" default:"${data_dir}"`
 	// Flush is "sync" (a send returns after the fsync that covers it) or

@@ -9,13 +9,15 @@ package server_test
 import (
 	"bufio"
 	"bytes"
-	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -267,38 +269,45 @@ func TestE2ERootErrorsAreProblems(t *testing.T) {
 	require.True(t, json.Valid(r.Body))
 }
 
-// TestE2EMessageIDsCarryTheStoreHost: two servers mint different ids for
-// their first message, each carrying the
-// advertised host:port; without --advertise-addr a server listening on a
-// specific IPv4 address uses it with the port actually bound.
-func TestE2EMessageIDsCarryTheStoreHost(t *testing.T) {
+// TestE2EMessageIDsNameTheStore: a message id begins with the data
+// directory's store id (GET /v1/broker/status storeId), not the server's
+// address: two fresh data dirs mint different ids, and a data dir keeps its
+// id across a restart on another address and after its storeid file is
+// deleted (the log holds the id); ids minted before the restart still find
+// their messages.
+func TestE2EMessageIDsNameTheStore(t *testing.T) {
 	t.Parallel()
-	first := func(t *testing.T, e *e2eServer) message.ID {
+	send := func(t *testing.T, e *e2eServer, body string) message.ID {
 		t.Helper()
-		res := e.Send(t, "ids", api.SendMessage{Body: "first"})
+		res := e.Send(t, "ids", api.SendMessage{Body: body})
 		id, err := message.ParseID(res.MessageID)
 		require.NoError(t, err)
 		require.Equal(t, res.MessageID, e.Message(t, res.MessageID).MessageID, "the id finds the message")
 		return id
 	}
+	storeID := func(t *testing.T, e *e2eServer) string {
+		t.Helper()
+		var st api.BrokerStatus
+		servertest.Decode(t, e.Get(t, "/v1/broker/status"), http.StatusOK, &st)
+		require.Len(t, st.StoreID, 16)
+		return st.StoreID
+	}
 	a := startE2E(t, func(c *server.Config) { c.AdvertiseAddr = "10.1.2.3:7001" })
-	b := startE2E(t, func(c *server.Config) { c.AdvertiseAddr = "localhost:7002" })
-	idA, idB := first(t, a), first(t, b)
-	require.NotEqual(t, idA, idB)
-	require.Equal(t, "10.1.2.3:7001", idA.Host().String())
-	require.Equal(t, "127.0.0.1:7002", idB.Host().String(), "a name is resolved to its IPv4 address")
+	b := startE2E(t, func(c *server.Config) { c.AdvertiseAddr = "10.1.2.3:7001" })
+	idA, idB := send(t, a, "first"), send(t, b, "first")
+	require.NotEqual(t, idA.Host(), idB.Host(), "two data dirs, two store ids, though the addresses are the same")
+	require.Equal(t, storeID(t, a), strings.ToUpper(hex.EncodeToString(idA[:8])))
 
-	c := startE2E(t) // 127.0.0.1:0
-	require.Equal(t, c.Srv.Addr(), first(t, c).Host().String())
-	require.NotEqual(t, "127.0.0.1:8080", c.Srv.Addr())
-
-	_, err := server.Open(context.Background(), func() server.Config {
-		cfg := servertest.Config(t, t.TempDir())
-		cfg.AdvertiseAddr = "[2001:db8::1]:7003"
-		return cfg
-	}())
-	require.ErrorIs(t, err, server.ErrInvalidConfig)
-	require.ErrorContains(t, err, "IPv4")
+	a.Close(t)
+	require.NoError(t, os.Remove(filepath.Join(a.Cfg.DataDir, "storeid")))
+	a2 := &e2eServer{a.Reopen(t, func(c *server.Config) { c.AdvertiseAddr = "10.9.9.9:7002" })}
+	require.Equal(t, "first", a2.Message(t, idA.String()).Body, "an id minted before the restart")
+	again := send(t, a2, "second")
+	require.Equal(t, idA.Host(), again.Host(), "the log keeps the store id")
+	require.Equal(t, strings.ToUpper(hex.EncodeToString(idA[:8])), storeID(t, a2))
+	stored, err := os.ReadFile(filepath.Join(a.Cfg.DataDir, "storeid"))
+	require.NoError(t, err)
+	require.Equal(t, hex.EncodeToString(idA[:8])+"\n", string(stored), "the file is written again from the log")
 }
 
 // series returns the label sets and values of metric name in /metrics.

@@ -140,10 +140,6 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 			_ = adminListener.Close() // a failed Open leaves nothing listening
 		}
 	}()
-	host, hostSource, err := storeHost(ctx, cfg.AdvertiseAddr, listener.Addr(), net.DefaultResolver.LookupNetIP)
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("%w: %w", ErrInvalidConfig, err), listener.Close())
-	}
 	so := cfg.Storage
 	so.FileReservedTime, so.RetentionInterval = cfg.Retention, cfg.RetentionInterval
 	so.DiskMaxUsedRatio, so.DiskSendCeiling, so.DiskSystemCeiling = cfg.DiskMaxUsedRatio, cfg.DiskSendCeiling, cfg.DiskSystemCeiling
@@ -158,7 +154,6 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		NoAutoCreateGroups: !cfg.AutoCreateGroups,
 		NoMessageTrace:     !cfg.MessageTrace,
 		DelayLevels:        cfg.DelayLevels,
-		StoreHost:          host,
 		Logger:             log, // the broker names its own components
 
 		MetricsMaxLabelValues: cfg.MetricsMaxLabelValues,
@@ -191,7 +186,6 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		be = mirroredBroker{Broker: b, mirror: mirror}
 	}
 	s := newServerOn(cfg, log, be, listener, sec, tf)
-	s.log.Info().Str("store_host", host.String()).Str("from", hostSource).Msg("message ids carry this store host")
 	if adminListener != nil {
 		s.serveAdminOn(adminListener)
 	}

@@ -7,6 +7,9 @@
 //	<dir>/abort                       present while the store is open; left
 //	                                  behind by a crash, it selects the
 //	                                  verifying (abnormal) recovery path
+//	<dir>/storeid                     the store id (below) as 16 hex digits
+//	                                  and a newline, replaced atomically; a
+//	                                  cache: the log is the authority
 //	<dir>/checkpoint                  64-byte checkpoint (below), replaced
 //	                                  atomically (tmp, fsync, rename, dir fsync)
 //	<dir>/queues                      the queue table (below), replaced
@@ -31,6 +34,19 @@
 //
 // Topic names are 1-255 bytes of A-Z a-z 0-9 _ - % (they name ConsumeQueue
 // directories); queue ids are 0..MaxQueueID.
+//
+// # Store id
+//
+// Every record's storeHost field, and so the first half of every message id,
+// holds the store id: 8 bytes that name the store, not the node serving it,
+// so that a copy of the log (a replica's, a restored backup's) mints and
+// resolves the same ids. A store that has never written chooses it once
+// (Options.StoreID, else 8 random bytes) and caches it in <dir>/storeid; a
+// store whose log holds records takes the id of the newest record its
+// ConsumeQueues index and rewrites the file when it is missing, damaged or
+// different. A data directory written before store ids carries the node's
+// IPv4 address and port there and keeps them, so its old and new ids share
+// their first half. Ids are resolved by their offset alone.
 //
 // # Checkpoint (part of the on-disk format; never change)
 //

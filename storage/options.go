@@ -2,7 +2,6 @@ package storage
 
 import (
 	"fmt"
-	"net/netip"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -10,6 +9,7 @@ import (
 	"github.com/mqgate/mqgate/storage/commitlog"
 	"github.com/mqgate/mqgate/storage/internal/fileutil"
 	"github.com/mqgate/mqgate/storage/internal/vfs"
+	"github.com/mqgate/mqgate/storage/message"
 )
 
 // Options configures a Store. Zero values take the defaults documented on
@@ -34,8 +34,10 @@ type Options struct {
 	// RocketMQ's 420 MB. The first file is 1/64 of that (1.3 MB) and each
 	// roll grows the next one fourfold, so small deployments stay small.
 	IndexSlots, IndexEntries int
-	// StoreHost goes into every message id. Default 127.0.0.1:8080.
-	StoreHost netip.AddrPort
+	// StoreID is the id a store that has never written takes (see "Store
+	// id" in doc.go); zero picks a random one. A store whose log holds
+	// records keeps the id they carry.
+	StoreID message.Host
 	// CheckpointInterval is how often derived files are flushed and the
 	// checkpoint rewritten. Default 1 s.
 	CheckpointInterval time.Duration
@@ -121,9 +123,6 @@ func (o Options) withDefaults() Options {
 	if o.IndexEntries == 0 {
 		o.IndexEntries = 4_000_000
 	}
-	if !o.StoreHost.IsValid() {
-		o.StoreHost = netip.MustParseAddrPort("127.0.0.1:8080")
-	}
 	if o.CheckpointInterval == 0 {
 		o.CheckpointInterval = time.Second
 	}
@@ -180,8 +179,6 @@ func (o Options) Validate() error {
 		return fmt.Errorf("storage: negative disk check interval, retention interval or file reserved time")
 	case o.ScrubInterval < 0:
 		return fmt.Errorf("storage: negative scrub interval %v", o.ScrubInterval)
-	case !o.StoreHost.Addr().Is4():
-		return fmt.Errorf("storage: store host %s is not IPv4", o.StoreHost)
 	}
 	return nil
 }

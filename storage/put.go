@@ -33,7 +33,7 @@ func (e *putEncoder) Encode(dst []byte, offset int64) {
 	s.queueOffsets[key] = m.QueueOffset + 1
 	m.PhysicalOffset = offset
 	m.StoreTimestamp = time.Now().UnixMilli()
-	m.StoreHost = s.storeHost
+	m.StoreHost = s.storeID
 	m.EncodePayload(dst)
 }
 
@@ -103,7 +103,7 @@ func (s *Store) checkWritable(class Class) error {
 }
 
 // Put appends one producer message (ClassSend). The store assigns
-// QueueOffset, PhysicalOffset, StoreTimestamp, StoreHost and TagsCode
+// QueueOffset, PhysicalOffset, StoreTimestamp, StoreHost (the store id) and TagsCode
 // (written back into m). In sync flush mode it returns only once the
 // message is durable.
 func (s *Store) Put(m *message.Message) (PutResult, error) { return s.put(ClassSend, m) }
@@ -188,7 +188,7 @@ func (s *Store) put(class Class, m *message.Message) (PutResult, error) {
 
 func (s *Store) result(m *message.Message, r commitlog.AppendResult) PutResult {
 	return PutResult{
-		ID:             message.NewID(s.storeHost, r.Offset),
+		ID:             message.NewID(s.storeID, r.Offset),
 		PhysicalOffset: r.Offset,
 		Size:           r.Size,
 		QueueID:        m.QueueID,

@@ -53,7 +53,7 @@ type Store struct {
 	lock      *fileutil.DirLock
 	commitLog *commitlog.Log
 	index     *index.Index
-	storeHost message.Host
+	storeID   message.Host // names the store in message ids (storeid.go)
 	recovery  RecoveryInfo
 
 	// queueOffsets is the next queue offset per queue. Only the commitlog
@@ -116,7 +116,6 @@ func Open(opts Options) (*Store, error) {
 		opts:         opts,
 		log:          logger,
 		lock:         lock,
-		storeHost:    message.HostFrom(opts.StoreHost),
 		queueOffsets: make(map[queueKey]int64),
 		queues:       make(map[queueKey]*consumequeue.Queue),
 		topics:       make(map[string][]int32),
@@ -128,7 +127,11 @@ func Open(opts Options) (*Store, error) {
 	s.repairs.done = make(map[queueKey]int64)
 	s.repairs.bad = make(map[queueKey]badEntry)
 	s.repairs.wake = make(chan struct{}, 1)
-	if err := s.open(); err != nil {
+	err = s.open()
+	if err == nil {
+		err = s.loadStoreID()
+	}
+	if err != nil {
 		s.closeEngines()
 		lock.Unlock()
 		return nil, err
@@ -141,7 +144,8 @@ func Open(opts Options) (*Store, error) {
 	if s.recovery.Abnormal {
 		ev = logger.Warn()
 	}
-	ev.Bool("abnormal", s.recovery.Abnormal).
+	ev.Hex("storeId", s.storeID[:]).
+		Bool("abnormal", s.recovery.Abnormal).
 		Bool("checkpointValid", s.recovery.CheckpointValid).
 		Int64("end", s.commitLog.Written()).
 		Int64("truncatedBytes", s.recovery.CommitLog.TruncatedBytes).

@@ -676,6 +676,12 @@ type BrokerStatus struct {
 	// StoreBytes Example: 1073741824
 	StoreBytes int64 `json:"storeBytes"`
 
+	// StoreId StoreID names this store in every message id (the id's first 16 hex digits):
+	// chosen when the data directory was first written, kept by its log.
+	//
+	// Example: 8F3A51C2D4E6F701
+	StoreId string `json:"storeId"`
+
 	// TimersPending TimersPending counts delayMs/deliverAt timers not yet due.
 	//
 	// Example: 3

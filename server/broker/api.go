@@ -369,6 +369,9 @@ type LevelBacklog struct {
 
 // BrokerStatus is a snapshot of the broker's state (mqadmin brokerStatus).
 type BrokerStatus struct {
+	// StoreID names the store in message ids (storage.Store.StoreID), as
+	// 16 upper-case hexadecimal digits.
+	StoreID string
 	// FlushMode is "sync" or "async".
 	FlushMode string
 	// StoreBytes is the disk space used by the store.

@@ -2,11 +2,12 @@ package broker
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,11 +81,9 @@ type Options struct {
 	// NoMessageTrace turns the message trace's follower off (trace.go):
 	// traces then list only the events the message's own records hold.
 	NoMessageTrace bool
-	// StoreHost is the address written into message ids (default 127.0.0.1:8080).
-	StoreHost netip.AddrPort
 	// Storage carries advanced storage options (tiny files in tests,
-	// retention); its Dir, FlushMode, SegmentSize, MaxMessageSize,
-	// StoreHost and Logger are filled from the fields above.
+	// retention, a new store's StoreID); its Dir, FlushMode, SegmentSize,
+	// MaxMessageSize and Logger are filled from the fields above.
 	Storage storage.Options
 	// Logger receives the broker's logs (default zerolog.Nop()).
 	Logger zerolog.Logger
@@ -134,9 +133,6 @@ func (o Options) withDefaults() Options {
 	if o.DispatchDelayLimit == 0 {
 		o.DispatchDelayLimit = 10 * time.Second
 	}
-	if !o.StoreHost.IsValid() {
-		o.StoreHost = netip.MustParseAddrPort("127.0.0.1:8080")
-	}
 	if o.MetricsMaxLabelValues <= 0 {
 		o.MetricsMaxLabelValues = DefaultMetricsMaxLabelValues
 	}
@@ -165,7 +161,6 @@ func (o Options) storageOptions() (storage.Options, error) {
 	}
 	so.FlushMode = fm
 	so.MaxMessageSize = o.MaxMessageSize + propertyOverhead
-	so.StoreHost = o.StoreHost
 	so.Logger = o.Logger
 	// Nothing is deleted before the broker can carry what must outlive
 	// retention (its policy is installed at the end of Open).
@@ -523,7 +518,9 @@ func (b *Broker) Quarantined() (count int64, recent []QuarantinedRecord) {
 func (b *Broker) Status(ctx context.Context) (BrokerStatus, error) {
 	st := b.store.Stats()
 	stats := b.Stats()
+	id := b.store.StoreID()
 	out := BrokerStatus{
+		StoreID:      strings.ToUpper(hex.EncodeToString(id[:])),
 		FlushMode:    b.store.FlushMode().String(),
 		StoreBytes:   st.DiskBytes,
 		Uptime:       time.Since(b.started),

@@ -3,6 +3,8 @@ package message
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // Field offsets and widths of the payload. Part of the on-disk format;
@@ -41,8 +43,13 @@ func (m *Message) PayloadSize() int {
 
 // EncodePayload writes m's payload into dst, which must be exactly
 // PayloadSize() bytes long; it panics otherwise, as a programming error.
-// Callers run Validate first: EncodePayload does not check limits. It does
-// not allocate.
+// Callers run Validate first: EncodePayload does not check limits.
+//
+// The encoding is canonical: properties are written in ascending byte order
+// of their keys, so the same message always yields the same bytes (and the
+// same CRC) whatever order Go's map iteration picks. A replica that copies
+// a record and one that re-encodes it hold equal bytes (see doc.go). It
+// does not allocate for up to maxStackProperties properties.
 func (m *Message) EncodePayload(dst []byte) {
 	propertiesSize := PropertiesSize(m.Properties)
 	size := FixedHeaderSize + bodyLenWidth + len(m.Body) + topicLenWidth + len(m.Topic) +
@@ -71,7 +78,14 @@ func (m *Message) EncodePayload(dst []byte) {
 	pos += copy(dst[pos:], m.Topic)
 	be.PutUint32(dst[pos:], uint32(propertiesSize))
 	pos += propertiesLenWidth
+	var stack [maxStackProperties]property
+	props := stack[:0]
 	for k, v := range m.Properties {
+		props = append(props, property{k, v})
+	}
+	slices.SortFunc(props, func(a, b property) int { return strings.Compare(a.key, b.key) })
+	for _, p := range props {
+		k, v := p.key, p.value
 		be.PutUint16(dst[pos:], uint16(len(k)))
 		pos += keyLenWidth
 		pos += copy(dst[pos:], k)
@@ -80,6 +94,12 @@ func (m *Message) EncodePayload(dst []byte) {
 		pos += copy(dst[pos:], v)
 	}
 }
+
+// maxStackProperties is how many property keys EncodePayload sorts without
+// allocating; the broker's own records carry fewer than a dozen.
+const maxStackProperties = 32
+
+type property struct{ key, value string }
 
 // layout locates the variable-length regions of a payload.
 type layout struct {

@@ -38,14 +38,22 @@
 //	2  keyLen    uint16, then keyLen bytes of key   (keyLen >= 1)
 //	4  valueLen  uint32, then valueLen bytes of value
 //
-// The order of property entries carries no meaning (the encoder iterates a
-// Go map); a key appears at most once.
+// A key appears at most once. The encoder writes the entries in ascending
+// byte order of their keys, so that the encoding is canonical: the same
+// message always yields the same bytes and CRC, which is what lets every
+// replica of a log hold equal bytes. The decoder accepts any order (records
+// written before this rule have their properties in Go map order).
 //
-// A Host is 8 bytes: the IPv4 address in network order followed by the port
-// as a big-endian uint32. A message id (ID) is 16 bytes: the store host (8)
-// followed by the record's CommitLog physical offset (8, big-endian), printed
-// as 32 upper-case hexadecimal characters, exactly as RocketMQ does, so an id
-// locates its record in O(1).
+// A Host is 8 bytes. In bornHost it is the producer's IPv4 address in
+// network order followed by the port as a big-endian uint32, as in
+// RocketMQ. In storeHost mqgate writes the store id instead: 8 bytes chosen
+// when a data directory is first written and kept by its log (see "Store
+// id" in storage/doc.go), so every copy of a log names the same store; data
+// directories written before store ids carry the node's address there. A
+// message id (ID) is 16 bytes: the storeHost field (8) followed by the
+// record's CommitLog physical offset (8, big-endian), printed as 32
+// upper-case hexadecimal characters, as RocketMQ does, so an id locates its
+// record in O(1); only the offset is used to find it.
 //
 // The tag hash (TagsCode) is FNV-1a 64 over the tag's bytes reinterpreted as
 // an int64; the empty tag hashes to 0. It is stored in ConsumeQueue entries

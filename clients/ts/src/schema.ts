@@ -750,6 +750,12 @@ export interface components {
              */
             storeBytes: number;
             /**
+             * @description StoreID names this store in every message id (the id's first 16 hex digits):
+             *     chosen when the data directory was first written, kept by its log.
+             * @example 8F3A51C2D4E6F701
+             */
+            storeId: string;
+            /**
              * @description TimersPending counts delayMs/deliverAt timers not yet due.
              * @example 3
              */
