@@ -12,6 +12,7 @@ require (
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/golang-migrate/migrate/v4 v4.20.1
 	github.com/jackc/pgx/v5 v5.13.0
+	github.com/jonboulle/clockwork v0.5.0
 	github.com/oapi-codegen/runtime v1.9.0
 	github.com/posener/complete v1.2.3
 	github.com/prometheus/client_golang v1.25.0

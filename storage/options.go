@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/mqgate/mqgate/storage/commitlog"
@@ -102,6 +103,9 @@ type Options struct {
 	AllowCorrupt bool
 	// Logger receives structured logs. Default zerolog.Nop().
 	Logger zerolog.Logger
+	// Clock stamps StoreTimestamp (default the wall clock). Durations the
+	// store only reports or logs are measured on the wall clock.
+	Clock clockwork.Clock
 }
 
 func (o Options) withDefaults() Options {
@@ -122,6 +126,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.IndexEntries == 0 {
 		o.IndexEntries = 4_000_000
+	}
+	if o.Clock == nil {
+		o.Clock = clockwork.NewRealClock()
 	}
 	if o.CheckpointInterval == 0 {
 		o.CheckpointInterval = time.Second

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/mqgate/mqgate/storage/commitlog"
 	"github.com/mqgate/mqgate/storage/message"
@@ -32,7 +31,7 @@ func (e *putEncoder) Encode(dst []byte, offset int64) {
 	m.QueueOffset = s.queueOffsets[key]
 	s.queueOffsets[key] = m.QueueOffset + 1
 	m.PhysicalOffset = offset
-	m.StoreTimestamp = time.Now().UnixMilli()
+	m.StoreTimestamp = s.opts.Clock.Now().UnixMilli()
 	m.StoreHost = s.storeID
 	m.EncodePayload(dst)
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/jonboulle/clockwork"
 )
 
 // Service runs one goroutine from Start until its context ends or Stop is
@@ -70,6 +71,7 @@ func (s *Service) Stop() {
 // Kick.
 type Periodic struct {
 	*Service
+	clock    clockwork.Clock
 	interval time.Duration
 	fn       func(ctx context.Context, now time.Time)
 	kick     chan struct{}
@@ -82,25 +84,31 @@ type Periodic struct {
 // running when a tick falls due delays it, as time.Ticker does; fn should
 // return soon after ctx ends.
 func Every(interval time.Duration, fn func(ctx context.Context, now time.Time)) *Periodic {
+	return EveryOn(clockwork.NewRealClock(), interval, fn)
+}
+
+// EveryOn is Every on clock's time: with a clockwork.FakeClock, passes
+// run as the test advances it.
+func EveryOn(clock clockwork.Clock, interval time.Duration, fn func(ctx context.Context, now time.Time)) *Periodic {
 	if interval <= 0 {
 		panic("worker: Every needs a positive interval")
 	}
-	p := &Periodic{interval: interval, fn: fn, kick: make(chan struct{}, 1), ran: make(chan struct{}, 1)}
+	p := &Periodic{clock: clock, interval: interval, fn: fn, kick: make(chan struct{}, 1), ran: make(chan struct{}, 1)}
 	p.Service = New(p.loop)
 	return p
 }
 
 func (p *Periodic) loop(ctx context.Context) {
-	t := time.NewTicker(p.interval)
+	t := p.clock.NewTicker(p.interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
+		case now := <-t.Chan():
 			p.pass(ctx, now)
 		case <-p.kick:
-			p.pass(ctx, time.Now())
+			p.pass(ctx, p.clock.Now())
 		}
 	}
 }

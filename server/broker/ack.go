@@ -33,7 +33,7 @@ type receiptOp func(ref leaseRef, now time.Time) ReceiptStatus
 // request of the instance.
 func (b *Broker) forEachReceipt(group string, receipts []string, isAck bool, op receiptOp) []ReceiptResult {
 	results := make([]ReceiptResult, len(receipts))
-	now := time.Now()
+	now := b.clock.Now()
 	// Decode (and check the HMAC of) every receipt before taking any lock.
 	decoded := make([]receipt, len(receipts))
 	valid := make([]bool, len(receipts))
@@ -184,12 +184,12 @@ func (b *Broker) Ack(ctx context.Context, group string, receipts []string) ([]Re
 }
 
 // progressMessage wraps a progress record as a system-topic message.
-func progressMessage(rec offset.Record) (*message.Message, error) {
+func progressMessage(rec offset.Record, bornMs int64) (*message.Message, error) {
 	body, err := offset.EncodeRecord(rec)
 	if err != nil {
 		return nil, err
 	}
-	return &message.Message{Topic: offsetTopic, Body: body, BornTimestamp: time.Now().UnixMilli()}, nil
+	return &message.Message{Topic: offsetTopic, Body: body, BornTimestamp: bornMs}, nil
 }
 
 // ackEntry is the progress entry acknowledging off of key.
@@ -209,7 +209,7 @@ func (b *Broker) persist(rec offset.Record, extra []*message.Message) error {
 	}
 	msgs := extra
 	if len(rec.Entries) > 0 {
-		m, err := progressMessage(rec)
+		m, err := progressMessage(rec, b.clock.Now().UnixMilli())
 		if err != nil {
 			return err
 		}

@@ -166,8 +166,8 @@ func (s *instanceSet) remove(group, client string) {
 // offsets: the clock in seconds, above every generation the key had, so
 // that what an earlier instance under the same client id left behind (a
 // lease record, a late ack) does not apply to this one.
-func registrationGeneration(had uint32) uint32 {
-	return max(uint32(time.Now().Unix()), had+1)
+func registrationGeneration(now time.Time, had uint32) uint32 {
+	return max(uint32(now.Unix()), had+1)
 }
 
 // enterInstance registers client as an instance of g when it is new (the
@@ -222,12 +222,12 @@ func (b *Broker) enterInstance(g GroupConfig, client string, topics ...TopicConf
 		b.log.Info().Str("group", g.Name).Str("client", client).Msg("consumer instance registered")
 	}
 	in.active++
-	in.lastSeen = time.Now()
+	in.lastSeen = b.clock.Now()
 	s.dirty = true
 	return func() {
 		s.mu.Lock()
 		in.active--
-		in.lastSeen = time.Now()
+		in.lastSeen = b.clock.Now()
 		s.mu.Unlock()
 	}, nil
 }
@@ -267,7 +267,7 @@ func (b *Broker) instanceStarts(g GroupConfig, client string, t TopicConfig, fre
 				return nil, mapStoreErr(err)
 			}
 		}
-		out = append(out, offset.Entry{Kind: offset.KindCommit, Key: key, Generation: registrationGeneration(gen), Offset: start})
+		out = append(out, offset.Entry{Kind: offset.KindCommit, Key: key, Generation: registrationGeneration(b.clock.Now(), gen), Offset: start})
 	}
 	return out, nil
 }
@@ -279,7 +279,7 @@ func (b *Broker) touchInstances(group string, clients map[string]struct{}) {
 		return
 	}
 	s := &b.instances
-	now := time.Now()
+	now := b.clock.Now()
 	s.mu.Lock()
 	for c := range clients {
 		if in := s.get(group, c); in != nil {
@@ -400,7 +400,7 @@ func (b *Broker) openInstances() {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		b.log.Warn().Err(err).Msg("instances snapshot unreadable; every consumer instance's idle time counts from now")
 	}
-	now := time.Now()
+	now := b.clock.Now()
 	s := &b.instances
 	s.mu.Lock()
 	defer s.mu.Unlock()

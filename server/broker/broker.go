@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/mqgate/mqgate/internal/worker"
@@ -87,6 +88,10 @@ type Options struct {
 	Storage storage.Options
 	// Logger receives the broker's logs (default zerolog.Nop()).
 	Logger zerolog.Logger
+	// Clock is the broker's and its store's only source of time (default
+	// the wall clock); tests pass a clockwork.FakeClock to run leases,
+	// timers, retries and transactions on virtual time.
+	Clock clockwork.Clock
 }
 
 // DefaultDelayLevels is RocketMQ's messageDelayLevel.
@@ -133,6 +138,9 @@ func (o Options) withDefaults() Options {
 	if o.DispatchDelayLimit == 0 {
 		o.DispatchDelayLimit = 10 * time.Second
 	}
+	if o.Clock == nil {
+		o.Clock = clockwork.NewRealClock()
+	}
 	if o.MetricsMaxLabelValues <= 0 {
 		o.MetricsMaxLabelValues = DefaultMetricsMaxLabelValues
 	}
@@ -162,6 +170,7 @@ func (o Options) storageOptions() (storage.Options, error) {
 	so.FlushMode = fm
 	so.MaxMessageSize = o.MaxMessageSize + propertyOverhead
 	so.Logger = o.Logger
+	so.Clock = o.Clock
 	// Nothing is deleted before the broker can carry what must outlive
 	// retention (its policy is installed at the end of Open).
 	so.AwaitRetentionPolicy = true
@@ -208,6 +217,7 @@ type Broker struct {
 	scheduler    *schedule.Scheduler
 
 	started time.Time
+	clock   clockwork.Clock // opts.Clock: every time the broker reads
 	closing chan struct{}
 	// closingCtx is cancelled when the broker starts closing: the
 	// context of background waits.
@@ -239,10 +249,11 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 	}
 	b := &Broker{
 		opts:    opts,
+		clock:   opts.Clock,
 		log:     opts.Logger.With().Str("component", "broker").Logger(),
 		store:   store,
 		pops:    make(map[popKey]*popState),
-		started: time.Now(),
+		started: opts.Clock.Now(),
 		closing: make(chan struct{}),
 	}
 	b.closingCtx, b.cancelClosing = context.WithCancel(context.Background())
@@ -251,7 +262,7 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 	b.timers.init()
 	b.txns.init(opts.TransactionMaxChecks)
 	b.ladder.init(len(opts.DelayLevels))
-	b.epoch.Store(uint64(time.Now().UnixNano()))
+	b.epoch.Store(uint64(b.clock.Now().UnixNano()))
 	if err := b.recover(ctx); err != nil {
 		if b.timers.index != nil {
 			_ = b.timers.index.Close()
@@ -267,7 +278,7 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 func (b *Broker) recover(ctx context.Context) error {
 	var err error
 	scan := func(from int64, fn func(int64, []byte)) (int64, error) { return b.scanMeta(ctx, from, fn) }
-	if b.registry, err = openRegistry(b.store, b.appendMeta, scan, b.log.With().Str("part", "registry").Logger()); err != nil {
+	if b.registry, err = openRegistry(b.store, b.appendMeta, scan, b.clock, b.log.With().Str("part", "registry").Logger()); err != nil {
 		return err
 	}
 	b.registry.quotas = b.opts.Quotas
@@ -293,7 +304,7 @@ func (b *Broker) recover(ctx context.Context) error {
 	}
 	b.progress = table
 	b.snapshotFrom.Store(from)
-	start := time.Now()
+	start := b.clock.Now()
 	replayed := 0
 	err = b.scanSystemQueue(ctx, offsetTopic, from, func(m *message.Message) {
 		rec, err := offset.DecodeRecord(m.Body)
@@ -312,7 +323,7 @@ func (b *Broker) recover(ctx context.Context) error {
 			table.Forget(k.Group) // a deleted group's (and its instances')
 		}
 	}
-	b.log.Info().Int("records", replayed).Dur("took", time.Since(start)).Msg("consumer progress recovered")
+	b.log.Info().Int("records", replayed).Dur("took", b.clock.Since(start)).Msg("consumer progress recovered")
 	if err := b.clampOffsets(); err != nil {
 		return err
 	}
@@ -339,6 +350,7 @@ func (b *Broker) recover(ctx context.Context) error {
 		FS:           b.store.FS(),
 		OnDeliver:    func(_ int, late time.Duration) { b.metrics.late(late) },
 		Logger:       b.opts.Logger,
+		Clock:        b.clock,
 	}, b.store.ScheduleSource(), deliverSink{b: b, next: b.store.ScheduleSink()})
 	return err
 }
@@ -384,9 +396,11 @@ func (b *Broker) start() {
 		w.Start(b.closingCtx)
 	}
 	// The periodic passes run on internal/worker; each is a method tests
-	// call directly (reapExpired, snapshot, dedup.expire).
+	// call directly (reapExpired, snapshot, dedup.expire). Those whose
+	// effect depends on time run on the broker's clock; the snapshot is
+	// local housekeeping on the wall clock.
 	b.periodic = []*worker.Periodic{
-		worker.Every(200*time.Millisecond, func(context.Context, time.Time) { b.reapExpired() }),
+		worker.EveryOn(b.clock, 200*time.Millisecond, func(context.Context, time.Time) { b.reapExpired() }),
 		worker.Every(b.opts.SnapshotInterval, func(context.Context, time.Time) {
 			if err := b.snapshot(); err != nil {
 				b.log.Error().Err(err).Msg("offset snapshot failed")
@@ -395,8 +409,8 @@ func (b *Broker) start() {
 				b.log.Error().Err(err).Msg("transaction snapshot failed")
 			}
 		}),
-		worker.Every(time.Minute, func(_ context.Context, now time.Time) { b.dedup.expire(now.Add(-b.opts.DedupWindow)) }),
-		worker.Every(instanceSweepInterval, func(_ context.Context, now time.Time) { b.forgetIdleInstances(now) }),
+		worker.EveryOn(b.clock, time.Minute, func(_ context.Context, now time.Time) { b.dedup.expire(now.Add(-b.opts.DedupWindow)) }),
+		worker.EveryOn(b.clock, instanceSweepInterval, func(_ context.Context, now time.Time) { b.forgetIdleInstances(now) }),
 	}
 	for _, p := range b.periodic {
 		p.Start(b.closingCtx)
@@ -523,7 +537,7 @@ func (b *Broker) Status(ctx context.Context) (BrokerStatus, error) {
 		StoreID:      strings.ToUpper(hex.EncodeToString(id[:])),
 		FlushMode:    b.store.FlushMode().String(),
 		StoreBytes:   st.DiskBytes,
-		Uptime:       time.Since(b.started),
+		Uptime:       b.clock.Since(b.started),
 		CommitLogMin: st.CommitLogMin,
 		CommitLogMax: st.CommitLogMax,
 		Appends:      st.Appends,

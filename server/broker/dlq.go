@@ -329,7 +329,7 @@ func (b *Broker) ResendDeadLetters(ctx context.Context, group string, ids []stri
 			select {
 			case <-ctx.Done():
 				return res, ctx.Err()
-			case <-time.After(resendPause):
+			case <-b.clock.After(resendPause):
 			}
 		}
 		chunk := letters[start:min(start+resendChunk, len(letters))]
@@ -349,7 +349,7 @@ func (b *Broker) ResendDeadLetters(ctx context.Context, group string, ids []stri
 func (b *Broker) resendChunk(ctx context.Context, group string, letters []*message.Message, res *ResendResult) error {
 	b.topicGate.RLock() // see topicdelete.go
 	defer b.topicGate.RUnlock()
-	now := time.Now()
+	now := b.clock.Now()
 	var msgs []*message.Message
 	var recs []dlqStatusRecord
 	for _, m := range letters {
@@ -383,7 +383,7 @@ func (b *Broker) appendDLQStatus(recs []dlqStatusRecord, extra []*message.Messag
 	if err != nil {
 		return err
 	}
-	msgs := append(extra, &message.Message{Topic: dlqStatusTopic, Body: body, BornTimestamp: time.Now().UnixMilli()})
+	msgs := append(extra, &message.Message{Topic: dlqStatusTopic, Body: body, BornTimestamp: b.clock.Now().UnixMilli()})
 	// A status alone keeps a promise (system headroom); resent copies are
 	// new deliveries, refused at the send ceiling like sends.
 	class := storage.ClassSystem
@@ -409,7 +409,7 @@ func (b *Broker) DiscardDeadLetter(ctx context.Context, group, id string) error 
 		return err
 	}
 	id = stableID(m)
-	return b.appendDLQStatus([]dlqStatusRecord{{Group: group, MessageID: id, Status: DLQDiscarded, At: time.Now().UTC()}}, nil)
+	return b.appendDLQStatus([]dlqStatusRecord{{Group: group, MessageID: id, Status: DLQDiscarded, At: b.clock.Now().UTC()}}, nil)
 }
 
 // carryDeadLetters runs before retention deletes the CommitLog below cut:

@@ -276,4 +276,18 @@
 // above the system ceiling, read-only store) the pull fails and its
 // leases are undone. What stays in memory: the attempt history of an
 // ordered message retried in place (its failure count is recorded).
+//
+// # Time
+//
+// The broker reads time from one clock, Options.Clock (a
+// clockwork.Clock, the wall clock by default), and hands it to its store
+// (StoreTimestamp), its delay scheduler and its periodic passes whose
+// effect depends on time: the lease reaper, the dedup window, the
+// instance sweep. Lease deadlines, timer and retry due times, born and
+// created times, transaction check times and lease epochs all come from
+// it, so tests run leases, the retry ladder, timers and transactions on
+// a clockwork.FakeClock (clock_test.go walks the whole 18-level ladder
+// in well under a second). Push delivery (server/push) extends leases on
+// the same clock. Durations that are only measured and reported (flush
+// times, recovery, metrics) stay on the wall clock.
 package broker

@@ -302,7 +302,7 @@ func (n *leaseNotes) add(b *Broker, key offset.Key, client string, it leaseItem)
 		}
 	}
 	_, gen, _ := b.progress.Get(key)
-	n.rec.Entries = append(n.rec.Entries, leaseEntry{Key: key, Generation: gen, At: time.Now().UnixMilli(), Client: client, Items: []leaseItem{it}})
+	n.rec.Entries = append(n.rec.Entries, leaseEntry{Key: key, Generation: gen, At: b.clock.Now().UnixMilli(), Client: client, Items: []leaseItem{it}})
 }
 
 // itemOf is the record of l, the lease on off: held until its deadline,
@@ -380,7 +380,7 @@ func (b *Broker) appendLeases(n *leaseNotes, put func(storage.Class, []*message.
 	if err != nil {
 		return err
 	}
-	msgs := []*message.Message{{Topic: leaseTopic, Body: body, BornTimestamp: time.Now().UnixMilli()}}
+	msgs := []*message.Message{{Topic: leaseTopic, Body: body, BornTimestamp: b.clock.Now().UnixMilli()}}
 	var res [1]storage.PutResult
 	if err := put(storage.ClassSystem, msgs, res[:]); err != nil {
 		return mapStoreErr(err)
@@ -392,7 +392,7 @@ func (b *Broker) appendLeases(n *leaseNotes, put func(storage.Class, []*message.
 // not be written (the pull then fails): no client holds their receipts, so
 // they are made visible again as a lease changed to 0 would be.
 func (b *Broker) grantsFailed(ps *popState, n *leaseNotes) {
-	now := time.Now()
+	now := b.clock.Now()
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	for _, e := range n.rec.Entries {
@@ -435,7 +435,7 @@ func (b *Broker) snapshotLeases() error {
 	}
 	b.popsMu.Unlock()
 	var rec leaseRecord
-	at := time.Now().UnixMilli()
+	at := b.clock.Now().UnixMilli()
 	for k, ps := range states {
 		ps.mu.Lock()
 		for qid, c := range ps.queues {
@@ -503,7 +503,7 @@ func foldLeases(live map[leaseAt]foldedLease, rec leaseRecord) uint64 {
 // restoreLeases, at open, puts the leases that survived into their
 // cursors and raises the epoch counter above every epoch on record.
 func (b *Broker) restoreLeases(ctx context.Context) error {
-	start := time.Now()
+	start := b.clock.Now()
 	live := map[leaseAt]foldedLease{}
 	var from int64
 	var top uint64
@@ -542,7 +542,7 @@ func (b *Broker) restoreLeases(ctx context.Context) error {
 	}
 	restored, expired := b.installLeases(live, start)
 	b.leases.recovered.Records, b.leases.recovered.Leases, b.leases.recovered.Expired = replayed, restored, expired
-	b.log.Info().Int("records", replayed).Int("leases", restored).Int("expired", expired).Dur("took", time.Since(start)).
+	b.log.Info().Int("records", replayed).Int("leases", restored).Int("expired", expired).Dur("took", b.clock.Since(start)).
 		Msg("leases recovered")
 	return nil
 }

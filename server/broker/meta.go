@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 )
 
@@ -25,6 +26,7 @@ type registry struct {
 	files   metaFiles
 	log     metaLog
 	logger  zerolog.Logger
+	clock   clockwork.Clock // stamps CreatedAt
 	mu      sync.RWMutex
 	topics  map[string]TopicConfig
 	tombs   map[string]topicTombstone
@@ -66,8 +68,8 @@ type metaFiles interface {
 
 // openRegistry recovers the registry from its snapshot files and the meta
 // records of the CommitLog (metalog.go).
-func openRegistry(files metaFiles, log metaLog, scan metaScan, logger zerolog.Logger) (*registry, error) {
-	r := &registry{files: files, log: log, logger: logger,
+func openRegistry(files metaFiles, log metaLog, scan metaScan, clock clockwork.Clock, logger zerolog.Logger) (*registry, error) {
+	r := &registry{files: files, log: log, logger: logger, clock: clock,
 		topics: map[string]TopicConfig{}, tombs: map[string]topicTombstone{}, groups: map[string]GroupConfig{}}
 	if err := r.load(scan); err != nil {
 		return nil, err
@@ -110,7 +112,7 @@ func (r *registry) putTopic(t TopicConfig, ifAbsent bool) (TopicConfig, bool, er
 		if err := r.checkTopicLocked(TopicConfig{}, false, t); err != nil {
 			return t, false, err
 		}
-		t.CreatedAt = time.Now().UTC().Truncate(time.Millisecond)
+		t.CreatedAt = r.clock.Now().UTC().Truncate(time.Millisecond)
 		return t, true, r.storeTopicLocked(t)
 	}
 	t, err := r.replaceTopicLocked(old, t)
@@ -222,7 +224,7 @@ func (r *registry) putGroup(g GroupConfig, ifAbsent bool) (GroupConfig, bool, er
 	if exists {
 		g.CreatedAt = old.CreatedAt
 	} else {
-		g.CreatedAt = time.Now().UTC().Truncate(time.Millisecond)
+		g.CreatedAt = r.clock.Now().UTC().Truncate(time.Millisecond)
 	}
 	if err := r.checkGroupLocked(old, exists, g); err != nil {
 		return old, false, err

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
@@ -60,7 +59,7 @@ type metaLog func(class storage.Class, bodies [][]byte) (last int64, err error)
 
 // appendMeta builds the metaLog of the broker's store.
 func (b *Broker) appendMeta(class storage.Class, bodies [][]byte) (int64, error) {
-	now := time.Now().UnixMilli()
+	now := b.clock.Now().UnixMilli()
 	msgs := make([]*message.Message, len(bodies))
 	for i, body := range bodies {
 		msgs[i] = &message.Message{Topic: metaTopic, Body: body, BornTimestamp: now}

@@ -120,7 +120,7 @@ func (b *Broker) Pull(ctx context.Context, req PullRequest) ([]ReceivedMessage, 
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(plan.wait)
+	deadline := b.clock.Now().Add(plan.wait)
 	if err := b.catchUp(ctx); err != nil {
 		return nil, err
 	}
@@ -264,7 +264,7 @@ const filterScanTime = 100 * time.Millisecond
 // ordered message, the next lease expiry, or the end of the wait.
 func (b *Broker) awaitPop(ctx context.Context, p pullPlan, deadline time.Time) ([]ReceivedMessage, error) {
 	client := clientOf(ctx)
-	scanUntil := time.Now().Add(filterScanTime)
+	scanUntil := b.clock.Now().Add(filterScanTime)
 	if deadline.After(scanUntil) {
 		scanUntil = deadline
 	}
@@ -278,24 +278,24 @@ func (b *Broker) awaitPop(ctx context.Context, p pullPlan, deadline time.Time) (
 		if err != nil || len(msgs) > 0 {
 			return msgs, err
 		}
-		if more && time.Now().Before(scanUntil) && ctx.Err() == nil && !b.closed.Load() {
+		if more && b.clock.Now().Before(scanUntil) && ctx.Err() == nil && !b.closed.Load() {
 			continue // the filters passed over what was read; more backlog waits
 		}
-		wait := time.Until(deadline)
+		wait := b.clock.Until(deadline)
 		if wait <= 0 {
 			return []ReceivedMessage{}, nil
 		}
 		if !nextExpiry.IsZero() {
-			if d := time.Until(nextExpiry); d < wait {
+			if d := b.clock.Until(nextExpiry); d < wait {
 				wait = max(d, time.Millisecond)
 			}
 		}
-		timer := time.NewTimer(wait)
+		timer := b.clock.NewTimer(wait)
 		select {
 		case <-signal:
 		case <-retrySignal:
 		case <-freed:
-		case <-timer.C:
+		case <-timer.Chan():
 		case <-ctx.Done():
 			timer.Stop()
 			return []ReceivedMessage{}, nil
@@ -395,7 +395,7 @@ type sendBack struct {
 // to read than the bounded reads got to (more).
 func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max int, invisible time.Duration, match func(int64) bool, sql *filter.Expr, client string) ([]ReceivedMessage, time.Time, bool, error) {
 	ps.mu.Lock()
-	now := time.Now()
+	now := b.clock.Now()
 	out := make([]ReceivedMessage, 0, max) // one allocation: every queue's grants go here
 	var nextExpiry time.Time
 	var failed []sendBack

@@ -72,7 +72,7 @@ func (b *Broker) writeSendBack(group string, items []sendBack) error {
 	if cfg.RetryMaxTimes == 0 {
 		cfg.RetryMaxTimes = 16
 	}
-	now := time.Now()
+	now := b.clock.Now()
 	msgs := make([]*message.Message, 0, len(items)+1)
 	var rec offset.Record
 	for _, it := range items {
@@ -226,7 +226,7 @@ func (b *Broker) reapExpired() {
 		states[k] = ps
 	}
 	b.popsMu.Unlock()
-	now := time.Now()
+	now := b.clock.Now()
 	for k, ps := range states {
 		var failed []sendBack
 		ps.mu.Lock()

@@ -43,7 +43,7 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []SendMessage) ([]
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
+	now := b.clock.Now()
 	stored := make([]*message.Message, len(msgs))
 	for i := range msgs {
 		if stored[i], err = b.buildMessage(cfg, &msgs[i], now); err != nil {

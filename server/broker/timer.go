@@ -423,7 +423,7 @@ func (b *Broker) CancelTimer(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: timer %s is a retry waiting for %s: reschedule it, or nack its redelivery with delayLevel -1",
 			ErrInvalidArgument, id, dest)
 	}
-	if err := b.appendTimerStatus([]timerStatusRecord{settle(m, timerCancelled, time.Now())}); err != nil {
+	if err := b.appendTimerStatus([]timerStatusRecord{settle(m, timerCancelled, b.clock.Now())}); err != nil {
 		return err
 	}
 	return b.settleOwnWrite()
@@ -435,7 +435,7 @@ func (b *Broker) appendTimerStatus(recs []timerStatusRecord) error {
 	if err != nil {
 		return err
 	}
-	msgs := []*message.Message{{Topic: timerStatusTopic, Body: body, BornTimestamp: time.Now().UnixMilli()}}
+	msgs := []*message.Message{{Topic: timerStatusTopic, Body: body, BornTimestamp: b.clock.Now().UnixMilli()}}
 	if err := b.store.PutClass(storage.ClassSystem, msgs, make([]storage.PutResult, 1)); err != nil {
 		return mapStoreErr(err)
 	}
@@ -445,7 +445,7 @@ func (b *Broker) appendTimerStatus(recs []timerStatusRecord) error {
 // RescheduleTimer moves a pending timer to a new due time (a copy of its
 // record due then supersedes it).
 func (b *Broker) RescheduleTimer(ctx context.Context, id string, at time.Time) (Timer, error) {
-	now := time.Now()
+	now := b.clock.Now()
 	if !at.After(now) {
 		at = now
 	}

@@ -29,7 +29,7 @@ func (b *Broker) timerLoop(ctx context.Context) {
 	t := &b.timers
 	retry := worker.NewBackoff(100*time.Millisecond, 5*time.Second)     // failed deliveries
 	readRetry := worker.NewBackoff(100*time.Millisecond, 5*time.Second) // failed index reads
-	wait := time.NewTimer(time.Hour)
+	wait := b.clock.NewTimer(time.Hour)
 	defer wait.Stop()
 	var next time.Time // the next due time, when known
 	known := false
@@ -61,7 +61,7 @@ func (b *Broker) timerLoop(ctx context.Context) {
 			d = readRetry.Next()
 			b.log.Error().Err(err).Dur("retryIn", d).Msg("reading the timer index failed; will retry")
 		case !next.IsZero():
-			d = min(d, max(0, time.Until(next)))
+			d = min(d, max(0, b.clock.Until(next)))
 		}
 		wait.Reset(d)
 		select {
@@ -70,14 +70,14 @@ func (b *Broker) timerLoop(ctx context.Context) {
 		case <-t.wake:
 			wait.Stop()
 			continue
-		case <-wait.C:
+		case <-wait.Chan():
 		}
-		if next.IsZero() || time.Now().Before(next) {
+		if next.IsZero() || b.clock.Now().Before(next) {
 			known = false // every timerFollowEvery, look again
 			continue
 		}
 		known = false
-		if err := b.deliverDueTimers(time.Now()); err != nil {
+		if err := b.deliverDueTimers(b.clock.Now()); err != nil {
 			d := retry.Next()
 			b.log.Error().Err(err).Dur("retryIn", d).Msg("delivering timers failed; will retry")
 			if !worker.Sleep(ctx, d) {

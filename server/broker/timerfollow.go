@@ -197,7 +197,7 @@ func (b *Broker) timerIndexOptions() timerindex.Options {
 // rebuilds it from them when it is missing, damaged or does not match
 // them.
 func (b *Broker) openTimers(ctx context.Context) error {
-	start := time.Now()
+	start := b.clock.Now()
 	t := &b.timers
 	t.startOffset = b.store.WriteOffset()
 	opts := b.timerIndexOptions()
@@ -248,7 +248,7 @@ func (b *Broker) openTimers(ctx context.Context) error {
 		_ = x.Close()
 		return fmt.Errorf("recover timers: %w", err)
 	}
-	t.recovered.Took = time.Since(start)
+	t.recovered.Took = b.clock.Since(start)
 	st := x.Stats()
 	b.log.Info().Bool("rebuilt", t.recovered.Rebuilt).Int64("pending", st.Pending).Int("runs", st.Runs).
 		Int64("timerRecords", t.recovered.Births).Int64("statusRecords", t.recovered.Statuses).
@@ -337,13 +337,13 @@ func (b *Broker) maintainTimerIndex() error {
 // its buffer fills, until ctx (the broker's closing) ends. It runs on an
 // internal/worker.Service; maintainTimerIndex is its pass.
 func (b *Broker) timerIndexLoop(ctx context.Context) {
-	tick := time.NewTicker(b.opts.SnapshotInterval)
+	tick := b.clock.NewTicker(b.opts.SnapshotInterval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.Chan():
 		case <-b.timers.index.Full():
 		}
 		if err := b.maintainTimerIndex(); err != nil {

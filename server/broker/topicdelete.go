@@ -67,7 +67,7 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 	if err := b.store.Settle(ctx, floor); err != nil {
 		return mapStoreErr(err)
 	}
-	tomb := topicTombstone{DeletedAt: time.Now().UTC().Truncate(time.Millisecond), CommitLogOffset: floor}
+	tomb := topicTombstone{DeletedAt: b.clock.Now().UTC().Truncate(time.Millisecond), CommitLogOffset: floor}
 	for level := 1; level <= len(b.opts.DelayLevels); level++ {
 		tomb.ScheduleOffsets = append(tomb.ScheduleOffsets, b.store.MaxOffset(message.ScheduleTopic, int32(level-1)))
 	}
@@ -164,7 +164,7 @@ func (b *Broker) cancelTopicTimers(name string) error {
 		if err != nil {
 			return err
 		}
-		now := time.Now()
+		now := b.clock.Now()
 		recs := make([]timerStatusRecord, 0, len(seqs))
 		for _, seq := range seqs {
 			m, err := b.queueRecord(timerTopic, seq)

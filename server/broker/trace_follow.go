@@ -127,7 +127,7 @@ func (b *Broker) TracePushed(group, receipt string, status int, result string) {
 		t.dropped.Add(1)
 		return
 	}
-	t.pending = append(t.pending, pushNote{group: group, receipt: receipt, result: result, status: status, at: time.Now().UnixMilli()})
+	t.pending = append(t.pending, pushNote{group: group, receipt: receipt, result: result, status: status, at: b.clock.Now().UnixMilli()})
 	t.mu.Unlock()
 	select {
 	case t.note <- struct{}{}:
@@ -167,7 +167,7 @@ func (b *Broker) openTrace() error {
 	}
 	// Mark where tracing starts, so that a crash before the first events
 	// are written does not move the start past them.
-	mark := traceMessage(traceRecord{LeaseNext: t.leaseNext, OffsetNext: t.offsetNext}, nil, time.Now().UnixMilli())
+	mark := traceMessage(traceRecord{LeaseNext: t.leaseNext, OffsetNext: t.offsetNext}, nil, b.clock.Now().UnixMilli())
 	if err := b.store.PutClass(storage.ClassSend, []*message.Message{mark}, make([]storage.PutResult, 1)); err != nil {
 		b.log.Warn().Err(err).Msg("message trace: could not mark where tracing starts; it starts at the next record")
 	}
@@ -190,7 +190,7 @@ func (b *Broker) traceLoop(ctx context.Context) {
 		leaseSig, offsetSig := b.store.NewDataSignal(leaseTopic), b.store.NewDataSignal(offsetTopic)
 		more, err := b.followTrace()
 		if err != nil {
-			if now := time.Now(); now.Sub(t.logged) >= time.Minute {
+			if now := b.clock.Now(); now.Sub(t.logged) >= time.Minute {
 				t.logged = now
 				b.log.Warn().Err(err).Msg("message trace: appending trace records failed; retrying")
 			}
@@ -213,13 +213,13 @@ func (b *Broker) traceLoop(ctx context.Context) {
 		case <-t.note:
 		}
 		// Batch what comes in the next moment into the same pass.
-		wait := time.NewTimer(traceFollowInterval)
+		wait := b.clock.NewTimer(traceFollowInterval)
 		select {
 		case <-ctx.Done():
 			wait.Stop()
 			return
 		case <-t.kick:
-		case <-wait.C:
+		case <-wait.Chan():
 		}
 		wait.Stop()
 	}
@@ -238,7 +238,7 @@ func (b *Broker) awaitTrace(ctx context.Context) bool {
 	case t.kick <- struct{}{}:
 	default:
 	}
-	timer := time.NewTimer(traceAwait)
+	timer := b.clock.NewTimer(traceAwait)
 	defer timer.Stop()
 	for {
 		t.mu.Lock()
@@ -250,7 +250,7 @@ func (b *Broker) awaitTrace(ctx context.Context) bool {
 		}
 		select {
 		case <-ch:
-		case <-timer.C:
+		case <-timer.Chan():
 			return false
 		case <-ctx.Done():
 			return false
@@ -405,7 +405,7 @@ func (b *Broker) traceCopy(key offset.Key, off int64) (int64, bool) {
 
 // appendTrace appends items as trace records (traceMessages).
 func (b *Broker) appendTrace(items []traceItem, leaseFrom, offsetFrom, leaseTo, offsetTo int64, class storage.Class) error {
-	msgs := traceMessages(items, leaseFrom, offsetFrom, leaseTo, offsetTo, "", time.Now().UnixMilli())
+	msgs := traceMessages(items, leaseFrom, offsetFrom, leaseTo, offsetTo, "", b.clock.Now().UnixMilli())
 	if err := b.store.PutClass(class, msgs, make([]storage.PutResult, len(msgs))); err != nil {
 		return mapStoreErr(err)
 	}
@@ -552,7 +552,7 @@ func (b *Broker) carryTraces(cut int64) error {
 		msgs = msgs[:0]
 		return mapStoreErr(err)
 	}
-	now := time.Now().UnixMilli()
+	now := b.clock.Now().UnixMilli()
 	for i, origin := range lives {
 		if done[origin] {
 			continue

@@ -333,7 +333,7 @@ func (b *Broker) commitTxn(t *txn) (Transaction, error) {
 	if b.txnTopicGone(t) {
 		return b.rolledBackInstead(t, TxnReasonTopicDeleted)
 	}
-	now := time.Now()
+	now := b.clock.Now()
 	op := t.finalOp(TxnCommitted, "", now)
 	if done, err := b.committedBefore(t); err != nil {
 		return Transaction{}, err
@@ -403,7 +403,7 @@ func (b *Broker) rollbackTxn(t *txn, reason string) (Transaction, error) {
 	if done, err := b.committedBefore(t); err != nil {
 		return Transaction{}, err
 	} else if done != nil {
-		op := t.finalOp(TxnCommitted, "", time.Now())
+		op := t.finalOp(TxnCommitted, "", b.clock.Now())
 		if err := b.putTxnOps(storage.ClassSystem, nil, op); err != nil {
 			return Transaction{}, err
 		}
@@ -413,7 +413,7 @@ func (b *Broker) rollbackTxn(t *txn, reason string) (Transaction, error) {
 		}
 		return Transaction{}, &TransactionFinishedError{Transaction: v}
 	}
-	op := t.finalOp(TxnRolledBack, reason, time.Now())
+	op := t.finalOp(TxnRolledBack, reason, b.clock.Now())
 	if err := b.putTxnOps(storage.ClassSystem, nil, op); err != nil {
 		return Transaction{}, err
 	}
@@ -430,7 +430,7 @@ func (b *Broker) rollbackTxn(t *txn, reason string) (Transaction, error) {
 
 // putTxnOps appends op records (after extra messages) in one batch.
 func (b *Broker) putTxnOps(class storage.Class, extra []*message.Message, ops ...txnOpRecord) error {
-	now := time.Now()
+	now := b.clock.Now()
 	msgs := extra
 	for _, op := range ops {
 		msgs = append(msgs, txnOpMessage(op, now))
@@ -468,8 +468,8 @@ func (b *Broker) PullTransactionChecks(ctx context.Context, group string, limit 
 	if wait < 0 || wait > MaxTransactionCheckWait {
 		return nil, fmt.Errorf("%w: waitMs %d must be between 0 and %d", ErrInvalidArgument, wait.Milliseconds(), MaxTransactionCheckWait.Milliseconds())
 	}
-	deadline := time.Now().Add(wait)
-	timer := time.NewTimer(time.Hour)
+	deadline := b.clock.Now().Add(wait)
+	timer := b.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	x := &b.txns
 	x.mu.Lock()
@@ -483,11 +483,11 @@ func (b *Broker) PullTransactionChecks(ctx context.Context, group string, limit 
 		x.mu.Unlock()
 	}()
 	for {
-		checks, changed, next, err := b.handOutChecks(ctx, group, limit, time.Now())
+		checks, changed, next, err := b.handOutChecks(ctx, group, limit, b.clock.Now())
 		if err != nil || len(checks) > 0 {
 			return checks, err
 		}
-		now := time.Now()
+		now := b.clock.Now()
 		if !now.Before(deadline) {
 			return nil, nil
 		}
@@ -503,7 +503,7 @@ func (b *Broker) PullTransactionChecks(ctx context.Context, group string, limit 
 			return nil, nil
 		case <-changed:
 			timer.Stop()
-		case <-timer.C:
+		case <-timer.Chan():
 		}
 	}
 }
@@ -652,7 +652,7 @@ func (b *Broker) rollbackTopicTxns(topic string) error {
 			t.op.Unlock()
 		}
 	}()
-	now := time.Now()
+	now := b.clock.Now()
 	for len(taken) > 0 {
 		n := min(len(taken), timerBatch)
 		ops := make([]txnOpRecord, 0, n)

@@ -191,7 +191,7 @@ func (b *Broker) txnSnapshotMatches(p txnPosition) error {
 // openTxns loads the snapshot (or starts from the queues' beginning) and
 // catches the state up with the queues.
 func (b *Broker) openTxns(ctx context.Context) error {
-	start := time.Now()
+	start := b.clock.Now()
 	x := &b.txns
 	x.startOffset = b.store.WriteOffset()
 	rec := txnRecovery{}
@@ -226,7 +226,7 @@ func (b *Broker) openTxns(ctx context.Context) error {
 		return fmt.Errorf("recover transactions: %w", err)
 	}
 	rec.HalfRecords, rec.OpRecords = x.followed.half-before.half, x.followed.op-before.op
-	rec.Pending, rec.Took = len(x.pending), time.Since(start)
+	rec.Pending, rec.Took = len(x.pending), b.clock.Since(start)
 	x.recovered = rec
 	b.log.Info().Bool("rebuilt", rec.Rebuilt).Int("pending", rec.Pending).Int64("halfRecords", rec.HalfRecords).
 		Int64("opRecords", rec.OpRecords).Dur("took", rec.Took).Msg("transactions recovered")

@@ -452,10 +452,10 @@ func (b *Broker) applyOp(m *message.Message) {
 func (b *Broker) txnLoop(ctx context.Context) {
 	x := &b.txns
 	retry := worker.NewBackoff(100*time.Millisecond, 5*time.Second)
-	wait := time.NewTimer(time.Hour)
+	wait := b.clock.NewTimer(time.Hour)
 	defer wait.Stop()
 	for {
-		next, err := b.rollBackExhausted(time.Now())
+		next, err := b.rollBackExhausted(b.clock.Now())
 		d := txnFollowEvery
 		if err != nil {
 			d = retry.Next()
@@ -465,7 +465,7 @@ func (b *Broker) txnLoop(ctx context.Context) {
 		} else {
 			retry.Reset()
 			if !next.IsZero() {
-				d = min(d, max(0, time.Until(next)))
+				d = min(d, max(0, b.clock.Until(next)))
 			}
 		}
 		wait.Reset(d)
@@ -474,7 +474,7 @@ func (b *Broker) txnLoop(ctx context.Context) {
 			return
 		case <-x.wake:
 			wait.Stop()
-		case <-wait.C:
+		case <-wait.Chan():
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/mqgate/mqgate/server/broker"
@@ -81,6 +82,10 @@ type Config struct {
 	// Logger receives the dispatcher's logs (default: none); it gets a
 	// component=push field.
 	Logger zerolog.Logger
+	// Clock times the leases of deliveries in flight (default the wall
+	// clock); it must be the broker's (broker.Options.Clock), which holds
+	// the leases.
+	Clock clockwork.Clock
 }
 
 // maxPollWait is the broker's long-poll limit.
@@ -96,6 +101,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PollWait == 0 {
 		c.PollWait = 20 * time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = clockwork.NewRealClock()
 	}
 	if c.Lease == 0 {
 		c.Lease = 30 * time.Second

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/api"
@@ -99,7 +100,11 @@ func TestBinaryMode(t *testing.T) {
 // as failed meanwhile, and the late 2xx still acks.
 func TestSlowDeliveryKeepsItsLease(t *testing.T) {
 	t.Parallel()
-	bd := setup(t, func(c *Config) { c.Lease = 200 * time.Millisecond })
+	// On a virtual clock, moved a quarter lease at a time and only after a
+	// run of the dispatcher's loop: the lease lapses only if extending it
+	// is broken, never because this machine is slow.
+	fc := clockwork.NewFakeClock()
+	bd := setupOn(t, fc, func(c *Config) { c.Lease = 200 * time.Millisecond })
 	release := make(chan struct{})
 	rc := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
 		select {
@@ -111,10 +116,11 @@ func TestSlowDeliveryKeepsItsLease(t *testing.T) {
 	bd.putGroup(t, "slow", "slow", 0, broker.PushConfig{URL: rc.URL, Timeout: 5 * time.Second})
 	bd.send(t, "slow", "take your time")
 	<-rc.seen
-	// Wait for three lease lengths' worth of extensions, then answer.
-	extended := 0
-	for extended < 6 {
-		extended += bd.waitRun(t).Extended
+	// Four lease lengths go by, a quarter lease at a time, each step seen
+	// by a run of the dispatcher's loop; then the receiver answers.
+	for step := 0; step < 16; step++ {
+		fc.Advance(50 * time.Millisecond)
+		bd.waitRun(t)
 	}
 	close(release)
 	d := bd.next(t, "slow")

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/server/broker"
@@ -35,9 +36,15 @@ type bundle struct {
 // dispatcher's config. Cleanup stops the dispatcher, then the broker.
 func setup(t *testing.T, opts ...func(*Config)) *bundle {
 	t.Helper()
-	b := brokertest.MustOpen(t, "", func(o *broker.Options) { o.DelayLevels = testLevels })
+	return setupOn(t, clockwork.NewRealClock(), opts...)
+}
+
+// setupOn is setup with clock as the broker's and the dispatcher's clock.
+func setupOn(t *testing.T, clock clockwork.Clock, opts ...func(*Config)) *bundle {
+	t.Helper()
+	b := brokertest.MustOpen(t, "", func(o *broker.Options) { o.DelayLevels, o.Clock = testLevels, clock })
 	t.Cleanup(func() { require.NoError(t, b.Close(context.Background())) })
-	cfg := Config{DelayLevels: testLevels, RefreshInterval: 20 * time.Millisecond, PollWait: 2 * time.Second}
+	cfg := Config{DelayLevels: testLevels, RefreshInterval: 20 * time.Millisecond, PollWait: 2 * time.Second, Clock: clock}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -2,14 +2,13 @@ package push
 
 import (
 	"context"
-	"time"
 
 	"github.com/mqgate/mqgate/server/broker"
 )
 
 // track registers a delivery for lease extension.
 func (d *Dispatcher) track(group, receipt string) *inflight {
-	f := &inflight{group: group, receipt: receipt, deadline: time.Now().Add(d.cfg.Lease)}
+	f := &inflight{group: group, receipt: receipt, deadline: d.cfg.Clock.Now().Add(d.cfg.Lease)}
 	d.mu.Lock()
 	d.inflight[f] = struct{}{}
 	d.mu.Unlock()
@@ -35,7 +34,7 @@ func (d *Dispatcher) extendLeases(ctx context.Context) int {
 	extended := 0
 	for _, f := range all {
 		f.mu.Lock()
-		now := time.Now()
+		now := d.cfg.Clock.Now()
 		if f.done || f.deadline.Sub(now) >= d.cfg.Lease/2 {
 			f.mu.Unlock()
 			continue

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/mqgate/mqgate/internal/worker"
@@ -57,6 +58,8 @@ type Config struct {
 	OnDeliver func(level int, late time.Duration)
 	// Logger receives logs (default zerolog.Nop()).
 	Logger zerolog.Logger
+	// Clock decides what is due (default the wall clock).
+	Clock clockwork.Clock
 }
 
 // LevelStatus is one level's position (mqadmin brokerStatus's
@@ -117,6 +120,9 @@ func New(cfg Config, src Source, sink Sink) (*Scheduler, error) {
 	}
 	if cfg.BatchSize == 0 {
 		cfg.BatchSize = 256
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clockwork.NewRealClock()
 	}
 	offsets, err := loadProgress(cfg.FS, cfg.ProgressPath, len(cfg.Levels))
 	if err != nil {
@@ -189,29 +195,39 @@ func (s *Scheduler) work(ctx context.Context, level int) {
 	retry := worker.NewBackoff(100*time.Millisecond, 5*time.Second)
 	for {
 		signal := s.src.Signal()
-		res, err := s.runOnce(level, time.Now())
+		res, err := s.runOnce(level, s.cfg.Clock.Now())
 		var wait <-chan time.Time
+		var due <-chan struct{}
+		cancel := func() {}
 		switch {
 		case err != nil:
 			d := retry.Next()
 			s.log.Error().Err(err).Int("level", level).Dur("retryIn", d).Msg("delivering due messages failed; will retry")
-			wait = time.After(d)
+			wait = s.cfg.Clock.After(d)
 			signal = nil
 		case !res.NextDue.IsZero():
 			// The head is not due yet. Later entries of this level are due
-			// later still, so new data cannot change when to wake.
+			// later still, so new data cannot change when to wake. The wake-up
+			// is set at the due time itself (not now + the wait, two readings
+			// of the clock), so that a clock that moves in between — a test's
+			// virtual one — cannot push it later.
 			retry.Reset()
-			wait = time.After(time.Until(res.NextDue))
+			var dueCtx context.Context
+			dueCtx, cancel = clockwork.WithDeadline(ctx, s.cfg.Clock, res.NextDue)
+			due = dueCtx.Done()
 			signal = nil
 		default:
 			retry.Reset()
 		}
 		select {
 		case <-ctx.Done():
+			cancel()
 			return
 		case <-signal:
 		case <-wait:
+		case <-due:
 		}
+		cancel()
 	}
 }
 
@@ -261,7 +277,7 @@ func (s *Scheduler) runOnce(level int, now time.Time) (RunResult, error) {
 				}
 			}
 			if s.cfg.OnDeliver != nil {
-				delivered := time.Now()
+				delivered := s.cfg.Clock.Now()
 				for _, m := range msgs[:due] {
 					s.cfg.OnDeliver(level, delivered.Sub(DueTime(m)))
 				}

@@ -1,0 +1,127 @@
+package broker_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/server/broker"
+	"github.com/mqgate/mqgate/server/broker/brokertest"
+)
+
+// virtualBroker opens a broker whose only clock is fc, with RocketMQ's
+// real delay ladder (1 s … 2 h): on virtual time the ladder costs nothing.
+func virtualBroker(t *testing.T) (*broker.Broker, *clockwork.FakeClock) {
+	t.Helper()
+	fc := clockwork.NewFakeClockAt(time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC))
+	b := brokertest.MustOpen(t, "", func(o *broker.Options) {
+		o.Clock = fc
+		o.DelayLevels = broker.DefaultDelayLevels
+	})
+	return b, fc
+}
+
+// pullNow pops at most one message of topic for group without waiting.
+func pullNow(t *testing.T, b *broker.Broker, group, topic string, invisible time.Duration) []broker.ReceivedMessage {
+	t.Helper()
+	got, err := b.Pull(context.Background(), broker.PullRequest{Group: group, Topic: topic, MaxMessages: 1, Invisible: invisible})
+	require.NoError(t, err)
+	return got
+}
+
+// awaitPull polls (on the wall clock, without moving the virtual one)
+// until a pull returns a message.
+func awaitPull(t *testing.T, b *broker.Broker, group, topic string, invisible time.Duration) broker.ReceivedMessage {
+	t.Helper()
+	var got []broker.ReceivedMessage
+	brokertest.Eventually(t, 10*time.Second, func() (bool, string) {
+		got = pullNow(t, b, group, topic, invisible)
+		st, _ := b.Status(context.Background())
+		bl, _ := b.Backlog(context.Background(), group)
+		var lv []string
+		for _, l := range st.Levels {
+			if l.MaxOffset > 0 {
+				lv = append(lv, fmt.Sprintf("%d:%d/%d due %v", l.Level, l.Offset, l.MaxOffset, l.NextDue))
+			}
+		}
+		return len(got) == 1, fmt.Sprintf("nothing delivered yet; levels %v retry %+v timers %d", lv, bl.Retry, bl.RetryTimers)
+	})
+	return got[0]
+}
+
+// TestRetryLadderOnVirtualTime walks RocketMQ's whole retry ladder — 16
+// nacks, levels 3 to 18, almost five hours — on a fake clock: each retry
+// is held until its level's delay has passed on the broker's clock, and
+// then delivered; the store stamps the virtual time. On the wall clock the
+// broker would wait hours and the test would fail.
+func TestRetryLadderOnVirtualTime(t *testing.T) {
+	t.Parallel()
+	b, fc := virtualBroker(t)
+	ctx := context.Background()
+	_, _, err := b.PutGroup(ctx, broker.GroupConfig{Name: "g", RetryMaxTimes: 16})
+	require.NoError(t, err)
+	sent, err := b.Send(ctx, "ladder", []broker.SendMessage{{Body: []byte("payload")}})
+	require.NoError(t, err)
+	stored, err := b.GetMessage(ctx, sent[0].MessageID)
+	require.NoError(t, err)
+	require.Equal(t, fc.Now(), stored.StoredAt, "stamped with the broker's clock")
+
+	m := awaitPull(t, b, "g", "ladder", time.Hour)
+	for attempt := 1; attempt <= 16; attempt++ {
+		res, err := b.Nack(ctx, "g", []broker.NackItem{{Receipt: m.Receipt, Reason: fmt.Sprint("boom ", attempt)}})
+		require.NoError(t, err)
+		require.Equal(t, broker.ReceiptOK, res[0].Status)
+		delay := broker.DefaultDelayLevels[min(3+attempt-1, 18)-1]
+		fc.Advance(delay - time.Second)
+		require.Empty(t, pullNow(t, b, "g", "ladder", time.Hour), "retry %d came a second before its delay %v", attempt, delay)
+		fc.Advance(time.Second)
+		m = awaitPull(t, b, "g", "ladder", time.Hour)
+		require.Equal(t, int32(attempt), m.ReconsumeTimes)
+		require.Equal(t, "payload", string(m.Body))
+	}
+	res, err := b.Nack(ctx, "g", []broker.NackItem{{Receipt: m.Receipt, Reason: "last"}})
+	require.NoError(t, err)
+	require.Equal(t, broker.ReceiptOK, res[0].Status)
+	fc.Advance(3 * time.Hour)
+	require.Empty(t, pullNow(t, b, "g", "ladder", time.Hour), "a dead letter is never delivered")
+	brokertest.Eventually(t, 10*time.Second, func() (bool, string) {
+		dead, _, err := b.ListDeadLetters(ctx, "g", broker.DLQFilter{}, "", 10)
+		require.NoError(t, err)
+		return len(dead) == 1, fmt.Sprintf("%d dead letters", len(dead))
+	})
+}
+
+// TestLeaseExpiryOnVirtualTime: a lease of 60 s holds for 60 s of the
+// broker's clock and not a moment longer; the expired message walks the
+// ladder (first retry at level 3, 10 s) and is delivered again.
+func TestLeaseExpiryOnVirtualTime(t *testing.T) {
+	t.Parallel()
+	b, fc := virtualBroker(t)
+	ctx := context.Background()
+	_, err := b.Send(ctx, "leases", []broker.SendMessage{{Body: []byte("slow")}})
+	require.NoError(t, err)
+	first := awaitPull(t, b, "g", "leases", time.Minute)
+
+	fc.Advance(59 * time.Second)
+	require.Empty(t, pullNow(t, b, "g", "leases", time.Minute), "leased for another second")
+	fc.Advance(2 * time.Second) // the reaper runs on this clock's ticks
+	brokertest.Eventually(t, 10*time.Second, func() (bool, string) {
+		bl, err := b.Backlog(ctx, "g")
+		require.NoError(t, err)
+		return len(bl.Retry) == 1, fmt.Sprintf("retry backlog %+v", bl.Retry)
+	})
+	fc.Advance(9 * time.Second)
+	require.Empty(t, pullNow(t, b, "g", "leases", time.Minute), "the retry waits its 10 s")
+	fc.Advance(time.Second)
+	again := awaitPull(t, b, "g", "leases", time.Minute)
+	require.Equal(t, int32(1), again.ReconsumeTimes)
+	require.Equal(t, first.MessageID, again.OriginMessageID)
+
+	res, err := b.Ack(ctx, "g", []string{first.Receipt})
+	require.NoError(t, err)
+	require.NotEqual(t, broker.ReceiptOK, res[0].Status, "the expired lease's receipt no longer acks")
+}
