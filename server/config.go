@@ -44,11 +44,11 @@ type Config struct {
 	JWTAudience string `name:"jwt-audience" help:"Required aud claim of bearer JWTs." env:"MQGATE_JWT_AUDIENCE"`
 	// JWTAccountClaim is the claim naming the token's account.
 	JWTAccountClaim string `name:"jwt-account-claim" help:"Claim of bearer JWTs that names the account (an accessKey of the ACL file)." env:"MQGATE_JWT_ACCOUNT_CLAIM" default:"${jwt_account_claim}"`
-	// AuthFailuresPerMinute is how many failed authentications an address,
-	// or an account, may have per minute (a token bucket of that burst)
-	// before it is slowed: the address refused with 429, the account's
-	// failed attempts answered late.
-	AuthFailuresPerMinute int `name:"auth-failures-per-minute" help:"Failed authentications an address (or an account) may have per minute before it is slowed (the address gets 429, the account's failures are answered late)." env:"MQGATE_AUTH_FAILURES_PER_MINUTE" default:"${auth_failures_per_minute}"`
+	// AuthFailuresPerMinute is how many failed authentications one account
+	// (or the unknown accessKeys together) may have per minute from one
+	// address (a token bucket of that burst) before its failures are
+	// slowed: answered late with 429. Correct credentials never are.
+	AuthFailuresPerMinute int `name:"auth-failures-per-minute" help:"Failed authentications one account (or the unknown accessKeys together) may have per minute from one address before its failures get 429, answered late; correct credentials are never slowed." env:"MQGATE_AUTH_FAILURES_PER_MINUTE" default:"${auth_failures_per_minute}"`
 	// AdminListen, when set, serves /metrics and /debug/pprof (with
 	// Pprof), and /livez and /readyz, on their own address without
 	// authentication, and no longer on Listen.

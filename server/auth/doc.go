@@ -113,7 +113,13 @@
 // both sides, hashes by their own algorithms. An unknown accessKey is
 // checked against a dummy secret of the same kind and cost as the file's
 // first hashed account, so that it costs what a wrong secret costs, and it
-// gets the same answer. A password hash that verified is remembered for a
+// gets the same answer. A wrong secret of an account of plain secrets is
+// checked against that dummy too before it is refused, so every failure
+// costs one password hash: the time of a failure tells neither whether
+// the account exists nor whether its secret is plain or hashed (a right
+// plain secret is answered without one). Keep the hashes of one file at
+// one cost: an account whose hash is dearer than the first one's, or that
+// lists several hashes, takes longer to refuse. A password hash that verified is remembered for a
 // minute (an HMAC of accessKey and secret, with a per-process key, in a
 // bounded LRU that a reload empties), so that Basic clients pay bcrypt or
 // argon2id once a minute instead of per request; at most max(2, GOMAXPROCS)
@@ -123,11 +129,16 @@
 // # Slowing guessers
 //
 // Failed attempts are counted per account (mqgate_auth_failures_total)
-// and limited per address and per account with token buckets of
-// --auth-failures-per-minute (burst and per-minute refill). An address out
-// of tokens is refused with 429 too-many-auth-failures and Retry-After
-// before its credentials are checked; an account out of tokens has its
-// failed attempts answered late (100 ms doubling up to 3 s), while correct
-// credentials are never slowed, so a guesser cannot lock the real user
-// out. IPv6 peers count per /64. Both tables are bounded (16384 entries).
+// and limited per (account, address) with token buckets of
+// --auth-failures-per-minute (burst and per-minute refill); accessKeys
+// that name no account (and malformed headers, bad tokens) count together
+// per address. The limiter is asked only after the credentials were
+// checked: correct credentials are never slowed nor refused, so a guesser
+// cannot lock the real user out, even from the same address (behind a
+// proxy every client has the proxy's). A failure over the limit is
+// answered late (100 ms doubling up to 3 s) with 429
+// too-many-auth-failures and Retry-After. Once an address used up its
+// unknown-accessKey tries, every failure from it is over the limit, so
+// that 401 or 429 does not tell a guesser which names are accounts.
+// IPv6 peers count per /64. The table is bounded (16384 pairs).
 package auth

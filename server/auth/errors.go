@@ -20,8 +20,9 @@ var (
 	// ErrForbidden: a known account without the permission, or a request
 	// from an address outside a white list.
 	ErrForbidden = errors.New("auth: forbidden")
-	// ErrThrottled: the address failed to authenticate too often; the
-	// error's RetryAfter says when to try again.
+	// ErrThrottled: wrong credentials, after too many failures of the
+	// account (or of unknown accessKeys) from the address; the error's
+	// RetryAfter says when to try again. Correct credentials never get it.
 	ErrThrottled = errors.New("auth: too many failed authentications")
 )
 

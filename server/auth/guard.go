@@ -18,7 +18,7 @@ type ThrottledError struct{ Wait time.Duration }
 
 // Error says what happened.
 func (e *ThrottledError) Error() string {
-	return fmt.Sprintf("%v from this address; retry in %s", ErrThrottled, e.Wait.Round(time.Second))
+	return fmt.Sprintf("%v for this account from this address; retry in %s", ErrThrottled, e.Wait.Round(time.Second))
 }
 
 // Is makes errors.Is(err, ErrThrottled) hold.
@@ -151,10 +151,6 @@ func (g *Guard) Authenticate(r *http.Request) (*Principal, error) {
 		}
 		return nil, fmt.Errorf("%w: credentials are required (%s)", ErrUnauthenticated, how)
 	}
-	if wait := g.limiter.addressWait(addr, now); wait > 0 {
-		g.opts.Metrics.throttle(throttledAddress)
-		return nil, &ThrottledError{Wait: wait}
-	}
 	scheme, credentials, _ := strings.Cut(header, " ")
 	var account *Account
 	var method string
@@ -233,39 +229,46 @@ func (g *Guard) certificatePrincipal(acl *ACL, addr netip.Addr, cert *x509.Certi
 	return &Principal{account: account, method: "certificate"}, nil
 }
 
-// failed counts a failure, holds the answer back when the account is
-// over its limit, and returns err. account is "" when the request named
-// no account of the ACL.
+// failed counts a failure and returns err; over the limit of the
+// (account, address) pair it holds the answer back and returns a
+// *ThrottledError instead (the credentials were checked and wrong:
+// correct ones never get here). account is "" when the request named no
+// account of the ACL.
 func (g *Guard) failed(ctx context.Context, addr netip.Addr, account, reason string, now time.Time, err error) error {
 	label, limiterKey := account, account
 	if account == "" {
-		label, limiterKey = accountUnknownLabel, "\x00unknown"
+		label, limiterKey = accountUnknownLabel, unknownAccount
 		if reason == reasonMalformed || reason == reasonNoBearer {
 			label = accountNoneLabel
 		}
 	}
 	g.opts.Metrics.failed(label, reason)
-	delay, dry := g.limiter.fail(addr, limiterKey, now)
-	if dry {
-		g.opts.Logger.Warn().Str("ip", addr.String()).Msg("too many failed authentications from this address: refusing it with 429 for a while")
+	v := g.limiter.fail(addr, limiterKey, now)
+	if v.dried {
+		g.opts.Logger.Warn().Str("ip", addr.String()).Str("account", label).
+			Msg("too many failed authentications on this account from this address: its failures get 429 for a while (correct credentials still pass)")
 	}
-	if delay > 0 {
-		g.opts.Metrics.throttle(throttledAccount)
-		t := time.NewTimer(delay)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if v.retryAfter == 0 {
+		return err
 	}
-	return err
+	g.opts.Metrics.throttle(throttledAccount)
+	t := time.NewTimer(v.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return &ThrottledError{Wait: v.retryAfter}
 }
 
 // verifySecret checks secretKey against the account's secrets (against a
 // dummy of the same cost when the account is unknown or has none). A
-// password-hash success is cached for a short time.
-func (g *Guard) verifySecret(ctx context.Context, acl *ACL, account *Account, accessKey string, secretKey []byte, now time.Time) (bool, error) {
+// password-hash success is cached for a short time. A wrong secret of an
+// account of plain secrets is checked against the dummy too before the
+// answer, so that it costs what an unknown accessKey costs: no failure
+// tells by its time whether the account exists or how its secret is kept.
+func (g *Guard) verifySecret(ctx context.Context, acl *ACL, account *Account, accessKey string, secretKey []byte, now time.Time) (verified bool, err error) {
 	if account == nil || len(account.secrets) == 0 {
 		_, err := g.check(ctx, acl.dummy, secretKey)
 		return false, err
@@ -273,6 +276,13 @@ func (g *Guard) verifySecret(ctx context.Context, acl *ACL, account *Account, ac
 	slow := false
 	for _, s := range account.secrets {
 		slow = slow || s.slow()
+	}
+	if !slow {
+		defer func() {
+			if !verified && err == nil {
+				_, err = g.check(ctx, acl.dummy, secretKey)
+			}
+		}()
 	}
 	var key cacheKey
 	if slow {

@@ -9,16 +9,21 @@ import (
 
 // Defaults of the failure limiter.
 const (
-	// DefaultFailuresPerMinute is how many failed authentications an
-	// address (or an account) may have per minute before it is slowed.
+	// DefaultFailuresPerMinute is how many failed authentications one
+	// account (or the unknown accounts together) may have per minute from
+	// one address before its failures are slowed.
 	DefaultFailuresPerMinute = 10
-	// maxTracked bounds the addresses (and the accounts) tracked.
+	// maxTracked bounds the (account, address) pairs tracked.
 	maxTracked = 16384
-	// accountDelayBase and accountDelayMax bound the delay of a failed
-	// attempt on an account over its limit: base·2^k, at most max.
-	accountDelayBase = 100 * time.Millisecond
-	accountDelayMax  = 3 * time.Second
+	// failureDelayBase and failureDelayMax bound how long a failure over
+	// the limit is held back: base·2^k, at most max.
+	failureDelayBase = 100 * time.Millisecond
+	failureDelayMax  = 3 * time.Second
 )
+
+// unknownAccount is the limiter's key of every accessKey the ACL does not
+// hold (and of failures naming none: a malformed header, a bad token).
+const unknownAccount = "\x00unknown"
 
 // bucket is a token bucket of failures: burst tokens, refilled at rate
 // per second; each failure takes one.
@@ -29,20 +34,32 @@ type bucket struct {
 	over int
 }
 
-// failureLimiter slows guessing. Per address, an address whose failures
-// exhaust its bucket is refused (429 with Retry-After) before any secret
-// is checked, until a token is back — so a guesser costs no hashing either.
-// Per account, failures past the limit are answered late (exponentially,
-// up to accountDelayMax), while correct credentials are never slowed: a
-// guesser cannot lock the real user out. Both tables are bounded; IPv6
-// addresses count per /64, the smallest block one host usually gets.
+// failureKey is what failures count under: an account (or unknownAccount)
+// from an address (an IPv6 one by its /64).
+type failureKey struct {
+	account string
+	addr    netip.Addr
+}
+
+// failureLimiter slows guessing without locking anybody out. It is asked
+// only after the credentials were checked and found wrong, so a request
+// whose credentials are right is never slowed nor refused, whatever others
+// did before. Failures count per (account, address), and those naming no
+// account of the ACL per address. A failure that finds its bucket empty is
+// refused with 429 and Retry-After (when a token is back) and answered
+// late, 100 ms doubling up to 3 s, which holds a sequential guesser back;
+// a parallel one is bounded by the hash slots instead. A failure on an
+// account from an address whose unknown-account bucket is empty counts as
+// over the limit too, so that the answer never tells a guesser who ran
+// out of unknown-account tries whether a name is an account. The table is
+// bounded; IPv6 addresses count per /64, the smallest block one host
+// usually gets.
 type failureLimiter struct {
 	burst float64
 	rate  float64 // tokens per second
 
-	mu        sync.Mutex
-	addresses map[netip.Addr]*bucket
-	accounts  map[string]*bucket
+	mu      sync.Mutex
+	buckets map[failureKey]*bucket
 }
 
 func newFailureLimiter(perMinute int) *failureLimiter {
@@ -50,10 +67,9 @@ func newFailureLimiter(perMinute int) *failureLimiter {
 		perMinute = DefaultFailuresPerMinute
 	}
 	return &failureLimiter{
-		burst:     float64(perMinute),
-		rate:      float64(perMinute) / 60,
-		addresses: make(map[netip.Addr]*bucket),
-		accounts:  make(map[string]*bucket),
+		burst:   float64(perMinute),
+		rate:    float64(perMinute) / 60,
+		buckets: make(map[failureKey]*bucket),
 	}
 }
 
@@ -76,37 +92,54 @@ func (l *failureLimiter) refill(b *bucket, now time.Time) {
 	}
 }
 
-// addressWait is how long addr must wait before its next attempt (0:
-// none).
-func (l *failureLimiter) addressWait(addr netip.Addr, now time.Time) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b, ok := l.addresses[addressKey(addr)]
-	if !ok {
-		return 0
-	}
-	l.refill(b, now)
+// wait is how long b needs until it holds a token again.
+func (l *failureLimiter) wait(b *bucket) time.Duration {
 	if b.tokens >= 1 {
 		return 0
 	}
-	return time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
+	return time.Duration(math.Ceil((1 - b.tokens) / l.rate * float64(time.Second)))
 }
 
-// fail records a failed attempt from addr on account and returns how
-// long to hold the answer back, and whether this failure used the
-// address's last token (it is refused from now on, for a while).
-func (l *failureLimiter) fail(addr netip.Addr, account string, now time.Time) (delay time.Duration, addressDry bool) {
+// verdict is what the limiter makes of one failure.
+type verdict struct {
+	// retryAfter is 0 when the failure was within the limit; otherwise the
+	// failure is refused (429) and a token is back after retryAfter.
+	retryAfter time.Duration
+	// delay is how long to hold the answer back.
+	delay time.Duration
+	// dried reports that this failure used the last token of its bucket
+	// (logged once per episode).
+	dried bool
+}
+
+// fail records a failed attempt on account (unknownAccount for none of
+// the ACL) from addr.
+func (l *failureLimiter) fail(addr netip.Addr, account string, now time.Time) verdict {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	a := l.addressBucket(addressKey(addr), now)
-	l.take(a, now)
-	addressDry = a.tokens < 1 && a.over == 0
-	b := l.bucketOf(l.accounts, account, now)
+	addr = addressKey(addr)
+	b := l.bucket(failureKey{account, addr}, now)
+	var v verdict
 	if l.take(b, now) {
-		return 0, addressDry
+		v.dried = b.tokens < 1
+		if account == unknownAccount {
+			return v
+		}
+		// Over the limit too when the address used up its unknown-account
+		// tries (without taking from them).
+		u, ok := l.buckets[failureKey{unknownAccount, addr}]
+		if !ok {
+			return v
+		}
+		l.refill(u, now)
+		if u.tokens >= 1 {
+			return v
+		}
+		b = u
 	}
-	shift := min(b.over-1, 16)
-	return min(accountDelayBase<<shift, accountDelayMax), addressDry
+	v.retryAfter = max(l.wait(b), time.Second)
+	v.delay = min(failureDelayBase<<min(max(b.over-1, 0), 16), failureDelayMax)
+	return v
 }
 
 // take takes one token from b and reports whether there was one.
@@ -120,43 +153,35 @@ func (l *failureLimiter) take(b *bucket, now time.Time) bool {
 	return false
 }
 
-func (l *failureLimiter) addressBucket(a netip.Addr, now time.Time) *bucket {
-	return bucketOfMap(l, l.addresses, a, now)
-}
-
-func (l *failureLimiter) bucketOf(m map[string]*bucket, k string, now time.Time) *bucket {
-	return bucketOfMap(l, m, k, now)
-}
-
-// bucketOfMap returns k's bucket in m, making room when m is full: first
-// by dropping buckets that have refilled (they carry no information), then
+// bucket returns k's bucket, making room when the table is full: first by
+// dropping buckets that have refilled (they carry no information), then
 // arbitrary ones.
-func bucketOfMap[K comparable](l *failureLimiter, m map[K]*bucket, k K, now time.Time) *bucket {
-	if b, ok := m[k]; ok {
+func (l *failureLimiter) bucket(k failureKey, now time.Time) *bucket {
+	if b, ok := l.buckets[k]; ok {
 		return b
 	}
-	if len(m) >= maxTracked {
-		for key, b := range m {
+	if len(l.buckets) >= maxTracked {
+		for key, b := range l.buckets {
 			l.refill(b, now)
 			if b.tokens >= l.burst {
-				delete(m, key)
+				delete(l.buckets, key)
 			}
 		}
-		for key := range m {
-			if len(m) < maxTracked {
+		for key := range l.buckets {
+			if len(l.buckets) < maxTracked {
 				break
 			}
-			delete(m, key)
+			delete(l.buckets, key)
 		}
 	}
 	b := &bucket{tokens: l.burst, last: now}
-	m[k] = b
+	l.buckets[k] = b
 	return b
 }
 
-// tracked is the number of addresses and accounts tracked.
-func (l *failureLimiter) tracked() (addresses, accounts int) {
+// tracked is the number of (account, address) pairs tracked.
+func (l *failureLimiter) tracked() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.addresses), len(l.accounts)
+	return len(l.buckets)
 }

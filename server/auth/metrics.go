@@ -18,8 +18,7 @@ const (
 	reasonUnknownCert   = "unknown_cert"  // a verified client certificate naming no account
 	accountUnknownLabel = "_unknown"      // an accessKey not in the ACL
 	accountNoneLabel    = "_none"         // no account named
-	throttledAddress    = "address"       // scope label of throttling
-	throttledAccount    = "account"       // scope label of throttling
+	throttledAccount    = "account"       // scope label of throttling: an (account, address) pair
 	reloadOK            = "ok"            // result labels of reloads and JWKS fetches
 	reloadErr           = "error"
 	jwksOK              = reloadOK
@@ -42,9 +41,9 @@ type Metrics struct {
 // Failures are counted per account (the accounts of the ACL, "_unknown"
 // for any other accessKey, "_none" when none is named) and reason. They are
 // not labelled by address: any host on the network could then mint series
-// without bound. The failure limiter counts per address instead, and
-// mqgate_auth_throttled_total{scope="address"} and a log line show an
-// address it slows.
+// without bound. The failure limiter counts per (account, address)
+// instead, and mqgate_auth_throttled_total{scope="account"} and a log
+// line show a pair it slows.
 func NewMetrics() *Metrics {
 	m := &Metrics{
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -53,7 +52,7 @@ func NewMetrics() *Metrics {
 		}, []string{"account", "reason"}),
 		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mqgate_auth_throttled_total",
-			Help: "Authentication attempts slowed after repeated failures: scope address (refused with 429) or account (failures answered late).",
+			Help: "Failed authentications over the limit of their (account, address) pair: refused with 429 and answered late (scope account; correct credentials are never counted).",
 		}, []string{"scope"}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mqgate_acl_reloads_total",
