@@ -451,3 +451,31 @@ func TestE2ERetryLadder(t *testing.T) {
 		t.Logf("scheduler lateness (broker status): p50 %.1fms, p99 %.1fms, max %.1fms", st.LatenessP50Ms, st.LatenessP99Ms, st.LatenessMaxMs)
 	})
 }
+
+// TestE2ENackRefusesADelayLevelOffTheLadder: a nack whose delayLevel is
+// neither -1 (DLQ), 0 (the retry policy) nor a level of the ladder is a
+// 400 invalid-argument, as a send with that level is, and the whole
+// request is refused before any write: a valid item beside it keeps its
+// lease, and the message is not retried.
+func TestE2ENackRefusesADelayLevelOffTheLadder(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t)
+	levels := len(e.Cfg.DelayLevels)
+	require.Equal(t, 18, levels, "the default ladder")
+	e.Send(t, "ladder", api.SendMessage{Body: "a"})
+	e.Send(t, "ladder", api.SendMessage{Body: "b"})
+	held := e.PullN(t, "g", "ladder", 2, 30_000, 10*time.Second)
+	for _, level := range []int{levels + 1, 99, 1 << 30, -2} {
+		body := api.NackRequest{Items: []api.NackItem{{Receipt: held[0].Receipt, DelayLevel: 1}, {Receipt: held[1].Receipt, DelayLevel: level}}}
+		p := servertest.WantProblem(t, e.JSON(t, http.MethodPost, "/v1/groups/g/nack", body), http.StatusBadRequest, "invalid-argument")
+		require.Contains(t, p.Detail, "items[1]", "level %d", level)
+		if level > 0 {
+			require.Contains(t, p.Detail, fmt.Sprintf("1..%d", levels), "level %d", level)
+		}
+	}
+	servertest.WantProblem(t, e.JSON(t, http.MethodPost, "/v1/topics/ladder/messages", api.SendMessage{Body: "c", DelayLevel: levels + 1}), http.StatusBadRequest, "invalid-argument")
+	require.Empty(t, e.Pull(t, "g", "ladder", api.PullRequest{WaitMs: 500}), "nothing was nacked: no retry at level 1 (%v)", servertest.LevelDelay(t, e.Cfg, 1))
+	// The edges of the ladder are accepted.
+	e.Nack(t, "g", held[0].Receipt, levels, "the last level")
+	e.Nack(t, "g", held[1].Receipt, -1, "to the DLQ")
+}

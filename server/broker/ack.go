@@ -309,8 +309,10 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 	}
 	receipts := make([]string, len(items))
 	for i, it := range items {
-		if it.DelayLevel < -1 {
-			return nil, fmt.Errorf("%w: item %d: delayLevel must be -1, 0 or 1..%d", ErrInvalidArgument, i, len(b.opts.DelayLevels))
+		if it.DelayLevel < -1 || it.DelayLevel > len(b.opts.DelayLevels) {
+			// As a send with that level is: refused, not clamped.
+			return nil, fmt.Errorf("%w: items[%d].delayLevel %d must be -1 (DLQ), 0 (the group's retry policy) or a delay level 1..%d",
+				ErrInvalidArgument, i, it.DelayLevel, len(b.opts.DelayLevels))
 		}
 		if err := checkNackDelay(i, it.DelayLevel, it.Delay); err != nil {
 			return nil, err
