@@ -46,7 +46,7 @@ func (b *Broker) forEachReceipt(group string, receipts []string, isAck bool, op 
 			base, client = splitInstance(r.Group)
 		}
 		if err != nil || base != group {
-			results[i].Status, results[i].Error = ReceiptInvalid, "malformed, forged or of another group"
+			results[i].Status, results[i].Error = ReceiptInvalid, "malformed, forged, of another group, or issued before the receipt key (config/receipt.key) was lost"
 			continue
 		}
 		if client != "" {

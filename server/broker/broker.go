@@ -283,7 +283,7 @@ func (b *Broker) recover(ctx context.Context) error {
 	}
 	b.registry.quotas = b.opts.Quotas
 	b.registry.meet = b.meetTopics
-	if b.receipts, err = loadReceiptKey(b.store); err != nil {
+	if b.receipts, err = loadReceiptKey(b.store, b.store.WriteOffset() > 0, b.log); err != nil {
 		return err
 	}
 	if err := b.finishDeletions(); err != nil {

@@ -183,7 +183,9 @@
 //	                          instance's idle time counts from the open.
 //	receipt.key               32 random bytes, the key of receipts' MACs; lost,
 //	                          outstanding receipts become invalid (their leases
-//	                          expire and the messages are delivered again).
+//	                          expire and the messages are delivered again), and
+//	                          a start that makes a new key for a data dir that
+//	                          holds records logs that as an error.
 //	transactions.snapshot     the unresolved transactions (JSON: version, the
 //	                          queue offsets and last records of rmq_sys_TRANS_HALF
 //	                          and rmq_sys_TRANS_OP it covers, and per transaction

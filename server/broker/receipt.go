@@ -15,6 +15,8 @@ import (
 	"os"
 	"sync"
 	"unsafe"
+
+	"github.com/rs/zerolog"
 )
 
 // A receipt is the opaque handle of one lease. It carries everything an
@@ -83,8 +85,11 @@ func newReceiptCodec(key []byte) (*receiptCodec, error) {
 }
 
 // loadReceiptKey reads the receipt key, creating a random one on first
-// start, so receipts stay verifiable across restarts.
-func loadReceiptKey(files metaFiles) (*receiptCodec, error) {
+// start, so receipts stay verifiable across restarts. used reports a data
+// dir that already holds records: a key missing there was lost (deleted,
+// or a backup restored without it), and the receipts handed out before
+// no longer verify, which is logged as an error.
+func loadReceiptKey(files metaFiles, used bool, log zerolog.Logger) (*receiptCodec, error) {
 	key, err := files.ReadMeta(receiptKeyFile)
 	if errors.Is(err, os.ErrNotExist) {
 		key = make([]byte, 32)
@@ -93,6 +98,15 @@ func loadReceiptKey(files metaFiles) (*receiptCodec, error) {
 		}
 		if err := files.WriteMeta(receiptKeyFile, key); err != nil {
 			return nil, err
+		}
+		if used {
+			ev := log.Error()
+			if p, ok := files.(interface{ MetaPath(string) string }); ok {
+				ev = ev.Str("file", p.MetaPath(receiptKeyFile))
+			}
+			ev.Msg("the receipt key (config/receipt.key) was missing from a data dir that holds messages, and a new one was made: " +
+				"every receipt issued before this start is now invalid, acks, nacks and lease changes with one answer \"invalid\", " +
+				"and the messages leased with them are delivered again when their leases expire")
 		}
 	} else if err != nil {
 		return nil, err
