@@ -66,7 +66,7 @@ func startServer(t *testing.T, dir, addr string, extra ...string) *proc {
 		"--delay-levels", e2eLevels, "--log-format", "json", "--log-level", "warn", "--shutdown-delay", "0s"}, extra...)
 	p := &proc{t: t, dir: dir, addr: addr, done: make(chan error, 1), log: &bytes.Buffer{}}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	p.cmd.Env = append(os.Environ(), e2eArgsEnv+"="+strings.Join(args, "\x1f"))
+	p.cmd.Env = append(os.Environ(), e2eArgsEnv+"="+strings.Join(args, "\x1f"), noRaceExitSleep())
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	require.NoError(t, p.cmd.Start())
 	go func() { p.done <- p.cmd.Wait() }()
