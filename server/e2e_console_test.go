@@ -57,6 +57,17 @@ const [base, user, secret, shot] = process.argv.slice(2);
     await page.goto(base + "/ui/");
     await page.waitForSelector("#login:not(.hidden)", { timeout: 10000 });
     out.loginShownAtStart = true;
+    // Before any attempt: the form, and no error (the calls refused with
+    // 401 before sign-in are what shows the form, nothing to report).
+    // The overview's three calls (broker status, topics, groups) are
+    // refused; give the page a moment to handle the answers.
+    for (let i = 0; i < 200 && out.unauthorized.length < 3; i++) await page.waitForTimeout(50);
+    await page.waitForTimeout(500);
+    out.noticeAtStart = await page.evaluate(() => {
+      const n = document.getElementById("notice");
+      return n.classList.contains("hidden") ? "" : n.textContent;
+    });
+    out.loginWhyAtStart = await page.textContent("#login-why");
 
     await page.fill("#login input[name=accessKey]", user);
     await page.fill("#login input[name=secretKey]", "not-" + secret);
@@ -153,11 +164,11 @@ func installPlaywright(t *testing.T, ctx context.Context) (dir, node string) {
 }
 
 // TestE2EConsoleSignIn: in chromium, the console asks for an account
-// with its own form (no 401 of its calls carries WWW-Authenticate, so the
-// browser never shows its dialog), refuses a wrong secret, keeps the
-// right one in sessionStorage and sends it as Basic with every call
-// (creating a topic through the form), and forgets it on sign-out; curl's
-// 401 keeps its challenge.
+// with its own form and no error banner before the user tried (no 401 of
+// its calls carries WWW-Authenticate, so the browser never shows its
+// dialog), refuses a wrong secret, keeps the right one in sessionStorage
+// and sends it as Basic with every call (creating a topic through the
+// form), and forgets it on sign-out; curl's 401 keeps its challenge.
 func TestE2EConsoleSignIn(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -178,6 +189,8 @@ func TestE2EConsoleSignIn(t *testing.T) {
 		APICallsWithBasic     int      `json:"apiCallsWithBasic"`
 		Dialogs               int      `json:"dialogs"`
 		LoginShownAtStart     bool     `json:"loginShownAtStart"`
+		NoticeAtStart         string   `json:"noticeAtStart"`
+		LoginWhyAtStart       string   `json:"loginWhyAtStart"`
 		WrongSecretMessage    string   `json:"wrongSecretMessage"`
 		Account               string   `json:"account"`
 		Stored                bool     `json:"stored"`
@@ -192,6 +205,8 @@ func TestE2EConsoleSignIn(t *testing.T) {
 	require.Empty(t, out.Error)
 	t.Logf("console: %d API calls, %d with Basic, 401s: %q; screenshot %s", out.APICalls, out.APICallsWithBasic, out.Unauthorized, shot)
 	require.True(t, out.LoginShownAtStart)
+	require.Empty(t, out.NoticeAtStart, "an error banner before the user tried to sign in")
+	require.Equal(t, "This gateway needs an account of its ACL file.", out.LoginWhyAtStart)
 	require.NotEmpty(t, out.Unauthorized, "the calls before sign-in were refused")
 	for _, challenge := range out.Unauthorized {
 		require.Empty(t, challenge, "a 401 of the console's calls must not carry WWW-Authenticate")

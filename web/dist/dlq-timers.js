@@ -16,7 +16,7 @@ function dlqForm() { return document.getElementById("dlq-form"); }
 // dlqProblem shows an API error in the view (or clears it).
 function dlqProblem(err) {
   const box = document.getElementById("dlq-problem");
-  if (!err) { box.classList.add("hidden"); box.replaceChildren(); return; }
+  if (!err || signInNeeded(err)) { box.classList.add("hidden"); box.replaceChildren(); return; }
   box.replaceChildren(...problemView(err));
   box.classList.remove("hidden");
   box.scrollIntoView({ block: "nearest" });
@@ -323,7 +323,7 @@ const TIMERS_DEFAULT_LIMIT = 100;
 
 function timersProblem(err) {
   const box = document.getElementById("timers-problem");
-  if (!err) { box.classList.add("hidden"); box.replaceChildren(); return; }
+  if (!err || signInNeeded(err)) { box.classList.add("hidden"); box.replaceChildren(); return; }
   box.replaceChildren(...problemView(err));
   box.classList.remove("hidden");
   box.scrollIntoView({ block: "nearest" });

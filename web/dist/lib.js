@@ -126,11 +126,18 @@ async function api(method, path, body, headers) {
   return data;
 }
 
+// signInNeeded reports an error the sign-in form already answers: a 401
+// shows the form with its reason (api), so it gets no error banner on top,
+// least of all before the user has tried to sign in.
+function signInNeeded(err) {
+  return err instanceof ProblemError && err.status === 401;
+}
+
 // guarded runs an async action and reports its error.
 function guarded(fn) {
   return async (ev) => {
     if (ev && ev.preventDefault) ev.preventDefault();
-    try { await fn(ev); } catch (err) { notice(err.message || String(err)); }
+    try { await fn(ev); } catch (err) { if (!signInNeeded(err)) notice(err.message || String(err)); }
   };
 }
 
