@@ -47,6 +47,9 @@ var forbidden = map[string][]string{
 	// The generated Go client is what users import: nothing of the module
 	// (its tests start a real server).
 	"clients/go": {"storage", "server", "api", "cmd", "web", "docs", "migrations", "internal", "tools"},
+	// The SQS endpoint is an adapter on the broker's facade and the ACL
+	// accounts (ARCHITECTURE.md "The broker as a state machine").
+	"server/sqs": {"api", "storage", "server/pgmirror", "server/push", "cmd", "web", "docs", "migrations"},
 	// A leaf: the SQL92 filter language imports nothing of the module.
 	"server/broker/filter": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
 }
