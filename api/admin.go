@@ -252,6 +252,38 @@ func (h *handler) registerMessageRoutes(r chi.Router) {
 func (h *handler) registerBrokerRoutes(r chi.Router) {
 	// GET /v1/broker/status — broker state.
 	r.Get("/broker/status", h.brokerStatus)
+	// POST /v1/broker/receipt-keys/rotate — a new receipt key.
+	r.Post("/broker/receipt-keys/rotate", h.rotateReceiptKey)
+}
+
+// ReceiptKeys is the receipt keyring.
+type ReceiptKeys struct {
+	// SigningKeyID is the key that signs new receipts.
+	SigningKeyID int `json:"signingKeyId" example:"3"`
+	// KeyIDs are the keys that verify receipts, oldest first (at most 8: a receipt outlives seven rotations).
+	KeyIDs []int `json:"keyIds" example:"1,2,3"`
+} //	@name	ReceiptKeys
+
+// rotateReceiptKey adds a receipt key.
+//
+//	@Summary		Rotate the receipt key
+//	@Description	Adds a new key to the receipt keyring and signs new receipts with it. Receipts signed by the seven keys before it stay valid, so leases in flight settle as usual. The keyring is kept in the CommitLog with the topics and groups.
+//	@ID				rotateReceiptKey
+//	@Tags			broker
+//	@Produce		json
+//	@Produce		application/problem+json
+//	@Success		200	{object}	ReceiptKeys
+//	@Failure		500	{object}	Problem	"internal"
+//	@Failure		503	{object}	Problem	"shutting-down"
+//	@Failure		507	{object}	Problem	"disk-full"
+//	@Router			/broker/receipt-keys/rotate [post]
+func (h *handler) rotateReceiptKey(w http.ResponseWriter, r *http.Request) {
+	id, err := h.deps.Broker.RotateReceiptKey(r.Context())
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, ReceiptKeys{SigningKeyID: id, KeyIDs: h.deps.Broker.ReceiptKeys()})
 }
 
 // listTopics lists topics.

@@ -127,6 +127,10 @@ type Admin interface {
 	QueryByKey(ctx context.Context, topic, key string, max int) ([]broker.ReceivedMessage, error)
 	// Status reports the broker's state.
 	Status(ctx context.Context) (broker.BrokerStatus, error)
+	// RotateReceiptKey adds a receipt key that signs from now on.
+	RotateReceiptKey(ctx context.Context) (int, error)
+	// ReceiptKeys lists the ids of the keys that verify receipts.
+	ReceiptKeys() []int
 	// Ready returns nil when the broker has recovered and is writable.
 	Ready() error
 }

@@ -335,6 +335,9 @@ func (f *fakeBroker) QueryByKey(ctx context.Context, topic, key string, max int)
 	return nil, nil
 }
 
+func (f *fakeBroker) RotateReceiptKey(context.Context) (int, error) { return 2, f.check() }
+func (f *fakeBroker) ReceiptKeys() []int                            { return []int{1, 2} }
+
 func (f *fakeBroker) Status(ctx context.Context) (broker.BrokerStatus, error) {
 	if err := f.check(); err != nil {
 		return broker.BrokerStatus{}, err

@@ -122,6 +122,7 @@ var routeRules = map[string]routeRule{
 	"GET /messages/{messageId}":              adminOnly,
 	"GET /messages/{messageId}/trace":        adminOnly,
 	"GET /broker/status":                     adminOnly,
+	"POST /broker/receipt-keys/rotate":       adminOnly,
 	"GET /timers":                            adminOnly,
 	"GET /timers/{id}":                       adminOnly,
 	"PUT /timers/{id}":                       adminOnly,

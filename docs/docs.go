@@ -25,6 +25,46 @@ const docTemplate = `{
     "host": "{{.Host}}",
     "basePath": "{{.BasePath}}",
     "paths": {
+        "/broker/receipt-keys/rotate": {
+            "post": {
+                "description": "Adds a new key to the receipt keyring and signs new receipts with it. Receipts signed by the seven keys before it stay valid, so leases in flight settle as usual. The keyring is kept in the CommitLog with the topics and groups.",
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "broker"
+                ],
+                "summary": "Rotate the receipt key",
+                "operationId": "rotateReceiptKey",
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/ReceiptKeys"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "507": {
+                        "description": "disk-full",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
         "/broker/status": {
             "get": {
                 "produces": [
@@ -4210,6 +4250,32 @@ const docTemplate = `{
                 "queueId": {
                     "type": "integer",
                     "example": 0
+                }
+            }
+        },
+        "ReceiptKeys": {
+            "type": "object",
+            "required": [
+                "keyIds",
+                "signingKeyId"
+            ],
+            "properties": {
+                "keyIds": {
+                    "description": "KeyIDs are the keys that verify receipts, oldest first (at most 8: a receipt outlives seven rotations).",
+                    "type": "array",
+                    "items": {
+                        "type": "integer"
+                    },
+                    "example": [
+                        1,
+                        2,
+                        3
+                    ]
+                },
+                "signingKeyId": {
+                    "description": "SigningKeyID is the key that signs new receipts.",
+                    "type": "integer",
+                    "example": 3
                 }
             }
         },

@@ -10,7 +10,8 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// The data dir holds secrets: the receipt key (config/receipt.key), the
+// The data dir holds secrets: the receipt keyring (config/receipt-keys.json
+// and its records in the CommitLog; config/receipt.key before it), the
 // push secrets of the groups (config/groups.json, and the registry
 // records in the CommitLog segments themselves). The store creates it
 // 0700 and writes its config files 0600; secureDataDir brings a data dir

@@ -90,6 +90,15 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// RotateReceiptKey Rotate the receipt key
+	//
+	// Adds a new key to the receipt keyring and signs new receipts with it. Receipts signed by the seven keys before it stay valid, so leases in flight settle as usual. The keyring is kept in the CommitLog with the topics and groups.
+	//
+	// Permission with an ACL file: admin.
+	//
+	// Corresponds with POST /broker/receipt-keys/rotate (the `RotateReceiptKey` operationId).
+	RotateReceiptKey(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetBrokerStatus Broker status
 	//
 	// Permission with an ACL file: admin.
@@ -654,6 +663,25 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /transactions/{transactionId}/rollback (the `RollbackTransaction` operationId).
 	RollbackTransaction(ctx context.Context, transactionId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// RotateReceiptKey Rotate the receipt key
+//
+// Adds a new key to the receipt keyring and signs new receipts with it. Receipts signed by the seven keys before it stay valid, so leases in flight settle as usual. The keyring is kept in the CommitLog with the topics and groups.
+//
+// Permission with an ACL file: admin.
+//
+// Corresponds with POST /broker/receipt-keys/rotate (the `RotateReceiptKey` operationId).
+func (c *Client) RotateReceiptKey(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateReceiptKeyRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // GetBrokerStatus Broker status
@@ -1759,6 +1787,33 @@ func (c *Client) RollbackTransaction(ctx context.Context, transactionId string, 
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewRotateReceiptKeyRequest constructs an http.Request for the RotateReceiptKey method
+func NewRotateReceiptKeyRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/broker/receipt-keys/rotate")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewGetBrokerStatusRequest constructs an http.Request for the GetBrokerStatus method
@@ -3749,6 +3804,17 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// RotateReceiptKeyWithResponse Rotate the receipt key
+	//
+	// Adds a new key to the receipt keyring and signs new receipts with it. Receipts signed by the seven keys before it stay valid, so leases in flight settle as usual. The keyring is kept in the CommitLog with the topics and groups.
+	//
+	// Permission with an ACL file: admin.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /broker/receipt-keys/rotate (the `RotateReceiptKey` operationId).
+	RotateReceiptKeyWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*RotateReceiptKeyResponse, error)
+
 	// GetBrokerStatusWithResponse Broker status
 	//
 	// Permission with an ACL file: admin.
@@ -4359,6 +4425,115 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /transactions/{transactionId}/rollback (the `RollbackTransaction` operationId).
 	RollbackTransactionWithResponse(ctx context.Context, transactionId string, reqEditors ...RequestEditorFn) (*RollbackTransactionResponse, error)
+}
+
+// RotateReceiptKeyResponse200Headers the declared response headers of an HTTP 200 response for RotateReceiptKey
+type RotateReceiptKeyResponse200Headers struct {
+	XRequestId string
+}
+
+type RotateReceiptKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ReceiptKeys
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
+	ApplicationproblemJSON507 *Problem
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *RotateReceiptKeyResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RotateReceiptKeyResponse) GetJSON200() *ReceiptKeys {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RotateReceiptKeyResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RotateReceiptKeyResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RotateReceiptKeyResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RotateReceiptKeyResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RotateReceiptKeyResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RotateReceiptKeyResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
+func (r RotateReceiptKeyResponse) GetApplicationproblemJSON507() *Problem {
+	return r.ApplicationproblemJSON507
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RotateReceiptKeyResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RotateReceiptKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RotateReceiptKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RotateReceiptKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// Bytes is a convenience method to retrieve the raw bytes from the HTTP response
+func (r RotateReceiptKeyResponse) Bytes() []byte {
+	return r.Body
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RotateReceiptKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // GetBrokerStatusResponse200Headers the declared response headers of an HTTP 200 response for GetBrokerStatus
@@ -8712,6 +8887,23 @@ func (r RollbackTransactionResponse) ContentType() string {
 	return ""
 }
 
+// RotateReceiptKeyWithResponse Rotate the receipt key
+//
+// Adds a new key to the receipt keyring and signs new receipts with it. Receipts signed by the seven keys before it stay valid, so leases in flight settle as usual. The keyring is kept in the CommitLog with the topics and groups.
+//
+// Permission with an ACL file: admin.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /broker/receipt-keys/rotate (the `RotateReceiptKey` operationId).
+func (c *ClientWithResponses) RotateReceiptKeyWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*RotateReceiptKeyResponse, error) {
+	rsp, err := c.RotateReceiptKey(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateReceiptKeyResponse(rsp)
+}
+
 // GetBrokerStatusWithResponse Broker status
 //
 // Permission with an ACL file: admin.
@@ -9645,6 +9837,101 @@ func (c *ClientWithResponses) RollbackTransactionWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParseRollbackTransactionResponse(rsp)
+}
+
+// ParseRotateReceiptKeyResponse parses an HTTP response from a RotateReceiptKeyWithResponse call
+func ParseRotateReceiptKeyResponse(rsp *http.Response) (*RotateReceiptKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RotateReceiptKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ReceiptKeys
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON507 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers RotateReceiptKeyResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseGetBrokerStatusResponse parses an HTTP response from a GetBrokerStatusWithResponse call

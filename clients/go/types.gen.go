@@ -1691,6 +1691,19 @@ type QueueStatus struct {
 	QueueId int32 `json:"queueId"`
 }
 
+// ReceiptKeys defines model for ReceiptKeys.
+type ReceiptKeys struct {
+	// KeyIds KeyIDs are the keys that verify receipts, oldest first (at most 8: a receipt outlives seven rotations).
+	//
+	// Example: [1,2,3]
+	KeyIds []int `json:"keyIds"`
+
+	// SigningKeyId SigningKeyID is the key that signs new receipts.
+	//
+	// Example: 3
+	SigningKeyId int `json:"signingKeyId"`
+}
+
 // ReceiptResponse defines model for ReceiptResponse.
 type ReceiptResponse struct {
 	Results []ReceiptResult `json:"results"`

@@ -40,13 +40,13 @@ func (b *Broker) forEachReceipt(group string, receipts []string, isAck bool, op 
 	var instances map[string]struct{}
 	for i, raw := range receipts {
 		results[i].Receipt = raw
-		r, err := b.receipts.decode(raw)
+		r, err := b.receipts().decode(raw)
 		base, client := "", ""
 		if err == nil {
 			base, client = splitInstance(r.Group)
 		}
 		if err != nil || base != group {
-			results[i].Status, results[i].Error = ReceiptInvalid, "malformed, forged, of another group, or issued before the receipt key (config/receipt.key) was lost"
+			results[i].Status, results[i].Error = ReceiptInvalid, "malformed, forged, of another group, or signed by a receipt key that was rotated out or lost"
 			continue
 		}
 		if client != "" {

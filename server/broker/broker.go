@@ -183,7 +183,6 @@ type Broker struct {
 	log      zerolog.Logger
 	store    *storage.Store
 	registry *registry
-	receipts *receiptCodec
 	progress *offset.Table
 	// progressMu orders appends of progress records against snapshots
 	// (see persist).
@@ -283,7 +282,7 @@ func (b *Broker) recover(ctx context.Context) error {
 	}
 	b.registry.quotas = b.opts.Quotas
 	b.registry.meet = b.meetTopics
-	if b.receipts, err = loadReceiptKey(b.store, b.store.WriteOffset() > 0, b.log); err != nil {
+	if err := b.registry.ensureReceiptKey(b.store.WriteOffset() > 0, b.clock.Now().UnixMilli(), b.log); err != nil {
 		return err
 	}
 	if err := b.finishDeletions(); err != nil {

@@ -11,8 +11,10 @@
 // Every fact the broker must not lose is a record in the CommitLog,
 // appended through the group commit before the change is visible to any
 // client (so a 200 in sync mode means the fact is on disk). The files under
-// <data>/config are snapshots or keys, never the only copy of a fact,
-// except receipt.key. The formats below are part of the on-disk format:
+// <data>/config are snapshots, never the only copy of a fact (the receipt
+// keyring included, since the keyring moved into the log; a receipt.key
+// left by an older version is read once, adopted as key 1, and no longer
+// used). The formats below are part of the on-disk format:
 // add fields, never change or remove one.
 //
 // System topics (the "rmq_sys_" prefix is reserved, as are "%" and
@@ -181,11 +183,15 @@
 //	                          [{"group","client","lastSeenMs"}]), written with
 //	                          the offsets snapshot; lost or damaged, every
 //	                          instance's idle time counts from the open.
-//	receipt.key               32 random bytes, the key of receipts' MACs; lost,
-//	                          outstanding receipts become invalid (their leases
-//	                          expire and the messages are delivered again), and
-//	                          a start that makes a new key for a data dir that
-//	                          holds records logs that as an error.
+//	receipt-keys.json         the snapshot of the receipt keyring (JSON: version,
+//	                          metaOffset, keys [{"id","secret","createdMs"}]),
+//	                          whose records are rmq_sys_META "receipt-key"
+//	                          (receiptkeys.go); lost, the keys are replayed from
+//	                          the log. Should the log hold no key of a data dir
+//	                          that holds records, a new key is made and logged as
+//	                          an error: outstanding receipts become invalid.
+//	receipt.key               written by versions before the keyring: adopted as
+//	                          key 1 at the first start after an upgrade.
 //	transactions.snapshot     the unresolved transactions (JSON: version, the
 //	                          queue offsets and last records of rmq_sys_TRANS_HALF
 //	                          and rmq_sys_TRANS_OP it covers, and per transaction
@@ -240,14 +246,17 @@
 // A receipt is the opaque handle of one lease (receipt.go): base64url
 // without padding of
 //
-//	version u8 (2) | epoch u64 | queueId i32 | offset i64 | groupLen u8 | group
-//	| topicLen u8 | topic | mac [16]
+//	version u8 (3) | keyId u16 | epoch u64 | queueId i32 | offset i64
+//	| groupLen u8 | group | topicLen u8 | topic | mac [16]
 //
 // big-endian, where mac is the AES-128-CMAC (RFC 4493) of everything
-// before it under the first 16 bytes of HMAC-SHA256(receipt.key, "mqgate
-// receipt v2 AES-128-CMAC"). Version 1 receipts, written before, carry
-// HMAC-SHA256 under receipt.key truncated to 16 bytes and are still
-// accepted. The group of a broadcasting group's
+// before it under the first 16 bytes of HMAC-SHA256(secret, "mqgate
+// receipt v2 AES-128-CMAC"), secret being key keyId's of the receipt
+// keyring (receiptkeys.go: in the log, so every copy of the log verifies
+// the same receipts; the newest key signs, the eight newest verify;
+// POST /v1/broker/receipt-keys/rotate adds one). Version 2 receipts (no
+// keyId, the same MAC) and version 1 receipts (HMAC-SHA256 truncated to
+// 16 bytes), written before the keyring, are checked under key 1. The group of a broadcasting group's
 // instance's receipt is the instance's progress group ("<group>@<client
 // id>"): it settles that instance's lease. The epoch increases with every lease
 // granted, so the receipt of an older lease of the same message is stale

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -32,6 +33,9 @@ type registry struct {
 	tombs   map[string]topicTombstone
 	groups  map[string]GroupConfig
 	covered int64 // the snapshots hold every rmq_sys_META record below this queue offset
+	// ring is the receipt keyring (receiptkeys.go), applied from the
+	// same records; replaced whole, read without r.mu.
+	ring atomic.Pointer[receiptRing]
 	// quotas bound what puts may create (quota.go); set once at open.
 	quotas Quotas
 	// meet writes the start offsets of the topics a group change

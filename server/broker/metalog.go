@@ -36,6 +36,7 @@ const (
 	metaTombstone    = "tombstone"     // Name's tombstone is Tomb (nil: dropped)
 	metaGroupPut     = "group"         // Group is the group's configuration
 	metaGroupDeleted = "group-deleted" // Name was deleted
+	// metaReceiptKey (receiptkeys.go): Key is a receipt key
 )
 
 // metaRecord is one registry change. The body of an rmq_sys_META message
@@ -46,6 +47,7 @@ type metaRecord struct {
 	Topic *TopicConfig    `json:"topic,omitempty"`
 	Group *GroupConfig    `json:"group,omitempty"`
 	Tomb  *topicTombstone `json:"tomb,omitempty"`
+	Key   *receiptKey     `json:"key,omitempty"`
 }
 
 // maxMetaRecordBytes bounds the body of one rmq_sys_META message written by
@@ -92,6 +94,15 @@ func (r *registry) apply(rec metaRecord) error {
 		r.groups = withEntry(r.groups, rec.Group.Name, rec.Group)
 	case metaGroupDeleted:
 		r.groups = withEntry[GroupConfig](r.groups, rec.Name, nil)
+	case metaReceiptKey:
+		if rec.Key == nil {
+			return fmt.Errorf("meta record %s without a key", rec.Kind)
+		}
+		ring, err := r.ring.Load().withKey(*rec.Key)
+		if err != nil {
+			return err
+		}
+		r.ring.Store(ring)
 	default:
 		return fmt.Errorf("unknown meta record kind %q", rec.Kind)
 	}
@@ -148,6 +159,13 @@ type topicsSnapshot struct {
 	Topics     map[string]topicEntry `json:"topics"`
 }
 
+// receiptKeysSnapshot is config/receipt-keys.json (receiptkeys.go).
+type receiptKeysSnapshot struct {
+	Version    int          `json:"version"`
+	MetaOffset int64        `json:"metaOffset"`
+	Keys       []receiptKey `json:"keys"`
+}
+
 // groupsSnapshot is config/groups.json.
 type groupsSnapshot struct {
 	Version    int                    `json:"version"`
@@ -169,9 +187,14 @@ func (r *registry) saveSnapshotsLocked() {
 		e.Deleted = &tomb
 		entries[name] = e
 	}
+	var keys []receiptKey
+	if rr := r.ring.Load(); rr != nil {
+		keys = rr.keys
+	}
 	errs := errors.Join(
 		r.save(topicsFile, topicsSnapshot{Version: snapshotVersion, MetaOffset: r.covered, Topics: entries}),
 		r.save(groupsFile, groupsSnapshot{Version: snapshotVersion, MetaOffset: r.covered, Groups: r.groups}),
+		r.save(receiptKeysFile, receiptKeysSnapshot{Version: snapshotVersion, MetaOffset: r.covered, Keys: keys}),
 	)
 	if errs != nil {
 		r.logger.Warn().Err(errs).Msg("writing the registry snapshots failed; the CommitLog has every change")
@@ -197,6 +220,8 @@ func (r *registry) readSnapshot(name string, dst any, legacy any) int64 {
 				case *topicsSnapshot:
 					return s.MetaOffset
 				case *groupsSnapshot:
+					return s.MetaOffset
+				case *receiptKeysSnapshot:
 					return s.MetaOffset
 				}
 			}
@@ -237,9 +262,22 @@ func (r *registry) load(scan metaScan) error {
 	for name, g := range groups.Groups {
 		r.groups[name] = g
 	}
+	var keys receiptKeysSnapshot
+	var noLegacyKeys []receiptKey
+	keysAt := r.readSnapshot(receiptKeysFile, &keys, &noLegacyKeys)
+	for _, k := range keys.Keys {
+		ring, err := r.ring.Load().withKey(k)
+		if err != nil {
+			r.logger.Warn().Err(err).Msg("skipping a receipt key of the snapshot; the CommitLog has it")
+			keysAt = 0
+			continue
+		}
+		r.ring.Store(ring)
+	}
+	from := min(topicsAt, groupsAt, keysAt)
 
 	applied := 0
-	end, err := scan(min(topicsAt, groupsAt), func(_ int64, body []byte) {
+	end, err := scan(from, func(_ int64, body []byte) {
 		var recs []metaRecord
 		if err := json.Unmarshal(body, &recs); err != nil {
 			r.logger.Error().Err(err).Msg("skipping an undecodable meta record")
@@ -264,11 +302,11 @@ func (r *registry) load(scan metaScan) error {
 			return err
 		}
 	}
-	if upgraded || applied > 0 || topicsAt != end || groupsAt != end {
+	if upgraded || applied > 0 || topicsAt != end || groupsAt != end || keysAt != end {
 		r.saveSnapshotsLocked()
 	}
 	r.logger.Info().Int("topics", len(r.topics)).Int("groups", len(r.groups)).Int("metaRecords", applied).
-		Int64("fromMetaOffset", min(topicsAt, groupsAt)).Msg("registry recovered")
+		Int64("fromMetaOffset", from).Msg("registry recovered")
 	return nil
 }
 
@@ -285,6 +323,11 @@ func (r *registry) carryLocked(class storage.Class) error {
 	}
 	for _, g := range r.groups {
 		recs = append(recs, metaRecord{Kind: metaGroupPut, Group: &g})
+	}
+	if rr := r.ring.Load(); rr != nil {
+		for _, k := range rr.keys {
+			recs = append(recs, metaRecord{Kind: metaReceiptKey, Key: &k})
+		}
 	}
 	if len(recs) == 0 {
 		return nil

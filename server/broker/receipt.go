@@ -4,7 +4,6 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -12,11 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"os"
 	"sync"
 	"unsafe"
-
-	"github.com/rs/zerolog"
 )
 
 // A receipt is the opaque handle of one lease. It carries everything an
@@ -27,16 +23,20 @@ import (
 //
 // Layout before base64url (no padding):
 //
-//	version u8 | epoch u64 | queueId i32 | offset i64 | groupLen u8 | group
-//	| topicLen u8 | topic | mac [16]
+//	version u8 | [keyId u16, version 3] | epoch u64 | queueId i32 | offset i64
+//	| groupLen u8 | group | topicLen u8 | topic | mac [16]
 //
-// Version 2 (written): mac is AES-128-CMAC (RFC 4493) of everything
-// before it, under a key derived from receipt.key (HMAC-SHA256 of
-// receiptCMACLabel). Version 1 (still read, so that leases granted before
-// an upgrade still settle): mac is HMAC-SHA256 under receipt.key,
-// truncated. CMAC costs a few AES blocks with the CPU's AES instructions,
-// where HMAC-SHA256 costs two SHA-256 states and copies — on every
-// pulled message and every acked one.
+// Version 3 (written): mac is AES-128-CMAC (RFC 4493) of everything before
+// it, under the CMAC key of receipt key keyId of the keyring
+// (receiptkeys.go; the CMAC key is HMAC-SHA256(secret, receiptCMACLabel)
+// truncated to 16 bytes). The keyring is in the CommitLog, so every copy of
+// the log verifies the same receipts. Version 2 (still read): the same MAC,
+// without keyId, under key 1. Version 1 (still read): HMAC-SHA256 under
+// key 1's secret, truncated. Key 1 is the receipt.key of a data dir from
+// before the keyring, so leases granted before an upgrade still settle.
+// CMAC costs a few AES blocks with the CPU's AES instructions, where
+// HMAC-SHA256 costs two SHA-256 states and copies — on every pulled
+// message and every acked one.
 type receipt struct {
 	Group   string
 	Topic   string // the queue's topic (a retry topic for retried messages)
@@ -46,72 +46,49 @@ type receipt struct {
 }
 
 const (
-	receiptVersionHMAC = 1
-	receiptVersionCMAC = 2
-	receiptMACLen      = 16
-	// receiptFixedLen is a receipt's length without group and topic.
+	receiptVersionHMAC  = 1
+	receiptVersionCMAC  = 2
+	receiptVersionKeyed = 3
+	receiptMACLen       = 16
+	receiptKeyIDLen     = 2
+	// receiptFixedLen is a version 1 or 2 receipt's length without group
+	// and topic; version 3 adds receiptKeyIDLen.
 	receiptFixedLen = 1 + 8 + 4 + 8 + 2 + receiptMACLen
 	// receiptMaxText bounds the text decode reads: 255-byte group and
 	// topic names at most.
 	receiptMaxText = 1024
-	// receiptCMACLabel derives the CMAC key from receipt.key.
+	// receiptCMACLabel derives a key's CMAC key from its secret.
 	receiptCMACLabel = "mqgate receipt v2 AES-128-CMAC"
-	// receiptKeyFile holds the key, under the broker's meta directory.
+	// receiptKeyFile held the key before the keyring, under the broker's
+	// meta directory; it is adopted as key 1 (receiptkeys.go).
 	receiptKeyFile = "receipt.key"
 )
 
-var errBadReceipt = errors.New("broker: malformed or forged receipt")
+var errBadReceipt = errors.New("malformed or forged receipt")
 
+// receiptCodec signs and checks receipts under one key of the keyring.
 type receiptCodec struct {
+	id  uint16
 	key []byte
 	// macs pools keyed HMAC states of version 1 receipts.
 	macs sync.Pool
-	// cmac signs and checks version 2 receipts.
+	// cmac signs and checks version 2 and 3 receipts.
 	cmac cmac
 }
 
-// newReceiptCodec returns the codec of key (at least 16 bytes).
-func newReceiptCodec(key []byte) (*receiptCodec, error) {
+// newReceiptCodec returns the codec of key id with secret key (at least
+// 16 bytes).
+func newReceiptCodec(id uint16, key []byte) (*receiptCodec, error) {
 	if len(key) < 16 {
-		return nil, fmt.Errorf("broker: receipt key file is %d bytes; want 32", len(key))
+		return nil, fmt.Errorf("receipt key %d is %d bytes; want 32", id, len(key))
 	}
 	h := hmac.New(sha256.New, key)
 	h.Write([]byte(receiptCMACLabel))
-	c := &receiptCodec{key: key}
+	c := &receiptCodec{id: id, key: key}
 	if err := c.cmac.init(h.Sum(nil)[:16]); err != nil {
 		return nil, err
 	}
 	return c, nil
-}
-
-// loadReceiptKey reads the receipt key, creating a random one on first
-// start, so receipts stay verifiable across restarts. used reports a data
-// dir that already holds records: a key missing there was lost (deleted,
-// or a backup restored without it), and the receipts handed out before
-// no longer verify, which is logged as an error.
-func loadReceiptKey(files metaFiles, used bool, log zerolog.Logger) (*receiptCodec, error) {
-	key, err := files.ReadMeta(receiptKeyFile)
-	if errors.Is(err, os.ErrNotExist) {
-		key = make([]byte, 32)
-		if _, err := rand.Read(key); err != nil {
-			return nil, err
-		}
-		if err := files.WriteMeta(receiptKeyFile, key); err != nil {
-			return nil, err
-		}
-		if used {
-			ev := log.Error()
-			if p, ok := files.(interface{ MetaPath(string) string }); ok {
-				ev = ev.Str("file", p.MetaPath(receiptKeyFile))
-			}
-			ev.Msg("the receipt key (config/receipt.key) was missing from a data dir that holds messages, and a new one was made: " +
-				"every receipt issued before this start is now invalid, acks, nacks and lease changes with one answer \"invalid\", " +
-				"and the messages leased with them are delivered again when their leases expire")
-		}
-	} else if err != nil {
-		return nil, err
-	}
-	return newReceiptCodec(key)
 }
 
 // hmacTag appends the truncated HMAC of b to dst (version 1).
@@ -128,17 +105,23 @@ func (c *receiptCodec) hmacTag(dst, b []byte) []byte {
 	return append(dst, out[:receiptMACLen]...)
 }
 
-// encode returns r's receipt text (version 2).
+// encode returns r's receipt text (version 3, under c's key id).
 func (c *receiptCodec) encode(r receipt) string {
-	return c.encodeVersion(r, receiptVersionCMAC)
+	return c.encodeVersion(r, receiptVersionKeyed)
 }
 
 // encodeVersion returns r's receipt text in the given version.
 func (c *receiptCodec) encodeVersion(r receipt, version byte) string {
 	n := receiptFixedLen + len(r.Group) + len(r.Topic)
+	if version == receiptVersionKeyed {
+		n += receiptKeyIDLen
+	}
 	// One buffer: the receipt, then its base64 text.
 	buf := make([]byte, n, n+base64.RawURLEncoding.EncodedLen(n))
 	b := append(buf[:0], version)
+	if version == receiptVersionKeyed {
+		b = binary.BigEndian.AppendUint16(b, c.id)
+	}
 	b = binary.BigEndian.AppendUint64(b, r.Epoch)
 	b = binary.BigEndian.AppendUint32(b, uint32(r.QueueID))
 	b = binary.BigEndian.AppendUint64(b, uint64(r.Offset))
@@ -156,14 +139,27 @@ func (c *receiptCodec) encodeVersion(r receipt, version byte) string {
 	return unsafe.String(unsafe.SliceData(text), len(text))
 }
 
-// decode checks a receipt text and returns what it carries.
+// decode checks a receipt text signed by c and returns what it carries.
 func (c *receiptCodec) decode(s string) (receipt, error) {
 	r, _, err := c.decodeVersion(s)
 	return r, err
 }
 
-// decodeVersion is decode that also returns the receipt's version.
+// decodeVersion is decode that also returns the receipt's version. A
+// version 3 receipt must name c's key id.
 func (c *receiptCodec) decodeVersion(s string) (receipt, byte, error) {
+	return decodeReceipt(s, func(version byte, id uint16) *receiptCodec {
+		if version == receiptVersionKeyed && id != c.id {
+			return nil
+		}
+		return c
+	})
+}
+
+// decodeReceipt checks a receipt text with the codec keyFor names for
+// its version and key id (nil: no such key) and returns what it carries
+// and its version.
+func decodeReceipt(s string, keyFor func(version byte, id uint16) *receiptCodec) (receipt, byte, error) {
 	if len(s) > receiptMaxText {
 		return receipt{}, 0, errBadReceipt
 	}
@@ -177,8 +173,20 @@ func (c *receiptCodec) decodeVersion(s string) (receipt, byte, error) {
 	b := buf[:n]
 	body, sum := b[:n-receiptMACLen], b[n-receiptMACLen:]
 	want := buf[n : n+receiptMACLen]
+	fields := body[1:]
+	var id uint16
+	if b[0] == receiptVersionKeyed {
+		if n < receiptFixedLen+receiptKeyIDLen {
+			return receipt{}, 0, errBadReceipt
+		}
+		id, fields = binary.BigEndian.Uint16(fields), fields[receiptKeyIDLen:]
+	}
+	c := keyFor(b[0], id)
+	if c == nil {
+		return receipt{}, 0, errBadReceipt
+	}
 	switch b[0] {
-	case receiptVersionCMAC:
+	case receiptVersionCMAC, receiptVersionKeyed:
 		c.cmac.tag(want, body)
 	case receiptVersionHMAC:
 		want = c.hmacTag(want[:0], body)
@@ -189,11 +197,11 @@ func (c *receiptCodec) decodeVersion(s string) (receipt, byte, error) {
 		return receipt{}, 0, errBadReceipt
 	}
 	r := receipt{
-		Epoch:   binary.BigEndian.Uint64(body[1:]),
-		QueueID: int32(binary.BigEndian.Uint32(body[9:])),
-		Offset:  int64(binary.BigEndian.Uint64(body[13:])),
+		Epoch:   binary.BigEndian.Uint64(fields),
+		QueueID: int32(binary.BigEndian.Uint32(fields[8:])),
+		Offset:  int64(binary.BigEndian.Uint64(fields[12:])),
 	}
-	rest := body[21:]
+	rest := fields[20:]
 	l := int(rest[0])
 	if len(rest) < 1+l+1 {
 		return receipt{}, 0, errBadReceipt

@@ -10,7 +10,7 @@ import (
 // testCodec is a receipt codec over a fixed key.
 func testCodec(t testing.TB, key string) *receiptCodec {
 	t.Helper()
-	c, err := newReceiptCodec([]byte(key))
+	c, err := newReceiptCodec(7, []byte(key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +22,7 @@ func testCodec(t testing.TB, key string) *receiptCodec {
 // its version) and re-encodes, in that version, to the same text.
 func FuzzDecodeReceipt(f *testing.F) {
 	codec := testCodec(f, "0123456789abcdef0123456789abcdef")
-	for _, v := range []byte{receiptVersionCMAC, receiptVersionHMAC} {
+	for _, v := range []byte{receiptVersionKeyed, receiptVersionCMAC, receiptVersionHMAC} {
 		f.Add(codec.encodeVersion(receipt{Group: "g", Topic: "t", QueueID: 3, Offset: 42, Epoch: 7}, v))
 		f.Add(codec.encodeVersion(receipt{Group: "", Topic: "", QueueID: -1}, v))
 	}
@@ -43,7 +43,7 @@ func TestReceiptTamperingIsDetected(t *testing.T) {
 	codec := testCodec(t, "0123456789abcdef0123456789abcdef")
 	other := testCodec(t, "fedcba9876543210fedcba9876543210")
 	want := receipt{Group: "g", Topic: "t", QueueID: 1, Offset: 9, Epoch: 5}
-	for _, v := range []byte{receiptVersionCMAC, receiptVersionHMAC} {
+	for _, v := range []byte{receiptVersionKeyed, receiptVersionCMAC, receiptVersionHMAC} {
 		s := codec.encodeVersion(want, v)
 		r, got, err := codec.decodeVersion(s)
 		if err != nil || r != want || got != v {
@@ -76,17 +76,25 @@ func TestReceiptTamperingIsDetected(t *testing.T) {
 	}
 }
 
-// TestReceiptsWrittenAreVersion2: what a pull hands out is a CMAC receipt,
-// of the length the layout says.
-func TestReceiptsWrittenAreVersion2(t *testing.T) {
+// TestReceiptsWrittenAreVersion3: what a pull hands out is a CMAC receipt
+// that names its key, of the length the layout says; a receipt naming
+// another key id does not verify, even with the same secret.
+func TestReceiptsWrittenAreVersion3(t *testing.T) {
 	codec := testCodec(t, "0123456789abcdef0123456789abcdef")
 	r := receipt{Group: "orders-group", Topic: "orders", QueueID: 7, Offset: 1 << 40, Epoch: 1<<63 + 5}
 	_, v, err := codec.decodeVersion(codec.encode(r))
-	if err != nil || v != receiptVersionCMAC {
+	if err != nil || v != receiptVersionKeyed {
 		t.Fatalf("version %d, %v", v, err)
 	}
-	if n := len(codec.encode(r)); n != base64.RawURLEncoding.EncodedLen(receiptFixedLen+len(r.Group)+len(r.Topic)) {
+	if n := len(codec.encode(r)); n != base64.RawURLEncoding.EncodedLen(receiptFixedLen+receiptKeyIDLen+len(r.Group)+len(r.Topic)) {
 		t.Fatalf("receipt text of %d characters", n)
+	}
+	sameSecret, err := newReceiptCodec(8, []byte("0123456789abcdef0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sameSecret.decode(codec.encode(r)); err == nil {
+		t.Fatal("a receipt of key 7 verified as key 8")
 	}
 }
 

@@ -4,6 +4,28 @@
  */
 
 export interface paths {
+    "/broker/receipt-keys/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate the receipt key
+         * @description Adds a new key to the receipt keyring and signs new receipts with it. Receipts signed by the seven keys before it stay valid, so leases in flight settle as usual. The keyring is kept in the CommitLog with the topics and groups.
+         *
+         *     Permission with an ACL file: admin.
+         */
+        post: operations["rotateReceiptKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/broker/status": {
         parameters: {
             query?: never;
@@ -1760,6 +1782,22 @@ export interface components {
              */
             queueId: number;
         };
+        ReceiptKeys: {
+            /**
+             * @description KeyIDs are the keys that verify receipts, oldest first (at most 8: a receipt outlives seven rotations).
+             * @example [
+             *       1,
+             *       2,
+             *       3
+             *     ]
+             */
+            keyIds: number[];
+            /**
+             * @description SigningKeyID is the key that signs new receipts.
+             * @example 3
+             */
+            signingKeyId: number;
+        };
         ReceiptResponse: {
             results: components["schemas"]["ReceiptResult"][];
         };
@@ -2521,6 +2559,115 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    rotateReceiptKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /**
+                     * @description The request's id, also the requestId of a Problem and in the server's log lines of the request.
+                     * @example d4m1c8sl0s73b0h3ds2g
+                     */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReceiptKeys"];
+                };
+            };
+            /** @description invalid-argument, value-too-long (a malformed X-Mqgate-Client-Id header) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated (with an ACL file: no or wrong credentials; WWW-Authenticate names the schemes) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden, origin-not-allowed (the account lacks the operation's permission, the caller's address is outside a white list, or a cross-origin request comes from an origin not allowed) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate-limited, too-many-auth-failures (the account's requestsPerSecond, or too many failed sign-ins from the address; Retry-After says when to come back) */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description internal */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description shutting-down */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description disk-full */
+            507: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a Problem: e.g. 421 host-not-allowed (a Host the server does not answer to), 431 header-too-large, 501 not-implemented (a transfer coding other than chunked), 504 timeout, 505 http-version-not-supported */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     getBrokerStatus: {
         parameters: {
             query?: never;
