@@ -181,7 +181,7 @@ func (s *Store) putQueueEntry(q *consumequeue.Queue, off int64, e consumequeue.E
 	if errors.Is(err, consumequeue.ErrOffsetTooSmall) {
 		return nil
 	}
-	if errors.Is(err, consumequeue.ErrGap) && s.fillSkipped(q, off, e.CommitLogOffset) {
+	if errors.Is(err, consumequeue.ErrGap) && (s.fillSkipped(q, off, e.CommitLogOffset) || s.fillLost(q, off, e.CommitLogOffset)) {
 		return q.Put(off, e)
 	}
 	if errors.Is(err, consumequeue.ErrGap) && q.MaxOffset() == q.MinOffset() {

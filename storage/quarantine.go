@@ -104,6 +104,9 @@ func (s *Store) loadQuarantine() {
 
 // quarantine sets the record at offset aside, once.
 func (s *Store) quarantine(offset int64, size int32, stage string, cause error) {
+	if s.inLost(offset) {
+		return // given up by a repair, which reported it (lost.go)
+	}
 	q := &s.quarantined
 	q.mu.Lock()
 	defer q.mu.Unlock()

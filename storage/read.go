@@ -223,6 +223,13 @@ func (s *Store) readQueue(topic string, queueID int32, offset int64, max int, ma
 				scanned++
 				continue
 			}
+			if s.inLost(e.CommitLogOffset) {
+				// Its record was given up by a repair (lost.go).
+				res.Next++
+				scanned++
+				res.Skipped++
+				continue
+			}
 			m, _, err := s.lookup(e.CommitLogOffset)
 			if err == nil {
 				err = checkMessage(key, res.Next, m)
@@ -289,6 +296,9 @@ func (s *Store) SearchOffsetByTime(topic string, queueID int32, ts int64) (int64
 					return 0, false, false, nil
 				}
 				return 0, false, false, err
+			}
+			if s.inLost(e.CommitLogOffset) {
+				continue // given up by a repair: take the next entry's time
 			}
 			rec, err := s.commitLog.Read(e.CommitLogOffset, *bp)
 			switch {

@@ -80,6 +80,9 @@ func (s *Store) open() error {
 	}
 	s.index = idx
 	s.loadQuarantine()
+	if err := s.loadLost(); err != nil {
+		return err
+	}
 	s.initScrub()
 	table, tableErr := readQueueTable(fs, dir)
 	tableOK := tableErr == nil
@@ -134,6 +137,14 @@ func (s *Store) open() error {
 		if err != nil {
 			return fmt.Errorf("truncate consume queue %s/%d: %w", key.topic, key.id, err)
 		}
+		floor := table.queues[key].max
+		if f := s.lost.floors[key]; f > floor {
+			floor = f
+		}
+		if floor > max && s.fillLost(q, floor, end) {
+			// Records a repair gave up: their offsets stay taken.
+			max = q.MaxOffset()
+		}
 		if tb, ok := table.queues[key]; ok && tb.max > max {
 			if max > q.MinOffset() || tb.lastPhy >= cl.MinOffset() {
 				s.log.Error().Str("topic", key.topic).Int32("queue", key.id).Int64("maxOffset", max).Int64("checkpointed", tb.max).
@@ -152,6 +163,20 @@ func (s *Store) open() error {
 			}
 		}
 		s.queueOffsets[key] = max
+	}
+	for key, floor := range s.lost.floors {
+		if _, ok := s.queues[key]; !ok && floor > 0 && table.queues[key].max < floor {
+			// Every record of the queue was given up by a repair and its
+			// files are gone: its offsets continue above the floor.
+			q, err := s.queue(key.topic, key.id, true)
+			if err != nil {
+				return err
+			}
+			if err := q.Reset(floor); err != nil {
+				return err
+			}
+			s.queueOffsets[key] = floor
+		}
 	}
 	for key, tb := range table.queues {
 		if _, ok := s.queues[key]; !ok && tb.max > 0 && tb.lastPhy < cl.MinOffset() {

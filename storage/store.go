@@ -71,6 +71,7 @@ type Store struct {
 	disp        dispatcher   // owned by whoever dispatches (see dispatcher)
 	dispatched  atomic.Int64 // CommitLog offset the dispatcher has processed up to
 	quarantined quarantine   // records set aside (quarantine.go)
+	lost        lostState    // ranges a repair gave up (lost.go); set at Open
 	repairs     repairs      // rebuilds of derived files (rebuild.go)
 	tableMu     sync.Mutex   // guards lastTable
 	lastTable   []byte       // the queue table last written
