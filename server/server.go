@@ -174,7 +174,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		Storage:                  so,
 	})
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("open broker: %w", err), listener.Close())
+		return nil, errors.Join(repairHint(fmt.Errorf("open broker: %w", err), cfg.DataDir), listener.Close())
 	}
 	secureDataDir(cfg.DataDir, log.With().Str("component", "server").Logger())
 	mirror, err := openMirror(ctx, cfg, b, log)

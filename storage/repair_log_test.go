@@ -82,6 +82,20 @@ func TestRepairCommitLogDamage(t *testing.T) {
 			storagetest.ZeroFrom(t, last, 10_000)
 			return segBase(t, last) + 10_000, 1 << 62
 		},
+		// The ConsumeQueues are rebuilt from the CommitLog after the
+		// repair: the hole is closed with placeholders, and the queue
+		// table's maxima keep the lost offsets taken.
+		"MiddleSegmentAndQueuesDeleted": func(t *testing.T, segs []string) (int64, int64) {
+			require.NoError(t, os.Remove(segs[2]))
+			require.NoError(t, os.RemoveAll(filepath.Join(filepath.Dir(filepath.Dir(segs[2])), "consumequeue")))
+			return segBase(t, segs[2]), segBase(t, segs[3])
+		},
+		"TailZeroedAndQueuesDeleted": func(t *testing.T, segs []string) (int64, int64) {
+			last := segs[len(segs)-1]
+			storagetest.ZeroFrom(t, last, 10_000)
+			require.NoError(t, os.RemoveAll(filepath.Join(filepath.Dir(filepath.Dir(last)), "consumequeue")))
+			return segBase(t, last) + 10_000, 1 << 62
+		},
 	}
 	for name, damage := range damages {
 		t.Run(name, func(t *testing.T) {

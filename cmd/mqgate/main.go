@@ -39,6 +39,7 @@ type cli struct {
 	Bench       benchCmd       `cmd:"" help:"Load-test a running gateway: produce (default), consume, e2e; optional net/http baseline."`
 	Migrate     migrateCmd     `cmd:"" help:"Run the PostgreSQL mirror's migrations: up, down (one step) or version."`
 	HashSecret  hashSecretCmd  `cmd:"" name:"hash-secret" help:"Print the argon2id hash (secretKeyHash of the ACL file) of a secret read from standard input."`
+	Repair      repairCmd      `cmd:"" help:"Survey a data dir whose CommitLog lost durable data: what a repair keeps and loses; --apply repairs it."`
 
 	Topic      topicCmd      `cmd:"" group:"admin" help:"Topics: list, get, put, patch, delete, status."`
 	Group      groupCmd      `cmd:"" group:"admin" help:"Consumer groups: list, get, put, patch, delete, progress, reset-offset, skip-backlog."`
