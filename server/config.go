@@ -108,7 +108,7 @@ type Config struct {
 	// ScrubRate is how many bytes per second the background scrubber
 	// re-reads and verifies (CRC-32C of every frame) of the sealed
 	// CommitLog segments; 0 disables it.
-	ScrubRate ByteSize `help:"Rate at which the background scrubber re-reads and verifies sealed CommitLog segments (e.g. 16MiB, per second; 0 disables it)." env:"MQGATE_SCRUB_RATE" default:"${scrub_rate}"`
+	ScrubRate ByteSize `help:"Rate at which the background scrubber re-reads and verifies the durable CommitLog (e.g. 16MiB, per second; 0 disables it)." env:"MQGATE_SCRUB_RATE" default:"${scrub_rate}"`
 	// DelayLevels is the delay of each level, level 1 first.
 	DelayLevels DelayLevels `help:"Delay of each delay level, space- or comma-separated (e.g. \"1s 5s 10s\"; ms allowed)." env:"MQGATE_DELAY_LEVELS" default:"${delay_levels}"`
 	// DatabaseURL is the PostgreSQL mirror's URL; empty runs embedded.

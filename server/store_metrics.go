@@ -43,11 +43,11 @@ func newDispatchCollector(src dispatchSource) *dispatchCollector {
 		noSpace: prometheus.NewDesc("mqgate_commitlog_no_space_total",
 			"Writes refused because the file system had no room for the next CommitLog segment.", nil, nil),
 		scrub: scrubDescs{
-			bytes:     prometheus.NewDesc("mqgate_store_scrub_verified_bytes_total", "CommitLog bytes the background scrubber verified (CRC of every frame of the sealed segments) since start.", nil, nil),
+			bytes:     prometheus.NewDesc("mqgate_store_scrub_verified_bytes_total", "CommitLog bytes the background scrubber verified (CRC of every durable frame) since start.", nil, nil),
 			records:   prometheus.NewDesc("mqgate_store_scrub_verified_records_total", "Records the background scrubber verified since start.", nil, nil),
 			badFrames: prometheus.NewDesc("mqgate_store_scrub_bad_frames_total", "Damaged frames the scrubber found since start (each is quarantined).", nil, nil),
 			busy:      prometheus.NewDesc("mqgate_store_scrub_busy_seconds_total", "Time the scrubber spent verifying since start.", nil, nil),
-			passes:    prometheus.NewDesc("mqgate_store_scrub_passes_total", "Full scrub passes over the sealed CommitLog segments (kept across restarts).", nil, nil),
+			passes:    prometheus.NewDesc("mqgate_store_scrub_passes_total", "Full scrub passes over the durable CommitLog (kept across restarts).", nil, nil),
 			lastPass:  prometheus.NewDesc("mqgate_store_scrub_last_pass_timestamp_seconds", "When the last full scrub pass ended (unix seconds; 0 before the first).", nil, nil),
 			position:  prometheus.NewDesc("mqgate_store_scrub_position_bytes", "CommitLog offset the current scrub pass has verified up to.", nil, nil),
 		},

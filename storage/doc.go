@@ -293,14 +293,14 @@
 //     cuts the log at that frame (the rest is kept in .broken files).
 //
 // The scrubber (Options.ScrubRate, default 16 MiB/s; ScrubInterval, default
-// 24 h between pass starts) walks the sealed CommitLog segments, oldest
-// first, and verifies every frame at that rate, so damage in records
+// 24 h between pass starts) walks the CommitLog, oldest segment first, up
+// to the flushed offset (the sealed segments and the durable part of the
+// active one), and verifies every frame at that rate, so damage in records
 // nobody reads is found too. Each bad frame is quarantined (stage
 // "scrub"); a damaged header makes it skip the rest of that segment (the
 // reason says how many bytes went unchecked), and so does a fault while
 // reading the mapping (an I/O error of the device), which is reported
-// instead of crashing the process. The active segment is left to the
-// readers and to recovery. ScrubStatus reports its progress, which
+// instead of crashing the process. ScrubStatus reports its progress, which
 // config/scrub.json keeps across restarts (a resumed pass restarts at
 // the beginning of the segment it was in).
 //
@@ -316,7 +316,7 @@
 // entries, then wakes long-polling readers by closing a per-topic channel.
 // A checkpointer flushes the derived files and rewrites the checkpoint every
 // CheckpointInterval; a retention cleaner deletes whole segments (below);
-// the scrubber verifies sealed segments (Damaged records).
+// the scrubber verifies the durable log (Damaged records).
 //
 // # Disk space
 //

@@ -368,8 +368,9 @@ func TestUncleanRecoveryVerifiesFromDispatched(t *testing.T) {
 }
 
 // TestScrubberFindsDamageNobodyReads: a flipped bit in an old message no
-// consumer reads is found by the scrubber's pass over the sealed segments,
-// quarantined at stage "scrub", and the progress survives a restart.
+// consumer reads is found by the scrubber's pass over the log (every
+// sealed segment and the durable part of the active one), quarantined at
+// stage "scrub", and the progress survives a restart.
 func TestScrubberFindsDamageNobodyReads(t *testing.T) {
 	t.Parallel()
 	opts := integrityOptions(t.TempDir())
@@ -378,7 +379,8 @@ func TestScrubberFindsDamageNobodyReads(t *testing.T) {
 	defer func() { _ = s.Close() }()
 	ms := putNumbered(t, s, "t", 0, 60, 3000)
 	waitDispatched(t, s, "t", 0, 60)
-	active := activeBase(s, opts)
+	durable := s.Stats().CommitLogMax // sync mode: written is flushed
+	require.Greater(t, durable, activeBase(s, opts), "the active segment holds records")
 	damageBody(t, opts.Dir, ms[2])
 
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -391,7 +393,7 @@ func TestScrubberFindsDamageNobodyReads(t *testing.T) {
 	}
 	require.Greater(t, steps, 5, "the budget paces the pass")
 	st := s.ScrubStatus()
-	require.Equal(t, active, st.BytesVerified, "every byte of the sealed segments")
+	require.Equal(t, durable, st.BytesVerified, "every durable byte")
 	require.Equal(t, int64(1), st.BadFrames)
 	require.Equal(t, t0.Add(time.Duration(steps-1)*time.Second), st.LastPassAt)
 	require.Equal(t, t0.Add(storage.DefaultScrubInterval), st.NextPassAt)
@@ -421,6 +423,28 @@ func TestScrubberFindsDamageNobodyReads(t *testing.T) {
 	require.Equal(t, int64(2), st.Passes)
 	require.Equal(t, t0.Add(storage.DefaultScrubInterval), st.LastPassAt)
 	require.Equal(t, int64(1), s.Quarantined().Count)
+}
+
+// TestScrubberCoversTheActiveSegment: damage in the newest segment's
+// durable part is found by the scrubber too, not only when a reader or
+// the next recovery gets there.
+func TestScrubberCoversTheActiveSegment(t *testing.T) {
+	t.Parallel()
+	opts := integrityOptions(t.TempDir())
+	s := storagetest.MustOpen(t, opts)
+	ms := putNumbered(t, s, "t", 0, 10, 300)
+	waitDispatched(t, s, "t", 0, 10)
+	require.Zero(t, activeBase(s, opts), "every record is in the first, active segment")
+	damageBody(t, opts.Dir, ms[7])
+	res, err := storage.RunScrubForTest(s, time.Now(), 1<<30)
+	require.NoError(t, err)
+	require.True(t, res.Done)
+	require.Equal(t, s.Stats().CommitLogMax, res.Next, "up to the durable end")
+	require.Len(t, res.Bad, 1)
+	require.Equal(t, ms[7].PhysicalOffset, res.Bad[0].Offset)
+	q := s.Quarantined()
+	require.Equal(t, int64(1), q.Count)
+	require.Equal(t, "scrub", q.Recent[0].Stage)
 }
 
 // TestScrubberResumesMidPass: a restart during a pass resumes it at the

@@ -11,7 +11,7 @@ import (
 	"github.com/mqgate/mqgate/storage/commitlog"
 )
 
-// The scrubber re-reads the sealed CommitLog segments in the background
+// The scrubber re-reads the durable CommitLog in the background
 // and checks every frame's CRC, so damage in data nobody reads (old
 // messages a consumer may still rewind to, dead letters) is found and
 // reported while it is one bad record, not when it is needed. See

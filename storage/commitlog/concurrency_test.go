@@ -221,3 +221,46 @@ func TestDeleteNeverRemovesUnflushedData(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, n)
 }
+
+// TestScrubWhileAppending: the scrubber verifies the active segment up to
+// the flushed offset while appends go on in both flush modes; it never
+// reports a frame that is only being written (run with -race).
+func TestScrubWhileAppending(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []FlushMode{FlushSync, FlushAsync} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			o := testOptions(t, 16<<10, mode)
+			o.FlushInterval = time.Millisecond
+			l := mustOpen(t, o)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for i := range 2000 {
+					if _, err := l.Append(bytesPayload(make([]byte, 50+i%300))); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+			pos, passes := l.MinOffset(), 0
+			for running := true; running; {
+				select {
+				case <-done:
+					running = false
+				default:
+				}
+				r, err := l.Scrub(pos, 2000)
+				require.NoError(t, err)
+				require.Empty(t, r.Bad)
+				require.LessOrEqual(t, r.Next, l.Flushed())
+				pos = r.Next
+				if r.Done {
+					passes++
+					pos = l.MinOffset()
+				}
+			}
+			require.Positive(t, passes)
+		})
+	}
+}

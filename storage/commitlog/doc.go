@@ -173,14 +173,16 @@
 //
 // # Scrubbing
 //
-// Scrub verifies the frames of sealed segments (every segment but the
-// active one) from a frame boundary, for a byte budget per call, and
-// reports what is invalid without changing anything; its caller (the
-// store's scrubber) paces the calls and persists the position. A frame
+// Scrub verifies the frames of the sealed segments and of the durable
+// part of the active one (below Flushed: those bytes never change again,
+// while appends go on above them) from a frame boundary, for a byte
+// budget per call, and reports what is invalid without changing anything;
+// its caller (the store's scrubber) paces the calls and persists the
+// position. A pass is done when it reaches the flushed offset. A frame
 // whose CRC fails is reported with its extent and the walk goes on after
-// it; a damaged header is reported with the rest of its segment as
-// unverified, and the walk goes on at the next segment's base (always a
-// frame start). Reading a mapped page whose device read fails raises
+// it; a damaged header is reported with the rest of its segment (of the
+// active segment: up to the flushed offset) as unverified, and the walk
+// goes on at the next segment's base (always a frame start). Reading a mapped page whose device read fails raises
 // SIGBUS; Scrub turns that into a reported ErrFault for the rest of the
 // segment (runtime/debug.SetPanicOnFault) rather than a crash.
 //

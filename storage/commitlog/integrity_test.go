@@ -133,11 +133,12 @@ func scrubAll(t *testing.T, l *Log, budget int64) ScrubResult {
 	}
 }
 
-// TestScrubFindsDamageInSealedSegments: the scrubber walks every sealed
-// segment at the budget it is given, reports a damaged payload with its
-// extent and a damaged header with the rest of its segment, and leaves
-// the active segment alone.
-func TestScrubFindsDamageInSealedSegments(t *testing.T) {
+// TestScrubFindsDamageInEverySegment: the scrubber walks every sealed
+// segment and the durable part of the active one at the budget it is
+// given, reports a damaged payload with its extent and a damaged header
+// with the rest of its segment (of the active segment: up to the flushed
+// offset), and stops at the flushed offset.
+func TestScrubFindsDamageInEverySegment(t *testing.T) {
 	t.Parallel()
 	const segSize = 4 << 10
 	l := mustOpen(t, testOptions(t, segSize, FlushSync))
@@ -147,8 +148,14 @@ func TestScrubFindsDamageInSealedSegments(t *testing.T) {
 		require.NoError(t, err)
 		res = append(res, r)
 	}
+	for range 3 { // a few records in the active segment
+		r, err := l.Append(bytesPayload(make([]byte, 200)))
+		require.NoError(t, err)
+		res = append(res, r)
+	}
 	segs := l.Segments()
-	active := segs[len(segs)-1].Base
+	end := l.Flushed()
+	require.Greater(t, end, segs[len(segs)-1].Base, "the active segment holds durable records")
 	inSegment := func(i int) []AppendResult {
 		var out []AppendResult
 		for _, r := range res {
@@ -160,26 +167,23 @@ func TestScrubFindsDamageInSealedSegments(t *testing.T) {
 	}
 	clean := scrubAll(t, l, 1000)
 	require.Empty(t, clean.Bad)
-	require.Equal(t, active, clean.Next)
-	require.Equal(t, active, clean.Bytes, "every byte below the active segment")
-	sealed := 0
-	for _, r := range res {
-		if r.Offset < active {
-			sealed++
-		}
-	}
-	require.Equal(t, int64(sealed), clean.Records)
+	require.Equal(t, end, clean.Next)
+	require.Equal(t, end, clean.Bytes, "every durable byte")
+	require.Equal(t, int64(len(res)), clean.Records)
 
 	body := inSegment(1)[2]
 	damageRecord(t, l, body, HeaderSize+100)
 	header := inSegment(3)[1]
 	damageRecord(t, l, header, sizeFieldOffset+1) // size now points nowhere valid
-	activeRec := inSegment(len(segs) - 1)[0]
-	damageRecord(t, l, activeRec, HeaderSize+10) // the active segment: not the scrubber's
+	last := len(segs) - 1
+	activeBody := inSegment(last)[0]
+	damageRecord(t, l, activeBody, HeaderSize+10)
+	activeHeader := inSegment(last)[1]
+	damageRecord(t, l, activeHeader, magicFieldOffset+1)
 
 	for _, budget := range []int64{1, 300, 5000, 1 << 30} {
 		got := scrubAll(t, l, budget)
-		require.Len(t, got.Bad, 2, "budget %d", budget)
+		require.Len(t, got.Bad, 4, "budget %d", budget)
 		require.Equal(t, body.Offset, got.Bad[0].Offset)
 		require.Equal(t, body.Size, got.Bad[0].Size)
 		require.Zero(t, got.Bad[0].Unverified)
@@ -189,8 +193,13 @@ func TestScrubFindsDamageInSealedSegments(t *testing.T) {
 		require.Equal(t, segs[3].Base+segs[3].Size-header.Offset, got.Bad[1].Unverified)
 		require.ErrorIs(t, got.Bad[1].Err, ErrCorrupt)
 		require.NotErrorIs(t, got.Bad[1].Err, ErrChecksum)
-		require.Equal(t, active, got.Next)
-		require.Equal(t, int64(sealed-1-len(inSegment(3))+1), got.Records, "budget %d", budget)
+		require.Equal(t, activeBody.Offset, got.Bad[2].Offset)
+		require.ErrorIs(t, got.Bad[2].Err, ErrChecksum)
+		require.Equal(t, activeHeader.Offset, got.Bad[3].Offset)
+		require.Equal(t, end-activeHeader.Offset, got.Bad[3].Unverified, "up to the flushed offset")
+		require.ErrorIs(t, got.Bad[3].Err, ErrCorrupt)
+		require.Equal(t, end, got.Next)
+		require.Equal(t, int64(len(res)-1-len(inSegment(3))+1-len(inSegment(last))), got.Records, "budget %d", budget)
 	}
 }
 
@@ -202,6 +211,7 @@ func TestScrubBudget(t *testing.T) {
 		_, err := l.Append(bytesPayload(make([]byte, 1000)))
 		require.NoError(t, err)
 	}
+	require.NoError(t, l.Flush()) // the scrubber verifies durable data
 	r, err := l.Scrub(0, 10_000)
 	require.NoError(t, err)
 	require.False(t, r.Done)
@@ -226,7 +236,7 @@ func TestScrubAfterRetention(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, segs[2].Base, r.From)
 	require.True(t, r.Done)
-	require.Equal(t, segs[len(segs)-1].Base, r.Next)
+	require.Equal(t, l.Flushed(), r.Next)
 	require.Empty(t, r.Bad)
 }
 
@@ -249,5 +259,5 @@ func TestScrubReportsFault(t *testing.T) {
 	require.ErrorIs(t, got.Bad[0].Err, ErrFault)
 	require.GreaterOrEqual(t, got.Bad[0].Offset, segs[1].Base+4096-1000)
 	require.Equal(t, segs[1].Base+segSize-got.Bad[0].Offset, got.Bad[0].Unverified)
-	require.Equal(t, segs[len(segs)-1].Base, got.Next, "the segments after it were scrubbed")
+	require.Equal(t, l.Flushed(), got.Next, "the segments after it were scrubbed")
 }
