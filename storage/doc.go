@@ -25,8 +25,8 @@
 //	                                  its timer queues (server/broker/timerindex)
 //	<dir>/config/<name>               small metadata files, each replaced
 //	                                  atomically (WriteMeta); the store's own
-//	                                  are quarantine.json and scrub.json
-//	                                  (below), the others belong to the
+//	                                  are quarantine.json, scrub.json and
+//	                                  repair.json (below), the others belong to the
 //	                                  store's user (the broker: topics.json
 //	                                  and groups.json, snapshots of its
 //	                                  registry records; receipt.key;
@@ -72,8 +72,7 @@
 // RecoverFrom/HighWater taken from the checkpoint (see Recovery): its scan
 // verifies every frame from RecoverFrom on, a bad frame above HighWater is
 // a torn tail (truncated, a .broken copy kept) and a bad frame below it is
-// corruption (Open fails with ErrCorrupt unless Options.AllowCorrupt, which
-// cuts the log there like a torn tail). The ConsumeQueues are checked
+// corruption (Open fails with ErrCorrupt; see Repair). The ConsumeQueues are checked
 // against the queue table and the CommitLog and the damaged ones rebuilt
 // (see Derived state below). ConsumeQueues and the index are then
 // re-dispatched from the checkpointed dispatched offset to the
@@ -107,9 +106,8 @@
 // not verify — after a clean start, or that little way back — are checked
 // by the dispatcher as at run time (see Damaged records): one that fails
 // its CRC is quarantined and passed over; one whose header is damaged
-// fails Open with ErrCorrupt, and since that range was not scanned,
-// AllowCorrupt does not apply there: removing the checkpoint makes the
-// next Open scan everything (and end the log at that frame).
+// fails Open with ErrCorrupt, which Repair (it verifies every frame)
+// deals with like any other damage.
 //
 // No checkpoint (missing, or it fails its magic, version or CRC): the
 // whole CommitLog is scanned and verified, and everything is re-dispatched.
@@ -204,10 +202,12 @@
 //     larger of its rebuilt maximum and the table's maximum when retention
 //     took the queue's records (the table's lastPhy is below the
 //     CommitLog's minimum): the empty queue is restarted at the table's
-//     maximum, with a warning. Records the CommitLog lost at its end (a
-//     torn tail, an AllowCorrupt cut) are gone: their offsets are given out
-//     again, counted in RepairStats.LostRecords, and the broker clamps a
-//     consumer offset above the maximum visibly.
+//     maximum, with a warning. Records a Repair gave up keep their offsets
+//     taken (config/repair.json; see Repair). Records the CommitLog lost
+//     at its end otherwise (a torn tail: never acknowledged in sync mode;
+//     an AllowCorrupt cut) are gone: their offsets are given out again,
+//     counted in RepairStats.LostRecords, and the broker clamps a consumer
+//     offset above the maximum visibly.
 //   - While the store runs, a queue entry whose record does not carry that
 //     entry's topic, queue id and queue offset, or an empty entry below
 //     the maximum, is never served: ReadQueue stops before it (the
@@ -289,8 +289,9 @@
 //     lucky guess inside a payload) dispatch bytes that are no record at
 //     all. The dispatcher stops there: each retry fails the same way,
 //     DispatchStatus.Err says where and why, and readiness fails (a 503
-//     from /readyz), so an operator decides. Restarting with AllowCorrupt
-//     cuts the log at that frame (the rest is kept in .broken files).
+//     from /readyz), so an operator decides: stopping the server and
+//     running `mqgate repair` (see Repair) gives up the rest of that
+//     segment and keeps everything after it.
 //
 // The scrubber (Options.ScrubRate, default 16 MiB/s; ScrubInterval, default
 // 24 h between pass starts) walks the CommitLog, oldest segment first, up
@@ -317,6 +318,54 @@
 // A checkpointer flushes the derived files and rewrites the checkpoint every
 // CheckpointInterval; a retention cleaner deletes whole segments (below);
 // the scrubber verifies the durable log (Damaged records).
+//
+// # Repair
+//
+// When durable data is gone — a segment deleted, an old one truncated,
+// bytes zeroed or overwritten below the high-water mark — Open refuses
+// (ErrCorrupt; the server's message names `mqgate repair`). Repair, run on
+// the stopped store, is the way out; it never guesses:
+//
+//   - It verifies every frame of every segment file, read-only, and lists
+//     the damaged ranges: a gap between segment files, the frames from an
+//     invalid one to the end of its segment (past a bad frame the next
+//     frame's position is known only at the next segment's base; a frame
+//     whose CRC alone fails goes with the rest of its segment too, since
+//     the format has no filler for the middle of a segment), data that
+//     ends (zeros) below the high-water mark, segment files missing after
+//     the last one below it. Past the high-water mark, an invalid frame
+//     with no valid data after it is a torn tail, left to recovery.
+//   - What is lost, per topic and queue: a queue's records lie in the log
+//     in queue-offset order, so a jump of a queue's offsets across a
+//     damaged range is that many records lost there, and so is the
+//     distance from a queue's last surviving record to the highest offset
+//     it had given out (the queue table's, or its ConsumeQueue files',
+//     read without opening them). Without the table and the files, the
+//     loss at a queue's end is not knowable and is not reported.
+//   - The dry run (the default) prints this and changes nothing. Apply
+//     keeps every intact frame at its offset (message ids, ConsumeQueue
+//     and index entries stay valid) and makes each damaged range a Blank
+//     one: the non-zero bytes are copied to commitlog/<segment>.broken
+//     first, then zeroed; a truncated file is extended; a Blank frame
+//     covers the rest of the segment; missing segment files are recreated,
+//     each one Blank frame. So the log walks from its first segment to its
+//     end again, and continues above everything given out before. It then
+//     records the ranges and each damaged queue's highest offset (its
+//     floor) in config/repair.json, writes a checkpoint whose dispatched
+//     offset is below the first damaged range, and opens and closes the
+//     store, which rebuilds what the damage made wrong.
+//   - From then on (lost.go) readers pass over a queue entry that points
+//     into a lost range (counted as ReadResult.Skipped, never
+//     quarantined), Open's checks accept such entries, a gap of queue
+//     offsets across lost ranges is closed with placeholder entries
+//     pointing into them (when a queue is rebuilt from the CommitLog), and
+//     a queue whose entries end below its floor is filled up to it: no
+//     queue offset is given out twice, so a consumer's committed offset
+//     never points at another message.
+//
+// Options.AllowCorrupt, the library's older override, instead cuts the
+// log at the first bad frame like a torn tail, giving up every frame after
+// it; no flag of the server exposes it.
 //
 // # Disk space
 //

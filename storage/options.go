@@ -99,7 +99,9 @@ type Options struct {
 	// once. Default DefaultScrubInterval (24 h).
 	ScrubInterval time.Duration
 	// AllowCorrupt lets Open truncate at mid-log corruption instead of
-	// failing (operator override; data after the bad record is quarantined).
+	// failing (data after the bad record is quarantined, not kept). No flag
+	// exposes it: `mqgate repair` (Repair) is the operator's way, which
+	// keeps the intact data after the damage too.
 	AllowCorrupt bool
 	// Logger receives structured logs. Default zerolog.Nop().
 	Logger zerolog.Logger

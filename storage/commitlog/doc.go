@@ -139,7 +139,8 @@
 // stops at the first frame that is not valid (a zero header included); that
 // position is the end of the log. If the end lies below Options.HighWater
 // (data known to have been durable) the log is corrupt: Open fails with
-// ErrCorrupt unless Options.AllowCorrupt. Otherwise everything after the end
+// ErrCorrupt unless Options.AllowCorrupt (see Repair for the way out that
+// keeps the data after the damage). Otherwise everything after the end
 // is a torn tail and is cut off, never deleted: the non-zero bytes after the
 // end in its segment are copied to <segment>.broken and zeroed (through the
 // mapping, then msync'd),
@@ -185,6 +186,16 @@
 // goes on at the next segment's base (always a frame start). Reading a mapped page whose device read fails raises
 // SIGBUS; Scrub turns that into a reported ErrFault for the rest of the
 // segment (runtime/debug.SetPanicOnFault) rather than a crash.
+//
+// # Repair
+//
+// SurveyDir walks every frame of every segment file read-only (the log
+// must not be open) and lists the damaged ranges, each ending at a segment
+// boundary; PatchDir makes each a Blank-covered range: the non-zero bytes
+// are copied to <segment>.broken first and zeroed, a file cut short is
+// extended (fallocate), a Blank frame is written at the range's start, and
+// missing segment files are recreated holding one Blank frame each. Every
+// intact frame keeps its offset, and the log is contiguous again.
 //
 // Retention is decided by the caller: Segments lists the files and
 // DeleteSegmentsBelow removes whole sealed segments. A segment's mapping is

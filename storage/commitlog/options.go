@@ -102,8 +102,9 @@ type Options struct {
 	// checkpointed flushed offset). An invalid frame below it is
 	// corruption, not a torn tail.
 	HighWater int64
-	// AllowCorrupt is the operator override: corruption below HighWater is
-	// cut off like a torn tail (and quarantined) instead of failing Open.
+	// AllowCorrupt cuts corruption below HighWater off like a torn tail
+	// (and quarantined) instead of failing Open. The store's operators
+	// repair instead (SurveyDir, PatchDir), which keeps what follows.
 	AllowCorrupt bool
 	// Logger receives the log's messages with component=commitlog. Default
 	// zerolog.Nop().
