@@ -115,7 +115,6 @@ func SurveyDir(dir string, highWater, segmentSize int64, fn func(offset int64, s
 		if si.Base > pos {
 			add(Damage{From: pos, To: si.Base, Missing: si.Base - pos,
 				Reason: fmt.Sprintf("no segment file holds [%d, %d) (deleted or truncated)", pos, si.Base)})
-			pos = si.Base
 		}
 		// Past the high-water mark an invalid frame with no valid data
 		// after it is a torn tail: recovery cuts it by itself.
@@ -237,9 +236,10 @@ func PatchDir(fs vfs.FS, dir string, res SurveyResult) (broken []string, err err
 			next := nextBase(res.Segments, pos, d.To)
 			si, ok := segmentBefore(res.Segments, pos)
 			switch {
-			case ok && (pos < si.Base+si.Size || next-pos < HeaderSize):
-				// In the file, or a gap too short for a segment of its
-				// own right after it: the file is patched (and extended).
+			case ok && (pos < si.Base+si.Size || next-pos < HeaderSize || si.Base == pos):
+				// In the file (an empty one included), or a gap too short
+				// for a segment of its own right after it: the file is
+				// patched (and extended).
 				name, err := patchInFile(fs, si, pos, next)
 				if err != nil {
 					return broken, err
