@@ -142,7 +142,8 @@ type ReadResult struct {
 	// the next call. Entries that did not match the filter are skipped.
 	Next int64
 	// Skipped counts entries whose CommitLog record was already deleted by
-	// retention (their queue offsets are passed over).
+	// retention, or given up by a repair (their queue offsets are passed
+	// over).
 	Skipped int
 	// Quarantined counts entries whose record could not be read; they are
 	// passed over too and listed by Quarantined.

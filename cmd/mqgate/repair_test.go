@@ -152,6 +152,9 @@ func TestRepairCommandKeepsIntactMessages(t *testing.T) {
 					lastPhys = max(lastPhys, id.Offset())
 				}
 			}
+			r := runCLI(t, nil, "", "repair", "--data-dir", dir)
+			require.Equal(t, 1, r.code, "repair beside a running server\nstdout: %s\nstderr: %s", r.stdout, r.stderr)
+			require.Contains(t, r.stderr, "stop the server first")
 			require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 			require.NoError(t, <-p.done)
 
@@ -173,7 +176,7 @@ func TestRepairCommandKeepsIntactMessages(t *testing.T) {
 			require.Less(t, len(trulyLost), len(bodies))
 
 			// serve refuses and names the command.
-			r := runCLI(t, nil, "", append([]string{"serve", "--listen", freeAddr(t), "--data-dir", dir, "--log-format", "json"}, repairServeArgs...)...)
+			r = runCLI(t, nil, "", append([]string{"serve", "--listen", freeAddr(t), "--data-dir", dir, "--log-format", "json"}, repairServeArgs...)...)
 			require.Equal(t, 1, r.code, "serve on a damaged data dir\nstdout: %s\nstderr: %s", r.stdout, r.stderr)
 			require.Contains(t, r.stderr, "corrupt data")
 			require.Contains(t, r.stderr, "run 'mqgate repair --data-dir "+dir+"'")
