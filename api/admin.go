@@ -108,7 +108,7 @@ type BrokerStatus struct {
 	Quarantine Quarantine `json:"quarantine"`
 	// Disk is the store's file system and the ceilings that refuse writes (507 disk-full).
 	Disk DiskStatus `json:"disk"`
-	// Scrub is the background scrubber, which re-reads the sealed CommitLog segments and verifies every frame's CRC.
+	// Scrub is the background scrubber, which re-reads the CommitLog up to its durable end and verifies every frame's CRC.
 	Scrub ScrubStatus `json:"scrub"`
 } //	@name	BrokerStatus
 
@@ -156,7 +156,7 @@ type ScrubStatus struct {
 	RateBytesPerSecond int64 `json:"rateBytesPerSecond" example:"16777216"`
 	// Position is the CommitLog offset the current pass has verified up to.
 	Position int64 `json:"position" example:"1073741824"`
-	// Passes counts full passes over the sealed segments.
+	// Passes counts full passes over the durable CommitLog.
 	Passes int64 `json:"passes" example:"3"`
 	// LastPassAt is when the last full pass ended (absent before the first).
 	LastPassAt string `json:"lastPassAt,omitempty" format:"date-time" example:"2026-11-29T09:00:00.000Z"`

@@ -2910,7 +2910,7 @@ const docTemplate = `{
                     "example": 12
                 },
                 "scrub": {
-                    "description": "Scrub is the background scrubber, which re-reads the sealed CommitLog segments and verifies every frame's CRC.",
+                    "description": "Scrub is the background scrubber, which re-reads the CommitLog up to its durable end and verifies every frame's CRC.",
                     "allOf": [
                         {
                             "$ref": "#/definitions/ScrubStatus"
@@ -4492,7 +4492,7 @@ const docTemplate = `{
                     "example": "2026-11-29T10:00:00.000Z"
                 },
                 "passes": {
-                    "description": "Passes counts full passes over the sealed segments.",
+                    "description": "Passes counts full passes over the durable CommitLog.",
                     "type": "integer",
                     "example": 3
                 },

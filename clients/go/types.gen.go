@@ -670,7 +670,7 @@ type BrokerStatus struct {
 	// SchedulerLatenessP99Ms Example: 12
 	SchedulerLatenessP99Ms float64 `json:"schedulerLatenessP99Ms"`
 
-	// Scrub Scrub is the background scrubber, which re-reads the sealed CommitLog segments and verifies every frame's CRC.
+	// Scrub Scrub is the background scrubber, which re-reads the CommitLog up to its durable end and verifies every frame's CRC.
 	Scrub ScrubStatus `json:"scrub"`
 
 	// StoreBytes Example: 1073741824
@@ -1861,7 +1861,7 @@ type ScrubStatus struct {
 	// Example: 2026-11-29T10:00:00.000Z
 	PassStartedAt *time.Time `json:"passStartedAt,omitempty"`
 
-	// Passes Passes counts full passes over the sealed segments.
+	// Passes Passes counts full passes over the durable CommitLog.
 	//
 	// Example: 3
 	Passes int64 `json:"passes"`

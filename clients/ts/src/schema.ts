@@ -764,7 +764,7 @@ export interface components {
              * @example 12
              */
             schedulerLatenessP99Ms: number;
-            /** @description Scrub is the background scrubber, which re-reads the sealed CommitLog segments and verifies every frame's CRC. */
+            /** @description Scrub is the background scrubber, which re-reads the CommitLog up to its durable end and verifies every frame's CRC. */
             scrub: components["schemas"]["ScrubStatus"];
             /**
              * Format: int64
@@ -1958,7 +1958,7 @@ export interface components {
             passStartedAt?: string;
             /**
              * Format: int64
-             * @description Passes counts full passes over the sealed segments.
+             * @description Passes counts full passes over the durable CommitLog.
              * @example 3
              */
             passes: number;
