@@ -84,6 +84,7 @@ func Repair(o RepairOptions) (RepairReport, error) {
 	if err := opts.Validate(); err != nil {
 		return RepairReport{}, err
 	}
+	segmentSize := opts.SegmentSize // 0: the survey infers it from the files
 	opts = opts.withDefaults()
 	rep := RepairReport{Dir: opts.Dir}
 	if _, err := os.Stat(filepath.Join(opts.Dir, "commitlog")); err != nil {
@@ -114,7 +115,7 @@ func Repair(o RepairOptions) (RepairReport, error) {
 
 	t := newLossTracker(table, filepath.Join(opts.Dir, "consumequeue"))
 	var kept []int64 // records per kept range (between damaged ranges)
-	survey, err := commitlog.SurveyDir(filepath.Join(opts.Dir, "commitlog"), rep.HighWater, opts.SegmentSize,
+	survey, err := commitlog.SurveyDir(filepath.Join(opts.Dir, "commitlog"), rep.HighWater, segmentSize,
 		func(offset int64, _ int32, payload []byte, damagedBefore int) {
 			for len(kept) <= damagedBefore {
 				kept = append(kept, 0)
@@ -196,6 +197,12 @@ func Repair(o RepairOptions) (RepairReport, error) {
 		}
 	}
 	rep.Applied = true
+	if segmentSize == 0 && survey.SegmentSize >= 4096 {
+		// What the log is made of, not 1 GiB (Open preallocates the next
+		// segment). The store only reads: MaxMessageSize limits puts.
+		opts.SegmentSize = survey.SegmentSize
+		opts.MaxMessageSize = min(opts.MaxMessageSize, int(opts.SegmentSize)-commitlog.HeaderSize)
+	}
 	locked = false
 	if err := lock.Unlock(); err != nil {
 		return rep, err

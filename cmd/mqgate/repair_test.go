@@ -214,6 +214,18 @@ func TestRepairCommandKeepsIntactMessages(t *testing.T) {
 			r = runCLI(t, nil, "", "repair", "--data-dir", dir, "--apply")
 			require.Equal(t, 0, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
 			require.Contains(t, r.stdout, "repaired")
+			segs, err = filepath.Glob(filepath.Join(dir, "commitlog", "[0-9]*[0-9]"))
+			require.NoError(t, err)
+			for _, s := range segs {
+				st, err := os.Stat(s)
+				require.NoError(t, err)
+				require.LessOrEqual(t, st.Size(), int64(256<<10), "%s: segments keep the log's size", s)
+			}
+			broken, err := filepath.Glob(filepath.Join(dir, "commitlog", "*.broken*"))
+			require.NoError(t, err)
+			if name != "MiddleSegmentDeleted" {
+				require.NotEmpty(t, broken, "the damaged bytes are kept in .broken files")
+			}
 
 			// serve starts; the group gets every intact message once.
 			p = startServer(t, dir, freeAddr(t), repairServeArgs...)
