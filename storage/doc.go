@@ -328,13 +328,16 @@
 //
 //   - It verifies every frame of every segment file, read-only, and lists
 //     the damaged ranges: a gap between segment files, the frames from an
-//     invalid one to the end of its segment (past a bad frame the next
-//     frame's position is known only at the next segment's base; a frame
-//     whose CRC alone fails goes with the rest of its segment too, since
-//     the format has no filler for the middle of a segment), data that
-//     ends (zeros) below the high-water mark, segment files missing after
-//     the last one below it. Past the high-water mark, an invalid frame
-//     with no valid data after it is a torn tail, left to recovery.
+//     invalid one to the end of its segment (past a bad header the next
+//     frame's position is known only at the next segment's base), data
+//     that ends (zeros) below the high-water mark, segment files missing
+//     after the last one below it. A record frame whose header is intact
+//     but whose CRC fails, followed by a valid frame, is one damaged
+//     record: it alone is given up, left in place (the format has no
+//     filler for the middle of a segment), and recovery passes over it
+//     from then on (commitlog.Options.Lost). Past the high-water mark, an
+//     invalid frame with no valid data after it is a torn tail, left to
+//     recovery.
 //   - What is lost, per topic and queue: a queue's records lie in the log
 //     in queue-offset order, so a jump of a queue's offsets across a
 //     damaged range is that many records lost there, and so is the
@@ -344,8 +347,8 @@
 //     loss at a queue's end is not knowable and is not reported.
 //   - The dry run (the default) prints this and changes nothing. Apply
 //     keeps every intact frame at its offset (message ids, ConsumeQueue
-//     and index entries stay valid) and makes each damaged range a Blank
-//     one: the non-zero bytes are copied to commitlog/<segment>.broken
+//     and index entries stay valid) and makes each damaged range (but a
+//     damaged record left in place) a Blank one: the non-zero bytes are copied to commitlog/<segment>.broken
 //     first, then zeroed; a truncated file is extended; a Blank frame
 //     covers the rest of the segment; missing segment files are recreated,
 //     each one Blank frame. So the log walks from its first segment to its

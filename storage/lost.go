@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/mqgate/mqgate/storage/commitlog"
 	"github.com/mqgate/mqgate/storage/consumequeue"
 )
 
@@ -35,6 +36,9 @@ type LostRange struct {
 	From   int64  `json:"from"`
 	To     int64  `json:"to"`
 	Reason string `json:"reason"`
+	// InPlace marks one damaged record frame left where it is (its header
+	// is intact, the frame after it valid): recovery passes over it.
+	InPlace bool `json:"inPlace,omitempty"`
 }
 
 // LostQueue is a run of queue offsets of one queue whose records a repair
@@ -106,6 +110,18 @@ func (s *Store) readRepairLog() (repairLog, error) {
 		return lg, fmt.Errorf("%w: config/%s unreadable: %w", ErrCorrupt, repairFile, err)
 	}
 	return lg, nil
+}
+
+// inPlace lists the lost ranges that are damaged frames left in place,
+// for the CommitLog's recovery to pass over.
+func (l lostState) inPlace() []commitlog.Range {
+	var out []commitlog.Range
+	for _, r := range l.ranges {
+		if r.InPlace {
+			out = append(out, commitlog.Range{From: r.From, To: r.To})
+		}
+	}
+	return out
 }
 
 // inLost reports whether CommitLog offset off lies in a lost range.

@@ -38,12 +38,16 @@ func (s *Store) open() error {
 		return err
 	}
 
+	if err := s.loadLost(); err != nil {
+		return err
+	}
 	clOpts := commitlog.Options{
 		Dir:           filepath.Join(dir, "commitlog"),
 		SegmentSize:   s.opts.SegmentSize,
 		FlushMode:     s.opts.FlushMode,
 		FlushInterval: s.opts.FlushInterval,
 		AllowCorrupt:  s.opts.AllowCorrupt,
+		Lost:          s.lost.inPlace(),
 		Logger:        s.opts.Logger,
 		FS:            s.opts.FS,
 	}
@@ -80,9 +84,6 @@ func (s *Store) open() error {
 	}
 	s.index = idx
 	s.loadQuarantine()
-	if err := s.loadLost(); err != nil {
-		return err
-	}
 	s.initScrub()
 	table, tableErr := readQueueTable(fs, dir)
 	tableOK := tableErr == nil

@@ -133,7 +133,7 @@ func Repair(o RepairOptions) (RepairReport, error) {
 	rep.Segments = len(survey.Segments)
 	rep.End = survey.End
 	for _, d := range survey.Damaged {
-		rep.Damaged = append(rep.Damaged, DamagedRange{LostRange: LostRange{From: d.From, To: d.To, Reason: d.Reason}, Missing: d.Missing})
+		rep.Damaged = append(rep.Damaged, DamagedRange{LostRange: LostRange{From: d.From, To: d.To, Reason: d.Reason, InPlace: d.InPlace}, Missing: d.Missing})
 	}
 	if len(survey.Segments) > 0 {
 		from := survey.Segments[0].Base
@@ -391,7 +391,7 @@ func (r RepairReport) WriteText(w io.Writer, apply bool) {
 		p("  [%d, %d)  %d records\n", k.From, k.To, k.Records)
 		kept += k.Records
 	}
-	p("\ngive up (blanked; the bytes that remain are copied to commitlog/<segment>.broken first):\n")
+	p("\ngive up (blanked, or a damaged record left in place; the bytes are copied to commitlog/<segment>.broken first):\n")
 	for i, d := range r.Damaged {
 		p("  #%d [%d, %d)  %d bytes, %d of them in no file: %s\n", i, d.From, d.To, d.To-d.From, d.Missing, d.Reason)
 	}

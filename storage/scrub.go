@@ -143,7 +143,12 @@ func (s *Store) runScrub(now time.Time, budget int64) (commitlog.ScrubResult, er
 	if err != nil {
 		return res, err
 	}
+	bad := 0
 	for _, b := range res.Bad {
+		if s.inLost(b.Offset) {
+			continue // given up by a repair, which reported it
+		}
+		bad++
 		cause := b.Err
 		if b.Unverified > 0 {
 			cause = fmt.Errorf("%w (%d bytes to the end of its segment unchecked)", cause, b.Unverified)
@@ -153,7 +158,7 @@ func (s *Store) runScrub(now time.Time, budget int64) (commitlog.ScrubResult, er
 	st.Position = res.Next
 	st.BytesVerified += res.Bytes
 	st.RecordsVerified += res.Records
-	st.BadFrames += int64(len(res.Bad))
+	st.BadFrames += int64(bad)
 	if res.Done {
 		st.Passes++
 		st.LastPassAt, st.LastPassDuration = now, now.Sub(st.PassStartedAt)

@@ -191,7 +191,12 @@
 //
 // SurveyDir walks every frame of every segment file read-only (the log
 // must not be open) and lists the damaged ranges, each ending at a segment
-// boundary; PatchDir makes each a Blank-covered range: the non-zero bytes
+// boundary, except a record frame whose header is intact but whose CRC
+// fails when a valid frame follows it: that one frame is damaged in
+// place, PatchDir only copies it to a .broken file, and Open passes over
+// it when Options.Lost names it (recovery's one skip forward, for a frame
+// a repair already gave up). PatchDir makes each other range a
+// Blank-covered one: the non-zero bytes
 // are copied to <segment>.broken first and zeroed, a file cut short is
 // extended (fallocate), a Blank frame is written at the range's start, and
 // missing segment files are recreated holding one Blank frame each. Every

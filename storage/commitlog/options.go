@@ -73,6 +73,9 @@ const (
 	zeroAheadMaxFlush = 64 << 10
 )
 
+// Range is a range of log offsets [From, To).
+type Range struct{ From, To int64 }
+
 // Options configures a Log. Zero values take the documented defaults.
 type Options struct {
 	// Dir is the segment directory; it is created if missing.
@@ -106,6 +109,12 @@ type Options struct {
 	// (and quarantined) instead of failing Open. The store's operators
 	// repair instead (SurveyDir, PatchDir), which keeps what follows.
 	AllowCorrupt bool
+	// Lost lists, sorted, frames a repair gave up in place (a record frame
+	// whose header is intact but whose CRC fails, followed by a valid
+	// frame): recovery's scan passes over an invalid frame that starts a
+	// range of Lost, to the range's end, instead of ending the log there.
+	// Ranges that start elsewhere are ignored.
+	Lost []Range
 	// Logger receives the log's messages with component=commitlog. Default
 	// zerolog.Nop().
 	Logger zerolog.Logger

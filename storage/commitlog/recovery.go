@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -227,6 +228,10 @@ func (l *Log) walkFrom(segs []*segment, from int64) walkResult {
 			pos = s.end()
 			continue
 		}
+		if to, ok := l.lostAt(pos); ok && to <= s.end() {
+			pos = to // given up in place by a repair: its header is intact
+			continue
+		}
 		w.end, w.keep, w.clean = pos, i+1, status == frameEnd
 		w.reason = fmt.Sprintf("%v at %d", status, pos)
 		break
@@ -237,6 +242,16 @@ func (l *Log) walkFrom(segs []*segment, from int64) walkResult {
 	}
 	w.start = min(w.start, w.keep)
 	return w
+}
+
+// lostAt returns the end of the range of Options.Lost that starts at pos.
+func (l *Log) lostAt(pos int64) (int64, bool) {
+	r := l.opts.Lost
+	i := sort.Search(len(r), func(i int) bool { return r[i].From >= pos })
+	if i < len(r) && r[i].From == pos && r[i].To > pos {
+		return r[i].To, true
+	}
+	return 0, false
 }
 
 // cutAfter removes everything after w.end from the log without deleting

@@ -30,6 +30,11 @@ type Damage struct {
 	Missing int64
 	// Reason says what was found at From.
 	Reason string
+	// InPlace marks one record frame whose header is intact but whose CRC
+	// fails, followed by a valid frame: it is left in place (recovery
+	// passes over it when told: Options.Lost), so the frames after it in
+	// its segment are kept; PatchDir only copies it to a .broken file.
+	InPlace bool
 }
 
 // SurveyedSegment is one segment file SurveyDir found.
@@ -99,7 +104,7 @@ func SurveyDir(dir string, highWater, segmentSize int64, fn func(offset int64, s
 		return res, nil
 	}
 	add := func(d Damage) {
-		if n := len(res.Damaged); n > 0 && res.Damaged[n-1].To == d.From {
+		if n := len(res.Damaged); n > 0 && res.Damaged[n-1].To == d.From && !d.InPlace && !res.Damaged[n-1].InPlace {
 			res.Damaged[n-1].To = d.To
 			res.Damaged[n-1].Missing += d.Missing
 			return
@@ -120,12 +125,9 @@ func SurveyDir(dir string, highWater, segmentSize int64, fn func(offset int64, s
 		// after it is a torn tail: recovery cuts it by itself.
 		tornOK := func(at int64) bool { return at >= highWater && !dataAfter(res.Segments[i+1:]) }
 		each := func(offset int64, size int32, payload []byte) { fn(offset, size, payload, len(res.Damaged)) }
-		end, d, stop, err := surveySegment(si, tornOK, highWater, each, &res.Records)
+		end, stop, err := surveySegment(si, tornOK, highWater, each, add, &res.Records)
 		if err != nil {
 			return res, err
-		}
-		if d != nil {
-			add(*d)
 		}
 		pos = end
 		if stop {
@@ -173,24 +175,30 @@ func dataAfter(segs []SurveyedSegment) bool {
 
 func roundUpTo(n, m int64) int64 { return (n + m - 1) / m * m }
 
-// surveySegment walks the frames of one segment file and returns where the
-// walk ends, the damaged range of the segment, if any, and whether the
-// log's data ends in this segment (stop).
-func surveySegment(si SurveyedSegment, tornOK func(int64) bool, highWater int64, fn func(int64, int32, []byte), records *int64) (int64, *Damage, bool, error) {
+// surveySegment walks the frames of one segment file, calls damaged for
+// each damaged range and returns where the walk ends and whether the log's
+// data ends in this segment (stop).
+func surveySegment(si SurveyedSegment, tornOK func(int64) bool, highWater int64, fn func(int64, int32, []byte), damaged func(Damage), records *int64) (int64, bool, error) {
 	end := si.Base + si.Size
 	if si.Size == 0 {
-		return end, nil, false, nil
+		return end, false, nil
 	}
 	f, err := os.Open(si.Path)
 	if err != nil {
-		return 0, nil, false, err
+		return 0, false, err
 	}
 	defer f.Close()
 	data, err := mmap.MapReadOnly(f, int(si.Size))
 	if err != nil {
-		return 0, nil, false, fmt.Errorf("map %s: %w", si.Path, err)
+		return 0, false, fmt.Errorf("map %s: %w", si.Path, err)
 	}
 	defer func() { _ = mmap.Unmap(data) }()
+	below := func(pos int64) string {
+		if pos < highWater {
+			return fmt.Sprintf(", below the durable high-water mark %d", highWater)
+		}
+		return ""
+	}
 	pos := si.Base
 	for pos < end {
 		b := data[pos-si.Base:]
@@ -202,20 +210,41 @@ func surveySegment(si SurveyedSegment, tornOK func(int64) bool, highWater int64,
 			pos += int64(size)
 			continue
 		case status == frameBlank || (status == frameShort && firstNonZero(b) < 0):
-			return end, nil, false, nil
+			return end, false, nil
 		case tornOK(pos):
-			return pos, nil, true, nil // the end of the data, or a torn tail
+			return pos, true, nil // the end of the data, or a torn tail
+		case status == frameBadCRC && isRecordHeader(b) && validAfter(data, si.Base, pos+int64(size)):
+			damaged(Damage{From: pos, To: pos + int64(size), InPlace: true,
+				Reason: fmt.Sprintf("record at %d in segment %d fails its CRC%s (kept in place; the frames after it are intact)", pos, si.Base, below(pos))})
+			pos += int64(size)
+			continue
 		}
 		reason := fmt.Sprintf("%v at %d in segment %d", status, pos, si.Base)
 		if status == frameEnd {
 			reason = fmt.Sprintf("zeros at %d in segment %d", pos, si.Base)
 		}
-		if pos < highWater {
-			reason += fmt.Sprintf(", below the durable high-water mark %d", highWater)
-		}
-		return end, &Damage{From: pos, To: end, Reason: reason}, false, nil
+		damaged(Damage{From: pos, To: end, Reason: reason + below(pos)})
+		return end, false, nil
 	}
-	return end, nil, false, nil
+	return end, false, nil
+}
+
+// validAfter reports whether next, the end of a frame in the segment data
+// based at base, is the end of the segment or starts a valid frame (or
+// the segment's zero tail): then that frame's size field was right.
+func validAfter(data []byte, base, next int64) bool {
+	rel := next - base
+	if rel == int64(len(data)) {
+		return true
+	}
+	status, _ := decodeFrame(data[rel:], next)
+	switch status {
+	case frameRecord, frameBlank:
+		return true
+	case frameShort, frameEnd:
+		return firstNonZero(data[rel:]) < 0
+	}
+	return false
 }
 
 // PatchDir repairs the log in dir as res (from SurveyDir on the same,
@@ -231,6 +260,15 @@ func PatchDir(fs vfs.FS, dir string, res SurveyResult) (broken []string, err err
 		fs = vfs.OS()
 	}
 	for _, d := range res.Damaged {
+		if d.InPlace {
+			si, _ := segmentBefore(res.Segments, d.From)
+			name, err := copyBroken(fs, si, d.From, d.To)
+			if err != nil {
+				return broken, err
+			}
+			broken = append(broken, name)
+			continue
+		}
 		pos := d.From
 		for pos < d.To {
 			next := nextBase(res.Segments, pos, d.To)
@@ -345,6 +383,27 @@ func patchInFile(fs vfs.FS, si SurveyedSegment, pos, to int64) (string, error) {
 		return "", fmt.Errorf("sync %s: %w", si.Path, err)
 	}
 	return name, nil
+}
+
+// copyBroken copies [from, to) of the segment file si to a .broken file.
+func copyBroken(fs vfs.FS, si SurveyedSegment, from, to int64) (string, error) {
+	f, err := fs.OpenReadWrite(si.Path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b := make([]byte, to-from)
+	if _, err := f.ReadAt(b, from-si.Base); err != nil {
+		return "", fmt.Errorf("read %s: %w", si.Path, err)
+	}
+	path, err := uniqueBroken(fs, si.Path)
+	if err != nil {
+		return "", err
+	}
+	if err := vfs.WriteFileAtomic(fs, path, b, 0o644); err != nil {
+		return "", err
+	}
+	return filepath.Base(path), nil
 }
 
 // createFiller recreates [from, to) as segments of at most segmentSize
