@@ -145,6 +145,11 @@ func (s *Store) dispatchRecord(rec commitlog.Record) error {
 			return err
 		}
 		err = s.putQueueEntry(q, info.QueueOffset, entry)
+		if errors.Is(err, consumequeue.ErrGap) && s.fillLost(q, info.QueueOffset, rec.Offset) {
+			// The rebuild read the whole log: the missing offsets were
+			// records a repair gave up (lost.go).
+			err = q.Put(info.QueueOffset, entry)
+		}
 	}
 	if err != nil {
 		err = fmt.Errorf("consume queue %s/%d offset %d: %w", topic, info.QueueID, info.QueueOffset, err)
@@ -181,7 +186,7 @@ func (s *Store) putQueueEntry(q *consumequeue.Queue, off int64, e consumequeue.E
 	if errors.Is(err, consumequeue.ErrOffsetTooSmall) {
 		return nil
 	}
-	if errors.Is(err, consumequeue.ErrGap) && (s.fillSkipped(q, off, e.CommitLogOffset) || s.fillLost(q, off, e.CommitLogOffset)) {
+	if errors.Is(err, consumequeue.ErrGap) && s.fillSkipped(q, off, e.CommitLogOffset) {
 		return q.Put(off, e)
 	}
 	if errors.Is(err, consumequeue.ErrGap) && q.MaxOffset() == q.MinOffset() {

@@ -219,6 +219,11 @@ func (s *Store) rebuildQueues(targets map[queueKey]int64, upTo int64) error {
 		}
 		e := consumequeue.Entry{CommitLogOffset: rec.Offset, Size: rec.Size, TagsCode: info.TagsCode}
 		err = s.putQueueEntry(t.q, info.QueueOffset, e)
+		if errors.Is(err, consumequeue.ErrGap) && s.fillLost(t.q, info.QueueOffset, rec.Offset) {
+			// Records a repair gave up (lost.go): the scan read every
+			// record before this one, so the missing offsets were theirs.
+			err = t.q.Put(info.QueueOffset, e)
+		}
 		if errors.Is(err, consumequeue.ErrGap) {
 			// Records of the queue are missing from the CommitLog (a cut
 			// made by AllowCorrupt): continue after the hole.
