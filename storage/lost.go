@@ -22,8 +22,10 @@ import (
 //     is never quarantined and never makes its queue look damaged;
 //   - a queue offset gap in front of a record, when lost ranges lie between
 //     the queue's last entry and the record, is closed with placeholder
-//     entries pointing into those ranges (a queue's records lie in the log
-//     in queue-offset order, so the missing offsets were records there);
+//     entries pointing into those ranges — only where a scan of the whole
+//     log showed the offsets are not there (a rebuild, or the dispatcher
+//     after the rebuild a gap makes it run): a queue's records lie in the
+//     log in queue-offset order, so the missing offsets were records there;
 //   - a queue whose entries end below its recorded floor is filled with
 //     placeholders up to it, so no queue offset is ever given out twice,
 //     even when the queue's files are lost and rebuilt later.
@@ -152,7 +154,9 @@ func (s *Store) placeholders(after, before, n int64) []int64 {
 
 // fillLost closes the gap [MaxOffset, upTo) of q with placeholder entries
 // in the lost ranges between q's last entry and CommitLog offset before.
-// It reports whether the gap was closed.
+// It reports whether the gap was closed. Callers make sure no record of
+// the gap is in the log (they read it all): a gap a damaged ConsumeQueue
+// left is rebuilt, never filled.
 func (s *Store) fillLost(q *consumequeue.Queue, upTo, before int64) bool {
 	top := q.MaxOffset()
 	holes := upTo - top
