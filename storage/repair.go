@@ -387,6 +387,9 @@ func (r RepairReport) WriteText(w io.Writer, apply bool) {
 	}
 	p("\nkeep (intact frames, at their offsets):\n")
 	var kept int64
+	if len(r.Kept) == 0 {
+		p("  nothing\n")
+	}
 	for _, k := range r.Kept {
 		p("  [%d, %d)  %d records\n", k.From, k.To, k.Records)
 		kept += k.Records

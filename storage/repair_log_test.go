@@ -107,6 +107,14 @@ func TestRepairCommitLogDamage(t *testing.T) {
 			storagetest.SimulateCrash(t, filepath.Dir(filepath.Dir(last)))
 			return segBase(t, last) + int64(at), segBase(t, last) + int64(at) + 1
 		},
+		// Nothing of the log is left: it restarts above the mark, and
+		// the queues' offsets continue above every one given out.
+		"AllSegmentsDeleted": func(t *testing.T, segs []string) (int64, int64) {
+			for _, s := range segs {
+				require.NoError(t, os.Remove(s))
+			}
+			return 0, 1 << 62
+		},
 		// The ConsumeQueues are rebuilt from the CommitLog after the
 		// repair: the hole is closed with placeholders, and the queue
 		// table's maxima keep the lost offsets taken.

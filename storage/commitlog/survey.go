@@ -93,13 +93,19 @@ func SurveyDir(dir string, highWater, segmentSize int64, fn func(offset int64, s
 		for _, s := range res.Segments {
 			segmentSize = max(segmentSize, s.Size)
 		}
+		if segmentSize == 0 {
+			segmentSize = DefaultSegmentSize
+		}
 	}
 	res.SegmentSize = max(min(segmentSize, MaxSegmentSize), MinSegmentSize)
 	if len(res.Segments) == 0 {
 		if highWater > 0 {
-			res.Damaged = append(res.Damaged, Damage{From: 0, To: roundUpTo(highWater, res.SegmentSize), Missing: roundUpTo(highWater, res.SegmentSize),
+			// The log restarts in one empty segment around the mark (where
+			// it began is unknown: retention may have moved it).
+			from := highWater - highWater%res.SegmentSize
+			res.Damaged = append(res.Damaged, Damage{From: from, To: from + res.SegmentSize, Missing: res.SegmentSize,
 				Reason: "no segment files although data was durable up to " + fmt.Sprint(highWater)})
-			res.End = res.Damaged[0].To
+			res.End = from + res.SegmentSize
 		}
 		return res, nil
 	}
