@@ -62,6 +62,8 @@ type ReceiptResult struct {
 	NewReceipt string `json:"newReceipt,omitempty" example:"ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"`
 	// Error explains a status other than ok.
 	Error string `json:"error,omitempty" example:"the lease expired (or the broker restarted); the message will be delivered again"`
+	// LeaseUntil is, for an ok lease change, when the changed lease runs out (RFC 3339 with milliseconds, UTC): the time of the change plus its invisibleMs (with invisibleMs 0, the moment the message became visible again). Absent from ack and nack results and from results that are not ok.
+	LeaseUntil string `json:"leaseUntil,omitempty" format:"date-time" example:"2026-11-29T10:01:00.000Z"`
 } //	@name	ReceiptResult
 
 // ReceiptResponse has one result per receipt, in request order. The
@@ -202,7 +204,7 @@ func (h *handler) nack(w http.ResponseWriter, r *http.Request) {
 //
 //	@Summary		Change leases
 //	@ID				changeInvisibleTime
-//	@Description	Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. A result may carry a newReceipt to use from then on.
+//	@Description	Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. An ok result carries leaseUntil, when the changed lease runs out (RFC 3339 with milliseconds, UTC: the moment of the change plus invisibleMs), and may carry a newReceipt to use from then on.
 //	@Tags			consume
 //	@Accept			json
 //	@Produce		json
@@ -286,6 +288,11 @@ func writeReceiptResponse(w http.ResponseWriter, results []broker.ReceiptResult)
 			b = append(b, `,"error":`...)
 			b = appendJSONString(b, res.Error)
 		}
+		if !res.LeaseUntil.IsZero() {
+			b = append(b, `,"leaseUntil":"`...)
+			b = appendTimeMillis(b, res.LeaseUntil.UTC())
+			b = append(b, '"')
+		}
 		b = append(b, '}')
 	}
 	b = append(b, "]}\n"...)
@@ -302,6 +309,7 @@ func toReceiptResponse(results []broker.ReceiptResult) ReceiptResponse {
 			Status:     string(res.Status),
 			NewReceipt: res.NewReceipt,
 			Error:      res.Error,
+			LeaseUntil: formatTime(res.LeaseUntil),
 		})
 	}
 	return resp

@@ -355,6 +355,8 @@ func sampleMessage(receipt string, body []byte) broker.ReceivedMessage {
 		Properties: map[string]string{"p": "v"}, Body: body,
 		BornAt:   time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC),
 		StoredAt: time.Date(2026, 11, 29, 10, 0, 0, 5_000_000, time.UTC),
+		// Not UTC: the wire form is.
+		LeaseUntil: time.Date(2026, 11, 29, 11, 0, 30, 7_900_000, time.FixedZone("CET", 3600)),
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 // messages of up to the message size each). encoding/json spends most of
 // that time in reflection and in copying every body into a string first;
 // appendMessage writes the same bytes — TestAppendMessageMatchesEncoder
-// compares them with encoding/json's output of ToMessage — straight from
+// compares them with encoding/json's output of ToPulledMessage — straight from
 // the broker's message.
 
 // writePullResponse writes the PullResponse of msgs.
@@ -75,7 +75,7 @@ func writeBody(w http.ResponseWriter, contentType []string, b []byte) {
 // writePullBatch writes msgs as a binary batch (ContentTypeBatch, the
 // pull's Accept rendering; README "Binary pulls"): a 4-byte big-endian
 // message count, then per message a 4-byte big-endian length and the
-// message's JSON without body and bodyEncoding, then a 4-byte big-endian
+// message's JSON (a PulledMessage) without body and bodyEncoding, then a 4-byte big-endian
 // length and the body's bytes as stored. A client reads the metadata of
 // 32 messages instead of scanning 32 escaped bodies, and the server skips
 // escaping them.
@@ -98,7 +98,7 @@ func writePullBatch(w http.ResponseWriter, msgs []broker.ReceivedMessage) {
 	writeBody(w, batchContentType, b)
 }
 
-// appendMessage appends the JSON of ToMessage(*m), field for field as
+// appendMessage appends the JSON of ToPulledMessage(*m), field for field as
 // encoding/json writes it (declaration order, omitempty, sorted map keys).
 func appendMessage(b []byte, m *broker.ReceivedMessage) []byte {
 	b = appendMessageHead(b, m)
@@ -116,14 +116,17 @@ func appendMessage(b []byte, m *broker.ReceivedMessage) []byte {
 }
 
 // appendMessageHead appends the opening brace and the fields before the
-// body (messageId … properties).
+// body (messageId, receipt, leaseUntil … properties).
 func appendMessageHead(b []byte, m *broker.ReceivedMessage) []byte {
 	b = append(b, `{"messageId":`...)
 	b = appendJSONString(b, m.MessageID)
-	if m.Receipt != "" {
-		b = append(b, `,"receipt":`...)
-		b = appendJSONString(b, m.Receipt)
+	b = append(b, `,"receipt":`...)
+	b = appendJSONString(b, m.Receipt)
+	b = append(b, `,"leaseUntil":"`...)
+	if !m.LeaseUntil.IsZero() {
+		b = appendTimeMillis(b, m.LeaseUntil.UTC())
 	}
+	b = append(b, '"')
 	b = append(b, `,"topic":`...)
 	b = appendJSONString(b, m.Topic)
 	b = append(b, `,"queueId":`...)

@@ -50,22 +50,25 @@ func drawMessages(t *rapid.T) []broker.ReceivedMessage {
 			m.BornAt = time.UnixMilli(rapid.Int64Range(0, 1<<45).Draw(t, "born")).In(time.FixedZone("x", 3600))
 			m.StoredAt = time.UnixMilli(rapid.Int64Range(0, 1<<45).Draw(t, "stored"))
 		}
+		if rapid.Bool().Draw(t, "lease") { // sub-millisecond and not UTC
+			m.LeaseUntil = time.Unix(0, rapid.Int64Range(0, 1<<62).Draw(t, "leaseUntil")).In(time.FixedZone("y", -7200))
+		}
 		msgs[i] = m
 	}
 	return msgs
 }
 
 // TestAppendMessageMatchesEncoder: the hand-written pull response is
-// encoding/json's output of PullResponse{ToMessage(...)} (an Encoder
+// encoding/json's output of PullResponse{ToPulledMessage(...)} (an Encoder
 // with SetEscapeHTML(false), as writeJSON's), byte for byte.
 func TestAppendMessageMatchesEncoder(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		msgs := drawMessages(t)
 		got := httptest.NewRecorder()
 		writePullResponse(got, msgs)
-		resp := PullResponse{Messages: make([]Message, 0, len(msgs))}
+		resp := PullResponse{Messages: make([]PulledMessage, 0, len(msgs))}
 		for _, m := range msgs {
-			resp.Messages = append(resp.Messages, ToMessage(m))
+			resp.Messages = append(resp.Messages, ToPulledMessage(m))
 		}
 		var want bytes.Buffer
 		enc := json.NewEncoder(&want)
@@ -94,6 +97,9 @@ func TestReceiptResponseMatchesEncoder(t *testing.T) {
 			}
 			if rapid.Bool().Draw(t, "error") {
 				results[i].Error = jsonText().Draw(t, "error")
+			}
+			if rapid.Bool().Draw(t, "lease") {
+				results[i].LeaseUntil = time.Unix(0, rapid.Int64Range(0, 1<<62).Draw(t, "leaseUntil")).In(time.FixedZone("y", 7200))
 			}
 		}
 		got, want := httptest.NewRecorder(), httptest.NewRecorder()
@@ -128,9 +134,9 @@ func BenchmarkPullResponse(b *testing.B) {
 	b.Run("encoding-json", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			resp := PullResponse{Messages: make([]Message, 0, len(msgs))}
+			resp := PullResponse{Messages: make([]PulledMessage, 0, len(msgs))}
 			for _, m := range msgs {
-				resp.Messages = append(resp.Messages, ToMessage(m))
+				resp.Messages = append(resp.Messages, ToPulledMessage(m))
 			}
 			writeJSON(httptest.NewRecorder(), httptest.NewRequest("POST", "/", nil), 200, resp)
 		}

@@ -40,7 +40,7 @@ type GroupRequest struct {
 	Orderly bool `json:"orderly,omitempty" example:"false"`
 	// RetryMaxTimes is how many retries a message gets before the dead-letter queue (0 = default 16).
 	RetryMaxTimes int `json:"retryMaxTimes,omitempty" minimum:"0" maximum:"1000" example:"16"`
-	// InvisibleMs is the default lease length of a pull (0 = broker default).
+	// InvisibleMs is the default lease length of a pull (0 = the server's default lease, 30 s).
 	InvisibleMs int64 `json:"invisibleMs,omitempty" minimum:"0" maximum:"43200000" example:"30000"`
 	// Subscriptions are the topics the group consumes.
 	Subscriptions []Subscription `json:"subscriptions,omitempty"`

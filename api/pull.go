@@ -25,7 +25,7 @@ type PullRequest struct {
 	MaxMessages int `json:"maxMessages,omitempty" minimum:"1" maximum:"32" default:"16" example:"16"`
 	// WaitMs is how long to long-poll when nothing is available (0 = answer at once).
 	WaitMs int64 `json:"waitMs,omitempty" minimum:"0" maximum:"30000" default:"0" example:"20000"`
-	// InvisibleMs is the lease length (0 = the group's default).
+	// InvisibleMs is the lease length (0 = the group's invisibleMs, else the default lease of 30 s); each message's leaseUntil says when it runs out.
 	InvisibleMs int64 `json:"invisibleMs,omitempty" minimum:"0" maximum:"43200000" example:"30000"`
 	// TagExpression filters by tag: "*" or "a || b" (default: the group's subscription of the topic).
 	TagExpression string `json:"tagExpression,omitempty" example:"created || paid"`
@@ -34,12 +34,15 @@ type PullRequest struct {
 	SQL string `json:"sql,omitempty" example:"amount > 100"`
 } //	@name	PullRequest
 
-// Message is a delivered or looked-up message.
-type Message struct {
+// PulledMessage is a leased message, as a pull returns it: a Message
+// with the receipt of its lease and when the lease runs out.
+type PulledMessage struct {
 	// MessageID is the 32-hex-character message id.
 	MessageID string `json:"messageId" example:"7F00000100001F9000000000000004D2"`
-	// Receipt is the lease handle for ack, nack and lease changes (pull only).
-	Receipt string `json:"receipt,omitempty" example:"ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"`
+	// Receipt is the lease handle for ack, nack and lease changes.
+	Receipt string `json:"receipt" example:"ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"`
+	// LeaseUntil is when the lease runs out (RFC 3339 with milliseconds, UTC): the pull's invisibleMs, else the group's invisibleMs, else 30 s (the default lease), counted from the moment the lease was granted. Ack, nack or change the lease before then; afterwards the message goes to another consumer and the receipt is expired.
+	LeaseUntil string `json:"leaseUntil" format:"date-time" example:"2026-11-29T10:00:30.000Z"`
 	// Topic is the message's original topic.
 	Topic string `json:"topic" example:"orders"`
 	// QueueID is the queue the message was read from.
@@ -54,7 +57,38 @@ type Message struct {
 	Tag string `json:"tag,omitempty" example:"created"`
 	// Keys are the message's business keys.
 	Keys []string `json:"keys,omitempty" example:"order-1001"`
-	// Properties are the user properties.
+	// Properties are the user properties (names as sent: a header-born property's name is lower-case).
+	Properties map[string]string `json:"properties,omitempty"`
+	// Body is the payload: the text itself when it is valid UTF-8, else base64.
+	Body string `json:"body" example:"hello"`
+	// BodyEncoding is "utf8" or "base64".
+	BodyEncoding string `json:"bodyEncoding" enums:"utf8,base64" example:"utf8"`
+	// BornAt is when the gateway received the message (RFC 3339).
+	BornAt string `json:"bornAt,omitempty" format:"date-time" example:"2026-11-29T10:00:00.000Z"`
+	// StoredAt is when the message was stored (RFC 3339).
+	StoredAt string `json:"storedAt,omitempty" format:"date-time" example:"2026-11-29T10:00:00.001Z"`
+} //	@name	PulledMessage
+
+// Message is a looked-up or pushed message: what a pull returns without
+// the lease (PulledMessage).
+type Message struct {
+	// MessageID is the 32-hex-character message id.
+	MessageID string `json:"messageId" example:"7F00000100001F9000000000000004D2"`
+	// Topic is the message's original topic.
+	Topic string `json:"topic" example:"orders"`
+	// QueueID is the queue the message was read from.
+	QueueID int32 `json:"queueId" example:"1"`
+	// QueueOffset is the message's offset in that queue.
+	QueueOffset int64 `json:"queueOffset" example:"42"`
+	// ReconsumeTimes counts earlier failed deliveries.
+	ReconsumeTimes int32 `json:"reconsumeTimes" example:"0"`
+	// OriginMessageID is the id of the first copy of a retried message.
+	OriginMessageID string `json:"originMessageId,omitempty" example:"7F00000100001F9000000000000004D2"`
+	// Tag is the message's tag.
+	Tag string `json:"tag,omitempty" example:"created"`
+	// Keys are the message's business keys.
+	Keys []string `json:"keys,omitempty" example:"order-1001"`
+	// Properties are the user properties (names as sent: a header-born property's name is lower-case).
 	Properties map[string]string `json:"properties,omitempty"`
 	// Body is the payload: the text itself when it is valid UTF-8, else base64.
 	Body string `json:"body" example:"hello"`
@@ -68,7 +102,7 @@ type Message struct {
 
 // PullResponse lists the leased messages (empty when the wait ran out).
 type PullResponse struct {
-	Messages []Message `json:"messages"`
+	Messages []PulledMessage `json:"messages"`
 } //	@name	PullResponse
 
 // registerPullRoutes registers the pull route.
@@ -82,10 +116,11 @@ func (h *handler) registerPullRoutes(r chi.Router) {
 //
 //	@Summary		Pull (pop) messages
 //	@ID				pullMessages
-//	@Description	Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
+//	@Description	Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until its lease runs out (leaseUntil) no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 //	@Description	When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
 //	@Description	In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
-//	@Description	With `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a Message without body and bodyEncoding), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way.
+//	@Description	Every message carries leaseUntil, when its lease runs out (RFC 3339 with milliseconds, UTC): the moment of the lease plus invisibleMs, else the group's invisibleMs, else the default lease of 30 s.
+//	@Description	Content negotiation: with `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a PulledMessage without body and bodyEncoding, so with receipt and leaseUntil), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way. The 200 lists only application/json so that generated clients type it as a PullResponse; the binary batch is named in x-mqgate-alternative-media-types.
 //	@Tags			consume
 //	@Accept			json
 //	@Produce		json
@@ -188,13 +223,12 @@ func acceptsBatch(r *http.Request) bool {
 	return false
 }
 
-// ToMessage converts a broker message to its wire form (what a pull
-// returns, and what a push in json mode posts). The body goes out as text
-// when it is valid UTF-8 and as base64 otherwise.
+// ToMessage converts a broker message to its wire form without a lease
+// (a lookup, and what a push in json mode posts). The body goes out as
+// text when it is valid UTF-8 and as base64 otherwise.
 func ToMessage(m broker.ReceivedMessage) Message {
 	out := Message{
 		MessageID:       m.MessageID,
-		Receipt:         m.Receipt,
 		Topic:           m.Topic,
 		QueueID:         m.QueueID,
 		QueueOffset:     m.QueueOffset,
@@ -206,12 +240,39 @@ func ToMessage(m broker.ReceivedMessage) Message {
 		BornAt:          formatTime(m.BornAt),
 		StoredAt:        formatTime(m.StoredAt),
 	}
-	if utf8.Valid(m.Body) {
-		out.Body, out.BodyEncoding = string(m.Body), encodingUTF8
-	} else {
-		out.Body, out.BodyEncoding = base64.StdEncoding.EncodeToString(m.Body), encodingBase64
-	}
+	out.Body, out.BodyEncoding = wireBody(m.Body)
 	return out
+}
+
+// ToPulledMessage converts a leased broker message to what a pull returns
+// (appendMessage writes the same bytes without reflection).
+func ToPulledMessage(m broker.ReceivedMessage) PulledMessage {
+	out := PulledMessage{
+		MessageID:       m.MessageID,
+		Receipt:         m.Receipt,
+		LeaseUntil:      formatTime(m.LeaseUntil),
+		Topic:           m.Topic,
+		QueueID:         m.QueueID,
+		QueueOffset:     m.QueueOffset,
+		ReconsumeTimes:  m.ReconsumeTimes,
+		OriginMessageID: m.OriginMessageID,
+		Tag:             m.Tag,
+		Keys:            m.Keys,
+		Properties:      m.Properties,
+		BornAt:          formatTime(m.BornAt),
+		StoredAt:        formatTime(m.StoredAt),
+	}
+	out.Body, out.BodyEncoding = wireBody(m.Body)
+	return out
+}
+
+// wireBody is a body as JSON carries it: the text itself when it is valid
+// UTF-8, else base64, and which of the two.
+func wireBody(b []byte) (body, encoding string) {
+	if utf8.Valid(b) {
+		return string(b), encodingUTF8
+	}
+	return base64.StdEncoding.EncodeToString(b), encodingBase64
 }
 
 // checkPoll resolves a long poll's maxMessages (0: DefaultPullMessages)

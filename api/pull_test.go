@@ -49,11 +49,11 @@ func TestPull(t *testing.T) {
 		rec := b.doJSON(t, http.MethodPost, pullPath, `{"maxMessages":2}`)
 		require.Equal(t, http.StatusOK, rec.Code)
 		require.JSONEq(t, `{"messages":[
-			{"messageId":"7F00000100001F9000000000000004D2","receipt":"r1","topic":"orders","queueId":1,"queueOffset":42,
+			{"messageId":"7F00000100001F9000000000000004D2","receipt":"r1","leaseUntil":"2026-11-29T10:00:30.007Z","topic":"orders","queueId":1,"queueOffset":42,
 			 "reconsumeTimes":2,"originMessageId":"7F00000100001F900000000000000001","tag":"created","keys":["k1"],
 			 "properties":{"p":"v"},"body":"text ✓","bodyEncoding":"utf8",
 			 "bornAt":"2026-11-29T10:00:00.000Z","storedAt":"2026-11-29T10:00:00.005Z"},
-			{"messageId":"7F00000100001F9000000000000004D2","receipt":"r2","topic":"orders","queueId":1,"queueOffset":42,
+			{"messageId":"7F00000100001F9000000000000004D2","receipt":"r2","leaseUntil":"2026-11-29T10:00:30.007Z","topic":"orders","queueId":1,"queueOffset":42,
 			 "reconsumeTimes":2,"originMessageId":"7F00000100001F900000000000000001","tag":"created","keys":["k1"],
 			 "properties":{"p":"v"},"body":"/wA=","bodyEncoding":"base64",
 			 "bornAt":"2026-11-29T10:00:00.000Z","storedAt":"2026-11-29T10:00:00.005Z"}]}`, rec.Body.String())

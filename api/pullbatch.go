@@ -7,10 +7,10 @@ import (
 )
 
 // BatchedMessage is one message of a binary pull response (a pull with
-// Accept: ContentTypeBatch): its metadata, as the JSON response's Message
-// without Body and BodyEncoding, and its body as stored.
+// Accept: ContentTypeBatch): its metadata, as the JSON response's
+// PulledMessage without Body and BodyEncoding, and its body as stored.
 type BatchedMessage struct {
-	Message Message
+	Message PulledMessage
 	Body    []byte
 }
 

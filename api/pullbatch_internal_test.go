@@ -30,11 +30,11 @@ func TestPullBatchRoundTrip(t *testing.T) {
 			t.Fatalf("%d messages, want %d", len(got), len(msgs))
 		}
 		for i, m := range msgs {
-			b, err := json.Marshal(ToMessage(m))
+			b, err := json.Marshal(ToPulledMessage(m))
 			if err != nil {
 				t.Fatal(err)
 			}
-			var want Message
+			var want PulledMessage
 			if err := json.Unmarshal(b, &want); err != nil {
 				t.Fatal(err)
 			}
@@ -49,7 +49,7 @@ func TestPullBatchRoundTrip(t *testing.T) {
 	})
 }
 
-func jsonEqual(a, b Message) bool {
+func jsonEqual(a, b PulledMessage) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y)

@@ -807,7 +807,7 @@ const docTemplate = `{
         },
         "/groups/{group}/leases": {
             "post": {
-                "description": "Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. A result may carry a newReceipt to use from then on.",
+                "description": "Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. An ok result carries leaseUntil, when the changed lease runs out (RFC 3339 with milliseconds, UTC: the moment of the change plus invisibleMs), and may carry a newReceipt to use from then on.",
                 "consumes": [
                     "application/json"
                 ],
@@ -1292,7 +1292,7 @@ const docTemplate = `{
         },
         "/groups/{group}/topics/{topic}/pull": {
             "post": {
-                "description": "Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.\nWhen nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.\nIn a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.\nWith ` + "`" + `Accept: application/vnd.mqgate.batch` + "`" + ` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a Message without body and bodyEncoding), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way.",
+                "description": "Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until its lease runs out (leaseUntil) no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.\nWhen nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.\nIn a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.\nEvery message carries leaseUntil, when its lease runs out (RFC 3339 with milliseconds, UTC): the moment of the lease plus invisibleMs, else the group's invisibleMs, else the default lease of 30 s.\nContent negotiation: with ` + "`" + `Accept: application/vnd.mqgate.batch` + "`" + ` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a PulledMessage without body and bodyEncoding, so with receipt and leaseUntil), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way. The 200 lists only application/json so that generated clients type it as a PullResponse; the binary batch is named in x-mqgate-alternative-media-types.",
                 "consumes": [
                     "application/json"
                 ],
@@ -3360,7 +3360,7 @@ const docTemplate = `{
                     "example": 86400000
                 },
                 "invisibleMs": {
-                    "description": "InvisibleMs is the default lease length of a pull (0 = broker default).",
+                    "description": "InvisibleMs is the default lease length of a pull (0 = the server's default lease, 30 s).",
                     "type": "integer",
                     "maximum": 43200000,
                     "minimum": 0,
@@ -3596,7 +3596,7 @@ const docTemplate = `{
                     "example": "7F00000100001F9000000000000004D2"
                 },
                 "properties": {
-                    "description": "Properties are the user properties.",
+                    "description": "Properties are the user properties (names as sent: a header-born property's name is lower-case).",
                     "type": "object",
                     "additionalProperties": {
                         "type": "string"
@@ -3611,11 +3611,6 @@ const docTemplate = `{
                     "description": "QueueOffset is the message's offset in that queue.",
                     "type": "integer",
                     "example": 42
-                },
-                "receipt": {
-                    "description": "Receipt is the lease handle for ack, nack and lease changes (pull only).",
-                    "type": "string",
-                    "example": "ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"
                 },
                 "reconsumeTimes": {
                     "description": "ReconsumeTimes counts earlier failed deliveries.",
@@ -3900,7 +3895,7 @@ const docTemplate = `{
             "type": "object",
             "properties": {
                 "invisibleMs": {
-                    "description": "InvisibleMs is the lease length (0 = the group's default).",
+                    "description": "InvisibleMs is the lease length (0 = the group's invisibleMs, else the default lease of 30 s); each message's leaseUntil says when it runs out.",
                     "type": "integer",
                     "maximum": 43200000,
                     "minimum": 0,
@@ -3943,8 +3938,113 @@ const docTemplate = `{
                 "messages": {
                     "type": "array",
                     "items": {
-                        "$ref": "#/definitions/Message"
+                        "$ref": "#/definitions/PulledMessage"
                     }
+                }
+            }
+        },
+        "PulledMessage": {
+            "type": "object",
+            "required": [
+                "body",
+                "bodyEncoding",
+                "leaseUntil",
+                "messageId",
+                "queueId",
+                "queueOffset",
+                "receipt",
+                "reconsumeTimes",
+                "topic"
+            ],
+            "properties": {
+                "body": {
+                    "description": "Body is the payload: the text itself when it is valid UTF-8, else base64.",
+                    "type": "string",
+                    "example": "hello"
+                },
+                "bodyEncoding": {
+                    "description": "BodyEncoding is \"utf8\" or \"base64\".",
+                    "type": "string",
+                    "enum": [
+                        "utf8",
+                        "base64"
+                    ],
+                    "example": "utf8"
+                },
+                "bornAt": {
+                    "description": "BornAt is when the gateway received the message (RFC 3339).",
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.000Z"
+                },
+                "keys": {
+                    "description": "Keys are the message's business keys.",
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    },
+                    "example": [
+                        "order-1001"
+                    ]
+                },
+                "leaseUntil": {
+                    "description": "LeaseUntil is when the lease runs out (RFC 3339 with milliseconds, UTC): the pull's invisibleMs, else the group's invisibleMs, else 30 s (the default lease), counted from the moment the lease was granted. Ack, nack or change the lease before then; afterwards the message goes to another consumer and the receipt is expired.",
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:30.000Z"
+                },
+                "messageId": {
+                    "description": "MessageID is the 32-hex-character message id.",
+                    "type": "string",
+                    "example": "7F00000100001F9000000000000004D2"
+                },
+                "originMessageId": {
+                    "description": "OriginMessageID is the id of the first copy of a retried message.",
+                    "type": "string",
+                    "example": "7F00000100001F9000000000000004D2"
+                },
+                "properties": {
+                    "description": "Properties are the user properties (names as sent: a header-born property's name is lower-case).",
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "string"
+                    }
+                },
+                "queueId": {
+                    "description": "QueueID is the queue the message was read from.",
+                    "type": "integer",
+                    "example": 1
+                },
+                "queueOffset": {
+                    "description": "QueueOffset is the message's offset in that queue.",
+                    "type": "integer",
+                    "example": 42
+                },
+                "receipt": {
+                    "description": "Receipt is the lease handle for ack, nack and lease changes.",
+                    "type": "string",
+                    "example": "ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"
+                },
+                "reconsumeTimes": {
+                    "description": "ReconsumeTimes counts earlier failed deliveries.",
+                    "type": "integer",
+                    "example": 0
+                },
+                "storedAt": {
+                    "description": "StoredAt is when the message was stored (RFC 3339).",
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-11-29T10:00:00.001Z"
+                },
+                "tag": {
+                    "description": "Tag is the message's tag.",
+                    "type": "string",
+                    "example": "created"
+                },
+                "topic": {
+                    "description": "Topic is the message's original topic.",
+                    "type": "string",
+                    "example": "orders"
                 }
             }
         },
@@ -4304,6 +4404,12 @@ const docTemplate = `{
                     "description": "Error explains a status other than ok.",
                     "type": "string",
                     "example": "the lease expired (or the broker restarted); the message will be delivered again"
+                },
+                "leaseUntil": {
+                    "description": "LeaseUntil is, for an ok lease change, when the changed lease runs out (RFC 3339 with milliseconds, UTC): the time of the change plus its invisibleMs (with invisibleMs 0, the moment the message became visible again). Absent from ack and nack results and from results that are not ok.",
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-11-29T10:01:00.000Z"
                 },
                 "newReceipt": {
                     "description": "NewReceipt is the receipt to use from now on when a lease change issued one.",

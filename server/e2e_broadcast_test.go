@@ -46,7 +46,7 @@ func (c consumer) do(t *testing.T, method, path string, in any) servertest.Resp 
 	return c.e.Do(t, method, path, ct, body, http.Header{api.ClientIDHeader: {c.client}})
 }
 
-func (c consumer) pull(t *testing.T, topic string, req api.PullRequest) []api.Message {
+func (c consumer) pull(t *testing.T, topic string, req api.PullRequest) []api.PulledMessage {
 	t.Helper()
 	var out api.PullResponse
 	servertest.Decode(t, c.do(t, http.MethodPost, "/v1/groups/"+c.group+"/topics/"+topic+"/pull", req), http.StatusOK, &out)
@@ -60,7 +60,7 @@ func (c consumer) settle(t *testing.T, op string, body any) []api.ReceiptResult 
 	return out.Results
 }
 
-func (c consumer) ack(t *testing.T, msgs ...api.Message) {
+func (c consumer) ack(t *testing.T, msgs ...api.PulledMessage) {
 	t.Helper()
 	receipts := make([]string, len(msgs))
 	for i, m := range msgs {

@@ -118,7 +118,7 @@ func FuzzSendStoresDecodableRecords(f *testing.F) {
 			if r.QueueOffset < 0 {
 				continue // delayed: a timer or delay-level entry, read back once due
 			}
-			var m api.Message
+			var m api.PulledMessage
 			if status := get(t, "/v1/messages/"+r.MessageID, &m); status != http.StatusOK {
 				t.Fatalf("stored message %s reads back as %d", r.MessageID, status)
 			}

@@ -38,7 +38,7 @@ func requireServing(t *testing.T, e *e2eServer, topic string) {
 	body := fmt.Sprintf("alive-%d", time.Now().UnixNano())
 	e.Send(t, topic, api.SendMessage{Body: body})
 	group := fmt.Sprintf("probe%d", time.Now().UnixNano())
-	var got []api.Message
+	var got []api.PulledMessage
 	servertest.Eventually(t, 10*time.Second, func() (bool, string) {
 		got = append(got, e.Pull(t, group, topic, api.PullRequest{MaxMessages: 32, WaitMs: 200})...)
 		for _, m := range got {

@@ -51,7 +51,7 @@ func TestE2ELongPoll(t *testing.T) {
 		latencies := make([]time.Duration, 0, trials)
 		for i := 0; i < trials; i++ {
 			type result struct {
-				msgs []api.Message
+				msgs []api.PulledMessage
 				at   time.Time
 				err  error
 			}

@@ -60,9 +60,11 @@ func TestE2EBinaryPull(t *testing.T) {
 		}
 		require.Equal(t, bodies[i], body, "the JSON pull of message %d", i)
 		require.NotEmpty(t, m.Message.Receipt)
+		require.NotEmpty(t, m.Message.LeaseUntil, "the binary batch's metadata has the lease's end too")
 		require.Empty(t, m.Message.Body)
 		require.Empty(t, m.Message.BodyEncoding)
 		j.Receipt, m.Message.Receipt = "", ""
+		j.LeaseUntil, m.Message.LeaseUntil = "", ""
 		j.Body, j.BodyEncoding = "", ""
 		require.Equal(t, j, m.Message, "metadata of message %d", i)
 	}

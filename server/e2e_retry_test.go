@@ -174,7 +174,7 @@ func TestE2ERetryLadder(t *testing.T) {
 	for _, topic := range []string{"ladder-a", "ladder-b", "ladder-c", "ladder-d"} {
 		servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/topics/"+topic, api.TopicRequest{Queues: 2}), http.StatusCreated, nil)
 	}
-	pullOne := func(t *testing.T, topic string) api.Message {
+	pullOne := func(t *testing.T, topic string) api.PulledMessage {
 		t.Helper()
 		return e.PullN(t, "ladder", topic, 1, 30_000, 10*time.Second)[0]
 	}

@@ -30,7 +30,7 @@ func (e *e2eServer) nackItem(t *testing.T, group string, it api.NackItem) {
 
 // retried nacks m with it and returns the redelivery, checking that it
 // came no sooner than want.
-func (e *e2eServer) retried(t *testing.T, group, topic string, it api.NackItem, want time.Duration) api.Message {
+func (e *e2eServer) retried(t *testing.T, group, topic string, it api.NackItem, want time.Duration) api.PulledMessage {
 	t.Helper()
 	at := time.Now()
 	e.nackItem(t, group, it)

@@ -216,7 +216,7 @@ func TestE2ERegistryRecordsAreNotMessages(t *testing.T) {
 	r := e.Get(t, "/v1/messages/"+host+"0000000000000000")
 	servertest.WantProblem(t, r, http.StatusNotFound, "message-not-found")
 	require.NotContains(t, string(r.Body), "whsec_")
-	var m api.Message
+	var m api.PulledMessage
 	servertest.Decode(t, e.Get(t, "/v1/messages/"+sent.MessageID), http.StatusOK, &m)
 	require.Equal(t, "user message", m.Body)
 }

@@ -198,7 +198,7 @@ func TestE2ESQLFilterPush(t *testing.T) {
 	defer wh.mu.Unlock()
 	var got []string
 	for _, h := range wh.hits {
-		var m api.Message
+		var m api.PulledMessage
 		require.NoError(t, json.Unmarshal(h.body, &m))
 		got = append(got, m.Body)
 	}

@@ -68,7 +68,7 @@ func TestE2EDeleteTopicDropsItsMessages(t *testing.T) {
 	}
 
 	// Each group gets exactly the new messages.
-	bodies := func(ms []api.Message) []string {
+	bodies := func(ms []api.PulledMessage) []string {
 		var out []string
 		for _, m := range ms {
 			out = append(out, m.Body)

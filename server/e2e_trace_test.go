@@ -54,7 +54,7 @@ func eventTypes(tr api.MessageTrace) []string {
 
 // pullAs pulls up to n messages as client (X-Mqgate-Client-Id), waiting up
 // to 10 s for the first.
-func (e *e2eServer) pullAs(t *testing.T, client, group, topic string, req api.PullRequest) []api.Message {
+func (e *e2eServer) pullAs(t *testing.T, client, group, topic string, req api.PullRequest) []api.PulledMessage {
 	t.Helper()
 	body, err := json.Marshal(req)
 	require.NoError(t, err)
@@ -119,7 +119,7 @@ func TestE2ETraceRetries(t *testing.T) {
 	for i, d := range []struct {
 		ev     api.TraceEvent
 		client string
-		msg    api.Message
+		msg    api.PulledMessage
 	}{{ev[1], "w1", first}, {ev[4], "w2", second}, {ev[7], "w3", third}} {
 		require.Equal(t, "g", d.ev.Group)
 		require.Equal(t, d.client, d.ev.ClientID)

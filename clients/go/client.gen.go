@@ -253,7 +253,7 @@ type ClientInterface interface {
 
 	// ChangeInvisibleTimeWithBody Change leases
 	//
-	// Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. A result may carry a newReceipt to use from then on.
+	// Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. An ok result carries leaseUntil, when the changed lease runs out (RFC 3339 with milliseconds, UTC: the moment of the change plus invisibleMs), and may carry a newReceipt to use from then on.
 	//
 	// Permission with an ACL file: SUB on the group.
 	//
@@ -264,7 +264,7 @@ type ClientInterface interface {
 
 	// ChangeInvisibleTime Change leases
 	//
-	// Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. A result may carry a newReceipt to use from then on.
+	// Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. An ok result carries leaseUntil, when the changed lease runs out (RFC 3339 with milliseconds, UTC: the moment of the change plus invisibleMs), and may carry a newReceipt to use from then on.
 	//
 	// Permission with an ACL file: SUB on the group.
 	//
@@ -361,10 +361,11 @@ type ClientInterface interface {
 
 	// PullMessagesWithBody Pull (pop) messages
 	//
-	// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
+	// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until its lease runs out (leaseUntil) no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 	// When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
 	// In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
-	// With `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a Message without body and bodyEncoding), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way.
+	// Every message carries leaseUntil, when its lease runs out (RFC 3339 with milliseconds, UTC): the moment of the lease plus invisibleMs, else the group's invisibleMs, else the default lease of 30 s.
+	// Content negotiation: with `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a PulledMessage without body and bodyEncoding, so with receipt and leaseUntil), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way. The 200 lists only application/json so that generated clients type it as a PullResponse; the binary batch is named in x-mqgate-alternative-media-types.
 	//
 	// Permission with an ACL file: SUB on the topic and SUB on the group.
 	//
@@ -375,10 +376,11 @@ type ClientInterface interface {
 
 	// PullMessages Pull (pop) messages
 	//
-	// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
+	// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until its lease runs out (leaseUntil) no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 	// When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
 	// In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
-	// With `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a Message without body and bodyEncoding), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way.
+	// Every message carries leaseUntil, when its lease runs out (RFC 3339 with milliseconds, UTC): the moment of the lease plus invisibleMs, else the group's invisibleMs, else the default lease of 30 s.
+	// Content negotiation: with `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a PulledMessage without body and bodyEncoding, so with receipt and leaseUntil), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way. The 200 lists only application/json so that generated clients type it as a PullResponse; the binary batch is named in x-mqgate-alternative-media-types.
 	//
 	// Permission with an ACL file: SUB on the topic and SUB on the group.
 	//
@@ -998,7 +1000,7 @@ func (c *Client) GetDeadLetter(ctx context.Context, group string, messageId stri
 
 // ChangeInvisibleTimeWithBody Change leases
 //
-// Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. A result may carry a newReceipt to use from then on.
+// Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. An ok result carries leaseUntil, when the changed lease runs out (RFC 3339 with milliseconds, UTC: the moment of the change plus invisibleMs), and may carry a newReceipt to use from then on.
 //
 // Permission with an ACL file: SUB on the group.
 //
@@ -1019,7 +1021,7 @@ func (c *Client) ChangeInvisibleTimeWithBody(ctx context.Context, group string, 
 
 // ChangeInvisibleTime Change leases
 //
-// Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. A result may carry a newReceipt to use from then on.
+// Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. An ok result carries leaseUntil, when the changed lease runs out (RFC 3339 with milliseconds, UTC: the moment of the change plus invisibleMs), and may carry a newReceipt to use from then on.
 //
 // Permission with an ACL file: SUB on the group.
 //
@@ -1206,10 +1208,11 @@ func (c *Client) ResetOffsets(ctx context.Context, group string, params *ResetOf
 
 // PullMessagesWithBody Pull (pop) messages
 //
-// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
+// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until its lease runs out (leaseUntil) no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 // When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
 // In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
-// With `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a Message without body and bodyEncoding), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way.
+// Every message carries leaseUntil, when its lease runs out (RFC 3339 with milliseconds, UTC): the moment of the lease plus invisibleMs, else the group's invisibleMs, else the default lease of 30 s.
+// Content negotiation: with `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a PulledMessage without body and bodyEncoding, so with receipt and leaseUntil), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way. The 200 lists only application/json so that generated clients type it as a PullResponse; the binary batch is named in x-mqgate-alternative-media-types.
 //
 // Permission with an ACL file: SUB on the topic and SUB on the group.
 //
@@ -1230,10 +1233,11 @@ func (c *Client) PullMessagesWithBody(ctx context.Context, group string, topic s
 
 // PullMessages Pull (pop) messages
 //
-// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
+// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until its lease runs out (leaseUntil) no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 // When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
 // In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
-// With `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a Message without body and bodyEncoding), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way.
+// Every message carries leaseUntil, when its lease runs out (RFC 3339 with milliseconds, UTC): the moment of the lease plus invisibleMs, else the group's invisibleMs, else the default lease of 30 s.
+// Content negotiation: with `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a PulledMessage without body and bodyEncoding, so with receipt and leaseUntil), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way. The 200 lists only application/json so that generated clients type it as a PullResponse; the binary batch is named in x-mqgate-alternative-media-types.
 //
 // Permission with an ACL file: SUB on the topic and SUB on the group.
 //
@@ -3983,7 +3987,7 @@ type ClientWithResponsesInterface interface {
 
 	// ChangeInvisibleTimeWithBodyWithResponse Change leases
 	//
-	// Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. A result may carry a newReceipt to use from then on.
+	// Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. An ok result carries leaseUntil, when the changed lease runs out (RFC 3339 with milliseconds, UTC: the moment of the change plus invisibleMs), and may carry a newReceipt to use from then on.
 	//
 	// Permission with an ACL file: SUB on the group.
 	//
@@ -3994,7 +3998,7 @@ type ClientWithResponsesInterface interface {
 
 	// ChangeInvisibleTimeWithResponse Change leases
 	//
-	// Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. A result may carry a newReceipt to use from then on.
+	// Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. An ok result carries leaseUntil, when the changed lease runs out (RFC 3339 with milliseconds, UTC: the moment of the change plus invisibleMs), and may carry a newReceipt to use from then on.
 	//
 	// Permission with an ACL file: SUB on the group.
 	//
@@ -4095,10 +4099,11 @@ type ClientWithResponsesInterface interface {
 
 	// PullMessagesWithBodyWithResponse Pull (pop) messages
 	//
-	// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
+	// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until its lease runs out (leaseUntil) no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 	// When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
 	// In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
-	// With `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a Message without body and bodyEncoding), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way.
+	// Every message carries leaseUntil, when its lease runs out (RFC 3339 with milliseconds, UTC): the moment of the lease plus invisibleMs, else the group's invisibleMs, else the default lease of 30 s.
+	// Content negotiation: with `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a PulledMessage without body and bodyEncoding, so with receipt and leaseUntil), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way. The 200 lists only application/json so that generated clients type it as a PullResponse; the binary batch is named in x-mqgate-alternative-media-types.
 	//
 	// Permission with an ACL file: SUB on the topic and SUB on the group.
 	//
@@ -4109,10 +4114,11 @@ type ClientWithResponsesInterface interface {
 
 	// PullMessagesWithResponse Pull (pop) messages
 	//
-	// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
+	// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until its lease runs out (leaseUntil) no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 	// When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
 	// In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
-	// With `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a Message without body and bodyEncoding), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way.
+	// Every message carries leaseUntil, when its lease runs out (RFC 3339 with milliseconds, UTC): the moment of the lease plus invisibleMs, else the group's invisibleMs, else the default lease of 30 s.
+	// Content negotiation: with `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a PulledMessage without body and bodyEncoding, so with receipt and leaseUntil), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way. The 200 lists only application/json so that generated clients type it as a PullResponse; the binary batch is named in x-mqgate-alternative-media-types.
 	//
 	// Permission with an ACL file: SUB on the topic and SUB on the group.
 	//
@@ -9168,7 +9174,7 @@ func (c *ClientWithResponses) GetDeadLetterWithResponse(ctx context.Context, gro
 
 // ChangeInvisibleTimeWithBodyWithResponse Change leases
 //
-// Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. A result may carry a newReceipt to use from then on.
+// Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. An ok result carries leaseUntil, when the changed lease runs out (RFC 3339 with milliseconds, UTC: the moment of the change plus invisibleMs), and may carry a newReceipt to use from then on.
 //
 // Permission with an ACL file: SUB on the group.
 //
@@ -9185,7 +9191,7 @@ func (c *ClientWithResponses) ChangeInvisibleTimeWithBodyWithResponse(ctx contex
 
 // ChangeInvisibleTimeWithResponse Change leases
 //
-// Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. A result may carry a newReceipt to use from then on.
+// Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. An ok result carries leaseUntil, when the changed lease runs out (RFC 3339 with milliseconds, UTC: the moment of the change plus invisibleMs), and may carry a newReceipt to use from then on.
 //
 // Permission with an ACL file: SUB on the group.
 //
@@ -9340,10 +9346,11 @@ func (c *ClientWithResponses) ResetOffsetsWithResponse(ctx context.Context, grou
 
 // PullMessagesWithBodyWithResponse Pull (pop) messages
 //
-// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
+// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until its lease runs out (leaseUntil) no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 // When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
 // In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
-// With `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a Message without body and bodyEncoding), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way.
+// Every message carries leaseUntil, when its lease runs out (RFC 3339 with milliseconds, UTC): the moment of the lease plus invisibleMs, else the group's invisibleMs, else the default lease of 30 s.
+// Content negotiation: with `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a PulledMessage without body and bodyEncoding, so with receipt and leaseUntil), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way. The 200 lists only application/json so that generated clients type it as a PullResponse; the binary batch is named in x-mqgate-alternative-media-types.
 //
 // Permission with an ACL file: SUB on the topic and SUB on the group.
 //
@@ -9360,10 +9367,11 @@ func (c *ClientWithResponses) PullMessagesWithBodyWithResponse(ctx context.Conte
 
 // PullMessagesWithResponse Pull (pop) messages
 //
-// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
+// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until its lease runs out (leaseUntil) no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
 // When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
 // In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
-// With `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a Message without body and bodyEncoding), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way.
+// Every message carries leaseUntil, when its lease runs out (RFC 3339 with milliseconds, UTC): the moment of the lease plus invisibleMs, else the group's invisibleMs, else the default lease of 30 s.
+// Content negotiation: with `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a PulledMessage without body and bodyEncoding, so with receipt and leaseUntil), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way. The 200 lists only application/json so that generated clients type it as a PullResponse; the binary batch is named in x-mqgate-alternative-media-types.
 //
 // Permission with an ACL file: SUB on the topic and SUB on the group.
 //
@@ -11826,9 +11834,6 @@ func ParsePullMessagesResponse(rsp *http.Response) (*PullMessagesResponse, error
 			return nil, err
 		}
 		response.ApplicationproblemJSONDefault = &dest
-
-	case rsp.StatusCode == 200:
-		// Content-type (application/vnd.mqgate.batch) unsupported
 
 	}
 

@@ -52,9 +52,9 @@ func ok[R mqgate.Response](resp R, err error) func(testing.TB) R {
 }
 
 // pullN pulls for group from topic until it has n messages (at most 10 s).
-func pullN(t *testing.T, c *mqgate.ClientWithResponses, group, topic string, n int) []mqgate.Message {
+func pullN(t *testing.T, c *mqgate.ClientWithResponses, group, topic string, n int) []mqgate.PulledMessage {
 	t.Helper()
-	var got []mqgate.Message
+	var got []mqgate.PulledMessage
 	deadline := time.Now().Add(10 * time.Second)
 	for len(got) < n && time.Now().Before(deadline) {
 		res := ok(c.PullMessagesWithResponse(context.Background(), group, topic, nil, mqgate.PullRequest{
@@ -67,7 +67,7 @@ func pullN(t *testing.T, c *mqgate.ClientWithResponses, group, topic string, n i
 }
 
 // bodies are the bodies of msgs, sorted.
-func bodies(msgs []mqgate.Message) []string {
+func bodies(msgs []mqgate.PulledMessage) []string {
 	out := make([]string, len(msgs))
 	for i, m := range msgs {
 		out[i] = m.Body
@@ -170,9 +170,10 @@ func TestClientSendAndConsume(t *testing.T) {
 	// Group billing gets all five (no filter): lease them.
 	msgs := pullN(t, c, "billing", "orders", 5)
 	require.Equal(t, []string{"AAEC/3Jhdw==", "a", "b", "plain text, no JSON", `{"id":1001}`}, bodies(msgs))
-	byBody := map[string]mqgate.Message{}
+	byBody := map[string]mqgate.PulledMessage{}
 	for _, m := range msgs {
-		require.NotNil(t, m.Receipt)
+		require.NotEmpty(t, m.Receipt)
+		require.WithinDuration(t, time.Now().Add(30*time.Second), m.LeaseUntil, 15*time.Second, "the default lease")
 		byBody[m.Body] = m
 	}
 	require.Equal(t, map[string]string{"source": "web"}, byBody[`{"id":1001}`].Properties)
@@ -186,7 +187,7 @@ func TestClientSendAndConsume(t *testing.T) {
 	// Ack three; acking again is idempotent, a forged receipt is invalid.
 	var receipts []string
 	for _, b := range []string{`{"id":1001}`, "a", "b"} {
-		receipts = append(receipts, *byBody[b].Receipt)
+		receipts = append(receipts, byBody[b].Receipt)
 	}
 	acked := ok(c.AckMessagesWithResponse(ctx, "billing", nil, mqgate.AckRequest{Receipts: receipts}))(t)
 	require.Len(t, acked.JSON200.Results, 3)
@@ -200,10 +201,12 @@ func TestClientSendAndConsume(t *testing.T) {
 
 	// Lease change: a longer lease on the raw message; the receipt it
 	// answers (new or the same) acks it.
-	rawReceipt := *byBody["AAEC/3Jhdw=="].Receipt
+	rawReceipt := byBody["AAEC/3Jhdw=="].Receipt
 	lease := ok(c.ChangeInvisibleTimeWithResponse(ctx, "billing", &mqgate.ChangeInvisibleTimeParams{XMqgateClientId: mqgate.Ptr("worker-1")},
 		mqgate.LeaseRequest{Items: []mqgate.LeaseItem{{Receipt: rawReceipt, InvisibleMs: mqgate.Ptr(int64(60_000))}}}))(t)
 	require.Equal(t, mqgate.ReceiptResultStatusOk, lease.JSON200.Results[0].Status)
+	require.NotNil(t, lease.JSON200.Results[0].LeaseUntil)
+	require.WithinDuration(t, time.Now().Add(time.Minute), *lease.JSON200.Results[0].LeaseUntil, 5*time.Second, "the changed lease's end")
 	if nr := lease.JSON200.Results[0].NewReceipt; nr != nil {
 		rawReceipt = *nr
 	}
@@ -211,7 +214,7 @@ func TestClientSendAndConsume(t *testing.T) {
 	require.Equal(t, mqgate.ReceiptResultStatusOk, acked.JSON200.Results[0].Status)
 
 	// Ack the text message too: the group has consumed everything.
-	acked = ok(c.AckMessagesWithResponse(ctx, "billing", nil, mqgate.AckRequest{Receipts: []string{*byBody["plain text, no JSON"].Receipt}}))(t)
+	acked = ok(c.AckMessagesWithResponse(ctx, "billing", nil, mqgate.AckRequest{Receipts: []string{byBody["plain text, no JSON"].Receipt}}))(t)
 	require.Equal(t, mqgate.ReceiptResultStatusOk, acked.JSON200.Results[0].Status)
 	prog = ok(c.GetProgressWithResponse(ctx, "billing"))(t).JSON200
 	require.Zero(t, prog.TotalLag)
@@ -220,7 +223,7 @@ func TestClientSendAndConsume(t *testing.T) {
 	// Long poll: a pull parked on the empty topic gets the message sent
 	// while it waits.
 	type pulled struct {
-		msgs []mqgate.Message
+		msgs []mqgate.PulledMessage
 		err  error
 	}
 	done := make(chan pulled, 1)
@@ -240,7 +243,7 @@ func TestClientSendAndConsume(t *testing.T) {
 		require.Len(t, p.msgs, 1)
 		require.Equal(t, late.JSON200.Results[0].MessageId, p.msgs[0].MessageId)
 		require.Equal(t, "late", p.msgs[0].Body)
-		ok(c.AckMessagesWithResponse(ctx, "billing", nil, mqgate.AckRequest{Receipts: []string{*p.msgs[0].Receipt}}))(t)
+		ok(c.AckMessagesWithResponse(ctx, "billing", nil, mqgate.AckRequest{Receipts: []string{p.msgs[0].Receipt}}))(t)
 	case <-time.After(15 * time.Second):
 		t.Fatal("the long poll did not return the message sent while it waited")
 	}
@@ -268,7 +271,7 @@ func TestClientRetriesAndDeadLetters(t *testing.T) {
 		ok(c.SendMessagesWithResponse(ctx, "payments", nil, mqgate.SendRequest{Body: mqgate.Ptr(b), Keys: []string{b}}))(t)
 	}
 	msgs := pullN(t, c, "billing", "payments", 3)
-	byBody := map[string]mqgate.Message{}
+	byBody := map[string]mqgate.PulledMessage{}
 	for _, m := range msgs {
 		byBody[m.Body] = m
 	}
@@ -277,9 +280,9 @@ func TestClientRetriesAndDeadLetters(t *testing.T) {
 	// attempt later; nacks with -1 go to the DLQ at once.
 	client := &mqgate.NackMessagesParams{XMqgateClientId: mqgate.Ptr("worker-7")}
 	nacked := ok(c.NackMessagesWithResponse(ctx, "billing", client, mqgate.NackRequest{Items: []mqgate.NackItem{
-		{Receipt: *byBody["retry-me"].Receipt, DelayLevel: mqgate.Ptr(1), Reason: mqgate.Ptr("try later")},
-		{Receipt: *byBody["dead-1"].Receipt, DelayLevel: mqgate.Ptr(-1), Reason: mqgate.Ptr("payment service down")},
-		{Receipt: *byBody["dead-2"].Receipt, DelayLevel: mqgate.Ptr(-1), Reason: mqgate.Ptr("card declined")},
+		{Receipt: byBody["retry-me"].Receipt, DelayLevel: mqgate.Ptr(1), Reason: mqgate.Ptr("try later")},
+		{Receipt: byBody["dead-1"].Receipt, DelayLevel: mqgate.Ptr(-1), Reason: mqgate.Ptr("payment service down")},
+		{Receipt: byBody["dead-2"].Receipt, DelayLevel: mqgate.Ptr(-1), Reason: mqgate.Ptr("card declined")},
 	}}))(t)
 	for _, r := range nacked.JSON200.Results {
 		require.Equal(t, mqgate.ReceiptResultStatusOk, r.Status, "%+v", r)
@@ -288,7 +291,7 @@ func TestClientRetriesAndDeadLetters(t *testing.T) {
 	require.Equal(t, "retry-me", retried.Body)
 	require.Equal(t, int32(1), retried.ReconsumeTimes)
 	require.Equal(t, byBody["retry-me"].MessageId, *retried.OriginMessageId)
-	ok(c.AckMessagesWithResponse(ctx, "billing", nil, mqgate.AckRequest{Receipts: []string{*retried.Receipt}}))(t)
+	ok(c.AckMessagesWithResponse(ctx, "billing", nil, mqgate.AckRequest{Receipts: []string{retried.Receipt}}))(t)
 
 	// The DLQ lists both dead letters with their reasons and who failed them.
 	var dead *mqgate.DeadLetterList
@@ -318,7 +321,7 @@ func TestClientRetriesAndDeadLetters(t *testing.T) {
 	back := pullN(t, c, "billing", "payments", 1)[0]
 	require.Equal(t, "dead-1", back.Body)
 	require.Equal(t, int32(0), back.ReconsumeTimes)
-	ok(c.AckMessagesWithResponse(ctx, "billing", nil, mqgate.AckRequest{Receipts: []string{*back.Receipt}}))(t)
+	ok(c.AckMessagesWithResponse(ctx, "billing", nil, mqgate.AckRequest{Receipts: []string{back.Receipt}}))(t)
 	// A second resend skips it.
 	resent = ok(c.ResendDeadLettersWithResponse(ctx, "billing", mqgate.ResendRequest{MessageIds: []string{resendMe.MessageId}}))(t).JSON200
 	require.Equal(t, []string{resendMe.MessageId}, resent.Skipped)

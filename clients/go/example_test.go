@@ -35,7 +35,7 @@ func Example() {
 	}
 	for _, m := range pulled.JSON200.Messages {
 		fmt.Println(m.MessageId, m.Body)
-		ack := mqgate.AckRequest{Receipts: []string{*m.Receipt}}
+		ack := mqgate.AckRequest{Receipts: []string{m.Receipt}}
 		if _, err := mqgate.Check(c.AckMessagesWithResponse(ctx, "billing", nil, ack)); err != nil {
 			log.Fatal(err)
 		}

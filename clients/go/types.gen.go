@@ -175,6 +175,24 @@ func (e ProblemState) Valid() bool {
 	}
 }
 
+// Defines values for PulledMessageBodyEncoding.
+const (
+	PulledMessageBodyEncodingBase64 PulledMessageBodyEncoding = "base64"
+	PulledMessageBodyEncodingUtf8   PulledMessageBodyEncoding = "utf8"
+)
+
+// Valid indicates whether the value is a known member of the PulledMessageBodyEncoding enum.
+func (e PulledMessageBodyEncoding) Valid() bool {
+	switch e {
+	case PulledMessageBodyEncodingBase64:
+		return true
+	case PulledMessageBodyEncodingUtf8:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PushMode.
 const (
 	PushModeBinary PushMode = "binary"
@@ -960,7 +978,7 @@ type GroupPatch struct {
 	// Example: 86400000
 	InstanceIdleMs *int64 `json:"instanceIdleMs,omitempty"`
 
-	// InvisibleMs InvisibleMs is the default lease length of a pull (0 = broker default).
+	// InvisibleMs InvisibleMs is the default lease length of a pull (0 = the server's default lease, 30 s).
 	//
 	// Example: 30000
 	InvisibleMs *int64 `json:"invisibleMs,omitempty"`
@@ -1018,7 +1036,7 @@ type GroupRequest struct {
 	// Example: 86400000
 	InstanceIdleMs *int64 `json:"instanceIdleMs,omitempty"`
 
-	// InvisibleMs InvisibleMs is the default lease length of a pull (0 = broker default).
+	// InvisibleMs InvisibleMs is the default lease length of a pull (0 = the server's default lease, 30 s).
 	//
 	// Example: 30000
 	InvisibleMs *int64 `json:"invisibleMs,omitempty"`
@@ -1175,7 +1193,7 @@ type Message struct {
 	// Example: 7F00000100001F9000000000000004D2
 	OriginMessageId *string `json:"originMessageId,omitempty"`
 
-	// Properties Properties are the user properties.
+	// Properties Properties are the user properties (names as sent: a header-born property's name is lower-case).
 	Properties map[string]string `json:"properties,omitempty"`
 
 	// QueueId QueueID is the queue the message was read from.
@@ -1187,11 +1205,6 @@ type Message struct {
 	//
 	// Example: 42
 	QueueOffset int64 `json:"queueOffset"`
-
-	// Receipt Receipt is the lease handle for ack, nack and lease changes (pull only).
-	//
-	// Example: ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4
-	Receipt *string `json:"receipt,omitempty"`
 
 	// ReconsumeTimes ReconsumeTimes counts earlier failed deliveries.
 	//
@@ -1394,7 +1407,7 @@ type Progress struct {
 
 // PullRequest defines model for PullRequest.
 type PullRequest struct {
-	// InvisibleMs InvisibleMs is the lease length (0 = the group's default).
+	// InvisibleMs InvisibleMs is the lease length (0 = the group's invisibleMs, else the default lease of 30 s); each message's leaseUntil says when it runs out.
 	//
 	// Example: 30000
 	InvisibleMs *int64 `json:"invisibleMs,omitempty"`
@@ -1423,8 +1436,89 @@ type PullRequest struct {
 
 // PullResponse defines model for PullResponse.
 type PullResponse struct {
-	Messages []Message `json:"messages"`
+	Messages []PulledMessage `json:"messages"`
 }
+
+// PulledMessage defines model for PulledMessage.
+type PulledMessage struct {
+	// Body Body is the payload: the text itself when it is valid UTF-8, else base64.
+	//
+	// Example: hello
+	Body string `json:"body"`
+
+	// BodyEncoding BodyEncoding is "utf8" or "base64".
+	//
+	// Example: utf8
+	BodyEncoding PulledMessageBodyEncoding `json:"bodyEncoding"`
+
+	// BornAt BornAt is when the gateway received the message (RFC 3339).
+	//
+	// Example: 2026-11-29T10:00:00.000Z
+	BornAt *time.Time `json:"bornAt,omitempty"`
+
+	// Keys Keys are the message's business keys.
+	//
+	// Example: ["order-1001"]
+	Keys []string `json:"keys,omitempty"`
+
+	// LeaseUntil LeaseUntil is when the lease runs out (RFC 3339 with milliseconds, UTC): the pull's invisibleMs, else the group's invisibleMs, else 30 s (the default lease), counted from the moment the lease was granted. Ack, nack or change the lease before then; afterwards the message goes to another consumer and the receipt is expired.
+	//
+	// Example: 2026-11-29T10:00:30.000Z
+	LeaseUntil time.Time `json:"leaseUntil"`
+
+	// MessageId MessageID is the 32-hex-character message id.
+	//
+	// Example: 7F00000100001F9000000000000004D2
+	MessageId string `json:"messageId"`
+
+	// OriginMessageId OriginMessageID is the id of the first copy of a retried message.
+	//
+	// Example: 7F00000100001F9000000000000004D2
+	OriginMessageId *string `json:"originMessageId,omitempty"`
+
+	// Properties Properties are the user properties (names as sent: a header-born property's name is lower-case).
+	Properties map[string]string `json:"properties,omitempty"`
+
+	// QueueId QueueID is the queue the message was read from.
+	//
+	// Example: 1
+	QueueId int32 `json:"queueId"`
+
+	// QueueOffset QueueOffset is the message's offset in that queue.
+	//
+	// Example: 42
+	QueueOffset int64 `json:"queueOffset"`
+
+	// Receipt Receipt is the lease handle for ack, nack and lease changes.
+	//
+	// Example: ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4
+	Receipt string `json:"receipt"`
+
+	// ReconsumeTimes ReconsumeTimes counts earlier failed deliveries.
+	//
+	// Example: 0
+	ReconsumeTimes int32 `json:"reconsumeTimes"`
+
+	// StoredAt StoredAt is when the message was stored (RFC 3339).
+	//
+	// Example: 2026-11-29T10:00:00.001Z
+	StoredAt *time.Time `json:"storedAt,omitempty"`
+
+	// Tag Tag is the message's tag.
+	//
+	// Example: created
+	Tag *string `json:"tag,omitempty"`
+
+	// Topic Topic is the message's original topic.
+	//
+	// Example: orders
+	Topic string `json:"topic"`
+}
+
+// PulledMessageBodyEncoding BodyEncoding is "utf8" or "base64".
+//
+// Example: utf8
+type PulledMessageBodyEncoding string
 
 // Push defines model for Push.
 type Push struct {
@@ -1715,6 +1809,11 @@ type ReceiptResult struct {
 	//
 	// Example: the lease expired (or the broker restarted); the message will be delivered again
 	Error *string `json:"error,omitempty"`
+
+	// LeaseUntil LeaseUntil is, for an ok lease change, when the changed lease runs out (RFC 3339 with milliseconds, UTC): the time of the change plus its invisibleMs (with invisibleMs 0, the moment the message became visible again). Absent from ack and nack results and from results that are not ok.
+	//
+	// Example: 2026-11-29T10:01:00.000Z
+	LeaseUntil *time.Time `json:"leaseUntil,omitempty"`
 
 	// NewReceipt NewReceipt is the receipt to use from now on when a lease change issued one.
 	//

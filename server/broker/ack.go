@@ -268,8 +268,10 @@ func (b *Broker) ChangeLease(ctx context.Context, group string, items []LeaseIte
 		receipts[i] = it.Receipt
 	}
 	var notes leaseNotes // the new deadlines, recorded before the answer (lease_log.go)
+	until := make([]time.Time, len(items))
 	results := b.forEachReceipt(group, receipts, false, func(ref leaseRef, now time.Time) ReceiptStatus {
 		inv := items[ref.index].Invisible
+		until[ref.index] = now.Add(inv)
 		if inv == 0 && (ref.lease.key != "" || ref.lease.failures > 0) {
 			// An ordered message stays with its key (an instance's retry
 			// with its failure count): re-offered at once.
@@ -294,6 +296,11 @@ func (b *Broker) ChangeLease(ctx context.Context, group string, items []LeaseIte
 	})
 	if err := b.writeLeases(&notes); err != nil {
 		return nil, err
+	}
+	for i := range results {
+		if results[i].Status == ReceiptOK {
+			results[i].LeaseUntil = until[i]
+		}
 	}
 	return results, nil
 }

@@ -117,6 +117,10 @@ type ReceivedMessage struct {
 	BornAt time.Time
 	// StoredAt is when the message was appended to the CommitLog.
 	StoredAt time.Time
+	// LeaseUntil is when the lease behind Receipt runs out (the pull's
+	// invisibility counted from the grant); zero for reads that lease
+	// nothing.
+	LeaseUntil time.Time
 }
 
 // ReceiptStatus is the outcome of one ack, nack or lease change.
@@ -146,6 +150,10 @@ type ReceiptResult struct {
 	NewReceipt string
 	// Error explains a non-ok status for humans.
 	Error string
+	// LeaseUntil is, for an ok lease change, when the changed lease runs
+	// out (the time of the change when it made the message visible again);
+	// zero otherwise.
+	LeaseUntil time.Time
 }
 
 // NackItem asks for one leased message to be retried later.

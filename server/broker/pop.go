@@ -656,5 +656,6 @@ func (b *Broker) grant(key offset.Key, l *lease, m *message.Message, now time.Ti
 		rm.ReconsumeTimes = m.ReconsumeTimes + l.failures // retried in place: postponements do not count
 	}
 	rm.Receipt = b.receipts().encode(receipt{Group: key.Group, Topic: key.Topic, QueueID: key.QueueID, Offset: m.QueueOffset, Epoch: l.epoch})
+	rm.LeaseUntil = l.deadline
 	return rm
 }

@@ -334,7 +334,7 @@ func TestWebhookPush(t *testing.T) {
 		// No further deliveries: what arrives now (and the 410'd message's
 		// retry) waits in the group, where a pull consumer finds it.
 		second := gw.send(t, "t25-410", "second")
-		var pulled []api.Message
+		var pulled []api.PulledMessage
 		servertest.Eventually(t, 10*time.Second, func() (bool, string) {
 			var out api.PullResponse
 			gw.call(t, http.MethodPost, "/v1/groups/t25-410/topics/t25-410/pull", api.PullRequest{MaxMessages: 8, WaitMs: 200}, &out)

@@ -169,7 +169,7 @@ func (e *Server) ByKey(t testing.TB, topic, key string) []api.Message {
 }
 
 // Pull pulls once and returns the messages.
-func (e *Server) Pull(t testing.TB, group, topic string, req api.PullRequest) []api.Message {
+func (e *Server) Pull(t testing.TB, group, topic string, req api.PullRequest) []api.PulledMessage {
 	t.Helper()
 	var out api.PullResponse
 	Decode(t, e.JSON(t, http.MethodPost, "/v1/groups/"+group+"/topics/"+topic+"/pull", req), http.StatusOK, &out)
@@ -179,9 +179,9 @@ func (e *Server) Pull(t testing.TB, group, topic string, req api.PullRequest) []
 
 // PullN pulls until n messages arrived (failing after timeout) and
 // returns them.
-func (e *Server) PullN(t testing.TB, group, topic string, n int, invisibleMs int64, timeout time.Duration) []api.Message {
+func (e *Server) PullN(t testing.TB, group, topic string, n int, invisibleMs int64, timeout time.Duration) []api.PulledMessage {
 	t.Helper()
-	var got []api.Message
+	var got []api.PulledMessage
 	deadline := time.Now().Add(timeout)
 	for len(got) < n {
 		left := time.Until(deadline)

@@ -8,9 +8,6 @@ import (
 	"github.com/mqgate/mqgate/server/push"
 )
 
-// pushCallback names the push delivery in components/callbacks.
-const pushCallback = "pushDelivery"
-
 // pushOperations are the operations the callback hangs on: the group PUT,
 // which configures a push endpoint (GroupRequest.push). PATCH can too, but
 // a second reference makes oapi-codegen declare the callback's types twice.
@@ -96,18 +93,19 @@ func addPushCallback(doc *openapi3.T, _ wireTypes) error {
 			openapi3.WithName("default", &openapi3.Response{Description: desc("Any other status (3xx included) nacks the message: its retry waits at the delay level the headers pick, or the ladder's next."), Headers: retryHeaders}),
 		),
 	}
-	if doc.Components.Callbacks == nil {
-		doc.Components.Callbacks = openapi3.Callbacks{}
-	}
-	doc.Components.Callbacks[pushCallback] = &openapi3.CallbackRef{Value: openapi3.NewCallback(
+	// The callback sits in the operation itself, not in
+	// components/callbacks behind a $ref: ogen refuses a referenced
+	// callback ("putGroup.callbacks.push"), and other generators ignore
+	// callbacks either way.
+	callback := openapi3.NewCallback(
 		openapi3.WithCallback("{$request.body#/push/url}", &openapi3.PathItem{Post: deliver}),
-	)}
+	)
 	found := 0
 	err := operations(doc, func(path, method string, op *openapi3.Operation) error {
 		for _, id := range pushOperations {
 			if op.OperationID == id {
 				found++
-				op.Callbacks = openapi3.Callbacks{"push": &openapi3.CallbackRef{Ref: "#/components/callbacks/" + pushCallback, Value: doc.Components.Callbacks[pushCallback].Value}}
+				op.Callbacks = openapi3.Callbacks{"push": &openapi3.CallbackRef{Value: callback}}
 			}
 		}
 		return nil

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"mime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,12 +40,17 @@ func isJSONMedia(mediaType string) bool {
 	return mt == mediaJSON || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
 }
 
+// alternativeMediaTypes is the response extension that lists the media
+// types a client gets only by asking for them with Accept.
+const alternativeMediaTypes = "x-mqgate-alternative-media-types"
+
 // fixMediaTypes gives every response its media types: a 2xx body is
-// application/json (and bytes in any non-JSON type the operation also
-// produces), an error body application/problem+json with the
-// Problem schema (swag's @Produce lists both for every response). A
-// request body of a non-JSON media type is bytes (format binary), or text
-// for text/plain, not the JSON schema swag copies to every @Accept type.
+// application/json only (any non-JSON type the operation also produces
+// goes to alternativeMediaTypes), an error body application/problem+json
+// with the Problem schema (swag's @Produce lists both for every
+// response). A request body of a non-JSON media type is bytes (format
+// binary), or text for text/plain, not the JSON schema swag copies to
+// every @Accept type.
 func fixMediaTypes(doc *openapi3.T, _ wireTypes) error {
 	return operations(doc, func(path, method string, op *openapi3.Operation) error {
 		if rb := op.RequestBody; rb != nil && rb.Value != nil {
@@ -80,17 +86,26 @@ func fixMediaTypes(doc *openapi3.T, _ wireTypes) error {
 				if media == nil {
 					return fmt.Errorf("response %s has no %s body", code, mediaJSON)
 				}
-				content := openapi3.Content{mediaJSON: media}
+				// Another @Produce type (a binary rendering the client asks
+				// for with Accept) is a negotiated alternative: listed in
+				// x-mqgate-alternative-media-types, not as content, so that
+				// generated clients type the answer as the JSON it is by
+				// default instead of a union with a string. The operation's
+				// description documents its format.
+				var alternatives []string
 				for mt := range resp.Content {
-					// Another @Produce type (a binary rendering the client
-					// asks for with Accept) is bytes.
 					if !isJSONMedia(mt) {
-						bytes := openapi3.NewBytesSchema()
-						bytes.Format = "binary"
-						content[mt] = &openapi3.MediaType{Schema: bytes.NewRef()}
+						alternatives = append(alternatives, mt)
 					}
 				}
-				resp.Content = content
+				resp.Content = openapi3.Content{mediaJSON: media}
+				if len(alternatives) > 0 {
+					slices.Sort(alternatives)
+					if resp.Extensions == nil {
+						resp.Extensions = map[string]any{}
+					}
+					resp.Extensions[alternativeMediaTypes] = alternatives
+				}
 			}
 		}
 		return nil

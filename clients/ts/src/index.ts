@@ -18,8 +18,10 @@ export type { components, operations, paths } from "./schema.js";
 export type Schemas = components["schemas"];
 /** An RFC 9457 problem: every error answer of mqgate. */
 export type Problem = Schemas["Problem"];
-/** A message as a pull, a lookup or a queue read returns it. */
+/** A message as a lookup or a queue read returns it. */
 export type Message = Schemas["Message"];
+/** A message as a pull returns it: a Message with its lease's receipt and end (leaseUntil). */
+export type PulledMessage = Schemas["PulledMessage"];
 
 /** The typed client: `client.POST("/topics/{topic}/messages", …)` and so on for every operation of the spec. */
 export type MqgateClient = Client<paths>;

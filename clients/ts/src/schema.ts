@@ -204,7 +204,7 @@ export interface paths {
         put?: never;
         /**
          * Change leases
-         * @description Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. A result may carry a newReceipt to use from then on.
+         * @description Extend or shorten the invisibility of leased messages (changeInvisibleTime). Never counts as a failed attempt. An ok result carries leaseUntil, when the changed lease runs out (RFC 3339 with milliseconds, UTC: the moment of the change plus invisibleMs), and may carry a newReceipt to use from then on.
          *
          *     Permission with an ACL file: SUB on the group.
          */
@@ -322,10 +322,11 @@ export interface paths {
         put?: never;
         /**
          * Pull (pop) messages
-         * @description Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until invisibleMs runs out no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
+         * @description Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until its lease runs out (leaseUntil) no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
          *     When nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.
          *     In a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.
-         *     With `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a Message without body and bodyEncoding), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way.
+         *     Every message carries leaseUntil, when its lease runs out (RFC 3339 with milliseconds, UTC): the moment of the lease plus invisibleMs, else the group's invisibleMs, else the default lease of 30 s.
+         *     Content negotiation: with `Accept: application/vnd.mqgate.batch` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a PulledMessage without body and bodyEncoding, so with receipt and leaseUntil), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way. The 200 lists only application/json so that generated clients type it as a PullResponse; the binary batch is named in x-mqgate-alternative-media-types.
          *
          *     Permission with an ACL file: SUB on the topic and SUB on the group.
          */
@@ -1071,7 +1072,7 @@ export interface components {
             instanceIdleMs?: number | null;
             /**
              * Format: int64
-             * @description InvisibleMs is the default lease length of a pull (0 = broker default).
+             * @description InvisibleMs is the default lease length of a pull (0 = the server's default lease, 30 s).
              * @example 30000
              */
             invisibleMs?: number | null;
@@ -1124,7 +1125,7 @@ export interface components {
             instanceIdleMs?: number;
             /**
              * Format: int64
-             * @description InvisibleMs is the default lease length of a pull (0 = broker default).
+             * @description InvisibleMs is the default lease length of a pull (0 = the server's default lease, 30 s).
              * @example 30000
              */
             invisibleMs?: number;
@@ -1278,7 +1279,7 @@ export interface components {
              * @example 7F00000100001F9000000000000004D2
              */
             originMessageId?: string;
-            /** @description Properties are the user properties. */
+            /** @description Properties are the user properties (names as sent: a header-born property's name is lower-case). */
             properties?: {
                 [key: string]: string;
             };
@@ -1294,11 +1295,6 @@ export interface components {
              * @example 42
              */
             queueOffset: number;
-            /**
-             * @description Receipt is the lease handle for ack, nack and lease changes (pull only).
-             * @example ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4
-             */
-            receipt?: string;
             /**
              * Format: int32
              * @description ReconsumeTimes counts earlier failed deliveries.
@@ -1483,7 +1479,7 @@ export interface components {
         PullRequest: {
             /**
              * Format: int64
-             * @description InvisibleMs is the lease length (0 = the group's default).
+             * @description InvisibleMs is the lease length (0 = the group's invisibleMs, else the default lease of 30 s); each message's leaseUntil says when it runs out.
              * @example 30000
              */
             invisibleMs?: number;
@@ -1513,7 +1509,92 @@ export interface components {
             waitMs?: number;
         };
         PullResponse: {
-            messages: components["schemas"]["Message"][];
+            messages: components["schemas"]["PulledMessage"][];
+        };
+        PulledMessage: {
+            /**
+             * @description Body is the payload: the text itself when it is valid UTF-8, else base64.
+             * @example hello
+             */
+            body: string;
+            /**
+             * @description BodyEncoding is "utf8" or "base64".
+             * @example utf8
+             * @enum {string}
+             */
+            bodyEncoding: "utf8" | "base64";
+            /**
+             * Format: date-time
+             * @description BornAt is when the gateway received the message (RFC 3339).
+             * @example 2026-11-29T10:00:00.000Z
+             */
+            bornAt?: string;
+            /**
+             * @description Keys are the message's business keys.
+             * @example [
+             *       "order-1001"
+             *     ]
+             */
+            keys?: string[];
+            /**
+             * Format: date-time
+             * @description LeaseUntil is when the lease runs out (RFC 3339 with milliseconds, UTC): the pull's invisibleMs, else the group's invisibleMs, else 30 s (the default lease), counted from the moment the lease was granted. Ack, nack or change the lease before then; afterwards the message goes to another consumer and the receipt is expired.
+             * @example 2026-11-29T10:00:30.000Z
+             */
+            leaseUntil: string;
+            /**
+             * @description MessageID is the 32-hex-character message id.
+             * @example 7F00000100001F9000000000000004D2
+             */
+            messageId: string;
+            /**
+             * @description OriginMessageID is the id of the first copy of a retried message.
+             * @example 7F00000100001F9000000000000004D2
+             */
+            originMessageId?: string;
+            /** @description Properties are the user properties (names as sent: a header-born property's name is lower-case). */
+            properties?: {
+                [key: string]: string;
+            };
+            /**
+             * Format: int32
+             * @description QueueID is the queue the message was read from.
+             * @example 1
+             */
+            queueId: number;
+            /**
+             * Format: int64
+             * @description QueueOffset is the message's offset in that queue.
+             * @example 42
+             */
+            queueOffset: number;
+            /**
+             * @description Receipt is the lease handle for ack, nack and lease changes.
+             * @example ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4
+             */
+            receipt: string;
+            /**
+             * Format: int32
+             * @description ReconsumeTimes counts earlier failed deliveries.
+             * @example 0
+             */
+            reconsumeTimes: number;
+            /**
+             * Format: date-time
+             * @description StoredAt is when the message was stored (RFC 3339).
+             * @example 2026-11-29T10:00:00.001Z
+             */
+            storedAt?: string;
+            /**
+             * @description Tag is the message's tag.
+             * @example created
+             */
+            tag?: string;
+            /**
+             * @description Topic is the message's original topic.
+             * @example orders
+             */
+            topic: string;
         };
         Push: {
             /**
@@ -1807,6 +1888,12 @@ export interface components {
              * @example the lease expired (or the broker restarted); the message will be delivered again
              */
             error?: string;
+            /**
+             * Format: date-time
+             * @description LeaseUntil is, for an ok lease change, when the changed lease runs out (RFC 3339 with milliseconds, UTC): the time of the change plus its invisibleMs (with invisibleMs 0, the moment the message became visible again). Absent from ack and nack results and from results that are not ok.
+             * @example 2026-11-29T10:01:00.000Z
+             */
+            leaseUntil?: string;
             /**
              * @description NewReceipt is the receipt to use from now on when a lease change issued one.
              * @example ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4

@@ -21,6 +21,7 @@ import {
   sendRaw,
   unwrap,
   type Message,
+  type PulledMessage,
   type MqgateClient,
   type Schemas,
 } from "../src/index.js";
@@ -46,14 +47,14 @@ async function send(topic: string, message: Schemas["SendMessage"]): Promise<Sch
 }
 
 /** pull pulls once. */
-async function pull(group: string, topic: string, req: Schemas["PullRequest"]): Promise<Message[]> {
+async function pull(group: string, topic: string, req: Schemas["PullRequest"]): Promise<PulledMessage[]> {
   const res = unwrap(await client.POST("/groups/{group}/topics/{topic}/pull", { params: { path: { group, topic } }, body: req }));
   return res.messages;
 }
 
 /** pullN long-polls until n messages arrived, failing after timeoutMs. */
-async function pullN(group: string, topic: string, n: number, timeoutMs = 10_000, invisibleMs = 30_000): Promise<Message[]> {
-  const got: Message[] = [];
+async function pullN(group: string, topic: string, n: number, timeoutMs = 10_000, invisibleMs = 30_000): Promise<PulledMessage[]> {
+  const got: PulledMessage[] = [];
   const deadline = Date.now() + timeoutMs;
   while (got.length < n) {
     const left = deadline - Date.now();
@@ -196,7 +197,7 @@ describe("raw sends", () => {
     assert.equal(m2!.bodyEncoding, "utf8");
     assert.equal(messageText(m2!), "héllo, wörld");
     assert.equal(m2!.tag, "txt");
-    assert.deepEqual(await ack(group, m1!.receipt!, m2!.receipt!), ["ok", "ok"]);
+    assert.deepEqual(await ack(group, m1!.receipt, m2!.receipt), ["ok", "ok"]);
   });
 
   test("an empty raw body is refused with empty-body", async () => {
@@ -220,7 +221,7 @@ describe("consume: long poll, ack, nack, leases", () => {
     assert.equal(got[0]!.messageId, sent.messageId);
     assert.equal(messageText(got[0]!), "worth the wait");
     assert.ok(waited >= 300 && waited < 8000, `answered when the message came (${waited} ms), not at waitMs`);
-    assert.deepEqual(await ack(group, got[0]!.receipt!), ["ok"]);
+    assert.deepEqual(await ack(group, got[0]!.receipt), ["ok"]);
     // Acked: not delivered again; an empty long poll waits its waitMs.
     const emptyStart = Date.now();
     assert.deepEqual(await pull(group, topic, { waitMs: 300 }), []);
@@ -233,7 +234,7 @@ describe("consume: long poll, ack, nack, leases", () => {
     assert.equal(m!.messageId, sent.messageId);
     assert.equal(m!.reconsumeTimes, 0);
     assert.equal(inFlight(await progress(group), topic), 1);
-    assert.deepEqual(await ack(group, m!.receipt!, m!.receipt!), ["ok", "ok"]);
+    assert.deepEqual(await ack(group, m!.receipt, m!.receipt), ["ok", "ok"]);
     assert.equal(inFlight(await progress(group), topic), 0);
     assert.deepEqual(await ack(group, "not-a-receipt"), ["invalid"]);
   });
@@ -249,7 +250,7 @@ describe("consume: long poll, ack, nack, leases", () => {
     const res = unwrap(
       await client.POST("/groups/{group}/nack", {
         params: { path: { group } },
-        body: { items: [{ receipt: m!.receipt!, delayLevel: 3, reason: "try again" }] },
+        body: { items: [{ receipt: m!.receipt, delayLevel: 3, reason: "try again" }] },
       }),
     );
     assert.deepEqual(statuses(res), ["ok"]);
@@ -260,8 +261,8 @@ describe("consume: long poll, ack, nack, leases", () => {
     assert.equal(retry!.reconsumeTimes, 1);
     assert.equal(messageText(retry!), "retry me");
     assert.equal(retry!.tag, "t");
-    assert.deepEqual(await ack(group, m!.receipt!), ["expired"], "the nacked delivery's receipt is spent");
-    assert.deepEqual(await ack(group, retry!.receipt!), ["ok"]);
+    assert.deepEqual(await ack(group, m!.receipt), ["expired"], "the nacked delivery's receipt is spent");
+    assert.deepEqual(await ack(group, retry!.receipt), ["ok"]);
   });
 
   test("lease change: a lease set to 0 makes the message visible again at once, without an attempt", async () => {
@@ -270,11 +271,15 @@ describe("consume: long poll, ack, nack, leases", () => {
     const longer = unwrap(
       await client.POST("/groups/{group}/leases", {
         params: { path: { group } },
-        body: { items: [{ receipt: held!.receipt!, invisibleMs: 60_000 }] },
+        body: { items: [{ receipt: held!.receipt, invisibleMs: 60_000 }] },
       }),
     );
     assert.deepEqual(statuses(longer), ["ok"]);
-    const receipt = longer.results[0]!.newReceipt ?? held!.receipt!;
+    const heldUntil = Date.parse(held!.leaseUntil);
+    const movedUntil = Date.parse(longer.results[0]!.leaseUntil!);
+    assert.ok(Math.abs(movedUntil - (Date.now() + 60_000)) < 5_000, `leaseUntil ${longer.results[0]!.leaseUntil} is about now + 60 s`);
+    assert.ok(movedUntil > heldUntil, "the longer lease ends later than the pull's");
+    const receipt = longer.results[0]!.newReceipt ?? held!.receipt;
     assert.deepEqual(await pull(group, topic, { waitMs: 200 }), [], "the longer lease hides it");
     const now = unwrap(
       await client.POST("/groups/{group}/leases", { params: { path: { group } }, body: { items: [{ receipt, invisibleMs: 0 }] } }),
@@ -283,7 +288,7 @@ describe("consume: long poll, ack, nack, leases", () => {
     const [again] = await pullN(group, topic, 1);
     assert.equal(again!.messageId, sent.messageId, "the same message, not a retry copy");
     assert.equal(again!.reconsumeTimes, 0, "a postponement is no failed attempt");
-    assert.deepEqual(await ack(group, again!.receipt!), ["ok"]);
+    assert.deepEqual(await ack(group, again!.receipt), ["ok"]);
   });
 });
 
@@ -303,7 +308,7 @@ describe("dead letters", () => {
     const nacked = unwrap(
       await client.POST("/groups/{group}/nack", {
         params: { path: { group } },
-        body: { items: ms.map((m) => ({ receipt: m.receipt!, delayLevel: -1, reason: `payment service down ${m.body}` })) },
+        body: { items: ms.map((m) => ({ receipt: m.receipt, delayLevel: -1, reason: `payment service down ${m.body}` })) },
       }),
     );
     assert.deepEqual(statuses(nacked), ["ok", "ok"]);
@@ -334,7 +339,7 @@ describe("dead letters", () => {
     const [back] = await pullN(group, topic, 1);
     assert.equal(messageText(back!), "poison 1", "a resent letter is delivered to the group again");
     assert.equal(back!.tag, "bad");
-    assert.deepEqual(await ack(group, back!.receipt!), ["ok"]);
+    assert.deepEqual(await ack(group, back!.receipt), ["ok"]);
     const again = unwrap(
       await client.POST("/groups/{group}/dlq/resend", { params: { path: { group } }, body: { messageIds: [dead1.messageId] } }),
     );
@@ -381,7 +386,7 @@ describe("timers", () => {
     const [m] = await pullN(group, topic, 1);
     assert.equal(messageText(m!), "due in ten minutes");
     assert.equal(m!.tag, "later");
-    assert.deepEqual(await ack(group, m!.receipt!), ["ok"]);
+    assert.deepEqual(await ack(group, m!.receipt), ["ok"]);
     assert.deepEqual(await pull(group, topic, { waitMs: 300 }), [], "the cancelled timer never fires");
     assert.deepEqual(unwrap(await client.GET("/timers", { params: { query: { topic } } })).items, [], "no timer left");
   });
@@ -398,7 +403,7 @@ describe("offsets and progress", () => {
     for (const body of ["one", "two", "three"]) sent.push(await send(topic, { body }));
     const [m1] = await pullN(group, topic, 1);
     assert.equal(m1!.body, "one");
-    assert.deepEqual(await ack(group, m1!.receipt!), ["ok"]);
+    assert.deepEqual(await ack(group, m1!.receipt), ["ok"]);
     // The group exists now; the lag is what it has not consumed.
     let p = await progress(group);
     assert.equal(p.group, group);
@@ -411,7 +416,7 @@ describe("offsets and progress", () => {
     );
     p = await progress(group);
     assert.equal(inFlight(p, topic), 2);
-    assert.deepEqual(await ack(group, ...rest.map((m) => m.receipt!)), ["ok", "ok"]);
+    assert.deepEqual(await ack(group, ...rest.map((m) => m.receipt)), ["ok", "ok"]);
     p = await progress(group);
     assert.equal(queueLag(p, topic), 0);
     assert.equal(p.totalLag, 0);
@@ -427,7 +432,7 @@ describe("offsets and progress", () => {
       replayed.map((m) => m.messageId),
       sent.map((s) => s.messageId),
     );
-    assert.deepEqual(await ack(group, ...replayed.map((m) => m.receipt!)), ["ok", "ok", "ok"]);
+    assert.deepEqual(await ack(group, ...replayed.map((m) => m.receipt)), ["ok", "ok", "ok"]);
 
     const future = new Date(Date.now() + 60_000).toISOString();
     const forward = unwrap(await client.POST("/groups/{group}/reset-offset", { params: { path: { group } }, body: { timestamp: future, topic } }));
