@@ -13,7 +13,7 @@
 //	@description				Errors are RFC 9457 `application/problem+json` objects (schema Problem) with a stable `code`.
 //	@description				Times are RFC 3339 strings; durations are integer milliseconds in fields ending in `Ms`.
 //	@description				Authentication is on once the server has an ACL file (--acl-file): HTTP Basic (basicAuth), a bearer JWT (bearerAuth), or a TLS client certificate whose subject Common Name names the account (mutual TLS, which OpenAPI 3.0 cannot name: the empty security requirement). Without an ACL file every request is anonymous. Each operation says the permission it needs (also as x-mqgate-permission).
-//	@description				A group with a push endpoint gets its messages POSTed to it: the pushDelivery callback of putGroup describes the request and the answers.
+//	@description				A group with a push endpoint gets its messages POSTed to it: the push callback of putGroup (operation pushMessage) describes the request and the answers.
 //	@license.name				Apache-2.0
 //	@license.url				https://www.apache.org/licenses/LICENSE-2.0
 //	@BasePath					/v1

@@ -62,8 +62,8 @@ var spec = sync.OnceValues(func() (routers.Router, error) {
 })
 
 // pushCallback is the spec's description of a push delivery: the POST of
-// the pushDelivery callback.
-const pushCallback = "pushDelivery"
+// the putGroup operation's push callback.
+const pushCallback = "push"
 
 // ValidatePushRequest checks a request the gateway POSTed to a push
 // endpoint (body already read) against the spec's push callback: its
@@ -73,9 +73,12 @@ func ValidatePushRequest(r *http.Request, body []byte) error {
 	if err != nil {
 		return err
 	}
-	cb := doc.Components.Callbacks[pushCallback]
-	if cb == nil || cb.Value.Len() != 1 {
-		return fmt.Errorf("docs/openapi.json has no %s callback of one path", pushCallback)
+	var cb *openapi3.CallbackRef
+	if group := doc.Paths.Value("/groups/{group}"); group != nil && group.Put != nil {
+		cb = group.Put.Callbacks[pushCallback]
+	}
+	if cb == nil || cb.Value == nil || cb.Value.Len() != 1 {
+		return fmt.Errorf("docs/openapi.json has no %s callback of one path on putGroup", pushCallback)
 	}
 	var item *openapi3.PathItem
 	for _, pi := range cb.Value.Map() {
