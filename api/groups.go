@@ -27,7 +27,9 @@ type Subscription struct {
 	// IS [NOT] NULL, AND, OR, NOT and parentheses; literals 'text' ('' for a quote), 42, -1.5, 2e3, TRUE,
 	// FALSE. A property compared with a number is read as one; a missing property is NULL, which matches no
 	// comparison; a message matches only when the expression is true. With tagExpression too, a message
-	// must pass both. At most 4096 bytes.
+	// must pass both. Keywords are case-insensitive, property names are not: a property sent as an
+	// X-Mqgate-Property-<name> header has a lower-case name (X-Mqgate-Property-Source is source). At most
+	// 4096 bytes.
 	SQL string `json:"sql,omitempty" example:"region = 'eu' AND amount > 100"`
 } //	@name	Subscription
 

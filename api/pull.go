@@ -30,7 +30,8 @@ type PullRequest struct {
 	// TagExpression filters by tag: "*" or "a || b" (default: the group's subscription of the topic).
 	TagExpression string `json:"tagExpression,omitempty" example:"created || paid"`
 	// SQL filters by properties, an SQL92 expression like a subscription's sql (default: the group's
-	// subscription of the topic). A message either filter refuses counts as consumed for the group.
+	// subscription of the topic). Property names are case-sensitive; one sent as an X-Mqgate-Property-<name>
+	// header is lower-case. A message either filter refuses counts as consumed for the group.
 	SQL string `json:"sql,omitempty" example:"amount > 100"`
 } //	@name	PullRequest
 

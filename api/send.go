@@ -65,7 +65,7 @@ type SendMessage struct {
 	Tag string `json:"tag,omitempty" example:"created"`
 	// Keys are business keys for lookup by key.
 	Keys []string `json:"keys,omitempty" example:"order-1001"`
-	// Properties are user properties carried with the message.
+	// Properties are user properties carried with the message, their names as given (SQL filters match names case-sensitively).
 	Properties map[string]string `json:"properties,omitempty"`
 	// ShardingKey routes the message to queue hash(shardingKey) mod queues, keeping messages with one key in order.
 	ShardingKey string `json:"shardingKey,omitempty" example:"customer-42"`
@@ -127,6 +127,7 @@ func (h *handler) registerSendRoutes(r chi.Router) {
 //	@Description	With `Content-Type: application/json` the body is one SendMessage, or `{"messages":[…]}` for a batch (at most 256 messages, stored in order).
 //	@Description	With `Content-Type: application/vnd.mqgate.batch` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary `/mpub`); the `X-Mqgate-*` headers apply to every message.
 //	@Description	With any other Content-Type the body is one raw message; its tag, keys and properties come from the `X-Mqgate-*` headers.
+//	@Description	Each `X-Mqgate-Property-<name>` header (not declared below: OpenAPI cannot name a header family) is a property named `<name>` in lower case, since HTTP header names are case-insensitive and proxies may change their case: `X-Mqgate-Property-Source: web` is the property `source`. Property names in SQL filters (a pull's or a subscription's `sql`) are case-sensitive, so such a property is filtered by its lower-case name: `source = 'web'` matches it, `Source = 'web'` does not. JSON `properties` keep their names as given.
 //	@Description
 //	@Description	`Idempotency-Key` makes a retry safe: within the dedup window a repeated send returns the first result (with `Idempotent-Replayed: true`), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own `dedupId` uses `<key>:<i>`.
 //	@Description	A 503 `flush-timeout` means the outcome is unknown: retry with the same key.

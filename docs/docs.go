@@ -2215,7 +2215,7 @@ const docTemplate = `{
         },
         "/topics/{topic}/messages": {
             "post": {
-                "description": "Send one message or a batch to a topic.\n\nWith ` + "`" + `Content-Type: application/json` + "`" + ` the body is one SendMessage, or ` + "`" + `{\"messages\":[…]}` + "`" + ` for a batch (at most 256 messages, stored in order).\nWith ` + "`" + `Content-Type: application/vnd.mqgate.batch` + "`" + ` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary ` + "`" + `/mpub` + "`" + `); the ` + "`" + `X-Mqgate-*` + "`" + ` headers apply to every message.\nWith any other Content-Type the body is one raw message; its tag, keys and properties come from the ` + "`" + `X-Mqgate-*` + "`" + ` headers.\n\n` + "`" + `Idempotency-Key` + "`" + ` makes a retry safe: within the dedup window a repeated send returns the first result (with ` + "`" + `Idempotent-Replayed: true` + "`" + `), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own ` + "`" + `dedupId` + "`" + ` uses ` + "`" + `\u003ckey\u003e:\u003ci\u003e` + "`" + `.\nA 503 ` + "`" + `flush-timeout` + "`" + ` means the outcome is unknown: retry with the same key.\n\n` + "`" + `\"transactional\": true` + "`" + ` with a ` + "`" + `producerGroup` + "`" + ` stores a half message: invisible to every group until its transaction (the ` + "`" + `transactionId` + "`" + ` of the result) is committed, or discarded by a rollback; while it is unresolved the producer group is asked about it (` + "`" + `POST /v1/producer-groups/{producerGroup}/transactions/pull` + "`" + `). One message per send, not delayed; with authentication it needs PUB on the producer group too.",
+                "description": "Send one message or a batch to a topic.\n\nWith ` + "`" + `Content-Type: application/json` + "`" + ` the body is one SendMessage, or ` + "`" + `{\"messages\":[…]}` + "`" + ` for a batch (at most 256 messages, stored in order).\nWith ` + "`" + `Content-Type: application/vnd.mqgate.batch` + "`" + ` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary ` + "`" + `/mpub` + "`" + `); the ` + "`" + `X-Mqgate-*` + "`" + ` headers apply to every message.\nWith any other Content-Type the body is one raw message; its tag, keys and properties come from the ` + "`" + `X-Mqgate-*` + "`" + ` headers.\nEach ` + "`" + `X-Mqgate-Property-\u003cname\u003e` + "`" + ` header (not declared below: OpenAPI cannot name a header family) is a property named ` + "`" + `\u003cname\u003e` + "`" + ` in lower case, since HTTP header names are case-insensitive and proxies may change their case: ` + "`" + `X-Mqgate-Property-Source: web` + "`" + ` is the property ` + "`" + `source` + "`" + `. Property names in SQL filters (a pull's or a subscription's ` + "`" + `sql` + "`" + `) are case-sensitive, so such a property is filtered by its lower-case name: ` + "`" + `source = 'web'` + "`" + ` matches it, ` + "`" + `Source = 'web'` + "`" + ` does not. JSON ` + "`" + `properties` + "`" + ` keep their names as given.\n\n` + "`" + `Idempotency-Key` + "`" + ` makes a retry safe: within the dedup window a repeated send returns the first result (with ` + "`" + `Idempotent-Replayed: true` + "`" + `), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own ` + "`" + `dedupId` + "`" + ` uses ` + "`" + `\u003ckey\u003e:\u003ci\u003e` + "`" + `.\nA 503 ` + "`" + `flush-timeout` + "`" + ` means the outcome is unknown: retry with the same key.\n\n` + "`" + `\"transactional\": true` + "`" + ` with a ` + "`" + `producerGroup` + "`" + ` stores a half message: invisible to every group until its transaction (the ` + "`" + `transactionId` + "`" + ` of the result) is committed, or discarded by a rollback; while it is unresolved the producer group is asked about it (` + "`" + `POST /v1/producer-groups/{producerGroup}/transactions/pull` + "`" + `). One message per send, not delayed; with authentication it needs PUB on the producer group too.",
                 "consumes": [
                     "application/json",
                     "application/octet-stream",
@@ -3910,7 +3910,7 @@ const docTemplate = `{
                     "example": 16
                 },
                 "sql": {
-                    "description": "SQL filters by properties, an SQL92 expression like a subscription's sql (default: the group's\nsubscription of the topic). A message either filter refuses counts as consumed for the group.",
+                    "description": "SQL filters by properties, an SQL92 expression like a subscription's sql (default: the group's\nsubscription of the topic). Property names are case-sensitive; one sent as an X-Mqgate-Property-\u003cname\u003e\nheader is lower-case. A message either filter refuses counts as consumed for the group.",
                     "type": "string",
                     "example": "amount \u003e 100"
                 },
@@ -4687,7 +4687,7 @@ const docTemplate = `{
                     "example": "order-service"
                 },
                 "properties": {
-                    "description": "Properties are user properties carried with the message.",
+                    "description": "Properties are user properties carried with the message, their names as given (SQL filters match names case-sensitively).",
                     "type": "object",
                     "additionalProperties": {
                         "type": "string"
@@ -4785,7 +4785,7 @@ const docTemplate = `{
                     "example": "order-service"
                 },
                 "properties": {
-                    "description": "Properties are user properties carried with the message.",
+                    "description": "Properties are user properties carried with the message, their names as given (SQL filters match names case-sensitively).",
                     "type": "object",
                     "additionalProperties": {
                         "type": "string"
@@ -4864,7 +4864,7 @@ const docTemplate = `{
             ],
             "properties": {
                 "sql": {
-                    "description": "SQL filters by properties: an SQL92 expression (RocketMQ's MessageSelector.bySql) over the message's\nproperties and TAGS, its tag. Comparisons = \u003c\u003e \u003c \u003c= \u003e \u003e=, [NOT] BETWEEN x AND y, [NOT] IN ('a', 'b'),\nIS [NOT] NULL, AND, OR, NOT and parentheses; literals 'text' ('' for a quote), 42, -1.5, 2e3, TRUE,\nFALSE. A property compared with a number is read as one; a missing property is NULL, which matches no\ncomparison; a message matches only when the expression is true. With tagExpression too, a message\nmust pass both. At most 4096 bytes.",
+                    "description": "SQL filters by properties: an SQL92 expression (RocketMQ's MessageSelector.bySql) over the message's\nproperties and TAGS, its tag. Comparisons = \u003c\u003e \u003c \u003c= \u003e \u003e=, [NOT] BETWEEN x AND y, [NOT] IN ('a', 'b'),\nIS [NOT] NULL, AND, OR, NOT and parentheses; literals 'text' ('' for a quote), 42, -1.5, 2e3, TRUE,\nFALSE. A property compared with a number is read as one; a missing property is NULL, which matches no\ncomparison; a message matches only when the expression is true. With tagExpression too, a message\nmust pass both. Keywords are case-insensitive, property names are not: a property sent as an\nX-Mqgate-Property-\u003cname\u003e header has a lower-case name (X-Mqgate-Property-Source is source). At most\n4096 bytes.",
                     "type": "string",
                     "example": "region = 'eu' AND amount \u003e 100"
                 },

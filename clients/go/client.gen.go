@@ -564,6 +564,7 @@ type ClientInterface interface {
 	// With `Content-Type: application/json` the body is one SendMessage, or `{"messages":[…]}` for a batch (at most 256 messages, stored in order).
 	// With `Content-Type: application/vnd.mqgate.batch` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary `/mpub`); the `X-Mqgate-*` headers apply to every message.
 	// With any other Content-Type the body is one raw message; its tag, keys and properties come from the `X-Mqgate-*` headers.
+	// Each `X-Mqgate-Property-<name>` header (not declared below: OpenAPI cannot name a header family) is a property named `<name>` in lower case, since HTTP header names are case-insensitive and proxies may change their case: `X-Mqgate-Property-Source: web` is the property `source`. Property names in SQL filters (a pull's or a subscription's `sql`) are case-sensitive, so such a property is filtered by its lower-case name: `source = 'web'` matches it, `Source = 'web'` does not. JSON `properties` keep their names as given.
 	//
 	// `Idempotency-Key` makes a retry safe: within the dedup window a repeated send returns the first result (with `Idempotent-Replayed: true`), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own `dedupId` uses `<key>:<i>`.
 	// A 503 `flush-timeout` means the outcome is unknown: retry with the same key.
@@ -584,6 +585,7 @@ type ClientInterface interface {
 	// With `Content-Type: application/json` the body is one SendMessage, or `{"messages":[…]}` for a batch (at most 256 messages, stored in order).
 	// With `Content-Type: application/vnd.mqgate.batch` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary `/mpub`); the `X-Mqgate-*` headers apply to every message.
 	// With any other Content-Type the body is one raw message; its tag, keys and properties come from the `X-Mqgate-*` headers.
+	// Each `X-Mqgate-Property-<name>` header (not declared below: OpenAPI cannot name a header family) is a property named `<name>` in lower case, since HTTP header names are case-insensitive and proxies may change their case: `X-Mqgate-Property-Source: web` is the property `source`. Property names in SQL filters (a pull's or a subscription's `sql`) are case-sensitive, so such a property is filtered by its lower-case name: `source = 'web'` matches it, `Source = 'web'` does not. JSON `properties` keep their names as given.
 	//
 	// `Idempotency-Key` makes a retry safe: within the dedup window a repeated send returns the first result (with `Idempotent-Replayed: true`), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own `dedupId` uses `<key>:<i>`.
 	// A 503 `flush-timeout` means the outcome is unknown: retry with the same key.
@@ -604,6 +606,7 @@ type ClientInterface interface {
 	// With `Content-Type: application/json` the body is one SendMessage, or `{"messages":[…]}` for a batch (at most 256 messages, stored in order).
 	// With `Content-Type: application/vnd.mqgate.batch` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary `/mpub`); the `X-Mqgate-*` headers apply to every message.
 	// With any other Content-Type the body is one raw message; its tag, keys and properties come from the `X-Mqgate-*` headers.
+	// Each `X-Mqgate-Property-<name>` header (not declared below: OpenAPI cannot name a header family) is a property named `<name>` in lower case, since HTTP header names are case-insensitive and proxies may change their case: `X-Mqgate-Property-Source: web` is the property `source`. Property names in SQL filters (a pull's or a subscription's `sql`) are case-sensitive, so such a property is filtered by its lower-case name: `source = 'web'` matches it, `Source = 'web'` does not. JSON `properties` keep their names as given.
 	//
 	// `Idempotency-Key` makes a retry safe: within the dedup window a repeated send returns the first result (with `Idempotent-Replayed: true`), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own `dedupId` uses `<key>:<i>`.
 	// A 503 `flush-timeout` means the outcome is unknown: retry with the same key.
@@ -1611,6 +1614,7 @@ func (c *Client) PutTopic(ctx context.Context, topic string, body PutTopicJSONRe
 // With `Content-Type: application/json` the body is one SendMessage, or `{"messages":[…]}` for a batch (at most 256 messages, stored in order).
 // With `Content-Type: application/vnd.mqgate.batch` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary `/mpub`); the `X-Mqgate-*` headers apply to every message.
 // With any other Content-Type the body is one raw message; its tag, keys and properties come from the `X-Mqgate-*` headers.
+// Each `X-Mqgate-Property-<name>` header (not declared below: OpenAPI cannot name a header family) is a property named `<name>` in lower case, since HTTP header names are case-insensitive and proxies may change their case: `X-Mqgate-Property-Source: web` is the property `source`. Property names in SQL filters (a pull's or a subscription's `sql`) are case-sensitive, so such a property is filtered by its lower-case name: `source = 'web'` matches it, `Source = 'web'` does not. JSON `properties` keep their names as given.
 //
 // `Idempotency-Key` makes a retry safe: within the dedup window a repeated send returns the first result (with `Idempotent-Replayed: true`), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own `dedupId` uses `<key>:<i>`.
 // A 503 `flush-timeout` means the outcome is unknown: retry with the same key.
@@ -1641,6 +1645,7 @@ func (c *Client) SendMessagesWithBody(ctx context.Context, topic string, params 
 // With `Content-Type: application/json` the body is one SendMessage, or `{"messages":[…]}` for a batch (at most 256 messages, stored in order).
 // With `Content-Type: application/vnd.mqgate.batch` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary `/mpub`); the `X-Mqgate-*` headers apply to every message.
 // With any other Content-Type the body is one raw message; its tag, keys and properties come from the `X-Mqgate-*` headers.
+// Each `X-Mqgate-Property-<name>` header (not declared below: OpenAPI cannot name a header family) is a property named `<name>` in lower case, since HTTP header names are case-insensitive and proxies may change their case: `X-Mqgate-Property-Source: web` is the property `source`. Property names in SQL filters (a pull's or a subscription's `sql`) are case-sensitive, so such a property is filtered by its lower-case name: `source = 'web'` matches it, `Source = 'web'` does not. JSON `properties` keep their names as given.
 //
 // `Idempotency-Key` makes a retry safe: within the dedup window a repeated send returns the first result (with `Idempotent-Replayed: true`), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own `dedupId` uses `<key>:<i>`.
 // A 503 `flush-timeout` means the outcome is unknown: retry with the same key.
@@ -1671,6 +1676,7 @@ func (c *Client) SendMessages(ctx context.Context, topic string, params *SendMes
 // With `Content-Type: application/json` the body is one SendMessage, or `{"messages":[…]}` for a batch (at most 256 messages, stored in order).
 // With `Content-Type: application/vnd.mqgate.batch` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary `/mpub`); the `X-Mqgate-*` headers apply to every message.
 // With any other Content-Type the body is one raw message; its tag, keys and properties come from the `X-Mqgate-*` headers.
+// Each `X-Mqgate-Property-<name>` header (not declared below: OpenAPI cannot name a header family) is a property named `<name>` in lower case, since HTTP header names are case-insensitive and proxies may change their case: `X-Mqgate-Property-Source: web` is the property `source`. Property names in SQL filters (a pull's or a subscription's `sql`) are case-sensitive, so such a property is filtered by its lower-case name: `source = 'web'` matches it, `Source = 'web'` does not. JSON `properties` keep their names as given.
 //
 // `Idempotency-Key` makes a retry safe: within the dedup window a repeated send returns the first result (with `Idempotent-Replayed: true`), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own `dedupId` uses `<key>:<i>`.
 // A 503 `flush-timeout` means the outcome is unknown: retry with the same key.
@@ -4320,6 +4326,7 @@ type ClientWithResponsesInterface interface {
 	// With `Content-Type: application/json` the body is one SendMessage, or `{"messages":[…]}` for a batch (at most 256 messages, stored in order).
 	// With `Content-Type: application/vnd.mqgate.batch` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary `/mpub`); the `X-Mqgate-*` headers apply to every message.
 	// With any other Content-Type the body is one raw message; its tag, keys and properties come from the `X-Mqgate-*` headers.
+	// Each `X-Mqgate-Property-<name>` header (not declared below: OpenAPI cannot name a header family) is a property named `<name>` in lower case, since HTTP header names are case-insensitive and proxies may change their case: `X-Mqgate-Property-Source: web` is the property `source`. Property names in SQL filters (a pull's or a subscription's `sql`) are case-sensitive, so such a property is filtered by its lower-case name: `source = 'web'` matches it, `Source = 'web'` does not. JSON `properties` keep their names as given.
 	//
 	// `Idempotency-Key` makes a retry safe: within the dedup window a repeated send returns the first result (with `Idempotent-Replayed: true`), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own `dedupId` uses `<key>:<i>`.
 	// A 503 `flush-timeout` means the outcome is unknown: retry with the same key.
@@ -4340,6 +4347,7 @@ type ClientWithResponsesInterface interface {
 	// With `Content-Type: application/json` the body is one SendMessage, or `{"messages":[…]}` for a batch (at most 256 messages, stored in order).
 	// With `Content-Type: application/vnd.mqgate.batch` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary `/mpub`); the `X-Mqgate-*` headers apply to every message.
 	// With any other Content-Type the body is one raw message; its tag, keys and properties come from the `X-Mqgate-*` headers.
+	// Each `X-Mqgate-Property-<name>` header (not declared below: OpenAPI cannot name a header family) is a property named `<name>` in lower case, since HTTP header names are case-insensitive and proxies may change their case: `X-Mqgate-Property-Source: web` is the property `source`. Property names in SQL filters (a pull's or a subscription's `sql`) are case-sensitive, so such a property is filtered by its lower-case name: `source = 'web'` matches it, `Source = 'web'` does not. JSON `properties` keep their names as given.
 	//
 	// `Idempotency-Key` makes a retry safe: within the dedup window a repeated send returns the first result (with `Idempotent-Replayed: true`), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own `dedupId` uses `<key>:<i>`.
 	// A 503 `flush-timeout` means the outcome is unknown: retry with the same key.
@@ -4360,6 +4368,7 @@ type ClientWithResponsesInterface interface {
 	// With `Content-Type: application/json` the body is one SendMessage, or `{"messages":[…]}` for a batch (at most 256 messages, stored in order).
 	// With `Content-Type: application/vnd.mqgate.batch` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary `/mpub`); the `X-Mqgate-*` headers apply to every message.
 	// With any other Content-Type the body is one raw message; its tag, keys and properties come from the `X-Mqgate-*` headers.
+	// Each `X-Mqgate-Property-<name>` header (not declared below: OpenAPI cannot name a header family) is a property named `<name>` in lower case, since HTTP header names are case-insensitive and proxies may change their case: `X-Mqgate-Property-Source: web` is the property `source`. Property names in SQL filters (a pull's or a subscription's `sql`) are case-sensitive, so such a property is filtered by its lower-case name: `source = 'web'` matches it, `Source = 'web'` does not. JSON `properties` keep their names as given.
 	//
 	// `Idempotency-Key` makes a retry safe: within the dedup window a repeated send returns the first result (with `Idempotent-Replayed: true`), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own `dedupId` uses `<key>:<i>`.
 	// A 503 `flush-timeout` means the outcome is unknown: retry with the same key.
@@ -9687,6 +9696,7 @@ func (c *ClientWithResponses) PutTopicWithResponse(ctx context.Context, topic st
 // With `Content-Type: application/json` the body is one SendMessage, or `{"messages":[…]}` for a batch (at most 256 messages, stored in order).
 // With `Content-Type: application/vnd.mqgate.batch` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary `/mpub`); the `X-Mqgate-*` headers apply to every message.
 // With any other Content-Type the body is one raw message; its tag, keys and properties come from the `X-Mqgate-*` headers.
+// Each `X-Mqgate-Property-<name>` header (not declared below: OpenAPI cannot name a header family) is a property named `<name>` in lower case, since HTTP header names are case-insensitive and proxies may change their case: `X-Mqgate-Property-Source: web` is the property `source`. Property names in SQL filters (a pull's or a subscription's `sql`) are case-sensitive, so such a property is filtered by its lower-case name: `source = 'web'` matches it, `Source = 'web'` does not. JSON `properties` keep their names as given.
 //
 // `Idempotency-Key` makes a retry safe: within the dedup window a repeated send returns the first result (with `Idempotent-Replayed: true`), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own `dedupId` uses `<key>:<i>`.
 // A 503 `flush-timeout` means the outcome is unknown: retry with the same key.
@@ -9713,6 +9723,7 @@ func (c *ClientWithResponses) SendMessagesWithBodyWithResponse(ctx context.Conte
 // With `Content-Type: application/json` the body is one SendMessage, or `{"messages":[…]}` for a batch (at most 256 messages, stored in order).
 // With `Content-Type: application/vnd.mqgate.batch` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary `/mpub`); the `X-Mqgate-*` headers apply to every message.
 // With any other Content-Type the body is one raw message; its tag, keys and properties come from the `X-Mqgate-*` headers.
+// Each `X-Mqgate-Property-<name>` header (not declared below: OpenAPI cannot name a header family) is a property named `<name>` in lower case, since HTTP header names are case-insensitive and proxies may change their case: `X-Mqgate-Property-Source: web` is the property `source`. Property names in SQL filters (a pull's or a subscription's `sql`) are case-sensitive, so such a property is filtered by its lower-case name: `source = 'web'` matches it, `Source = 'web'` does not. JSON `properties` keep their names as given.
 //
 // `Idempotency-Key` makes a retry safe: within the dedup window a repeated send returns the first result (with `Idempotent-Replayed: true`), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own `dedupId` uses `<key>:<i>`.
 // A 503 `flush-timeout` means the outcome is unknown: retry with the same key.
@@ -9739,6 +9750,7 @@ func (c *ClientWithResponses) SendMessagesWithResponse(ctx context.Context, topi
 // With `Content-Type: application/json` the body is one SendMessage, or `{"messages":[…]}` for a batch (at most 256 messages, stored in order).
 // With `Content-Type: application/vnd.mqgate.batch` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary `/mpub`); the `X-Mqgate-*` headers apply to every message.
 // With any other Content-Type the body is one raw message; its tag, keys and properties come from the `X-Mqgate-*` headers.
+// Each `X-Mqgate-Property-<name>` header (not declared below: OpenAPI cannot name a header family) is a property named `<name>` in lower case, since HTTP header names are case-insensitive and proxies may change their case: `X-Mqgate-Property-Source: web` is the property `source`. Property names in SQL filters (a pull's or a subscription's `sql`) are case-sensitive, so such a property is filtered by its lower-case name: `source = 'web'` matches it, `Source = 'web'` does not. JSON `properties` keep their names as given.
 //
 // `Idempotency-Key` makes a retry safe: within the dedup window a repeated send returns the first result (with `Idempotent-Replayed: true`), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own `dedupId` uses `<key>:<i>`.
 // A 503 `flush-timeout` means the outcome is unknown: retry with the same key.

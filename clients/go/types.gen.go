@@ -1418,7 +1418,8 @@ type PullRequest struct {
 	MaxMessages *int `json:"maxMessages,omitempty"`
 
 	// Sql SQL filters by properties, an SQL92 expression like a subscription's sql (default: the group's
-	// subscription of the topic). A message either filter refuses counts as consumed for the group.
+	// subscription of the topic). Property names are case-sensitive; one sent as an X-Mqgate-Property-<name>
+	// header is lower-case. A message either filter refuses counts as consumed for the group.
 	//
 	// Example: amount > 100
 	Sql *string `json:"sql,omitempty"`
@@ -2028,7 +2029,7 @@ type SendMessage struct {
 	// Example: order-service
 	ProducerGroup *string `json:"producerGroup,omitempty"`
 
-	// Properties Properties are user properties carried with the message.
+	// Properties Properties are user properties carried with the message, their names as given (SQL filters match names case-sensitively).
 	Properties map[string]string `json:"properties,omitempty"`
 
 	// ShardingKey ShardingKey routes the message to queue hash(shardingKey) mod queues, keeping messages with one key in order.
@@ -2102,7 +2103,7 @@ type SendRequest struct {
 	// Example: order-service
 	ProducerGroup *string `json:"producerGroup,omitempty"`
 
-	// Properties Properties are user properties carried with the message.
+	// Properties Properties are user properties carried with the message, their names as given (SQL filters match names case-sensitively).
 	Properties map[string]string `json:"properties,omitempty"`
 
 	// ShardingKey ShardingKey routes the message to queue hash(shardingKey) mod queues, keeping messages with one key in order.
@@ -2166,7 +2167,9 @@ type Subscription struct {
 	// IS [NOT] NULL, AND, OR, NOT and parentheses; literals 'text' ('' for a quote), 42, -1.5, 2e3, TRUE,
 	// FALSE. A property compared with a number is read as one; a missing property is NULL, which matches no
 	// comparison; a message matches only when the expression is true. With tagExpression too, a message
-	// must pass both. At most 4096 bytes.
+	// must pass both. Keywords are case-insensitive, property names are not: a property sent as an
+	// X-Mqgate-Property-<name> header has a lower-case name (X-Mqgate-Property-Source is source). At most
+	// 4096 bytes.
 	//
 	// Example: region = 'eu' AND amount > 100
 	Sql *string `json:"sql,omitempty"`
@@ -2724,7 +2727,7 @@ type PushMessageParams struct {
 	// XMqgateTag The tag (binary mode).
 	XMqgateTag *string `json:"X-Mqgate-Tag,omitempty"`
 
-	// XMqgateKeys The keys, comma-separated (binary mode). Each user property travels as X-Mqgate-Property-<name>; a value that cannot be a header is left out (json mode carries everything).
+	// XMqgateKeys The keys, comma-separated (binary mode). Each user property travels as X-Mqgate-Property-<name>; header names are case-insensitive, so read the name case-insensitively (json mode keeps it as sent); a value that cannot be a header is left out (json mode carries everything).
 	XMqgateKeys *string `json:"X-Mqgate-Keys,omitempty"`
 
 	// XMqgateBornAt When the gateway received the message, RFC 3339 (binary mode).

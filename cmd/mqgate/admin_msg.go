@@ -318,7 +318,7 @@ func (c *msgPullCmd) Run(ctx context.Context, a *admin) error {
 	}
 	receipts := make([]string, len(msgs))
 	for i, m := range msgs {
-		receipts[i] = *m.Receipt
+		receipts[i] = m.Receipt
 	}
 	actx, cancel2 := a.ctx(ctx, 0)
 	defer cancel2()

@@ -50,7 +50,7 @@ func addPushCallback(doc *openapi3.T, _ wireTypes) error {
 		header(push.HeaderReconsumeTimes, "Earlier failed deliveries"+binaryOnly+".", integer("int32"), false, nil),
 		header(push.HeaderOriginMessageID, "The id of the first copy of a retried message"+binaryOnly+".", str(), false, nil),
 		header(push.HeaderTag, "The tag"+binaryOnly+".", str(), false, nil),
-		header(push.HeaderKeys, "The keys, comma-separated"+binaryOnly+". Each user property travels as "+push.HeaderPropertyPrefix+"<name>; a value that cannot be a header is left out (json mode carries everything).",
+		header(push.HeaderKeys, "The keys, comma-separated"+binaryOnly+". Each user property travels as "+push.HeaderPropertyPrefix+"<name>; header names are case-insensitive, so read the name case-insensitively (json mode keeps it as sent); a value that cannot be a header is left out (json mode carries everything).",
 			str(), false, nil),
 		header(push.HeaderBornAt, "When the gateway received the message, RFC 3339"+binaryOnly+".", openapi3.NewDateTimeSchema(), false, nil),
 		header(push.HeaderStoredAt, "When the message was stored, RFC 3339"+binaryOnly+".", openapi3.NewDateTimeSchema(), false, nil),

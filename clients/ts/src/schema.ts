@@ -547,6 +547,7 @@ export interface paths {
          *     With `Content-Type: application/json` the body is one SendMessage, or `{"messages":[…]}` for a batch (at most 256 messages, stored in order).
          *     With `Content-Type: application/vnd.mqgate.batch` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary `/mpub`); the `X-Mqgate-*` headers apply to every message.
          *     With any other Content-Type the body is one raw message; its tag, keys and properties come from the `X-Mqgate-*` headers.
+         *     Each `X-Mqgate-Property-<name>` header (not declared below: OpenAPI cannot name a header family) is a property named `<name>` in lower case, since HTTP header names are case-insensitive and proxies may change their case: `X-Mqgate-Property-Source: web` is the property `source`. Property names in SQL filters (a pull's or a subscription's `sql`) are case-sensitive, so such a property is filtered by its lower-case name: `source = 'web'` matches it, `Source = 'web'` does not. JSON `properties` keep their names as given.
          *
          *     `Idempotency-Key` makes a retry safe: within the dedup window a repeated send returns the first result (with `Idempotent-Replayed: true`), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own `dedupId` uses `<key>:<i>`.
          *     A 503 `flush-timeout` means the outcome is unknown: retry with the same key.
@@ -1491,7 +1492,8 @@ export interface components {
             maxMessages?: number;
             /**
              * @description SQL filters by properties, an SQL92 expression like a subscription's sql (default: the group's
-             *     subscription of the topic). A message either filter refuses counts as consumed for the group.
+             *     subscription of the topic). Property names are case-sensitive; one sent as an X-Mqgate-Property-<name>
+             *     header is lower-case. A message either filter refuses counts as consumed for the group.
              * @example amount > 100
              */
             sql?: string;
@@ -2120,7 +2122,7 @@ export interface components {
              * @example order-service
              */
             producerGroup?: string;
-            /** @description Properties are user properties carried with the message. */
+            /** @description Properties are user properties carried with the message, their names as given (SQL filters match names case-sensitively). */
             properties?: {
                 [key: string]: string;
             };
@@ -2194,7 +2196,7 @@ export interface components {
              * @example order-service
              */
             producerGroup?: string;
-            /** @description Properties are user properties carried with the message. */
+            /** @description Properties are user properties carried with the message, their names as given (SQL filters match names case-sensitively). */
             properties?: {
                 [key: string]: string;
             };
@@ -2253,7 +2255,9 @@ export interface components {
              *     IS [NOT] NULL, AND, OR, NOT and parentheses; literals 'text' ('' for a quote), 42, -1.5, 2e3, TRUE,
              *     FALSE. A property compared with a number is read as one; a missing property is NULL, which matches no
              *     comparison; a message matches only when the expression is true. With tagExpression too, a message
-             *     must pass both. At most 4096 bytes.
+             *     must pass both. Keywords are case-insensitive, property names are not: a property sent as an
+             *     X-Mqgate-Property-<name> header has a lower-case name (X-Mqgate-Property-Source is source). At most
+             *     4096 bytes.
              * @example region = 'eu' AND amount > 100
              */
             sql?: string;
