@@ -21,7 +21,9 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server"
+	"github.com/mqgate/mqgate/server/broker"
 )
 
 // version and commit are set at build time:
@@ -53,6 +55,14 @@ type cli struct {
 // serveCmd runs the server until SIGINT or SIGTERM.
 type serveCmd struct {
 	server.Config `embed:""`
+}
+
+// Help is the detail of `mqgate serve --help`: what the flags leave out.
+func (c *serveCmd) Help() string {
+	return fmt.Sprintf("Leases: a pulled message stays invisible to the rest of its group for the pull's invisibleMs, "+
+		"else the group's invisibleMs, else the default lease of %v (at most %dh). Each pulled message's leaseUntil says when "+
+		"its lease runs out; ack, nack or extend it (POST /v1/groups/{group}/leases) before then.",
+		broker.DefaultLease, api.MaxInvisibleMs/(60*60*1000))
 }
 
 // Run serves until ctx ends, then shuts down gracefully.

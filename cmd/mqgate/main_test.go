@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +21,23 @@ func parse(t *testing.T, args ...string) (*cli, *kong.Context) {
 	ctx, err := parser.Parse(args)
 	require.NoError(t, err)
 	return &c, ctx
+}
+
+// TestServeHelpNamesTheDefaultLease: `mqgate serve --help` says how long a
+// pulled message is leased when nobody sets invisibleMs, and where a
+// consumer reads when its lease ends.
+func TestServeHelpNamesTheDefaultLease(t *testing.T) {
+	var c cli
+	var out bytes.Buffer
+	exited := -1
+	parser, err := kong.New(&c, kong.Name("mqgate"), kong.Vars(server.DefaultConfig().FlagDefaults()),
+		kong.Writers(&out, &out), kong.Exit(func(code int) { exited = code }))
+	require.NoError(t, err)
+	_, _ = parser.Parse([]string{"serve", "--help"})
+	require.Zero(t, exited)
+	help := strings.Join(strings.Fields(out.String()), " ")
+	require.Contains(t, help, "else the default lease of 30s (at most 12h)")
+	require.Contains(t, help, "leaseUntil")
 }
 
 func TestServeIsTheDefaultWithDefaults(t *testing.T) {

@@ -22,6 +22,11 @@ import (
 	"github.com/mqgate/mqgate/storage/schedule"
 )
 
+// DefaultLease is how long a pulled message stays leased to its consumer
+// when neither the pull nor its group sets invisibleMs (as RocketMQ's pop
+// default and SQS's visibility timeout: 30 s).
+const DefaultLease = 30 * time.Second
+
 // Options configures a Broker. Zero values take the documented defaults.
 type Options struct {
 	// DataDir is the directory holding the store. Required.
@@ -44,7 +49,7 @@ type Options struct {
 	// DefaultQueues is the queue count of auto-created topics (default 4).
 	DefaultQueues int
 	// DefaultInvisible is the lease length when neither the pull nor the
-	// group sets one (default 30 s).
+	// group sets one (default DefaultLease).
 	DefaultInvisible time.Duration
 	// MaxInvisible caps a lease (default 12 h, as SQS).
 	MaxInvisible time.Duration
@@ -121,7 +126,7 @@ func (o Options) withDefaults() Options {
 		o.DefaultQueues = 4
 	}
 	if o.DefaultInvisible == 0 {
-		o.DefaultInvisible = 30 * time.Second
+		o.DefaultInvisible = DefaultLease
 	}
 	if o.MaxInvisible == 0 {
 		o.MaxInvisible = 12 * time.Hour
