@@ -72,8 +72,8 @@ clients-ts:
 	@cd $(TS_CLIENT) && npm ci --prefer-offline --ignore-scripts --no-audit --no-fund --loglevel=error
 	cd $(TS_CLIENT) && npm run --silent generate
 
-## clients-matrix: only the generator matrix (clients/matrix: ogen and
-## @hey-api/openapi-ts, pinned there, each generating from docs/openapi.json
+## clients-matrix: only the generator matrix (clients/matrix: ogen,
+## oapi-codegen without clients/go's overlay and @hey-api/openapi-ts, pinned there, each generating from docs/openapi.json
 ## and running a program against a real server). `make test` runs it too, as
 ## part of go test ./...; with CI set a missing node/npm or Go module proxy
 ## fails it instead of skipping.
