@@ -122,7 +122,7 @@ func BenchmarkPullResponse(b *testing.B) {
 		msgs[i] = broker.ReceivedMessage{
 			MessageID: "7F00000100001F9000000000000004D2", Receipt: "AQAAAAAAAAABAAAAAQAAAAAAAAAqAWcGb3JkZXJzqf1tSC1hYmNkZWZnaGlqa2w",
 			Topic: "orders", QueueID: 1, QueueOffset: int64(i), Tag: "created",
-			Body: bytes.Repeat([]byte("x"), 1024), BornAt: time.Now(), StoredAt: time.Now(),
+			Body: bytes.Repeat([]byte("x"), 1024), BornAt: time.Now(), StoredAt: time.Now(), LeaseUntil: time.Now().Add(30 * time.Second),
 		}
 	}
 	b.Run("appendMessage", func(b *testing.B) {
