@@ -205,3 +205,33 @@ func TestE2ESQLFilterPush(t *testing.T) {
 	sort.Strings(got)
 	require.Equal(t, want, got, "only the matching messages were posted, each once")
 }
+
+// TestE2ESQLFilterHeaderPropertyNames: a property sent as an
+// X-Mqgate-Property-<Name> header is stored under the lower-cased name
+// (header names are case-insensitive), and SQL property names are
+// case-sensitive: the lower-case name matches it, the name as the header
+// spelled it does not (README "Property filters").
+func TestE2ESQLFilterHeaderPropertyNames(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t)
+	require.Equal(t, http.StatusCreated, e.JSON(t, http.MethodPut, "/v1/topics/hp", api.TopicRequest{Queues: 1}).Status)
+	r := e.Do(t, http.MethodPost, "/v1/topics/hp/messages", "text/plain", []byte("from a header"),
+		http.Header{"X-Mqgate-Property-Region": {"eu"}})
+	require.Equal(t, http.StatusOK, r.Status, r.String())
+	e.Send(t, "hp", api.SendMessage{Body: "from JSON", Properties: map[string]string{"Region": "eu"}})
+
+	bodies := func(group, sql string) []string {
+		t.Helper()
+		var out []string
+		for _, m := range e.Pull(t, group, "hp", api.PullRequest{MaxMessages: 32, SQL: sql}) {
+			out = append(out, m.Body)
+		}
+		return out
+	}
+	require.Equal(t, []string{"from a header"}, bodies("lower", "region = 'eu'"), "the header's property is named region")
+	require.Equal(t, []string{"from JSON"}, bodies("upper", "Region = 'eu'"), "JSON properties keep their case; names are case-sensitive")
+	pulled := e.Pull(t, "all", "hp", api.PullRequest{MaxMessages: 32})
+	require.Len(t, pulled, 2)
+	require.Equal(t, map[string]string{"region": "eu"}, pulled[0].Properties)
+	require.Equal(t, map[string]string{"Region": "eu"}, pulled[1].Properties)
+}
