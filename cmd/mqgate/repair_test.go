@@ -231,7 +231,7 @@ func TestRepairCommandKeepsIntactMessages(t *testing.T) {
 			p = startServer(t, dir, freeAddr(t), repairServeArgs...)
 			got := map[qoff]bool{}
 			for idle := 0; idle < 3; {
-				var pulled struct{ Messages []api.Message }
+				var pulled struct{ Messages []api.PulledMessage }
 				_, err := call(ctx, http.MethodPost, p.url("/v1/groups/fixers/topics/rep/pull"), api.PullRequest{MaxMessages: 32, WaitMs: 200}, &pulled)
 				require.NoError(t, err)
 				if len(pulled.Messages) == 0 {
@@ -263,7 +263,7 @@ func TestRepairCommandKeepsIntactMessages(t *testing.T) {
 			deadline := time.Now().Add(10 * time.Second)
 			after := 0
 			for after < 8 && time.Now().Before(deadline) {
-				var pulled struct{ Messages []api.Message }
+				var pulled struct{ Messages []api.PulledMessage }
 				_, err := call(ctx, http.MethodPost, p.url("/v1/groups/fixers/topics/rep/pull"), api.PullRequest{MaxMessages: 32, WaitMs: 500}, &pulled)
 				require.NoError(t, err)
 				for _, m := range pulled.Messages {
