@@ -93,6 +93,10 @@ type Options struct {
 	Storage storage.Options
 	// Logger receives the broker's logs (default zerolog.Nop()).
 	Logger zerolog.Logger
+	// NoPromote opens the broker as a follower: the leader-only services
+	// (leader.go) wait for Promote. By default a broker promotes itself
+	// at the end of Open.
+	NoPromote bool
 	// Clock is the broker's and its store's only source of time (default
 	// the wall clock); tests pass a clockwork.FakeClock to run leases,
 	// timers, retries and transactions on virtual time.
@@ -228,8 +232,9 @@ type Broker struct {
 	closingCtx    context.Context
 	cancelClosing context.CancelFunc
 	closed        atomic.Bool
-	timerWorkers  []*worker.Service  // timer delivery, timer index maintenance, transaction checks, the trace follower
-	periodic      []*worker.Periodic // reaper, progress snapshot, dedup expiry, idle instance sweep
+	timerWorkers  []*worker.Service  // timer index maintenance
+	periodic      []*worker.Periodic // progress snapshot
+	leader        leadership         // leader-only services (leader.go)
 	closeMu       sync.Mutex
 	closeErr      error
 }
@@ -275,7 +280,9 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 		_ = store.Close()
 		return nil, err
 	}
-	b.start()
+	if err := b.start(); err != nil {
+		return nil, errors.Join(err, b.Close(ctx))
+	}
 	return b, nil
 }
 
@@ -389,22 +396,18 @@ func (b *Broker) clampOffsets() error {
 	return nil
 }
 
-func (b *Broker) start() {
+// start starts what every replica runs (the timer index's maintenance,
+// the snapshots) and, unless NoPromote, promotes the broker (leader.go).
+func (b *Broker) start() error {
 	b.store.SetRetentionPolicy(retentionPolicy{b: b})
-	b.scheduler.Start(context.Background())
-	b.timerWorkers = []*worker.Service{worker.New(b.timerLoop), worker.New(b.timerIndexLoop), worker.New(b.txnLoop)}
-	if w := b.traceWorker(); w != nil {
-		b.timerWorkers = append(b.timerWorkers, w)
-	}
+	b.timerWorkers = []*worker.Service{worker.New(b.timerIndexLoop)}
 	for _, w := range b.timerWorkers {
 		w.Start(b.closingCtx)
 	}
 	// The periodic passes run on internal/worker; each is a method tests
-	// call directly (reapExpired, snapshot, dedup.expire). Those whose
-	// effect depends on time run on the broker's clock; the snapshot is
-	// local housekeeping on the wall clock.
+	// call directly (snapshot here; reapExpired, dedup.expire and the
+	// instance sweep in leader.go, on the broker's clock).
 	b.periodic = []*worker.Periodic{
-		worker.EveryOn(b.clock, 200*time.Millisecond, func(context.Context, time.Time) { b.reapExpired() }),
 		worker.Every(b.opts.SnapshotInterval, func(context.Context, time.Time) {
 			if err := b.snapshot(); err != nil {
 				b.log.Error().Err(err).Msg("offset snapshot failed")
@@ -413,12 +416,15 @@ func (b *Broker) start() {
 				b.log.Error().Err(err).Msg("transaction snapshot failed")
 			}
 		}),
-		worker.EveryOn(b.clock, time.Minute, func(_ context.Context, now time.Time) { b.dedup.expire(now.Add(-b.opts.DedupWindow)) }),
-		worker.EveryOn(b.clock, instanceSweepInterval, func(_ context.Context, now time.Time) { b.forgetIdleInstances(now) }),
 	}
 	for _, p := range b.periodic {
 		p.Start(b.closingCtx)
 	}
+	b.leader.runs = b.leaderRuns()
+	if b.opts.NoPromote {
+		return nil
+	}
+	return b.Promote(b.closingCtx)
 }
 
 // snapshot writes the offsets snapshot, the leases snapshot and the
@@ -457,6 +463,7 @@ func (b *Broker) Close(ctx context.Context) error {
 	// to the timer index and the registry, closed below.
 	b.store.PauseRetention()
 	close(b.closing)
+	b.Demote()
 	b.cancelClosing()
 	for _, p := range b.periodic {
 		p.Stop()

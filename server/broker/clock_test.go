@@ -125,3 +125,48 @@ func TestLeaseExpiryOnVirtualTime(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, broker.ReceiptOK, res[0].Status, "the expired lease's receipt no longer acks")
 }
+
+// TestLeaderOnlyWorkFollowsTheSwitch: after Demote the broker still takes
+// sends, pulls and acks, but no delay level falls due and no lease is
+// reaped, however far its clock moves; Promote starts both again, and
+// what fell due meanwhile is delivered.
+func TestLeaderOnlyWorkFollowsTheSwitch(t *testing.T) {
+	t.Parallel()
+	b, fc := virtualBroker(t)
+	ctx := context.Background()
+	require.True(t, b.Leading(), "a single broker leads from Open")
+	_, err := b.Send(ctx, "sw", []broker.SendMessage{{Body: []byte("held")}})
+	require.NoError(t, err)
+	held := awaitPull(t, b, "g", "sw", time.Minute)
+
+	b.Demote()
+	require.False(t, b.Leading())
+	b.Demote() // idempotent
+	_, err = b.Send(ctx, "sw", []broker.SendMessage{{Body: []byte("delayed"), DelayLevel: 3}})
+	require.NoError(t, err, "a follower's facade still writes (replication will forward instead)")
+	fc.Advance(5 * time.Minute)
+	time.Sleep(100 * time.Millisecond) // give a wrongly running service time to act
+	bl, err := b.Backlog(ctx, "g")
+	require.NoError(t, err)
+	require.Empty(t, bl.Retry, "no lease was reaped while following")
+	// A pull sends its queue's expired leases back itself (a request, not
+	// leader-only work), but nothing is due without the scheduler.
+	require.Empty(t, pullNow(t, b, "g", "sw", time.Minute), "neither the delayed message nor the expired lease came back")
+
+	require.NoError(t, b.Promote(ctx))
+	require.True(t, b.Leading())
+	got := map[string]bool{}
+	for len(got) < 2 {
+		fc.Advance(time.Second) // the reaper's ticks, and the retry's 10 s
+		for _, m := range pullNow(t, b, "g", "sw", time.Minute) {
+			got[string(m.Body)] = true
+		}
+		if fc.Since(time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)) > time.Hour {
+			t.Fatalf("after promotion only %v came", got)
+		}
+	}
+	require.True(t, got["held"] && got["delayed"], "%v", got)
+	_ = held
+	require.NoError(t, b.Close(ctx))
+	require.ErrorIs(t, b.Promote(ctx), broker.ErrShuttingDown)
+}

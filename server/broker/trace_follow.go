@@ -174,14 +174,6 @@ func (b *Broker) openTrace() error {
 	return nil
 }
 
-// traceWorker is the follower's service (nil when tracing is off).
-func (b *Broker) traceWorker() *worker.Service {
-	if b.trace.off {
-		return nil
-	}
-	return worker.New(b.traceLoop)
-}
-
 // traceLoop runs follower passes until ctx ends.
 func (b *Broker) traceLoop(ctx context.Context) {
 	t := &b.trace

@@ -101,7 +101,6 @@ type Scheduler struct {
 	workers     []*worker.Service
 	stopWorkers context.CancelFunc
 	started     bool
-	stopped     bool
 }
 
 // New loads saved progress and returns a scheduler that is not yet running.
@@ -146,14 +145,16 @@ func New(cfg Config, src Source, sink Sink) (*Scheduler, error) {
 // Levels returns the configured delays, level 1 first.
 func (s *Scheduler) Levels() []time.Duration { return s.cfg.Levels }
 
-// Start launches the level workers and the progress saver.
+// Start launches the level workers and the progress saver. It does
+// nothing while they run; after Stop it launches them again (a broker
+// that leads again).
 func (s *Scheduler) Start(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.started || s.stopped {
+	if s.started {
 		return
 	}
-	s.started = true
+	s.started, s.workers = true, nil
 	ctx, s.stopWorkers = context.WithCancel(ctx)
 	for level := 1; level <= len(s.cfg.Levels); level++ {
 		s.workers = append(s.workers, worker.New(func(ctx context.Context) { s.work(ctx, level) }))
@@ -169,15 +170,17 @@ func (s *Scheduler) Start(ctx context.Context) {
 	}
 }
 
-// Stop stops the workers, waits for them and saves progress. Idempotent.
+// Stop stops the workers, waits for them and saves progress (also when
+// they are not running). Idempotent.
 func (s *Scheduler) Stop() error {
 	s.mu.Lock()
-	if s.stopped {
+	if !s.started {
 		s.mu.Unlock()
-		return nil
+		return s.save()
 	}
-	s.stopped = true
+	s.started = false
 	workers, stop := s.workers, s.stopWorkers
+	s.workers, s.stopWorkers = nil, nil
 	s.mu.Unlock()
 	if stop != nil {
 		stop()
