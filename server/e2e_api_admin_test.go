@@ -164,6 +164,10 @@ func endpointsBrokerStatus(t *testing.T, e *e2eServer) {
 	require.Positive(t, st.StoreBytes)
 	require.GreaterOrEqual(t, st.UptimeMs, int64(0))
 	require.Positive(t, st.ScheduledTotal, "the nack at level 1 went through the scheduler")
+
+	var keys api.ReceiptKeys
+	servertest.Decode(t, e.Do(t, http.MethodPost, "/v1/broker/receipt-keys/rotate", "", nil, nil), http.StatusOK, &keys)
+	require.Equal(t, keys.KeyIDs[len(keys.KeyIDs)-1], keys.SigningKeyID)
 }
 
 // endpointsOperations is TestE2EEndpoints/Operations.

@@ -166,7 +166,7 @@ func modeOf(t *testing.T, path string) os.FileMode {
 }
 
 // TestE2EDataDirModes: the data dir and its config dir are 0700 and the
-// receipt key and the group snapshot (push secrets) 0600; a data dir left
+// receipt keyring and the group snapshot (push secrets) 0600; a data dir left
 // 0755/0644 by an older version is restricted at start.
 func TestE2EDataDirModes(t *testing.T) {
 	t.Parallel()
@@ -178,7 +178,7 @@ func TestE2EDataDirModes(t *testing.T) {
 	check := func() {
 		require.Equal(t, os.FileMode(0o700), modeOf(t, dir))
 		require.Equal(t, os.FileMode(0o700), modeOf(t, config))
-		require.Equal(t, os.FileMode(0o600), modeOf(t, filepath.Join(config, "receipt.key")))
+		require.Equal(t, os.FileMode(0o600), modeOf(t, filepath.Join(config, "receipt-keys.json")))
 		entries, err := os.ReadDir(config)
 		require.NoError(t, err)
 		for _, entry := range entries {
@@ -195,7 +195,7 @@ func TestE2EDataDirModes(t *testing.T) {
 	// As an older version left it.
 	require.NoError(t, os.Chmod(dir, 0o755))
 	require.NoError(t, os.Chmod(config, 0o755))
-	require.NoError(t, os.Chmod(filepath.Join(config, "receipt.key"), 0o644))
+	require.NoError(t, os.Chmod(filepath.Join(config, "receipt-keys.json"), 0o644))
 	require.NoError(t, os.Chmod(filepath.Join(config, "groups.json"), 0o644))
 	openE2E(t, cfg)
 	check()
