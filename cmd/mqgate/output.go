@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -126,7 +127,10 @@ func (p *printer) done(format string, args ...any) error {
 	return err
 }
 
-// cell formats one value of a table.
+// cell formats one value of a table: nil, a nil pointer, an empty
+// string, slice or map and the zero time are "-"; a pointer of any kind
+// shows what it points to (the generated client's optional fields are
+// pointers: *int, *int64, *string, *time.Time, *SomeEnum, …).
 func cell(v any) string {
 	switch v := v.(type) {
 	case nil:
@@ -136,26 +140,11 @@ func cell(v any) string {
 			return "-"
 		}
 		return v
-	case *string:
-		if v == nil {
-			return "-"
-		}
-		return cell(*v)
 	case time.Time:
 		if v.IsZero() {
 			return "-"
 		}
 		return v.UTC().Format("2006-01-02T15:04:05.000Z")
-	case *time.Time:
-		if v == nil {
-			return "-"
-		}
-		return cell(*v)
-	case []string:
-		if len(v) == 0 {
-			return "-"
-		}
-		return strings.Join(v, ",")
 	case map[string]string:
 		if len(v) == 0 {
 			return "-"
@@ -175,18 +164,42 @@ func cell(v any) string {
 			return "yes"
 		}
 		return "no"
-	case *bool:
-		if v == nil {
-			return "-"
-		}
-		return cell(*v)
-	case *int64:
-		if v == nil {
-			return "-"
-		}
-		return fmt.Sprint(*v)
 	case float64:
 		return fmt.Sprintf("%.4g", v)
+	case float32:
+		return cell(float64(v))
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if rv.IsNil() {
+			return "-"
+		}
+		return cell(rv.Elem().Interface())
+	case reflect.String: // a named string type: an enum of the client
+		return cell(rv.String())
+	case reflect.Bool:
+		return cell(rv.Bool())
+	case reflect.Float32, reflect.Float64:
+		return cell(rv.Float())
+	case reflect.Slice, reflect.Array:
+		if rv.Len() == 0 {
+			return "-"
+		}
+		parts := make([]string, rv.Len())
+		for i := range parts {
+			parts[i] = cell(rv.Index(i).Interface())
+		}
+		return strings.Join(parts, ",")
+	case reflect.Map:
+		if rv.Len() == 0 {
+			return "-"
+		}
+		m := make(map[string]string, rv.Len())
+		for it := rv.MapRange(); it.Next(); {
+			m[fmt.Sprint(it.Key().Interface())] = cell(it.Value().Interface())
+		}
+		return cell(m)
 	}
 	return fmt.Sprint(v)
 }
