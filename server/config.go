@@ -221,6 +221,9 @@ type Config struct {
 	LogOutput io.Writer `kong:"-"`
 	// Version is reported by mqgate_build_info and the start-up log. Not a flag.
 	Version string `kong:"-"`
+	// Commit is the git commit the binary was built from, reported by
+	// mqgate_build_info (its revision label) and the start-up log. Not a flag.
+	Commit string `kong:"-"`
 }
 
 // DefaultConfig returns the configuration with every default filled in;
@@ -273,6 +276,7 @@ func DefaultConfig() Config {
 		LogFormat:         "auto",
 		LogLevel:          "info",
 		Version:           "dev",
+		Commit:            "unknown",
 
 		MetricsMaxLabelValues: 1000,
 		JWTAccountClaim:       auth.DefaultAccountClaim,
@@ -361,6 +365,7 @@ func (c Config) withDefaults() Config {
 	orString(&c.LogFormat, d.LogFormat)
 	orString(&c.LogLevel, d.LogLevel)
 	orString(&c.Version, d.Version)
+	orString(&c.Commit, d.Commit)
 	orString(&c.JWTAccountClaim, d.JWTAccountClaim)
 	orSize(&c.SegmentSize, d.SegmentSize)
 	orSize(&c.MaxMessageSize, d.MaxMessageSize)

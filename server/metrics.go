@@ -25,15 +25,15 @@ type httpMetrics struct {
 
 // newRegistry returns a registry with the Go runtime, process and build
 // info collectors; the broker and other components register into it.
-func newRegistry(version string) *prometheus.Registry {
+func newRegistry(version, revision string) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "mqgate_build_info",
-			Help:        "Always 1; labels carry the build's version and Go version.",
-			ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
+			Help:        "Always 1; labels carry the build's version, the git commit it was built from (revision) and the Go version.",
+			ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": runtime.Version()},
 		}, func() float64 { return 1 }),
 	)
 	return reg

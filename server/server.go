@@ -231,7 +231,7 @@ func newServer(cfg Config, log zerolog.Logger, b backend) (*Server, error) {
 func newServerOn(cfg Config, log zerolog.Logger, b backend, listener net.Listener, sec *security, tf *tlsFiles) *Server {
 	s := &Server{cfg: cfg, rootLog: log, log: log.With().Str("component", "server").Logger(), security: sec, tls: tf}
 	s.pollCtx, s.cancelPolls = context.WithCancel(context.Background())
-	s.registry = newRegistry(cfg.Version)
+	s.registry = newRegistry(cfg.Version, cfg.Commit)
 	if sec != nil {
 		s.registry.MustRegister(sec.metrics)
 	}
@@ -257,6 +257,7 @@ func newServerOn(cfg Config, log zerolog.Logger, b backend, listener net.Listene
 	s.log.Info().
 		Str("addr", s.Addr()).
 		Str("version", cfg.Version).
+		Str("commit", cfg.Commit).
 		Str("data_dir", cfg.DataDir).
 		Str("flush", cfg.Flush).
 		Str("segment_size", cfg.SegmentSize.String()).

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -26,8 +25,9 @@ import (
 	"github.com/mqgate/mqgate/server/broker"
 )
 
-// version and commit are set at build time:
-// -ldflags "-X main.version=1.2.3 -X main.commit=abc123".
+// version and commit may be set at build time:
+// -ldflags "-X main.version=1.2.3 -X main.commit=abc123"; left unset, the
+// module version and the git commit `go build` stamps are used (version.go).
 var (
 	version = "dev"
 	commit  = "unknown"
@@ -35,6 +35,8 @@ var (
 
 // cli is the command line: subcommands with their flags.
 type cli struct {
+	VersionFlag kong.VersionFlag `name:"version" help:"Print the version and the commit built from, and exit."`
+
 	Serve       serveCmd       `cmd:"" default:"withargs" help:"Run the gateway (the default command)."`
 	Healthcheck healthcheckCmd `cmd:"" help:"Exit 0 when the server on --listen answers GET /livez with 200, else 1."`
 	Version     versionCmd     `cmd:"" help:"Print the version and exit."`
@@ -67,7 +69,8 @@ func (c *serveCmd) Help() string {
 
 // Run serves until ctx ends, then shuts down gracefully.
 func (c *serveCmd) Run(ctx context.Context) error {
-	c.Version = version
+	b := thisBuild()
+	c.Version, c.Commit = b.Version, b.Commit
 	tuneGC()
 	return server.Run(ctx, c.Config, nil)
 }
@@ -104,9 +107,9 @@ func (c *healthcheckCmd) Run(ctx context.Context) error {
 // versionCmd prints the build.
 type versionCmd struct{}
 
-// Run prints the version.
+// Run prints the version and the commit built from.
 func (versionCmd) Run() error {
-	fmt.Printf("mqgate %s (commit %s, %s)\n", version, commit, runtime.Version())
+	fmt.Println(thisBuild())
 	return nil
 }
 
@@ -120,6 +123,7 @@ func main() {
 		kong.Description("HTTP/REST message gateway over a RocketMQ-style store."),
 		kong.UsageOnError(),
 		kong.Vars(server.DefaultConfig().FlagDefaults()),
+		kong.Vars{"version": thisBuild().String()},
 		kong.BindTo(ctx, (*context.Context)(nil)),
 		kong.ExplicitGroups([]kong.Group{{Key: "admin", Title: "Administration (over the HTTP API of --server):"}}),
 	)
