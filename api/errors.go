@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -22,44 +23,44 @@ import (
 var (
 	// ErrMalformedRequest: the request body or a header cannot be parsed
 	// (invalid JSON, unknown field, bad base64, bad number).
-	ErrMalformedRequest = errors.New("api: malformed request")
+	ErrMalformedRequest = errors.New("malformed request")
 	// ErrUnsupportedMediaType: the Content-Type is not one the route accepts.
-	ErrUnsupportedMediaType = errors.New("api: unsupported media type")
+	ErrUnsupportedMediaType = errors.New("unsupported media type")
 	// ErrTooManyWaiters: the limit of concurrent long polls is reached.
-	ErrTooManyWaiters = errors.New("api: too many waiting pulls")
+	ErrTooManyWaiters = errors.New("too many waiting pulls")
 	// ErrRouteNotFound: no route matches the path.
-	ErrRouteNotFound = errors.New("api: no such route")
+	ErrRouteNotFound = errors.New("no such route")
 	// ErrMethodNotAllowed: the path exists but not for this method.
-	ErrMethodNotAllowed = errors.New("api: method not allowed")
+	ErrMethodNotAllowed = errors.New("method not allowed")
 	// ErrRateLimited: the account is over its request or message rate.
-	ErrRateLimited = errors.New("api: rate limit exceeded")
+	ErrRateLimited = errors.New("rate limit exceeded")
 	// ErrNotReady: the process cannot take traffic yet (readiness probe).
-	ErrNotReady = errors.New("api: not ready")
+	ErrNotReady = errors.New("not ready")
 	// ErrPushLoop: a send carries HeaderPushHop — it is a push delivery,
 	// whose message must not be stored again (loop.go).
-	ErrPushLoop = errors.New("api: push loop")
+	ErrPushLoop = errors.New("push loop")
 	// ErrHeaderTooLarge: the request line and header block exceed the
 	// server's limit (net/http refuses the request before any handler).
-	ErrHeaderTooLarge = errors.New("api: request header fields too large")
+	ErrHeaderTooLarge = errors.New("request header fields too large")
 	// ErrExpectationFailed: the request's Expect header asks for something
 	// other than 100-continue.
-	ErrExpectationFailed = errors.New("api: expectation failed")
+	ErrExpectationFailed = errors.New("expectation failed")
 	// ErrHTTPVersion: the request's HTTP version is not HTTP/1.x.
-	ErrHTTPVersion = errors.New("api: HTTP version not supported")
+	ErrHTTPVersion = errors.New("HTTP version not supported")
 	// ErrTransferEncoding: the request uses a transfer coding other than
 	// chunked.
-	ErrTransferEncoding = errors.New("api: unsupported transfer encoding")
+	ErrTransferEncoding = errors.New("unsupported transfer encoding")
 	// ErrRangeNotSatisfiable: a Range request for a file (the web console)
 	// lies outside the file.
-	ErrRangeNotSatisfiable = errors.New("api: range not satisfiable")
+	ErrRangeNotSatisfiable = errors.New("range not satisfiable")
 	// ErrHTTPSRequired: plain HTTP arrived on a port that speaks TLS.
-	ErrHTTPSRequired = errors.New("api: https required")
+	ErrHTTPSRequired = errors.New("https required")
 	// ErrHostNotAllowed: the request's Host is not a name this server
 	// answers to (DNS rebinding).
-	ErrHostNotAllowed = errors.New("api: host not allowed")
+	ErrHostNotAllowed = errors.New("host not allowed")
 	// ErrOriginNotAllowed: a state-changing request from a web page of an
 	// origin the CORS configuration does not allow.
-	ErrOriginNotAllowed = errors.New("api: origin not allowed")
+	ErrOriginNotAllowed = errors.New("origin not allowed")
 )
 
 // problemMediaType is the RFC 9457 media type of error bodies.
@@ -79,7 +80,7 @@ type Problem struct {
 	// Status repeats the HTTP status code.
 	Status int `json:"status" example:"404"`
 	// Detail explains this occurrence.
-	Detail string `json:"detail,omitempty" example:"broker: topic not found"`
+	Detail string `json:"detail,omitempty" example:"topic not found: orders"`
 	// Instance is the request path the problem occurred on.
 	Instance string `json:"instance,omitempty" example:"/v1/topics/orders"`
 	// Code is the stable machine-readable problem code (the last part of Type).
@@ -278,7 +279,7 @@ func newProblem(kind problemKind, err error) Problem {
 		Title:  kind.title,
 		Status: kind.status,
 		Code:   kind.code,
-		Detail: err.Error(),
+		Detail: callerDetail(err.Error()),
 	}
 	if kind == kindInternal {
 		p.Detail = "internal error; the server log has the cause under this request id"
@@ -288,7 +289,7 @@ func newProblem(kind problemKind, err error) Problem {
 	var maxBytes *http.MaxBytesError
 	if errors.As(err, &maxBytes) {
 		p.Limit, p.LimitUnit = int(maxBytes.Limit), "bytes"
-		p.Detail = fmt.Sprintf("%v: the limit is %d bytes", err, maxBytes.Limit)
+		p.Detail = callerDetail(fmt.Sprintf("%v: the limit is %d bytes", err, maxBytes.Limit))
 	} else if quota := (*broker.QuotaError)(nil); errors.As(err, &quota) {
 		p.Field, p.Limit, p.LimitUnit = quota.Quota, quota.Limit, quota.Unit
 	} else if sqlErr := (*broker.SQLError)(nil); errors.As(err, &sqlErr) {
@@ -304,6 +305,25 @@ func newProblem(kind problemKind, err error) Problem {
 		}
 	}
 	return p
+}
+
+// layerPrefix matches the name of one of this module's packages, or of a
+// standard library package that words its errors so ("json: …",
+// "http: …"), as the prefix of an error's text or of a wrapped part of it.
+var layerPrefix = regexp.MustCompile(`(^|: )(?:api|auth|broker|push|storage|commitlog|consumequeue|index|message|offset|schedule|filter|timerindex|pgmirror|server|json|strconv|http): `)
+
+// callerDetail is an error's text as a problem's detail: it speaks to the
+// caller about the request, so it never names an internal layer. The
+// sentinels' texts carry no package prefix; this drops any that a
+// wrapped error of a package or of the standard library still adds.
+func callerDetail(s string) string {
+	for {
+		t := layerPrefix.ReplaceAllString(s, "$1")
+		if t == s {
+			return s
+		}
+		s = t
+	}
 }
 
 // writeProblem writes p with its status and the problem media type.

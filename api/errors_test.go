@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -65,7 +66,8 @@ func TestErrorMapping(t *testing.T) {
 			p := requireProblem(t, rec, tc.status, tc.code)
 			require.Equal(t, tc.retryAfter, rec.Header().Get("Retry-After"))
 			require.Equal(t, "/v1/topics", p.Instance)
-			require.Contains(t, p.Detail, tc.err.Error(), "4xx/5xx details of known errors explain the cause")
+			// the standard library's "http: " prefix is dropped
+			require.Contains(t, p.Detail, strings.TrimPrefix(tc.err.Error(), "http: "), "4xx/5xx details of known errors explain the cause")
 		})
 	}
 
@@ -80,7 +82,7 @@ func TestErrorMapping(t *testing.T) {
 		t.Parallel()
 		p := api.ProblemOf(fmt.Errorf("%w: over 64KiB", api.ErrHeaderTooLarge))
 		require.Equal(t, api.Problem{Type: "urn:mqgate:problem:header-too-large", Title: "Request header fields too large",
-			Status: 431, Detail: "api: request header fields too large: over 64KiB", Code: "header-too-large"}, p)
+			Status: 431, Detail: "request header fields too large: over 64KiB", Code: "header-too-large"}, p)
 		p = api.ProblemOf(errors.New("secret cause"))
 		require.Equal(t, 500, p.Status)
 		require.NotContains(t, p.Detail, "secret")
@@ -92,6 +94,28 @@ func TestErrorMapping(t *testing.T) {
 		require.Equal(t, http.StatusServiceUnavailable, rec.Code)
 		require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
 		require.JSONEq(t, `{"type":"urn:mqgate:problem:not-ready","title":"Not ready","status":503,
-			"detail":"api: not ready: closing","instance":"/readyz","code":"not-ready"}`, rec.Body.String())
+			"detail":"not ready: closing","instance":"/readyz","code":"not-ready"}`, rec.Body.String())
 	})
+}
+
+// TestProblemDetailNamesNoLayer: a detail speaks to the caller; a package
+// prefix that a wrapped error still carries (a package of the server, or
+// the standard library's "json: ", "http: ") is dropped wherever it sits.
+func TestProblemDetailNamesNoLayer(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"storage: message not found":                          "message not found",
+		"invalid argument: push url: push: forbidden address": "invalid argument: push url: forbidden address",
+		"api: broker: auth: unauthenticated":                  "unauthenticated",
+		"malformed request: json: unknown field":              "malformed request: unknown field",
+		"topic not found: orders":                             "topic not found: orders",
+		"properties: too many":                                "properties: too many",
+	} {
+		err := fmt.Errorf("%w: %s", broker.ErrInvalidArgument, in)
+		require.Equal(t, "invalid argument: "+want, api.ProblemOf(err).Detail, in)
+	}
+	for _, sentinel := range []error{broker.ErrTopicNotFound, broker.ErrShuttingDown, broker.ErrReadOnly, broker.ErrFlushTimeout,
+		broker.ErrIdempotencyInFlight, broker.ErrTransactionFinished, api.ErrMalformedRequest, api.ErrRateLimited} {
+		require.NotRegexp(t, `^[a-z]+: `, api.ProblemOf(sentinel).Detail)
+	}
 }

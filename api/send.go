@@ -305,6 +305,26 @@ func sendFormat(contentType string) int {
 	return formatRaw
 }
 
+// batchWithMessageFields is the error of a body with both messages and
+// fields of a single message (m): it names those fields and says what to
+// send instead.
+func batchWithMessageFields(m SendMessage) error {
+	if m.Transactional || m.ProducerGroup != "" || m.CheckAfterMs != 0 {
+		return invalidArgument("a transactional send carries one message: send {body, transactional, producerGroup, …} " +
+			"without messages, one send per transactional message (a batch of messages cannot be transactional)")
+	}
+	var fields []string
+	v, t := reflect.ValueOf(m), reflect.TypeOf(m)
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" && !v.Field(i).IsZero() {
+			fields = append(fields, name)
+		}
+	}
+	return invalidArgument("the body has messages and also %s of a single message: send either {messages:[…]} "+
+		"with those fields in each message, or one message without messages", strings.Join(fields, ", "))
+}
+
 // decodeEnvelope decodes a JSON send body: one message, or a batch (then
 // batch is true).
 func (h *handler) decodeEnvelope(r *http.Request, buf *[]byte) (msgs []broker.SendMessage, batch bool, err error) {
@@ -327,7 +347,7 @@ func (h *handler) decodeEnvelope(r *http.Request, buf *[]byte) (msgs []broker.Se
 		return []broker.SendMessage{msg}, false, nil
 	}
 	if !reflect.ValueOf(req.SendMessage).IsZero() {
-		return nil, true, invalidArgument("a send is either one message or {messages:[…]}, not both")
+		return nil, true, batchWithMessageFields(req.SendMessage)
 	}
 	list := *req.Messages
 	if len(list) == 0 {

@@ -3771,7 +3771,7 @@ const docTemplate = `{
                 "detail": {
                     "description": "Detail explains this occurrence.",
                     "type": "string",
-                    "example": "broker: topic not found"
+                    "example": "topic not found: orders"
                 },
                 "field": {
                     "description": "Field names the request field over a limit (body-too-large, properties-too-large, value-too-long), the\nquota reached (quota-exceeded: topics, queuesPerTopic, queues, groups, pushEndpoints, pendingTimers,\ntransactionsPerProducerGroup, pendingTransactions, instancesPerGroup), or\nthe filter that does not compile (invalid-sql: \"subscriptions[0].sql\", \"sql\").",

@@ -1310,7 +1310,7 @@ type Problem struct {
 
 	// Detail Detail explains this occurrence.
 	//
-	// Example: broker: topic not found
+	// Example: topic not found: orders
 	Detail *string `json:"detail,omitempty"`
 
 	// Field Field names the request field over a limit (body-too-large, properties-too-large, value-too-long), the

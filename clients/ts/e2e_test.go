@@ -129,7 +129,7 @@ func TestTypeScriptClientE2E(t *testing.T) {
 	require.Regexp(t, `^[0-9A-F]{32}$`, lines[0])
 	require.Equal(t, `created {"id":1001}`, lines[1])
 	require.Equal(t, "raw \x01\x02\x03", lines[2])
-	require.Equal(t, "404 broker: topic not found: nope", lines[3])
+	require.Equal(t, "404 topic not found: nope", lines[3])
 
 	called := checks.operations()
 	for _, op := range covered {

@@ -11,19 +11,20 @@ var (
 	ErrFileMode = errors.New("auth: acl file mode refused")
 )
 
-// Errors of authentication. The api package maps them to 401, 403 and 429.
+// Errors of authentication. The api package maps them to 401, 403 and 429
+// and shows their text to the caller (so no "auth: " prefix).
 var (
 	// ErrUnauthenticated: no credentials, or credentials that do not
 	// verify. The detail never says which of accessKey and secret was
 	// wrong.
-	ErrUnauthenticated = errors.New("auth: unauthenticated")
+	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrForbidden: a known account without the permission, or a request
 	// from an address outside a white list.
-	ErrForbidden = errors.New("auth: forbidden")
+	ErrForbidden = errors.New("forbidden")
 	// ErrThrottled: wrong credentials, after too many failures of the
 	// account (or of unknown accessKeys) from the address; the error's
 	// RetryAfter says when to try again. Correct credentials never get it.
-	ErrThrottled = errors.New("auth: too many failed authentications")
+	ErrThrottled = errors.New("too many failed authentications")
 )
 
 // ErrJWTConfig is wrapped by configuration errors of JWT verification.
@@ -31,4 +32,4 @@ var ErrJWTConfig = errors.New("auth: invalid jwt configuration")
 
 // errBadToken is the error of every token that does not verify (its
 // cause goes to the debug log only).
-var errBadToken = errors.New("auth: invalid bearer token")
+var errBadToken = errors.New("invalid bearer token")

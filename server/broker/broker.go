@@ -612,19 +612,47 @@ func mapStoreErr(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, storage.ErrReadOnly):
-		return fmt.Errorf("%w: %w", ErrReadOnly, err)
+		return storeErr(ErrReadOnly, err, nil)
 	case errors.Is(err, storage.ErrDiskFull):
-		return fmt.Errorf("%w: %w", ErrDiskFull, err)
+		return storeErr(ErrDiskFull, err, storage.ErrDiskFull)
 	case errors.Is(err, storage.ErrClosed):
-		return fmt.Errorf("%w: %w", ErrShuttingDown, err)
+		return storeErr(ErrShuttingDown, err, nil)
 	case errors.Is(err, storage.ErrMessageTooLarge):
-		return fmt.Errorf("%w: %w", ErrTooLarge, err)
-	case errors.Is(err, storage.ErrOffsetTooSmall), errors.Is(err, storage.ErrOffsetOutOfRange):
-		return fmt.Errorf("%w: %w", ErrOffsetOutOfRange, err)
+		return storeErr(ErrTooLarge, err, storage.ErrMessageTooLarge)
+	case errors.Is(err, storage.ErrOffsetTooSmall):
+		return storeErr(ErrOffsetOutOfRange, err, storage.ErrOffsetTooSmall)
+	case errors.Is(err, storage.ErrOffsetOutOfRange):
+		return storeErr(ErrOffsetOutOfRange, err, storage.ErrOffsetOutOfRange)
 	case errors.Is(err, storage.ErrNotFound):
-		return fmt.Errorf("%w: %w", ErrMessageNotFound, err)
+		return storeErr(ErrMessageNotFound, err, nil)
 	}
 	return err
+}
+
+// storeError is a storage error as the broker reports it: one of the
+// broker's sentinels, whose text callers see (the problem's detail), with
+// the store's error kept in the chain for errors.Is and errors.As.
+type storeError struct {
+	sentinel, cause error
+	text            string
+}
+
+func (e *storeError) Error() string   { return e.text }
+func (e *storeError) Unwrap() []error { return []error{e.sentinel, e.cause} }
+
+// storeErr wraps the store's cause in sentinel. The text is the
+// sentinel's; when the cause is "<shown>: what", what (about the request:
+// a size, an offset, the disk's fill) follows it. The store's own
+// sentinel text, which names the storage layer, is never shown, nor is a
+// cause that says only how the store works inside (shown nil).
+func storeErr(sentinel, cause, shown error) error {
+	text := sentinel.Error()
+	if shown != nil {
+		if what, ok := strings.CutPrefix(cause.Error(), shown.Error()+": "); ok {
+			text += ": " + what
+		}
+	}
+	return &storeError{sentinel: sentinel, cause: cause, text: text}
 }
 
 // toReceived converts a stored message for the wire.

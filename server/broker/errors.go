@@ -2,61 +2,63 @@ package broker
 
 import "errors"
 
-// Sentinel errors. Wrap them with context (fmt.Errorf("...: %w", err)); the
-// HTTP layer classifies them with errors.Is.
+// Sentinel errors. Wrap them with context (fmt.Errorf("%w: ...", Err…));
+// the HTTP layer classifies them with errors.Is and shows their text to
+// the caller as the problem's detail, so the text speaks of the request,
+// never of this package (no "broker: " prefix).
 var (
 	// ErrInvalidName: a topic or group name breaks the naming rules.
-	ErrInvalidName = errors.New("broker: invalid name")
+	ErrInvalidName = errors.New("invalid name")
 	// ErrInvalidArgument: a request field is out of range or inconsistent.
-	ErrInvalidArgument = errors.New("broker: invalid argument")
+	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrTopicNotFound: the topic does not exist (and auto-create is off).
-	ErrTopicNotFound = errors.New("broker: topic not found")
+	ErrTopicNotFound = errors.New("topic not found")
 	// ErrGroupNotFound: the group does not exist.
-	ErrGroupNotFound = errors.New("broker: group not found")
+	ErrGroupNotFound = errors.New("group not found")
 	// ErrMessageNotFound: no message has that id (or key).
-	ErrMessageNotFound = errors.New("broker: message not found")
+	ErrMessageNotFound = errors.New("message not found")
 	// ErrReservedName: the name is reserved for system topics/groups.
-	ErrReservedName = errors.New("broker: reserved name")
+	ErrReservedName = errors.New("reserved name")
 	// ErrTooLarge: a message body exceeds the maximum message size.
-	ErrTooLarge = errors.New("broker: message too large")
+	ErrTooLarge = errors.New("message too large")
 	// ErrEmptyBody: a message body is empty.
-	ErrEmptyBody = errors.New("broker: empty message body")
+	ErrEmptyBody = errors.New("empty message body")
 	// ErrShuttingDown: the broker is closing and accepts no new work.
-	ErrShuttingDown = errors.New("broker: shutting down")
+	ErrShuttingDown = errors.New("the server is shutting down")
 	// ErrReadOnly: the store failed a flush and is read-only until restart.
-	ErrReadOnly = errors.New("broker: store is read-only")
+	ErrReadOnly = errors.New("the store is read-only after a failed write, until the server restarts")
 	// ErrDiskFull: the disk is above the ceiling of the write (sends above
 	// --disk-send-ceiling, system records above --disk-system-ceiling), or
 	// has no room for the next CommitLog segment. Retryable; nothing of
 	// the refused write was stored.
-	ErrDiskFull = errors.New("broker: disk full")
+	ErrDiskFull = errors.New("disk full")
 	// ErrFlushTimeout: the write was appended but its flush did not finish
 	// in time; the outcome is unknown to the caller.
-	ErrFlushTimeout = errors.New("broker: flush timeout")
+	ErrFlushTimeout = errors.New("flush timeout: the write may or may not be stored")
 	// ErrOffsetOutOfRange: the requested queue offset is outside the
 	// queue's kept range.
-	ErrOffsetOutOfRange = errors.New("broker: offset out of range")
+	ErrOffsetOutOfRange = errors.New("offset out of range")
 	// ErrIdempotencyKeyReused: a dedup id was reused with a different
 	// payload.
-	ErrIdempotencyKeyReused = errors.New("broker: idempotency key reused with a different request")
+	ErrIdempotencyKeyReused = errors.New("idempotency key reused with a different request")
 	// ErrIdempotencyInFlight: a send with the same dedup id is still being
 	// processed.
-	ErrIdempotencyInFlight = errors.New("broker: idempotency key in flight")
+	ErrIdempotencyInFlight = errors.New("a request with this idempotency key is still in progress")
 	// ErrDispatchStalled: the store's dispatcher keeps failing (an I/O
 	// error); sends are durable but consumers do not see them.
-	ErrDispatchStalled = errors.New("broker: dispatcher stalled")
+	ErrDispatchStalled = errors.New("the store's dispatcher is stalled")
 	// ErrQueueShrink: an update would lower a topic's queue count (it
 	// always comes with ErrInvalidArgument).
-	ErrQueueShrink = errors.New("broker: a topic's queue count cannot shrink")
+	ErrQueueShrink = errors.New("a topic's queue count cannot shrink")
 	// ErrInvalidSQL: an SQL92 filter does not compile, or names a property
 	// of the broker (SQLError says where).
-	ErrInvalidSQL = errors.New("broker: invalid SQL filter")
+	ErrInvalidSQL = errors.New("invalid SQL filter")
 	// ErrClientIDRequired: a request of a broadcasting group's consumer
 	// instance (a pop pull) does not name the instance (the transport's
 	// X-Mqgate-Client-Id).
-	ErrClientIDRequired = errors.New("broker: client id required")
+	ErrClientIDRequired = errors.New("client id required")
 	// ErrNotImplemented: the operation is not implemented (yet).
-	ErrNotImplemented = errors.New("broker: not implemented")
+	ErrNotImplemented = errors.New("not implemented")
 )
 
 // Sentinels of the limits; LimitError unwraps to one of them.
@@ -64,20 +66,20 @@ var (
 	// ErrPropertiesTooLarge: a message's properties (with tag, keys,
 	// sharding key and dedup id) are over MaxUserPropertiesBytes or
 	// MaxProperties.
-	ErrPropertiesTooLarge = errors.New("broker: properties too large")
+	ErrPropertiesTooLarge = errors.New("properties too large")
 	// ErrValueTooLong: a field is longer than its limit.
-	ErrValueTooLong = errors.New("broker: value too long")
+	ErrValueTooLong = errors.New("value too long")
 )
 
 // ErrQuotaExceeded: the request would pass one of the broker's quotas.
-var ErrQuotaExceeded = errors.New("broker: quota exceeded")
+var ErrQuotaExceeded = errors.New("quota exceeded")
 
 // Sentinels of transactions (txn.go).
 var (
 	// ErrTransactionNotFound: no transaction has that id (never sent, or
 	// finished so long ago that retention took its records).
-	ErrTransactionNotFound = errors.New("broker: transaction not found")
+	ErrTransactionNotFound = errors.New("transaction not found")
 	// ErrTransactionFinished: the transaction ended the other way; it
 	// always comes as a *TransactionFinishedError.
-	ErrTransactionFinished = errors.New("broker: transaction finished")
+	ErrTransactionFinished = errors.New("transaction already finished")
 )

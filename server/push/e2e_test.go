@@ -429,7 +429,7 @@ func TestWebhookPush(t *testing.T) {
 			p := gw.problem(t, http.MethodPut, "/v1/groups/t25-ssrf", api.GroupRequest{
 				Subscriptions: []api.Subscription{{Topic: "t25-ssrf"}}, Push: &api.PushRequest{URL: tc.url},
 			}, http.StatusBadRequest, "invalid-argument")
-			require.Equal(t, "broker: invalid argument: push url: push: forbidden address: "+tc.reason, p.Detail, tc.url)
+			require.Equal(t, "invalid argument: push url: forbidden address: "+tc.reason, p.Detail, tc.url)
 		}
 		require.Equal(t, http.StatusNotFound, gw.status(t, http.MethodGet, "/v1/groups/t25-ssrf"), "nothing was stored")
 		require.Empty(t, denied.got(), "nothing was sent to the denied range")

@@ -230,7 +230,7 @@ func TestPushDenyPrivate(t *testing.T) {
 		} {
 			p := gw.problem(t, http.MethodPut, "/v1/groups/private", api.GroupRequest{Push: &api.PushRequest{URL: tc.url}},
 				http.StatusBadRequest, "invalid-argument")
-			require.Equal(t, "broker: invalid argument: push url: push: forbidden address: "+tc.reason+" (private ranges are denied)", p.Detail)
+			require.Equal(t, "invalid argument: push url: forbidden address: "+tc.reason+" (private ranges are denied)", p.Detail)
 		}
 		// A public name is not resolved at save time, and is accepted (the
 		// group subscribes to nothing, so nothing is ever pushed).

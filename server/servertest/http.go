@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -86,7 +87,33 @@ func CheckProblem(t testing.TB, what string, r Resp) api.Problem {
 	require.NotEmpty(t, p.Code, "%s: problem code", what)
 	require.Equal(t, ProblemType+p.Code, p.Type, "%s: problem type", what)
 	require.NotEmpty(t, p.Title, "%s: problem title", what)
+	require.NoError(t, CheckDetail(p.Detail), "%s: %s", what, r)
 	return p
+}
+
+// layerLike is a detail that starts like an error of a Go package
+// ("broker: …", "json: …").
+var layerLike = regexp.MustCompile(`^[a-z]+: `)
+
+// internalWords are what a detail never contains: a package of the
+// server as a prefix, or Go's own words for values and failures.
+var internalWords = []string{"broker:", "api:", "auth:", "storage:", "commitlog:", "push:", "consumequeue:",
+	"timerindex:", "pgmirror:", "json:", "strconv.", "Go struct", "Go value", "%!", "<nil>", "0xc", "goroutine", "runtime error"}
+
+// CheckDetail returns an error when a problem's detail does not speak to
+// the caller about the request: when it starts like a Go package's error
+// (^[a-z]+: ) or names a layer of the server or a Go-internal thing.
+// CheckProblem and the spec check of every response (spec.go) apply it.
+func CheckDetail(detail string) error {
+	if layerLike.MatchString(detail) {
+		return fmt.Errorf("problem detail %q starts like a Go package's error", detail)
+	}
+	for _, w := range internalWords {
+		if strings.Contains(detail, w) {
+			return fmt.Errorf("problem detail %q names %q, a layer of the server or of Go", detail, w)
+		}
+	}
+	return nil
 }
 
 // JSON performs a request with a JSON body (in marshalled; a string or

@@ -3,6 +3,7 @@ package servertest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
@@ -212,7 +213,19 @@ func (s *specTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(body))
-	s.checker.record(ValidateResponse(req.Method, req.URL.RequestURI(), resp.StatusCode, resp.Header, body))
+	err = ValidateResponse(req.Method, req.URL.RequestURI(), resp.StatusCode, resp.Header, body)
+	if err == nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+		// Every problem any test meets speaks to the caller.
+		var p struct {
+			Detail string `json:"detail"`
+		}
+		if json.Unmarshal(body, &p) == nil {
+			if derr := CheckDetail(p.Detail); derr != nil {
+				err = fmt.Errorf("%s %s -> %d: %w", req.Method, req.URL.RequestURI(), resp.StatusCode, derr)
+			}
+		}
+	}
+	s.checker.record(err)
 	return resp, nil
 }
 
@@ -293,4 +306,31 @@ func OperationIDs() []string {
 	}
 	sort.Strings(ids)
 	return ids
+}
+
+// Operation is one operation of the spec: its method and path template
+// (/v1/topics/{topic}).
+type Operation struct {
+	Method, Path string
+}
+
+// Operations lists every operation of the spec, sorted by path and method.
+func Operations() []Operation {
+	doc, err := loadSpec()
+	if err != nil {
+		return nil
+	}
+	var ops []Operation
+	for path, item := range doc.Paths.Map() {
+		for method := range item.Operations() {
+			ops = append(ops, Operation{Method: method, Path: "/v1" + path})
+		}
+	}
+	sort.Slice(ops, func(i, j int) bool {
+		if ops[i].Path != ops[j].Path {
+			return ops[i].Path < ops[j].Path
+		}
+		return ops[i].Method < ops[j].Method
+	})
+	return ops
 }

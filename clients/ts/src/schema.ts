@@ -1389,7 +1389,7 @@ export interface components {
             code: string;
             /**
              * @description Detail explains this occurrence.
-             * @example broker: topic not found
+             * @example topic not found: orders
              */
             detail?: string;
             /**
