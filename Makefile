@@ -16,10 +16,20 @@ build:
 run:
 	$(GO) run ./cmd/mqgate
 
-## test: formatting, vet, staticcheck, then every test under the race detector.
-test: lint test-race
+## test: every check of lint and every test under the race detector
+## (tools/test.sh: the generated-file checks first, then the rest of lint
+## beside the tests; it ends with the PostgreSQL tests skipped, if any, and
+## "N passed, N failed").
+test:
+	@GO="$(GO)" MAKE="$(MAKE)" PKGS="$(PKGS)" tools/test.sh
 
-lint: fmt-check vet staticcheck docs-check clients-check clients-ts-check spec-lint spec-breaking
+lint: lint-generated lint-static
+
+## lint-generated: the checks that regenerate files in the tree (the tests read them).
+lint-generated: docs-check clients-check clients-ts-generated-check
+
+## lint-static: the checks that only read the tree.
+lint-static: fmt-check vet staticcheck clients-ts-typecheck spec-lint spec-breaking
 
 ## docs: regenerate the OpenAPI spec (swag -> Swagger 2.0 -> OpenAPI 3). Never hand-edit docs/.
 docs:
@@ -65,7 +75,7 @@ spec-breaking:
 ## openapi-typescript pinned in clients/ts/package-lock.json (npm ci from the registry,
 ## or its cache). clients-ts-check (in lint): fail when the committed file is stale,
 ## and typecheck the package and its tests with the pinned tsc.
-.PHONY: clients-ts clients-ts-check
+.PHONY: clients-ts clients-ts-check clients-ts-generated-check clients-ts-typecheck lint-generated lint-static
 TS_CLIENT     := clients/ts
 clients-ts:
 	@command -v npm >/dev/null || { echo "clients-ts needs node and npm"; exit 1; }
@@ -81,8 +91,15 @@ clients-ts:
 clients-matrix:
 	$(GO) test -count=1 -v ./clients/matrix/
 
-clients-ts-check: clients-ts
+clients-ts-check: clients-ts-generated-check clients-ts-typecheck
+
+clients-ts-generated-check: clients-ts
 	@git diff --exit-code -- $(TS_CLIENT)/src/schema.ts || { echo "$(TS_CLIENT)/src/schema.ts is stale: run 'make clients-ts' and commit"; exit 1; }
+
+## clients-ts-typecheck installs only when node_modules is missing: in make lint
+## and make test, clients-ts has just installed it (and the tests read clients/ts).
+clients-ts-typecheck:
+	@test -d $(TS_CLIENT)/node_modules || { cd $(TS_CLIENT) && npm ci --prefer-offline --ignore-scripts --no-audit --no-fund --loglevel=error; }
 	cd $(TS_CLIENT) && npm run --silent typecheck
 
 fmt-check:

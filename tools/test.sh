@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# make test (what CI runs): every check of `make lint` and `go test -race
+# ./...`, in three steps so that the slow parts overlap:
+#   1. the checks that regenerate files in the tree (docs/, clients/go,
+#      clients/ts/src/schema.ts) and fail when they were stale — first,
+#      because the tests compile and read those files;
+#   2. at once: the remaining lint (gofmt, go vet, staticcheck, the
+#      TypeScript typecheck, the spec's lint and breaking-change check) in
+#      the background, and the race tests in the foreground, whose output
+#      shows as go test prints it (tools/testsum reads go test -json);
+#   3. the lint's output, then the summary: the PostgreSQL tests skipped
+#      (TEST_DATABASE_URL unset) and, last, "N passed, N failed".
+# Exit status 0 only when everything passed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+MAKE=${MAKE:-make}
+PKGS=${PKGS:-./...}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+now() { date +%s; }
+t0=$(now)
+echo "== lint (generated files): $MAKE lint-generated"
+if ! "$MAKE" --no-print-directory lint-generated; then
+	echo "lint-generated: FAILED"
+	exit 1
+fi
+t1=$(now)
+
+"$GO" build -o "$tmp/testsum" ./tools/testsum || exit 1
+(
+	s=$(now)
+	"$MAKE" --no-print-directory lint-static >"$tmp/lint.log" 2>&1
+	echo $? >"$tmp/lint.rc"
+	echo $(($(now) - s)) >"$tmp/lint.secs"
+) &
+lint=$!
+
+echo "== go test -race -count=1 -timeout 30m $PKGS (with $MAKE lint-static in the background)"
+"$GO" test -race -count=1 -timeout 30m -json $PKGS 2>&1 | "$tmp/testsum" -summary "$tmp/summary"
+tests=$?
+t2=$(now)
+wait "$lint"
+lintrc=$(cat "$tmp/lint.rc")
+
+echo "== $MAKE lint-static"
+cat "$tmp/lint.log"
+if [ "$lintrc" = 0 ]; then
+	echo "lint: ok"
+else
+	echo "lint: FAILED (exit $lintrc)"
+fi
+echo "time: lint-generated $((t1 - t0))s, tests $((t2 - t1))s, lint-static $(cat "$tmp/lint.secs")s (beside the tests), all $(($(now) - t0))s"
+cat "$tmp/summary"
+[ "$tests" = 0 ] && [ "$lintrc" = 0 ]
