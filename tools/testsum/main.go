@@ -38,7 +38,7 @@ type summary struct {
 	passed, failed, skipped int
 	failedPkgs              []string
 	testFails               map[string]int // package -> its failed tests
-	pgSkipped               []string // package.Test
+	pgSkipped               []string       // package.Test
 	buildFailed             bool
 }
 
