@@ -24,13 +24,6 @@ import (
 // go test ./cmd/mqgate -run TestCLITablesGolden -update
 var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
 
-// goldenCase is one admin command whose table output is compared with
-// testdata/golden/<name>.txt.
-type goldenCase struct {
-	name string   // the golden file's name
-	args []string // mqgate args…
-}
-
 // withoutGolden are the admin commands whose output is not compared with
 // a golden file, and why.
 var withoutGolden = map[string]string{}
