@@ -44,7 +44,7 @@ func TestServeIsTheDefaultWithDefaults(t *testing.T) {
 	c, ctx := parse(t)
 	require.Equal(t, "serve", ctx.Command())
 	want := server.DefaultConfig()
-	want.Version = "" // set by Run
+	want.Version, want.Commit = "", "" // set by Run
 	require.Equal(t, want, c.Serve.Config)
 }
 

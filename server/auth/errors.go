@@ -17,10 +17,10 @@ var (
 	// ErrUnauthenticated: no credentials, or credentials that do not
 	// verify. The detail never says which of accessKey and secret was
 	// wrong.
-	ErrUnauthenticated = errors.New("unauthenticated")
+	ErrUnauthenticated = errors.New("authentication required")
 	// ErrForbidden: a known account without the permission, or a request
 	// from an address outside a white list.
-	ErrForbidden = errors.New("forbidden")
+	ErrForbidden = errors.New("permission denied")
 	// ErrThrottled: wrong credentials, after too many failures of the
 	// account (or of unknown accessKeys) from the address; the error's
 	// RetryAfter says when to try again. Correct credentials never get it.

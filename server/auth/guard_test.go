@@ -72,7 +72,7 @@ accounts:
 	} {
 		_, err := g.Authenticate(basicRequest("127.0.0.1:1000", c.user, c.pass))
 		require.ErrorIs(t, err, ErrUnauthenticated, c.user)
-		require.Equal(t, "unauthenticated: wrong accessKey or secretKey", err.Error(), "one answer for unknown keys and wrong secrets")
+		require.Equal(t, "authentication required: wrong accessKey or secretKey", err.Error(), "one answer for unknown keys and wrong secrets")
 	}
 	_, err = g.Authenticate(basicRequest("127.0.0.1:1000", "", ""))
 	require.ErrorContains(t, err, "credentials are required")
