@@ -154,8 +154,8 @@ func TestCLITablesGolden(t *testing.T) {
 	}
 }
 
-// commandPath is the subcommand of args: its words before the first
-// argument that is not a command name (a name, an id, a flag).
+// commandPath is the admin command of args: the family and the command
+// ("topic list"; every admin command has two words).
 func commandPath(args []string) string {
 	return args[0] + " " + args[1]
 }
