@@ -2,17 +2,36 @@ package storage
 
 import (
 	"fmt"
+
+	"github.com/mqgate/mqgate/storage/commitlog"
 	"math"
 	"sync/atomic"
 	"time"
 )
 
 // Disk space (see doc.go, "Disk space"). The used fraction of the file
-// system is sampled every DiskCheckInterval and at every retention pass;
-// each append compares the last sample with the ceiling of its class.
-// A segment that cannot be created (a full file system) refuses the
-// append with ErrDiskFull too, whatever its class, and appends resume
-// with the first one after space returns.
+// system is sampled every DiskCheckInterval, at every retention pass, and
+// on the write path once the CommitLog has grown by diskResampleBytes
+// since the last sample; each append compares the last sample with the
+// ceiling of its class. Room the CommitLog cannot allocate (a full file
+// system) refuses the append with ErrDiskFull too; producers' messages
+// are refused before they would take the reserve kept for the others
+// (commitlog.KeepReserve), and appends resume with the first one after
+// space returns.
+
+// diskResampleBytes: an append samples the disk afresh once the CommitLog
+// has grown by this much since the last sample, so a fast producer cannot
+// outrun DiskCheckInterval and write past its ceiling.
+const diskResampleBytes = 1 << 20
+
+// use is the CommitLog use of an append of class c: only producers'
+// messages keep the reserve.
+func (c Class) use() commitlog.Use {
+	if c == ClassSend {
+		return commitlog.KeepReserve
+	}
+	return commitlog.UseReserve
+}
 
 // Class says which disk ceiling an append is held to.
 type Class uint8
@@ -50,13 +69,18 @@ func (c Class) String() string {
 type diskMonitor struct {
 	usage     atomic.Uint64 // math.Float64bits of the used fraction
 	sampledAt atomic.Int64  // unix nanoseconds of the last good sample
-	failure   atomic.Pointer[string]
+	// sampledLog is the CommitLog's Written at the last sample.
+	sampledLog atomic.Int64
+	failure    atomic.Pointer[string]
 }
 
 // sampleDisk measures the used fraction of the data directory's file
 // system and records it for the ceilings. A failed statfs keeps the last
 // sample (and is reported by DiskStatus).
 func (s *Store) sampleDisk() (float64, error) {
+	if s.commitLog != nil {
+		s.disk.sampledLog.Store(s.commitLog.Written())
+	}
 	u, err := s.opts.DiskUsage(s.opts.Dir)
 	if err != nil {
 		msg := err.Error()
@@ -75,6 +99,13 @@ func (s *Store) diskUsage() float64 { return math.Float64frombits(s.disk.usage.L
 // checkCeiling refuses an append of class when the last sample is above
 // its ceiling.
 func (s *Store) checkCeiling(class Class) error {
+	if class == ClassReclaim {
+		return nil
+	}
+	if last := s.disk.sampledLog.Load(); s.commitLog.Written()-last >= diskResampleBytes &&
+		s.disk.sampledLog.CompareAndSwap(last, s.commitLog.Written()) {
+		_, _ = s.sampleDisk() // a failure keeps the last sample and is reported by DiskStatus
+	}
 	u := s.diskUsage()
 	var ceiling float64
 	switch class {
@@ -105,9 +136,16 @@ type DiskStatus struct {
 	CleanRatio, SendCeiling, SystemCeiling float64
 	// PressureDelete is DiskPressureDelete.
 	PressureDelete bool
-	// SendsRefused and SystemRefused report whether Usage is above the
-	// send and the system ceiling.
+	// SendsRefused and SystemRefused report whether sends, and the
+	// broker's own records, are refused: Usage is above the send (system)
+	// ceiling, or the last append of the class was refused for want of
+	// room on the file system.
 	SendsRefused, SystemRefused bool
+	// SystemRoom is the CommitLog room allocated ahead of the write
+	// position that the broker's own records may still use (the rest of
+	// the active segment's allocated blocks and the next segment's
+	// reserve), in bytes.
+	SystemRoom int64
 	// NoSpace counts appends refused because the next CommitLog segment
 	// could not be created (a full file system), since Open.
 	NoSpace int64
@@ -116,14 +154,16 @@ type DiskStatus struct {
 // DiskStatus reports the last sample and the ceilings.
 func (s *Store) DiskStatus() DiskStatus {
 	u := s.diskUsage()
+	room, noSpace := s.commitLog.Room()
 	st := DiskStatus{
 		Usage:          u,
 		CleanRatio:     s.opts.DiskMaxUsedRatio,
 		SendCeiling:    s.opts.DiskSendCeiling,
 		SystemCeiling:  s.opts.DiskSystemCeiling,
 		PressureDelete: s.opts.DiskPressureDelete,
-		SendsRefused:   u > s.opts.DiskSendCeiling,
-		SystemRefused:  u > s.opts.DiskSystemCeiling,
+		SendsRefused:   u > s.opts.DiskSendCeiling || noSpace[commitlog.KeepReserve] || noSpace[commitlog.UseReserve],
+		SystemRefused:  u > s.opts.DiskSystemCeiling || noSpace[commitlog.UseReserve],
+		SystemRoom:     room,
 		NoSpace:        s.commitLog.Stats().AllocFailures,
 	}
 	if at := s.disk.sampledAt.Load(); at != 0 {

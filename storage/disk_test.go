@@ -93,7 +93,7 @@ func TestFullFileSystemIsRecoverable(t *testing.T) {
 		}
 	}
 	require.ErrorIs(t, err, storage.ErrDiskFull)
-	require.Contains(t, err.Error(), "cannot create the next segment")
+	require.Contains(t, err.Error(), "no space on the file system")
 	require.NoError(t, s.Err(), "a full disk never makes the store read-only")
 	require.Positive(t, s.DiskStatus().NoSpace)
 	t.Logf("reclaim records accepted on the full disk: %d", len(accepted["rec"]))

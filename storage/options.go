@@ -74,8 +74,16 @@ type Options struct {
 	// two ceilings is their reserved headroom. ClassReclaim appends are
 	// never refused by a ceiling. Default 0.95; at least DiskSendCeiling.
 	DiskSystemCeiling float64
+	// DiskSystemReserve is how many bytes of CommitLog room, allocated on
+	// the file system ahead of need, producers' messages may not use: the
+	// broker's own records (ClassSystem, ClassReclaim) keep it even when
+	// the file system is full (see doc.go, "Disk space"). Default
+	// commitlog.DefaultReserve (16 MiB), at most SegmentSize.
+	DiskSystemReserve int64
 	// DiskCheckInterval is how often the used fraction is sampled (statfs)
-	// for the ceilings; each retention pass samples it too. Default 1 s.
+	// for the ceilings; each retention pass samples it too, and so does an
+	// append once the CommitLog has grown by diskResampleBytes since the
+	// last sample. Default 1 s.
 	DiskCheckInterval time.Duration
 	// DiskUsage reports the used fraction (0..1) of the file system holding
 	// dir. Default: statfs, as df computes it. Tests replace it.
@@ -184,6 +192,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("storage: disk send ceiling %.2f is not in (0,1]", o.DiskSendCeiling)
 	case o.DiskSystemCeiling < o.DiskSendCeiling || o.DiskSystemCeiling > 1:
 		return fmt.Errorf("storage: disk system ceiling %.2f is not in [send ceiling %.2f, 1]", o.DiskSystemCeiling, o.DiskSendCeiling)
+	case o.DiskSystemReserve < 0:
+		return fmt.Errorf("storage: negative disk system reserve %d", o.DiskSystemReserve)
 	case o.DiskCheckInterval < 0 || o.RetentionInterval < 0 || o.FileReservedTime < 0:
 		return fmt.Errorf("storage: negative disk check interval, retention interval or file reserved time")
 	case o.ScrubInterval < 0:

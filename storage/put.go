@@ -128,7 +128,9 @@ func (s *Store) PutClass(class Class, ms []*message.Message, res []PutResult) er
 		res[0] = r
 		return err
 	}
-	return s.putBatch(class, ms, res, s.commitLog.AppendBatch)
+	return s.putBatch(class, ms, res, func(es []commitlog.Encoder, rs []commitlog.AppendResult) error {
+		return s.commitLog.AppendBatchUse(class.use(), es, rs)
+	})
 }
 
 // PutClassNoWait is PutClass that does not wait for the flush in sync mode
@@ -138,7 +140,9 @@ func (s *Store) PutClass(class Class, ms []*message.Message, res []PutResult) er
 // commitlog.LazyFlushDelay later. Only for records whose loss repeats work and
 // never loses a message: the broker's lease records.
 func (s *Store) PutClassNoWait(class Class, ms []*message.Message, res []PutResult) error {
-	return s.putBatch(class, ms, res, s.commitLog.AppendBatchNoWait)
+	return s.putBatch(class, ms, res, func(es []commitlog.Encoder, rs []commitlog.AppendResult) error {
+		return s.commitLog.AppendBatchNoWaitUse(class.use(), es, rs)
+	})
 }
 
 func (s *Store) putBatch(class Class, ms []*message.Message, res []PutResult, appendBatch func([]commitlog.Encoder, []commitlog.AppendResult) error) error {
@@ -176,7 +180,7 @@ func (s *Store) put(class Class, m *message.Message) (PutResult, error) {
 	}
 	enc := s.encoders.Get().(*putEncoder)
 	enc.msg, enc.size = m, size
-	res, err := s.commitLog.Append(enc)
+	res, err := s.commitLog.AppendUse(class.use(), enc)
 	enc.msg = nil
 	s.encoders.Put(enc)
 	if err != nil {

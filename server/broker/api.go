@@ -440,9 +440,14 @@ type DiskStatus struct {
 	// PressureDelete: above CleanRatio unconsumed segments are deleted too
 	// (--disk-pressure-delete).
 	PressureDelete bool
-	// SendsRefused and SystemRefused: Usage is above the send / system
-	// ceiling.
+	// SendsRefused and SystemRefused: sends / the broker's own records
+	// (acks, nacks and their retries, commits) are refused: Usage is above
+	// the send / system ceiling, or the last such append found no room on
+	// the file system.
 	SendsRefused, SystemRefused bool
+	// SystemRoom is the CommitLog room, allocated ahead of need, that the
+	// broker's own records may still use, in bytes.
+	SystemRoom int64
 	// NoSpace counts appends refused because the next CommitLog segment
 	// could not be created (a full file system), since start.
 	NoSpace int64

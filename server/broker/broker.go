@@ -520,12 +520,18 @@ func (b *Broker) Degraded() []string {
 		out = append(out, fmt.Sprintf("dispatcher %v behind the log (%d bytes not yet visible to consumers)", st.Delay.Truncate(time.Second), st.LagBytes))
 	}
 	switch d := b.store.DiskStatus(); {
-	case d.SystemRefused:
+	case d.SystemRefused && d.Usage > d.SystemCeiling:
 		out = append(out, fmt.Sprintf("disk %.1f%% used, above the system ceiling %.0f%%: sends, acks and other records are refused (507 disk-full) until space is freed",
 			100*d.Usage, 100*d.SystemCeiling))
+	case d.SystemRefused:
+		out = append(out, fmt.Sprintf("disk %.1f%% used and the room kept for the broker's own records is gone: sends, acks and other records are refused (507 disk-full) until space is freed",
+			100*d.Usage))
+	case d.SendsRefused && d.Usage > d.SendCeiling:
+		out = append(out, fmt.Sprintf("disk %.1f%% used, above the send ceiling %.0f%%: sends are refused (507 disk-full); acks, nacks and commits go on (%.1f MiB kept for them)",
+			100*d.Usage, 100*d.SendCeiling, float64(d.SystemRoom)/(1<<20)))
 	case d.SendsRefused:
-		out = append(out, fmt.Sprintf("disk %.1f%% used, above the send ceiling %.0f%%: sends are refused (507 disk-full); acks, nacks and commits go on",
-			100*d.Usage, 100*d.SendCeiling))
+		out = append(out, fmt.Sprintf("disk %.1f%% used and the file system has no room for more messages: sends are refused (507 disk-full); acks, nacks and commits go on (%.1f MiB kept for them)",
+			100*d.Usage, float64(d.SystemRoom)/(1<<20)))
 	}
 	return out
 }

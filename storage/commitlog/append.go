@@ -7,17 +7,44 @@ import (
 	"github.com/mqgate/mqgate/storage/internal/vfs"
 )
 
+// Use says whether an append may take the log's reserve: the room kept,
+// allocated, for the broker's own records on a full file system (see
+// "Disk space" in doc.go).
+type Use uint8
+
+const (
+	// UseReserve appends may use every allocated byte, the reserve
+	// included: records that keep promises made for data already
+	// accepted (acknowledgements, retries). Append, AppendBatch and
+	// AppendBatchNoWait use it.
+	UseReserve Use = iota
+	// KeepReserve appends are refused with ErrNoSpace unless the reserve
+	// stays whole after them: producers' messages.
+	KeepReserve
+)
+
+// String is "use-reserve" or "keep-reserve".
+func (u Use) String() string {
+	if u == KeepReserve {
+		return "keep-reserve"
+	}
+	return "use-reserve"
+}
+
 // Append writes one record. In FlushSync it returns only after the fdatasync
 // that covers the record has succeeded (group commit: concurrent appenders
 // share one flush); in FlushAsync it returns once the record is in the
 // page cache. It does not allocate. After an error the record, if placed, is
 // not known to be durable.
-func (l *Log) Append(e Encoder) (AppendResult, error) {
+func (l *Log) Append(e Encoder) (AppendResult, error) { return l.AppendUse(UseReserve, e) }
+
+// AppendUse is Append for an append of the given Use.
+func (l *Log) AppendUse(u Use, e Encoder) (AppendResult, error) {
 	size, err := l.frameSize(e.Len())
 	if err != nil {
 		return AppendResult{}, err
 	}
-	res, err := l.place(e, size)
+	res, err := l.place(e, size, u)
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -28,24 +55,22 @@ func (l *Log) Append(e Encoder) (AppendResult, error) {
 // place writes one frame under the append lock and publishes Written. The
 // deferred unlock keeps the log usable if an Encoder panics (the frame is
 // then never written).
-func (l *Log) place(e Encoder, size int) (AppendResult, error) {
+func (l *Log) place(e Encoder, size int, u Use) (AppendResult, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.writableLocked(); err != nil {
 		return AppendResult{}, err
 	}
-	rolls := 0
-	if !fits(l.active.end()-l.writePos, size) {
-		rolls = 1
-	}
-	if err := l.reserveLocked(rolls); err != nil {
+	l.sizes = append(l.sizes[:0], size)
+	if err := l.planLocked(l.sizes, u); err != nil {
 		return AppendResult{}, err
 	}
 	defer l.unstageLocked()
-	res, err := l.appendLocked(e, size)
+	res, err := l.appendLocked(e, size, l.rolls[0])
 	if err != nil {
 		return AppendResult{}, err
 	}
+	l.growLocked()
 	return res, l.endAppendLocked(true)
 }
 
@@ -77,7 +102,12 @@ func (l *Log) writeStagedLocked() error {
 // es[i]. Sizes are checked before anything is written, so a too-large
 // record fails the batch without writing any of it.
 func (l *Log) AppendBatch(es []Encoder, res []AppendResult) error {
-	end, err := l.appendBatch(es, res, true)
+	return l.AppendBatchUse(UseReserve, es, res)
+}
+
+// AppendBatchUse is AppendBatch for appends of the given Use.
+func (l *Log) AppendBatchUse(u Use, es []Encoder, res []AppendResult) error {
+	end, err := l.appendBatch(es, res, true, u)
 	if err != nil || end < 0 {
 		return err
 	}
@@ -93,7 +123,12 @@ func (l *Log) AppendBatch(es []Encoder, res []AppendResult) error {
 // sooner). Any later append that waits for its flush covers these records
 // too, since a flush covers a prefix of the log.
 func (l *Log) AppendBatchNoWait(es []Encoder, res []AppendResult) error {
-	end, err := l.appendBatch(es, res, false)
+	return l.AppendBatchNoWaitUse(UseReserve, es, res)
+}
+
+// AppendBatchNoWaitUse is AppendBatchNoWait for appends of the given Use.
+func (l *Log) AppendBatchNoWaitUse(u Use, es []Encoder, res []AppendResult) error {
+	end, err := l.appendBatch(es, res, false, u)
 	if err != nil || end < 0 {
 		return err
 	}
@@ -111,7 +146,7 @@ func (l *Log) AppendBatchNoWait(es []Encoder, res []AppendResult) error {
 // appendBatch checks and places a batch; end is the log offset after its
 // last record, -1 for an empty batch; waits says whether the caller waits
 // for its flush (endAppendLocked).
-func (l *Log) appendBatch(es []Encoder, res []AppendResult, waits bool) (end int64, err error) {
+func (l *Log) appendBatch(es []Encoder, res []AppendResult, waits bool, u Use) (end int64, err error) {
 	if len(res) < len(es) {
 		return -1, fmt.Errorf("%w: %d results for %d records", ErrInvalidArgument, len(res), len(es))
 	}
@@ -123,7 +158,7 @@ func (l *Log) appendBatch(es []Encoder, res []AppendResult, waits bool) (end int
 			return -1, fmt.Errorf("record %d: %w", i, err)
 		}
 	}
-	if err := l.placeBatch(es, res, waits); err != nil {
+	if err := l.placeBatch(es, res, waits, u); err != nil {
 		return -1, err
 	}
 	l.stats.appends.Add(int64(len(es)))
@@ -133,34 +168,140 @@ func (l *Log) appendBatch(es []Encoder, res []AppendResult, waits bool) (end int
 // placeBatch is place for a batch whose sizes were checked. Every segment
 // the batch will roll into is created before its first record is written,
 // so a batch is refused whole (ErrNoSpace) or placed whole.
-func (l *Log) placeBatch(es []Encoder, res []AppendResult, waits bool) error {
+func (l *Log) placeBatch(es []Encoder, res []AppendResult, waits bool, u Use) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.writableLocked(); err != nil {
 		return err
 	}
-	rolls, left := 0, l.active.end()-l.writePos
+	l.sizes = l.sizes[:0]
 	for _, e := range es {
 		size, _ := l.frameSize(e.Len())
-		if !fits(left, size) {
-			rolls++
-			left = l.opts.SegmentSize
-		}
-		left -= int64(size)
+		l.sizes = append(l.sizes, size)
 	}
-	if err := l.reserveLocked(rolls); err != nil {
+	if err := l.planLocked(l.sizes, u); err != nil {
 		return err
 	}
 	defer l.unstageLocked()
 	for i, e := range es {
-		size, _ := l.frameSize(e.Len())
-		r, err := l.appendLocked(e, size)
+		r, err := l.appendLocked(e, l.sizes[i], l.rolls[i])
 		if err != nil {
 			return err
 		}
 		res[i] = r
 	}
+	l.growLocked()
 	return l.endAppendLocked(waits)
+}
+
+// planLocked decides, before anything is written, where the frames of
+// sizes go and makes sure every byte they (and the Blank frames before
+// the rolls) will be written to is allocated, so that no write can meet a
+// full disk (a pwrite failing would kill the write path, and a store into
+// the mapping would raise SIGBUS). l.rolls[i] says whether frame i starts
+// the next segment. A frame rolls when it does not fit (the placement
+// invariant), or — UseReserve only — when its segment cannot be given
+// more blocks: it then goes on into the next segment, whose first Reserve
+// bytes were allocated when it was created. A KeepReserve append is
+// refused instead, and also unless the segment after its last one exists
+// (with its reserve allocated), so the reserve is always there for the
+// others. Any refusal is ErrNoSpace and leaves the log as it was.
+func (l *Log) planLocked(sizes []int, u Use) (err error) {
+	defer func() {
+		if err != nil {
+			l.noSpace[u].Store(true)
+		} else {
+			l.noSpace[u].Store(false)
+		}
+	}()
+	l.rolls = l.rolls[:0]
+	seg, k, pos := l.active, 0, l.writePos
+	for _, size := range sizes {
+		end := pos + int64(size)
+		roll := !fits(seg.end()-pos, size)
+		if !roll {
+			if err := seg.allocate(end + HeaderSize - seg.base); err != nil {
+				if u == KeepReserve || pos == seg.base {
+					return l.noSpaceErr(seg, err)
+				}
+				roll = true
+			}
+		}
+		if roll {
+			// The Blank frame's header at pos (when it fits).
+			if err := seg.allocate(min(pos+HeaderSize, seg.end()) - seg.base); err != nil {
+				return l.noSpaceErr(seg, err)
+			}
+			k++
+			if err := l.reserveLocked(k); err != nil {
+				return err
+			}
+			seg, pos = l.reserve[k-1], l.reserve[k-1].base
+			end = pos + int64(size)
+			if err := seg.allocate(end + HeaderSize - seg.base); err != nil {
+				return l.noSpaceErr(seg, err)
+			}
+		}
+		l.rolls = append(l.rolls, roll)
+		pos = end
+	}
+	if u == KeepReserve {
+		return l.reserveLocked(k + 1)
+	}
+	return nil
+}
+
+// noSpaceErr is the ErrNoSpace of an allocation that failed in seg.
+func (l *Log) noSpaceErr(seg *segment, err error) error {
+	l.stats.allocFailures.Add(1)
+	return fmt.Errorf("%w: allocating in segment %d: %w", ErrNoSpace, seg.base, err)
+}
+
+// growLocked asks the allocator for more blocks ahead of the write
+// position once less than half the window is left (aheadFor).
+func (l *Log) growLocked() {
+	s := l.active
+	rel := l.writePos - s.base
+	if a := s.allocated.Load(); a < s.size && a-rel < aheadFor(rel)/2 {
+		l.growSeg.Store(s)
+		l.growRel.Store(rel)
+		l.alloc.kickGrow()
+	}
+}
+
+// growActive allocates the window ahead of the write position in the
+// active segment (aheadFor), on the allocator's goroutine: appends then
+// find their blocks allocated. A failure (a full disk) is left to the
+// appends, which allocate what they need themselves and are refused when
+// they cannot.
+//
+// It must not take mu: an append holding mu may be waiting for the
+// allocator (reserveLocked). growLocked leaves it the segment and the
+// position.
+func (l *Log) growActive() {
+	s, rel := l.growSeg.Load(), l.growRel.Load()
+	if s == nil {
+		return
+	}
+	if err := s.allocate(rel + aheadFor(rel)); err != nil {
+		l.log.Debug().Err(err).Int64("segment", s.base).Msg("allocating ahead of the write position failed")
+	}
+}
+
+// Room reports the bytes allocated ahead of the write position for
+// UseReserve appends — what is left in the active segment and the
+// reserve of the next one, if it exists — and whether the last append of
+// each Use was refused with ErrNoSpace (noSpace[KeepReserve] is true once
+// producers are refused for want of room; noSpace[UseReserve] once even
+// the reserve is gone).
+func (l *Log) Room() (bytes int64, noSpace [2]bool) {
+	l.mu.Lock()
+	bytes = l.active.room(l.writePos - l.active.base)
+	if len(l.reserve) > 0 {
+		bytes += l.reserve[0].allocated.Load()
+	}
+	l.mu.Unlock()
+	return bytes, [2]bool{l.noSpace[UseReserve].Load(), l.noSpace[KeepReserve].Load()}
 }
 
 // end is the log offset just after the record.
@@ -198,13 +339,13 @@ func fits(left int64, size int) bool {
 }
 
 // appendLocked places one frame of size bytes at the write position,
-// rolling to the next segment first if the placement invariant requires
-// it. Called with mu held, after reserveLocked made sure the segments it
-// rolls into exist. The frame is encoded into the stage buffer, which
+// rolling to the next segment first if planLocked said so (or the
+// placement invariant requires it). Called with mu held, after planLocked
+// made sure the segments it rolls into exist and its bytes are allocated. The frame is encoded into the stage buffer, which
 // writeStageLocked writes to the file; it does not publish Written.
-func (l *Log) appendLocked(e Encoder, size int) (AppendResult, error) {
+func (l *Log) appendLocked(e Encoder, size int, roll bool) (AppendResult, error) {
 	left := l.active.end() - l.writePos
-	if !fits(left, size) {
+	if roll || !fits(left, size) {
 		if err := l.rollLocked(left); err != nil {
 			return AppendResult{}, err
 		}
@@ -270,7 +411,12 @@ func (l *Log) zeroAheadLocked() {
 	if l.zeroedTo-l.writePos >= l.opts.ZeroAhead/2 {
 		return
 	}
-	end := min(l.writePos+l.opts.ZeroAhead, s.end())
+	// Only into allocated blocks: a write into a hole could meet a full
+	// disk.
+	end := min(l.writePos+l.opts.ZeroAhead, s.base+s.allocated.Load())
+	if end <= l.zeroedTo {
+		return
+	}
 	if err := vfs.WriteZeros(s.file, l.zeroedTo-s.base, end-l.zeroedTo); err != nil {
 		l.zeroFailed = true
 		l.log.Warn().Err(err).Msg("writing zeros ahead of the frames failed; not trying again")

@@ -15,14 +15,16 @@ var (
 	// ErrNoSpace instead). Err reports the cause; a restart re-reads the
 	// log from disk.
 	ErrReadOnly = errors.New("commitlog: read-only after a write failure")
-	// ErrNoSpace is returned by an append that needs a new segment which
-	// could not be created (fallocate failing with ENOSPC, typically; any
-	// error creating it counts). Nothing of the append was written: the
-	// whole append, or batch, is refused before its first byte, and the
-	// write path stays alive. The creation is retried in the background
-	// for the next append, so appends resume by themselves once space
-	// returns.
-	ErrNoSpace = errors.New("commitlog: cannot create the next segment")
+	// ErrNoSpace is returned by an append that needs room the file system
+	// cannot give: blocks past the allocated ones in its segment, or a new
+	// segment (fallocate failing with ENOSPC, typically; any error
+	// creating a segment counts), or, for a KeepReserve append, the
+	// reserve that must stay after it (see "Disk space" in doc.go).
+	// Nothing of the append was written: the whole append, or batch, is
+	// refused before its first byte, and the write path stays alive. The
+	// next append that needs the room tries again, so appends resume by
+	// themselves once space returns.
+	ErrNoSpace = errors.New("commitlog: no space on the file system")
 	// ErrRecordTooLarge is returned when a frame (payload + HeaderSize)
 	// cannot be placed in an empty segment: it is larger than SegmentSize,
 	// or would leave 1..HeaderSize-1 bytes of it.

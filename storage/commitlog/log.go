@@ -112,6 +112,10 @@ type Log struct {
 	// contiguously: an append takes what it needs before writing anything
 	// (reserveLocked), so a roll inside it cannot fail.
 	reserve []*segment
+	// sizes and rolls are planLocked's scratch: the frame sizes of the
+	// append in progress and whether each starts the next segment.
+	sizes []int
+	rolls []bool
 	// allocPending: the allocator has a request outstanding (for the
 	// segment after the last reserved one).
 	allocPending bool
@@ -155,6 +159,12 @@ type Log struct {
 	notify     chan struct{} // cap 1: see Notify
 
 	alloc *allocator
+	// growSeg and growRel: the segment and relative write position
+	// growActive allocates ahead of (set by growLocked).
+	growSeg atomic.Pointer[segment]
+	growRel atomic.Int64
+	// noSpace[u]: the last append of Use u was refused with ErrNoSpace.
+	noSpace [2]atomic.Bool
 	// The allocator and the flusher: event-driven loops (woken by
 	// requests and appends) on internal/worker's Service shape.
 	allocWorker, flusher *worker.Service
@@ -187,9 +197,10 @@ func Open(opts Options) (*Log, error) {
 	if err := l.recover(); err != nil {
 		return nil, err
 	}
-	l.alloc = newAllocator(l.fs, opts.Dir, opts.SegmentSize, l.log)
+	l.alloc = newAllocator(l.fs, opts.Dir, opts.SegmentSize, opts.Reserve, l.log, l.growActive)
 	l.alloc.request(l.active.end())
 	l.allocPending = true
+	l.growLocked()
 	l.allocWorker = worker.New(func(ctx context.Context) { l.alloc.run(ctx.Done()) })
 	l.flusher = worker.New(l.runFlusher)
 	l.allocWorker.Start(context.Background())

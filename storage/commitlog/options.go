@@ -63,6 +63,17 @@ const (
 	DefaultFlushInterval = 500 * time.Millisecond
 	// DefaultSlowFlush is the flush duration above which a warning is logged.
 	DefaultSlowFlush = time.Second
+	// DefaultReserve is how many bytes of room the log keeps allocated for
+	// appends that may take the reserve (UseReserve: the broker's own
+	// records) beyond what the others (KeepReserve: producers' messages)
+	// may use; see "Disk space" in doc.go. At most SegmentSize.
+	DefaultReserve int64 = 16 << 20
+	// aheadMin and aheadMax bound the window of blocks allocated ahead of
+	// the write position in the active segment: it grows with what the
+	// segment holds (from 4 MiB for a fresh one to 64 MiB), so a fresh log
+	// takes little disk and a busy one allocates in big steps.
+	aheadMin int64 = 4 << 20
+	aheadMax int64 = 64 << 20
 	// DefaultZeroAhead is how far ahead of the last frame FlushSync keeps
 	// the active segment's blocks written (with zeros) while flushes are
 	// small (see "Writes" in doc.go).
@@ -90,6 +101,13 @@ type Options struct {
 	// SlowFlush is the flush duration above which a warning is logged.
 	// Default 1 s.
 	SlowFlush time.Duration
+	// Reserve is how many bytes the log keeps allocated for appends that
+	// may take the reserve (UseReserve) and that appends which keep it
+	// (KeepReserve) may not use: the first Reserve bytes of the segment
+	// after the active one exist, fallocate'd, before a KeepReserve append
+	// is accepted. Default DefaultReserve; at most SegmentSize (a larger
+	// value is lowered to it); negative is refused.
+	Reserve int64
 	// ZeroAhead is how many bytes past the last frame FlushSync keeps
 	// written with zeros while flushes are small, so that the fdatasync of
 	// a small flush does not also commit the conversion of fallocate'd
@@ -123,6 +141,10 @@ type Options struct {
 	FS vfs.FS
 }
 
+// aheadFor is the window allocated ahead of the relative write position
+// rel in the active segment.
+func aheadFor(rel int64) int64 { return min(max(rel, aheadMin), aheadMax) }
+
 // withDefaults returns o with zero values replaced by defaults.
 func (o Options) withDefaults() Options {
 	if o.SegmentSize == 0 {
@@ -136,6 +158,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ZeroAhead == 0 {
 		o.ZeroAhead = DefaultZeroAhead
+	}
+	if o.Reserve == 0 {
+		o.Reserve = DefaultReserve
+	}
+	if o.SegmentSize > 0 && o.Reserve > o.SegmentSize {
+		o.Reserve = o.SegmentSize
 	}
 	if o.FS == nil {
 		o.FS = vfs.OS()
@@ -155,6 +183,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("%w: SegmentSize %d outside [%d, %d]", ErrInvalidArgument, o.SegmentSize, MinSegmentSize, MaxSegmentSize)
 	case o.FlushMode != FlushSync && o.FlushMode != FlushAsync:
 		return fmt.Errorf("%w: %v", ErrInvalidArgument, o.FlushMode)
+	case o.Reserve < 0:
+		return fmt.Errorf("%w: negative Reserve %d", ErrInvalidArgument, o.Reserve)
 	case o.FlushInterval < 0:
 		return fmt.Errorf("%w: negative FlushInterval %v", ErrInvalidArgument, o.FlushInterval)
 	case o.RecoverFrom < 0 || o.HighWater < 0:

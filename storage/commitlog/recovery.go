@@ -92,7 +92,7 @@ func (l *Log) recover() (err error) {
 		}
 	}
 	if len(kept) == 0 {
-		s, err := createSegment(l.fs, o.Dir, w.end, o.SegmentSize)
+		s, err := createSegment(l.fs, o.Dir, w.end, o.SegmentSize, aheadFor(0))
 		if err != nil {
 			return err
 		}
@@ -109,6 +109,9 @@ func (l *Log) recover() (err error) {
 	l.segments = kept
 	l.active = kept[len(kept)-1]
 	l.writePos = w.end
+	// What was written is allocated; what lies ahead is allocated again
+	// by the first growActive (a no-op for blocks that already are).
+	l.active.allocated.Store(max(l.active.allocated.Load(), w.end-l.active.base))
 	l.written.Store(w.end)
 	l.flushed.Store(w.end)
 	l.minOffset.Store(kept[0].base)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -35,6 +36,11 @@ type segment struct {
 	mapping vfs.Mapping // nil for an empty file or after release
 	data    []byte      // mapping.Bytes(); nil after release
 
+	// allocated: the file's blocks below this (relative) offset are
+	// allocated, so writes there cannot fail for want of space (see
+	// "Disk space" in doc.go). It only grows; allocate raises it.
+	allocated atomic.Int64
+
 	// file is the open segment file: the appender pwrites records into
 	// it and the flusher fdatasyncs it. The flusher closes it (under
 	// mu.Lock) once the segment is sealed and flushed, release if it is
@@ -45,6 +51,43 @@ type segment struct {
 }
 
 func (s *segment) end() int64 { return s.base + s.size }
+
+// allocPage rounds allocations: fallocate works in blocks.
+const allocPage = 4096
+
+// allocate makes the blocks of the segment below the relative offset to
+// (rounded up to a page, capped at the size) allocated, if they are not
+// yet. It takes mu.RLock, so the file is not closed under it. A file
+// system that cannot allocate ahead counts as allocated: writes there
+// may then still meet a full disk, as they would without this.
+func (s *segment) allocate(to int64) error {
+	to = min(s.size, (to+allocPage-1)/allocPage*allocPage)
+	from := s.allocated.Load()
+	if from >= to {
+		return nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.file == nil {
+		return nil // sealed and flushed: nothing writes it again
+	}
+	ok, err := s.file.Allocate(from, to-from)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		to = s.size
+	}
+	for {
+		cur := s.allocated.Load()
+		if cur >= to || s.allocated.CompareAndSwap(cur, to) {
+			return nil
+		}
+	}
+}
+
+// room is how many bytes past the relative offset rel are allocated.
+func (s *segment) room(rel int64) int64 { return max(0, s.allocated.Load()-rel) }
 
 // release closes the file and unmaps the segment once no reader is inside
 // it.
@@ -90,10 +133,13 @@ func segmentName(base int64) string { return fileutil.NumberedName(base) }
 // parseSegmentName returns the base offset encoded in a segment file name.
 func parseSegmentName(name string) (int64, bool) { return fileutil.ParseNumberedName(name) }
 
-// createSegment makes a new, zero-filled, fully preallocated segment the
-// durable way: <name>.tmp, fallocate, fdatasync, rename, fsync the directory
-// (etcd cut(); ARCHITECTURE.md, crash-consistency rule 2). The segment is returned mapped.
-func createSegment(fs vfs.FS, dir string, base, size int64) (_ *segment, err error) {
+// createSegment makes a new, zero-filled segment of size bytes the durable
+// way: <name>.tmp, ftruncate to size (a sparse file), fallocate of its
+// first alloc bytes (the room that must exist before the segment is used:
+// see "Disk space" in doc.go), fdatasync, rename, fsync the directory (etcd
+// cut(); ARCHITECTURE.md, crash-consistency rule 2). The segment is
+// returned mapped.
+func createSegment(fs vfs.FS, dir string, base, size, alloc int64) (_ *segment, err error) {
 	path := filepath.Join(dir, segmentName(base))
 	if _, err := fs.Stat(path); err == nil {
 		return nil, fmt.Errorf("create segment %s: %w", path, os.ErrExist)
@@ -121,8 +167,16 @@ func createSegment(fs vfs.FS, dir string, base, size int64) (_ *segment, err err
 			}
 		}
 	}()
-	if err := f.Preallocate(size); err != nil {
+	if err := f.Truncate(size); err != nil {
+		return nil, fmt.Errorf("size segment %s: %w", tmp, err)
+	}
+	alloc = min(size, (alloc+allocPage-1)/allocPage*allocPage)
+	ok, err := f.Allocate(0, alloc)
+	if err != nil {
 		return nil, fmt.Errorf("preallocate segment %s: %w", tmp, err)
+	}
+	if !ok {
+		alloc = size
 	}
 	if err := f.Sync(); err != nil {
 		return nil, fmt.Errorf("sync segment %s: %w", tmp, err)
@@ -148,7 +202,9 @@ func createSegment(fs vfs.FS, dir string, base, size int64) (_ *segment, err err
 		return nil, fmt.Errorf("close segment %s: %w", tmp, err)
 	}
 	f = g
-	return &segment{base: base, size: size, path: path, mapping: mapping, data: mapping.Bytes(), file: f}, nil
+	seg := &segment{base: base, size: size, path: path, mapping: mapping, data: mapping.Bytes(), file: f}
+	seg.allocated.Store(alloc)
+	return seg, nil
 }
 
 // openSegment opens and maps an existing segment file. The file stays open
@@ -269,13 +325,19 @@ func lastNonZero(b []byte) int {
 // swaps pointers. At most one request is outstanding: the appender takes a
 // result and, when it is a segment, immediately asks for the following
 // one; after a failure the next append that needs a segment asks again.
+//
+// It also allocates blocks ahead of the write position in the active
+// segment when grow is signalled (Log.growActive), off the append path.
 type allocator struct {
 	fs       vfs.FS
 	dir      string
 	size     int64
+	reserve  int64 // bytes of a new segment allocated at creation
 	log      zerolog.Logger
 	requests chan int64       // base of the segment wanted; cap 1
 	results  chan allocResult // cap 1
+	grow     chan struct{}    // cap 1: allocate ahead in the active segment
+	growFn   func()
 	// failures counts consecutive failed creations; only run touches it.
 	failures int
 }
@@ -285,9 +347,9 @@ type allocResult struct {
 	err error
 }
 
-func newAllocator(fs vfs.FS, dir string, size int64, log zerolog.Logger) *allocator {
-	return &allocator{fs: fs, dir: dir, size: size, log: log,
-		requests: make(chan int64, 1), results: make(chan allocResult, 1)}
+func newAllocator(fs vfs.FS, dir string, size, reserve int64, log zerolog.Logger, growFn func()) *allocator {
+	return &allocator{fs: fs, dir: dir, size: size, reserve: reserve, log: log, growFn: growFn,
+		requests: make(chan int64, 1), results: make(chan allocResult, 1), grow: make(chan struct{}, 1)}
 }
 
 // run serves requests until stop is closed.
@@ -299,6 +361,8 @@ func (a *allocator) run(stop <-chan struct{}) {
 		case base := <-a.requests:
 			seg, err := a.runOnce(base)
 			a.results <- allocResult{seg: seg, err: err}
+		case <-a.grow:
+			a.growFn()
 		}
 	}
 }
@@ -308,7 +372,7 @@ func (a *allocator) run(stop <-chan struct{}) {
 // only the first failure, and every 100th, is logged as an error.
 func (a *allocator) runOnce(base int64) (*segment, error) {
 	start := time.Now()
-	seg, err := createSegment(a.fs, a.dir, base, a.size)
+	seg, err := createSegment(a.fs, a.dir, base, a.size, a.reserve)
 	if err != nil {
 		a.failures++
 		ev := a.log.Debug()
@@ -325,6 +389,14 @@ func (a *allocator) runOnce(base int64) (*segment, error) {
 	}
 	a.log.Debug().Int64("base", base).Dur("took", time.Since(start)).Msg("next segment preallocated")
 	return seg, nil
+}
+
+// kickGrow asks for blocks ahead of the write position (coalesced).
+func (a *allocator) kickGrow() {
+	select {
+	case a.grow <- struct{}{}:
+	default:
+	}
 }
 
 // request asks for the segment starting at base.

@@ -34,7 +34,7 @@ func TestNonZeroSpan(t *testing.T) {
 	for seed := range uint64(8) {
 		rng := rand.New(rand.NewPCG(seed, 17))
 		dir := t.TempDir()
-		s, err := createSegment(vfs.OS(), dir, 0, size)
+		s, err := createSegment(vfs.OS(), dir, 0, size, size)
 		require.NoError(t, err)
 		var marks []int
 		for range rng.IntN(4) {

@@ -167,6 +167,26 @@ func WriteZeros(f interface {
 	return nil
 }
 
+// Allocate makes the file system allocate the blocks of [off, off+n) of f
+// (fallocate(2), mode 0: growing the file if the range passes its end,
+// leaving it as it is otherwise), so that later writes there, through
+// pwrite or a memory mapping, cannot fail for want of space. It reports
+// false without error when the file system cannot allocate ahead (the
+// range is left as it is: writes there may then still find the disk full).
+func Allocate(f *os.File, off, n int64) (bool, error) {
+	if n <= 0 {
+		return true, nil
+	}
+	err := unix.Fallocate(int(f.Fd()), 0, off, n)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS):
+		return false, nil
+	}
+	return false, fmt.Errorf("fallocate %s [%d, %d): %w", f.Name(), off, off+n, err)
+}
+
 // PunchHole releases the blocks of [off, off+n) of f, which then reads as
 // zeros; the size does not change. It reports false without error when the
 // file system cannot punch holes (the range is left as it is).

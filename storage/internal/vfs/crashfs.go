@@ -511,6 +511,12 @@ func (f *faultFile) Preallocate(size int64) error {
 	return err
 }
 
+func (f *faultFile) Allocate(off, n int64) (bool, error) {
+	ok, err := f.File.Allocate(off, n)
+	f.touch(OpPreallocate)
+	return ok, err
+}
+
 func (f *faultFile) PunchHole(off, n int64) (bool, error) {
 	ok, err := f.File.PunchHole(off, n)
 	f.touch(OpPreallocate)

@@ -25,7 +25,7 @@ const (
 	OpRead                  // File.ReadAt
 	OpWrite                 // File.WriteAt
 	OpClose                 // File.Close
-	OpPreallocate           // File.Preallocate
+	OpPreallocate           // File.Preallocate, File.Allocate and File.PunchHole
 	OpSync                  // File.Sync (fdatasync)
 	OpSeek                  // File.SeekData and File.SeekHole
 	OpMap                   // File.Map
@@ -218,6 +218,13 @@ func (e errorFile) Truncate(size int64) error {
 		return err
 	}
 	return e.f.Truncate(size)
+}
+
+func (e errorFile) Allocate(off, n int64) (bool, error) {
+	if err := e.inj.MaybeError(OpPreallocate, e.f.Name()); err != nil {
+		return false, err
+	}
+	return e.f.Allocate(off, n)
 }
 
 func (e errorFile) PunchHole(off, n int64) (bool, error) {

@@ -62,6 +62,10 @@ type File interface {
 	Stat() (os.FileInfo, error)
 	// Preallocate reserves size bytes (fallocate(2)), extending the file.
 	Preallocate(size int64) error
+	// Allocate allocates the blocks of [off, off+n) (fallocate(2)),
+	// extending the file only if the range passes its end. It reports
+	// false without error when the file system cannot allocate ahead.
+	Allocate(off, n int64) (bool, error)
 	// Sync makes the file's data durable (fdatasync(2)).
 	Sync() error
 	// Truncate changes the file's size (ftruncate(2)); growing it adds a
@@ -138,6 +142,8 @@ func (f osFile) Sync() error {
 	}
 	return nil
 }
+
+func (f osFile) Allocate(off, n int64) (bool, error) { return fileutil.Allocate(f.File, off, n) }
 
 func (f osFile) PunchHole(off, n int64) (bool, error) { return fileutil.PunchHole(f.File, off, n) }
 
