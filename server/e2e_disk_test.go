@@ -246,3 +246,104 @@ func TestE2EDiskFilledByAnotherProcess(t *testing.T) {
 	require.Equal(t, prog.Queues[0].ConsumerOffset, got[0].QueueOffset, "delivery goes on after what was dropped")
 	t.Logf("--disk-pressure-delete dropped %.0f unconsumed messages of group g", lost)
 }
+
+// TestE2EDiskFilledBySendsDrains fills a 64 MiB tmpfs with 64 KiB sends
+// on 8 MiB segments, with the disk sampled only once a second and no
+// retention: the send ceiling is checked on the write path, so sends get
+// 507 disk-full before they eat the room kept for the broker's own
+// records (the next segment's first 8 MiB, allocated ahead). Then every
+// consumer operation works until everything is drained: pulls of 32 with
+// leases, acks, nacks whose retry copies come back and are acked, lease
+// changes and offset commits. /readyz says sends are refused and acks go
+// on, which is true. After a restart nothing acknowledged comes back.
+func TestE2EDiskFilledBySendsDrains(t *testing.T) {
+	e, mount := diskE2E(t, 64<<20, func(c *server.Config) {
+		c.SegmentSize = 8 << 20
+		c.MaxMessageSize = 128 << 10
+		c.DiskCheckInterval = time.Second
+		c.RetentionInterval = time.Hour
+	})
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/topics/fill", api.TopicRequest{Queues: 2}), http.StatusCreated, nil)
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/g", api.GroupRequest{Subscriptions: []api.Subscription{{Topic: "fill"}}}), http.StatusCreated, nil)
+	body := func(i int) string {
+		name := fmt.Sprintf("m%05d", i)
+		return name + strings.Repeat("f", 64<<10-len(name))
+	}
+	accepted := 0
+	for ; ; accepted++ {
+		require.Less(t, accepted, 2000, "sends were never refused")
+		r := e.JSON(t, http.MethodPost, "/v1/topics/fill/messages", api.SendMessage{Body: body(accepted)})
+		if r.Status != http.StatusOK {
+			servertest.WantProblem(t, r, http.StatusInsufficientStorage, "disk-full")
+			break
+		}
+	}
+	usage := storagetest.Usage(t, mount)
+	t.Logf("%d sends of 64 KiB accepted before 507; disk %.1f%% used", accepted, 100*usage)
+	ready := e.Get(t, "/readyz")
+	require.Equal(t, http.StatusOK, ready.Status)
+	require.Contains(t, string(ready.Body), "sends are refused")
+	require.Contains(t, string(ready.Body), "acks, nacks and commits go on")
+	st := e.brokerDisk(t)
+	require.True(t, st.Disk.SendsRefused, "%+v", st.Disk)
+	require.False(t, st.Disk.SystemRefused, "%+v", st.Disk)
+
+	// Drain: ack most, nack every eighth once (its retry comes back and is
+	// acked), hand every eighth other back with a lease change, commit
+	// offsets of another group as we go.
+	acked := map[string]bool{}
+	nacked := map[string]bool{}
+	leased := map[string]bool{}
+	ops := map[string]int{}
+	deadline := time.Now().Add(90 * time.Second)
+	for len(acked) < accepted {
+		require.True(t, time.Now().Before(deadline), "drained %d of %d; ops %v", len(acked), accepted, ops)
+		got := e.Pull(t, "g", "fill", api.PullRequest{MaxMessages: 32, WaitMs: 1500, InvisibleMs: 60_000})
+		ops["pull"]++
+		var receipts []string
+		for i, m := range got {
+			name := m.Body[:6]
+			require.False(t, acked[name], "%s was acknowledged before", name)
+			switch {
+			case i%8 == 3 && !nacked[name] && m.ReconsumeTimes == 0:
+				nacked[name] = true
+				e.Nack(t, "g", m.Receipt, 1, "nack on a full disk")
+				ops["nack"]++
+			case i%8 == 5 && !leased[name]:
+				leased[name] = true
+				res := e.Receipts(t, "g", "leases", api.LeaseRequest{Items: []api.LeaseItem{{Receipt: m.Receipt, InvisibleMs: 0}}})
+				require.Equal(t, "ok", res[0].Status, "%+v", res[0])
+				ops["lease"]++
+			default:
+				receipts = append(receipts, m.Receipt)
+				acked[name] = true
+				if m.ReconsumeTimes > 0 {
+					ops["retry-acked"]++
+				}
+			}
+		}
+		if len(receipts) > 0 {
+			for _, status := range e.Ack(t, "g", receipts...) {
+				require.Equal(t, "ok", status)
+			}
+			ops["ack"] += len(receipts)
+		}
+		servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/committer/offsets", api.Offsets{Offsets: []api.QueueOffset{{Topic: "fill", QueueID: 0, Offset: int64(ops["pull"])}}}), http.StatusNoContent, nil)
+		ops["commit"]++
+	}
+	require.Positive(t, ops["retry-acked"], "nacked messages came back as retries")
+	t.Logf("drained on the full disk: %v; disk %.1f%% used", ops, 100*storagetest.Usage(t, mount))
+	require.Empty(t, e.Pull(t, "g", "fill", api.PullRequest{MaxMessages: 32, WaitMs: 1500}), "nothing is left")
+	st = e.brokerDisk(t)
+	require.False(t, st.Disk.SystemRefused, "%+v", st.Disk)
+
+	// Nothing acknowledged comes back after a restart.
+	e.Close(t)
+	e = openE2E(t, e.Cfg)
+	require.Empty(t, e.Pull(t, "g", "fill", api.PullRequest{MaxMessages: 32, WaitMs: 1500}), "an acknowledged message came back")
+	for i := range accepted {
+		if !acked[body(i)[:6]] {
+			t.Fatalf("%s was never acknowledged", body(i)[:6])
+		}
+	}
+}

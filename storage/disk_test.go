@@ -97,6 +97,8 @@ func TestFullFileSystemIsRecoverable(t *testing.T) {
 	require.NoError(t, s.Err(), "a full disk never makes the store read-only")
 	require.Positive(t, s.DiskStatus().NoSpace)
 	t.Logf("reclaim records accepted on the full disk: %d", len(accepted["rec"]))
+	require.GreaterOrEqual(t, len(accepted["rec"])*len(body("rec", 0)), int(opts.SegmentSize)*9/10,
+		"the broker's own records had the reserve (a segment's worth here) on the full disk")
 	require.Eventually(t, func() bool { return s.DispatchStatus().Err != nil }, 10*time.Second, time.Millisecond,
 		"the dispatcher cannot create ConsumeQueue files and says so")
 
