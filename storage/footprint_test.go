@@ -157,3 +157,28 @@ func diskUsage(t *testing.T, dir string) (derived, commitLog int64) {
 }
 
 func mb(n int64) float64 { return float64(n) / (1 << 20) }
+
+// TestFootprintFreshDataDir: a fresh data dir with the default options
+// (1 GiB segments) and a few messages takes tens of MB of disk, not the
+// gigabytes of whole preallocated segments: the CommitLog allocates its
+// blocks ahead of the write position in steps and keeps only its reserve
+// (commitlog.DefaultReserve) allocated in the next segment.
+func TestFootprintFreshDataDir(t *testing.T) {
+	dir := t.TempDir()
+	s, err := storage.Open(storage.Options{Dir: dir})
+	require.NoError(t, err)
+	defer s.Close()
+	for i := range 10 {
+		_, err := s.Put(storagetest.NewMessage("fresh", int32(i%4), fmt.Sprintf("message %d", i), "", ""))
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.AwaitDispatch(context.Background()))
+	// Let the allocator prepare the next segment, as it does at once.
+	var derived, commitLog int64
+	require.Eventually(t, func() bool {
+		derived, commitLog = diskUsage(t, dir)
+		return commitLog > 16<<20
+	}, 10*time.Second, 10*time.Millisecond, "the next segment's reserve is allocated")
+	t.Logf("fresh data dir with 10 messages: CommitLog %.1f MB, other files %.1f MB allocated", mb(commitLog), mb(derived))
+	require.Less(t, derived+commitLog, int64(64<<20), "a fresh data dir takes tens of MB")
+}

@@ -442,8 +442,10 @@ func (l *Log) unstageLocked() {
 
 // reserveLocked makes sure the next n segments after the active one exist
 // (created by the allocator, never written) before anything is written.
-// After a success the allocator is asked at once for the segment after
-// the last one reserved, so it is usually ready before it is needed.
+// The allocator is asked for the segment after the active one at Open and
+// at each roll, so it is usually ready before it is needed; only one
+// segment past the active is prepared ahead (its first Reserve bytes
+// allocated), so the log's footprint stays small.
 // After a failure nothing is asked: the next append that needs the
 // segment asks afresh, so it sees the disk as it is then, not as it was
 // (appends resume with the first one after space returns). A failure is
@@ -465,8 +467,6 @@ func (l *Log) reserveLocked(n int) error {
 			return fmt.Errorf("%w: segment %d: %w", ErrNoSpace, base, err)
 		}
 		l.reserve = append(l.reserve, seg)
-		l.alloc.request(seg.end())
-		l.allocPending = true
 	}
 	return nil
 }
@@ -499,6 +499,12 @@ func (l *Log) rollLocked(left int64) error {
 	l.segMu.Unlock()
 	l.active = next
 	l.writePos = next.base
+	if len(l.reserve) == 0 && !l.allocPending {
+		// Prepare the next segment now, so that it is usually ready
+		// when an append needs it (a roll, or a KeepReserve append).
+		l.alloc.request(next.end())
+		l.allocPending = true
+	}
 	l.stats.rolls.Add(1)
 	return nil
 }
