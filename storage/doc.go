@@ -374,7 +374,9 @@
 //
 // Every append has a Class, and each class a ceiling on the used fraction
 // of the file system holding the store (sampled with statfs every
-// DiskCheckInterval and at each retention pass):
+// DiskCheckInterval, at each retention pass, and on the write path by the
+// first append after the CommitLog has grown by 1 MiB since the last
+// sample, so a fast producer cannot outrun the sampling):
 //
 //	ClassSend     producers' messages (Put, PutBatch)       refused above DiskSendCeiling (0.85)
 //	ClassSystem   acks and offset commits, retry and        refused above DiskSystemCeiling (0.95)
@@ -388,17 +390,36 @@
 // committing from the headroom between the two ceilings, and the broker's
 // own records keep its promises for messages already accepted. A refusal
 // happens before any byte is written and is retryable; nothing is lost.
-// Independently of the ceilings, an append that needs a new CommitLog
-// segment the file system has no room for (fallocate: ENOSPC) is refused
-// with ErrDiskFull, whole (a batch reserves every segment it will roll into
-// before writing its first record; see package commitlog), and the next
-// append that needs it tries again: appends resume by themselves once space
-// returns. That is never the fatal write-path failure (ErrReadOnly, only
-// for a failed flush). The segment after the active one is always
-// preallocated, so system records have at least a segment's worth of room
-// even on a full disk. A ConsumeQueue or index file the dispatcher cannot
-// create stops its pass (DispatchStatus reports the error); the pass is
-// retried every 100 ms and resumes when space returns.
+//
+// Independently of the ceilings the CommitLog writes only into blocks it
+// has allocated (fallocate) and keeps a real reserve for the broker's own
+// records: DiskSystemReserve bytes (16 MiB, at most a segment) allocated
+// at the start of the segment after the active one. A ClassSend append is
+// refused with ErrDiskFull when its bytes cannot be allocated or the
+// reserve would not stay whole after it; ClassSystem and ClassReclaim
+// appends use the reserve (rolling early into that segment when the
+// active one cannot grow) and are refused only once it is used up too
+// (package commitlog, "Disk space"). So system records keep at least the
+// reserve's worth of room even on a disk another process filled. Every
+// such refusal is whole (a batch reserves every segment it will roll into
+// and allocates every byte before writing its first record), and the next
+// append that needs the room tries again: appends resume by themselves once
+// space returns. That is never the fatal write-path failure (ErrReadOnly,
+// only for a failed flush). DiskStatus reports the room left for system
+// records and whether sends, or system records, are being refused for want
+// of room. A ConsumeQueue or index file the dispatcher cannot create or
+// grow stops its pass (DispatchStatus reports the error); the pass is
+// retried every 100 ms and resumes when space returns: the reserve is the
+// CommitLog's, so on a disk another process filled to the last block, a
+// retry copy appended into the reserve is delivered once its queue's file
+// can grow.
+//
+// The footprint follows the data: CommitLog segments are sparse files of
+// SegmentSize bytes whose blocks are allocated ahead of the write position
+// in a window that grows from 4 MiB to 64 MiB, ConsumeQueue files grow in
+// steps from 4 KiB, and the first index file is 1.3 MB. A fresh data dir
+// with a few messages takes about 20 MiB (4 MiB of the first segment and
+// the next segment's 16 MiB reserve).
 //
 // # Retention and disk pressure
 //

@@ -1,6 +1,6 @@
 // Package commitlog is mqgate's CommitLog: an append-only log of opaque,
-// framed records stored in fixed-size, preallocated, memory-mapped segment
-// files (RocketMQ's CommitLog with etcd-WAL-style framing and recovery).
+// framed records stored in fixed-size, memory-mapped segment files whose
+// blocks are allocated ahead of need (RocketMQ's CommitLog with etcd-WAL-style framing and recovery).
 //
 // The package knows nothing about messages. A caller hands Append an
 // Encoder; the log reserves a frame, lets the Encoder write the payload
@@ -21,9 +21,9 @@
 //
 // A segment file is named by its base offset printed as %020d, so lexical
 // order is log order. Its length is its size: new segments are created with
-// Options.SegmentSize bytes (fallocate'd, so they read as zeros and writes
-// into them never hit ENOSPC), but a segment written under an
-// older setting keeps its own length. Segments are contiguous: the next
+// Options.SegmentSize bytes (sparse: they read as zeros, and only the
+// blocks ahead of the write position are allocated; see Disk space), but
+// a segment written under an older setting keeps its own length. Segments are contiguous: the next
 // segment's base is this segment's base plus its length. Log offsets are
 // global byte offsets: the frame at offset o lives at byte o-base of the
 // segment containing o.
@@ -45,7 +45,7 @@
 // its header are not written (they stay zero). A frame whose stored offset
 // differs from its position is invalid (this catches misdirected or stale
 // writes, ARCHITECTURE.md crash-consistency rule 3). A header whose totalSize is 0 ends the
-// data: segments are preallocated zeros.
+// data: segments read as zeros past it.
 //
 // Placement invariant: a record never spans segments. It goes into the
 // current segment only if it fills the segment exactly or leaves at least
@@ -59,10 +59,13 @@
 //
 // # Lifecycle
 //
-// Create: a segment is created as <name>.tmp, fallocate'd to full size,
-// fdatasync'd, renamed to <name>, and the directory is fsync'd (etcd
-// cut()). A background goroutine owned by the Log prepares the next segment
-// this way while the current one fills, so a roll is a pointer swap.
+// Create: a segment is created as <name>.tmp, ftruncate'd to full size,
+// its first blocks fallocate'd (Options.Reserve bytes; the first segment
+// of a new log the first window, 4 MiB), fdatasync'd, renamed to <name>,
+// and the directory is fsync'd (etcd cut()). A background goroutine owned
+// by the Log (the allocator) prepares the segment after the active one
+// this way at Open and at each roll, so a roll is a pointer swap, and
+// allocates blocks ahead of the write position (see Disk space).
 //
 // Append: one appender at a time (a mutex). The frames of an append (or a
 // batch) are encoded into a write buffer, the CRC computed over them there,
@@ -102,7 +105,7 @@
 // are copied into the mapping instead, which saves the system call per
 // append; fdatasync writes those pages back all the same.
 //
-// Segments are fallocate'd, not zeroed, and the fdatasync of a frame
+// Blocks are fallocate'd, not zeroed, and the fdatasync of a frame
 // written into a fallocate'd ("unwritten") block also commits the block's
 // conversion to the file system's journal, about as costly again as the
 // flush itself. So while flushes are small (under 64 KiB on average:
@@ -132,6 +135,40 @@
 // and appends resume by themselves once space returns. A creation that
 // fails leaves no file behind (the .tmp, or the renamed file, is removed).
 //
+// # Disk space
+//
+// Only allocated blocks are ever written: a pwrite into a hole on a full
+// file system fails (which would kill the write path) and a store into
+// the mapping there raises SIGBUS. Before an append writes anything it
+// plans where its frames go and makes sure every byte it will write (and
+// HeaderSize bytes after its last frame, room for a Blank frame's header)
+// is allocated, fallocate'ing what is missing itself; a failure refuses
+// it with ErrNoSpace, whole. The allocator keeps a window allocated ahead
+// of the write position, off the append path: it grows with the data in
+// the segment, from 4 MiB in a fresh one to 64 MiB (aheadFor), and is
+// topped up once less than half is left, so appends almost always find
+// their blocks allocated and a small log takes little disk: a new log
+// with a few records takes 4 MiB plus the next segment's reserve (20 MiB
+// with the 16 MiB default), where whole preallocated 1 GiB segments took
+// 2 GiB. Writes still land in fallocate'd blocks, never in holes (the
+// write costs of the two are in BENCHMARKS.md).
+//
+// The reserve: the segment after the active one is created with its first
+// Options.Reserve bytes (16 MiB, at most a segment) allocated. Appends say
+// what they may use (Use). A KeepReserve append (a producer's message) is
+// accepted only if its bytes can be allocated in place and the segment
+// after its last one exists with its reserve: on a file system filling
+// up, producers are refused while the reserve is still whole. A
+// UseReserve append (the broker's own records) whose segment cannot be
+// given more blocks rolls early into that next segment — a Blank frame
+// covers the rest of the active one, as for any roll — and is refused
+// only when the reserve is used up too. So the broker's records always
+// have at least Reserve bytes after producers are refused, whoever filled
+// the disk. Room reports the room and whether the last append of each Use
+// was refused. A file system without fallocate (EOPNOTSUPP) counts as
+// allocated: there the reserve is not real and a full disk can still
+// fail a write.
+//
 // Open/recover: .tmp leftovers are removed. The scan starts at the segment
 // containing Options.RecoverFrom (a checkpointed frame boundary; segments
 // before it are trusted) and walks frames, checking size bounds, magic,
@@ -145,8 +182,9 @@
 // end in its segment are copied to <segment>.broken and zeroed (through the
 // mapping, then msync'd),
 // and every later segment file that holds any non-zero byte is renamed to
-// <segment>.broken (all-zero ones, i.e. preallocated but unused, are
-// removed). A valid-looking frame after an invalid one is never trusted:
+// <segment>.broken (all-zero ones, i.e. prepared but unused, are
+// removed). The recovered active segment counts as allocated up to the
+// end of the data; the allocator allocates the window after it again. A valid-looking frame after an invalid one is never trusted:
 // the kernel may write mmap pages back in any order (rule 6).
 //
 // # Reads
