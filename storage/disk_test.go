@@ -96,6 +96,7 @@ func TestFullFileSystemIsRecoverable(t *testing.T) {
 	require.Contains(t, err.Error(), "no space on the file system")
 	require.NoError(t, s.Err(), "a full disk never makes the store read-only")
 	require.Positive(t, s.DiskStatus().NoSpace)
+	require.True(t, s.DiskStatus().SystemRefused, "the status says system records are refused now")
 	t.Logf("reclaim records accepted on the full disk: %d", len(accepted["rec"]))
 	require.GreaterOrEqual(t, len(accepted["rec"])*len(body("rec", 0)), int(opts.SegmentSize)*9/10,
 		"the broker's own records had the reserve (a segment's worth here) on the full disk")
@@ -112,6 +113,8 @@ func TestFullFileSystemIsRecoverable(t *testing.T) {
 		require.NoError(t, put(storage.ClassReclaim, "rec"))
 		require.NoError(t, put(storage.ClassSend, "send"))
 	}
+	st := s.DiskStatus()
+	require.False(t, st.SendsRefused || st.SystemRefused, "%+v", st)
 	accepted.requireAllThere(t, s)
 
 	require.NoError(t, s.Close())
@@ -174,4 +177,42 @@ func TestNoSpaceForSegmentIsRetryable(t *testing.T) {
 	require.NoError(t, s.Close())
 	opts.FS = nil
 	accepted.requireAllThere(t, storagetest.MustOpen(t, opts))
+}
+
+// TestSendCeilingCheckedOnTheWritePath: with the disk sampled only once an
+// hour, a producer that writes fast still meets the send ceiling within
+// the first MiB the CommitLog grows after the file system went above it,
+// while system records go on.
+func TestSendCeilingCheckedOnTheWritePath(t *testing.T) {
+	t.Parallel()
+	disk := &fakeDisk{}
+	disk.set(0.10)
+	opts := storagetest.SmallOptions(t.TempDir())
+	opts.SegmentSize = 4 << 20
+	opts.DiskCheckInterval = time.Hour
+	opts.RetentionInterval = time.Hour
+	opts.DiskUsage = disk.usage
+	s := storagetest.MustOpen(t, opts)
+	ms := make([]*message.Message, 16)
+	put := func(class storage.Class) error {
+		for i := range ms {
+			ms[i] = &message.Message{Topic: "fast", Body: []byte(strings.Repeat("f", 8<<10)), BornTimestamp: 1}
+		}
+		return s.PutClass(class, ms, make([]storage.PutResult, len(ms)))
+	}
+	require.NoError(t, put(storage.ClassSend))
+	disk.set(0.90) // another process, or these sends, took the disk
+	from := s.WriteOffset()
+	var err error
+	for range 1000 {
+		if err = put(storage.ClassSend); err != nil {
+			break
+		}
+	}
+	require.ErrorIs(t, err, storage.ErrDiskFull)
+	grew := s.WriteOffset() - from
+	require.LessOrEqual(t, grew, int64(1<<20)+int64(16*(9<<10)), "sends were refused within a MiB of growth")
+	require.True(t, s.DiskStatus().SendsRefused)
+	require.NoError(t, put(storage.ClassSystem), "system records go on below their ceiling")
+	t.Logf("the log grew %d KiB after the disk passed the ceiling before sends were refused", grew>>10)
 }
