@@ -140,12 +140,14 @@ type DiskStatus struct {
 	SystemCeiling float64 `json:"systemCeiling" example:"0.95"`
 	// PressureDelete is --disk-pressure-delete: above cleanRatio unconsumed segments are deleted too.
 	PressureDelete bool `json:"pressureDelete" example:"false"`
-	// SendsRefused: usedRatio is above sendCeiling.
+	// SendsRefused: sends get 507: usedRatio is above sendCeiling, or the file system has no room left for messages.
 	SendsRefused bool `json:"sendsRefused" example:"false"`
-	// SystemRefused: usedRatio is above systemCeiling.
+	// SystemRefused: acks, nacks and commits get 507 too: usedRatio is above systemCeiling, or the room kept for them (systemRoomBytes) is used up.
 	SystemRefused bool `json:"systemRefused" example:"false"`
-	// NoSpaceRefusals counts writes refused because the file system had no room for the next CommitLog segment, since start.
+	// NoSpaceRefusals counts writes refused because the file system had no room for them in the CommitLog, since start.
 	NoSpaceRefusals int64 `json:"noSpaceRefusals" example:"0"`
+	// SystemRoomBytes is the CommitLog room, allocated ahead of the writes, that acks, nacks, retries and commits may still use; sends leave its reserve (16 MiB) alone.
+	SystemRoomBytes int64 `json:"systemRoomBytes" example:"16777216"`
 } //	@name	DiskStatus
 
 // ScrubStatus is the background scrubber's progress.
@@ -702,7 +704,7 @@ func (h *handler) brokerStatus(w http.ResponseWriter, r *http.Request) {
 		Disk: DiskStatus{UsedRatio: s.Disk.Usage, SampledAt: formatTime(s.Disk.SampledAt), SampleError: s.Disk.SampleError,
 			CleanRatio: s.Disk.CleanRatio, SendCeiling: s.Disk.SendCeiling, SystemCeiling: s.Disk.SystemCeiling,
 			PressureDelete: s.Disk.PressureDelete, SendsRefused: s.Disk.SendsRefused, SystemRefused: s.Disk.SystemRefused,
-			NoSpaceRefusals: s.Disk.NoSpace},
+			NoSpaceRefusals: s.Disk.NoSpace, SystemRoomBytes: s.Disk.SystemRoom},
 	}
 	sc := s.Scrub
 	resp.Scrub = ScrubStatus{Enabled: sc.Enabled, RateBytesPerSecond: sc.Rate, Position: sc.Position, Passes: sc.Passes,

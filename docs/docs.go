@@ -3157,6 +3157,7 @@ const docTemplate = `{
                 "sendsRefused",
                 "systemCeiling",
                 "systemRefused",
+                "systemRoomBytes",
                 "usedRatio"
             ],
             "properties": {
@@ -3166,7 +3167,7 @@ const docTemplate = `{
                     "example": 0.75
                 },
                 "noSpaceRefusals": {
-                    "description": "NoSpaceRefusals counts writes refused because the file system had no room for the next CommitLog segment, since start.",
+                    "description": "NoSpaceRefusals counts writes refused because the file system had no room for them in the CommitLog, since start.",
                     "type": "integer",
                     "example": 0
                 },
@@ -3192,7 +3193,7 @@ const docTemplate = `{
                     "example": 0.85
                 },
                 "sendsRefused": {
-                    "description": "SendsRefused: usedRatio is above sendCeiling.",
+                    "description": "SendsRefused: sends get 507: usedRatio is above sendCeiling, or the file system has no room left for messages.",
                     "type": "boolean",
                     "example": false
                 },
@@ -3202,9 +3203,14 @@ const docTemplate = `{
                     "example": 0.95
                 },
                 "systemRefused": {
-                    "description": "SystemRefused: usedRatio is above systemCeiling.",
+                    "description": "SystemRefused: acks, nacks and commits get 507 too: usedRatio is above systemCeiling, or the room kept for them (systemRoomBytes) is used up.",
                     "type": "boolean",
                     "example": false
+                },
+                "systemRoomBytes": {
+                    "description": "SystemRoomBytes is the CommitLog room, allocated ahead of the writes, that acks, nacks, retries and commits may still use; sends leave its reserve (16 MiB) alone.",
+                    "type": "integer",
+                    "example": 16777216
                 },
                 "usedRatio": {
                     "description": "UsedRatio is the used fraction of the data dir's file system (0..1), as df computes it.",

@@ -254,8 +254,10 @@ func TestE2EDiskFilledByAnotherProcess(t *testing.T) {
 // records (the next segment's first 8 MiB, allocated ahead). Then every
 // consumer operation works until everything is drained: pulls of 32 with
 // leases, acks, nacks whose retry copies come back and are acked, lease
-// changes and offset commits. /readyz says sends are refused and acks go
-// on, which is true. After a restart nothing acknowledged comes back.
+// changes and offset commits — the second half of them after another
+// process has taken every free block. /readyz says sends are refused and
+// acks go on, which is true. After a restart nothing acknowledged comes
+// back.
 func TestE2EDiskFilledBySendsDrains(t *testing.T) {
 	e, mount := diskE2E(t, 64<<20, func(c *server.Config) {
 		c.SegmentSize = 8 << 20
@@ -279,14 +281,18 @@ func TestE2EDiskFilledBySendsDrains(t *testing.T) {
 		}
 	}
 	usage := storagetest.Usage(t, mount)
-	t.Logf("%d sends of 64 KiB accepted before 507; disk %.1f%% used", accepted, 100*usage)
 	ready := e.Get(t, "/readyz")
+	t.Logf("%d sends of 64 KiB accepted before 507; disk %.1f%% used; readyz: %s", accepted, 100*usage, ready.Body)
 	require.Equal(t, http.StatusOK, ready.Status)
 	require.Contains(t, string(ready.Body), "sends are refused")
 	require.Contains(t, string(ready.Body), "acks, nacks and commits go on")
 	st := e.brokerDisk(t)
 	require.True(t, st.Disk.SendsRefused, "%+v", st.Disk)
 	require.False(t, st.Disk.SystemRefused, "%+v", st.Disk)
+	room, ok := e.MetricValue(t, "mqgate_commitlog_system_room_bytes")
+	require.True(t, ok)
+	require.GreaterOrEqual(t, room, float64(8<<20), "the next segment's reserve (a segment's worth here) is allocated")
+	require.Equal(t, int64(room), st.Disk.SystemRoomBytes)
 
 	// Drain: ack most, nack every eighth once (its retry comes back and is
 	// acked), hand every eighth other back with a lease change, commit
@@ -296,8 +302,16 @@ func TestE2EDiskFilledBySendsDrains(t *testing.T) {
 	leased := map[string]bool{}
 	ops := map[string]int{}
 	deadline := time.Now().Add(90 * time.Second)
+	filled := false
 	for len(acked) < accepted {
 		require.True(t, time.Now().Before(deadline), "drained %d of %d; ops %v", len(acked), accepted, ops)
+		if !filled && len(acked) > accepted/2 {
+			// Another process takes every free block: the broker's own
+			// records go on in the room the CommitLog keeps allocated.
+			filled = true
+			storagetest.FillTo(t, filepath.Join(mount, "filler"), 1)
+			t.Logf("another process filled the disk (%.1f%% used) after %d acks", 100*storagetest.Usage(t, mount), len(acked))
+		}
 		got := e.Pull(t, "g", "fill", api.PullRequest{MaxMessages: 32, WaitMs: 1500, InvisibleMs: 60_000})
 		ops["pull"]++
 		var receipts []string
@@ -336,8 +350,12 @@ func TestE2EDiskFilledBySendsDrains(t *testing.T) {
 	require.Empty(t, e.Pull(t, "g", "fill", api.PullRequest{MaxMessages: 32, WaitMs: 1500}), "nothing is left")
 	st = e.brokerDisk(t)
 	require.False(t, st.Disk.SystemRefused, "%+v", st.Disk)
+	require.True(t, st.Disk.SendsRefused, "%+v", st.Disk)
+	require.Contains(t, string(e.Get(t, "/readyz").Body), "acks, nacks and commits go on", "on the full disk too")
 
-	// Nothing acknowledged comes back after a restart.
+	// Nothing acknowledged comes back after a restart (the other process
+	// gives its space back first: closing writes snapshots).
+	require.NoError(t, os.Remove(filepath.Join(mount, "filler")))
 	e.Close(t)
 	e = openE2E(t, e.Cfg)
 	require.Empty(t, e.Pull(t, "g", "fill", api.PullRequest{MaxMessages: 32, WaitMs: 1500}), "an acknowledged message came back")

@@ -20,6 +20,7 @@ type dispatchCollector struct {
 	quarantined, lag, delay, failing *prometheus.Desc
 	diskUsed, sendsRefused           *prometheus.Desc
 	systemRefused, noSpace           *prometheus.Desc
+	systemRoom                       *prometheus.Desc
 	scrub                            scrubDescs
 }
 
@@ -37,11 +38,13 @@ func newDispatchCollector(src dispatchSource) *dispatchCollector {
 		failing:     prometheus.NewDesc("mqgate_dispatch_failing", "1 while the dispatcher's passes fail (an I/O error or a damaged frame header; retried), else 0.", nil, nil),
 		diskUsed:    prometheus.NewDesc("mqgate_disk_used_ratio", "Used fraction of the data dir's file system (as df), sampled every --disk-check-interval.", nil, nil),
 		sendsRefused: prometheus.NewDesc("mqgate_disk_sends_refused",
-			"1 while the disk is above --disk-send-ceiling (sends get 507 disk-full), else 0.", nil, nil),
+			"1 while sends get 507 disk-full (the disk is above --disk-send-ceiling, or the file system has no room left for messages), else 0.", nil, nil),
 		systemRefused: prometheus.NewDesc("mqgate_disk_system_refused",
-			"1 while the disk is above --disk-system-ceiling (acks, nacks and commits get 507 too), else 0.", nil, nil),
+			"1 while acks, nacks and commits get 507 too (the disk is above --disk-system-ceiling, or the room kept for them is gone), else 0.", nil, nil),
 		noSpace: prometheus.NewDesc("mqgate_commitlog_no_space_total",
-			"Writes refused because the file system had no room for the next CommitLog segment.", nil, nil),
+			"Writes refused because the file system had no room for them in the CommitLog.", nil, nil),
+		systemRoom: prometheus.NewDesc("mqgate_commitlog_system_room_bytes",
+			"CommitLog room allocated ahead of the writes that acks, nacks, retries and commits may still use (sends leave the reserve in it alone).", nil, nil),
 		scrub: scrubDescs{
 			bytes:     prometheus.NewDesc("mqgate_store_scrub_verified_bytes_total", "CommitLog bytes the background scrubber verified (CRC of every durable frame) since start.", nil, nil),
 			records:   prometheus.NewDesc("mqgate_store_scrub_verified_records_total", "Records the background scrubber verified since start.", nil, nil),
@@ -64,6 +67,7 @@ func (c *dispatchCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.sendsRefused
 	ch <- c.systemRefused
 	ch <- c.noSpace
+	ch <- c.systemRoom
 	for _, d := range c.scrub.all() {
 		ch <- d
 	}
@@ -97,6 +101,7 @@ func (c *dispatchCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.sendsRefused, prometheus.GaugeValue, flag(st.Disk.SendsRefused))
 	ch <- prometheus.MustNewConstMetric(c.systemRefused, prometheus.GaugeValue, flag(st.Disk.SystemRefused))
 	ch <- prometheus.MustNewConstMetric(c.noSpace, prometheus.CounterValue, float64(st.Disk.NoSpace))
+	ch <- prometheus.MustNewConstMetric(c.systemRoom, prometheus.GaugeValue, float64(st.Disk.SystemRoom))
 	sc, d := st.Scrub, c.scrub
 	lastPass := 0.0
 	if !sc.LastPassAt.IsZero() {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/mqgate/mqgate/storage/commitlog"
+	"github.com/mqgate/mqgate/storage/internal/fileutil"
 	"math"
 	"sync/atomic"
 	"time"
@@ -13,7 +14,8 @@ import (
 // system is sampled every DiskCheckInterval, at every retention pass, and
 // on the write path once the CommitLog has grown by diskResampleBytes
 // since the last sample; each append compares the last sample with the
-// ceiling of its class. Room the CommitLog cannot allocate (a full file
+// ceiling of its class (for ClassSystem, the sample less the CommitLog's
+// room allocated ahead, which is kept for those records). Room the CommitLog cannot allocate (a full file
 // system) refuses the append with ErrDiskFull too; producers' messages
 // are refused before they would take the reserve kept for the others
 // (commitlog.KeepReserve), and appends resume with the first one after
@@ -23,15 +25,6 @@ import (
 // has grown by this much since the last sample, so a fast producer cannot
 // outrun DiskCheckInterval and write past its ceiling.
 const diskResampleBytes = 1 << 20
-
-// use is the CommitLog use of an append of class c: only producers'
-// messages keep the reserve.
-func (c Class) use() commitlog.Use {
-	if c == ClassSend {
-		return commitlog.KeepReserve
-	}
-	return commitlog.UseReserve
-}
 
 // Class says which disk ceiling an append is held to.
 type Class uint8
@@ -44,7 +37,8 @@ const (
 	// already accepted: acknowledgements and offset commits, retry and
 	// dead-letter copies of failed deliveries, status records, the
 	// deliveries of delayed messages and timers. Refused only above
-	// DiskSystemCeiling, so consumers keep draining a full disk.
+	// DiskSystemCeiling, and may use the CommitLog's reserve, so
+	// consumers keep draining a full disk.
 	ClassSystem
 	// ClassReclaim is a copy that lets retention delete a segment (dead
 	// letters and pending timers carried forward): never refused by a
@@ -71,7 +65,12 @@ type diskMonitor struct {
 	sampledAt atomic.Int64  // unix nanoseconds of the last good sample
 	// sampledLog is the CommitLog's Written at the last sample.
 	sampledLog atomic.Int64
-	failure    atomic.Pointer[string]
+	// systemUsage (math.Float64bits) is the used fraction the system
+	// ceiling is held against: the sample less the CommitLog's room
+	// allocated ahead (kept for exactly those records, so using it takes
+	// nothing more from the disk).
+	systemUsage atomic.Uint64
+	failure     atomic.Pointer[string]
 }
 
 // sampleDisk measures the used fraction of the data directory's file
@@ -89,6 +88,14 @@ func (s *Store) sampleDisk() (float64, error) {
 	}
 	s.disk.failure.Store(nil)
 	s.disk.usage.Store(math.Float64bits(u))
+	su := u
+	if s.commitLog != nil {
+		if total, err := fileutil.DiskBytes(s.opts.Dir); err == nil && total > 0 {
+			room, _ := s.commitLog.Room()
+			su = max(0, u-float64(room)/float64(total))
+		}
+	}
+	s.disk.systemUsage.Store(math.Float64bits(su))
 	s.disk.sampledAt.Store(time.Now().UnixNano())
 	return u, nil
 }
@@ -96,31 +103,30 @@ func (s *Store) sampleDisk() (float64, error) {
 // diskUsage is the last sampled used fraction.
 func (s *Store) diskUsage() float64 { return math.Float64frombits(s.disk.usage.Load()) }
 
+// systemUsage is the last sampled used fraction less the CommitLog's
+// room allocated ahead: what the system ceiling is held against.
+func (s *Store) systemUsage() float64 { return math.Float64frombits(s.disk.systemUsage.Load()) }
+
 // checkCeiling refuses an append of class when the last sample is above
-// its ceiling.
-func (s *Store) checkCeiling(class Class) error {
+// its ceiling, and says how it may use the CommitLog's room: producers'
+// messages keep the reserve, every other class may use it.
+func (s *Store) checkCeiling(class Class) (commitlog.Use, error) {
 	if class == ClassReclaim {
-		return nil
+		return commitlog.UseReserve, nil
 	}
 	if last := s.disk.sampledLog.Load(); s.commitLog.Written()-last >= diskResampleBytes &&
 		s.disk.sampledLog.CompareAndSwap(last, s.commitLog.Written()) {
 		_, _ = s.sampleDisk() // a failure keeps the last sample and is reported by DiskStatus
 	}
-	u := s.diskUsage()
-	var ceiling float64
-	switch class {
-	case ClassSend:
-		ceiling = s.opts.DiskSendCeiling
-	case ClassSystem:
-		ceiling = s.opts.DiskSystemCeiling
-	default:
-		return nil
+	u, ceiling, use := s.diskUsage(), s.opts.DiskSendCeiling, commitlog.KeepReserve
+	if class == ClassSystem {
+		u, ceiling, use = s.systemUsage(), s.opts.DiskSystemCeiling, commitlog.UseReserve
 	}
 	if u > ceiling {
-		return fmt.Errorf("%w: the file system of %s is %.1f%% used, above the %s ceiling of %.1f%%",
+		return 0, fmt.Errorf("%w: the file system of %s is %.1f%% used, above the %s ceiling of %.1f%%",
 			ErrDiskFull, s.opts.Dir, 100*u, class, 100*ceiling)
 	}
-	return nil
+	return use, nil
 }
 
 // DiskStatus is the store's view of its file system.
@@ -162,7 +168,7 @@ func (s *Store) DiskStatus() DiskStatus {
 		SystemCeiling:  s.opts.DiskSystemCeiling,
 		PressureDelete: s.opts.DiskPressureDelete,
 		SendsRefused:   u > s.opts.DiskSendCeiling || noSpace[commitlog.KeepReserve] || noSpace[commitlog.UseReserve],
-		SystemRefused:  u > s.opts.DiskSystemCeiling || noSpace[commitlog.UseReserve],
+		SystemRefused:  s.systemUsage() > s.opts.DiskSystemCeiling || noSpace[commitlog.UseReserve],
 		SystemRoom:     room,
 		NoSpace:        s.commitLog.Stats().AllocFailures,
 	}

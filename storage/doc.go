@@ -388,7 +388,10 @@
 // So when the disk fills — by the store or by another process — producers
 // get ErrDiskFull first, while consumers keep acknowledging, failing and
 // committing from the headroom between the two ceilings, and the broker's
-// own records keep its promises for messages already accepted. A refusal
+// own records keep its promises for messages already accepted. The system
+// ceiling is held against the used fraction less the CommitLog's room
+// allocated ahead (the reserve below): that room is kept for these
+// records, and writing into it takes nothing more from the disk. A refusal
 // happens before any byte is written and is retryable; nothing is lost.
 //
 // Independently of the ceilings the CommitLog writes only into blocks it

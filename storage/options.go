@@ -72,7 +72,10 @@ type Options struct {
 	// appends (acks, offset commits, retry and dead-letter copies, status
 	// records, scheduled deliveries) are refused too; the room between the
 	// two ceilings is their reserved headroom. ClassReclaim appends are
-	// never refused by a ceiling. Default 0.95; at least DiskSendCeiling.
+	// never refused by a ceiling. The used fraction it is held against
+	// counts the CommitLog's room allocated ahead (DiskSystemReserve and
+	// the active segment's window) as free. Default 0.95; at least
+	// DiskSendCeiling.
 	DiskSystemCeiling float64
 	// DiskSystemReserve is how many bytes of CommitLog room, allocated on
 	// the file system ahead of need, producers' messages may not use: the

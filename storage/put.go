@@ -94,9 +94,11 @@ func (s *Store) prepare(m *message.Message) (int, error) {
 	return size, nil
 }
 
-func (s *Store) checkWritable(class Class) error {
+// checkWritable refuses an append of class on a closed store or above
+// its ceiling, and says how it may use the CommitLog's room.
+func (s *Store) checkWritable(class Class) (commitlog.Use, error) {
 	if s.closed.Load() {
-		return ErrClosed
+		return 0, ErrClosed
 	}
 	return s.checkCeiling(class)
 }
@@ -128,9 +130,7 @@ func (s *Store) PutClass(class Class, ms []*message.Message, res []PutResult) er
 		res[0] = r
 		return err
 	}
-	return s.putBatch(class, ms, res, func(es []commitlog.Encoder, rs []commitlog.AppendResult) error {
-		return s.commitLog.AppendBatchUse(class.use(), es, rs)
-	})
+	return s.putBatch(class, ms, res, s.commitLog.AppendBatchUse)
 }
 
 // PutClassNoWait is PutClass that does not wait for the flush in sync mode
@@ -140,16 +140,15 @@ func (s *Store) PutClass(class Class, ms []*message.Message, res []PutResult) er
 // commitlog.LazyFlushDelay later. Only for records whose loss repeats work and
 // never loses a message: the broker's lease records.
 func (s *Store) PutClassNoWait(class Class, ms []*message.Message, res []PutResult) error {
-	return s.putBatch(class, ms, res, func(es []commitlog.Encoder, rs []commitlog.AppendResult) error {
-		return s.commitLog.AppendBatchNoWaitUse(class.use(), es, rs)
-	})
+	return s.putBatch(class, ms, res, s.commitLog.AppendBatchNoWaitUse)
 }
 
-func (s *Store) putBatch(class Class, ms []*message.Message, res []PutResult, appendBatch func([]commitlog.Encoder, []commitlog.AppendResult) error) error {
+func (s *Store) putBatch(class Class, ms []*message.Message, res []PutResult, appendBatch func(commitlog.Use, []commitlog.Encoder, []commitlog.AppendResult) error) error {
 	if len(res) != len(ms) {
 		return fmt.Errorf("%w: %d results for %d messages", ErrInvalidMessage, len(res), len(ms))
 	}
-	if err := s.checkWritable(class); err != nil {
+	use, err := s.checkWritable(class)
+	if err != nil {
 		return err
 	}
 	encs := make([]commitlog.Encoder, len(ms))
@@ -161,7 +160,7 @@ func (s *Store) putBatch(class Class, ms []*message.Message, res []PutResult, ap
 		encs[i] = &putEncoder{store: s, msg: m, size: size}
 	}
 	appended := make([]commitlog.AppendResult, len(ms))
-	if err := appendBatch(encs, appended); err != nil {
+	if err := appendBatch(use, encs, appended); err != nil {
 		return s.mapAppendErr(err)
 	}
 	for i, m := range ms {
@@ -171,7 +170,8 @@ func (s *Store) putBatch(class Class, ms []*message.Message, res []PutResult, ap
 }
 
 func (s *Store) put(class Class, m *message.Message) (PutResult, error) {
-	if err := s.checkWritable(class); err != nil {
+	use, err := s.checkWritable(class)
+	if err != nil {
 		return PutResult{}, err
 	}
 	size, err := s.prepare(m)
@@ -180,7 +180,7 @@ func (s *Store) put(class Class, m *message.Message) (PutResult, error) {
 	}
 	enc := s.encoders.Get().(*putEncoder)
 	enc.msg, enc.size = m, size
-	res, err := s.commitLog.AppendUse(class.use(), enc)
+	res, err := s.commitLog.AppendUse(use, enc)
 	enc.msg = nil
 	s.encoders.Put(enc)
 	if err != nil {

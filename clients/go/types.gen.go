@@ -837,7 +837,7 @@ type DiskStatus struct {
 	// Example: 0.75
 	CleanRatio float64 `json:"cleanRatio"`
 
-	// NoSpaceRefusals NoSpaceRefusals counts writes refused because the file system had no room for the next CommitLog segment, since start.
+	// NoSpaceRefusals NoSpaceRefusals counts writes refused because the file system had no room for them in the CommitLog, since start.
 	//
 	// Example: 0
 	NoSpaceRefusals int64 `json:"noSpaceRefusals"`
@@ -862,7 +862,7 @@ type DiskStatus struct {
 	// Example: 0.85
 	SendCeiling float64 `json:"sendCeiling"`
 
-	// SendsRefused SendsRefused: usedRatio is above sendCeiling.
+	// SendsRefused SendsRefused: sends get 507: usedRatio is above sendCeiling, or the file system has no room left for messages.
 	//
 	// Example: false
 	SendsRefused bool `json:"sendsRefused"`
@@ -872,10 +872,15 @@ type DiskStatus struct {
 	// Example: 0.95
 	SystemCeiling float64 `json:"systemCeiling"`
 
-	// SystemRefused SystemRefused: usedRatio is above systemCeiling.
+	// SystemRefused SystemRefused: acks, nacks and commits get 507 too: usedRatio is above systemCeiling, or the room kept for them (systemRoomBytes) is used up.
 	//
 	// Example: false
 	SystemRefused bool `json:"systemRefused"`
+
+	// SystemRoomBytes SystemRoomBytes is the CommitLog room, allocated ahead of the writes, that acks, nacks, retries and commits may still use; sends leave its reserve (16 MiB) alone.
+	//
+	// Example: 16777216
+	SystemRoomBytes int64 `json:"systemRoomBytes"`
 
 	// UsedRatio UsedRatio is the used fraction of the data dir's file system (0..1), as df computes it.
 	//

@@ -925,7 +925,7 @@ export interface components {
             cleanRatio: number;
             /**
              * Format: int64
-             * @description NoSpaceRefusals counts writes refused because the file system had no room for the next CommitLog segment, since start.
+             * @description NoSpaceRefusals counts writes refused because the file system had no room for them in the CommitLog, since start.
              * @example 0
              */
             noSpaceRefusals: number;
@@ -952,7 +952,7 @@ export interface components {
              */
             sendCeiling: number;
             /**
-             * @description SendsRefused: usedRatio is above sendCeiling.
+             * @description SendsRefused: sends get 507: usedRatio is above sendCeiling, or the file system has no room left for messages.
              * @example false
              */
             sendsRefused: boolean;
@@ -963,10 +963,16 @@ export interface components {
              */
             systemCeiling: number;
             /**
-             * @description SystemRefused: usedRatio is above systemCeiling.
+             * @description SystemRefused: acks, nacks and commits get 507 too: usedRatio is above systemCeiling, or the room kept for them (systemRoomBytes) is used up.
              * @example false
              */
             systemRefused: boolean;
+            /**
+             * Format: int64
+             * @description SystemRoomBytes is the CommitLog room, allocated ahead of the writes, that acks, nacks, retries and commits may still use; sends leave its reserve (16 MiB) alone.
+             * @example 16777216
+             */
+            systemRoomBytes: number;
             /**
              * Format: double
              * @description UsedRatio is the used fraction of the data dir's file system (0..1), as df computes it.

@@ -142,6 +142,17 @@ func DiskUsage(dir string) (float64, error) {
 	return used / (used + avail), nil
 }
 
+// DiskBytes returns the size of the file system holding dir as df counts
+// it for an unprivileged user (used plus available bytes): what the used
+// fraction of DiskUsage is a fraction of.
+func DiskBytes(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	return int64(st.Blocks-st.Bfree+st.Bavail) * int64(st.Bsize), nil
+}
+
 // WriteZeros writes zeros over [off, off+n) of f, so that the range has
 // real, allocated blocks: a later write through a memory mapping into it can
 // never hit ENOSPC (which would surface as SIGBUS), and its first write
