@@ -25,8 +25,8 @@ import (
 // each, with the store's default file sizes. The derived files
 // (ConsumeQueues, index, metadata) must stay under 100 MB of disk, and a
 // process that reopens the store under 200 MB of RSS. The CommitLog is
-// reported apart: its segments are preallocated whole by design (a smaller
-// SegmentSize is used here so the figure means something).
+// reported apart (its blocks are allocated ahead of the writes, and the
+// next segment's reserve is removed at Close).
 const (
 	footprintTopics  = 1000
 	footprintQueues  = 4
@@ -63,7 +63,7 @@ func TestFootprintManySmallQueues(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	rss := parseChild(t, string(out))
 	t.Logf("footprint of %d topics x %d queues, one message each (write+close %v):", footprintTopics, footprintQueues, wrote.Round(time.Millisecond))
-	t.Logf("  disk: derived files %.1f MB, CommitLog %.1f MB (segment %d MB, preallocated)", mb(derived), mb(commitLog), footprintSegment>>20)
+	t.Logf("  disk: derived files %.1f MB, CommitLog %.1f MB (segment %d MB, allocated ahead of the writes)", mb(derived), mb(commitLog), footprintSegment>>20)
 	t.Logf("  reopen in a child process: open took %s; VmRSS %s MB (before open %s MB), RssFile %s MB, RssAnon %s MB",
 		rss["open"], rss["VmRSS"], rss["VmRSSBefore"], rss["RssFile"], rss["RssAnon"])
 	require.Less(t, derived, int64(100<<20), "derived files on disk")
