@@ -258,10 +258,18 @@ func (l *Log) noSpaceErr(seg *segment, err error) error {
 }
 
 // growLocked asks the allocator for more blocks ahead of the write
-// position once less than half the window is left (aheadFor).
+// position once less than half the window is left (aheadFor), and for
+// the segment after the reserved one once the active segment is nearly
+// full (less than a window, or half of it, left), so that a KeepReserve
+// append rolling into the reserved segment finds the following one
+// ready, without keeping two segments' reserves allocated all along.
 func (l *Log) growLocked() {
 	s := l.active
 	rel := l.writePos - s.base
+	if !l.allocPending && len(l.reserve) == 1 && s.size-rel < min(aheadMax, s.size/2) {
+		l.alloc.request(l.reserve[0].end())
+		l.allocPending = true
+	}
 	if a := s.allocated.Load(); a < s.size && a-rel < aheadFor(rel)/2 {
 		l.growSeg.Store(s)
 		l.growRel.Store(rel)
@@ -299,6 +307,8 @@ func (l *Log) Room() (bytes int64, noSpace [2]bool) {
 	bytes = l.active.room(l.writePos - l.active.base)
 	if len(l.reserve) > 0 {
 		bytes += l.reserve[0].allocated.Load()
+	} else if p := l.alloc.prepared.Load(); p != nil && p.base == l.active.end() {
+		bytes += p.allocated.Load()
 	}
 	l.mu.Unlock()
 	return bytes, [2]bool{l.noSpace[UseReserve].Load(), l.noSpace[KeepReserve].Load()}

@@ -64,8 +64,10 @@
 // of a new log the first window, 4 MiB), fdatasync'd, renamed to <name>,
 // and the directory is fsync'd (etcd cut()). A background goroutine owned
 // by the Log (the allocator) prepares the segment after the active one
-// this way at Open and at each roll, so a roll is a pointer swap, and
-// allocates blocks ahead of the write position (see Disk space).
+// this way at Open and at each roll, and the one after that once the
+// active segment is nearly full (a producer's append needs it: see Disk
+// space), so a roll is a pointer swap; it also allocates blocks ahead of
+// the write position.
 //
 // Append: one appender at a time (a mutex). The frames of an append (or a
 // batch) are encoded into a write buffer, the CRC computed over them there,

@@ -138,3 +138,30 @@ func TestSegmentsAllocateAhead(t *testing.T) {
 	}, 5e9, 1e6, "allocated %d at %d", blocks, l.Written())
 	require.Less(t, blocks, int64(seg), "never the whole segment at once")
 }
+
+// TestNextSegmentPreparedBeforeTheRoll: one segment past the active one
+// is prepared (its reserve allocated) while the active one fills; the one
+// after it only once the active segment is nearly full, so that a
+// producer's append rolling into the reserved segment finds the following
+// one ready.
+func TestNextSegmentPreparedBeforeTheRoll(t *testing.T) {
+	t.Parallel()
+	const seg = 8 << 20
+	opts := testOptions(t, seg, FlushAsync)
+	opts.Reserve = 1 << 20
+	l := mustOpen(t, opts)
+	exists := func(base int64) bool {
+		_, err := os.Stat(filepath.Join(opts.Dir, segmentName(base)))
+		return err == nil
+	}
+	p := bytesPayload(make([]byte, 64<<10))
+	_, err := l.AppendUse(KeepReserve, p)
+	require.NoError(t, err)
+	require.True(t, exists(seg), "the reserved segment")
+	require.Never(t, func() bool { return exists(2 * seg) }, 100*1e6, 10*1e6, "only one segment past the active one")
+	for l.Written() < seg/2+64<<10 {
+		_, err := l.AppendUse(KeepReserve, p)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return exists(2 * seg) }, 5e9, 1e6, "the following one is prepared before the roll")
+}

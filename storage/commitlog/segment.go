@@ -338,6 +338,8 @@ type allocator struct {
 	results  chan allocResult // cap 1
 	grow     chan struct{}    // cap 1: allocate ahead in the active segment
 	growFn   func()
+	// prepared is the segment created last and not yet taken (for Room).
+	prepared atomic.Pointer[segment]
 	// failures counts consecutive failed creations; only run touches it.
 	failures int
 }
@@ -360,6 +362,9 @@ func (a *allocator) run(stop <-chan struct{}) {
 			return
 		case base := <-a.requests:
 			seg, err := a.runOnce(base)
+			if seg != nil {
+				a.prepared.Store(seg)
+			}
 			a.results <- allocResult{seg: seg, err: err}
 		case <-a.grow:
 			a.growFn()
@@ -405,6 +410,7 @@ func (a *allocator) request(base int64) { a.requests <- base }
 // take waits for the segment requested last, which must start at base.
 func (a *allocator) take(base int64) (*segment, error) {
 	r := <-a.results
+	a.prepared.Store(nil)
 	if r.err != nil {
 		return nil, r.err
 	}
