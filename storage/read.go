@@ -488,7 +488,7 @@ type Stats struct {
 	Flushed      int64 // CommitLog durable offset
 	Dispatched   int64 // CommitLog offset visible through ConsumeQueues
 	Segments     int   // CommitLog segment files
-	DiskBytes    int64 // bytes allocated by CommitLog segments
+	DiskBytes    int64 // disk space allocated by CommitLog segments (as du counts it)
 	// The CommitLog's group commit since open: records appended, flushes
 	// (one fdatasync batch each, shared by every append it covers), the time
 	// they took in all and the longest.
@@ -515,7 +515,7 @@ func (s *Store) Stats() Stats {
 	st.Appends, st.Flushes, st.FlushTime, st.MaxFlush = cl.Appends, cl.Flushes, cl.FlushTime, cl.MaxFlush
 	st.FlushCounts = cl.FlushCounts
 	for _, seg := range segs {
-		st.DiskBytes += seg.Size
+		st.DiskBytes += seg.Allocated
 	}
 	return st
 }

@@ -41,9 +41,13 @@ type Record struct {
 
 // SegmentInfo describes one segment file, for retention decisions.
 type SegmentInfo struct {
-	Base    int64     // log offset of the segment's first byte
-	Size    int64     // length of the segment file
-	ModTime time.Time // the file's modification time (zero if stat failed)
+	Base int64 // log offset of the segment's first byte
+	Size int64 // length of the segment file
+	// Allocated is the disk space its blocks take (st_blocks; Size where
+	// the file system does not say): segments are sparse, allocated
+	// ahead of the writes.
+	Allocated int64
+	ModTime   time.Time // the file's modification time (zero if stat failed)
 }
 
 // RecoveryReport says what Open found.

@@ -3,6 +3,7 @@ package commitlog
 import (
 	"errors"
 	"fmt"
+	"syscall"
 )
 
 // Segments describes the retained segment files, oldest first.
@@ -11,13 +12,16 @@ func (l *Log) Segments() []SegmentInfo {
 	infos := make([]SegmentInfo, len(l.segments))
 	paths := make([]string, len(l.segments))
 	for i, s := range l.segments {
-		infos[i] = SegmentInfo{Base: s.base, Size: s.size}
+		infos[i] = SegmentInfo{Base: s.base, Size: s.size, Allocated: s.size}
 		paths[i] = s.path
 	}
 	l.segMu.RUnlock()
 	for i, p := range paths {
 		if st, err := l.fs.Stat(p); err == nil {
 			infos[i].ModTime = st.ModTime()
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+				infos[i].Allocated = sys.Blocks * 512
+			}
 		}
 	}
 	return infos
