@@ -356,7 +356,7 @@ func TestOpenNewLogLayout(t *testing.T) {
 	t.Parallel()
 	opts := testOptions(t, 4096, FlushSync)
 	l := mustOpen(t, opts)
-	require.Equal(t, []SegmentInfo{{Base: 0, Size: 4096}}, stripTimes(t, l.Segments()))
+	require.Equal(t, []SegmentInfo{{Base: 0, Size: 4096, Allocated: 4096}}, stripTimes(t, l.Segments()))
 	st, err := os.Stat(filepath.Join(opts.Dir, "00000000000000000000"))
 	require.NoError(t, err)
 	require.Equal(t, int64(4096), st.Size())
