@@ -420,7 +420,7 @@ func createFiller(fs vfs.FS, dir string, from, to, segmentSize int64) error {
 		if rest := to - from - size; rest > 0 && rest < HeaderSize {
 			size = to - from // no segment shorter than a header
 		}
-		s, err := createSegment(fs, dir, from, size)
+		s, err := createSegment(fs, dir, from, size, HeaderSize) // only its one Blank header is written
 		if err != nil {
 			return err
 		}
