@@ -3,6 +3,7 @@ package commitlog
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -68,6 +69,39 @@ func BenchmarkAppend(b *testing.B) {
 						b.Fatal(err)
 					}
 				})
+			}
+		})
+	}
+}
+
+// BenchmarkAppendSyncOneP measures FlushSync appends of 1 KiB records by
+// 8 and 64 concurrent appenders with GOMAXPROCS=1 (a container limited to
+// one CPU), and reports how many records each flush carried: with one P
+// the flusher must still let every waiting appender into its group
+// (gather), so the figure should be close to the number of appenders.
+//
+//	go test -run '^$' -bench AppendSyncOneP ./storage/commitlog/
+func BenchmarkAppendSyncOneP(b *testing.B) {
+	for _, n := range benchAppenders[1:] {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+			l, err := Open(Options{Dir: b.TempDir(), SegmentSize: benchSegment, FlushMode: FlushSync})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p := bytesPayload(make([]byte, benchPayload))
+			b.SetBytes(benchPayload)
+			b.ResetTimer()
+			runConcurrently(b, n, b.N, func() error {
+				_, err := l.Append(p)
+				return err
+			})
+			b.StopTimer()
+			st := l.Stats()
+			b.ReportMetric(float64(st.Appends)/float64(max(st.Flushes, 1)), "records/flush")
+			b.ReportMetric(float64(st.FlushTime.Microseconds())/float64(max(st.Flushes, 1)), "µs/flush")
+			if err := l.Close(); err != nil {
+				b.Fatal(err)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -263,4 +264,43 @@ func TestScrubWhileAppending(t *testing.T) {
 			require.Positive(t, passes)
 		})
 	}
+}
+
+// TestGroupCommitWithOneP has many appenders wait for their flushes with
+// GOMAXPROCS=1, as in a container limited to one CPU, and checks that the
+// flushes are shared: each carries most of the appenders, not one or two.
+// Without the flusher's gather, the first appender's kick ran the
+// flusher ahead of the other runnable appenders (the P's runnext slot),
+// and the flushes alternated between a group of one and the rest (about
+// a third of the appenders a flush on average). It counts records per
+// flush, not time, and every Append must still return only once flushed.
+// Not parallel: GOMAXPROCS is the process's.
+func TestGroupCommitWithOneP(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const appenders, perAppender = 16, 40
+	l := mustOpen(t, testOptions(t, 1<<20, FlushSync))
+	var wg sync.WaitGroup
+	var early atomic.Int64
+	p := bytesPayload(make([]byte, 100))
+	for range appenders {
+		wg.Go(func() {
+			for range perAppender {
+				res, err := l.Append(p)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if l.Flushed() < res.end() {
+					early.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Zero(t, early.Load(), "appends returned before their flush")
+	st := l.Stats()
+	require.Equal(t, int64(appenders*perAppender), st.Appends)
+	perFlush := float64(st.Appends) / float64(st.Flushes)
+	t.Logf("%d appends, %d flushes: %.1f records a flush", st.Appends, st.Flushes, perFlush)
+	require.GreaterOrEqual(t, perFlush, 0.75*appenders, "flushes of %d appenders with one P are not shared", appenders)
 }

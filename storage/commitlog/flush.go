@@ -3,6 +3,7 @@ package commitlog
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -42,9 +43,41 @@ func (l *Log) runFlusher(ctx context.Context) {
 		case <-lazyTimer.C:
 			armed = false
 		case <-l.kick:
+			l.gather()
 		case <-tick:
 		}
 		_, _ = l.flushOnce() // a failure is recorded in l.failure and logged
+	}
+}
+
+// maxGatherYields bounds the yields of one gather.
+const maxGatherYields = 8
+
+// gather lets the appenders that can run now stage their records before
+// a kicked flush takes its batch, when the process has one P
+// (GOMAXPROCS=1, as in a container limited to one CPU). There the kick
+// of the first appender after a flush readies the flusher ahead of every
+// other runnable goroutine (the P's runnext slot), and the appenders the
+// last flush woke, or whose requests have just been read, wait behind it:
+// the flush takes a group of one, and its fdatasync holds the only P
+// until the runtime's monitor takes it back, so the others cannot even
+// stage their records meanwhile. runtime.Gosched puts the flusher behind
+// them; it yields again while they keep appending (at most
+// maxGatherYields times), so it never waits for an append that is not
+// already runnable. With more Ps the others run beside the flusher and
+// there is nothing to gather this way.
+func (l *Log) gather() {
+	if runtime.GOMAXPROCS(0) != 1 {
+		return
+	}
+	n := l.stats.appends.Load()
+	for range maxGatherYields {
+		runtime.Gosched()
+		m := l.stats.appends.Load()
+		if m == n {
+			return
+		}
+		n = m
 	}
 }
 
