@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -30,6 +31,10 @@ func (l *Log) runFlusher(ctx context.Context) {
 	lazyTimer.Stop()
 	defer lazyTimer.Stop()
 	armed := false
+	var gs groupState
+	gs.timer = time.NewTimer(time.Hour)
+	gs.timer.Stop()
+	defer gs.timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -44,9 +49,62 @@ func (l *Log) runFlusher(ctx context.Context) {
 			armed = false
 		case <-l.kick:
 			l.gather()
+			l.waitForGroup(ctx, &gs)
 		case <-tick:
 		}
-		_, _ = l.flushOnce() // a failure is recorded in l.failure and logged
+		taken := l.stats.appends.Load()
+		res, _ := l.flushOnce() // a failure is recorded in l.failure and logged
+		gs.group, gs.taken, gs.took = taken-gs.taken, taken, res.Took
+	}
+}
+
+// maxGroupWait bounds waitForGroup's wait.
+const maxGroupWait = 2 * time.Millisecond
+
+// groupState is what the flusher goroutine remembers of its last flush.
+type groupState struct {
+	taken int64         // appends placed when it took its batch
+	group int64         // appends since the flush before
+	took  time.Duration // its fdatasync
+	timer *time.Timer
+}
+
+// groupWait is how appenders end the flusher's waitForGroup early.
+type groupWait struct {
+	target atomic.Int64  // the count of appends that ends the wait; 0: no wait
+	full   chan struct{} // cap 1
+}
+
+// waitForGroup, with one P, waits before a kicked flush until most of the
+// last group has appended again, at most as long as the last fdatasync
+// took (and maxGroupWait). With one P, sends from many connections come
+// back to back: when the flush that covered them wakes them, the first
+// request to come in kicks the flusher, which would flush it alone while
+// the others are still being answered and read, then flush them as the
+// next group: two fdatasyncs where one does, each holding the only P.
+// Waiting lets the P answer them and read their next requests (the
+// network poller runs while the flusher waits), and ends as soon as three
+// quarters of the last group are staged. A wait that runs out costs one
+// fdatasync's time, as the flush of the early ones alone would have.
+func (l *Log) waitForGroup(ctx context.Context, gs *groupState) {
+	if gs.group < 4 || runtime.GOMAXPROCS(0) != 1 {
+		return
+	}
+	target := gs.taken + gs.group*3/4
+	l.gw.target.Store(target)
+	if l.stats.appends.Load() < target {
+		gs.timer.Reset(min(gs.took, maxGroupWait))
+		select {
+		case <-l.gw.full:
+		case <-gs.timer.C:
+		case <-ctx.Done():
+		}
+		gs.timer.Stop()
+	}
+	l.gw.target.Store(0)
+	select {
+	case <-l.gw.full:
+	default:
 	}
 }
 
@@ -180,6 +238,12 @@ func (l *Log) waitFlushed(end int64) error {
 	select {
 	case l.kick <- struct{}{}:
 	default:
+	}
+	if t := l.gw.target.Load(); t > 0 && l.stats.appends.Load() >= t {
+		select {
+		case l.gw.full <- struct{}{}:
+		default:
+		}
 	}
 	if l.flushed.Load() >= end {
 		return nil

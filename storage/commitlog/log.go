@@ -161,6 +161,7 @@ type Log struct {
 	kick       chan struct{} // cap 1: appenders wake the flusher
 	lazy       chan struct{} // cap 1: a no-wait append wants a flush within LazyFlushDelay
 	notify     chan struct{} // cap 1: see Notify
+	gw         groupWait     // appenders end the flusher's waitForGroup
 
 	alloc *allocator
 	// growSeg and growRel: the segment and relative write position
@@ -198,6 +199,7 @@ func Open(opts Options) (*Log, error) {
 		lazy:   make(chan struct{}, 1),
 		notify: make(chan struct{}, 1),
 	}
+	l.gw.full = make(chan struct{}, 1)
 	if err := l.recover(); err != nil {
 		return nil, err
 	}
