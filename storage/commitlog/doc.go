@@ -77,7 +77,12 @@
 // frames of every append since the last flush — with one pwrite,
 // publishes Written, fdatasyncs the segments holding [Flushed, Written)
 // and wakes every appender whose frame ends at or below the new Flushed
-// (group commit: one write and one fdatasync for all of them). A roll
+// (group commit: one write and one fdatasync for all of them). With one
+// P (GOMAXPROCS=1, a container limited to one CPU) the flusher first
+// yields to the appenders that can run and waits, at most one
+// fdatasync's time, for most of the last group to append again: else
+// the first appender's kick runs it ahead of the others, and its
+// fdatasync holds the only P (flush.go, gather and waitForGroup). A roll
 // writes the buffer to the segment it seals first. AppendBatchNoWait writes its frames
 // (and those in the buffer) at once but does not wait: they ride on the next flush, and arm one
 // LazyFlushDelay later in case no waiting append comes (for records whose

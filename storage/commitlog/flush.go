@@ -19,7 +19,9 @@ const LazyFlushDelay = 10 * time.Millisecond
 // runFlusher is the flusher goroutine. FlushSync: it flushes whenever an
 // appender kicks it; appenders that arrive during a flush are covered by
 // the next one (group commit); a no-wait append arms a flush within
-// LazyFlushDelay. FlushAsync: it flushes every FlushInterval.
+// LazyFlushDelay. With one P (GOMAXPROCS=1) a kicked flush first lets the
+// runnable appenders in (gather) and waits briefly for the rest of the
+// last group (waitForGroup). FlushAsync: it flushes every FlushInterval.
 func (l *Log) runFlusher(ctx context.Context) {
 	var tick <-chan time.Time
 	if l.opts.FlushMode == FlushAsync {
