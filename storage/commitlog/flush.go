@@ -50,8 +50,14 @@ func (l *Log) runFlusher(ctx context.Context) {
 		case <-lazyTimer.C:
 			armed = false
 		case <-l.kick:
-			l.gather()
-			l.waitForGroup(ctx, &gs)
+			if gs.kicks%onePCheckEvery == 0 {
+				gs.oneP = runtime.GOMAXPROCS(0) == 1
+			}
+			gs.kicks++
+			if gs.oneP {
+				l.gather()
+				l.waitForGroup(ctx, &gs)
+			}
 		case <-tick:
 		}
 		taken := l.stats.appends.Load()
@@ -63,8 +69,15 @@ func (l *Log) runFlusher(ctx context.Context) {
 // maxGroupWait bounds waitForGroup's wait.
 const maxGroupWait = 2 * time.Millisecond
 
+// onePCheckEvery is how often (in kicks) the flusher asks the runtime
+// for GOMAXPROCS, which takes the scheduler's lock; the runtime changes
+// it at most once a second, when the CPU limit changes.
+const onePCheckEvery = 64
+
 // groupState is what the flusher goroutine remembers of its last flush.
 type groupState struct {
+	kicks uint64        // kicks so far
+	oneP  bool          // GOMAXPROCS was 1 at the last check
 	taken int64         // appends placed when it took its batch
 	group int64         // appends since the flush before
 	took  time.Duration // its fdatasync
@@ -77,7 +90,7 @@ type groupWait struct {
 	full   chan struct{} // cap 1
 }
 
-// waitForGroup, with one P, waits before a kicked flush until most of the
+// waitForGroup, with one P (the caller checks), waits before a kicked flush until most of the
 // last group has appended again, at most as long as the last fdatasync
 // took (and maxGroupWait). With one P, sends from many connections come
 // back to back: when the flush that covered them wakes them, the first
@@ -89,7 +102,7 @@ type groupWait struct {
 // quarters of the last group are staged. A wait that runs out costs one
 // fdatasync's time, as the flush of the early ones alone would have.
 func (l *Log) waitForGroup(ctx context.Context, gs *groupState) {
-	if gs.group < 4 || runtime.GOMAXPROCS(0) != 1 {
+	if gs.group < 4 {
 		return
 	}
 	target := gs.taken + gs.group*3/4
@@ -115,7 +128,7 @@ const maxGatherYields = 8
 
 // gather lets the appenders that can run now stage their records before
 // a kicked flush takes its batch, when the process has one P
-// (GOMAXPROCS=1, as in a container limited to one CPU). There the kick
+// (GOMAXPROCS=1, as in a container limited to one CPU; the caller checks). There the kick
 // of the first appender after a flush readies the flusher ahead of every
 // other runnable goroutine (the P's runnext slot), and the appenders the
 // last flush woke, or whose requests have just been read, wait behind it:
@@ -127,9 +140,6 @@ const maxGatherYields = 8
 // already runnable. With more Ps the others run beside the flusher and
 // there is nothing to gather this way.
 func (l *Log) gather() {
-	if runtime.GOMAXPROCS(0) != 1 {
-		return
-	}
 	n := l.stats.appends.Load()
 	for range maxGatherYields {
 		runtime.Gosched()

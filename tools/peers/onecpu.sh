@@ -5,10 +5,12 @@
 # with the server on both CPUs. Prints the median msgs/s of each and the records each CommitLog
 # flush carried (from /metrics).
 # Builds run in the order given in odd rounds and reversed in even ones.
-# Usage: tools/peers/onecpu.sh BIN_BEFORE BIN_AFTER [more builds…]   (ROUNDS=4 DUR=3s by default)
+# Usage: tools/peers/onecpu.sh BIN_BEFORE BIN_AFTER [more builds…]   (ROUNDS=4 DUR=3s by default;
+#        CONFIGS='sync 0-1' measures only sync sends on both CPUs)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 ROUNDS=${ROUNDS:-4}; DUR=${DUR:-3s}
+IFS=, read -r -a CONFIGS <<<"${CONFIGS:-sync 0,async 0,sync 0-1}"   # "flush server-CPUs", comma-separated
 BINS=(); for b in "$@"; do BINS+=("$(cd "$(dirname "$b")" && pwd)/$(basename "$b")"); done
 [ ${#BINS[@]} -gt 0 ] || { echo "usage: $0 BIN [BIN…]" >&2; exit 2; }
 command -v wrk >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
@@ -35,12 +37,12 @@ run() {
 for i in $(seq "$ROUNDS"); do
   order=("${BINS[@]}")   # A B, then B A: what a run leaves behind (writeback) weighs on every build alike
   if [ $((i % 2)) = 0 ]; then order=(); for ((j = ${#BINS[@]} - 1; j >= 0; j--)); do order+=("${BINS[j]}"); done; fi
-  for cfg in "sync 0" "async 0" "sync 0-1"; do
+  for cfg in "${CONFIGS[@]}"; do
     for bin in "${order[@]}"; do run "$bin" $cfg; sleep 1; done
   done
 done
 printf '%-40s %12s %14s\n' "build, flush, server CPUs" "msgs/s (med)" "records/flush"
-for cfg in "sync 0" "async 0" "sync 0-1"; do
+for cfg in "${CONFIGS[@]}"; do
   read -r fl cpus <<<"$cfg"
   for bin in "${BINS[@]}"; do
     key="$(basename "$(dirname "$bin")")/$(basename "$bin") $fl cpus=$cpus"
