@@ -303,4 +303,14 @@ func TestGroupCommitWithOneP(t *testing.T) {
 	perFlush := float64(st.Appends) / float64(st.Flushes)
 	t.Logf("%d appends, %d flushes: %.1f records a flush", st.Appends, st.Flushes, perFlush)
 	require.GreaterOrEqual(t, perFlush, 0.75*appenders, "flushes of %d appenders with one P are not shared", appenders)
+
+	// One appender left alone: the first flush waits for a group that
+	// does not come back (at most one fdatasync's time), and the ones
+	// after it do not wait at all.
+	for range 20 {
+		res, err := l.Append(p)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, l.Flushed(), res.end())
+	}
+	require.Equal(t, st.Flushes+20, l.Stats().Flushes, "a lone appender's appends are flushed one by one")
 }

@@ -90,17 +90,18 @@ type groupWait struct {
 	full   chan struct{} // cap 1
 }
 
-// waitForGroup, with one P (the caller checks), waits before a kicked flush until most of the
-// last group has appended again, at most as long as the last fdatasync
-// took (and maxGroupWait). With one P, sends from many connections come
-// back to back: when the flush that covered them wakes them, the first
-// request to come in kicks the flusher, which would flush it alone while
-// the others are still being answered and read, then flush them as the
-// next group: two fdatasyncs where one does, each holding the only P.
-// Waiting lets the P answer them and read their next requests (the
-// network poller runs while the flusher waits), and ends as soon as three
-// quarters of the last group are staged. A wait that runs out costs one
-// fdatasync's time, as the flush of the early ones alone would have.
+// waitForGroup, with one P (the caller checks), waits before a kicked
+// flush until most of the last group has appended again, at most as long
+// as the last fdatasync took (and maxGroupWait). With one P, sends from
+// many connections come back to back: when the flush that covered them
+// wakes them, the first request to come in kicks the flusher, which would
+// flush it alone while the others are still being answered and read, then
+// flush them as the next group: two fdatasyncs where one does, each
+// holding the only P. Waiting lets the P answer them and read their next
+// requests (the network poller runs while the flusher waits), and ends as
+// soon as three quarters of the last group are staged. A wait that runs
+// out costs one fdatasync's time, as the flush of the early ones alone
+// would have.
 func (l *Log) waitForGroup(ctx context.Context, gs *groupState) {
 	if gs.group < 4 {
 		return
@@ -126,19 +127,19 @@ func (l *Log) waitForGroup(ctx context.Context, gs *groupState) {
 // maxGatherYields bounds the yields of one gather.
 const maxGatherYields = 8
 
-// gather lets the appenders that can run now stage their records before
-// a kicked flush takes its batch, when the process has one P
-// (GOMAXPROCS=1, as in a container limited to one CPU; the caller checks). There the kick
+// gather lets the appenders that can run now stage their records before a
+// kicked flush takes its batch, when the process has one P (GOMAXPROCS=1,
+// as in a container limited to one CPU; the caller checks). There the kick
 // of the first appender after a flush readies the flusher ahead of every
 // other runnable goroutine (the P's runnext slot), and the appenders the
 // last flush woke, or whose requests have just been read, wait behind it:
-// the flush takes a group of one, and its fdatasync holds the only P
-// until the runtime's monitor takes it back, so the others cannot even
-// stage their records meanwhile. runtime.Gosched puts the flusher behind
-// them; it yields again while they keep appending (at most
-// maxGatherYields times), so it never waits for an append that is not
-// already runnable. With more Ps the others run beside the flusher and
-// there is nothing to gather this way.
+// the flush takes a group of one, and its fdatasync holds the only P until
+// the runtime's monitor takes it back, so the others cannot even stage
+// their records meanwhile. runtime.Gosched puts the flusher behind them;
+// it yields again while they keep appending (at most maxGatherYields
+// times), so it never waits for an append that is not already runnable.
+// With more Ps the others run beside the flusher and there is nothing to
+// gather this way.
 func (l *Log) gather() {
 	n := l.stats.appends.Load()
 	for range maxGatherYields {
