@@ -170,3 +170,68 @@ func TestLeaderOnlyWorkFollowsTheSwitch(t *testing.T) {
 	require.NoError(t, b.Close(ctx))
 	require.ErrorIs(t, b.Promote(ctx), broker.ErrShuttingDown)
 }
+
+// TestTimerOnVirtualTime: a timer six hours out (deliverAt) stays
+// invisible until the broker's clock reaches it, to the second, and is
+// delivered then; a cancelled one never is. (A fake clock fires every tick
+// of the broker's tickers on its way, so hours, not years, keep it quick.)
+func TestTimerOnVirtualTime(t *testing.T) {
+	t.Parallel()
+	b, fc := virtualBroker(t)
+	ctx := context.Background()
+	due := fc.Now().Add(6 * time.Hour)
+	_, err := b.Send(ctx, "later", []broker.SendMessage{{Body: []byte("tonight"), DeliverAt: due}})
+	require.NoError(t, err)
+	cancelled, err := b.Send(ctx, "later", []broker.SendMessage{{Body: []byte("never"), DelayMs: (24 * time.Hour).Milliseconds()}})
+	require.NoError(t, err)
+	require.NoError(t, b.CancelTimer(ctx, cancelled[0].MessageID))
+
+	fc.Advance(due.Sub(fc.Now()) - time.Second)
+	time.Sleep(50 * time.Millisecond) // a timer loop on the wrong clock would act now
+	require.Empty(t, pullNow(t, b, "g", "later", time.Minute), "a second early")
+	fc.Advance(time.Second)
+	m := awaitPull(t, b, "g", "later", time.Minute)
+	require.Equal(t, "tonight", string(m.Body))
+	require.Empty(t, pullNow(t, b, "g", "later", time.Minute), "the cancelled timer")
+}
+
+// TestTransactionChecksOnVirtualTime: an unresolved transaction is checked
+// when its checkAfterMs has passed on the broker's clock, again every
+// check interval, and rolled back after the last unanswered check.
+func TestTransactionChecksOnVirtualTime(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClockAt(time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC))
+	b := brokertest.MustOpen(t, "", func(o *broker.Options) {
+		o.Clock = fc
+		o.TransactionMaxChecks = 3
+		o.TransactionCheckInterval = time.Minute
+	})
+	ctx := context.Background()
+	sent, err := b.Send(ctx, "orders", []broker.SendMessage{{Body: []byte("half"), Transactional: true, ProducerGroup: "pg", CheckAfterMs: 30_000}})
+	require.NoError(t, err)
+	id := sent[0].TransactionID
+	checks := func() []broker.TransactionCheck {
+		got, err := b.PullTransactionChecks(ctx, "pg", 8, 0)
+		require.NoError(t, err)
+		return got
+	}
+	fc.Advance(29 * time.Second)
+	require.Empty(t, checks(), "checkAfterMs has not passed")
+	fc.Advance(time.Second)
+	got := checks()
+	require.Len(t, got, 1)
+	require.Equal(t, id, got[0].Transaction.ID)
+	for n := 2; n <= 3; n++ {
+		fc.Advance(59 * time.Second)
+		require.Empty(t, checks(), "check %d before its interval", n)
+		fc.Advance(time.Second)
+		require.Len(t, checks(), 1, "check %d", n)
+	}
+	fc.Advance(time.Minute) // the fourth would fall due: rolled back instead
+	brokertest.Eventually(t, 10*time.Second, func() (bool, string) {
+		tx, err := b.GetTransaction(ctx, id)
+		require.NoError(t, err)
+		return tx.State == broker.TxnRolledBack, tx.State
+	})
+	require.Empty(t, pullNow(t, b, "g", "orders", time.Minute), "a rolled-back half is never delivered")
+}

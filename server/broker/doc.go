@@ -297,8 +297,9 @@
 // instance sweep. Lease deadlines, timer and retry due times, born and
 // created times, transaction check times and lease epochs all come from
 // it, so tests run leases, the retry ladder, timers and transactions on
-// a clockwork.FakeClock (clock_test.go walks the whole 18-level ladder
-// in well under a second). Push delivery (server/push) extends leases on
+// a clockwork.FakeClock (clock_test.go walks the whole 18-level ladder,
+// a lease expiry, a timer and a transaction's checks and roll-back in
+// about a second of wall time). Push delivery (server/push) extends leases on
 // the same clock. Durations that are only measured and reported (flush
 // times, recovery, metrics) stay on the wall clock.
 package broker
