@@ -302,4 +302,16 @@
 // about a second of wall time). Push delivery (server/push) extends leases on
 // the same clock. Durations that are only measured and reported (flush
 // times, recovery, metrics) stay on the wall clock.
+//
+// # What stays in memory
+//
+// Deliberately memory-only, on every replica: long-poll waiters,
+// in-flight idempotency claims (a claim becomes durable as the message's
+// record), metrics and rate limiters, the attempt history of an ordered
+// message retried in place, the push dispatcher's connections. Per-replica
+// facts stay local: quarantine, the scrub position, checkpoints and the
+// snapshots of derived state (offsets.snapshot, leases, instances,
+// transactions, the timer index). Everything else is a record in the
+// CommitLog; ARCHITECTURE.md ("The broker as a state machine") maps the
+// record families to the packages they are moving to.
 package broker
