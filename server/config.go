@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server/auth"
 	"github.com/mqgate/mqgate/server/broker"
 	"github.com/mqgate/mqgate/storage"
@@ -714,3 +715,11 @@ func (l CIDRList) String() string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// DefaultLease is the lease of a pulled message when neither the pull nor
+// its group says (for help texts: cmd/mqgate imports neither api nor the
+// broker); MaxLease is the longest a pull or a lease change may ask for.
+const (
+	DefaultLease = broker.DefaultLease
+	MaxLease     = time.Duration(api.MaxInvisibleMs) * time.Millisecond
+)

@@ -20,9 +20,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server"
-	"github.com/mqgate/mqgate/server/broker"
 )
 
 // version and commit may be set at build time:
@@ -64,7 +62,7 @@ func (c *serveCmd) Help() string {
 	return fmt.Sprintf("Leases: a pulled message stays invisible to the rest of its group for the pull's invisibleMs, "+
 		"else the group's invisibleMs, else the default lease of %v (at most %dh). Each pulled message's leaseUntil says when "+
 		"its lease runs out; ack, nack or extend it (POST /v1/groups/{group}/leases) before then.",
-		broker.DefaultLease, api.MaxInvisibleMs/(60*60*1000))
+		server.DefaultLease, int(server.MaxLease/time.Hour))
 }
 
 // Run serves until ctx ends, then shuts down gracefully.
