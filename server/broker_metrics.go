@@ -12,6 +12,7 @@ import (
 // statsSource is what the broker collector reads; *broker.Broker has it.
 type statsSource interface {
 	Stats() broker.Stats
+	ConsumerLags() []broker.ConsumerLag
 	Status(ctx context.Context) (broker.BrokerStatus, error)
 }
 
@@ -29,7 +30,8 @@ type brokerCollector struct {
 	timersPending                                   *prometheus.Desc
 	commitLogMin, commitLogMax                      *prometheus.Desc
 	appends, flushes, flushTime, maxFlush           *prometheus.Desc
-	flushDuration                                   *prometheus.Desc
+	flushDuration, flushRecords                     *prometheus.Desc
+	consumerLag, oldestUnacked                      *prometheus.Desc
 	offsetsClamped                                  *prometheus.Desc
 	txnPending, txnCommitted, txnRolledBack         *prometheus.Desc
 	txnMaxChecks, txnChecks                         *prometheus.Desc
@@ -51,18 +53,23 @@ func newBrokerCollector(src statsSource) *brokerCollector {
 		inflight:       d("inflight_leases", "Leased messages not yet acknowledged, per group.", "group"),
 		retentionDropped: d("retention_dropped_unconsumed_total",
 			"Messages retention removed before the group consumed them (expired, a topic's shorter retentionHours, or --disk-pressure-delete), per group.", "group"),
-		scheduled:      d("scheduler_delivered_total", "Messages the delay scheduler delivered."),
-		lateness:       d("scheduler_lateness_seconds", "How late the scheduler delivered its recent messages.", "quantile"),
-		backlog:        d("scheduler_backlog_messages", "Schedule entries not yet delivered, per delay level.", "level"),
-		storeBytes:     d("store_bytes", "Disk space of CommitLog segments."),
-		timersPending:  d("timers_pending", "delayMs/deliverAt timers not yet due."),
-		commitLogMin:   d("commitlog_min_offset_bytes", "Lowest CommitLog offset still kept."),
-		commitLogMax:   d("commitlog_max_offset_bytes", "CommitLog write offset."),
-		appends:        d("commitlog_appends_total", "Records appended to the CommitLog since start."),
-		flushes:        d("commitlog_flushes_total", "CommitLog flushes (fdatasync batches, each shared by the appends it covers: group commit) since start."),
-		flushTime:      d("commitlog_flush_seconds_total", "Time spent in CommitLog flushes since start (divide by mqgate_commitlog_flushes_total for the mean)."),
-		maxFlush:       d("commitlog_flush_max_seconds", "The longest CommitLog flush since start."),
-		flushDuration:  d("commitlog_flush_duration_seconds", "CommitLog flushes (one fdatasync batch each) by duration since start: a durable send waits for one, so their tail is the send's."),
+		scheduled:     d("scheduler_delivered_total", "Messages the delay scheduler delivered."),
+		lateness:      d("scheduler_lateness_seconds", "How late the delay scheduler delivered its messages, since start."),
+		backlog:       d("scheduler_backlog_messages", "Schedule entries not yet delivered, per delay level.", "level"),
+		storeBytes:    d("store_bytes", "Disk space of CommitLog segments."),
+		timersPending: d("timers_pending", "delayMs/deliverAt timers not yet due."),
+		commitLogMin:  d("commitlog_min_offset_bytes", "Lowest CommitLog offset still kept."),
+		commitLogMax:  d("commitlog_max_offset_bytes", "CommitLog write offset."),
+		appends:       d("commitlog_appends_total", "Records appended to the CommitLog since start."),
+		flushes:       d("commitlog_flushes_total", "CommitLog flushes (fdatasync batches, each shared by the appends it covers: group commit) since start."),
+		flushTime:     d("commitlog_flush_seconds_total", "Time spent in CommitLog flushes since start (divide by mqgate_commitlog_flushes_total for the mean)."),
+		maxFlush:      d("commitlog_flush_max_seconds", "The longest CommitLog flush since start."),
+		flushDuration: d("commitlog_flush_duration_seconds", "CommitLog flushes (one fdatasync batch each) by duration since start: a durable send waits for one, so their tail is the send's."),
+		flushRecords:  d("commitlog_flush_records", "CommitLog flushes by the records each covered (appended since the flush before) since start: how much group commit shares one fdatasync."),
+		consumerLag: d("consumer_lag_messages",
+			"Messages stored in the topic's queues that the group has not consumed yet (retries waiting in its %RETRY% topic not counted; a broadcasting group's slowest instance), per group and topic.", "group", "topic"),
+		oldestUnacked: d("consumer_oldest_unacked_age_seconds",
+			"How long ago the oldest message the group has not consumed yet was stored (0 when it lags by none), per group and topic.", "group", "topic"),
 		offsetsClamped: d("consumer_offsets_clamped_total", "Consumer offsets found above their queue's maximum (the store lost messages) and lowered to it."),
 		txnPending:     d("transactions_pending", "Unresolved transactions (half messages neither committed nor rolled back)."),
 		txnCommitted:   d("transactions_committed_total", "Transactions committed since start."),
@@ -76,7 +83,7 @@ func newBrokerCollector(src statsSource) *brokerCollector {
 func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.sent, c.sentBytes, c.deliveredBytes, c.delivered, c.acked, c.retries, c.dead, c.inflight, c.retentionDropped,
 		c.scheduled, c.lateness, c.backlog, c.storeBytes, c.timersPending, c.commitLogMin, c.commitLogMax, c.offsetsClamped,
-		c.appends, c.flushes, c.flushTime, c.maxFlush, c.flushDuration, c.txnPending, c.txnCommitted, c.txnRolledBack, c.txnMaxChecks, c.txnChecks} {
+		c.appends, c.flushes, c.flushTime, c.maxFlush, c.flushDuration, c.flushRecords, c.consumerLag, c.oldestUnacked, c.txnPending, c.txnCommitted, c.txnRolledBack, c.txnMaxChecks, c.txnChecks} {
 		ch <- d
 	}
 }
@@ -104,8 +111,18 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.scheduled, prometheus.CounterValue, float64(st.Scheduled))
 	ch <- prometheus.MustNewConstMetric(c.offsetsClamped, prometheus.CounterValue, float64(st.OffsetsClamped))
-	for q, v := range map[string]float64{"0.5": st.LatenessP50.Seconds(), "0.99": st.LatenessP99.Seconds(), "1": st.LatenessMax.Seconds()} {
-		ch <- prometheus.MustNewConstMetric(c.lateness, prometheus.GaugeValue, v, q)
+	if len(st.LatenessCounts) == len(broker.LatenessBuckets)+1 {
+		buckets, n := make(map[float64]uint64, len(broker.LatenessBuckets)), uint64(0)
+		for i, b := range broker.LatenessBuckets {
+			n += st.LatenessCounts[i]
+			buckets[b.Seconds()] = n // cumulative, as Prometheus counts buckets
+		}
+		n += st.LatenessCounts[len(broker.LatenessBuckets)]
+		ch <- prometheus.MustNewConstHistogram(c.lateness, n, st.LatenessSum.Seconds(), buckets)
+	}
+	for _, l := range c.src.ConsumerLags() {
+		ch <- prometheus.MustNewConstMetric(c.consumerLag, prometheus.GaugeValue, float64(l.Lag), l.Group, l.Topic)
+		ch <- prometheus.MustNewConstMetric(c.oldestUnacked, prometheus.GaugeValue, l.OldestUnacked.Seconds(), l.Group, l.Topic)
 	}
 	status, err := c.src.Status(context.Background())
 	if err != nil {
@@ -130,6 +147,15 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		n += uint64(status.FlushCounts[len(status.FlushBuckets)])
 		ch <- prometheus.MustNewConstHistogram(c.flushDuration, n, status.FlushTime.Seconds(), buckets)
+	}
+	if len(status.FlushRecordCounts) == len(status.FlushRecordBuckets)+1 {
+		buckets, n := make(map[float64]uint64, len(status.FlushRecordBuckets)), uint64(0)
+		for i, b := range status.FlushRecordBuckets {
+			n += uint64(status.FlushRecordCounts[i])
+			buckets[float64(b)] = n
+		}
+		n += uint64(status.FlushRecordCounts[len(status.FlushRecordBuckets)])
+		ch <- prometheus.MustNewConstHistogram(c.flushRecords, n, float64(status.FlushRecords), buckets)
 	}
 	tx := status.Transactions
 	ch <- prometheus.MustNewConstMetric(c.txnPending, prometheus.GaugeValue, float64(tx.Pending))

@@ -496,10 +496,17 @@ type Stats struct {
 	FlushTime, MaxFlush time.Duration
 	// FlushCounts is the flushes by duration (commitlog.FlushBuckets).
 	FlushCounts [len(commitlog.FlushBuckets) + 1]int64
+	// FlushRecordCounts is the flushes by the records each covered
+	// (commitlog.FlushRecordBuckets); FlushRecords their sum.
+	FlushRecordCounts [len(commitlog.FlushRecordBuckets) + 1]int64
+	FlushRecords      int64
 }
 
 // FlushBuckets are the upper bounds of Stats.FlushCounts (the CommitLog's).
 var FlushBuckets = commitlog.FlushBuckets
+
+// FlushRecordBuckets are the upper bounds of Stats.FlushRecordCounts.
+var FlushRecordBuckets = commitlog.FlushRecordBuckets
 
 // Stats reports the store's extent.
 func (s *Store) Stats() Stats {
@@ -514,6 +521,7 @@ func (s *Store) Stats() Stats {
 	cl := s.commitLog.Stats()
 	st.Appends, st.Flushes, st.FlushTime, st.MaxFlush = cl.Appends, cl.Flushes, cl.FlushTime, cl.MaxFlush
 	st.FlushCounts = cl.FlushCounts
+	st.FlushRecordCounts, st.FlushRecords = cl.FlushRecordCounts, cl.FlushRecords
 	for _, seg := range segs {
 		st.DiskBytes += seg.Allocated
 	}

@@ -399,6 +399,12 @@ type BrokerStatus struct {
 	// that took at most FlushBuckets[i], the last one the longer ones.
 	FlushCounts  []int64
 	FlushBuckets []time.Duration
+	// FlushRecordCounts counts the flushes by the records each covered:
+	// FlushRecordCounts[i] those of at most FlushRecordBuckets[i], the
+	// last one the larger ones; FlushRecords is their sum.
+	FlushRecordCounts  []int64
+	FlushRecordBuckets []int64
+	FlushRecords       int64
 	// Levels is the delay scheduler's position per delay level.
 	Levels []DelayLevelStatus
 	// Scheduled counts messages the scheduler delivered since start.

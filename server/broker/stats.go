@@ -35,10 +35,15 @@ type counters struct {
 	acked          map[string]uint64   // acks per group
 	// retentionDropped counts unconsumed messages retention removed, per group.
 	retentionDropped map[string]uint64
-	lateness         []time.Duration // recent scheduler lateness samples (ring)
+	lateness         []time.Duration // recent scheduler lateness samples (ring), for the status's percentiles
 	latenessPos      int
-	scheduled        uint64 // messages the scheduler delivered
-	clamped          uint64 // consumer offsets lowered to their queue's maximum
+	// latenessCounts counts every scheduler delivery by lateness
+	// (LatenessBuckets, the last one the later ones); latenessSum is their
+	// total: the Prometheus histogram.
+	latenessCounts [len(LatenessBuckets) + 1]uint64
+	latenessSum    time.Duration
+	scheduled      uint64 // messages the scheduler delivered
+	clamped        uint64 // consumer offsets lowered to their queue's maximum
 }
 
 type retryKey struct {
@@ -47,6 +52,25 @@ type retryKey struct {
 }
 
 const latenessSamples = 4096
+
+// LatenessBuckets are the upper bounds of Stats.LatenessCounts: a due
+// message is delivered within milliseconds; seconds mean a backlog.
+var LatenessBuckets = [...]time.Duration{
+	time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond,
+	50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2500 * time.Millisecond, 5 * time.Second, 10 * time.Second, 30 * time.Second,
+	time.Minute, 5 * time.Minute,
+}
+
+// latenessBucket is the index in LatenessCounts of a delivery d late.
+func latenessBucket(d time.Duration) int {
+	for i, b := range LatenessBuckets {
+		if d <= b {
+			return i
+		}
+	}
+	return len(LatenessBuckets)
+}
 
 func (c *counters) init(maxLabels int) {
 	c.maxLabels = maxLabels
@@ -152,6 +176,8 @@ func (c *counters) clampedOffset() {
 func (c *counters) late(d time.Duration) {
 	c.mu.Lock()
 	c.scheduled++
+	c.latenessCounts[latenessBucket(d)]++
+	c.latenessSum += max(d, 0)
 	if len(c.lateness) < latenessSamples {
 		c.lateness = append(c.lateness, d)
 	} else {
@@ -185,8 +211,14 @@ type Stats struct {
 	// to it, so the group receives what is stored from then on.
 	OffsetsClamped uint64
 	// LatenessP50, LatenessP99 and LatenessMax summarise how late the
-	// scheduler delivered its most recent messages.
+	// scheduler delivered its most recent messages (the status report's).
 	LatenessP50, LatenessP99, LatenessMax time.Duration
+	// LatenessCounts counts every scheduler delivery since start by how
+	// late it was: LatenessCounts[i] those at most LatenessBuckets[i] late
+	// (and more than the bucket before), the last one the later ones.
+	// LatenessSum is their total lateness. (The metrics' histogram.)
+	LatenessCounts []uint64
+	LatenessSum    time.Duration
 	// InFlight counts leases held, by group.
 	InFlight map[string]int
 	// Every map above, and Retries, is keyed by topic or group name, at
@@ -222,6 +254,8 @@ func (b *Broker) Stats() Stats {
 		RetentionDropped: copyCounts(c.retentionDropped),
 		Scheduled:        c.scheduled,
 		OffsetsClamped:   c.clamped,
+		LatenessCounts:   append([]uint64(nil), c.latenessCounts[:]...),
+		LatenessSum:      c.latenessSum,
 	}
 	for k, v := range c.retries {
 		st.Retries = append(st.Retries, RetryCount{Group: k.group, Level: k.level, Count: v})
@@ -260,4 +294,91 @@ func (b *Broker) Stats() Stats {
 		st.InFlight[group] += n
 	}
 	return st
+}
+
+// ConsumerLag is one (group, topic) row of ConsumerLags.
+type ConsumerLag struct {
+	// Group and Topic are the labels: names, or OtherLabel for those
+	// beyond the label limit (their rows summed).
+	Group, Topic string
+	// Lag counts the messages stored in the topic's queues that the group
+	// has not consumed (acknowledged, skipped or sent back); retries
+	// waiting in the group's %RETRY% topic are not counted. A
+	// broadcasting group's lag is its slowest instance's.
+	Lag int64
+	// OldestUnacked is how long ago the oldest of those messages was
+	// stored (0 when Lag is 0): what an alert on a stuck consumer watches.
+	OldestUnacked time.Duration
+}
+
+// ConsumerLags reports every group's lag and oldest unconsumed message
+// per topic it reads, for the metrics, under the label limit of Stats.
+// It reads offsets only, plus one ConsumeQueue entry per queue that lags.
+// It does not wait for the dispatcher, so messages stored an instant ago
+// may not be counted yet.
+func (b *Broker) ConsumerLags() []ConsumerLag {
+	type key struct{ group, topic string }
+	rows := map[key]*ConsumerLag{}
+	now := b.clock.Now()
+	for _, g := range b.registry.listGroups() {
+		// The progress groups: the group's own, and a broadcasting
+		// group's instances (the slowest one counts).
+		progress := []string{g.Name}
+		if g.ConsumeMode == ConsumeBroadcasting {
+			if clients := b.instanceClients(g.Name); len(clients) > 0 {
+				if !b.hasOwnOffsets(g.Name) {
+					progress = progress[:0]
+				}
+				for _, c := range clients {
+					progress = append(progress, instanceKey(g.Name, c))
+				}
+			}
+		}
+		for _, topic := range b.groupTopics(g) {
+			t, ok := b.registry.topic(topic)
+			if !ok {
+				continue
+			}
+			var lag int64
+			var oldest time.Duration
+			for _, pg := range progress {
+				var n int64
+				for q := int32(0); q < int32(t.Queues); q++ {
+					v := b.view(pg, topic, q, nil)
+					committed, _, _ := b.progress.Get(v.key)
+					maxOff := b.store.MaxOffset(v.storeTopic, v.storeQueue)
+					from := max(committed, b.store.MinOffset(v.storeTopic, v.storeQueue))
+					if maxOff <= from {
+						continue
+					}
+					n += maxOff - from
+					if res, err := b.store.ReadQueue(v.storeTopic, v.storeQueue, from, 1, nil); err == nil && len(res.Messages) == 1 {
+						oldest = max(oldest, now.Sub(time.UnixMilli(res.Messages[0].StoreTimestamp)))
+					}
+				}
+				lag = max(lag, n)
+			}
+			b.metrics.mu.Lock()
+			k := key{b.metrics.label(b.metrics.groups, g.Name), b.metrics.label(b.metrics.topics, topic)}
+			b.metrics.mu.Unlock()
+			r := rows[k]
+			if r == nil {
+				r = &ConsumerLag{Group: k.group, Topic: k.topic}
+				rows[k] = r
+			}
+			r.Lag += lag
+			r.OldestUnacked = max(r.OldestUnacked, oldest)
+		}
+	}
+	out := make([]ConsumerLag, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Group != out[j].Group {
+			return out[i].Group < out[j].Group
+		}
+		return out[i].Topic < out[j].Topic
+	})
+	return out
 }

@@ -193,6 +193,9 @@ func (l *Log) flushOnce() (flushResult, error) {
 		return flushResult{From: from, To: from}, nil
 	}
 	l.flushBytes = (3*l.flushBytes + (to - from)) / 4
+	appends := l.stats.appends.Load()
+	records := max(appends-l.flushedAppends, 0)
+	l.flushedAppends = appends
 	start := time.Now()
 	for pos := from; pos < to; {
 		s, err := l.pin(pos)
@@ -225,6 +228,8 @@ func (l *Log) flushOnce() (flushResult, error) {
 	l.stats.flushes.Add(1)
 	l.stats.flushNanos.Add(int64(took))
 	l.stats.flushCounts[flushBucket(took)].Add(1)
+	l.stats.flushRecordCounts[flushRecordBucket(records)].Add(1)
+	l.stats.flushRecords.Add(records)
 	if int64(took) > l.stats.maxFlushNanos.Load() {
 		l.stats.maxFlushNanos.Store(int64(took)) // only flushOnce writes it, under syncMu
 	}
@@ -344,4 +349,15 @@ func flushBucket(d time.Duration) int {
 		}
 	}
 	return len(FlushBuckets)
+}
+
+// flushRecordBucket is the index in Stats.FlushRecordCounts of a flush
+// that covered n records.
+func flushRecordBucket(n int64) int {
+	for i, b := range FlushRecordBuckets {
+		if n <= b {
+			return i
+		}
+	}
+	return len(FlushRecordBuckets)
 }

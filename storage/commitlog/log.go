@@ -76,7 +76,20 @@ type Stats struct {
 	// those that took at most FlushBuckets[i] (and more than the bucket
 	// before), the last one those longer than every bucket.
 	FlushCounts [len(FlushBuckets) + 1]int64
+	// FlushRecordCounts counts successful flushes by the records appended
+	// since the flush before: FlushRecordCounts[i] those of at most
+	// FlushRecordBuckets[i] (and more than the bucket before), the last one
+	// the larger ones; FlushRecords is their sum. An append is counted
+	// once it is placed, so one placed while a flush began is counted in
+	// the next.
+	FlushRecordCounts [len(FlushRecordBuckets) + 1]int64
+	FlushRecords      int64
 }
+
+// FlushRecordBuckets are the upper bounds of the records-per-flush
+// histogram in Stats.FlushRecordCounts: how many appends one fdatasync
+// covers (group commit).
+var FlushRecordBuckets = [...]int64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096}
 
 // FlushBuckets are the upper bounds of the flush-duration histogram in
 // Stats.FlushCounts: a disk's fdatasync takes 0.1–1 ms, and its rare long
@@ -178,7 +191,12 @@ type Log struct {
 	stats    struct {
 		appends, flushes, flushFailures, allocFailures, flushNanos, maxFlushNanos, rolls atomic.Int64
 		flushCounts                                                                      [len(FlushBuckets) + 1]atomic.Int64
+		flushRecordCounts                                                                [len(FlushRecordBuckets) + 1]atomic.Int64
+		flushRecords                                                                     atomic.Int64
 	}
+	// flushedAppends is stats.appends when the last flush began (guarded
+	// by syncMu).
+	flushedAppends int64
 }
 
 type failure struct{ err error }
@@ -253,15 +271,21 @@ func (l *Log) Stats() Stats {
 	for i := range counts {
 		counts[i] = l.stats.flushCounts[i].Load()
 	}
+	var recs [len(FlushRecordBuckets) + 1]int64
+	for i := range recs {
+		recs[i] = l.stats.flushRecordCounts[i].Load()
+	}
 	return Stats{
-		FlushCounts:   counts,
-		Appends:       l.stats.appends.Load(),
-		Flushes:       l.stats.flushes.Load(),
-		FlushFailures: l.stats.flushFailures.Load(),
-		AllocFailures: l.stats.allocFailures.Load(),
-		FlushTime:     time.Duration(l.stats.flushNanos.Load()),
-		MaxFlush:      time.Duration(l.stats.maxFlushNanos.Load()),
-		Rolls:         l.stats.rolls.Load(),
+		FlushCounts:       counts,
+		FlushRecordCounts: recs,
+		FlushRecords:      l.stats.flushRecords.Load(),
+		Appends:           l.stats.appends.Load(),
+		Flushes:           l.stats.flushes.Load(),
+		FlushFailures:     l.stats.flushFailures.Load(),
+		AllocFailures:     l.stats.allocFailures.Load(),
+		FlushTime:         time.Duration(l.stats.flushNanos.Load()),
+		MaxFlush:          time.Duration(l.stats.maxFlushNanos.Load()),
+		Rolls:             l.stats.rolls.Load(),
 	}
 }
 
