@@ -22,8 +22,7 @@ import (
 // the answer for the access-log line. One value instead of one per
 // concern: each context value costs a copy of the request.
 type scope struct {
-	id        xid.ID
-	idHeader  [1]string       // id's text: X-Request-Id's value, without a slice per request
+	idHeader  [1]string       // the id: X-Request-Id's value, without a slice per request
 	log       *zerolog.Logger // the transport's logger (shared)
 	start     time.Time
 	principal *auth.Principal
@@ -32,6 +31,28 @@ type scope struct {
 
 // headerRequestID is the request id's header, in canonical form.
 const headerRequestID = "X-Request-Id"
+
+// maxRequestIDLen bounds an incoming X-Request-Id kept as the request's id.
+const maxRequestIDLen = 128
+
+// wellFormedRequestID reports whether an incoming X-Request-Id is kept
+// as the request's id: 1 to maxRequestIDLen letters, digits and "-_.:"
+// (UUIDs, xids, ULIDs, hex trace ids). Anything else — empty, longer, or
+// with spaces, quotes or control characters that could forge log lines —
+// is replaced by a fresh id.
+func wellFormedRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.', c == ':':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // scopeKey is the context key of a request's scope.
 type scopeKey struct{}
@@ -73,16 +94,21 @@ func (w *recorder) Write(b []byte) (int, error) {
 func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // requestScope is the API's first middleware: it opens the request's
-// scope, answers X-Request-Id, turns a handler panic into a logged 500
+// scope, answers X-Request-Id (the request's own when well formed, else a
+// fresh xid), turns a handler panic into a logged 500
 // (re-panicking http.ErrAbortHandler, which net/http uses to abort a
 // response on purpose), and writes one access-log line per request with
 // method, path, route pattern, status, bytes, latency and the account.
 func requestScope(log zerolog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			s := &scope{id: xid.New(), log: &log, start: time.Now()}
+			s := &scope{log: &log, start: time.Now()}
 			s.w.ResponseWriter = w
-			s.idHeader[0] = s.id.String()
+			if id := r.Header[headerRequestID]; len(id) == 1 && wellFormedRequestID(id[0]) {
+				s.idHeader[0] = id[0] // the caller's (a proxy's, a client's): one id across the hops
+			} else {
+				s.idHeader[0] = xid.New().String()
+			}
 			w.Header()[headerRequestID] = s.idHeader[:] // canonical already; Set would allocate the slice
 			r = r.WithContext(context.WithValue(r.Context(), scopeKey{}, s))
 			defer s.finish(r)

@@ -656,6 +656,14 @@ func redirect(target string) http.HandlerFunc {
 	}
 }
 
+// logTimeFormat is the time of log lines: RFC 3339 with milliseconds,
+// so the lines of one second keep their order and line up with traces.
+const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// The time field of every zerolog logger of the process (zerolog keeps
+// the format in a package variable; set once, before any logger logs).
+func init() { zerolog.TimeFieldFormat = logTimeFormat }
+
 // newLogger builds the process logger from the log flags.
 func newLogger(cfg Config) zerolog.Logger {
 	out := cfg.LogOutput
@@ -672,7 +680,7 @@ func newLogger(cfg Config) zerolog.Logger {
 		}
 	}
 	if format == "console" {
-		out = zerolog.ConsoleWriter{Out: out, TimeFormat: time.RFC3339}
+		out = zerolog.ConsoleWriter{Out: out, TimeFormat: logTimeFormat}
 	}
 	level, err := zerolog.ParseLevel(cfg.LogLevel)
 	if err != nil {
