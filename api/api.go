@@ -131,6 +131,12 @@ type Admin interface {
 	RotateReceiptKey(ctx context.Context) (int, error)
 	// ReceiptKeys lists the ids of the keys that verify receipts.
 	ReceiptKeys() []int
+	// Stats returns the broker's counters (GET /v1/stats), keyed by
+	// topic and group under the metrics' label limit.
+	Stats() broker.Stats
+	// ConsumerLags returns every group's lag and oldest unconsumed
+	// message per topic it reads, under the same limit.
+	ConsumerLags() []broker.ConsumerLag
 	// Ready returns nil when the broker has recovered and is writable.
 	Ready() error
 }
@@ -268,6 +274,7 @@ func NewHandler(d Deps) http.Handler {
 	h.registerGroupRoutes(r)
 	h.registerMessageRoutes(r)
 	h.registerBrokerRoutes(r)
+	h.registerStatsRoutes(r)
 	h.registerDLQRoutes(r)
 	h.registerTimerRoutes(r)
 	h.registerTransactionRoutes(r)

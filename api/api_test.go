@@ -347,6 +347,15 @@ func (f *fakeBroker) Status(ctx context.Context) (broker.BrokerStatus, error) {
 
 func (f *fakeBroker) Ready() error { return f.check() }
 
+func (f *fakeBroker) Stats() broker.Stats {
+	return broker.Stats{Sent: map[string]uint64{"orders": 3}, Delivered: map[string]uint64{"g": 2},
+		Acked: map[string]uint64{"g": 1}, InFlight: map[string]int{"g": 1}}
+}
+
+func (f *fakeBroker) ConsumerLags() []broker.ConsumerLag {
+	return []broker.ConsumerLag{{Group: "g", Topic: "orders", Lag: 2, OldestUnacked: 1500 * time.Millisecond}}
+}
+
 // sampleMessage is a delivered message with the given receipt and body.
 func sampleMessage(receipt string, body []byte) broker.ReceivedMessage {
 	return broker.ReceivedMessage{

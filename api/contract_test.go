@@ -87,6 +87,8 @@ func TestResponsesMatchSpec(t *testing.T) {
 		{"GET", "/v1/broker/status", "", "", broker.ErrShuttingDown, nil},
 		{"POST", "/v1/broker/receipt-keys/rotate", "", "", nil, nil},
 		{"POST", "/v1/broker/receipt-keys/rotate", "", "", broker.ErrDiskFull, nil},
+		{"GET", "/v1/stats", "", "", nil, nil},
+		{"GET", "/v1/stats", "", "", broker.ErrShuttingDown, nil},
 		{"POST", "/v1/topics/orders/messages", "application/vnd.mqgate.batch", "\x00\x00\x00\x01\x00\x00\x00\x01x", nil, nil},
 		{"POST", "/v1/topics/orders/messages", "application/json", `{"body":"x"}`, nil, []string{"Idempotency-Key", "k1"}},
 		{"POST", "/v1/groups/g/ack", "application/json", `{"receipts":["r"]}`, nil, []string{"X-Mqgate-Client-Id", "has space"}},

@@ -1664,6 +1664,40 @@ const docTemplate = `{
                 }
             }
         },
+        "/stats": {
+            "get": {
+                "description": "Totals since start (a poller computes rates from two snapshots), lag, in flight, delayed backlog and disk, in one small answer. Topic and group rows are bounded by --metrics-max-label-values (the rest summed under \"_other\").",
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "broker"
+                ],
+                "summary": "Compact stats for dashboards",
+                "operationId": "getStats",
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/Stats"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
         "/timers": {
             "get": {
                 "description": "Messages sent with delayMs or deliverAt wait here until due (up to a year ahead, past the CommitLog's retention). Pages follow ` + "`" + `next` + "`" + `.",
@@ -2945,6 +2979,48 @@ const docTemplate = `{
                 }
             }
         },
+        "ConsumerStat": {
+            "type": "object",
+            "required": [
+                "ackedTotal",
+                "deliveredTotal",
+                "group",
+                "inFlight",
+                "lag",
+                "oldestUnackedMs",
+                "topic"
+            ],
+            "properties": {
+                "ackedTotal": {
+                    "type": "integer",
+                    "example": 1150
+                },
+                "deliveredTotal": {
+                    "type": "integer",
+                    "example": 1180
+                },
+                "group": {
+                    "type": "string",
+                    "example": "billing"
+                },
+                "inFlight": {
+                    "type": "integer",
+                    "example": 12
+                },
+                "lag": {
+                    "type": "integer",
+                    "example": 40
+                },
+                "oldestUnackedMs": {
+                    "type": "integer",
+                    "example": 1500
+                },
+                "topic": {
+                    "type": "string",
+                    "example": "orders"
+                }
+            }
+        },
         "DLQFilter": {
             "type": "object",
             "properties": {
@@ -3538,6 +3614,28 @@ const docTemplate = `{
                     "description": "Count is how many messages wait there; null when it cannot be known yet (see notes).",
                     "type": "integer",
                     "example": 2
+                },
+                "delayMs": {
+                    "type": "integer",
+                    "example": 10000
+                },
+                "level": {
+                    "type": "integer",
+                    "example": 3
+                }
+            }
+        },
+        "LevelBacklogStat": {
+            "type": "object",
+            "required": [
+                "backlog",
+                "delayMs",
+                "level"
+            ],
+            "properties": {
+                "backlog": {
+                    "type": "integer",
+                    "example": 4
                 },
                 "delayMs": {
                     "type": "integer",
@@ -4863,6 +4961,132 @@ const docTemplate = `{
                 }
             }
         },
+        "Stats": {
+            "type": "object",
+            "required": [
+                "ackedTotal",
+                "at",
+                "consumers",
+                "deadLetteredTotal",
+                "delayedBacklog",
+                "deliveredTotal",
+                "diskSendCeiling",
+                "diskSystemCeiling",
+                "diskUsedRatio",
+                "dispatchLagBytes",
+                "inFlight",
+                "oldestUnackedMs",
+                "quarantinedRecords",
+                "retriedTotal",
+                "scheduledTotal",
+                "sentTotal",
+                "storeBytes",
+                "timersPending",
+                "topics",
+                "totalLag",
+                "uptimeMs"
+            ],
+            "properties": {
+                "ackedTotal": {
+                    "type": "integer",
+                    "example": 1150
+                },
+                "at": {
+                    "description": "At is when the snapshot was taken.",
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-12-01T10:00:00.000Z"
+                },
+                "consumers": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/ConsumerStat"
+                    }
+                },
+                "deadLetteredTotal": {
+                    "type": "integer",
+                    "example": 2
+                },
+                "delayedBacklog": {
+                    "description": "DelayedBacklog is the delay scheduler's backlog per level (delayed\nsends and retries); TimersPending the delayMs/deliverAt timers.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/LevelBacklogStat"
+                    }
+                },
+                "deliveredTotal": {
+                    "type": "integer",
+                    "example": 1180
+                },
+                "diskSendCeiling": {
+                    "type": "number",
+                    "example": 0.85
+                },
+                "diskSystemCeiling": {
+                    "type": "number",
+                    "example": 0.95
+                },
+                "diskUsedRatio": {
+                    "type": "number",
+                    "example": 0.42
+                },
+                "dispatchLagBytes": {
+                    "type": "integer",
+                    "example": 0
+                },
+                "inFlight": {
+                    "description": "InFlight counts leased messages not yet acknowledged.",
+                    "type": "integer",
+                    "example": 12
+                },
+                "oldestUnackedMs": {
+                    "type": "integer",
+                    "example": 1500
+                },
+                "quarantinedRecords": {
+                    "type": "integer",
+                    "example": 0
+                },
+                "retriedTotal": {
+                    "type": "integer",
+                    "example": 25
+                },
+                "scheduledTotal": {
+                    "type": "integer",
+                    "example": 30
+                },
+                "sentTotal": {
+                    "description": "Totals since start: messages stored by sends, leases granted, acks,\nfailed deliveries sent back to a retry topic (nacks and expired\nleases), messages moved to a DLQ, and messages the delay scheduler\ndelivered.",
+                    "type": "integer",
+                    "example": 1200
+                },
+                "storeBytes": {
+                    "description": "StoreBytes is the CommitLog's disk space; DiskUsedRatio the used\nfraction of its file system, with the ceilings above which sends,\nthen acks and nacks, are refused.",
+                    "type": "integer",
+                    "example": 1073741824
+                },
+                "timersPending": {
+                    "type": "integer",
+                    "example": 3
+                },
+                "topics": {
+                    "description": "Topics and Consumers are the rows per topic and per (group, topic).",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/TopicStat"
+                    }
+                },
+                "totalLag": {
+                    "description": "TotalLag sums, over groups and the topics they read, the stored\nmessages not consumed yet (retries waiting in the delay ladder are in\ndelayedBacklog). OldestUnackedMs is the age of the oldest of them.",
+                    "type": "integer",
+                    "example": 40
+                },
+                "uptimeMs": {
+                    "type": "integer",
+                    "example": 3600000
+                }
+            }
+        },
         "Subscription": {
             "type": "object",
             "required": [
@@ -5045,6 +5269,23 @@ const docTemplate = `{
                     "type": "integer",
                     "minimum": 0,
                     "example": 72
+                }
+            }
+        },
+        "TopicStat": {
+            "type": "object",
+            "required": [
+                "sentTotal",
+                "topic"
+            ],
+            "properties": {
+                "sentTotal": {
+                    "type": "integer",
+                    "example": 1200
+                },
+                "topic": {
+                    "type": "string",
+                    "example": "orders"
                 }
             }
         },

@@ -151,6 +151,10 @@ func endpointsGroups(t *testing.T, e *e2eServer) {
 
 // endpointsBrokerStatus is TestE2EEndpoints/BrokerStatus.
 func endpointsBrokerStatus(t *testing.T, e *e2eServer) {
+	var stats api.Stats
+	servertest.Decode(t, e.Get(t, "/v1/stats"), http.StatusOK, &stats)
+	require.Positive(t, stats.SentTotal)
+	require.Len(t, stats.DelayedBacklog, 18)
 	var st api.BrokerStatus
 	servertest.Decode(t, e.Get(t, "/v1/broker/status"), http.StatusOK, &st)
 	require.Equal(t, "sync", st.FlushMode)

@@ -438,6 +438,15 @@ type ClientInterface interface {
 	// Corresponds with POST /producer-groups/{producerGroup}/transactions/pull (the `PullTransactionChecks` operationId).
 	PullTransactionChecks(ctx context.Context, producerGroup string, body PullTransactionChecksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetStats Compact stats for dashboards
+	//
+	// Totals since start (a poller computes rates from two snapshots), lag, in flight, delayed backlog and disk, in one small answer. Topic and group rows are bounded by --metrics-max-label-values (the rest summed under "_other").
+	//
+	// Permission with an ACL file: admin.
+	//
+	// Corresponds with GET /stats (the `GetStats` operationId).
+	GetStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListTimers List pending timers
 	//
 	// Messages sent with delayMs or deliverAt wait here until due (up to a year ahead, past the CommitLog's retention). Pages follow `next`.
@@ -1348,6 +1357,25 @@ func (c *Client) PullTransactionChecksWithBody(ctx context.Context, producerGrou
 // Corresponds with POST /producer-groups/{producerGroup}/transactions/pull (the `PullTransactionChecks` operationId).
 func (c *Client) PullTransactionChecks(ctx context.Context, producerGroup string, body PullTransactionChecksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPullTransactionChecksRequest(c.Server, producerGroup, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetStats Compact stats for dashboards
+//
+// Totals since start (a poller computes rates from two snapshots), lag, in flight, delayed backlog and disk, in one small answer. Topic and group rows are bounded by --metrics-max-label-values (the rest summed under "_other").
+//
+// Permission with an ACL file: admin.
+//
+// Corresponds with GET /stats (the `GetStats` operationId).
+func (c *Client) GetStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetStatsRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -2962,6 +2990,33 @@ func NewPullTransactionChecksRequestWithBody(server string, producerGroup string
 	return req, nil
 }
 
+// NewGetStatsRequest constructs an http.Request for the GetStats method
+func NewGetStatsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/stats")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListTimersRequest constructs an http.Request for the ListTimers method
 func NewListTimersRequest(server string, params *ListTimersParams) (*http.Request, error) {
 	var err error
@@ -4187,6 +4242,17 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /producer-groups/{producerGroup}/transactions/pull (the `PullTransactionChecks` operationId).
 	PullTransactionChecksWithResponse(ctx context.Context, producerGroup string, body PullTransactionChecksJSONRequestBody, reqEditors ...RequestEditorFn) (*PullTransactionChecksResponse, error)
+
+	// GetStatsWithResponse Compact stats for dashboards
+	//
+	// Totals since start (a poller computes rates from two snapshots), lag, in flight, delayed backlog and disk, in one small answer. Topic and group rows are bounded by --metrics-max-label-values (the rest summed under "_other").
+	//
+	// Permission with an ACL file: admin.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /stats (the `GetStats` operationId).
+	GetStatsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetStatsResponse, error)
 
 	// ListTimersWithResponse List pending timers
 	//
@@ -7146,6 +7212,108 @@ func (r PullTransactionChecksResponse) ContentType() string {
 	return ""
 }
 
+// GetStatsResponse200Headers the declared response headers of an HTTP 200 response for GetStats
+type GetStatsResponse200Headers struct {
+	XRequestId string
+}
+
+type GetStatsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Stats
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetStatsResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetStatsResponse) GetJSON200() *Stats {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetStatsResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetStatsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetStatsResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetStatsResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetStatsResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetStatsResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetStatsResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetStatsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetStatsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetStatsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// Bytes is a convenience method to retrieve the raw bytes from the HTTP response
+func (r GetStatsResponse) Bytes() []byte {
+	return r.Body
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetStatsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListTimersResponse200Headers the declared response headers of an HTTP 200 response for ListTimers
 type ListTimersResponse200Headers struct {
 	XRequestId string
@@ -9478,6 +9646,23 @@ func (c *ClientWithResponses) PullTransactionChecksWithResponse(ctx context.Cont
 		return nil, err
 	}
 	return ParsePullTransactionChecksResponse(rsp)
+}
+
+// GetStatsWithResponse Compact stats for dashboards
+//
+// Totals since start (a poller computes rates from two snapshots), lag, in flight, delayed backlog and disk, in one small answer. Topic and group rows are bounded by --metrics-max-label-values (the rest summed under "_other").
+//
+// Permission with an ACL file: admin.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /stats (the `GetStats` operationId).
+func (c *ClientWithResponses) GetStatsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetStatsResponse, error) {
+	rsp, err := c.GetStats(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetStatsResponse(rsp)
 }
 
 // ListTimersWithResponse List pending timers
@@ -12246,6 +12431,94 @@ func ParsePullTransactionChecksResponse(rsp *http.Response) (*PullTransactionChe
 	switch {
 	case rsp.StatusCode == 200:
 		var headers PullTransactionChecksResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetStatsResponse parses an HTTP response from a GetStatsWithResponse call
+func ParseGetStatsResponse(rsp *http.Response) (*GetStatsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetStatsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Stats
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetStatsResponse200Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

@@ -715,6 +715,30 @@ type BrokerStatus struct {
 // BrokerStatusFlushMode Example: sync
 type BrokerStatusFlushMode string
 
+// ConsumerStat defines model for ConsumerStat.
+type ConsumerStat struct {
+	// AckedTotal Example: 1150
+	AckedTotal int64 `json:"ackedTotal"`
+
+	// DeliveredTotal Example: 1180
+	DeliveredTotal int64 `json:"deliveredTotal"`
+
+	// Group Example: billing
+	Group string `json:"group"`
+
+	// InFlight Example: 12
+	InFlight int64 `json:"inFlight"`
+
+	// Lag Example: 40
+	Lag int64 `json:"lag"`
+
+	// OldestUnackedMs Example: 1500
+	OldestUnackedMs int64 `json:"oldestUnackedMs"`
+
+	// Topic Example: orders
+	Topic string `json:"topic"`
+}
+
 // DLQFilter defines model for DLQFilter.
 type DLQFilter struct {
 	// From Example: 2026-11-29T00:00:00Z
@@ -1158,6 +1182,18 @@ type LevelBacklog struct {
 	//
 	// Example: 2
 	Count *int64 `json:"count"`
+
+	// DelayMs Example: 10000
+	DelayMs int64 `json:"delayMs"`
+
+	// Level Example: 3
+	Level int `json:"level"`
+}
+
+// LevelBacklogStat defines model for LevelBacklogStat.
+type LevelBacklogStat struct {
+	// Backlog Example: 4
+	Backlog int64 `json:"backlog"`
 
 	// DelayMs Example: 10000
 	DelayMs int64 `json:"delayMs"`
@@ -2165,6 +2201,88 @@ type SendResult struct {
 	TransactionId *string `json:"transactionId,omitempty"`
 }
 
+// Stats defines model for Stats.
+type Stats struct {
+	// AckedTotal Example: 1150
+	AckedTotal int64 `json:"ackedTotal"`
+
+	// At At is when the snapshot was taken.
+	//
+	// Example: 2026-12-01T10:00:00.000Z
+	At        time.Time      `json:"at"`
+	Consumers []ConsumerStat `json:"consumers"`
+
+	// DeadLetteredTotal Example: 2
+	DeadLetteredTotal int64 `json:"deadLetteredTotal"`
+
+	// DelayedBacklog DelayedBacklog is the delay scheduler's backlog per level (delayed
+	// sends and retries); TimersPending the delayMs/deliverAt timers.
+	DelayedBacklog []LevelBacklogStat `json:"delayedBacklog"`
+
+	// DeliveredTotal Example: 1180
+	DeliveredTotal int64 `json:"deliveredTotal"`
+
+	// DiskSendCeiling Example: 0.85
+	DiskSendCeiling float64 `json:"diskSendCeiling"`
+
+	// DiskSystemCeiling Example: 0.95
+	DiskSystemCeiling float64 `json:"diskSystemCeiling"`
+
+	// DiskUsedRatio Example: 0.42
+	DiskUsedRatio float64 `json:"diskUsedRatio"`
+
+	// DispatchLagBytes Example: 0
+	DispatchLagBytes int64 `json:"dispatchLagBytes"`
+
+	// InFlight InFlight counts leased messages not yet acknowledged.
+	//
+	// Example: 12
+	InFlight int64 `json:"inFlight"`
+
+	// OldestUnackedMs Example: 1500
+	OldestUnackedMs int64 `json:"oldestUnackedMs"`
+
+	// QuarantinedRecords Example: 0
+	QuarantinedRecords int64 `json:"quarantinedRecords"`
+
+	// RetriedTotal Example: 25
+	RetriedTotal int64 `json:"retriedTotal"`
+
+	// ScheduledTotal Example: 30
+	ScheduledTotal int64 `json:"scheduledTotal"`
+
+	// SentTotal Totals since start: messages stored by sends, leases granted, acks,
+	// failed deliveries sent back to a retry topic (nacks and expired
+	// leases), messages moved to a DLQ, and messages the delay scheduler
+	// delivered.
+	//
+	// Example: 1200
+	SentTotal int64 `json:"sentTotal"`
+
+	// StoreBytes StoreBytes is the CommitLog's disk space; DiskUsedRatio the used
+	// fraction of its file system, with the ceilings above which sends,
+	// then acks and nacks, are refused.
+	//
+	// Example: 1073741824
+	StoreBytes int64 `json:"storeBytes"`
+
+	// TimersPending Example: 3
+	TimersPending int `json:"timersPending"`
+
+	// Topics Topics and Consumers are the rows per topic and per (group, topic).
+	Topics []TopicStat `json:"topics"`
+
+	// TotalLag TotalLag sums, over groups and the topics they read, the stored
+	// messages not consumed yet (retries waiting in the delay ladder are in
+	// delayedBacklog). OldestUnackedMs is the age of the oldest of them.
+	//
+	// Example: 40
+	TotalLag int64 `json:"totalLag"`
+
+	// UptimeMs Example: 3600000
+	UptimeMs int64 `json:"uptimeMs"`
+}
+
 // Subscription defines model for Subscription.
 type Subscription struct {
 	// Sql SQL filters by properties: an SQL92 expression (RocketMQ's MessageSelector.bySql) over the message's
@@ -2307,6 +2425,15 @@ type TopicRequest struct {
 //
 // Example: rw
 type TopicRequestPerm string
+
+// TopicStat defines model for TopicStat.
+type TopicStat struct {
+	// SentTotal Example: 1200
+	SentTotal int64 `json:"sentTotal"`
+
+	// Topic Example: orders
+	Topic string `json:"topic"`
+}
 
 // TopicStatus defines model for TopicStatus.
 type TopicStatus struct {

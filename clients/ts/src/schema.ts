@@ -423,6 +423,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Compact stats for dashboards
+         * @description Totals since start (a poller computes rates from two snapshots), lag, in flight, delayed backlog and disk, in one small answer. Topic and group rows are bounded by --metrics-max-label-values (the rest summed under "_other").
+         *
+         *     Permission with an ACL file: admin.
+         */
+        get: operations["getStats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/timers": {
         parameters: {
             query?: never;
@@ -791,6 +813,37 @@ export interface components {
              * @example 3600000
              */
             uptimeMs: number;
+        };
+        ConsumerStat: {
+            /**
+             * Format: int64
+             * @example 1150
+             */
+            ackedTotal: number;
+            /**
+             * Format: int64
+             * @example 1180
+             */
+            deliveredTotal: number;
+            /** @example billing */
+            group: string;
+            /**
+             * Format: int64
+             * @example 12
+             */
+            inFlight: number;
+            /**
+             * Format: int64
+             * @example 40
+             */
+            lag: number;
+            /**
+             * Format: int64
+             * @example 1500
+             */
+            oldestUnackedMs: number;
+            /** @example orders */
+            topic: string;
         };
         DLQFilter: {
             /**
@@ -1243,6 +1296,20 @@ export interface components {
              * @example 2
              */
             count: number | null;
+            /**
+             * Format: int64
+             * @example 10000
+             */
+            delayMs: number;
+            /** @example 3 */
+            level: number;
+        };
+        LevelBacklogStat: {
+            /**
+             * Format: int64
+             * @example 4
+             */
+            backlog: number;
             /**
              * Format: int64
              * @example 10000
@@ -2254,6 +2321,115 @@ export interface components {
              */
             transactionId?: string;
         };
+        Stats: {
+            /**
+             * Format: int64
+             * @example 1150
+             */
+            ackedTotal: number;
+            /**
+             * Format: date-time
+             * @description At is when the snapshot was taken.
+             * @example 2026-12-01T10:00:00.000Z
+             */
+            at: string;
+            consumers: components["schemas"]["ConsumerStat"][];
+            /**
+             * Format: int64
+             * @example 2
+             */
+            deadLetteredTotal: number;
+            /**
+             * @description DelayedBacklog is the delay scheduler's backlog per level (delayed
+             *     sends and retries); TimersPending the delayMs/deliverAt timers.
+             */
+            delayedBacklog: components["schemas"]["LevelBacklogStat"][];
+            /**
+             * Format: int64
+             * @example 1180
+             */
+            deliveredTotal: number;
+            /**
+             * Format: double
+             * @example 0.85
+             */
+            diskSendCeiling: number;
+            /**
+             * Format: double
+             * @example 0.95
+             */
+            diskSystemCeiling: number;
+            /**
+             * Format: double
+             * @example 0.42
+             */
+            diskUsedRatio: number;
+            /**
+             * Format: int64
+             * @example 0
+             */
+            dispatchLagBytes: number;
+            /**
+             * Format: int64
+             * @description InFlight counts leased messages not yet acknowledged.
+             * @example 12
+             */
+            inFlight: number;
+            /**
+             * Format: int64
+             * @example 1500
+             */
+            oldestUnackedMs: number;
+            /**
+             * Format: int64
+             * @example 0
+             */
+            quarantinedRecords: number;
+            /**
+             * Format: int64
+             * @example 25
+             */
+            retriedTotal: number;
+            /**
+             * Format: int64
+             * @example 30
+             */
+            scheduledTotal: number;
+            /**
+             * Format: int64
+             * @description Totals since start: messages stored by sends, leases granted, acks,
+             *     failed deliveries sent back to a retry topic (nacks and expired
+             *     leases), messages moved to a DLQ, and messages the delay scheduler
+             *     delivered.
+             * @example 1200
+             */
+            sentTotal: number;
+            /**
+             * Format: int64
+             * @description StoreBytes is the CommitLog's disk space; DiskUsedRatio the used
+             *     fraction of its file system, with the ceilings above which sends,
+             *     then acks and nacks, are refused.
+             * @example 1073741824
+             */
+            storeBytes: number;
+            /** @example 3 */
+            timersPending: number;
+            /** @description Topics and Consumers are the rows per topic and per (group, topic). */
+            topics: components["schemas"]["TopicStat"][];
+            /**
+             * Format: int64
+             * @description TotalLag sums, over groups and the topics they read, the stored
+             *     messages not consumed yet (retries waiting in the delay ladder are in
+             *     delayedBacklog). OldestUnackedMs is the age of the oldest of them.
+             * @example 40
+             */
+            totalLag: number;
+            /**
+             * Format: int64
+             * @example 3600000
+             */
+            uptimeMs: number;
+        };
         Subscription: {
             /**
              * @description SQL filters by properties: an SQL92 expression (RocketMQ's MessageSelector.bySql) over the message's
@@ -2383,6 +2559,15 @@ export interface components {
              * @example 72
              */
             retentionHours?: number;
+        };
+        TopicStat: {
+            /**
+             * Format: int64
+             * @example 1200
+             */
+            sentTotal: number;
+            /** @example orders */
+            topic: string;
         };
         TopicStatus: {
             /**
@@ -5588,6 +5773,104 @@ export interface operations {
             };
             /** @description disk-full */
             507: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a Problem: e.g. 421 host-not-allowed (a Host the server does not answer to), 431 header-too-large, 501 not-implemented (a transfer coding other than chunked), 504 timeout, 505 http-version-not-supported */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getStats: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /**
+                     * @description The request's id, also the requestId of a Problem and in the server's log lines of the request.
+                     * @example d4m1c8sl0s73b0h3ds2g
+                     */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Stats"];
+                };
+            };
+            /** @description invalid-argument, value-too-long (a malformed X-Mqgate-Client-Id header) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated (with an ACL file: no or wrong credentials; WWW-Authenticate names the schemes) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden, origin-not-allowed (the account lacks the operation's permission, the caller's address is outside a white list, or a cross-origin request comes from an origin not allowed) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate-limited, too-many-auth-failures (the account's requestsPerSecond, or too many failed sign-ins from the address; Retry-After says when to come back) */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description internal */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description shutting-down */
+            503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
