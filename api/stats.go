@@ -33,9 +33,10 @@ type Stats struct {
 	ScheduledTotal    uint64 `json:"scheduledTotal" example:"30"`
 	// InFlight counts leased messages not yet acknowledged.
 	InFlight int64 `json:"inFlight" example:"12"`
-	// TotalLag sums, over groups and the topics they read, the stored
-	// messages not consumed yet (retries waiting in the delay ladder are in
-	// delayedBacklog). OldestUnackedMs is the age of the oldest of them.
+	// TotalLag sums, over groups and the topics they read, the messages
+	// not consumed yet: in the topics' queues and due retries (retries
+	// waiting for their delay level are in delayedBacklog).
+	// OldestUnackedMs is the age of the oldest in the topics' queues.
 	TotalLag        int64 `json:"totalLag" example:"40"`
 	OldestUnackedMs int64 `json:"oldestUnackedMs" example:"1500"`
 	// DelayedBacklog is the delay scheduler's backlog per level (delayed

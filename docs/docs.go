@@ -5077,7 +5077,7 @@ const docTemplate = `{
                     }
                 },
                 "totalLag": {
-                    "description": "TotalLag sums, over groups and the topics they read, the stored\nmessages not consumed yet (retries waiting in the delay ladder are in\ndelayedBacklog). OldestUnackedMs is the age of the oldest of them.",
+                    "description": "TotalLag sums, over groups and the topics they read, the messages\nnot consumed yet: in the topics' queues and due retries (retries\nwaiting for their delay level are in delayedBacklog).\nOldestUnackedMs is the age of the oldest in the topics' queues.",
                     "type": "integer",
                     "example": 40
                 },

@@ -32,7 +32,7 @@ func consoleScripts(t *testing.T) ([]string, string) {
 		rec := serve(t, "/"+m[1])
 		require.Equal(t, http.StatusOK, rec.Code, m[1])
 		names = append(names, m[1])
-		all.WriteString(rec.Body.String())
+		all.WriteString(rec.Body.String()) // vendored libraries (vendor/README.md) too
 	}
 	require.NotEmpty(t, names, "index.html loads no script")
 	return names, all.String()
@@ -41,11 +41,15 @@ func consoleScripts(t *testing.T) ([]string, string) {
 func TestHandlerServesConsole(t *testing.T) {
 	t.Parallel()
 	for path, contentType := range map[string]string{
-		"/":              "text/html",
-		"/app.js":        "javascript",
-		"/lib.js":        "javascript",
-		"/dlq-timers.js": "javascript",
-		"/app.css":       "text/css",
+		"/":                         "text/html",
+		"/app.js":                   "javascript",
+		"/lib.js":                   "javascript",
+		"/dlq-timers.js":            "javascript",
+		"/app.css":                  "text/css",
+		"/live.js":                  "javascript",
+		"/vendor/uPlot.iife.min.js": "javascript",
+		"/vendor/uPlot.min.css":     "text/css",
+		"/vendor/uPlot.LICENSE":     "text/plain",
 	} {
 		rec := serve(t, path)
 		require.Equal(t, http.StatusOK, rec.Code, path)
@@ -62,7 +66,7 @@ func TestConsoleIsSelfContained(t *testing.T) {
 	t.Parallel()
 	index := serve(t, "/").Body.String()
 	names, script := consoleScripts(t)
-	require.Equal(t, []string{"lib.js", "dlq-timers.js", "app.js"}, names, "the helpers load before the views")
+	require.Equal(t, []string{"vendor/uPlot.iife.min.js", "lib.js", "dlq-timers.js", "live.js", "app.js"}, names, "the library and the helpers load before the views")
 	for name, text := range map[string]string{"index.html": index, "scripts": script} {
 		require.NotRegexp(t, regexp.MustCompile(`(src|href)="(https?:)?//`), text, name)
 		require.NotContains(t, text, "fetch(\"/", name)

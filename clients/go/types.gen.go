@@ -2272,9 +2272,10 @@ type Stats struct {
 	// Topics Topics and Consumers are the rows per topic and per (group, topic).
 	Topics []TopicStat `json:"topics"`
 
-	// TotalLag TotalLag sums, over groups and the topics they read, the stored
-	// messages not consumed yet (retries waiting in the delay ladder are in
-	// delayedBacklog). OldestUnackedMs is the age of the oldest of them.
+	// TotalLag TotalLag sums, over groups and the topics they read, the messages
+	// not consumed yet: in the topics' queues and due retries (retries
+	// waiting for their delay level are in delayedBacklog).
+	// OldestUnackedMs is the age of the oldest in the topics' queues.
 	//
 	// Example: 40
 	TotalLag int64 `json:"totalLag"`

@@ -301,19 +301,23 @@ type ConsumerLag struct {
 	// Group and Topic are the labels: names, or OtherLabel for those
 	// beyond the label limit (their rows summed).
 	Group, Topic string
-	// Lag counts the messages stored in the topic's queues that the group
-	// has not consumed (acknowledged, skipped or sent back); retries
-	// waiting in the group's %RETRY% topic are not counted. A
-	// broadcasting group's lag is its slowest instance's.
+	// Lag counts the messages of the topic that the group has not
+	// consumed (acknowledged, skipped or sent back): those of its queues,
+	// and its retries (and resent dead letters) that are due, in the
+	// group's %RETRY% topic (counted up to 1 Mi entries, as Progress does);
+	// retries still waiting for their delay level are the scheduler's
+	// backlog. A broadcasting group's lag is its slowest instance's.
 	Lag int64
-	// OldestUnacked is how long ago the oldest of those messages was
-	// stored (0 when Lag is 0): what an alert on a stuck consumer watches.
+	// OldestUnacked is how long ago the oldest unconsumed message of the
+	// topic's own queues was stored (0 when none): what an alert on a
+	// stuck consumer watches.
 	OldestUnacked time.Duration
 }
 
 // ConsumerLags reports every group's lag and oldest unconsumed message
 // per topic it reads, for the metrics, under the label limit of Stats.
-// It reads offsets only, plus one ConsumeQueue entry per queue that lags.
+// It reads offsets, one ConsumeQueue entry per queue that lags, and the
+// unconsumed entries of the group's retry topic.
 // It does not wait for the dispatcher, so messages stored an instant ago
 // may not be counted yet.
 func (b *Broker) ConsumerLags() []ConsumerLag {
@@ -343,12 +347,27 @@ func (b *Broker) ConsumerLags() []ConsumerLag {
 			var oldest time.Duration
 			for _, pg := range progress {
 				var n int64
-				for q := int32(0); q < int32(t.Queues); q++ {
+				for q := int32(retryQueueID); q < int32(t.Queues); q++ {
 					v := b.view(pg, topic, q, nil)
 					committed, _, _ := b.progress.Get(v.key)
 					maxOff := b.store.MaxOffset(v.storeTopic, v.storeQueue)
 					from := max(committed, b.store.MinOffset(v.storeTopic, v.storeQueue))
 					if maxOff <= from {
+						continue
+					}
+					if q == retryQueueID {
+						// The group's retry topic, shared by its topics:
+						// count this topic's due retries (as Progress does).
+						var k int64
+						var err error
+						if v.inPlace {
+							k, _, err = b.countInstanceRetries(v, from, maxOff)
+						} else {
+							k, _, err = b.store.CountQueue(v.storeTopic, v.storeQueue, from, maxOff, v.match, maxLagScan)
+						}
+						if err == nil {
+							n += k
+						}
 						continue
 					}
 					n += maxOff - from

@@ -18,31 +18,39 @@ async function health() {
 
 // ---------- overview ----------
 
-// groupProgress loads every group's progress; per (topic, queue) the
-// highest broker offset seen gives the queue's max offset.
+// groupProgress loads every group's progress (null: not known).
 async function groupProgress(groups) {
   const progress = {};
-  const maxOffsets = {};
   await Promise.all(groups.map(async (g) => {
     try {
-      const p = await api("GET", "/groups/" + enc(g.name) + "/progress");
-      progress[g.name] = p;
-      for (const q of p.queues) {
-        const key = q.topic + "\u0000" + q.queueId;
-        maxOffsets[key] = Math.max(maxOffsets[key] || 0, q.brokerOffset);
-      }
-    } catch (e) { progress[g.name] = null; }
+      progress[g.name] = await api("GET", "/groups/" + enc(g.name) + "/progress");
+    } catch (e) {
+      if (signInNeeded(e)) throw e;
+      progress[g.name] = null;
+    }
   }));
-  const perTopic = {};
-  for (const [key, off] of Object.entries(maxOffsets)) {
-    const topic = key.split("\u0000")[0];
-    perTopic[topic] = (perTopic[topic] || 0) + off;
-  }
-  return { progress, perTopic };
+  return { progress };
+}
+
+// topicStatuses loads each topic's queues (GET /topics/{topic}/status):
+// the max offset of a topic is the sum over its own queues, whether or
+// not a group consumes it (null: not known).
+async function topicStatuses(topics) {
+  const status = {};
+  await Promise.all(topics.map(async (t) => {
+    try {
+      status[t.name] = await api("GET", "/topics/" + enc(t.name) + "/status");
+    } catch (e) {
+      if (signInNeeded(e)) throw e;
+      status[t.name] = null;
+    }
+  }));
+  return status;
 }
 
 loaders.overview = async () => {
   health();
+  startLive();
   const status = document.getElementById("status");
   try {
     const s = await api("GET", "/broker/status");
@@ -58,15 +66,18 @@ loaders.overview = async () => {
     fillTable(document.getElementById("delay-levels"), []);
   }
   const [topics, groups] = await Promise.all([api("GET", "/topics"), api("GET", "/groups")]);
-  const { progress, perTopic } = await groupProgress(groups.groups);
-  fillTable(document.getElementById("overview-topics"), topics.topics.map((t) => el("tr", {},
-    el("td", {}, t.name), el("td", { class: "num" }, t.queues),
-    el("td", { class: "num" }, perTopic[t.name] !== undefined ? perTopic[t.name] : "—"), el("td", {}, t.perm))));
+  const [{ progress }, statuses] = await Promise.all([groupProgress(groups.groups), topicStatuses(topics.topics)]);
+  fillTable(document.getElementById("overview-topics"), topics.topics.map((t) => {
+    const st = statuses[t.name];
+    const maxSum = st ? st.queues.reduce((n, q) => n + q.maxOffset, 0) : "unknown";
+    return el("tr", {}, el("td", {}, t.name), el("td", { class: "num" }, t.queues),
+      el("td", { class: "num" }, maxSum), el("td", { class: "num" }, st ? st.messages : "unknown"), el("td", {}, t.perm));
+  }));
   fillTable(document.getElementById("overview-groups"), groups.groups.map((g) => {
     const p = progress[g.name];
-    const inFlight = p ? p.queues.reduce((n, q) => n + q.inFlight, 0) : "—";
+    const inFlight = p ? p.queues.reduce((n, q) => n + q.inFlight, 0) : "unknown";
     return el("tr", {}, el("td", {}, g.name), el("td", {}, g.consumeMode),
-      el("td", { class: "num" }, p ? p.totalLag : "—"), el("td", { class: "num" }, inFlight));
+      el("td", { class: "num" }, p ? p.totalLag : "unknown"), el("td", { class: "num" }, inFlight));
   }));
 };
 
@@ -105,13 +116,75 @@ loaders.topics = async () => {
 
 function messageTable(messages) {
   if (!messages.length) return el("p", { class: "muted" }, "No messages.");
-  return el("table", {},
+  return el("div", { class: "scroll-x" }, el("table", {},
     el("thead", {}, el("tr", {}, ["Offset", "Message id", "Tag", "Keys", "Stored", "Body"].map((h) => el("th", {}, h)))),
     el("tbody", {}, messages.map((m) => el("tr", {},
-      el("td", { class: "num" }, m.queueId + ":" + m.queueOffset), el("td", {}, m.messageId), el("td", {}, m.tag || ""),
-      el("td", {}, (m.keys || []).join(", ")), el("td", {}, fmtTime(m.storedAt)),
-      el("td", {}, el("pre", { class: "body" }, bodyText(m)))))));
+      el("td", { class: "num" }, m.queueId + ":" + m.queueOffset),
+      el("td", { class: "id" }, el("button", { class: "link", title: "details and delivery history", onclick: () => showTab("messages", m.messageId) }, m.messageId)),
+      el("td", {}, m.tag || ""), el("td", {}, (m.keys || []).join(", ")), el("td", {}, fmtTime(m.storedAt)),
+      el("td", {}, el("pre", { class: "body" }, bodyText(m))))))));
 }
+
+// ---------- message detail ----------
+
+// traceDetail is the facts of one trace event worth a column.
+function traceDetail(ev) {
+  const parts = [];
+  if (ev.group) parts.push("group " + ev.group);
+  if (ev.clientId) parts.push("client " + ev.clientId);
+  if (ev.attempt) parts.push("attempt " + ev.attempt);
+  if (ev.leaseUntil) parts.push("lease until " + fmtTime(ev.leaseUntil));
+  if (ev.delayLevel !== undefined) parts.push("level " + ev.delayLevel);
+  if (ev.delayMs) parts.push("delay " + fmtDelay(ev.delayMs));
+  if (ev.dueAt) parts.push("due " + fmtTime(ev.dueAt));
+  if (ev.httpStatus) parts.push("HTTP " + ev.httpStatus);
+  if (ev.result) parts.push(ev.result);
+  if (ev.retryMessageId) parts.push("retry copy " + ev.retryMessageId);
+  if (ev.deadLetterId) parts.push("dead letter " + ev.deadLetterId);
+  if (ev.count) parts.push(ev.count + " events");
+  return parts.join(" · ");
+}
+
+// showMessage shows one message with its delivery history
+// (GET /messages/{id} and /messages/{id}/trace); an error replaces what
+// was shown before.
+async function showMessage(id) {
+  const box = document.getElementById("message-detail");
+  document.querySelector("#byid-form [name=id]").value = id;
+  box.replaceChildren(el("p", { class: "muted" }, "Loading " + id + " …"));
+  let m, trace;
+  try {
+    [m, trace] = await Promise.all([api("GET", "/messages/" + enc(id)), api("GET", "/messages/" + enc(id) + "/trace")]);
+  } catch (err) {
+    box.replaceChildren(el("div", { class: "problem", role: "alert" }, ...problemView(err)));
+    if (signInNeeded(err)) box.replaceChildren();
+    return;
+  }
+  const facts = [["Message id", m.messageId], ["Topic", m.topic], ["Queue", m.queueId + " @ " + m.queueOffset], ["Tag", m.tag || "—"],
+    ["Keys", (m.keys || []).join(", ") || "—"], ["Stored", fmtTime(m.storedAt)], ["Reconsumed", m.reconsumeTimes]];
+  if (m.properties) for (const [k, v] of Object.entries(m.properties)) facts.push(["property " + k, v]);
+  const notes = [];
+  if (trace.truncated) notes.push("the history is longer than shown");
+  if (trace.partial) notes.push("part of the history could not be read");
+  if (trace.droppedEvents) notes.push(trace.droppedEvents + " push outcomes were dropped");
+  box.replaceChildren(el("div", { class: "panel detail-panel" },
+    el("h2", {}, "Message " + m.messageId),
+    el("dl", { class: "facts full" }, facts.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, String(v))))),
+    el("pre", { class: "body full" }, bodyText(m)),
+    el("h3", { class: "full" }, "Delivery history"),
+    notes.length ? el("p", { class: "muted full" }, notes.join("; ")) : null,
+    el("div", { class: "scroll-x full" }, el("table", { id: "trace-events", class: "compact" },
+      el("thead", {}, el("tr", {}, ["When", "Event", "Message", "Where", "Details", "Reason"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, trace.events.length ? trace.events.map((ev) => el("tr", { "data-type": ev.type },
+        el("td", { class: "time" }, fmtStamp(ev.at)), el("td", {}, el("span", { class: "pill " + ev.type }, ev.type)),
+        el("td", { class: "id" }, ev.messageId || ""), el("td", {}, ev.topic ? ev.topic + (ev.queueId !== undefined ? " q" + ev.queueId + "@" + ev.queueOffset : "") : ""),
+        el("td", {}, traceDetail(ev)), el("td", { class: "reason" }, ev.reason || "")))
+        : [el("tr", {}, el("td", { colspan: 6, class: "muted" }, "no events"))])))));
+}
+
+loaders.messages = async (route) => {
+  if (route && /^[0-9A-Fa-f]{32}$/.test(route)) await showMessage(route);
+};
 
 function bodyText(m) {
   const text = m.bodyEncoding === "base64" ? "[base64] " + m.body : m.body;
@@ -127,7 +200,7 @@ loaders.groups = async () => {
     el("td", {}, g.name), el("td", {}, g.consumeMode), el("td", {}, g.orderly ? "yes" : "no"),
     el("td", { class: "num" }, g.retryMaxTimes),
     el("td", {}, g.subscriptions.map((s) => s.topic + (s.tagExpression && s.tagExpression !== "*" ? " [" + s.tagExpression + "]" : "") + (s.sql ? " where " + s.sql : "")).join(", ")),
-    el("td", { class: "num" }, progress[g.name] ? progress[g.name].totalLag : "—"),
+    el("td", { class: "num" }, progress[g.name] ? progress[g.name].totalLag : "unknown"),
     el("td", { class: "actions" }, el("button", { class: "secondary", onclick: (ev) => {
       ev.stopPropagation();
       showTab("dlq", enc(g.name));
@@ -144,12 +217,12 @@ async function showGroup(name) {
   const p = await api("GET", "/groups/" + enc(name) + "/progress");
   document.getElementById("group-detail").replaceChildren(
     el("h3", {}, "Progress of " + name + " (total lag " + p.totalLag + ")"),
-    el("table", {},
+    el("div", { class: "scroll-x" }, el("table", {},
       el("thead", {}, el("tr", {}, ["Topic", "Queue", "Broker offset", "Consumer offset", "Lag", "In flight", "Last stored"].map((h) => el("th", {}, h)))),
       el("tbody", {}, p.queues.map((q) => el("tr", {},
         el("td", {}, q.topic), el("td", { class: "num" }, q.queueId), el("td", { class: "num" }, q.brokerOffset),
         el("td", { class: "num" }, q.consumerOffset), el("td", { class: "num" }, q.lag), el("td", { class: "num" }, q.inFlight),
-        el("td", {}, fmtTime(q.lastStoredAt)))))));
+        el("td", {}, fmtTime(q.lastStoredAt))))))));
   document.querySelector("#reset-form [name=group]").value = name;
 }
 
@@ -300,13 +373,19 @@ document.addEventListener("DOMContentLoaded", () => {
   }));
 
   document.getElementById("byid-form").addEventListener("submit", guarded(async (ev) => {
-    const m = await api("GET", "/messages/" + enc(formValues(ev.target).id));
-    document.getElementById("found").replaceChildren(messageTable([m]));
+    document.getElementById("found").replaceChildren();
+    showTab("messages", formValues(ev.target).id);
   }));
   document.getElementById("bykey-form").addEventListener("submit", guarded(async (ev) => {
     const v = formValues(ev.target);
-    const r = await api("GET", "/messages?" + new URLSearchParams({ topic: v.topic, key: v.key }));
-    document.getElementById("found").replaceChildren(messageTable(r.messages));
+    const found = document.getElementById("found");
+    document.getElementById("message-detail").replaceChildren();
+    try {
+      const r = await api("GET", "/messages?" + new URLSearchParams({ topic: v.topic, key: v.key }));
+      found.replaceChildren(messageTable(r.messages));
+    } catch (err) {
+      found.replaceChildren(signInNeeded(err) ? "" : el("div", { class: "problem", role: "alert" }, ...problemView(err)));
+    }
   }));
 
   wireLogin();

@@ -218,6 +218,6 @@ const loaders = {};
 function showTab(name, route) {
   for (const b of document.querySelectorAll("#tabs button")) b.classList.toggle("active", b.dataset.tab === name);
   for (const s of document.querySelectorAll("section.tab")) s.classList.toggle("hidden", s.id !== name);
-  history.replaceState(null, "", "#" + name);
+  history.replaceState(null, "", "#" + name + (route && name === "messages" ? "/" + route : ""));
   if (loaders[name]) guarded(loaders[name])(route);
 }

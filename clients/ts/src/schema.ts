@@ -2418,9 +2418,10 @@ export interface components {
             topics: components["schemas"]["TopicStat"][];
             /**
              * Format: int64
-             * @description TotalLag sums, over groups and the topics they read, the stored
-             *     messages not consumed yet (retries waiting in the delay ladder are in
-             *     delayedBacklog). OldestUnackedMs is the age of the oldest of them.
+             * @description TotalLag sums, over groups and the topics they read, the messages
+             *     not consumed yet: in the topics' queues and due retries (retries
+             *     waiting for their delay level are in delayedBacklog).
+             *     OldestUnackedMs is the age of the oldest in the topics' queues.
              * @example 40
              */
             totalLag: number;

@@ -1,0 +1,226 @@
+package server_test
+
+// The console as an operator uses it, in Debian's chromium (playwright-core,
+// see e2e_console_test.go): every view opens with no JS error and no
+// horizontal overflow at 1366 and 390 px; the live overview's numbers and
+// charts move after traffic without a reload; create topic → send → watch
+// the lag rise → consume → watch it fall → nack to the DLQ → open the
+// message's delivery history → resend it from the DLQ view, asserting on
+// what the page shows. Screenshots of each view go to
+// $MQGATE_CONSOLE_SCREENSHOTS when set.
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/server"
+)
+
+const consoleLiveScript = `
+const { chromium } = require("playwright-core");
+const [base, shots] = process.argv.slice(2);
+const tabs = ["overview", "topics", "groups", "dlq", "timers", "send", "consume", "messages"];
+(async () => {
+  const browser = await chromium.launch({
+    executablePath: "/usr/bin/chromium",
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  const out = { jsErrors: [], overflow: {}, steps: {} };
+  const step = (k, v) => { out.steps[k] = v; };
+  try {
+    // 1. Every view at both widths: no JS error, nothing wider than the screen.
+    for (const [w, h] of [[1366, 900], [390, 844]]) {
+      const page = await browser.newPage({ viewport: { width: w, height: h } });
+      page.on("pageerror", (e) => out.jsErrors.push(w + "px: " + String(e)));
+      page.on("dialog", (d) => d.accept());
+      await page.goto(base + "/ui/");
+      await page.waitForFunction(() => document.querySelectorAll("#live > *").length > 0, null, { timeout: 10000 });
+      for (const tab of tabs) {
+        await page.click("button[data-tab=" + tab + "]");
+        await page.waitForTimeout(400);
+        const widths = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+        if (widths[0] > widths[1]) out.overflow[w + "px " + tab] = widths[0];
+        if (shots) await page.screenshot({ path: shots + "/" + tab + "-" + w + ".png", fullPage: true });
+      }
+      await page.close();
+    }
+
+    // 2. The operator's path, at 1366 px.
+    const page = await browser.newPage({ viewport: { width: 1366, height: 900 } });
+    page.on("pageerror", (e) => out.jsErrors.push("flow: " + String(e)));
+    page.on("dialog", (d) => d.accept());
+    await page.goto(base + "/ui/");
+    const liveNumber = (name) => page.evaluate((n) => Number(document.getElementById("live").dataset[n]), name);
+    const waitLive = (name, want) => page.waitForFunction(([n, v]) => document.getElementById("live").dataset[n] === String(v), [name, want], { timeout: 15000 });
+    const cardText = (label) => page.evaluate((l) => {
+      for (const d of document.querySelectorAll("#live > div")) if (d.querySelector("dt").textContent === l) return d.querySelector("dd").textContent;
+      return null;
+    }, label);
+    await waitLive("totalLag", 0);
+    step("pointsAtStart", await page.evaluate(() => Number(document.getElementById("chart-rates").dataset.points)));
+
+    await page.click("button[data-tab=topics]");
+    await page.fill("#topic-form input[name=name]", "live");
+    await page.fill("#topic-form input[name=queues]", "1");
+    await page.click("#topic-form button[type=submit]");
+    await page.waitForFunction(() => document.getElementById("notice").textContent.includes("live saved"), null, { timeout: 10000 });
+    await page.click("button[data-tab=groups]");
+    await page.fill("#group-form input[name=name]", "live-g");
+    await page.fill("#group-form input[name=topic]", "live");
+    await page.click("#group-form button[type=submit]");
+    await page.waitForFunction(() => document.getElementById("notice").textContent.includes("live-g created"), null, { timeout: 10000 });
+
+    await page.click("button[data-tab=send]");
+    for (let i = 0; i < 3; i++) {
+      await page.fill("#send-form input[name=topic]", "live");
+      await page.fill("#send-form input[name=keys]", "order-" + i);
+      await page.fill("#send-form textarea[name=body]", "payload " + i);
+      await page.click("#send-form button[type=submit]");
+      await page.waitForFunction((n) => document.getElementById("send-result").textContent.includes("messageId") && document.getElementById("notice").textContent.includes("Sent 1"), i, { timeout: 10000 });
+      await page.evaluate(() => document.getElementById("notice").classList.add("hidden"));
+    }
+
+    // The lag rises on the overview by itself (no reload, no click).
+    await page.click("button[data-tab=overview]");
+    const loads = await page.evaluate(() => performance.getEntriesByType("navigation").length);
+    await waitLive("totalLag", 3);
+    step("lagAfterSends", await cardText("Total lag"));
+    step("sentCard", await cardText("Sent (since start)"));
+    await page.waitForFunction(() => Number(document.getElementById("chart-rates").dataset.points) >= 3, null, { timeout: 15000 });
+    step("pointsAfterSends", await page.evaluate(() => Number(document.getElementById("chart-rates").dataset.points)));
+    step("chartCanvases", await page.evaluate(() => document.querySelectorAll(".chart canvas").length));
+    step("consumerRow", await page.evaluate(() => document.querySelector("#overview-consumers tbody tr").textContent));
+    step("maxOffsetRow", await page.evaluate(() => [...document.querySelectorAll("#overview-topics tbody tr")].map((r) => r.textContent).join("|")));
+    if (shots) await page.screenshot({ path: shots + "/overview-live-1366.png", fullPage: true });
+
+    // Consume: ack two, nack the third to the DLQ.
+    await page.click("button[data-tab=consume]");
+    await page.fill("#pull-form input[name=group]", "live-g");
+    await page.fill("#pull-form input[name=topic]", "live");
+    await page.click("#pull-form button[type=submit]");
+    await page.waitForFunction(() => document.querySelectorAll("#pulled .msg").length === 3, null, { timeout: 10000 });
+    const dead = await page.evaluate(() => document.querySelector("#pulled .msg:last-child header strong").textContent);
+    step("deadId", dead);
+    await page.fill("#pulled .msg:last-child .actions input[type=number]", "-1");
+    await page.click("#pulled .msg:last-child .actions button.secondary");
+    await page.waitForFunction(() => document.querySelectorAll("#pulled .msg").length === 2, null, { timeout: 10000 });
+    await page.click("#ack-all");
+    await page.waitForFunction(() => document.querySelectorAll("#pulled .msg").length === 0, null, { timeout: 10000 });
+
+    await page.click("button[data-tab=overview]");
+    await waitLive("totalLag", 0);
+    step("lagAfterConsume", await cardText("Total lag"));
+    await page.waitForFunction(() => {
+      for (const d of document.querySelectorAll("#live > div")) if (d.querySelector("dt").textContent === "Acked (since start)") return d.querySelector("dd").textContent === "2";
+      return false;
+    }, null, { timeout: 15000 });
+    step("ackedCard", await cardText("Acked (since start)"));
+    step("reloaded", (await page.evaluate(() => performance.getEntriesByType("navigation").length)) !== loads);
+
+    // The message's delivery history.
+    await page.click("button[data-tab=messages]");
+    await page.fill("#byid-form input[name=id]", dead);
+    await page.click("#byid-form button[type=submit]");
+    await page.waitForFunction(() => document.querySelector("#trace-events tbody tr[data-type=delivered]") && document.querySelector("#trace-events tbody tr[data-type=dead-lettered]"), null, { timeout: 15000 });
+    step("traceTypes", await page.evaluate(() => [...document.querySelectorAll("#trace-events tbody tr")].map((r) => r.dataset.type)));
+    if (shots) await page.screenshot({ path: shots + "/message-detail-1366.png", fullPage: true });
+    // An unknown id: the problem replaces the detail shown before.
+    await page.fill("#byid-form input[name=id]", "7F00000100001F9000000000000FFFFF");
+    await page.click("#byid-form button[type=submit]");
+    await page.waitForFunction(() => document.querySelector("#message-detail .problem"), null, { timeout: 10000 });
+    step("staleTraceGone", await page.evaluate(() => !document.querySelector("#trace-events")));
+
+    // Resend from the DLQ view.
+    await page.click("button[data-tab=dlq]");
+    await page.waitForFunction(() => document.querySelector("#dlq-form select[name=group] option[value=live-g]"), null, { timeout: 10000 });
+    await page.selectOption("#dlq-form select[name=group]", "live-g");
+    await page.click("#dlq-form button[type=submit]");
+    try {
+      // The dead letter is a copy with an id of its own; its row names the topic.
+      await page.waitForFunction(() => [...document.querySelectorAll("#dlq-list tbody tr")].some((r) => r.textContent.includes("nacked from console") && r.querySelector(".pill.dead")), null, { timeout: 10000 });
+    } catch (e) {
+      step("dlqShown", await page.evaluate(() => document.getElementById("dlq-title").textContent + " | " + document.getElementById("dlq-problem").textContent + " | " + document.querySelector("#dlq-list tbody").textContent));
+      throw e;
+    }
+    await page.check("#dlq-list tbody tr:first-child td.pick input");
+    await page.click("#dlq-resend-selected");
+    await page.waitForFunction(() => [...document.querySelectorAll("#dlq-list tbody .pill")].some((p) => p.textContent === "resent"), null, { timeout: 10000 });
+    step("dlqStatus", await page.evaluate(() => document.querySelector("#dlq-list tbody .pill").textContent));
+    if (shots) await page.screenshot({ path: shots + "/dlq-resent-1366.png", fullPage: true });
+    await page.click("button[data-tab=overview]");
+    await waitLive("totalLag", 1);
+    step("lagAfterResend", await cardText("Total lag"));
+  } catch (e) {
+    out.error = String(e && e.stack || e);
+  } finally {
+    await browser.close();
+  }
+  console.log(JSON.stringify(out));
+})();
+`
+
+// TestE2EConsoleLive drives the console through every view at two widths
+// and the operator's path from a new topic to a resent dead letter.
+func TestE2EConsoleLive(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	dir, node := installPlaywright(t, ctx)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "live.js"), []byte(consoleLiveScript), 0o644))
+	e := startE2E(t, withTrace, func(c *server.Config) { c.ShutdownTimeout = 5 * time.Second })
+
+	shots := os.Getenv("MQGATE_CONSOLE_SCREENSHOTS")
+	if shots != "" {
+		require.NoError(t, os.MkdirAll(shots, 0o755))
+		shots, _ = filepath.Abs(shots)
+	}
+	run := exec.CommandContext(ctx, node, "live.js", e.Base, shots)
+	run.Dir = dir
+	run.Env = append(os.Environ(), "HOME="+dir)
+	raw, err := run.Output()
+	require.NoError(t, err, "%s", raw)
+	var out struct {
+		JSErrors []string       `json:"jsErrors"`
+		Overflow map[string]int `json:"overflow"`
+		Steps    map[string]any `json:"steps"`
+		Error    string         `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &out), "%s", raw)
+	t.Logf("console steps: %v", out.Steps)
+	require.Empty(t, out.JSErrors, "JS errors")
+	require.Empty(t, out.Error)
+	require.Empty(t, out.Overflow, "views wider than the viewport (px of scrollWidth)")
+
+	s := out.Steps
+	require.Equal(t, "3", s["lagAfterSends"], "the lag card after three sends")
+	require.Equal(t, "3", s["sentCard"])
+	require.Greater(t, s["pointsAfterSends"].(float64), s["pointsAtStart"].(float64), "the charts got new points without a reload")
+	require.EqualValues(t, 2, s["chartCanvases"], "two uPlot charts")
+	require.Contains(t, s["consumerRow"], "live-g")
+	require.Contains(t, s["maxOffsetRow"], "live133rw", "topic live: 1 queue, max offset (sum) 3, 3 messages retained, perm rw")
+	require.Equal(t, "0", s["lagAfterConsume"])
+	require.Equal(t, "2", s["ackedCard"])
+	require.Equal(t, false, s["reloaded"], "the overview updated without a reload")
+	types := strings.Join(func() []string {
+		var o []string
+		for _, v := range s["traceTypes"].([]any) {
+			o = append(o, v.(string))
+		}
+		return o
+	}(), ",")
+	require.Contains(t, types, "stored")
+	require.Contains(t, types, "delivered")
+	require.Contains(t, types, "dead-lettered")
+	require.Equal(t, true, s["staleTraceGone"], "an error replaces the detail shown before")
+	require.Equal(t, "resent", s["dlqStatus"])
+	require.Equal(t, "1", s["lagAfterResend"], "the resent message waits for the group again")
+}
