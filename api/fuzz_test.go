@@ -118,3 +118,29 @@ func validHeader(name, value string) bool {
 	}
 	return true
 }
+
+// FuzzValidTraceparent: the traceparent check never panics, and what it
+// accepts has the W3C shape and is propagated unchanged.
+func FuzzValidTraceparent(f *testing.F) {
+	for _, s := range []string{
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+		"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+		"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", "",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		if !api.ValidTraceparent(v) {
+			return
+		}
+		if len(v) < 55 || v[2] != '-' || v[35] != '-' || v[52] != '-' || v[:2] == "ff" {
+			t.Fatalf("accepted %q", v)
+		}
+		tp, _ := api.TraceContextHeaders(map[string]string{"traceparent": v})
+		if tp != v {
+			t.Fatalf("propagated %q as %q", v, tp)
+		}
+	})
+}

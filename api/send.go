@@ -143,6 +143,8 @@ func (h *handler) registerSendRoutes(r chi.Router) {
 //	@Param			topic					path		string		true	"Topic name"
 //	@Param			request					body		SendRequest	true	"One message, or {messages:[…]}"
 //	@Param			Idempotency-Key			header		string		false	"Idempotency key (at most 255 printable ASCII characters)"
+//	@Param			traceparent				header		string		false	"W3C trace context: stored with each message as its property traceparent (unless the message sets one), handed to consumers in the message's properties and as the traceparent header of a push; a malformed value is ignored"
+//	@Param			tracestate				header		string		false	"W3C trace context: stored as the property tracestate with a valid traceparent (at most 512 characters)"
 //	@Param			X-Mqgate-Tag			header		string		false	"Raw send: tag"
 //	@Param			X-Mqgate-Keys			header		string		false	"Raw send: comma-separated keys"
 //	@Param			X-Mqgate-Sharding-Key	header		string		false	"Raw send: sharding key"
@@ -193,6 +195,7 @@ func (h *handler) send(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, err)
 		return
 	}
+	applyTraceContext(r.Header, msgs) // tracecontext.go
 	if err := applyIdempotencyKey(msgs, batch, key); err != nil {
 		WriteError(w, r, err)
 		return

@@ -2290,6 +2290,18 @@ const docTemplate = `{
                     },
                     {
                         "type": "string",
+                        "description": "W3C trace context: stored with each message as its property traceparent (unless the message sets one), handed to consumers in the message's properties and as the traceparent header of a push; a malformed value is ignored",
+                        "name": "traceparent",
+                        "in": "header"
+                    },
+                    {
+                        "type": "string",
+                        "description": "W3C trace context: stored as the property tracestate with a valid traceparent (at most 512 characters)",
+                        "name": "tracestate",
+                        "in": "header"
+                    },
+                    {
+                        "type": "string",
                         "description": "Raw send: tag",
                         "name": "X-Mqgate-Tag",
                         "in": "header"

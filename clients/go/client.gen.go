@@ -3478,103 +3478,125 @@ func NewSendMessagesRequestWithBody(server string, topic string, params *SendMes
 			req.Header.Set("Idempotency-Key", headerParam0)
 		}
 
-		if params.XMqgateTag != nil {
+		if params.Traceparent != nil {
 			var headerParam1 string
 
-			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "X-Mqgate-Tag", *params.XMqgateTag, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "traceparent", *params.Traceparent, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
 			if err != nil {
 				return nil, err
 			}
 
-			req.Header.Set("X-Mqgate-Tag", headerParam1)
+			req.Header.Set("traceparent", headerParam1)
+		}
+
+		if params.Tracestate != nil {
+			var headerParam2 string
+
+			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "tracestate", *params.Tracestate, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("tracestate", headerParam2)
+		}
+
+		if params.XMqgateTag != nil {
+			var headerParam3 string
+
+			headerParam3, err = runtime.StyleParamWithOptions("simple", false, "X-Mqgate-Tag", *params.XMqgateTag, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Mqgate-Tag", headerParam3)
 		}
 
 		if params.XMqgateKeys != nil {
-			var headerParam2 string
+			var headerParam4 string
 
-			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "X-Mqgate-Keys", *params.XMqgateKeys, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			headerParam4, err = runtime.StyleParamWithOptions("simple", false, "X-Mqgate-Keys", *params.XMqgateKeys, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
 			if err != nil {
 				return nil, err
 			}
 
-			req.Header.Set("X-Mqgate-Keys", headerParam2)
+			req.Header.Set("X-Mqgate-Keys", headerParam4)
 		}
 
 		if params.XMqgateShardingKey != nil {
-			var headerParam3 string
+			var headerParam5 string
 
-			headerParam3, err = runtime.StyleParamWithOptions("simple", false, "X-Mqgate-Sharding-Key", *params.XMqgateShardingKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			headerParam5, err = runtime.StyleParamWithOptions("simple", false, "X-Mqgate-Sharding-Key", *params.XMqgateShardingKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
 			if err != nil {
 				return nil, err
 			}
 
-			req.Header.Set("X-Mqgate-Sharding-Key", headerParam3)
+			req.Header.Set("X-Mqgate-Sharding-Key", headerParam5)
 		}
 
 		if params.XMqgateDelayLevel != nil {
-			var headerParam4 string
+			var headerParam6 string
 
-			headerParam4, err = runtime.StyleParamWithOptions("simple", false, "X-Mqgate-Delay-Level", *params.XMqgateDelayLevel, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: ""})
+			headerParam6, err = runtime.StyleParamWithOptions("simple", false, "X-Mqgate-Delay-Level", *params.XMqgateDelayLevel, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: ""})
 			if err != nil {
 				return nil, err
 			}
 
-			req.Header.Set("X-Mqgate-Delay-Level", headerParam4)
+			req.Header.Set("X-Mqgate-Delay-Level", headerParam6)
 		}
 
 		if params.XMqgateDelayMs != nil {
-			var headerParam5 string
+			var headerParam7 string
 
-			headerParam5, err = runtime.StyleParamWithOptions("simple", false, "X-Mqgate-Delay-Ms", *params.XMqgateDelayMs, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: ""})
+			headerParam7, err = runtime.StyleParamWithOptions("simple", false, "X-Mqgate-Delay-Ms", *params.XMqgateDelayMs, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: ""})
 			if err != nil {
 				return nil, err
 			}
 
-			req.Header.Set("X-Mqgate-Delay-Ms", headerParam5)
+			req.Header.Set("X-Mqgate-Delay-Ms", headerParam7)
 		}
 
 		if params.XMqgateDeliverAt != nil {
-			var headerParam6 string
+			var headerParam8 string
 
-			headerParam6, err = runtime.StyleParamWithOptions("simple", false, "X-Mqgate-Deliver-At", *params.XMqgateDeliverAt, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			headerParam8, err = runtime.StyleParamWithOptions("simple", false, "X-Mqgate-Deliver-At", *params.XMqgateDeliverAt, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
 			if err != nil {
 				return nil, err
 			}
 
-			req.Header.Set("X-Mqgate-Deliver-At", headerParam6)
+			req.Header.Set("X-Mqgate-Deliver-At", headerParam8)
 		}
 
 		if params.XMqgateTransactional != nil {
-			var headerParam7 string
+			var headerParam9 string
 
-			headerParam7, err = runtime.StyleParamWithOptions("simple", false, "X-Mqgate-Transactional", *params.XMqgateTransactional, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "boolean", Format: ""})
+			headerParam9, err = runtime.StyleParamWithOptions("simple", false, "X-Mqgate-Transactional", *params.XMqgateTransactional, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "boolean", Format: ""})
 			if err != nil {
 				return nil, err
 			}
 
-			req.Header.Set("X-Mqgate-Transactional", headerParam7)
+			req.Header.Set("X-Mqgate-Transactional", headerParam9)
 		}
 
 		if params.XMqgateProducerGroup != nil {
-			var headerParam8 string
+			var headerParam10 string
 
-			headerParam8, err = runtime.StyleParamWithOptions("simple", false, "X-Mqgate-Producer-Group", *params.XMqgateProducerGroup, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			headerParam10, err = runtime.StyleParamWithOptions("simple", false, "X-Mqgate-Producer-Group", *params.XMqgateProducerGroup, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
 			if err != nil {
 				return nil, err
 			}
 
-			req.Header.Set("X-Mqgate-Producer-Group", headerParam8)
+			req.Header.Set("X-Mqgate-Producer-Group", headerParam10)
 		}
 
 		if params.XMqgateCheckAfterMs != nil {
-			var headerParam9 string
+			var headerParam11 string
 
-			headerParam9, err = runtime.StyleParamWithOptions("simple", false, "X-Mqgate-Check-After-Ms", *params.XMqgateCheckAfterMs, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: ""})
+			headerParam11, err = runtime.StyleParamWithOptions("simple", false, "X-Mqgate-Check-After-Ms", *params.XMqgateCheckAfterMs, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: ""})
 			if err != nil {
 				return nil, err
 			}
 
-			req.Header.Set("X-Mqgate-Check-After-Ms", headerParam9)
+			req.Header.Set("X-Mqgate-Check-After-Ms", headerParam11)
 		}
 
 	}

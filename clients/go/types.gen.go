@@ -2776,6 +2776,12 @@ type SendMessagesParams struct {
 	// IdempotencyKey Idempotency key (at most 255 printable ASCII characters)
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 
+	// Traceparent W3C trace context: stored with each message as its property traceparent (unless the message sets one), handed to consumers in the message's properties and as the traceparent header of a push; a malformed value is ignored
+	Traceparent *string `json:"traceparent,omitempty"`
+
+	// Tracestate W3C trace context: stored as the property tracestate with a valid traceparent (at most 512 characters)
+	Tracestate *string `json:"tracestate,omitempty"`
+
 	// XMqgateTag Raw send: tag
 	XMqgateTag *string `json:"X-Mqgate-Tag,omitempty"`
 

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server/broker"
 )
 
@@ -109,6 +110,14 @@ func (d *Dispatcher) request(ctx context.Context, g broker.GroupConfig, m broker
 	header.Set(HeaderGroup, g.Name)
 	header.Set(HeaderPushHop, "1")
 	header.Set("User-Agent", userAgent)
+	// The producer's W3C trace context (stored with the message by the
+	// send), so the receiver's span joins the producer's trace.
+	if tp, ts := api.TraceContextHeaders(m.Properties); tp != "" {
+		header.Set("Traceparent", tp)
+		if ts != "" {
+			header.Set("Tracestate", ts)
+		}
+	}
 
 	timeout := p.Timeout
 	if timeout <= 0 {

@@ -8,7 +8,9 @@
 // ChangeLease, and GetGroup/PutGroup to disable an endpoint; a broker
 // that is also a PushTracer (trace.go) is told of every delivery's HTTP
 // status and result for its message trace. It is a background service
-// with Start(ctx)/Stop() and a testable runOnce.
+// with Start(ctx)/Stop() and a testable runOnce. A message stored with a
+// W3C trace context (its traceparent and tracestate properties, see the
+// api package's tracecontext.go) is pushed with those headers.
 //
 // The files: config.go (Config, its defaults and the Broker interface),
 // dispatcher.go (the Dispatcher: start, stop, and runOnce reconciling the

@@ -7000,6 +7000,10 @@ export interface operations {
             header?: {
                 /** @description Idempotency key (at most 255 printable ASCII characters) */
                 "Idempotency-Key"?: string;
+                /** @description W3C trace context: stored with each message as its property traceparent (unless the message sets one), handed to consumers in the message's properties and as the traceparent header of a push; a malformed value is ignored */
+                traceparent?: string;
+                /** @description W3C trace context: stored as the property tracestate with a valid traceparent (at most 512 characters) */
+                tracestate?: string;
                 /** @description Raw send: tag */
                 "X-Mqgate-Tag"?: string;
                 /** @description Raw send: comma-separated keys */
