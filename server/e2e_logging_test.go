@@ -7,7 +7,9 @@ package server_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -107,4 +109,33 @@ func TestE2ELogTimestampsHaveMilliseconds(t *testing.T) {
 		ts, _ := m["time"].(string)
 		require.Regexp(t, ms, ts, line)
 	}
+}
+
+// TestE2EPushFailureLoggedAsFailure: a push the endpoint fails is a warn
+// line "push: delivery failed" with the status; a success stays at debug.
+func TestE2EPushFailureLoggedAsFailure(t *testing.T) {
+	t.Parallel()
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer receiver.Close()
+	var logs syncBuffer
+	e := startE2E(t, func(c *server.Config) { c.LogOutput, c.LogLevel, c.LogFormat = &logs, "info", "json" })
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/topics/failing", api.TopicRequest{Queues: 1}), http.StatusCreated, nil)
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/failing-hook", map[string]any{
+		"subscriptions": []map[string]string{{"topic": "failing"}},
+		"push":          map[string]any{"url": receiver.URL},
+	}), http.StatusCreated, nil)
+	e.Send(t, "failing", api.SendMessage{Body: "x"})
+	servertest.Eventually(t, 15*time.Second, func() (bool, string) {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) != nil || m["message"] != "push: delivery failed" {
+				continue
+			}
+			return m["level"] == "warn" && m["status"] == float64(503) && m["result"] == "5xx", line
+		}
+		return false, "no push failure logged yet"
+	})
 }

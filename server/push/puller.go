@@ -118,13 +118,18 @@ func (d *Dispatcher) deliver(st *groupState, m broker.ReceivedMessage) {
 	d.tracePushed(st.name, m.Receipt, a)
 	out.Settled = d.settle(f, a)
 	d.cfg.Metrics.end(label, a.result, took, a.sent)
-	ev := d.log.Debug()
-	if a.result != ResultOK {
-		ev = d.log.Info()
+	// A delivery the endpoint failed is a failure (warn); one given back
+	// without an attempt (released, abandoned) is not; a success is debug.
+	ev, msg := d.log.Warn(), "push: delivery failed"
+	switch a.result {
+	case ResultOK:
+		ev, msg = d.log.Debug(), "push: delivered"
+	case ResultReleased, ResultAbandoned:
+		ev, msg = d.log.Info(), "push: delivery given back"
 	}
 	ev.Str("group", st.name).Str("topic", m.Topic).Str("message_id", m.MessageID).Int32("reconsume_times", m.ReconsumeTimes).
 		Str("result", a.result).Int("status", a.status).Int("delay_level", a.level).Str("reason", a.reason).
-		Str("settled", string(out.Settled)).Dur("took", took).Msg("push: delivered")
+		Str("settled", string(out.Settled)).Dur("took", took).Msg(msg)
 	d.TestSignals.Delivered.signal(out)
 }
 
