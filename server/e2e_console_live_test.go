@@ -26,6 +26,7 @@ import (
 
 const consoleLiveScript = `
 const { chromium } = require("playwright-core");
+const fs = require("fs");
 const [base, shots] = process.argv.slice(2);
 const tabs = ["overview", "topics", "groups", "dlq", "timers", "send", "consume", "messages"];
 (async () => {
@@ -102,6 +103,19 @@ const tabs = ["overview", "topics", "groups", "dlq", "timers", "send", "consume"
     step("maxOffsetRow", await page.evaluate(() => [...document.querySelectorAll("#overview-topics tbody tr")].map((r) => r.textContent).join("|")));
     if (shots) await page.screenshot({ path: shots + "/overview-live-1366.png", fullPage: true });
 
+    // The topic's queues, and the group's detail.
+    await page.click("button[data-tab=topics]");
+    await page.waitForSelector("#topic-list tbody tr.clickable");
+    await page.click("#topic-list tbody tr.clickable td:first-child");
+    await page.waitForSelector("#topic-queues tbody tr", { timeout: 10000 });
+    step("topicQueues", await page.evaluate(() => [...document.querySelectorAll("#topic-queues tbody tr")].map((r) => [...r.cells].slice(0, 4).map((c) => c.textContent).join(" "))));
+    await page.click("button[data-tab=groups]");
+    await page.waitForSelector("#group-list tbody tr.clickable");
+    await page.click("#group-list tbody tr.clickable td:first-child");
+    await page.waitForSelector("#group-detail .facts", { timeout: 10000 });
+    step("groupFacts", await page.evaluate(() => [...document.querySelectorAll("#group-detail .facts > div")].map((d) => d.querySelector("dt").textContent + ": " + d.querySelector("dd").textContent)));
+    if (shots) await page.screenshot({ path: shots + "/group-detail-1366.png", fullPage: true });
+
     // Consume: ack two, nack the third to the DLQ.
     await page.click("button[data-tab=consume]");
     await page.fill("#pull-form input[name=group]", "live-g");
@@ -151,6 +165,10 @@ const tabs = ["overview", "topics", "groups", "dlq", "timers", "send", "consume"
       step("dlqShown", await page.evaluate(() => document.getElementById("dlq-title").textContent + " | " + document.getElementById("dlq-problem").textContent + " | " + document.querySelector("#dlq-list tbody").textContent));
       throw e;
     }
+    const [download] = await Promise.all([page.waitForEvent("download", { timeout: 10000 }), page.click("#dlq-export")]);
+    const ndjson = fs.readFileSync(await download.path(), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+    step("exported", ndjson.map((d) => d.originalTopic + " " + d.status + " " + (d.body || "")));
+    step("exportName", download.suggestedFilename());
     await page.check("#dlq-list tbody tr:first-child td.pick input");
     await page.click("#dlq-resend-selected");
     await page.waitForFunction(() => [...document.querySelectorAll("#dlq-list tbody .pill")].some((p) => p.textContent === "resent"), null, { timeout: 10000 });
@@ -221,6 +239,19 @@ func TestE2EConsoleLive(t *testing.T) {
 	require.Contains(t, types, "delivered")
 	require.Contains(t, types, "dead-lettered")
 	require.Equal(t, true, s["staleTraceGone"], "an error replaces the detail shown before")
+	require.Equal(t, []any{"0 0 3 3"}, s["topicQueues"], "queue 0: min 0, max 3, 3 messages")
+	facts := strings.Join(func() []string {
+		var o []string
+		for _, v := range s["groupFacts"].([]any) {
+			o = append(o, v.(string))
+		}
+		return o
+	}(), "\n")
+	require.Contains(t, facts, "Total lag: 3")
+	require.Contains(t, facts, "Retry backlog: 0")
+	require.Contains(t, facts, "Push endpoint: none (pull)")
+	require.Equal(t, []any{"live dead payload 2"}, s["exported"], "the NDJSON export holds the dead letter with its body")
+	require.Equal(t, "dlq-live-g.ndjson", s["exportName"])
 	require.Equal(t, "resent", s["dlqStatus"])
 	require.Equal(t, "1", s["lagAfterResend"], "the resent message waits for the group again")
 }

@@ -103,8 +103,10 @@ function renderScheduler(s) {
 
 loaders.topics = async () => {
   const { topics } = await api("GET", "/topics");
-  fillTable(document.getElementById("topic-list"), topics.map((t) => el("tr", {},
+  const statuses = await topicStatuses(topics);
+  fillTable(document.getElementById("topic-list"), topics.map((t) => el("tr", { class: "clickable", onclick: () => showTopic(t.name, statuses[t.name]) },
     el("td", {}, t.name), el("td", { class: "num" }, t.queues), el("td", { class: "num" }, t.retentionHours),
+    el("td", { class: "num" }, statuses[t.name] ? statuses[t.name].messages : "unknown"),
     el("td", {}, t.perm), el("td", {}, fmtTime(t.createdAt)),
     el("td", {}, el("button", { class: "danger", onclick: guarded(async () => {
       if (!confirm("Delete topic " + t.name + "?")) return;
@@ -113,6 +115,17 @@ loaders.topics = async () => {
       await loaders.topics();
     }) }, "Delete")))));
 };
+
+// showTopic shows a topic's queues: min and max offsets, newest store time.
+function showTopic(name, st) {
+  const box = document.getElementById("topic-detail");
+  if (!st) { box.replaceChildren(el("p", { class: "muted" }, "The status of " + name + " is unknown.")); return; }
+  box.replaceChildren(el("h3", {}, "Queues of " + name + " (" + st.messages + " messages retained)"),
+    el("div", { class: "scroll-x" }, el("table", { id: "topic-queues", class: "compact" },
+      el("thead", {}, el("tr", {}, ["Queue", "Min offset", "Max offset", "Messages", "Last stored"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, st.queues.map((q) => el("tr", {}, el("td", { class: "num" }, q.queueId), el("td", { class: "num" }, q.minOffset),
+        el("td", { class: "num" }, q.maxOffset), el("td", { class: "num" }, q.maxOffset - q.minOffset), el("td", {}, fmtTime(q.lastStoredAt))))))));
+}
 
 function messageTable(messages) {
   if (!messages.length) return el("p", { class: "muted" }, "No messages.");
@@ -213,16 +226,59 @@ loaders.groups = async () => {
     }) }, "Delete")))));
 };
 
+// levelCount is a LevelBacklog's count: "unknown" (or "≥ n") when it
+// could not be counted.
+function levelCount(l) {
+  if (l.count !== undefined && l.count !== null) return String(l.count);
+  return l.atLeast !== undefined && l.atLeast !== null ? "≥ " + l.atLeast : "unknown";
+}
+
+function backlogText(b) {
+  const total = b.total === undefined || b.total === null ? "unknown" : b.total;
+  const levels = (b.byLevel || []).map((l) => "L" + l.level + " (" + fmtDelay(l.delayMs) + "): " + levelCount(l)).join(", ");
+  return total + (levels ? " — " + levels : "") + (b.timers ? "; " + b.timers + " on timers" : "");
+}
+
+// progressTable is a group's (or an instance's) progress per queue.
+function progressTable(queues) {
+  return el("div", { class: "scroll-x" }, el("table", {},
+    el("thead", {}, el("tr", {}, ["Topic", "Queue", "Broker offset", "Consumer offset", "Lag", "In flight", "Last stored"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, queues.length ? queues.map((q) => el("tr", {},
+      el("td", {}, q.topic), el("td", { class: "num" }, q.queueId === -1 ? "retry" : q.queueId), el("td", { class: "num" }, q.brokerOffset),
+      el("td", { class: "num" }, q.consumerOffset), el("td", { class: "num" }, q.lag + (q.lagIsLowerBound ? "+" : "")),
+      el("td", { class: "num" }, q.inFlight), el("td", {}, fmtTime(q.lastStoredAt))))
+      : [el("tr", {}, el("td", { colspan: 7, class: "muted" }, "none"))])));
+}
+
+// showGroup shows a group's progress, retry and delayed backlog by level,
+// its consumer instances (broadcasting) and its push endpoint.
 async function showGroup(name) {
-  const p = await api("GET", "/groups/" + enc(name) + "/progress");
-  document.getElementById("group-detail").replaceChildren(
-    el("h3", {}, "Progress of " + name + " (total lag " + p.totalLag + ")"),
-    el("div", { class: "scroll-x" }, el("table", {},
-      el("thead", {}, el("tr", {}, ["Topic", "Queue", "Broker offset", "Consumer offset", "Lag", "In flight", "Last stored"].map((h) => el("th", {}, h)))),
-      el("tbody", {}, p.queues.map((q) => el("tr", {},
-        el("td", {}, q.topic), el("td", { class: "num" }, q.queueId), el("td", { class: "num" }, q.brokerOffset),
-        el("td", { class: "num" }, q.consumerOffset), el("td", { class: "num" }, q.lag), el("td", { class: "num" }, q.inFlight),
-        el("td", {}, fmtTime(q.lastStoredAt))))))));
+  const box = document.getElementById("group-detail");
+  let p, g;
+  try {
+    [p, g] = await Promise.all([api("GET", "/groups/" + enc(name) + "/progress"), api("GET", "/groups/" + enc(name))]);
+  } catch (err) {
+    box.replaceChildren(signInNeeded(err) ? "" : el("div", { class: "problem", role: "alert" }, ...problemView(err)));
+    return;
+  }
+  const facts = [["Total lag", p.totalLag + (p.totalLagIsLowerBound ? " (at least)" : "")],
+    ["Retry backlog", backlogText(p.retry)], ["Delayed backlog", backlogText(p.delayed)]];
+  if (g.push) {
+    facts.push(["Push endpoint", g.push.url], ["Push state", (g.push.disabled ? "disabled" : "enabled") + ", " + g.push.mode + ", " +
+      g.push.maxConcurrency + " concurrent, timeout " + fmtDelay(g.push.timeoutMs)]);
+  } else facts.push(["Push endpoint", "none (pull)"]);
+  const parts = [el("h3", {}, "Group " + name),
+    el("dl", { class: "facts" }, facts.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, String(v))))),
+    el("h4", {}, "Progress per queue"), progressTable(p.queues)];
+  if (p.instances && p.instances.length) {
+    parts.push(el("h4", {}, "Consumer instances"), el("div", { class: "scroll-x" }, el("table", { id: "group-instances" },
+      el("thead", {}, el("tr", {}, ["Client id", "Last seen", "Active requests", "Forgotten at", "Lag"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, p.instances.map((i) => el("tr", {}, el("td", {}, i.clientId), el("td", {}, fmtTime(i.lastSeenAt)),
+        el("td", { class: "num" }, i.active), el("td", {}, i.forgetAt ? fmtTime(i.forgetAt) : "—"),
+        el("td", { class: "num" }, i.totalLag + (i.totalLagIsLowerBound ? "+" : ""))))))));
+  }
+  if (p.notes && p.notes.length) parts.push(el("p", { class: "muted" }, p.notes.join(" ")));
+  box.replaceChildren(...parts);
   document.querySelector("#reset-form [name=group]").value = name;
 }
 

@@ -131,6 +131,33 @@ async function dlqFetch(page) {
   await Promise.all([...dlq.open].map(dlqLoadDetail));
 }
 
+// dlqExport downloads every dead letter matching the filter (all pages,
+// each with its detail: body and attempt history) as NDJSON, one JSON
+// object a line. Nothing is downloaded when a page fails: the error shows.
+const DLQ_EXPORT_MAX = 10000;
+async function dlqExport() {
+  if (!dlq.group) return;
+  const lines = [];
+  let cursor = "";
+  do {
+    const q = dlqQuery();
+    q.set("limit", "500");
+    if (cursor) q.set("cursor", cursor);
+    const r = await api("GET", "/groups/" + enc(dlq.group) + "/dlq?" + q);
+    for (const d of r.items || []) {
+      lines.push(JSON.stringify(await api("GET", "/groups/" + enc(dlq.group) + "/dlq/" + enc(d.messageId))));
+    }
+    cursor = r.next || "";
+  } while (cursor && lines.length < DLQ_EXPORT_MAX);
+  const blob = new Blob(lines.map((l) => l + "\n"), { type: "application/x-ndjson" });
+  const a = el("a", { href: URL.createObjectURL(blob), download: "dlq-" + dlq.group + ".ndjson" });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+  notice("Exported " + lines.length + " dead letter(s) of " + dlq.group + " as NDJSON", "info");
+}
+
 async function dlqLoadDetail(id) {
   try {
     dlq.details.set(id, { data: await api("GET", "/groups/" + enc(dlq.group) + "/dlq/" + enc(id)) });
@@ -299,6 +326,7 @@ function wireDLQ() {
     }
     renderDLQ();
   });
+  document.getElementById("dlq-export").addEventListener("click", dlqGuarded(() => dlqExport()));
   document.getElementById("dlq-resend-selected").addEventListener("click", dlqGuarded(() => {
     if (!dlq.selected.size) return undefined;
     return dlqResend({ messageIds: [...dlq.selected] });
