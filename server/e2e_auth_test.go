@@ -181,6 +181,7 @@ func matrixCalls(messageID, txnID string) map[string]matrixCall {
 		"GET /messages/{messageId}/trace":               {"/v1/messages/" + messageID + "/trace", "", "", admin},
 		"GET /broker/status":                            {"/v1/broker/status", "", "", admin},
 		"POST /broker/receipt-keys/rotate":              {"/v1/broker/receipt-keys/rotate", "", "", admin},
+		"GET /stats":                                    {"/v1/stats", "", "", admin},
 		"GET /timers":                                   {"/v1/timers", "", "", admin},
 		"GET /timers/{id}":                              {"/v1/timers/nope", "", "", admin},
 		"PUT /timers/{id}":                              {"/v1/timers/nope", js, `{"delayMs":1000}`, admin},

@@ -1,5 +1,8 @@
 // Package web embeds mqgate's browser console: static files under dist/
-// (no build step, no CDN) that talk to the /v1 REST API only.
+// (no build step, no CDN) that talk to the /v1 REST API only. Third-party
+// files are vendored under dist/vendor/ with their licenses; scripts that
+// start with // @ts-check are type-checked against the generated API
+// types of clients/ts (tsconfig.json, types.d.ts, typecheck_test.go).
 package web
 
 import (

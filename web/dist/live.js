@@ -1,3 +1,4 @@
+// @ts-check
 // mqgate console: the live overview. GET /v1/stats is polled every 2 s
 // while the overview is shown; rates are the differences of its totals
 // between two polls, and the last minutes are drawn with uPlot (vendor/).
@@ -6,31 +7,56 @@
 const LIVE_INTERVAL_MS = 2000;
 const LIVE_POINTS = 150; // 5 minutes of 2 s samples
 
+/** @typedef {"t" | "sent" | "delivered" | "acked" | "retried" | "dlq" | "lag" | "inFlight"} SeriesKey */
+/** @typedef {"sentTotal" | "deliveredTotal" | "ackedTotal" | "retriedTotal" | "deadLetteredTotal"} TotalField */
+
 const live = {
+  /** @type {ReturnType<typeof setInterval> | null} */
   timer: null,
-  prev: null, // the previous /stats answer
+  /** @type {Stats | null} the previous /stats answer */
+  prev: null,
+  /** @type {Record<SeriesKey, number[]>} */
   series: { t: [], sent: [], delivered: [], acked: [], retried: [], dlq: [], lag: [], inFlight: [] },
+  /** @type {Record<string, uPlot>} */
   charts: {},
   polls: 0, // answered polls, for the e2e test
 };
 
-// rate is the per-second rate of a total between two snapshots.
+/**
+ * rate is the per-second rate of a total between two snapshots.
+ * @param {Stats} cur @param {Stats | null} prev @param {TotalField} field @param {number} seconds
+ */
 function rate(cur, prev, field, seconds) {
   if (!prev || seconds <= 0) return 0;
   return Math.max(0, (cur[field] - prev[field]) / seconds);
 }
 
+/**
+ * must returns the element of id (the page's own, always there).
+ * @param {string} id @returns {HTMLElement}
+ */
+function must(id) {
+  const node = document.getElementById(id);
+  if (!node) throw new Error("the page has no #" + id);
+  return node;
+}
+
+/** @param {number} v */
 function fmtRate(v) { return (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2)) + "/s"; }
 
+/** @param {SeriesKey} key @param {number} v */
 function pushSample(key, v) {
   const a = live.series[key];
   a.push(v);
   if (a.length > LIVE_POINTS) a.shift();
 }
 
-// chart creates (once) or updates a uPlot chart in box.
+/**
+ * chart creates (once) or updates a uPlot chart in the element id.
+ * @param {string} id @param {string} title @param {string[]} labels @param {string[]} colors @param {number[][]} data
+ */
 function chart(id, title, labels, colors, data) {
-  const box = document.getElementById(id);
+  const box = must(id);
   if (typeof uPlot === "undefined" || !box) return;
   const width = Math.max(200, (box.clientWidth || 300) - 16); // inside the box's padding
   let u = live.charts[id];
@@ -38,7 +64,7 @@ function chart(id, title, labels, colors, data) {
     u = new uPlot({
       title, width, height: 200,
       scales: { x: { time: true } },
-      series: [{}].concat(labels.map((label, i) => ({ label, stroke: colors[i], width: 1.5, value: (self, v) => v == null ? "—" : +v.toFixed(2) }))),
+      series: [{}].concat(labels.map((label, i) => ({ label, stroke: colors[i], width: 1.5, value: (/** @type {unknown} */ _self, /** @type {number | null} */ v) => v == null ? "—" : +v.toFixed(2) }))),
       axes: [{}, { size: 50 }],
       legend: { live: false },
     }, data, box);
@@ -50,14 +76,18 @@ function chart(id, title, labels, colors, data) {
   box.dataset.points = String(data[0].length);
 }
 
+/** @param {string} k @param {string} v @param {string} [title] */
 function card(k, v, title) {
   return el("div", title ? { title } : {}, el("dt", {}, k), el("dd", {}, v));
 }
 
-// renderLive shows one /stats answer: the cards and the charts.
+/**
+ * renderLive shows one /stats answer: the cards and the charts.
+ * @param {Stats} s
+ */
 function renderLive(s) {
   const prev = live.prev;
-  const seconds = prev ? (new Date(s.at) - new Date(prev.at)) / 1000 : 0;
+  const seconds = prev ? (new Date(s.at).getTime() - new Date(prev.at).getTime()) / 1000 : 0;
   const r = {
     sent: rate(s, prev, "sentTotal", seconds), delivered: rate(s, prev, "deliveredTotal", seconds),
     acked: rate(s, prev, "ackedTotal", seconds), retried: rate(s, prev, "retriedTotal", seconds),
@@ -66,14 +96,14 @@ function renderLive(s) {
   live.prev = s;
   live.polls++;
   pushSample("t", new Date(s.at).getTime() / 1000);
-  for (const k of Object.keys(r)) pushSample(k, r[k]);
+  for (const k of /** @type {const} */ (["sent", "delivered", "acked", "retried", "dlq"])) pushSample(k, r[k]);
   pushSample("lag", s.totalLag);
   pushSample("inFlight", s.inFlight);
 
   const delayed = s.delayedBacklog.reduce((n, l) => n + l.backlog, 0);
   const byLevel = s.delayedBacklog.filter((l) => l.backlog > 0).map((l) => "L" + l.level + ": " + l.backlog).join(", ");
   const disk = (s.diskUsedRatio * 100).toFixed(1) + "% of disk (sends refused above " + (s.diskSendCeiling * 100).toFixed(0) + "%)";
-  document.getElementById("live").replaceChildren(
+  must("live").replaceChildren(
     card("Send", fmtRate(r.sent)), card("Deliver", fmtRate(r.delivered)), card("Ack", fmtRate(r.acked)),
     card("Retry (nack, expired)", fmtRate(r.retried)), card("To DLQ", fmtRate(r.dlq)),
     card("Total lag", String(s.totalLag)), card("Oldest unconsumed", s.oldestUnackedMs ? fmtDelay(s.oldestUnackedMs) : "—"),
@@ -82,9 +112,9 @@ function renderLive(s) {
     card("Disk used", (s.diskUsedRatio * 100).toFixed(1) + "%", disk),
     card("Dispatch lag", fmtBytes(s.dispatchLagBytes)), card("Quarantined", String(s.quarantinedRecords)),
     card("Sent (since start)", String(s.sentTotal)), card("Acked (since start)", String(s.ackedTotal)));
-  document.getElementById("live").dataset.totalLag = String(s.totalLag);
-  document.getElementById("live").dataset.sentTotal = String(s.sentTotal);
-  fillTable(document.getElementById("overview-consumers"), s.consumers.map((c) => el("tr", {},
+  must("live").dataset.totalLag = String(s.totalLag);
+  must("live").dataset.sentTotal = String(s.sentTotal);
+  fillTable(must("overview-consumers"), s.consumers.map((c) => el("tr", {},
     el("td", {}, c.group), el("td", {}, c.topic), el("td", { class: "num" }, c.lag),
     el("td", { class: "num" }, c.oldestUnackedMs ? fmtDelay(c.oldestUnackedMs) : "—"), el("td", { class: "num" }, c.inFlight))));
 
@@ -97,21 +127,21 @@ function renderLive(s) {
 // pollLive asks for one snapshot; an error replaces the cards' content
 // with the problem, so stale numbers are never shown as current.
 async function pollLive() {
-  const box = document.getElementById("live-problem");
+  const box = must("live-problem");
   try {
     renderLive(await api("GET", "/stats"));
     box.classList.add("hidden");
   } catch (err) {
     if (signInNeeded(err)) { stopLive(); return; }
     live.prev = null;
-    document.getElementById("live").replaceChildren();
+    must("live").replaceChildren();
     box.replaceChildren(...problemView(err));
     box.classList.remove("hidden");
   }
 }
 
 function overviewShown() {
-  return !document.getElementById("overview").classList.contains("hidden") && !document.hidden;
+  return !must("overview").classList.contains("hidden") && !document.hidden;
 }
 
 // startLive polls while the overview is shown (and the page visible).
@@ -125,14 +155,14 @@ function startLive() {
 }
 
 function stopLive() {
-  clearInterval(live.timer);
+  if (live.timer) clearInterval(live.timer);
   live.timer = null;
 }
 
 document.addEventListener("visibilitychange", () => { if (overviewShown()) startLive(); });
 window.addEventListener("resize", () => {
   for (const [id, u] of Object.entries(live.charts)) {
-    const box = document.getElementById(id);
+    const box = must(id);
     if (box && box.clientWidth) u.setSize({ width: Math.max(200, box.clientWidth - 16), height: 200 });
   }
 });
