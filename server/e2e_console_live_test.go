@@ -99,6 +99,7 @@ const tabs = ["overview", "topics", "groups", "dlq", "timers", "send", "consume"
     await page.waitForFunction(() => Number(document.getElementById("chart-rates").dataset.points) >= 3, null, { timeout: 15000 });
     step("pointsAfterSends", await page.evaluate(() => Number(document.getElementById("chart-rates").dataset.points)));
     step("chartCanvases", await page.evaluate(() => document.querySelectorAll(".chart canvas").length));
+    step("liveTopicRow", await page.evaluate(() => [...document.querySelector("#live-topics tbody tr").cells].slice(0, 2).map((c) => c.textContent).join(" ")));
     step("consumerRow", await page.evaluate(() => document.querySelector("#overview-consumers tbody tr").textContent));
     step("maxOffsetRow", await page.evaluate(() => [...document.querySelectorAll("#overview-topics tbody tr")].map((r) => r.textContent).join("|")));
     if (shots) await page.screenshot({ path: shots + "/overview-live-1366.png", fullPage: true });
@@ -224,6 +225,7 @@ func TestE2EConsoleLive(t *testing.T) {
 	require.Greater(t, s["pointsAfterSends"].(float64), s["pointsAtStart"].(float64), "the charts got new points without a reload")
 	require.EqualValues(t, 2, s["chartCanvases"], "two uPlot charts")
 	require.Contains(t, s["consumerRow"], "live-g")
+	require.Equal(t, "live 3", s["liveTopicRow"], "the live topics table: sent since start")
 	require.Contains(t, s["maxOffsetRow"], "live133rw", "topic live: 1 queue, max offset (sum) 3, 3 messages retained, perm rw")
 	require.Equal(t, "0", s["lagAfterConsume"])
 	require.Equal(t, "2", s["ackedCard"])

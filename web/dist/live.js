@@ -114,6 +114,11 @@ function renderLive(s) {
     card("Sent (since start)", String(s.sentTotal)), card("Acked (since start)", String(s.ackedTotal)));
   must("live").dataset.totalLag = String(s.totalLag);
   must("live").dataset.sentTotal = String(s.sentTotal);
+  /** @type {Record<string, number>} */
+  const before = {};
+  for (const t of prev ? prev.topics : []) before[t.topic] = t.sentTotal;
+  fillTable(must("live-topics"), s.topics.map((t) => el("tr", {}, el("td", {}, t.topic), el("td", { class: "num" }, t.sentTotal),
+    el("td", { class: "num" }, prev && seconds > 0 ? fmtRate(Math.max(0, (t.sentTotal - (before[t.topic] || 0)) / seconds)) : "—"))));
   fillTable(must("overview-consumers"), s.consumers.map((c) => el("tr", {},
     el("td", {}, c.group), el("td", {}, c.topic), el("td", { class: "num" }, c.lag),
     el("td", { class: "num" }, c.oldestUnackedMs ? fmtDelay(c.oldestUnackedMs) : "—"), el("td", { class: "num" }, c.inFlight))));
