@@ -59,8 +59,14 @@ function chart(id, title, labels, colors, data) {
   const box = must(id);
   if (typeof uPlot === "undefined" || !box) return;
   const width = Math.max(200, (box.clientWidth || 300) - 16); // inside the box's padding
+  box.dataset.points = String(data[0].length);
   let u = live.charts[id];
+  if (!u && data[0].length < 2) { // one sample has no time span to draw
+    box.replaceChildren(el("p", { class: "muted" }, title + ": collecting samples …"));
+    return;
+  }
   if (!u) {
+    box.replaceChildren();
     u = new uPlot({
       title, width, height: 200,
       scales: { x: { time: true } },
@@ -73,7 +79,6 @@ function chart(id, title, labels, colors, data) {
     if (Math.abs(u.width - width) > 4) u.setSize({ width, height: 200 });
     u.setData(data);
   }
-  box.dataset.points = String(data[0].length);
 }
 
 /** @param {string} k @param {string} v @param {string} [title] */
