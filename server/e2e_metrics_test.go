@@ -177,3 +177,51 @@ func TestAlertRulesPassPromtool(t *testing.T) {
 		require.True(t, strings.Contains(exposed, "\n"+base), "an alert rule names %s, which the server does not expose", name)
 	}
 }
+
+// TestE2EMetricsScrapeDuringTraffic: scrapes of /metrics and /v1/stats
+// while messages are sent, pulled, acked and nacked (run it with -race:
+// the lag gauges read offsets, leases and queues the traffic changes).
+func TestE2EMetricsScrapeDuringTraffic(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t)
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/topics/busy", api.TopicRequest{Queues: 2}), http.StatusCreated, nil)
+	servertest.Decode(t, e.JSON(t, http.MethodPut, "/v1/groups/busy-g", api.GroupRequest{Subscriptions: []api.Subscription{{Topic: "busy"}}}), http.StatusCreated, nil)
+	done := make(chan struct{})
+	scraped := make(chan int)
+	go func() {
+		n := 0
+		defer func() { scraped <- n }()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			for _, path := range []string{"/metrics", "/v1/stats"} {
+				resp, err := http.Get(e.Base + path)
+				if err != nil {
+					return
+				}
+				_ = resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					return
+				}
+			}
+			n++
+		}
+	}()
+	for i := range 40 {
+		e.Send(t, "busy", api.SendMessage{Body: fmt.Sprint(i)})
+		if i%4 == 3 {
+			for j, m := range e.PullN(t, "busy-g", "busy", 4, 30_000, 10*time.Second) {
+				if j == 0 {
+					e.Nack(t, "busy-g", m.Receipt, 1, "later")
+				} else {
+					e.Ack(t, "busy-g", m.Receipt)
+				}
+			}
+		}
+	}
+	close(done)
+	require.Positive(t, <-scraped, "scrapes succeeded during the traffic")
+}
