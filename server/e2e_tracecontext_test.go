@@ -53,7 +53,7 @@ func TestE2ETraceparentReachesPull(t *testing.T) {
 		http.Header{"Traceparent": {producerTraceparent}})
 	require.Equal(t, http.StatusOK, binary.Status, "%s", binary)
 
-	got := map[string]api.Message{}
+	got := map[string]api.PulledMessage{}
 	for _, m := range e.PullN(t, "tg", "traced", 4, 30_000, 10*time.Second) {
 		got[m.MessageID] = m
 	}
