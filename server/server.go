@@ -38,6 +38,7 @@ import (
 	"github.com/mqgate/mqgate/server/broker"
 	"github.com/mqgate/mqgate/server/pgmirror"
 	"github.com/mqgate/mqgate/server/push"
+	"github.com/mqgate/mqgate/server/sqs"
 	"github.com/mqgate/mqgate/web"
 )
 
@@ -80,6 +81,12 @@ type Server struct {
 	admin         *http.Server
 	adminServed   chan error
 	adminStarted  atomic.Bool
+	// sqsListener and sqs serve --sqs-listen (nil without it); sqsServed
+	// reports the end of its Serve.
+	sqsListener net.Listener
+	sqs         *http.Server
+	sqsServed   chan error
+	sqsStarted  atomic.Bool
 
 	// pushConfig is where push endpoints may point (the deny flags and
 	// this server's own listener), for the dispatcher and for the check
@@ -140,6 +147,20 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 			_ = adminListener.Close() // a failed Open leaves nothing listening
 		}
 	}()
+	var sqsListener net.Listener
+	if cfg.SQSListen != "" {
+		if sqsListener, err = net.Listen("tcp", cfg.SQSListen); err != nil {
+			return nil, errors.Join(fmt.Errorf("listen on %s (sqs): %w", cfg.SQSListen, err), listener.Close())
+		}
+		if tf != nil {
+			sqsListener = tls.NewListener(sqsListener, tf.serverConfig())
+		}
+		defer func() {
+			if !opened {
+				_ = sqsListener.Close()
+			}
+		}()
+	}
 	so := cfg.Storage
 	so.FileReservedTime, so.RetentionInterval = cfg.Retention, cfg.RetentionInterval
 	so.DiskMaxUsedRatio, so.DiskSendCeiling, so.DiskSystemCeiling = cfg.DiskMaxUsedRatio, cfg.DiskSendCeiling, cfg.DiskSystemCeiling
@@ -188,6 +209,9 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	s := newServerOn(cfg, log, be, listener, sec, tf)
 	if adminListener != nil {
 		s.serveAdminOn(adminListener)
+	}
+	if sqsListener != nil {
+		s.serveSQSOn(sqsListener)
 	}
 	s.registry.MustRegister(newBrokerCollector(b), newDispatchCollector(b), newTraceCollector(b))
 	if mirror != nil {
@@ -465,6 +489,56 @@ func (s *Server) serveAdminOn(l net.Listener) {
 	s.log.Info().Str("admin_addr", l.Addr().String()).Msg("/metrics and /debug/pprof are served on the admin address, without authentication")
 }
 
+// serveSQSOn prepares the --sqs-listen server on l (package server/sqs).
+func (s *Server) serveSQSOn(l net.Listener) {
+	s.sqsListener = l
+	s.sqsServed = make(chan error, 1)
+	h := sqs.New(sqs.Options{
+		Broker:         s.broker,
+		Logger:         s.rootLog,
+		MaxMessageSize: int(s.cfg.MaxMessageSize),
+		MaxRequestSize: int64(s.cfg.MaxRequestSize),
+		PollContext:    s.pollCtx,
+	})
+	s.sqs = &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		// A receive waits up to 20 s before it answers.
+		WriteTimeout:   s.cfg.WriteTimeout + 20*time.Second,
+		IdleTimeout:    s.cfg.IdleTimeout,
+		MaxHeaderBytes: int(s.cfg.MaxHeaderBytes),
+		ErrorLog:       stdlog.New(s.rootLog.With().Str("component", "net/http").Str("listener", "sqs").Logger(), "", 0),
+	}
+	s.log.Info().Str("sqs_addr", l.Addr().String()).Msg("the SQS API is served on its own address")
+}
+
+// SQSAddr is the --sqs-listen address bound ("" without one).
+func (s *Server) SQSAddr() string {
+	if s.sqsListener == nil {
+		return ""
+	}
+	return s.sqsListener.Addr().String()
+}
+
+// closeSQS stops the SQS server (nil without one).
+func (s *Server) closeSQS(ctx context.Context) error {
+	if s.sqs == nil {
+		return nil
+	}
+	err := s.sqs.Shutdown(ctx)
+	_ = s.sqsListener.Close() // when Serve never ran
+	if s.sqsStarted.Load() {
+		if serveErr := <-s.sqsServed; serveErr != nil {
+			err = errors.Join(err, serveErr)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("shutdown sqs http: %w", err)
+	}
+	return nil
+}
+
 // AdminAddr is the --admin-listen address bound ("" without one).
 func (s *Server) AdminAddr() string {
 	if s.adminListener == nil {
@@ -500,6 +574,15 @@ func (s *Server) Serve() error {
 				err = nil
 			}
 			s.adminServed <- err
+		}()
+	}
+	if s.sqs != nil && s.sqsStarted.CompareAndSwap(false, true) {
+		go func() {
+			err := s.sqs.Serve(s.sqsListener)
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			s.sqsServed <- err
 		}()
 	}
 	s.log.Info().Str("addr", s.Addr()).Msg("serving")
@@ -552,7 +635,7 @@ func (s *Server) close(ctx context.Context) error {
 		s.log.Warn().Err(err).Msg("in-flight requests did not finish in time; closing their connections")
 		errs = append(errs, fmt.Errorf("shutdown http: %w", err), s.http.Close())
 	}
-	errs = append(errs, s.closeAdmin(ctx))
+	errs = append(errs, s.closeAdmin(ctx), s.closeSQS(ctx))
 
 	brokerCtx := ctx
 	if ctx.Err() != nil {

@@ -1,0 +1,252 @@
+package sqs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mqgate/mqgate/server/broker"
+)
+
+// Broker is what the endpoint needs of the broker's facade; *broker.Broker
+// satisfies it (and so does the server's wrapped broker).
+type Broker interface {
+	Send(ctx context.Context, topic string, msgs []broker.SendMessage) ([]broker.SendResult, error)
+	Pull(ctx context.Context, req broker.PullRequest) ([]broker.ReceivedMessage, error)
+	Ack(ctx context.Context, group string, receipts []string) ([]broker.ReceiptResult, error)
+	Nack(ctx context.Context, group string, items []broker.NackItem) ([]broker.ReceiptResult, error)
+	ChangeLease(ctx context.Context, group string, items []broker.LeaseItem) ([]broker.ReceiptResult, error)
+	ReadQueue(ctx context.Context, topic string, queueID int32, offset int64, max int) ([]broker.QueueMessage, int64, error)
+	PutTopic(ctx context.Context, cfg broker.TopicConfig) (broker.TopicConfig, bool, error)
+	GetTopic(ctx context.Context, name string) (broker.TopicConfig, error)
+	TopicStatus(ctx context.Context, topic string) ([]broker.QueueStatus, error)
+	ListTopics(ctx context.Context) ([]broker.TopicConfig, error)
+	DeleteTopic(ctx context.Context, name string) error
+	PutGroup(ctx context.Context, cfg broker.GroupConfig) (broker.GroupConfig, bool, error)
+	PatchGroup(ctx context.Context, name string, patch func(broker.GroupConfig) (broker.GroupConfig, error)) (broker.GroupConfig, error)
+	GetGroup(ctx context.Context, name string) (broker.GroupConfig, error)
+	DeleteGroup(ctx context.Context, name string) error
+	Progress(ctx context.Context, group string) ([]broker.QueueProgress, error)
+	Backlog(ctx context.Context, group string) (broker.GroupBacklog, error)
+	ResetOffset(ctx context.Context, group, topic string, t time.Time) ([]broker.QueueProgress, error)
+}
+
+// Options configure the endpoint. Zero values take the defaults.
+type Options struct {
+	// Broker serves every request.
+	Broker Broker
+	// Logger receives the causes of internal errors.
+	Logger zerolog.Logger
+	// MaxMessageSize is the largest message body the broker accepts
+	// (MaximumMessageSize can only lower it); default 256 KiB.
+	MaxMessageSize int
+	// MaxRequestSize bounds a request body; default 2 MiB.
+	MaxRequestSize int64
+	// PollContext ends waiting receives (at shutdown): they answer with
+	// what they have. Default: context.Background().
+	PollContext context.Context
+	// Now is the clock (time stamps of the queues); default time.Now.
+	Now func() time.Time
+}
+
+// Handler serves the SQS API.
+type Handler struct {
+	opts Options
+	b    Broker
+	log  zerolog.Logger
+	meta *metaStore
+}
+
+// New builds the endpoint's handler.
+func New(opts Options) *Handler {
+	if opts.MaxMessageSize <= 0 {
+		opts.MaxMessageSize = defaultMaxMessageSize
+	}
+	if opts.MaxRequestSize <= 0 {
+		opts.MaxRequestSize = 2 << 20
+	}
+	if opts.PollContext == nil {
+		opts.PollContext = context.Background()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	h := &Handler{opts: opts, b: opts.Broker, log: opts.Logger.With().Str("component", "sqs").Logger()}
+	h.meta = &metaStore{b: opts.Broker, now: opts.Now}
+	return h
+}
+
+// request is one decoded call: its operation and a way to decode its
+// input into the operation's struct.
+type request struct {
+	op     string
+	decode func(v any) error
+	// query answers in the query protocol's XML.
+	query bool
+	// base is the scheme and host the queue URLs are built on.
+	base string
+}
+
+// ServeHTTP decodes the call in either protocol and answers in the same.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req, err := h.decodeRequest(w, r)
+	if err != nil {
+		writeError(w, req, asAPIError(err), h.requestID())
+		return
+	}
+	out, err := h.dispatch(r.Context(), req)
+	if err != nil {
+		ae := asAPIError(err)
+		if ae.status >= 500 {
+			h.log.Error().Err(err).Str("operation", req.op).Msg("SQS request failed")
+		}
+		writeError(w, req, ae, h.requestID())
+		return
+	}
+	writeResult(w, req, out, h.requestID())
+}
+
+// decodeRequest reads the protocol from the request: a POST with
+// X-Amz-Target AmazonSQS.<Op> is the JSON 1.0 protocol, anything else the
+// query protocol (Action=<Op>).
+func (h *Handler) decodeRequest(w http.ResponseWriter, r *http.Request) (*request, error) {
+	req := &request{base: baseURL(r)}
+	target := r.Header.Get("X-Amz-Target")
+	if target == "" {
+		req.query = true
+		return req, h.decodeQuery(w, r, req)
+	}
+	op, ok := strings.CutPrefix(target, "AmazonSQS.")
+	if !ok || r.Method != http.MethodPost {
+		req.op = target
+		return req, errInvalidAction(target)
+	}
+	req.op = op
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxRequestSize))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return req, errBatchTooLong(int(tooBig.Limit)+1, int(tooBig.Limit))
+		}
+		return req, errSerialization("reading the request body: %v", err)
+	}
+	req.decode = func(v any) error { return decodeJSON(body, v) }
+	return req, nil
+}
+
+// decodeJSON decodes a JSON 1.0 request body into v: members the
+// operation does not know are ignored (newer SDKs send them), a member of
+// the wrong type is a SerializationException.
+func decodeJSON(body []byte, v any) error {
+	if len(body) == 0 {
+		body = []byte("{}")
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return errSerialization("member %s: expected %s", te.Field, te.Type)
+		}
+		return errSerialization("the request body is not a JSON object: %v", err)
+	}
+	return nil
+}
+
+// baseURL is the scheme and host of r, on which queue URLs are built.
+func baseURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// requestID is a fresh request id for the answer.
+func (h *Handler) requestID() string { return newRequestID() }
+
+// dispatch runs the operation req names.
+func (h *Handler) dispatch(ctx context.Context, req *request) (any, error) {
+	op, ok := operations[req.op]
+	if !ok {
+		return nil, errInvalidAction(req.op)
+	}
+	return op(h, ctx, req)
+}
+
+// operations maps the operation names to their implementations.
+var operations map[string]func(h *Handler, ctx context.Context, req *request) (any, error)
+
+func init() {
+	operations = map[string]func(h *Handler, ctx context.Context, req *request) (any, error){
+		"CreateQueue":                  opFunc((*Handler).createQueue),
+		"GetQueueUrl":                  opFunc((*Handler).getQueueURL),
+		"ListQueues":                   opFunc((*Handler).listQueues),
+		"DeleteQueue":                  opFunc((*Handler).deleteQueue),
+		"GetQueueAttributes":           opFunc((*Handler).getQueueAttributes),
+		"SetQueueAttributes":           opFunc((*Handler).setQueueAttributes),
+		"PurgeQueue":                   opFunc((*Handler).purgeQueue),
+		"SendMessage":                  opFunc((*Handler).sendMessage),
+		"SendMessageBatch":             opFunc((*Handler).sendMessageBatch),
+		"ReceiveMessage":               opFunc((*Handler).receiveMessage),
+		"DeleteMessage":                opFunc((*Handler).deleteMessage),
+		"DeleteMessageBatch":           opFunc((*Handler).deleteMessageBatch),
+		"ChangeMessageVisibility":      opFunc((*Handler).changeMessageVisibility),
+		"ChangeMessageVisibilityBatch": opFunc((*Handler).changeMessageVisibilityBatch),
+	}
+}
+
+// opFunc adapts a typed operation to the dispatch table: it decodes the
+// input, runs the operation and returns its output.
+func opFunc[In, Out any](f func(h *Handler, ctx context.Context, req *request, in *In) (*Out, error)) func(*Handler, context.Context, *request) (any, error) {
+	return func(h *Handler, ctx context.Context, req *request) (any, error) {
+		in := new(In)
+		if err := req.decode(in); err != nil {
+			return nil, err
+		}
+		return f(h, ctx, req, in)
+	}
+}
+
+// mapBrokerErr maps the broker's errors to SQS errors.
+func mapBrokerErr(err error) *apiError {
+	var limit *broker.LimitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &limit):
+		return errInvalidParameter("%v", strings.TrimPrefix(err.Error(), "broker: "))
+	case errors.Is(err, broker.ErrTooLarge):
+		return errInvalidParameter("%v", strings.TrimPrefix(err.Error(), "broker: "))
+	case errors.Is(err, broker.ErrEmptyBody):
+		return errInvalidParameter("The request must contain the parameter MessageBody.")
+	case errors.Is(err, broker.ErrInvalidArgument), errors.Is(err, broker.ErrInvalidName), errors.Is(err, broker.ErrReservedName),
+		errors.Is(err, broker.ErrPropertiesTooLarge), errors.Is(err, broker.ErrValueTooLong):
+		return errInvalidParameter("%s", strings.TrimPrefix(err.Error(), "broker: "))
+	case errors.Is(err, broker.ErrQuotaExceeded):
+		return errOverLimit("%s", strings.TrimPrefix(err.Error(), "broker: "))
+	case errors.Is(err, broker.ErrIdempotencyInFlight):
+		return errThrottled("%s", strings.TrimPrefix(err.Error(), "broker: "))
+	case errors.Is(err, broker.ErrShuttingDown), errors.Is(err, broker.ErrReadOnly), errors.Is(err, broker.ErrDiskFull),
+		errors.Is(err, broker.ErrFlushTimeout), errors.Is(err, broker.ErrDispatchStalled):
+		return errUnavailable("%s", strings.TrimPrefix(err.Error(), "broker: "))
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return errUnavailable("the request was cancelled")
+	}
+	return errInternal("%v", err)
+}
+
+// newRequestID is a fresh request id (a random UUID, as AWS's).
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}

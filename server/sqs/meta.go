@@ -1,0 +1,163 @@
+package sqs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/mqgate/mqgate/server/broker"
+)
+
+// The queues' attributes and tags that have no place in the topic's or
+// the group's configuration are kept by the endpoint itself, through the
+// facade: every change appends the whole table, as one JSON message, to
+// queue 0 of the one-queue topic metaTopic, and the table in force is
+// the newest message there (read at the first request after a start).
+// The topic keeps its messages for metaRetentionHours, so retention never
+// takes the newest one. A topic without an entry (a queue made through
+// the native API as a topic "sqs_<name>") has the default attributes.
+
+// metaRetentionHours is the meta topic's retention (ten years).
+const metaRetentionHours = 10 * 365 * 24
+
+// queueMeta is what the endpoint keeps of one queue.
+type queueMeta struct {
+	// Attrs are the settable attributes, in their canonical text.
+	Attrs map[string]string `json:"attrs,omitempty"`
+	// Tags are the queue's tags.
+	Tags map[string]string `json:"tags,omitempty"`
+	// Created and Modified are Unix seconds.
+	Created  int64 `json:"created"`
+	Modified int64 `json:"modified"`
+}
+
+func (m *queueMeta) clone() *queueMeta {
+	c := *m
+	c.Attrs = maps.Clone(m.Attrs)
+	c.Tags = maps.Clone(m.Tags)
+	return &c
+}
+
+// metaSnapshot is the body of a meta message.
+type metaSnapshot struct {
+	Version int                   `json:"v"`
+	Queues  map[string]*queueMeta `json:"queues"`
+}
+
+// metaStore is the table of queueMeta.
+type metaStore struct {
+	b   Broker
+	now func() time.Time
+
+	mu     sync.Mutex
+	loaded bool
+	queues map[queueName]*queueMeta
+}
+
+// loadLocked reads the newest table once (m.mu held).
+func (m *metaStore) loadLocked(ctx context.Context) error {
+	if m.loaded {
+		return nil
+	}
+	queues := map[queueName]*queueMeta{}
+	status, err := m.b.TopicStatus(ctx, metaTopic)
+	switch {
+	case errors.Is(err, broker.ErrTopicNotFound):
+	case err != nil:
+		return fmt.Errorf("read the SQS queue table: %w", err)
+	case len(status) > 0 && status[0].MaxOffset > status[0].MinOffset:
+		msgs, _, err := m.b.ReadQueue(ctx, metaTopic, 0, status[0].MaxOffset-1, 1)
+		if err != nil {
+			return fmt.Errorf("read the SQS queue table: %w", err)
+		}
+		if len(msgs) == 1 {
+			var snap metaSnapshot
+			if err := json.Unmarshal(msgs[0].Body, &snap); err != nil {
+				return fmt.Errorf("decode the SQS queue table (topic %s, offset %d): %w", metaTopic, msgs[0].QueueOffset, err)
+			}
+			for name, qm := range snap.Queues {
+				if q, err := parseQueueName(name); err == nil && qm != nil {
+					queues[q] = qm
+				}
+			}
+		}
+	}
+	m.queues, m.loaded = queues, true
+	return nil
+}
+
+// get returns a copy of q's entry (nil without one).
+func (m *metaStore) get(ctx context.Context, q queueName) (*queueMeta, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.loadLocked(ctx); err != nil {
+		return nil, err
+	}
+	if qm := m.queues[q]; qm != nil {
+		return qm.clone(), nil
+	}
+	return nil, nil
+}
+
+// update replaces q's entry with what fn makes of a copy of it (nil: a
+// fresh one; fn returning nil removes it) and persists the table before
+// it is in force.
+func (m *metaStore) update(ctx context.Context, q queueName, fn func(cur *queueMeta) (*queueMeta, error)) (*queueMeta, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.loadLocked(ctx); err != nil {
+		return nil, err
+	}
+	var cur *queueMeta
+	if qm := m.queues[q]; qm != nil {
+		cur = qm.clone()
+	}
+	next, err := fn(cur)
+	if err != nil {
+		return nil, err
+	}
+	queues := maps.Clone(m.queues)
+	if next == nil {
+		if cur == nil {
+			return nil, nil
+		}
+		delete(queues, q)
+	} else {
+		queues[q] = next
+	}
+	if err := m.persist(ctx, queues); err != nil {
+		return nil, err
+	}
+	m.queues = queues
+	if next == nil {
+		return nil, nil
+	}
+	return next.clone(), nil
+}
+
+// persist appends the table queues to the meta topic (creating it first).
+func (m *metaStore) persist(ctx context.Context, queues map[queueName]*queueMeta) error {
+	if _, err := m.b.GetTopic(ctx, metaTopic); errors.Is(err, broker.ErrTopicNotFound) {
+		if _, _, err := m.b.PutTopic(ctx, broker.TopicConfig{Name: metaTopic, Queues: 1, RetentionHours: metaRetentionHours}); err != nil {
+			return fmt.Errorf("create the SQS queue table's topic %s: %w", metaTopic, err)
+		}
+	} else if err != nil {
+		return err
+	}
+	snap := metaSnapshot{Version: 1, Queues: make(map[string]*queueMeta, len(queues))}
+	for q, qm := range queues {
+		snap.Queues[string(q)] = qm
+	}
+	body, err := json.Marshal(snap)
+	if err != nil {
+		return err
+	}
+	if _, err := m.b.Send(ctx, metaTopic, []broker.SendMessage{{Body: body}}); err != nil {
+		return fmt.Errorf("write the SQS queue table: %w", err)
+	}
+	return nil
+}
