@@ -85,6 +85,7 @@ type Server struct {
 	// reports the end of its Serve.
 	sqsListener net.Listener
 	sqs         *http.Server
+	sqsHandler  *sqs.Handler
 	sqsServed   chan error
 	sqsStarted  atomic.Bool
 
@@ -500,6 +501,7 @@ func (s *Server) serveSQSOn(l net.Listener) {
 		MaxRequestSize: int64(s.cfg.MaxRequestSize),
 		PollContext:    s.pollCtx,
 	})
+	s.sqsHandler = h
 	s.sqs = &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
@@ -528,6 +530,7 @@ func (s *Server) closeSQS(ctx context.Context) error {
 	}
 	err := s.sqs.Shutdown(ctx)
 	_ = s.sqsListener.Close() // when Serve never ran
+	s.sqsHandler.Close()      // its redrive mover, before the broker closes
 	if s.sqsStarted.Load() {
 		if serveErr := <-s.sqsServed; serveErr != nil {
 			err = errors.Join(err, serveErr)

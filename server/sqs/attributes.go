@@ -93,6 +93,14 @@ var settable = map[string]attrRule{
 	attrKmsMasterKeyID:      {check: anyValue},
 	attrKmsDataKeyReuse:     {check: intRange(60, 86400)},
 	attrSqsManagedSse:       {check: boolValue},
+	attrRedrivePolicy: {check: func(_ *Handler, v string) (string, error) {
+		_, canon, err := parseRedrivePolicy(v)
+		return canon, err
+	}},
+	attrRedriveAllowPolicy: {check: func(_ *Handler, v string) (string, error) {
+		_, canon, err := parseRedriveAllowPolicy(v)
+		return canon, err
+	}},
 }
 
 // readOnly are the attributes only GetQueueAttributes reports.
@@ -124,9 +132,6 @@ func (h *Handler) checkAttributes(q queueName, attrs map[string]string, creating
 	for name, v := range attrs {
 		rule, ok := settable[name]
 		if !ok {
-			if name == attrRedrivePolicy || name == attrRedriveAllowPolicy {
-				return nil, errUnsupported("%s is not supported yet", name)
-			}
 			return nil, errInvalidAttributeName(name)
 		}
 		if rule.fifoOnly && !q.fifo() {

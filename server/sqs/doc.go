@@ -31,6 +31,12 @@
 // everything stored (Broker.ResetOffset). Receipt handles wrap the
 // broker's receipts ("mq1" + base64url), opaque to clients.
 //
+// RedrivePolicy maxReceiveCount is the group's retry limit, and the
+// endpoint's redrive mover copies the group's new dead letters to the SQS
+// dead-letter queue (redrive.go). A FIFO queue's group is orderly, with
+// MessageGroupId as the sharding key and the deduplication id as the
+// broker's dedup id.
+//
 // Attributes that have no place in the topic's or the group's
 // configuration, and tags, are a table the endpoint keeps on its own
 // topic "sqs-meta" (meta.go): each change appends the whole table, and

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -37,6 +38,8 @@ type Broker interface {
 	Progress(ctx context.Context, group string) ([]broker.QueueProgress, error)
 	Backlog(ctx context.Context, group string) (broker.GroupBacklog, error)
 	ResetOffset(ctx context.Context, group, topic string, t time.Time) ([]broker.QueueProgress, error)
+	ListDeadLetters(ctx context.Context, group string, f broker.DLQFilter, cursor string, limit int) ([]broker.DeadLetter, string, error)
+	GetDeadLetter(ctx context.Context, group, id string) (broker.DeadLetter, error)
 }
 
 // Options configure the endpoint. Zero values take the defaults.
@@ -55,6 +58,9 @@ type Options struct {
 	PollContext context.Context
 	// Now is the clock (time stamps of the queues); default time.Now.
 	Now func() time.Time
+	// RedriveInterval is how often the redrive mover copies new dead
+	// letters to their SQS dead-letter queues (redrive.go); default 1 s.
+	RedriveInterval time.Duration
 }
 
 // Handler serves the SQS API.
@@ -63,6 +69,12 @@ type Handler struct {
 	b    Broker
 	log  zerolog.Logger
 	meta *metaStore
+
+	// redriveMu serialises the redrive mover's passes.
+	redriveMu sync.Mutex
+	// stop ends the redrive mover; done is closed when it has ended.
+	stop context.CancelFunc
+	done chan struct{}
 }
 
 // New builds the endpoint's handler.
@@ -81,7 +93,23 @@ func New(opts Options) *Handler {
 	}
 	h := &Handler{opts: opts, b: opts.Broker, log: opts.Logger.With().Str("component", "sqs").Logger()}
 	h.meta = &metaStore{b: opts.Broker, now: opts.Now}
+	if opts.RedriveInterval <= 0 {
+		opts.RedriveInterval = time.Second
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	h.stop, h.done = stop, make(chan struct{})
+	go func() {
+		defer close(h.done)
+		h.runRedrive(ctx, opts.RedriveInterval)
+	}()
 	return h
+}
+
+// Close stops the redrive mover and waits for it (before the broker
+// closes).
+func (h *Handler) Close() {
+	h.stop()
+	<-h.done
 }
 
 // request is one decoded call: its operation and a way to decode its
@@ -199,6 +227,7 @@ func init() {
 		"DeleteMessageBatch":           opFunc((*Handler).deleteMessageBatch),
 		"ChangeMessageVisibility":      opFunc((*Handler).changeMessageVisibility),
 		"ChangeMessageVisibilityBatch": opFunc((*Handler).changeMessageVisibilityBatch),
+		"ListDeadLetterSourceQueues":   opFunc((*Handler).listDeadLetterSourceQueues),
 	}
 }
 
@@ -227,7 +256,7 @@ func mapBrokerErr(err error) *apiError {
 	case errors.Is(err, broker.ErrEmptyBody):
 		return errInvalidParameter("The request must contain the parameter MessageBody.")
 	case errors.Is(err, broker.ErrInvalidArgument), errors.Is(err, broker.ErrInvalidName), errors.Is(err, broker.ErrReservedName),
-		errors.Is(err, broker.ErrPropertiesTooLarge), errors.Is(err, broker.ErrValueTooLong):
+		errors.Is(err, broker.ErrPropertiesTooLarge), errors.Is(err, broker.ErrValueTooLong), errors.Is(err, broker.ErrIdempotencyKeyReused):
 		return errInvalidParameter("%s", strings.TrimPrefix(err.Error(), "broker: "))
 	case errors.Is(err, broker.ErrQuotaExceeded):
 		return errOverLimit("%s", strings.TrimPrefix(err.Error(), "broker: "))

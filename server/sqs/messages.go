@@ -92,12 +92,27 @@ func (h *Handler) sendMessage(ctx context.Context, _ *request, in *sendMessageIn
 	if err != nil {
 		return nil, err
 	}
-	res, err := h.b.Send(ctx, qs.name.topic(), []broker.SendMessage{msg})
+	res, err := h.sendOne(ctx, qs, msg)
 	if err != nil {
 		return nil, err
 	}
-	finishSend(qs, out, res[0])
+	finishSend(qs, out, res)
 	return out, nil
+}
+
+// sendOne sends one message. A FIFO message whose deduplication id was
+// used within the window for another body is accepted and not delivered,
+// as on SQS: its answer carries a fresh MessageId and no sequence number
+// (the first message's are not at hand).
+func (h *Handler) sendOne(ctx context.Context, qs *queueState, msg broker.SendMessage) (broker.SendResult, error) {
+	res, err := h.b.Send(ctx, qs.name.topic(), []broker.SendMessage{msg})
+	if errors.Is(err, broker.ErrIdempotencyKeyReused) {
+		return broker.SendResult{MessageID: strings.ReplaceAll(newRequestID(), "-", ""), QueueID: -1, Duplicate: true}, nil
+	}
+	if err != nil {
+		return broker.SendResult{}, err
+	}
+	return res[0], nil
 }
 
 // prepareSend checks one message and builds what the broker stores and
@@ -173,6 +188,12 @@ func (h *Handler) prepareSend(qs *queueState, in *sendMessageInput) (broker.Send
 		}
 		props[propGroup], props[propDedup] = in.MessageGroupId, dedup
 		msg.ShardingKey, msg.DedupID = in.MessageGroupId, dedup
+		if qs.attrs[attrDeduplicationScope] == "messageGroup" {
+			// Deduplicated within the message group: the group is part of
+			// the broker's dedup id (hashed, to stay within its limit).
+			sum := sha256.Sum256([]byte(in.MessageGroupId + "\n" + dedup))
+			msg.DedupID = "g-" + hex.EncodeToString(sum[:])
+		}
 	} else if in.MessageDeduplicationId != "" {
 		return msg, nil, errInvalidParameter("The request include parameter MessageDeduplicationId that is not valid for this queue type")
 	} else if in.MessageGroupId != "" {
@@ -198,7 +219,7 @@ func (h *Handler) prepareSend(qs *queueState, in *sendMessageInput) (broker.Send
 // finishSend fills the answer from where the broker stored the message.
 func finishSend(qs *queueState, out *sendMessageOutput, res broker.SendResult) {
 	out.MessageId = res.MessageID
-	if qs.name.fifo() {
+	if qs.name.fifo() && res.QueueID >= 0 {
 		out.SequenceNumber = sequenceNumber(res.QueueID, res.QueueOffset)
 	}
 }
@@ -390,18 +411,18 @@ func (h *Handler) sendMessageBatch(ctx context.Context, _ *request, in *sendMess
 	res, err := h.b.Send(ctx, qs.name.topic(), msgs)
 	if err != nil {
 		ae := asAPIError(err)
-		if !ae.sender() {
+		if !ae.sender() && !errors.Is(err, broker.ErrIdempotencyKeyReused) {
 			return nil, err
 		}
 		// The broker refused the batch as a whole (a limit of one
 		// message): send them one by one so each gets its own answer.
 		for i, m := range msgs {
-			r, err := h.b.Send(ctx, qs.name.topic(), []broker.SendMessage{m})
+			r, err := h.sendOne(ctx, qs, m)
 			if err != nil {
 				out.Failed = append(out.Failed, failure(pending[i].Id, asAPIError(err)))
 				continue
 			}
-			finishSend(qs, &pending[i].sendMessageOutput, r[0])
+			finishSend(qs, &pending[i].sendMessageOutput, r)
 			out.Successful = append(out.Successful, pending[i])
 		}
 		return out, nil
@@ -486,6 +507,10 @@ func (h *Handler) receiveMessage(ctx context.Context, _ *request, in *receiveMes
 			return nil, errInvalidAttributeName(a)
 		}
 	}
+	if err := h.redrive(ctx, qs.name); err != nil {
+		// The letters wait for the mover's next pass.
+		h.log.Warn().Err(err).Str("queue", string(qs.name)).Msg("SQS redrive before a receive failed")
+	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(h.opts.PollContext, cancel)
@@ -530,6 +555,9 @@ func toMessage(qs *queueState, m broker.ReceivedMessage, want map[string]bool, a
 	id := m.MessageID
 	if m.OriginMessageID != "" {
 		id = m.OriginMessageID
+	}
+	if kept := m.Properties[propID]; kept != "" {
+		id = kept // a redriven copy
 	}
 	out := message{MessageId: id, ReceiptHandle: wrapReceipt(m.Receipt), Body: body, MD5OfBody: md5Hex(body)}
 	sys := map[string]string{}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,12 +34,18 @@ type queueMeta struct {
 	// Created and Modified are Unix seconds.
 	Created  int64 `json:"created"`
 	Modified int64 `json:"modified"`
+	// DLQCursor and DLQMoved are the redrive mover's position in the
+	// queue's dead letters (redrive.go): the cursor of ListDeadLetters
+	// and the ids it copied at or past it.
+	DLQCursor string   `json:"dlqCursor,omitempty"`
+	DLQMoved  []string `json:"dlqMoved,omitempty"`
 }
 
 func (m *queueMeta) clone() *queueMeta {
 	c := *m
 	c.Attrs = maps.Clone(m.Attrs)
 	c.Tags = maps.Clone(m.Tags)
+	c.DLQMoved = slices.Clone(m.DLQMoved)
 	return &c
 }
 
@@ -160,4 +167,24 @@ func (m *metaStore) persist(ctx context.Context, queues map[queueName]*queueMeta
 		return fmt.Errorf("write the SQS queue table: %w", err)
 	}
 	return nil
+}
+
+// sources are the queues whose RedrivePolicy names target (every queue
+// with a RedrivePolicy when target is "").
+func (m *metaStore) sources(ctx context.Context, target queueName) ([]queueName, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.loadLocked(ctx); err != nil {
+		return nil, err
+	}
+	var out []queueName
+	for q, qm := range m.queues {
+		p, _, err := parseRedrivePolicy(qm.Attrs[attrRedrivePolicy])
+		if err != nil || p.MaxReceiveCount == 0 || (target != "" && p.target() != target) {
+			continue
+		}
+		out = append(out, q)
+	}
+	slices.Sort(out)
+	return out, nil
 }

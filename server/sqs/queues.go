@@ -58,7 +58,7 @@ func groupConfig(q queueName, attrs map[string]string) broker.GroupConfig {
 		Name:          q.topic(),
 		ConsumeMode:   "clustering",
 		Orderly:       q.fifo(),
-		RetryMaxTimes: noRedriveRetries,
+		RetryMaxTimes: retryMaxTimes(attrs),
 		Invisible:     visibility(attrInt(attrs, attrVisibilityTimeout)),
 		Subscriptions: []broker.Subscription{{Topic: q.topic()}},
 		RetryPolicy:   &broker.RetryPolicy{Backoff: "fixed", Initial: retryDelay, Max: retryDelay},
@@ -140,6 +140,9 @@ func (h *Handler) createQueue(ctx context.Context, req *request, in *createQueue
 	}
 	attrs, err := h.checkAttributes(q, in.Attributes, true)
 	if err != nil {
+		return nil, err
+	}
+	if err := h.checkRedrive(ctx, q, attrs[attrRedrivePolicy]); err != nil {
 		return nil, err
 	}
 	if existing, err := h.resolveName(ctx, q); err == nil {
@@ -380,6 +383,11 @@ func (h *Handler) setQueueAttributes(ctx context.Context, _ *request, in *setQue
 	if err != nil {
 		return nil, err
 	}
+	if p, ok := attrs[attrRedrivePolicy]; ok {
+		if err := h.checkRedrive(ctx, qs.name, p); err != nil {
+			return nil, err
+		}
+	}
 	now := h.opts.Now().Unix()
 	if _, err := h.meta.update(ctx, qs.name, func(cur *queueMeta) (*queueMeta, error) {
 		if cur == nil {
@@ -389,6 +397,11 @@ func (h *Handler) setQueueAttributes(ctx context.Context, _ *request, in *setQue
 			cur.Attrs = map[string]string{}
 		}
 		maps.Copy(cur.Attrs, attrs)
+		for name, v := range attrs {
+			if v == "" {
+				delete(cur.Attrs, name) // a policy removed
+			}
+		}
 		cur.Modified = now
 		return cur, nil
 	}); err != nil {
@@ -401,12 +414,15 @@ func (h *Handler) setQueueAttributes(ctx context.Context, _ *request, in *setQue
 			return nil, err
 		}
 	}
-	if _, ok := attrs[attrVisibilityTimeout]; ok {
+	_, vis := attrs[attrVisibilityTimeout]
+	_, redrive := attrs[attrRedrivePolicy]
+	if vis || redrive {
 		if err := h.ensureGroup(ctx, qs); err != nil {
 			return nil, err
 		}
 		if _, err := h.b.PatchGroup(ctx, qs.name.topic(), func(g broker.GroupConfig) (broker.GroupConfig, error) {
 			g.Invisible = visibility(attrInt(all, attrVisibilityTimeout))
+			g.RetryMaxTimes = retryMaxTimes(all)
 			return g, nil
 		}); err != nil {
 			return nil, err
