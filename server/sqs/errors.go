@@ -106,10 +106,6 @@ func errInvalidMessageContents(why string) *apiError {
 	return newError("InvalidMessageContents", "InvalidMessageContents", http.StatusBadRequest, "%s", why)
 }
 
-func errUnsupported(format string, args ...any) *apiError {
-	return newError("UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation", http.StatusBadRequest, format, args...)
-}
-
 func errInvalidAction(action string) *apiError {
 	return newError("InvalidAction", "InvalidAction", http.StatusBadRequest,
 		"The action or operation requested is invalid: %q.", truncate(action, 100))
