@@ -139,6 +139,9 @@ func TestAWSCLIQueryProtocol(t *testing.T) {
 
 	srcs := cli(t, bin, ep, "list-dead-letter-source-queues", "--queue-url", dlq)
 	require.Equal(t, []any{url}, srcs["queueUrls"])
+	cli(t, bin, ep, "tag-queue", "--queue-url", dlq, "--tags", "env=prod,team=billing")
+	cli(t, bin, ep, "untag-queue", "--queue-url", dlq, "--tag-keys", "team")
+	require.Equal(t, map[string]any{"env": "prod"}, cli(t, bin, ep, "list-queue-tags", "--queue-url", dlq)["Tags"])
 	cli(t, bin, ep, "purge-queue", "--queue-url", url)
 	cli(t, bin, ep, "delete-queue", "--queue-url", url)
 	out, err = cliRun(t, bin, ep, "get-queue-url", "--queue-name", "cli")

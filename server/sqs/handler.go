@@ -228,6 +228,9 @@ func init() {
 		"ChangeMessageVisibility":      opFunc((*Handler).changeMessageVisibility),
 		"ChangeMessageVisibilityBatch": opFunc((*Handler).changeMessageVisibilityBatch),
 		"ListDeadLetterSourceQueues":   opFunc((*Handler).listDeadLetterSourceQueues),
+		"TagQueue":                     opFunc((*Handler).tagQueue),
+		"UntagQueue":                   opFunc((*Handler).untagQueue),
+		"ListQueueTags":                opFunc((*Handler).listQueueTags),
 	}
 }
 

@@ -145,6 +145,9 @@ func (h *Handler) createQueue(ctx context.Context, req *request, in *createQueue
 	if err := h.checkRedrive(ctx, q, attrs[attrRedrivePolicy]); err != nil {
 		return nil, err
 	}
+	if err := checkTags(in.Tags); err != nil {
+		return nil, err
+	}
 	if existing, err := h.resolveName(ctx, q); err == nil {
 		// An existing queue: the same attributes answer its URL, others
 		// are an error (as SQS).

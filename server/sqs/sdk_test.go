@@ -380,3 +380,27 @@ func TestBadInput(t *testing.T) {
 	_, err = c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: aws.String("mq1" + "aGVsbG8")})
 	require.Equal(t, "ReceiptHandleIsInvalid", apiCode(t, err))
 }
+
+func TestTags(t *testing.T) {
+	c, _ := startSQS(t)
+	ctx := context.Background()
+	out, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("tagged"), Tags: map[string]string{"team": "billing"}})
+	require.NoError(t, err)
+	url := out.QueueUrl
+	_, err = c.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: url, Tags: map[string]string{"env": "prod", "team": "payments"}})
+	require.NoError(t, err)
+	tags, err := c.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: url})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"env": "prod", "team": "payments"}, tags.Tags)
+	_, err = c.UntagQueue(ctx, &sqs.UntagQueueInput{QueueUrl: url, TagKeys: []string{"env"}})
+	require.NoError(t, err)
+	tags, err = c.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: url})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"team": "payments"}, tags.Tags)
+	many := map[string]string{}
+	for i := range 51 {
+		many[fmt.Sprint("k", i)] = "v"
+	}
+	_, err = c.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: url, Tags: many})
+	require.Equal(t, "InvalidParameterValue", apiCode(t, err))
+}
