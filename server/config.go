@@ -56,7 +56,7 @@ type Config struct {
 	AdminListen string `name:"admin-listen" help:"Serve /metrics and /debug/pprof (and /livez, /readyz) on this address, without authentication, instead of on --listen; keep it private." env:"MQGATE_ADMIN_LISTEN"`
 	// SQSListen, when set, serves the SQS-compatible API (package
 	// server/sqs, the README's "SQS API") on its own address.
-	SQSListen string `name:"sqs-listen" help:"Serve the SQS-compatible API (AWS SDKs, the AWS CLI) on this address, e.g. 127.0.0.1:9324; off when empty." env:"MQGATE_SQS_LISTEN"`
+	SQSListen string `name:"sqs-listen" help:"Serve the SQS-compatible API (AWS SDKs, the AWS CLI) on this address, e.g. 127.0.0.1:9324; off when empty. With --acl-file, requests must be signed (SigV4) with an account's secretKey." env:"MQGATE_SQS_LISTEN"`
 	// TLSCertFile and TLSKeyFile are the PEM certificate chain and
 	// private key of the server (both or neither): given, --listen and
 	// --admin-listen speak HTTPS only (TLS 1.2+), and the pair is reloaded
@@ -431,9 +431,7 @@ func (c Config) Validate() error {
 	if c.SQSListen != "" {
 		if host, _, err := net.SplitHostPort(c.SQSListen); err != nil {
 			bad("sqs-listen %q: %v", c.SQSListen, err)
-		} else if c.ACLFile != "" {
-			bad("sqs-listen: the SQS endpoint does not verify AWS signatures yet, so it cannot serve with --acl-file")
-		} else if !c.InsecureNoAuth && !loopbackHost(host) {
+		} else if c.ACLFile == "" && !c.InsecureNoAuth && !loopbackHost(host) {
 			bad("sqs-listen %q reaches beyond this host without authentication: listen on 127.0.0.1, or accept the risk with --insecure-no-auth", c.SQSListen)
 		}
 	}

@@ -101,7 +101,6 @@ func TestConfigValidate(t *testing.T) {
 		{"BadDatabaseURL", func(c *Config) { c.DatabaseURL = "not a url" }},
 		{"BadSQSListen", func(c *Config) { c.SQSListen = "9324" }},
 		{"PublicSQSListenWithoutAuth", func(c *Config) { c.SQSListen = "0.0.0.0:9324" }},
-		{"SQSListenWithACLFile", func(c *Config) { c.SQSListen, c.ACLFile = "127.0.0.1:9324", "/etc/mqgate/acl.yml" }},
 		{"AdvertiseAddrWithoutPort", func(c *Config) { c.AdvertiseAddr = "10.0.0.1" }},
 		{"AdvertiseAddrPortZero", func(c *Config) { c.AdvertiseAddr = "10.0.0.1:0" }},
 		{"NoMetricsLabelValues", func(c *Config) { c.MetricsMaxLabelValues = 0 }},

@@ -494,13 +494,17 @@ func (s *Server) serveAdminOn(l net.Listener) {
 func (s *Server) serveSQSOn(l net.Listener) {
 	s.sqsListener = l
 	s.sqsServed = make(chan error, 1)
-	h := sqs.New(sqs.Options{
+	opts := sqs.Options{
 		Broker:         s.broker,
 		Logger:         s.rootLog,
 		MaxMessageSize: int(s.cfg.MaxMessageSize),
 		MaxRequestSize: int64(s.cfg.MaxRequestSize),
 		PollContext:    s.pollCtx,
-	})
+	}
+	if s.security != nil {
+		opts.ACL = s.security.file // requests must be signed (SigV4)
+	}
+	h := sqs.New(opts)
 	s.sqsHandler = h
 	s.sqs = &http.Server{
 		Handler:           h,

@@ -114,6 +114,10 @@ type Account struct {
 	secrets []secret
 	// plainSecret is set when a secret is written in clear in the file.
 	plainSecret bool
+	// signing are the secrets written in clear: the keys AWS SigV4
+	// signatures (the SQS endpoint, package server/sqs) are checked with,
+	// which need the secret itself, not a hash.
+	signing []string
 	// white, when not empty, lists the addresses the account may be
 	// used from.
 	white addressList
@@ -149,6 +153,19 @@ func (a *Account) Can(kind Kind, name string, need Perm) bool {
 		held = def
 	}
 	return held.allows(need)
+}
+
+// SigningSecrets are the account's secrets written in clear (secretKey):
+// AWS SigV4 signatures are HMACs keyed by the secret itself, so an
+// account of secretKeyHash entries cannot sign them. The caller must not
+// modify the slice.
+func (a *Account) SigningSecrets() []string { return a.signing }
+
+// AllowsAddress reports whether the account may be used from addr (its
+// whiteRemoteAddress and the file's globalWhiteRemoteAddresses), for
+// authentication schemes the Guard does not run itself (SigV4).
+func (a *ACL) AllowsAddress(account *Account, addr netip.Addr) bool {
+	return a.allowsAddress(addr) && account.allowsAddress(addr)
 }
 
 // allowsAddress reports whether the account may be used from addr.
@@ -400,6 +417,7 @@ func (y accountYAML) account() (*Account, error) {
 				return nil, fmt.Errorf("secretKey[%d] is %d bytes; it must be %d-%d", i, len(s), minSecretLength, maxSecretLength)
 			}
 			a.secrets = append(a.secrets, newPlainSecret(s))
+			a.signing = append(a.signing, s)
 		}
 		a.plainSecret = true
 	case y.set["secretKeyHash"]:

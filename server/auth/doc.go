@@ -69,7 +69,9 @@
 //   - Secrets travel as HTTP Basic credentials or bearer tokens over the
 //     connection (use TLS, or a TLS-terminating proxy, off the host), not
 //     as RocketMQ's request signatures; secretKeyHash and secret lists are
-//     mqgate's additions.
+//     mqgate's additions. The SQS endpoint (package server/sqs) is the
+//     exception: its clients sign with AWS SigV4, keyed by an account's
+//     secretKey (Account.SigningSecrets; a hashed secret cannot sign).
 //
 // # File mode
 //

@@ -148,3 +148,33 @@ func TestAWSCLIQueryProtocol(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, out, "NonExistentQueue")
 }
+
+// TestAWSCLISigV4 checks the CLI's query-protocol signatures against the
+// ACL file.
+func TestAWSCLISigV4(t *testing.T) {
+	bin := awsCLI(t)
+	ep := startSigned(t)
+	run := func(key, secret string, args ...string) (string, error) {
+		cmd := exec.Command(bin, append([]string{"--endpoint-url", ep, "--output", "json", "sqs"}, args...)...)
+		home := t.TempDir()
+		cmd.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin", "AWS_ACCESS_KEY_ID=" + key, "AWS_SECRET_ACCESS_KEY=" + secret,
+			"AWS_DEFAULT_REGION=us-east-1", "AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=" + home + "/none",
+			"AWS_SHARED_CREDENTIALS_FILE=" + home + "/none", "AWS_PAGER=", "AWS_MAX_ATTEMPTS=1"}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run("admin", "admin-secret-1", "create-queue", "--queue-name", "orders")
+	require.NoError(t, err, out)
+	url := ep + "/000000000000/orders"
+	out, err = run("producer", "producer-secret", "send-message", "--queue-url", url, "--message-body", "signed by the CLI")
+	require.NoError(t, err, out)
+	out, err = run("producer", "wrong-secret", "send-message", "--queue-url", url, "--message-body", "x")
+	require.Error(t, err)
+	require.Contains(t, out, "SignatureDoesNotMatch")
+	out, err = run("producer", "producer-secret", "receive-message", "--queue-url", url)
+	require.Error(t, err)
+	require.Contains(t, out, "AccessDenied")
+	out, err = run("consumer", "consumer-secret", "receive-message", "--queue-url", url, "--wait-time-seconds", "5")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "signed by the CLI")
+}

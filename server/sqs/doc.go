@@ -42,6 +42,10 @@
 // topic "sqs-meta" (meta.go): each change appends the whole table, and
 // the newest message is the table in force.
 //
+// With an ACL (Options.ACL), every request must be signed with AWS SigV4
+// by an account of the ACL file (sigv4.go), which must hold the
+// permission its operation needs (authorize.go).
+//
 // How message attributes, AWSTraceHeader, MessageGroupId and
 // MessageDeduplicationId are stored: messages.go; the README's "SQS API"
 // lists the operations, the attributes and what differs from AWS.

@@ -1,6 +1,7 @@
 package sqs
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mqgate/mqgate/server/auth"
 	"github.com/mqgate/mqgate/server/broker"
 )
 
@@ -58,6 +60,11 @@ type Options struct {
 	PollContext context.Context
 	// Now is the clock (time stamps of the queues); default time.Now.
 	Now func() time.Time
+	// ACL, when not nil, turns authentication on: every request must be
+	// signed (sigv4.go) by an account of the ACL in force, which must hold
+	// the permission its operation needs (authorize). Nil: unsigned
+	// requests are served and signatures are not checked.
+	ACL auth.Source
 	// RedriveInterval is how often the redrive mover copies new dead
 	// letters to their SQS dead-letter queues (redrive.go); default 1 s.
 	RedriveInterval time.Duration
@@ -69,6 +76,7 @@ type Handler struct {
 	b    Broker
 	log  zerolog.Logger
 	meta *metaStore
+	sig  *sigV4 // nil: authentication off
 
 	// redriveMu serialises the redrive mover's passes.
 	redriveMu sync.Mutex
@@ -93,6 +101,9 @@ func New(opts Options) *Handler {
 	}
 	h := &Handler{opts: opts, b: opts.Broker, log: opts.Logger.With().Str("component", "sqs").Logger()}
 	h.meta = &metaStore{b: opts.Broker, now: opts.Now}
+	if opts.ACL != nil {
+		h.sig = &sigV4{acl: opts.ACL, now: opts.Now}
+	}
 	if opts.RedriveInterval <= 0 {
 		opts.RedriveInterval = time.Second
 	}
@@ -121,11 +132,32 @@ type request struct {
 	query bool
 	// base is the scheme and host the queue URLs are built on.
 	base string
+	// account is the signer (nil with authentication off).
+	account *auth.Account
 }
 
 // ServeHTTP decodes the call in either protocol and answers in the same.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var account *auth.Account
+	if h.sig != nil {
+		// The signature covers the body: read it first.
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxRequestSize))
+		if err != nil {
+			req := &request{query: r.Header.Get("X-Amz-Target") == ""}
+			writeError(w, req, errSerialization("reading the request body: %v", err), h.requestID())
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if account, err = h.sig.verify(r, body); err != nil {
+			req := &request{query: r.Header.Get("X-Amz-Target") == ""}
+			writeError(w, req, asAPIError(err), h.requestID())
+			return
+		}
+	}
 	req, err := h.decodeRequest(w, r)
+	if req != nil {
+		req.account = account
+	}
 	if err != nil {
 		writeError(w, req, asAPIError(err), h.requestID())
 		return
@@ -240,6 +272,9 @@ func opFunc[In, Out any](f func(h *Handler, ctx context.Context, req *request, i
 	return func(h *Handler, ctx context.Context, req *request) (any, error) {
 		in := new(In)
 		if err := req.decode(in); err != nil {
+			return nil, err
+		}
+		if err := authorize(req, in); err != nil {
 			return nil, err
 		}
 		return f(h, ctx, req, in)
