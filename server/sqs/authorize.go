@@ -33,6 +33,9 @@ var operationNeeds = map[string]int{
 	"ChangeMessageVisibility": needSub, "ChangeMessageVisibilityBatch": needSub,
 	"GetQueueUrl": needAny, "GetQueueAttributes": needAny, "ListQueueTags": needAny, "ListDeadLetterSourceQueues": needAny,
 	"ListQueues": needNothing,
+	// Moving messages is an operator's act (SourceArn and DestinationArn
+	// name queues, not one QueueUrl).
+	"StartMessageMoveTask": needAdmin, "ListMessageMoveTasks": needAdmin, "CancelMessageMoveTask": needAdmin,
 }
 
 // authorize checks that req's account may run its operation on the queue

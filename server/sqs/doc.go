@@ -31,7 +31,8 @@
 // everything stored (Broker.ResetOffset). Receipt handles wrap the
 // broker's receipts ("mq1" + base64url), opaque to clients.
 //
-// RedrivePolicy maxReceiveCount is the group's retry limit, and the
+// Message move tasks receive from a dead-letter queue and send back
+// (movetasks.go). RedrivePolicy maxReceiveCount is the group's retry limit, and the
 // endpoint's redrive mover copies the group's new dead letters to the SQS
 // dead-letter queue (redrive.go). A FIFO queue's group is orderly, with
 // MessageGroupId as the sharding key and the deduplication id as the

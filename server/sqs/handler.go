@@ -80,9 +80,14 @@ type Handler struct {
 
 	// redriveMu serialises the redrive mover's passes.
 	redriveMu sync.Mutex
-	// stop ends the redrive mover; done is closed when it has ended.
-	stop context.CancelFunc
-	done chan struct{}
+	// runCtx ends with Close: the redrive mover and the message move
+	// tasks run in it; stop cancels it, done is closed when the mover
+	// has ended.
+	runCtx context.Context
+	stop   context.CancelFunc
+	done   chan struct{}
+	// moves are the message move tasks (movetasks.go).
+	moves moveTasks
 }
 
 // New builds the endpoint's handler.
@@ -108,7 +113,7 @@ func New(opts Options) *Handler {
 		opts.RedriveInterval = time.Second
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	h.stop, h.done = stop, make(chan struct{})
+	h.runCtx, h.stop, h.done = ctx, stop, make(chan struct{})
 	go func() {
 		defer close(h.done)
 		h.runRedrive(ctx, opts.RedriveInterval)
@@ -121,6 +126,15 @@ func New(opts Options) *Handler {
 func (h *Handler) Close() {
 	h.stop()
 	<-h.done
+	h.moves.mu.Lock()
+	var running []*moveTask
+	for _, list := range h.moves.tasks {
+		running = append(running, list...)
+	}
+	h.moves.mu.Unlock()
+	for _, t := range running {
+		<-t.finished
+	}
 }
 
 // request is one decoded call: its operation and a way to decode its
@@ -263,6 +277,9 @@ func init() {
 		"TagQueue":                     opFunc((*Handler).tagQueue),
 		"UntagQueue":                   opFunc((*Handler).untagQueue),
 		"ListQueueTags":                opFunc((*Handler).listQueueTags),
+		"StartMessageMoveTask":         opFunc((*Handler).startMessageMoveTask),
+		"ListMessageMoveTasks":         opFunc((*Handler).listMessageMoveTasks),
+		"CancelMessageMoveTask":        opFunc((*Handler).cancelMessageMoveTask),
 	}
 }
 

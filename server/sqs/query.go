@@ -236,6 +236,8 @@ func writeQueryFields(b *bytes.Buffer, op string, v reflect.Value) {
 			}
 		case reflect.Bool:
 			writeElement(b, name, strconv.FormatBool(fv.Bool()))
+		case reflect.Int, reflect.Int64:
+			writeElement(b, name, strconv.FormatInt(fv.Int(), 10))
 		case reflect.Pointer:
 			if !fv.IsNil() {
 				writeElement(b, name, fmt.Sprint(fv.Elem().Interface()))
@@ -247,6 +249,8 @@ func writeQueryFields(b *bytes.Buffer, op string, v reflect.Value) {
 				member = strings.TrimSuffix(op, "Request") + "ResultEntry"
 			case name == "Failed":
 				member = "BatchResultErrorEntry"
+			case name == "Results":
+				member = op + "ResultEntry"
 			case name == "Messages":
 				member = "Message"
 			case member == "":

@@ -171,3 +171,53 @@ func TestFairQueueGroupAttribute(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Equal(t, "tenant-1", got[0].Attributes["MessageGroupId"])
 }
+
+func TestMessageMoveTask(t *testing.T) {
+	c, _ := startSQS(t)
+	ctx := context.Background()
+	dlq := createQueue(t, c, "mv-dlq", nil)
+	src := createQueue(t, c, "mv", map[string]string{"VisibilityTimeout": "1",
+		"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:mv-dlq","maxReceiveCount":2}`})
+	ids := map[string]bool{}
+	for i := range 3 {
+		out, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(src), MessageBody: aws.String(fmt.Sprint("m", i))})
+		require.NoError(t, err)
+		ids[*out.MessageId] = true
+	}
+	// Receive each message twice without deleting it: all three die.
+	seen := 0
+	require.Eventually(t, func() bool { seen += len(receive(t, c, src, 10, 1)); return seen >= 6 }, 30*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool {
+		a, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(dlq), AttributeNames: []types.QueueAttributeName{"ApproximateNumberOfMessages"}})
+		require.NoError(t, err)
+		return a.Attributes["ApproximateNumberOfMessages"] == "3"
+	}, 20*time.Second, 50*time.Millisecond)
+
+	_, err := c.StartMessageMoveTask(ctx, &sqs.StartMessageMoveTaskInput{SourceArn: aws.String("arn:aws:sqs:us-east-1:000000000000:mv")})
+	require.Equal(t, "InvalidParameterValue", apiCode(t, err), "mv is no dead-letter queue")
+	task, err := c.StartMessageMoveTask(ctx, &sqs.StartMessageMoveTaskInput{SourceArn: aws.String("arn:aws:sqs:us-east-1:000000000000:mv-dlq")})
+	require.NoError(t, err)
+	require.NotEmpty(t, *task.TaskHandle)
+	var list *sqs.ListMessageMoveTasksOutput
+	require.Eventually(t, func() bool {
+		list, err = c.ListMessageMoveTasks(ctx, &sqs.ListMessageMoveTasksInput{SourceArn: aws.String("arn:aws:sqs:us-east-1:000000000000:mv-dlq")})
+		require.NoError(t, err)
+		return len(list.Results) == 1 && *list.Results[0].Status == "COMPLETED"
+	}, 20*time.Second, 20*time.Millisecond)
+	require.Equal(t, int64(3), list.Results[0].ApproximateNumberOfMessagesMoved)
+
+	// Back in the source queue, with their MessageIds.
+	got := map[string]bool{}
+	require.Eventually(t, func() bool {
+		for _, m := range receive(t, c, src, 10, 1) {
+			got[*m.MessageId] = true
+			_, err := c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(src), ReceiptHandle: m.ReceiptHandle})
+			require.NoError(t, err)
+		}
+		return len(got) == 3
+	}, 20*time.Second, time.Millisecond)
+	require.Equal(t, ids, got)
+	require.Empty(t, receive(t, c, dlq, 10, 1))
+	_, err = c.CancelMessageMoveTask(ctx, &sqs.CancelMessageMoveTaskInput{TaskHandle: task.TaskHandle})
+	require.Error(t, err, "the task is over")
+}
