@@ -411,3 +411,30 @@ func TestTags(t *testing.T) {
 	_, err = c.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: url, Tags: many})
 	require.Equal(t, "InvalidParameterValue", apiCode(t, err))
 }
+
+// TestCloseAnswersWaitingReceives: a receive waiting on a long poll is
+// answered (empty) when the server shuts down, not after its 20 s.
+func TestCloseAnswersWaitingReceives(t *testing.T) {
+	c, s := startSQS(t)
+	url := createQueue(t, c, "closing", nil)
+	type result struct {
+		out *sqs.ReceiveMessageOutput
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), WaitTimeSeconds: 20})
+		done <- result{out, err}
+	}()
+	time.Sleep(500 * time.Millisecond) // the receive waits
+	start := time.Now()
+	s.Close(t)
+	select {
+	case r := <-done:
+		require.NoError(t, r.err)
+		require.Empty(t, r.out.Messages)
+		require.Less(t, time.Since(start), 10*time.Second)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the waiting receive was not answered at shutdown")
+	}
+}
