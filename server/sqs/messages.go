@@ -197,11 +197,16 @@ func (h *Handler) prepareSend(qs *queueState, in *sendMessageInput) (broker.Send
 	} else if in.MessageDeduplicationId != "" {
 		return msg, nil, errInvalidParameter("The request include parameter MessageDeduplicationId that is not valid for this queue type")
 	} else if in.MessageGroupId != "" {
-		// A fair queue: the group is carried, for the attributes.
+		// A fair queue: the group is the sharding key, so one tenant's
+		// backlog fills one broker queue of the topic, and receives,
+		// which start at the next queue each time, reach the other
+		// tenants' messages past it. No order is kept (the group is not
+		// orderly).
 		if err := checkFifoID("MessageGroupId", in.MessageGroupId); err != nil {
 			return msg, nil, err
 		}
 		props[propGroup] = in.MessageGroupId
+		msg.ShardingKey = in.MessageGroupId
 	}
 	msg.Body = []byte(in.MessageBody)
 	msg.Properties = props

@@ -221,3 +221,30 @@ func TestMessageMoveTask(t *testing.T) {
 	_, err = c.CancelMessageMoveTask(ctx, &sqs.CancelMessageMoveTaskInput{TaskHandle: task.TaskHandle})
 	require.Error(t, err, "the task is over")
 }
+
+// TestFairQueueSpreadsTenants: a noisy tenant's backlog does not hold the
+// other tenants' messages back behind it.
+func TestFairQueueSpreadsTenants(t *testing.T) {
+	c, _ := startSQS(t)
+	ctx := context.Background()
+	url := createQueue(t, c, "tenants", nil)
+	send := func(group, body string) {
+		_, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body), MessageGroupId: aws.String(group)})
+		require.NoError(t, err)
+	}
+	for i := range 100 {
+		send("noisy", fmt.Sprint("noisy-", i))
+	}
+	for i := range 8 {
+		send(fmt.Sprint("quiet-", i), "quiet")
+	}
+	quiet := 0
+	for range 4 { // 40 of 108 messages, none deleted
+		for _, m := range receive(t, c, url, 10, 1) {
+			if *m.Body == "quiet" {
+				quiet++
+			}
+		}
+	}
+	require.Positive(t, quiet, "the quiet tenants wait behind the noisy one")
+}
