@@ -11,7 +11,7 @@ OASDIFF       ?= $(GO) run github.com/oasdiff/oasdiff@v1.38.0
 all: build
 
 build:
-	$(GO) build -o bin/mqgate ./cmd/mqgate
+	$(GO) build -buildvcs=auto -o bin/mqgate ./cmd/mqgate
 
 run:
 	$(GO) run ./cmd/mqgate
