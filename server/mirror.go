@@ -125,8 +125,8 @@ func (m mirroredBroker) Backlog(ctx context.Context, group string) (broker.Group
 	return out, err
 }
 
-// openMirror starts the PostgreSQL mirror when a database is configured
-// (nil in embedded mode).
+// openMirror opens the PostgreSQL mirror when a database is configured
+// (nil in embedded mode); its writer runs while the broker leads.
 func openMirror(ctx context.Context, cfg Config, b *broker.Broker, log zerolog.Logger) (*pgmirror.Mirror, error) {
 	if cfg.DatabaseURL == "" {
 		return nil, nil
@@ -142,7 +142,6 @@ func openMirror(ctx context.Context, cfg Config, b *broker.Broker, log zerolog.L
 		}
 		log.Info().Interface("result", res).Msg("consumer offsets seeded from the postgres mirror")
 	}
-	m.Start(context.Background())
 	return m, nil
 }
 

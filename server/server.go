@@ -66,7 +66,8 @@ type Server struct {
 	log      zerolog.Logger
 	broker   backend
 	mirror   *pgmirror.Mirror // nil in embedded mode
-	push     *push.Dispatcher // webhook delivery; nil in servers built by newServer alone
+	pushMu   sync.Mutex
+	push     *push.Dispatcher // webhook delivery while the broker leads; nil in servers built by newServer alone
 	registry *prometheus.Registry
 	listener net.Listener
 	http     *http.Server
@@ -218,14 +219,20 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if mirror != nil {
 		s.mirror = mirror
 		registerMirrorMetrics(s.registry, mirror)
+		// Only a leader writes the mirror (the broker starts it at once:
+		// a single node leads from Open).
+		b.OnLeader("postgres mirror", func(ctx context.Context) func() {
+			mirror.Start(ctx)
+			return mirror.Stop
+		})
 	}
 	// Push delivery drives the broker itself (not the mirror wrapper): it
-	// starts now that the broker is open and stops before it closes.
+	// runs while the broker leads and stops before it closes.
 	pushConfig := s.pushConfig
 	pushConfig.DelayLevels = cfg.DelayLevels
 	pushConfig.Metrics = push.NewMetrics(s.registry, cfg.MetricsMaxLabelValues)
 	pushConfig.Logger = log
-	s.push, err = push.New(b, pushConfig)
+	first, err := push.New(b, pushConfig) // checks the configuration once
 	if err != nil {
 		s.cancelPolls()
 		err = errors.Join(fmt.Errorf("push: %w", err), s.listener.Close())
@@ -234,7 +241,22 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		return nil, errors.Join(err, b.Close(ctx))
 	}
-	s.push.Start(context.Background())
+	b.OnLeader("webhook push", func(ctx context.Context) func() {
+		d := first
+		if d == nil { // a dispatcher runs once: a later promotion makes another
+			var err error
+			if d, err = push.New(b, pushConfig); err != nil {
+				log.Error().Err(err).Msg("push: no webhook delivery while this node leads")
+				return func() {}
+			}
+		}
+		first = nil
+		s.pushMu.Lock()
+		s.push = d
+		s.pushMu.Unlock()
+		d.Start(ctx)
+		return d.Stop
+	})
 	s.security.start()
 	opened = true
 	return s, nil
@@ -621,10 +643,13 @@ func (s *Server) close(ctx context.Context) error {
 	s.state.Store(stateDraining)
 	s.cancelPolls()
 	s.log.Info().Dur("delay", s.cfg.ShutdownDelay).Msg("shutting down: draining")
-	if s.push != nil {
+	s.pushMu.Lock()
+	d := s.push
+	s.pushMu.Unlock()
+	if d != nil {
 		// Like the long polls: no new push deliveries; those in flight get
 		// the dispatcher's drain timeout, then give their leases back.
-		s.push.Stop()
+		d.Stop()
 	}
 	s.security.stop()
 

@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -135,6 +136,15 @@ func TestLeaderOnlyWorkFollowsTheSwitch(t *testing.T) {
 	b, fc := virtualBroker(t)
 	ctx := context.Background()
 	require.True(t, b.Leading(), "a single broker leads from Open")
+	// A server's own leader-only service (push, the mirror's writer).
+	var starts, stops atomic.Int32
+	var running atomic.Bool
+	b.OnLeader("test service", func(ctx context.Context) func() {
+		starts.Add(1)
+		running.Store(true)
+		return func() { running.Store(false); stops.Add(1) }
+	})
+	require.Equal(t, int32(1), starts.Load(), "added while leading: started at once")
 	_, err := b.Send(ctx, "sw", []broker.SendMessage{{Body: []byte("held")}})
 	require.NoError(t, err)
 	held := awaitPull(t, b, "g", "sw", time.Minute)
@@ -142,6 +152,8 @@ func TestLeaderOnlyWorkFollowsTheSwitch(t *testing.T) {
 	b.Demote()
 	require.False(t, b.Leading())
 	b.Demote() // idempotent
+	require.False(t, running.Load())
+	require.Equal(t, int32(1), stops.Load())
 	_, err = b.Send(ctx, "sw", []broker.SendMessage{{Body: []byte("delayed"), DelayLevel: 3}})
 	require.NoError(t, err, "a follower's facade still writes (replication will forward instead)")
 	fc.Advance(5 * time.Minute)
@@ -155,6 +167,8 @@ func TestLeaderOnlyWorkFollowsTheSwitch(t *testing.T) {
 
 	require.NoError(t, b.Promote(ctx))
 	require.True(t, b.Leading())
+	require.True(t, running.Load())
+	require.Equal(t, int32(2), starts.Load(), "started again at the next promotion")
 	got := map[string]bool{}
 	for len(got) < 2 {
 		fc.Advance(time.Second) // the reaper's ticks, and the retry's 10 s

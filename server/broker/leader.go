@@ -13,9 +13,7 @@ import (
 // delay scheduler, timer delivery, the transaction roll-back loop, the
 // trace follower, the lease reaper, the idle-instance sweep, the dedup
 // window — run only while the broker leads, and so do those a server adds
-// with OnLeader. (Webhook push and the PostgreSQL mirror's writer still
-// start and stop with the server, which today always leads; they join the
-// switch when a node can follow another.) Promote
+// with OnLeader (webhook push, the PostgreSQL mirror's writer). Promote
 // starts them, after the log is applied; Demote stops them, cancelling
 // their context and waiting for each. A single node promotes itself at the
 // end of Open (Options.NoPromote leaves it a follower). What every replica

@@ -64,7 +64,9 @@ type Mirror struct {
 	offsetCursor atomic.Int64 // last committed 'offsets' cursor (-1 unknown)
 	counters     struct{ passes, failures, records, deadLetters, statuses, rows atomic.Int64 }
 
-	writer    *worker.Service // runs loop
+	writerMu  sync.Mutex
+	writer    *worker.Service // runs loop; a new one at each Start after a Stop
+	closed    bool            // under writerMu
 	closeOnce sync.Once
 }
 
@@ -92,7 +94,6 @@ func Open(ctx context.Context, cfg Config, src Source) (*Mirror, error) {
 		src:  src,
 		pool: pool,
 	}
-	m.writer = worker.New(m.loop)
 	m.lastErr, m.errSince = fmt.Errorf("%w: not caught up yet", ErrDegraded), time.Now()
 	m.caughtUpAt.Store(time.Now().UnixNano())
 	m.offsetCursor.Store(-1)
@@ -112,21 +113,39 @@ func Open(ctx context.Context, cfg Config, src Source) (*Mirror, error) {
 // Pool is the mirror's connection pool (for read models elsewhere).
 func (m *Mirror) Pool() *pgxpool.Pool { return m.pool }
 
-// Start runs the writer goroutine until ctx ends or Stop is called. It is
-// a no-op after the first call.
+// Start runs the writer goroutine until ctx ends or Stop is called; it
+// does nothing while the writer runs or after Close. Only a leader's
+// broker writes the mirror (the server starts it with the broker's
+// leader-only services), so a Start after a Stop runs a new writer.
 func (m *Mirror) Start(ctx context.Context) {
+	m.writerMu.Lock()
+	defer m.writerMu.Unlock()
+	if m.closed || m.writer != nil {
+		return
+	}
+	m.writer = worker.New(m.loop)
 	m.writer.Start(ctx)
 }
 
 // Stop stops the writer and waits for it; an unfinished pass is rolled
-// back (its records are mirrored by the next run). Idempotent; a later
-// Start does nothing.
-func (m *Mirror) Stop() { m.writer.Stop() }
+// back (its records are mirrored by the next run). Idempotent.
+func (m *Mirror) Stop() {
+	m.writerMu.Lock()
+	w := m.writer
+	m.writer = nil
+	m.writerMu.Unlock()
+	if w != nil {
+		w.Stop()
+	}
+}
 
 // Close stops the writer and closes the pool. Idempotent. Close the mirror
 // before the broker it follows.
 func (m *Mirror) Close() error {
 	m.closeOnce.Do(func() {
+		m.writerMu.Lock()
+		m.closed = true
+		m.writerMu.Unlock()
 		m.Stop()
 		m.pool.Close()
 		m.setHealth(ErrClosed)

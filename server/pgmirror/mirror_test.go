@@ -423,3 +423,25 @@ func TestDegradedWhenDatabaseUnreachable(t *testing.T) {
 	require.NoError(t, m.Close())
 	require.True(t, errors.Is(m.Health(), ErrClosed))
 }
+
+// TestWriterFollowsLeadership: the writer stops with Stop (a broker that
+// stops leading) and a later Start runs a new one that mirrors what came
+// meanwhile; after Close, Start does nothing.
+func TestWriterFollowsLeadership(t *testing.T) {
+	bd := setup(t)
+	bd.m.Start(bd.ctx)
+	send(t, bd.b, "orders", 10)
+	consume(t, bd.b, "g", "orders", 4)
+	waitFor(t, 5*time.Second, "first offsets mirrored", func() bool { return len(diff(mirrored(t, bd.url, "g"), live(t, bd.b, "g"))) == 0 })
+	bd.m.Stop()
+
+	consume(t, bd.b, "g", "orders", 6)
+	time.Sleep(300 * time.Millisecond) // a writer still running would mirror them now
+	require.NotEmpty(t, diff(mirrored(t, bd.url, "g"), live(t, bd.b, "g")), "nothing is written while stopped")
+
+	bd.m.Start(bd.ctx)
+	waitFor(t, 5*time.Second, "offsets mirrored after the restart", func() bool { return len(diff(mirrored(t, bd.url, "g"), live(t, bd.b, "g"))) == 0 })
+	require.NoError(t, bd.m.Close())
+	bd.m.Start(bd.ctx) // after Close: nothing runs
+	require.ErrorIs(t, bd.m.Health(), ErrClosed)
+}
