@@ -48,6 +48,19 @@
 // IPv4 address and port there and keeps them, so its old and new ids share
 // their first half. Ids are resolved by their offset alone.
 //
+// # Following another store (replica.go)
+//
+// A store can hold a copy of another's CommitLog: ReadFrames on the leader
+// cuts a frame stream of its durable frames (records whole, Blank frames as
+// their header alone: commitlog's frames.go), AppendFrames on the follower
+// checks every frame (checksum, magic, stored offset, placement; a Blank
+// frame must close its segment exactly) and allocates every byte before it
+// writes any, so a damaged stream is refused whole (ErrCorrupt) and changes
+// nothing. With the same segment size the follower's segments are the
+// leader's byte for byte; its ConsumeQueues and index follow from its own
+// dispatcher; it takes the leader's store id and queue offsets from the
+// frames, so after a failover it mints what the leader would have.
+//
 // # Checkpoint (part of the on-disk format; never change)
 //
 //	off len field

@@ -32,7 +32,7 @@ func (e *putEncoder) Encode(dst []byte, offset int64) {
 	s.queueOffsets[key] = m.QueueOffset + 1
 	m.PhysicalOffset = offset
 	m.StoreTimestamp = s.opts.Clock.Now().UnixMilli()
-	m.StoreHost = s.storeID
+	m.StoreHost = s.StoreID()
 	m.EncodePayload(dst)
 }
 
@@ -191,7 +191,7 @@ func (s *Store) put(class Class, m *message.Message) (PutResult, error) {
 
 func (s *Store) result(m *message.Message, r commitlog.AppendResult) PutResult {
 	return PutResult{
-		ID:             message.NewID(s.storeID, r.Offset),
+		ID:             message.NewID(m.StoreHost, r.Offset),
 		PhysicalOffset: r.Offset,
 		Size:           r.Size,
 		QueueID:        m.QueueID,

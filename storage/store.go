@@ -53,7 +53,7 @@ type Store struct {
 	lock      *fileutil.DirLock
 	commitLog *commitlog.Log
 	index     *index.Index
-	storeID   message.Host // names the store in message ids (storeid.go)
+	storeID   atomic.Uint64 // names the store in message ids (storeid.go): the 8 bytes, big-endian
 	recovery  RecoveryInfo
 
 	// queueOffsets is the next queue offset per queue. Only the commitlog
@@ -145,7 +145,8 @@ func Open(opts Options) (*Store, error) {
 	if s.recovery.Abnormal {
 		ev = logger.Warn()
 	}
-	ev.Hex("storeId", s.storeID[:]).
+	id := s.StoreID()
+	ev.Hex("storeId", id[:]).
 		Bool("abnormal", s.recovery.Abnormal).
 		Bool("checkpointValid", s.recovery.CheckpointValid).
 		Int64("end", s.commitLog.Written()).

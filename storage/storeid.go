@@ -2,6 +2,7 @@ package storage
 
 import (
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -19,7 +20,14 @@ import (
 const storeIDFile = "storeid"
 
 // StoreID returns the id that names this store in every message id.
-func (s *Store) StoreID() message.Host { return s.storeID }
+func (s *Store) StoreID() message.Host {
+	var id message.Host
+	binary.BigEndian.PutUint64(id[:], s.storeID.Load())
+	return id
+}
+
+// setStoreID sets the store id (at open; from a leader's frames).
+func (s *Store) setStoreID(id message.Host) { s.storeID.Store(binary.BigEndian.Uint64(id[:])) }
 
 // loadStoreID decides the store id at open: the store field of the newest
 // record the ConsumeQueues know (so a data dir written before store ids
@@ -36,7 +44,7 @@ func (s *Store) loadStoreID() error {
 	id, fromLog := s.newestStoreField()
 	switch {
 	case fromLog && fileErr == nil && id == cached:
-		s.storeID = id
+		s.setStoreID(id)
 		return nil
 	case fromLog:
 		if fileErr == nil {
@@ -44,7 +52,7 @@ func (s *Store) loadStoreID() error {
 				Msg("store id file disagrees with the log; the log's id is kept")
 		}
 	case fileErr == nil:
-		s.storeID = cached
+		s.setStoreID(cached)
 		return nil
 	case s.opts.StoreID != (message.Host{}):
 		id = s.opts.StoreID
@@ -53,7 +61,7 @@ func (s *Store) loadStoreID() error {
 			return fmt.Errorf("choose a store id: %w", err)
 		}
 	}
-	s.storeID = id
+	s.setStoreID(id)
 	return vfs.WriteFileAtomic(fs, path, []byte(hex.EncodeToString(id[:])+"\n"), 0o644)
 }
 

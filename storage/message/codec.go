@@ -273,6 +273,8 @@ type DispatchInfo struct {
 	TagsCode int64
 	// StoreTimestamp is the store time in unix milliseconds.
 	StoreTimestamp int64
+	// StoreHost is the store field (the store id, see doc.go).
+	StoreHost Host
 	// ReconsumeTimes counts failed deliveries so far.
 	ReconsumeTimes int32
 	// Topic is the message's topic (aliases the payload).
@@ -308,6 +310,7 @@ func DecodeDispatch(b []byte, d *DispatchInfo) error {
 		TagsCode:       int64(be.Uint64(b[offsetTagsCode:])),
 		StoreTimestamp: int64(be.Uint64(b[offsetStoreTimestamp:])),
 		ReconsumeTimes: int32(be.Uint32(b[offsetReconsumeTimes:])),
+		StoreHost:      Host(b[offsetStoreHost : offsetStoreHost+8]),
 		Topic:          l.topic,
 	}
 	for p := l.properties; len(p) > 0; {
