@@ -214,6 +214,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if sqsListener != nil {
 		s.serveSQSOn(sqsListener)
+		b.OnLeader("sqs redrive", s.sqsHandler.StartRedrive)
 	}
 	s.registry.MustRegister(newBrokerCollector(b), newDispatchCollector(b), newTraceCollector(b))
 	if mirror != nil {

@@ -80,12 +80,10 @@ type Handler struct {
 
 	// redriveMu serialises the redrive mover's passes.
 	redriveMu sync.Mutex
-	// runCtx ends with Close: the redrive mover and the message move
-	// tasks run in it; stop cancels it, done is closed when the mover
-	// has ended.
+	// runCtx ends with Close: the message move tasks run in it; stop
+	// cancels it.
 	runCtx context.Context
 	stop   context.CancelFunc
-	done   chan struct{}
 	// moves are the message move tasks (movetasks.go).
 	moves moveTasks
 }
@@ -104,28 +102,36 @@ func New(opts Options) *Handler {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.RedriveInterval <= 0 {
+		opts.RedriveInterval = time.Second
+	}
 	h := &Handler{opts: opts, b: opts.Broker, log: opts.Logger.With().Str("component", "sqs").Logger()}
 	h.meta = &metaStore{b: opts.Broker, now: opts.Now}
 	if opts.ACL != nil {
 		h.sig = &sigV4{acl: opts.ACL, now: opts.Now}
 	}
-	if opts.RedriveInterval <= 0 {
-		opts.RedriveInterval = time.Second
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	h.runCtx, h.stop, h.done = ctx, stop, make(chan struct{})
-	go func() {
-		defer close(h.done)
-		h.runRedrive(ctx, opts.RedriveInterval)
-	}()
+	h.runCtx, h.stop = context.WithCancel(context.Background())
 	return h
 }
 
-// Close stops the redrive mover and waits for it (before the broker
+// StartRedrive runs the redrive mover (redrive.go) under ctx until the
+// stop it returns is called, which waits for it. Only a leader copies dead
+// letters, so the server runs it among the broker's leader-only services
+// (Broker.OnLeader).
+func (h *Handler) StartRedrive(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.runRedrive(ctx, h.opts.RedriveInterval)
+	}()
+	return func() { cancel(); <-done }
+}
+
+// Close ends the message move tasks and waits for them (before the broker
 // closes).
 func (h *Handler) Close() {
 	h.stop()
-	<-h.done
 	h.moves.mu.Lock()
 	var running []*moveTask
 	for _, list := range h.moves.tasks {
