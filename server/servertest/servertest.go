@@ -11,6 +11,7 @@ package servertest
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/server"
+	"github.com/mqgate/mqgate/storage"
 )
 
 // DelayLevels are RocketMQ's 18 delay levels compressed to milliseconds
@@ -77,6 +79,14 @@ func Start(t testing.TB, opts ...func(*server.Config)) *Server {
 func Open(t testing.TB, cfg server.Config) *Server {
 	t.Helper()
 	s, err := server.Open(context.Background(), cfg)
+	// The data dir's lock (flock on its LOCK file) outlives a Close by as
+	// long as a child process some other test forks at that moment takes
+	// to exec: the child shares the descriptor until then. A reopen waits
+	// that out instead of failing.
+	for deadline := time.Now().Add(5 * time.Second); errors.Is(err, storage.ErrLocked) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		s, err = server.Open(context.Background(), cfg)
+	}
 	require.NoError(t, err)
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = 64
