@@ -96,6 +96,9 @@ func TestACopyOfTheLogRebuildsTheBroker(t *testing.T) {
 				}
 				fc.Advance(time.Duration(rng.IntN(30)) * time.Second)
 			}
+			// The leader steps down (its scheduler and reaper stop writing),
+			// then its log is shipped whole.
+			leader.Demote()
 			require.NoError(t, leader.store.AwaitDispatch(ctx))
 
 			// Ship the log.
