@@ -1,10 +1,8 @@
 package storage_test
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,25 +33,6 @@ func salvageFixture(t *testing.T, n int) (storage.Options, map[[2]int64]string, 
 	}
 	require.NoError(t, s.Close())
 	return opts, bodies, phys
-}
-
-// dirDigest is a digest of every file's name and content under dir.
-func dirDigest(t *testing.T, dir string) string {
-	t.Helper()
-	h := sha256.New()
-	require.NoError(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(h, "%s %d\n", path, len(b))
-		h.Write(b)
-		return nil
-	}))
-	return fmt.Sprintf("%x", h.Sum(nil))
 }
 
 func segBase(t *testing.T, path string) int64 {
@@ -157,10 +136,10 @@ func TestRepairCommitLogDamage(t *testing.T) {
 			_, err := storage.Open(opts)
 			require.ErrorIs(t, err, storage.ErrCorrupt)
 
-			before := dirDigest(t, opts.Dir)
+			before := storagetest.DirDigest(t, opts.Dir)
 			rep, err := storage.Repair(storage.RepairOptions{Store: opts})
 			require.NoError(t, err)
-			require.Equal(t, before, dirDigest(t, opts.Dir), "the dry run changed files")
+			require.Equal(t, before, storagetest.DirDigest(t, opts.Dir), "the dry run changed files")
 			require.Len(t, rep.Damaged, 1, "%+v", rep)
 			var out strings.Builder
 			rep.WriteText(&out, false)

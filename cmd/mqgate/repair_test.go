@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,6 +19,7 @@ import (
 	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/storage/commitlog"
 	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/storagetest"
 )
 
 // `mqgate repair` through the real binary: a data dir of many small
@@ -61,24 +60,6 @@ func logFrames(t *testing.T, dir string) map[int64]int64 {
 		}
 	}
 	return out
-}
-
-func dataDigest(t *testing.T, dir string) string {
-	t.Helper()
-	h := sha256.New()
-	require.NoError(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(h, "%s %d\n", path, len(b))
-		h.Write(b)
-		return nil
-	}))
-	return fmt.Sprintf("%x", h.Sum(nil))
 }
 
 func TestRepairCommandKeepsIntactMessages(t *testing.T) {
@@ -182,7 +163,7 @@ func TestRepairCommandKeepsIntactMessages(t *testing.T) {
 			require.Contains(t, r.stderr, "run 'mqgate repair --data-dir "+dir+"'")
 
 			// The dry run prints the plan and changes nothing.
-			before := dataDigest(t, dir)
+			before := storagetest.DirDigest(t, dir)
 			r = runCLI(t, nil, "", "repair", "--data-dir", dir)
 			require.Equal(t, 0, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
 			t.Log(r.stdout)
@@ -209,7 +190,7 @@ func TestRepairCommandKeepsIntactMessages(t *testing.T) {
 				}
 			}
 			require.Equal(t, trulyLost, reported)
-			require.Equal(t, before, dataDigest(t, dir), "the dry run changed the data dir")
+			require.Equal(t, before, storagetest.DirDigest(t, dir), "the dry run changed the data dir")
 
 			r = runCLI(t, nil, "", "repair", "--data-dir", dir, "--apply")
 			require.Equal(t, 0, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)

@@ -5,8 +5,10 @@ package storagetest
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -222,4 +224,28 @@ func RemoveScrubProgress(t testing.TB, dir string) {
 	if err := os.Remove(filepath.Join(dir, "config", "scrub.json")); err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
+}
+
+// DirDigest is a digest of every file's path, length and content under
+// dir: equal digests before and after an operation mean it changed no
+// file.
+func DirDigest(t testing.TB, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %d\n", path, len(b))
+		h.Write(b)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("digest of %s: %v", dir, err)
+	}
+	return fmt.Sprintf("%x", h.Sum(nil))
 }
