@@ -235,6 +235,7 @@ type Broker struct {
 	timerWorkers  []*worker.Service  // timer index maintenance
 	periodic      []*worker.Periodic // progress snapshot
 	leader        leadership         // leader-only services (leader.go)
+	follow        following          // the follower side (follow.go)
 	closeMu       sync.Mutex
 	closeErr      error
 }
@@ -272,6 +273,8 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 	b.txns.init(opts.TransactionMaxChecks)
 	b.ladder.init(len(opts.DelayLevels))
 	b.epoch.Store(uint64(b.clock.Now().UnixNano()))
+	b.follow.on.Store(true)
+	b.follow.live = map[leaseAt]foldedLease{}
 	if err := b.recover(ctx); err != nil {
 		if b.timers.index != nil {
 			_ = b.timers.index.Close()
@@ -294,12 +297,6 @@ func (b *Broker) recover(ctx context.Context) error {
 	}
 	b.registry.quotas = b.opts.Quotas
 	b.registry.meet = b.meetTopics
-	if err := b.registry.ensureReceiptKey(b.store.WriteOffset() > 0, b.clock.Now().UnixMilli(), b.log); err != nil {
-		return err
-	}
-	if err := b.finishDeletions(); err != nil {
-		return err
-	}
 	table, from, err := offset.NewTable(), int64(0), error(nil)
 	if snap, rerr := b.store.ReadMeta(offsetsSnapshot); rerr == nil {
 		table, from, err = offset.DecodeSnapshot(snap)
@@ -317,14 +314,10 @@ func (b *Broker) recover(ctx context.Context) error {
 	b.snapshotFrom.Store(from)
 	start := b.clock.Now()
 	replayed := 0
-	err = b.scanSystemQueue(ctx, offsetTopic, from, func(m *message.Message) {
-		rec, err := offset.DecodeRecord(m.Body)
-		if err != nil {
-			b.log.Error().Err(err).Int64("queueOffset", m.QueueOffset).Msg("skipping undecodable offset record")
-			return
+	b.follow.offsets, err = b.replayQueue(ctx, offsetTopic, from, func(m *message.Message) {
+		if b.applyOffsetRecord(m) {
+			replayed++
 		}
-		table.Apply(rec)
-		replayed++
 	})
 	if err != nil {
 		return err
@@ -335,9 +328,6 @@ func (b *Broker) recover(ctx context.Context) error {
 		}
 	}
 	b.log.Info().Int("records", replayed).Dur("took", b.clock.Since(start)).Msg("consumer progress recovered")
-	if err := b.clampOffsets(); err != nil {
-		return err
-	}
 	b.openInstances()
 	if err := b.restoreLeases(ctx); err != nil {
 		return err
@@ -352,9 +342,7 @@ func (b *Broker) recover(ctx context.Context) error {
 	if err := b.openTxns(ctx); err != nil {
 		return err
 	}
-	if err := b.openTrace(); err != nil {
-		return err
-	}
+	b.openTrace()
 	b.scheduler, err = schedule.New(schedule.Config{
 		Levels:       b.opts.DelayLevels,
 		ProgressPath: b.store.MetaPath(delayProgress),
@@ -399,7 +387,6 @@ func (b *Broker) clampOffsets() error {
 // start starts what every replica runs (the timer index's maintenance,
 // the snapshots) and, unless NoPromote, promotes the broker (leader.go).
 func (b *Broker) start() error {
-	b.store.SetRetentionPolicy(retentionPolicy{b: b})
 	b.timerWorkers = []*worker.Service{worker.New(b.timerIndexLoop)}
 	for _, w := range b.timerWorkers {
 		w.Start(b.closingCtx)
@@ -439,6 +426,9 @@ func (b *Broker) snapshotOffsets() error {
 	var from int64
 	snap, err := b.progress.EncodeSnapshot(func() int64 {
 		from = b.store.MaxOffset(offsetTopic, 0)
+		if b.follow.on.Load() {
+			from = b.follow.offsets // what the follower applied (under progressMu)
+		}
 		return from
 	})
 	if err == nil {
@@ -595,14 +585,21 @@ func (b *Broker) Status(ctx context.Context) (BrokerStatus, error) {
 // system topic from offset from (or its retained minimum) to its end:
 // the replay of progress, dead-letter status and timer records at start.
 func (b *Broker) scanSystemQueue(ctx context.Context, topic string, from int64, fn func(*message.Message)) error {
+	_, err := b.replayQueue(ctx, topic, from, fn)
+	return err
+}
+
+// replayQueue is scanSystemQueue returning the queue offset it stopped
+// at: the next record to apply.
+func (b *Broker) replayQueue(ctx context.Context, topic string, from int64, fn func(*message.Message)) (int64, error) {
 	from = max(from, b.store.MinOffset(topic, 0))
 	for from < b.store.MaxOffset(topic, 0) {
 		if err := ctx.Err(); err != nil {
-			return err
+			return from, err
 		}
 		res, err := b.store.ReadQueue(topic, 0, from, 256, nil)
 		if err != nil {
-			return fmt.Errorf("replay %s at %d: %w", topic, from, err)
+			return from, fmt.Errorf("replay %s at %d: %w", topic, from, err)
 		}
 		for _, m := range res.Messages {
 			fn(m)
@@ -612,7 +609,7 @@ func (b *Broker) scanSystemQueue(ctx context.Context, topic string, from int64, 
 		}
 		from = res.Next
 	}
-	return nil
+	return from, nil
 }
 
 // mapStoreErr turns storage errors into broker sentinels.

@@ -100,17 +100,22 @@ func (s *dlqStatuses) set(r dlqStatusRecord) {
 }
 
 // replayDLQStatuses rebuilds the status table from rmq_sys_DLQ.
-func (b *Broker) replayDLQStatuses(ctx context.Context) error {
-	return b.scanSystemQueue(ctx, dlqStatusTopic, 0, func(m *message.Message) {
-		var recs []dlqStatusRecord
-		if err := json.Unmarshal(m.Body, &recs); err != nil {
-			b.log.Error().Err(err).Int64("queueOffset", m.QueueOffset).Msg("skipping undecodable dead-letter status")
-			return
-		}
-		for _, r := range recs {
-			b.dlqStatus.set(r)
-		}
-	})
+func (b *Broker) replayDLQStatuses(ctx context.Context) (err error) {
+	b.follow.dlq, err = b.replayQueue(ctx, dlqStatusTopic, 0, b.applyDLQStatus)
+	return err
+}
+
+// applyDLQStatus applies one rmq_sys_DLQ record (at open and while
+// following).
+func (b *Broker) applyDLQStatus(m *message.Message) {
+	var recs []dlqStatusRecord
+	if err := json.Unmarshal(m.Body, &recs); err != nil {
+		b.log.Error().Err(err).Int64("queueOffset", m.QueueOffset).Msg("skipping undecodable dead-letter status")
+		return
+	}
+	for _, r := range recs {
+		b.dlqStatus.set(r)
+	}
 }
 
 // Dead letters outlive CommitLog retention: before retention deletes a

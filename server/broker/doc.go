@@ -210,8 +210,10 @@
 // A pull reads a queue from the group's cursor; the tag expression is
 // matched on the ConsumeQueue's tag hash before a record is read, the SQL
 // filter (sqlfilter.go) on the decoded properties after. What either
-// refuses is marked consumed for the group in memory (markSkipped), a fact
-// the next start derives again, so the group's offset moves past it. The
+// refuses is marked consumed for the group (markSkipped), so the group's
+// offset moves past it: an ack entry in an rmq_sys_OFFSET record written
+// after the pull's lock, without waiting for its flush (a skip lost with
+// the log's tail is derived again by the next pull past it). The
 // retry view applies the subscription's filters to the retry copies, which
 // carry the original's tag and properties.
 //

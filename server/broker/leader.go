@@ -101,6 +101,9 @@ func (b *Broker) Promote(ctx context.Context) error {
 	if l.leading {
 		return nil
 	}
+	if err := b.takeOver(ctx); err != nil {
+		return err
+	}
 	l.ctx, l.cancel = context.WithCancel(b.closingCtx)
 	for _, r := range l.runs {
 		l.stops = append(l.stops, r.run(l.ctx))

@@ -423,6 +423,9 @@ func (b *Broker) grantsFailed(ps *popState, n *leaseNotes) {
 // every record below it; replaying records the snapshot already reflects
 // again changes nothing (newest epoch wins).
 func (b *Broker) snapshotLeases() error {
+	if b.follow.on.Load() {
+		return b.snapshotFoldedLeases()
+	}
 	from := b.store.MaxOffset(leaseTopic, 0)
 	if from == b.leases.snapFrom.Load() {
 		return nil
@@ -500,20 +503,21 @@ func foldLeases(live map[leaseAt]foldedLease, rec leaseRecord) uint64 {
 	return top
 }
 
-// restoreLeases, at open, puts the leases that survived into their
-// cursors and raises the epoch counter above every epoch on record.
+// restoreLeases, at open, folds the leases snapshot and the lease
+// records after it into the follower's fold (follow.go); Promote puts
+// the leases that survived into their cursors (installLeases) and raises
+// the epoch counter above every epoch on record.
 func (b *Broker) restoreLeases(ctx context.Context) error {
 	start := b.clock.Now()
-	live := map[leaseAt]foldedLease{}
+	f := &b.follow
 	var from int64
-	var top uint64
 	if raw, err := b.store.ReadMeta(leasesSnapshot); err == nil {
 		off, epoch, rec, derr := decodeLeaseSnapshot(raw)
 		if derr != nil {
 			b.log.Warn().Err(derr).Msg("lease snapshot unreadable; replaying every retained lease record")
 		} else {
-			from, top = off, max(epoch, foldLeases(live, rec))
-			b.leases.recovered.FromSnap = len(live)
+			from, f.top = off, max(epoch, foldLeases(f.live, rec))
+			b.leases.recovered.FromSnap = len(f.live)
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
@@ -524,68 +528,27 @@ func (b *Broker) restoreLeases(ctx context.Context) error {
 	from = min(from, b.store.MaxOffset(leaseTopic, 0))
 	b.leases.snapFrom.Store(-1)
 	replayed := 0
-	err := b.scanSystemQueue(ctx, leaseTopic, from, func(m *message.Message) {
-		rec, err := decodeLeaseRecord(m.Body)
-		if err != nil {
-			b.log.Error().Err(err).Int64("queueOffset", m.QueueOffset).Msg("skipping undecodable lease record")
-			return
+	next, err := b.replayQueue(ctx, leaseTopic, from, func(m *message.Message) {
+		if b.foldLeaseRecord(m) {
+			replayed++
 		}
-		top = max(top, foldLeases(live, rec))
-		replayed++
 	})
+	f.leases = next
 	if err != nil {
 		return err
 	}
 	b.leases.keepFrom.Store(from)
-	if top >= b.epoch.Load() {
-		b.epoch.Store(top) // the next lease takes top+1
-	}
-	restored, expired := b.installLeases(live, start)
-	b.leases.recovered.Records, b.leases.recovered.Leases, b.leases.recovered.Expired = replayed, restored, expired
-	b.log.Info().Int("records", replayed).Int("leases", restored).Int("expired", expired).Dur("took", b.clock.Since(start)).
-		Msg("leases recovered")
+	b.leases.recovered.Records = replayed
+	b.log.Info().Int("records", replayed).Int("folded", len(f.live)).Dur("took", b.clock.Since(start)).
+		Msg("lease records folded")
 	return nil
 }
 
 // installLeases puts every folded lease still owed into its cursor, in
 // offset order (an orderly key is held by its first restored lease).
 func (b *Broker) installLeases(live map[leaseAt]foldedLease, now time.Time) (restored, expired int) {
-	keys := make([]leaseAt, 0, len(live))
-	for k, f := range live {
-		if f.item.State != leaseReleased {
-			keys = append(keys, k)
-		}
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if a.key != b.key {
-			if a.key.Group != b.key.Group {
-				return a.key.Group < b.key.Group
-			}
-			if a.key.Topic != b.key.Topic {
-				return a.key.Topic < b.key.Topic
-			}
-			return a.key.QueueID < b.key.QueueID
-		}
-		return a.off < b.off
-	})
-	for _, k := range keys {
-		f := live[k]
-		group, client := splitInstance(k.key.Group) // a broadcasting group's instance (broadcast.go)
-		g, ok := b.registry.group(group)
-		if !ok || f.at < g.CreatedAt.UnixMilli() {
-			continue // the group is gone (or this is a deleted namesake's lease)
-		}
-		if t, ok := b.registry.topic(k.key.Topic); !ok || f.at < t.CreatedAt.UnixMilli() {
-			continue
-		}
-		if _, gen, _ := b.progress.Get(k.key); gen != f.gen || b.progress.IsAcked(k.key, k.off) {
-			continue // done (acked, failed, skipped), or before a reset
-		}
-		v := viewOf(g, k.key.Topic, k.key.QueueID, nil, b.retryFloor(k.key.Topic)).forInstance(client)
-		if k.off < b.store.MinOffset(v.storeTopic, v.storeQueue) || k.off >= b.store.MaxOffset(v.storeTopic, v.storeQueue) {
-			continue // deleted by retention, or lost with the log's tail
-		}
+	for _, o := range b.owedLeases(live) {
+		k, f, v := o.at, o.lease, o.view
 		deadline := time.UnixMilli(f.item.Deadline)
 		l := &lease{epoch: f.item.Epoch, deadline: deadline, client: f.client, deliveries: 1, failures: int32(f.item.Failures)}
 		if f.item.State == leaseWaiting {
@@ -612,6 +575,61 @@ func (b *Broker) installLeases(live map[leaseAt]foldedLease, now time.Time) (res
 		}
 	}
 	return restored, expired
+}
+
+// owedLease is a folded lease still owed to its holder, with the view its
+// offset is read through.
+type owedLease struct {
+	at    leaseAt
+	lease foldedLease
+	view  queueView
+}
+
+// owedLeases is every folded lease still owed — neither released nor done
+// for its group (acknowledged, failed, skipped, below a reset, of a deleted
+// group or topic, deleted by retention or lost with the log's tail) — in
+// offset order per key.
+func (b *Broker) owedLeases(live map[leaseAt]foldedLease) []owedLease {
+	keys := make([]leaseAt, 0, len(live))
+	for k, f := range live {
+		if f.item.State != leaseReleased {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.key != b.key {
+			if a.key.Group != b.key.Group {
+				return a.key.Group < b.key.Group
+			}
+			if a.key.Topic != b.key.Topic {
+				return a.key.Topic < b.key.Topic
+			}
+			return a.key.QueueID < b.key.QueueID
+		}
+		return a.off < b.off
+	})
+	var owed []owedLease
+	for _, k := range keys {
+		f := live[k]
+		group, client := splitInstance(k.key.Group) // a broadcasting group's instance (broadcast.go)
+		g, ok := b.registry.group(group)
+		if !ok || f.at < g.CreatedAt.UnixMilli() {
+			continue // the group is gone (or this is a deleted namesake's lease)
+		}
+		if t, ok := b.registry.topic(k.key.Topic); !ok || f.at < t.CreatedAt.UnixMilli() {
+			continue
+		}
+		if _, gen, _ := b.progress.Get(k.key); gen != f.gen || b.progress.IsAcked(k.key, k.off) {
+			continue // done (acked, failed, skipped), or before a reset
+		}
+		v := viewOf(g, k.key.Topic, k.key.QueueID, nil, b.retryFloor(k.key.Topic)).forInstance(client)
+		if k.off < b.store.MinOffset(v.storeTopic, v.storeQueue) || k.off >= b.store.MaxOffset(v.storeTopic, v.storeQueue) {
+			continue // deleted by retention, or lost with the log's tail
+		}
+		owed = append(owed, owedLease{at: k, lease: f, view: v})
+	}
+	return owed
 }
 
 // sentBack takes the leases of failed deliveries out of flight once their
@@ -644,4 +662,34 @@ func (b *Broker) sentBack(items []sendBack) {
 	if held != nil {
 		held.mu.Unlock()
 	}
+}
+
+// snapshotFoldedLeases is a follower's snapshotLeases: the fold, at the
+// position Follow applied.
+func (b *Broker) snapshotFoldedLeases() error {
+	f := &b.follow
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.on.Load() {
+		return nil // promoted meanwhile: the next pass writes the cursors'
+	}
+	from := f.leases
+	if from == b.leases.snapFrom.Load() {
+		return nil
+	}
+	var rec leaseRecord
+	for k, fl := range f.live {
+		rec.Entries = append(rec.Entries, leaseEntry{Key: k.key, Generation: fl.gen, At: fl.at, Client: fl.client,
+			Items: []leaseItem{fl.item}})
+	}
+	snap, err := encodeLeaseSnapshot(from, f.top, rec)
+	if err != nil {
+		return err
+	}
+	if err := b.store.WriteMeta(leasesSnapshot, snap); err != nil {
+		return err
+	}
+	b.leases.snapFrom.Store(from)
+	b.leases.keepFrom.Store(from)
+	return nil
 }

@@ -278,16 +278,7 @@ func (r *registry) load(scan metaScan) error {
 
 	applied := 0
 	end, err := scan(from, func(_ int64, body []byte) {
-		var recs []metaRecord
-		if err := json.Unmarshal(body, &recs); err != nil {
-			r.logger.Error().Err(err).Msg("skipping an undecodable meta record")
-			return
-		}
-		for _, rec := range recs {
-			if err := r.apply(rec); err != nil {
-				r.logger.Error().Err(err).Msg("skipping a meta record")
-			}
-		}
+		r.applyBody(body)
 		applied++
 	})
 	if err != nil {
@@ -308,6 +299,42 @@ func (r *registry) load(scan metaScan) error {
 	r.logger.Info().Int("topics", len(r.topics)).Int("groups", len(r.groups)).Int("metaRecords", applied).
 		Int64("fromMetaOffset", from).Msg("registry recovered")
 	return nil
+}
+
+// follow applies the meta records after the registry's position (a
+// follower's, follow.go) with the code load uses, and rewrites the
+// snapshots when it applied any.
+func (r *registry) follow(scan metaScan) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	applied := 0
+	end, err := scan(r.covered, func(_ int64, body []byte) {
+		r.applyBody(body)
+		applied++
+	})
+	if err != nil {
+		return fmt.Errorf("follow %s: %w", metaTopic, err)
+	}
+	if applied > 0 {
+		r.covered = end
+		r.saveSnapshotsLocked()
+	}
+	return nil
+}
+
+// applyBody applies one rmq_sys_META message's records, skipping (with an
+// error logged) what does not decode or apply.
+func (r *registry) applyBody(body []byte) {
+	var recs []metaRecord
+	if err := json.Unmarshal(body, &recs); err != nil {
+		r.logger.Error().Err(err).Msg("skipping an undecodable meta record")
+		return
+	}
+	for _, rec := range recs {
+		if err := r.apply(rec); err != nil {
+			r.logger.Error().Err(err).Msg("skipping a meta record")
+		}
+	}
 }
 
 // carryLocked appends the whole registry as meta records (a topic, group

@@ -34,6 +34,9 @@ type popState struct {
 	rr       int
 	wake     chan struct{} // closed when a deferred ordered message is freed (orderly.go)
 	notes    leaseNotes    // lease changes to record once the lock is released (lease_log.go)
+	// skips: offsets the filters passed over, applied as consumed and
+	// recorded once the lock is released (markSkipped).
+	skips offset.Record
 }
 
 type cursor struct {
@@ -425,11 +428,15 @@ func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max
 			break
 		}
 	}
-	notes := ps.takeNotes()
+	notes, skips := ps.takeNotes(), ps.skips
+	ps.skips = offset.Record{}
 	ps.mu.Unlock()
 	if lerr := b.writeGrants(notes); lerr != nil {
 		b.grantsFailed(ps, notes)
 		out, err = nil, lerr
+	}
+	if serr := b.writeSkips(skips); serr != nil {
+		b.log.Warn().Err(serr).Msg("recording the offsets a pull's filters passed over failed; the next pull past them derives them again")
 	}
 	if len(failed) > 0 {
 		if serr := b.sendBack(group.Name, failed); serr != nil && err == nil {
@@ -484,9 +491,31 @@ func (b *Broker) takeExpired(ps *popState, c *cursor, v queueView, now time.Time
 // markSkipped records offsets the filters passed over as consumed, in
 // memory only: they are facts a replay derives again, so they need no
 // record of their own.
-func (b *Broker) markSkipped(key offset.Key, offs []int64) {
+func (b *Broker) markSkipped(ps *popState, key offset.Key, offs []int64) {
 	_, gen, _ := b.progress.Get(key)
-	b.progress.Apply(offset.Record{Entries: []offset.Entry{{Kind: offset.KindAck, Key: key, Generation: gen, Offsets: offs}}})
+	e := offset.Entry{Kind: offset.KindAck, Key: key, Generation: gen, Offsets: offs}
+	b.progress.Apply(offset.Record{Entries: []offset.Entry{e}})
+	ps.skips.Entries = append(ps.skips.Entries, e)
+}
+
+// writeSkips appends the skips a pull noted (markSkipped) as one
+// rmq_sys_OFFSET record, without waiting for its flush as the pull's
+// grants: a skip lost with an unflushed tail is derived again by the
+// next pull that reads past it.
+func (b *Broker) writeSkips(rec offset.Record) error {
+	if len(rec.Entries) == 0 {
+		return nil
+	}
+	m, err := progressMessage(rec, b.clock.Now().UnixMilli())
+	if err != nil {
+		return err
+	}
+	b.progressMu.RLock()
+	defer b.progressMu.RUnlock()
+	if err := b.store.PutClassNoWait(storage.ClassSystem, []*message.Message{m}, make([]storage.PutResult, 1)); err != nil {
+		return mapStoreErr(err)
+	}
+	return nil
 }
 
 // popQueue leases up to max messages of one queue under ps.mu: it aligns
@@ -513,7 +542,7 @@ func (b *Broker) popQueue(ps *popState, v queueView, max int, now time.Time, inv
 			nextExpiry = due
 		}
 	}
-	out, more, err := b.readFresh(c, key, v, max, now, invisible, client, out)
+	out, more, err := b.readFresh(ps, c, key, v, max, now, invisible, client, out)
 	if err != nil {
 		return out, nextExpiry, expired, false, err
 	}
@@ -578,7 +607,7 @@ const (
 // readFresh leases up to max messages from the cursor on, after the ones
 // already in out. more reports that it stopped at its bound of reads
 // before the queue's end.
-func (b *Broker) readFresh(c *cursor, key offset.Key, v queueView, max int, now time.Time, invisible time.Duration, client string, out []ReceivedMessage) ([]ReceivedMessage, bool, error) {
+func (b *Broker) readFresh(ps *popState, c *cursor, key offset.Key, v queueView, max int, now time.Time, invisible time.Duration, client string, out []ReceivedMessage) ([]ReceivedMessage, bool, error) {
 	// Fresh messages from the cursor (a bounded number of reads, so a
 	// selective filter over a long backlog cannot hold the lock long).
 	for reads := 0; len(out) < max; reads++ {
@@ -638,7 +667,7 @@ func (b *Broker) readFresh(c *cursor, key offset.Key, v queueView, max int, now 
 			}
 		}
 		if len(skipped) > 0 {
-			b.markSkipped(key, skipped)
+			b.markSkipped(ps, key, skipped)
 		}
 		c.next = end
 	}

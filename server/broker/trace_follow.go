@@ -135,16 +135,24 @@ func (b *Broker) TracePushed(group, receipt string, status int, result string) {
 	}
 }
 
-// openTrace finds where the follower resumes: the offsets the newest
-// trace record that names them covers; without one (a new store, or one
-// of a version before the trace), the ends of both queues — what was
-// consumed before is not traced.
-func (b *Broker) openTrace() error {
+// openTrace readies the trace follower's state at open; resumeTrace, when
+// the broker takes over, finds where the follower resumes: the offsets the
+// newest trace record that names them covers; without one (a new store,
+// or one of a version before the trace), the ends of both queues — what
+// was consumed before is not traced.
+func (b *Broker) openTrace() {
 	t := &b.trace
 	t.off = b.opts.NoMessageTrace
 	t.kick, t.note = make(chan struct{}, 1), make(chan struct{}, 1)
 	t.changed = make(chan struct{})
 	t.leaseDone, t.offsetDone = -1, -1
+}
+
+// resumeTrace finds, when the broker takes over (follow.go), where the
+// follower resumes: after the newest trace record's positions, or at the
+// queues' ends with a record that says so.
+func (b *Broker) resumeTrace() error {
+	t := &b.trace
 	t.leaseNext, t.offsetNext = b.store.MaxOffset(leaseTopic, 0), b.store.MaxOffset(offsetTopic, 0)
 	min, top := b.store.MinOffset(traceTopic, 0), b.store.MaxOffset(traceTopic, 0)
 	for off := top - 1; off >= min && off >= top-traceResumeScan; off-- {

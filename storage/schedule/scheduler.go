@@ -155,6 +155,13 @@ func (s *Scheduler) Start(ctx context.Context) {
 		return
 	}
 	s.started, s.workers = true, nil
+	// What is stored now may have been delivered by another broker whose
+	// log this one followed (a leader before a failover), whatever the
+	// progress file here says: verify it, as after a crash.
+	for i := range s.verifyBelow {
+		_, top := s.src.LevelRange(i + 1)
+		s.verifyBelow[i] = max(s.verifyBelow[i], top)
+	}
 	ctx, s.stopWorkers = context.WithCancel(ctx)
 	for level := 1; level <= len(s.cfg.Levels); level++ {
 		s.workers = append(s.workers, worker.New(func(ctx context.Context) { s.work(ctx, level) }))

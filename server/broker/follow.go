@@ -1,0 +1,179 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/offset"
+)
+
+// A follower (ARCHITECTURE.md, "The broker as a state machine") is a
+// broker opened with Options.NoPromote on a store that receives another
+// broker's frames (Store.AppendFrames). It writes nothing of its own: every
+// change of its state comes from applying the records its store holds,
+// with the code that applies them at open — the registry's apply, the
+// progress table's Apply, the lease fold, the dead-letter status table,
+// the timer and transaction followers. Follow applies what was dispatched
+// since the last call; the leases it folds wait, in the fold, until
+// Promote puts them into their cursors (installLeases, as at open).
+//
+// What a broker decides as leader and writes as records (a receipt key
+// for a new store, the end of a topic deletion, offsets lowered after a
+// lost tail, the mark where the message trace starts) is decided at
+// Promote, after the log is applied, never at a follower's open; so is
+// retention, whose carries write records.
+
+// ErrLeading: Follow was called on a broker that leads (or led: a
+// demoted broker does not follow yet).
+var ErrLeading = errors.New("the broker leads; only a follower applies another broker's log")
+
+// following is the broker's follower side.
+type following struct {
+	mu sync.Mutex
+	// on: the broker has not led since it opened; Follow applies the log.
+	on atomic.Bool
+	// offsets, leases, dlq: the next queue offsets of rmq_sys_OFFSET,
+	// rmq_sys_LEASE and rmq_sys_DLQ to apply. offsets is changed under
+	// progressMu too (the offsets snapshot reads it).
+	offsets, leases, dlq int64
+	// live is the lease fold (lease_log.go): every lease on record, the
+	// newest epoch of each offset; top is the highest epoch seen.
+	live map[leaseAt]foldedLease
+	top  uint64
+}
+
+// Following reports whether the broker applies another broker's log
+// (it was opened with NoPromote and has not been promoted).
+func (b *Broker) Following() bool { return b.follow.on.Load() }
+
+// Follow applies the records the store dispatched since the last call
+// (or since open): registry changes first (the other records name its
+// topics and groups), then consumer progress, leases, dead-letter
+// statuses, timers and transactions. It fails with ErrLeading once the
+// broker has been promoted.
+func (b *Broker) Follow(ctx context.Context) error {
+	f := &b.follow
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.on.Load() {
+		return ErrLeading
+	}
+	return b.applyLogLocked(ctx)
+}
+
+// applyLogLocked is Follow's work; the caller holds follow.mu.
+func (b *Broker) applyLogLocked(ctx context.Context) error {
+	f := &b.follow
+	if err := b.registry.follow(func(from int64, fn func(int64, []byte)) (int64, error) {
+		return b.scanMeta(ctx, from, fn)
+	}); err != nil {
+		return err
+	}
+
+	b.progressMu.Lock()
+	next, err := b.replayQueue(ctx, offsetTopic, f.offsets, func(m *message.Message) {
+		b.applyOffsetRecord(m)
+	})
+	f.offsets = next
+	b.progressMu.Unlock()
+	if err != nil {
+		return err
+	}
+
+	next, err = b.replayQueue(ctx, leaseTopic, f.leases, func(m *message.Message) {
+		b.foldLeaseRecord(m)
+	})
+	f.leases = next
+	if err != nil {
+		return err
+	}
+
+	next, err = b.replayQueue(ctx, dlqStatusTopic, f.dlq, b.applyDLQStatus)
+	f.dlq = next
+	if err != nil {
+		return err
+	}
+
+	b.timers.mu.Lock()
+	err = b.followTimers()
+	b.timers.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	b.txns.mu.Lock()
+	err = b.followTxns()
+	b.txns.mu.Unlock()
+	return err
+}
+
+// applyOffsetRecord applies one rmq_sys_OFFSET record to the progress
+// table (at open and while following); the caller holds progressMu or
+// owns the table alone.
+func (b *Broker) applyOffsetRecord(m *message.Message) bool {
+	rec, err := offset.DecodeRecord(m.Body)
+	if err != nil {
+		b.log.Error().Err(err).Int64("queueOffset", m.QueueOffset).Msg("skipping undecodable offset record")
+		return false
+	}
+	b.progress.Apply(rec)
+	return true
+}
+
+// foldLeaseRecord folds one rmq_sys_LEASE record into follow.live (at
+// open and while following); the caller holds follow.mu or owns it alone.
+func (b *Broker) foldLeaseRecord(m *message.Message) bool {
+	rec, err := decodeLeaseRecord(m.Body)
+	if err != nil {
+		b.log.Error().Err(err).Int64("queueOffset", m.QueueOffset).Msg("skipping undecodable lease record")
+		return false
+	}
+	f := &b.follow
+	f.top = max(f.top, foldLeases(f.live, rec))
+	return true
+}
+
+// takeOver is Promote's first step: it applies what the log holds beyond
+// the follower's position, makes the leader's decisions of an open (the
+// receipt key, topic deletions, offsets above a lost tail, the trace's
+// start) and puts the folded leases into their cursors. It does nothing
+// once done.
+func (b *Broker) takeOver(ctx context.Context) error {
+	f := &b.follow
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.on.Load() {
+		return nil
+	}
+	if err := b.store.AwaitDispatch(ctx); err != nil {
+		return mapStoreErr(err)
+	}
+	if err := b.applyLogLocked(ctx); err != nil {
+		return err
+	}
+	if err := b.registry.ensureReceiptKey(b.store.WriteOffset() > 0, b.clock.Now().UnixMilli(), b.log); err != nil {
+		return err
+	}
+	if err := b.finishDeletions(); err != nil {
+		return err
+	}
+	if err := b.clampOffsets(); err != nil {
+		return err
+	}
+	b.openInstances()
+	if f.top >= b.epoch.Load() {
+		b.epoch.Store(f.top) // the next lease takes top+1
+	}
+	restored, expired := b.installLeases(f.live, b.clock.Now())
+	b.leases.recovered.Leases, b.leases.recovered.Expired = restored, expired
+	b.log.Info().Int("leases", restored).Int("expired", expired).Msg("leases put back into their cursors")
+	if err := b.resumeTrace(); err != nil {
+		return err
+	}
+	f.live = nil
+	f.on.Store(false)
+	b.store.SetRetentionPolicy(retentionPolicy{b: b})
+	return nil
+}
