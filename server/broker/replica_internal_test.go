@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -300,4 +301,155 @@ func leaseDigest(b *Broker) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestAFollowerOfConcurrentRequests: several clients act on one leader at
+// once — sends, pulls, and acks, nacks and lease changes racing on the
+// same receipts, offset commits — while a follower applies the leader's
+// frames; once the clients stop, the follower's state is the leader's.
+// Records of one family written by racing requests reach the log in some
+// order; the state a follower derives from that order must be the one the
+// leader holds.
+func TestAFollowerOfConcurrentRequests(t *testing.T) {
+	rounds := 3
+	if os.Getenv("LONG") != "" {
+		rounds = 30
+	}
+	for round := 0; round < rounds; round++ {
+		t.Run(fmt.Sprint("round", round), func(t *testing.T) {
+			concurrentFollowerRun(t, uint64(round))
+		})
+	}
+}
+
+func concurrentFollowerRun(t *testing.T, seed uint64) {
+	ctx := context.Background()
+	fc := clockwork.NewFakeClockAt(time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC))
+	open := func(follower bool) *Broker {
+		b, err := Open(ctx, Options{
+			DataDir: t.TempDir(), AutoCreate: true, SnapshotInterval: time.Hour, MaxMessageSize: 16 << 10,
+			DelayLevels: DefaultDelayLevels, Clock: fc, NoPromote: follower,
+			Storage: storage.Options{SegmentSize: 256 << 10, RetentionInterval: time.Hour},
+		})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = b.Close(ctx) })
+		return b
+	}
+	leader, follower := open(false), open(true)
+	_, _, err := leader.PutGroup(ctx, GroupConfig{Name: "g", RetryMaxTimes: 3})
+	require.NoError(t, err)
+	topics := []string{"orders", "payments"}
+	for _, topic := range topics {
+		_, _, err := leader.PutTopic(ctx, TopicConfig{Name: topic, Queues: 2})
+		require.NoError(t, err)
+	}
+	receipts := make(chan string, 256)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	client := func(id int) {
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(seed, uint64(id)))
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			topic := topics[rng.IntN(len(topics))]
+			switch r := rng.IntN(10); {
+			case r < 3:
+				msgs := make([]SendMessage, 1+rng.IntN(4))
+				for j := range msgs {
+					msgs[j] = SendMessage{Body: []byte(fmt.Sprintf("c%d-%d-%d", id, i, j))}
+				}
+				if _, err := leader.Send(ctx, topic, msgs); err != nil {
+					t.Error(err)
+					return
+				}
+			case r < 6:
+				got, err := leader.Pull(ctx, PullRequest{Group: "g", Topic: topic, MaxMessages: 4, Invisible: time.Hour})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, m := range got {
+					// Each receipt is acted on twice, by racing clients.
+					for range 2 {
+						select {
+						case receipts <- m.Receipt:
+						default:
+						}
+					}
+				}
+			case r < 9:
+				var rc string
+				select {
+				case rc = <-receipts:
+				default:
+					continue
+				}
+				switch rng.IntN(3) {
+				case 0:
+					_, err = leader.Ack(ctx, "g", []string{rc})
+				case 1:
+					_, err = leader.Nack(ctx, "g", []NackItem{{Receipt: rc, Reason: "raced"}})
+				default:
+					_, err = leader.ChangeLease(ctx, "g", []LeaseItem{{Receipt: rc, Invisible: time.Duration(1+rng.IntN(120)) * time.Minute}})
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			default:
+				if rng.IntN(8) == 0 {
+					q := int32(rng.IntN(2))
+					top := leader.store.MaxOffset(topic, q)
+					err := leader.CommitOffsets(ctx, "g", []OffsetCommit{{Topic: topic, QueueID: q, Offset: rng.Int64N(top + 1)}})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		}
+	}
+	for id := range 4 {
+		wg.Add(1)
+		go client(id)
+	}
+	// The follower applies while the clients run.
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		for {
+			stream, _, err := leader.store.ReadFrames(follower.store.WriteOffset(), 64<<10, nil)
+			require.NoError(t, err)
+			if len(stream) == 0 {
+				break
+			}
+			_, err = follower.store.AppendFrames(stream)
+			require.NoError(t, err)
+		}
+		require.NoError(t, follower.store.AwaitDispatch(ctx))
+		require.NoError(t, follower.Follow(ctx))
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	leader.Demote() // the reaper and the scheduler stop writing
+	// Frames are shipped once flushed: the last pulls' grants wait for
+	// the next flush (they do not wait for one of their own).
+	require.NoError(t, leader.store.Settle(ctx, leader.store.WriteOffset()))
+	want := digest(t, leader)
+	for {
+		stream, _, err := leader.store.ReadFrames(follower.store.WriteOffset(), 64<<10, nil)
+		require.NoError(t, err)
+		if len(stream) == 0 {
+			break
+		}
+		_, err = follower.store.AppendFrames(stream)
+		require.NoError(t, err)
+	}
+	require.NoError(t, follower.store.AwaitDispatch(ctx))
+	require.NoError(t, follower.Follow(ctx))
+	require.Equal(t, want, digest(t, follower), "the follower's state is not the leader's")
 }
