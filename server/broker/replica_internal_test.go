@@ -383,6 +383,7 @@ func concurrentFollowerRun(t *testing.T, seed uint64) {
 				}
 			case r < 9:
 				var rc string
+				var err error
 				select {
 				case rc = <-receipts:
 				default:
