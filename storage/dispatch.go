@@ -36,10 +36,11 @@ const maxSkipped = 1024
 // mode (a consumer never sees a message a crash could take back), the
 // written offset in async mode.
 func (s *Store) dispatchLimit() int64 {
+	limit := s.commitLog.Written()
 	if s.commitLog.FlushMode() == commitlog.FlushSync {
-		return s.commitLog.Flushed()
+		limit = s.commitLog.Flushed()
 	}
-	return s.commitLog.Written()
+	return min(limit, s.dispatchCap.Load())
 }
 
 // redispatch rebuilds derived entries from CommitLog offset from to the end.
@@ -49,7 +50,7 @@ func (s *Store) redispatch(from int64) (int64, error) {
 	floor := min(s.index.MaxPhysicalOffset(), s.commitLog.Written()-1)
 	s.disp = dispatcher{names: make(map[string]string), indexFloor: floor}
 	s.dispatched.Store(from)
-	return s.dispatchAvailable(s.commitLog.Written())
+	return s.dispatchAvailable(min(s.commitLog.Written(), s.dispatchCap.Load()))
 }
 
 // dispatchAvailable dispatches every record below limit, then wakes the

@@ -39,6 +39,14 @@ type Options struct {
 	// id" in doc.go); zero picks a random one. A store whose log holds
 	// records keeps the id they carry.
 	StoreID message.Host
+	// HoldDispatch makes the dispatcher go no further than a limit its
+	// owner sets (SetDispatchLimit; DispatchLimit until then), at Open and
+	// Close too: a replica's ConsumeQueues then follow the Raft commit
+	// point, and the log above it may still be cut (TruncateFrom).
+	HoldDispatch bool
+	// DispatchLimit is the first limit of HoldDispatch (a CommitLog
+	// offset).
+	DispatchLimit int64
 	// CheckpointInterval is how often derived files are flushed and the
 	// checkpoint rewritten. Default 1 s.
 	CheckpointInterval time.Duration

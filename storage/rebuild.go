@@ -412,5 +412,5 @@ func (s *Store) repairQueues(table queueTable, broken map[queueKey]bool, dispatc
 	for key := range targets {
 		s.log.Warn().Str("topic", key.topic).Int32("queue", key.id).Str("reason", why[key]).Msg("consume queue damaged; rebuilding it from the CommitLog")
 	}
-	return s.rebuildQueues(targets, s.commitLog.Written())
+	return s.rebuildQueues(targets, min(s.commitLog.Written(), s.dispatchCap.Load()))
 }

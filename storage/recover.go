@@ -195,7 +195,9 @@ func (s *Store) open() error {
 			s.queueOffsets[key] = tb.max
 		}
 	}
-	return nil
+	// Records a held dispatcher has not reached yet (HoldDispatch) took
+	// their queue offsets too (truncate.go).
+	return s.countUndispatched()
 }
 
 // loadQueues opens every ConsumeQueue directory found on disk. A queue

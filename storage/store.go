@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -85,6 +86,11 @@ type Store struct {
 	heldLogged      atomic.Int64 // unix ns of the last "pressure, nothing deletable" warning
 	encoders        sync.Pool
 
+	// dispatchCap bounds the dispatcher (HoldDispatch; MaxInt64 without),
+	// and truncMu serialises TruncateFrom with checkpoints (truncate.go).
+	dispatchCap atomic.Int64
+	truncMu     sync.Mutex
+
 	closing      chan struct{}      // stops the dispatcher
 	dispatcher   *worker.Service    // dispatchLoop
 	periodic     []*worker.Periodic // disk sampler, checkpointer, retention, scrubber
@@ -128,6 +134,10 @@ func Open(opts Options) (*Store, error) {
 	s.repairs.done = make(map[queueKey]int64)
 	s.repairs.bad = make(map[queueKey]badEntry)
 	s.repairs.wake = make(chan struct{}, 1)
+	s.dispatchCap.Store(math.MaxInt64)
+	if opts.HoldDispatch {
+		s.dispatchCap.Store(max(opts.DispatchLimit, 0))
+	}
 	err = s.open()
 	if err == nil {
 		err = s.loadStoreID()
@@ -240,7 +250,7 @@ func (s *Store) Close() error {
 	if err := s.runPendingRebuilds(); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := s.dispatchAvailable(s.commitLog.Written()); err != nil {
+	if _, err := s.dispatchAvailable(min(s.commitLog.Written(), s.dispatchCap.Load())); err != nil {
 		errs = append(errs, err)
 	}
 	table := s.snapshotQueues()

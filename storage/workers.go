@@ -74,6 +74,8 @@ func (s *Store) stopWorkers() {
 // the index ever claims CommitLog bytes that a crash could still lose
 // (which matters in async flush mode).
 func (s *Store) runCheckpoint() error {
+	s.truncMu.Lock()
+	defer s.truncMu.Unlock()
 	dispatched := s.dispatched.Load()
 	if err := s.commitLog.Flush(); err != nil {
 		return err
