@@ -1,0 +1,865 @@
+package raftlog
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/rs/zerolog"
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/commitlog"
+	"github.com/mqgate/mqgate/storage/internal/vfs"
+)
+
+// Errors.
+var (
+	// ErrCorrupt: the Raft files are damaged where no scan can mend them
+	// (an index entry at or below the commit point, the hard state, the
+	// meta file). Such a replica must not vote: it is rebuilt from the
+	// others.
+	ErrCorrupt = errors.New("raftlog: damaged Raft files")
+	// ErrCommitted is returned by Append for a conflicting entry at or
+	// below the persisted commit point: Raft never asks for it, and it
+	// is never done.
+	ErrCommitted = errors.New("raftlog: refusing to truncate at or below the commit point")
+	// ErrNotFrames is returned by Append for a normal entry whose data
+	// is not a frame stream starting at the log's end.
+	ErrNotFrames = errors.New("raftlog: entry data is not a frame stream at the log's end")
+	// ErrSnapshotNeedsLog is returned by ApplySnapshot while the
+	// CommitLog does not end where the snapshot says the log continues.
+	ErrSnapshotNeedsLog = errors.New("raftlog: the CommitLog must first be brought to the snapshot's offset")
+)
+
+// File names under <data>/raft; part of the on-disk format (doc.go).
+const (
+	raftDirName  = "raft"
+	indexDirName = "index"
+	metaName     = "meta"
+	hardName     = "hardstate"
+	confsName    = "confs"
+)
+
+// DefaultIndexFileEntries is the number of entries per index file.
+const DefaultIndexFileEntries = 1 << 16
+
+// Options configure Open.
+type Options struct {
+	// Store are the options of the store whose CommitLog is the Raft log;
+	// Open sets HoldDispatch and DispatchLimit itself.
+	Store storage.Options
+	// IndexFileEntries is the number of entries per index file
+	// (DefaultIndexFileEntries; tests use small ones).
+	IndexFileEntries int
+	Logger           zerolog.Logger
+}
+
+// Report says what Open found and mended.
+type Report struct {
+	Adopted        bool   // a store without Raft files: its log became the snapshot prefix
+	Entries        uint64 // index entries loaded
+	Repaired       uint64 // damaged index entries rebuilt from their neighbours
+	CutEntries     uint64 // index entries past a torn tail or past the CommitLog's end, dropped
+	TruncatedBytes int64  // CommitLog bytes past the last indexed entry, cut
+}
+
+// Storage is raft.Storage over a store's CommitLog. Append, SetHardState,
+// Compact, CreateSnapshot and ApplySnapshot write; every method is safe
+// for concurrent use.
+type Storage struct {
+	store *storage.Store
+	fs    vfs.FS
+	dir   string // <data>/raft
+	log   zerolog.Logger
+
+	mu     sync.Mutex
+	meta   meta
+	ents   []entry // ents[k] has index meta.compact.index+1+k
+	confs  map[uint64]confEntry
+	hard   hardState
+	hasHS  bool
+	index  indexFiles
+	report Report
+	closed bool
+}
+
+var _ raft.Storage = (*Storage)(nil)
+
+// Open opens the store of opts.Store with its dispatcher held at the
+// Raft commit point and loads the Raft files beside it, creating them
+// for a store that has none (its log, if any, becomes the prefix covered
+// by the first snapshot: doc.go, "Adopting a store"). It checks the
+// index against the CommitLog and mends what a crash can leave
+// (doc.go, "Recovery").
+func Open(opts Options) (*Storage, error) {
+	fs := opts.Store.FS
+	if fs == nil {
+		fs = vfs.OS()
+	}
+	per := opts.IndexFileEntries
+	if per <= 0 {
+		per = DefaultIndexFileEntries
+	}
+	dir := filepath.Join(opts.Store.Dir, raftDirName)
+	s := &Storage{fs: fs, dir: dir, log: opts.Logger.With().Str("component", "raftlog").Logger(), confs: map[uint64]confEntry{}}
+	s.index = indexFiles{fs: fs, dir: filepath.Join(dir, indexDirName), per: uint64(per)}
+
+	raw, err := fs.ReadFile(filepath.Join(dir, metaName))
+	fresh := errors.Is(err, os.ErrNotExist)
+	switch {
+	case fresh:
+		if bases, _ := s.index.list(); len(bases) > 0 {
+			return nil, fmt.Errorf("%w: %s is missing but index files exist", ErrCorrupt, filepath.Join(dir, metaName))
+		}
+	case err != nil:
+		return nil, err
+	default:
+		if s.meta, err = decodeMeta(raw); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, filepath.Join(dir, metaName), err)
+		}
+	}
+	if err := s.loadHardState(); err != nil {
+		return nil, err
+	}
+	if fresh && s.hasHS {
+		return nil, fmt.Errorf("%w: %s is missing but a hard state exists", ErrCorrupt, filepath.Join(dir, metaName))
+	}
+	if !fresh {
+		if err := s.loadConfs(); err != nil {
+			return nil, err
+		}
+		if err := s.loadIndex(); err != nil {
+			return nil, err
+		}
+	}
+
+	so := opts.Store
+	so.HoldDispatch = true
+	so.DispatchLimit = math.MaxInt64 // an adopted log is committed whole
+	if !fresh {
+		so.DispatchLimit = s.commitOffsetLocked()
+	}
+	st, err := storage.Open(so)
+	if err != nil {
+		return nil, err
+	}
+	s.store = st
+	if err := s.start(fresh); err != nil {
+		_ = st.Close()
+		_ = s.index.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// start creates the Raft files of a fresh store, or reconciles the index
+// with the CommitLog; then it sets the dispatch limit.
+func (s *Storage) start(fresh bool) error {
+	end := s.store.WriteOffset()
+	if fresh {
+		s.report.Adopted = end > 0
+		s.meta = meta{compact: mark{offset: end}, snap: mark{offset: end}, conf: &pb.ConfState{}}
+		if err := vfs.MkdirAllSync(s.fs, s.index.dir, 0o755); err != nil {
+			return err
+		}
+		if err := s.writeMeta(s.meta); err != nil {
+			return err
+		}
+		s.store.SetDispatchLimit(end)
+		return nil
+	}
+	if err := s.reconcile(end); err != nil {
+		return err
+	}
+	s.store.SetDispatchLimit(s.commitOffsetLocked())
+	s.report.Entries = uint64(len(s.ents))
+	if s.report.CutEntries > 0 || s.report.TruncatedBytes > 0 || s.report.Repaired > 0 {
+		s.log.Warn().Uint64("cut_entries", s.report.CutEntries).Int64("truncated_bytes", s.report.TruncatedBytes).
+			Uint64("repaired", s.report.Repaired).Msg("raft index and CommitLog reconciled")
+	}
+	return nil
+}
+
+// loadHardState reads the hard-state file: the newer valid slot wins.
+// A file with no valid slot is damage: the term and vote it held are
+// what keeps this replica from voting twice.
+func (s *Storage) loadHardState() error {
+	b, err := s.fs.ReadFile(filepath.Join(s.dir, hardName))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	h, ok := decodeHardState(b)
+	if !ok {
+		return fmt.Errorf("%w: %s has no valid slot", ErrCorrupt, filepath.Join(s.dir, hardName))
+	}
+	s.hard, s.hasHS = h, true
+	return nil
+}
+
+func (s *Storage) loadConfs() error {
+	b, err := s.fs.ReadFile(filepath.Join(s.dir, confsName))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	confs, err := decodeConfs(b)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrCorrupt, filepath.Join(s.dir, confsName), err)
+	}
+	s.confs = confs
+	return nil
+}
+
+// loadIndex reads the index entries that follow the compaction point and
+// chain: consecutive indexes, terms that never go down, each entry
+// starting where the one before ended. A damaged entry between two good
+// ones of the same term is rebuilt from them (its offset and size follow
+// from theirs, its type from the confs file); the first entry that cannot
+// be trusted otherwise ends the index (a torn tail, unless it is at or
+// below the commit point: reconcile decides).
+func (s *Storage) loadIndex() error {
+	bases, err := s.index.list()
+	if err != nil {
+		return err
+	}
+	prev := entry{index: s.meta.compact.index, term: s.meta.compact.term, offset: s.meta.compact.offset}
+	next := s.meta.compact.index + 1
+	var raw []byte
+	var rawBase uint64
+	slot := func(i uint64) []byte { // the bytes of index entry i, nil if absent
+		b := s.index.base(i)
+		if b != rawBase || raw == nil {
+			if !slices.Contains(bases, b) {
+				return nil
+			}
+			raw, err = s.index.read(b)
+			rawBase = b
+			if err != nil {
+				return nil
+			}
+		}
+		at := (i - b) * IndexEntrySize
+		if uint64(len(raw)) < at+IndexEntrySize {
+			return nil
+		}
+		return raw[at : at+IndexEntrySize]
+	}
+	valid := func(e entry, i uint64, prev entry) bool {
+		return e.index == i && e.term >= prev.term && e.offset == prev.end()
+	}
+	for {
+		b := slot(next)
+		if err != nil {
+			return err
+		}
+		if b == nil {
+			break
+		}
+		e, derr := decodeIndexEntry(b)
+		if derr != nil || !valid(e, next, prev) {
+			// Rebuild it from its neighbours when they pin it down.
+			nb := slot(next + 1)
+			n, nerr := decodeIndexEntry(nb)
+			if nb == nil || nerr != nil || n.index != next+1 || n.term != prev.term || n.offset < prev.end() ||
+				n.offset-prev.end() > math.MaxUint32 {
+				break
+			}
+			e = entry{index: next, term: prev.term, offset: prev.end(), size: uint32(n.offset - prev.end())}
+			if c, ok := s.confs[next]; ok && c.term == e.term {
+				e.typ = c.typ
+			}
+			if e.typ != pb.EntryNormal && e.size != 0 {
+				break
+			}
+			s.report.Repaired++
+			if err := s.index.write([]entry{e}); err != nil {
+				return err
+			}
+		}
+		s.ents = append(s.ents, e)
+		prev, next = e, next+1
+	}
+	return nil
+}
+
+// reconcile makes the index and the CommitLog (which ends at end) agree:
+// index entries past the log's end are dropped, log bytes past the last
+// entry are cut, both only above the commit point.
+func (s *Storage) reconcile(end int64) error {
+	if end < s.meta.compact.offset {
+		return fmt.Errorf("%w: the CommitLog ends at %d, below the compaction point's offset %d", ErrCorrupt, end, s.meta.compact.offset)
+	}
+	keep := len(s.ents)
+	for keep > 0 && s.ents[keep-1].end() > end {
+		keep--
+	}
+	last := s.meta.compact.index + uint64(keep)
+	if s.hasHS && s.hard.commit > last {
+		return fmt.Errorf("%w: the index ends at %d (the CommitLog at %d), below the commit point %d", ErrCorrupt, last, end, s.hard.commit)
+	}
+	// Whatever follows the kept entries in the files is a torn tail.
+	if bases, err := s.index.list(); err != nil {
+		return err
+	} else if len(bases) > 0 {
+		top := bases[len(bases)-1]
+		if raw, err := s.index.read(top); err != nil {
+			return err
+		} else if stored := top + uint64(len(raw))/IndexEntrySize; stored > last+1 || len(raw)%IndexEntrySize != 0 {
+			s.report.CutEntries += uint64(len(s.ents) - keep)
+			if stored > last+1 {
+				s.report.CutEntries += stored - 1 - (s.meta.compact.index + uint64(len(s.ents)))
+			}
+			if err := s.index.truncateFrom(last + 1); err != nil {
+				return err
+			}
+		}
+	}
+	s.ents = s.ents[:keep]
+	if err := s.dropConfsFrom(last + 1); err != nil {
+		return err
+	}
+	if want := s.lastEndLocked(); end > want {
+		if err := s.store.TruncateFrom(want); err != nil {
+			return fmt.Errorf("cut the CommitLog past the last indexed entry (%d): %w", want, err)
+		}
+		s.report.TruncatedBytes = end - want
+	}
+	return nil
+}
+
+// Store is the store whose CommitLog is the Raft log.
+func (s *Storage) Store() *storage.Store { return s.store }
+
+// Report says what Open found and mended.
+func (s *Storage) Report() Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.report
+}
+
+// NextOffset is the CommitLog offset where the frames of the next entry
+// must start: the end of the last entry.
+func (s *Storage) NextOffset() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastEndLocked()
+}
+
+// CommitOffset is the CommitLog offset where the committed entries end
+// (the persisted commit point): the dispatcher's limit.
+func (s *Storage) CommitOffset() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.commitOffsetLocked()
+}
+
+func (s *Storage) lastEndLocked() int64 {
+	if len(s.ents) == 0 {
+		return s.meta.compact.offset
+	}
+	return s.ents[len(s.ents)-1].end()
+}
+
+func (s *Storage) lastIndexLocked() uint64 { return s.meta.compact.index + uint64(len(s.ents)) }
+
+// commitOffsetLocked is the end of the committed entries.
+func (s *Storage) commitOffsetLocked() int64 {
+	c := s.hard.commit
+	switch {
+	case c <= s.meta.compact.index:
+		return s.meta.compact.offset
+	case c >= s.lastIndexLocked():
+		return s.lastEndLocked()
+	default:
+		return s.ents[c-s.meta.compact.index-1].end()
+	}
+}
+
+// Close closes the store and the index files.
+func (s *Storage) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return errors.Join(s.index.close(), s.store.Close())
+}
+
+// InitialState implements raft.Storage.
+func (s *Storage) InitialState() (*pb.HardState, *pb.ConfState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs := proto.Clone(pb.EnsureConfState(s.meta.conf)).(*pb.ConfState)
+	if !s.hasHS {
+		return &pb.HardState{}, cs, nil
+	}
+	return &pb.HardState{Term: proto.Uint64(s.hard.term), Vote: proto.Uint64(s.hard.vote), Commit: proto.Uint64(s.hard.commit)}, cs, nil
+}
+
+// FirstIndex implements raft.Storage.
+func (s *Storage) FirstIndex() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.meta.compact.index + 1, nil
+}
+
+// LastIndex implements raft.Storage.
+func (s *Storage) LastIndex() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastIndexLocked(), nil
+}
+
+// Term implements raft.Storage.
+func (s *Storage) Term(i uint64) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.termLocked(i)
+}
+
+func (s *Storage) termLocked(i uint64) (uint64, error) {
+	c := s.meta.compact
+	switch {
+	case i < c.index:
+		return 0, raft.ErrCompacted
+	case i == c.index:
+		return c.term, nil
+	case i > s.lastIndexLocked():
+		return 0, raft.ErrUnavailable
+	}
+	return s.ents[i-c.index-1].term, nil
+}
+
+// Entries implements raft.Storage: the entries [lo, hi), at most maxSize
+// bytes of them (at least one). A normal entry's data is read back from
+// the CommitLog, the frame stream it was appended as.
+func (s *Storage) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.meta.compact.index
+	if lo <= c {
+		return nil, raft.ErrCompacted
+	}
+	if hi > s.lastIndexLocked()+1 {
+		return nil, fmt.Errorf("%w: entries [%d,%d) past the last index %d", raft.ErrUnavailable, lo, hi, s.lastIndexLocked())
+	}
+	if len(s.ents) == 0 {
+		return nil, raft.ErrUnavailable
+	}
+	var out []*pb.Entry
+	var size uint64
+	for i := lo; i < hi; i++ {
+		e := s.ents[i-c-1]
+		pe := &pb.Entry{Index: proto.Uint64(i), Term: proto.Uint64(e.term), Type: e.typ.Enum()}
+		switch {
+		case e.typ != pb.EntryNormal:
+			if ce, ok := s.confs[i]; ok {
+				pe.Data = ce.data
+			}
+		case e.size > 0:
+			data, err := s.store.ReadFrameRange(e.offset, e.end(), make([]byte, 0, e.size))
+			if errors.Is(err, storage.ErrOffsetTooSmall) {
+				return nil, raft.ErrCompacted // retention took it before compaction did
+			}
+			if err != nil {
+				return nil, fmt.Errorf("raft entry %d at CommitLog [%d,%d): %w", i, e.offset, e.end(), err)
+			}
+			pe.Data = data
+		}
+		size += uint64(proto.Size(pe))
+		if len(out) > 0 && size > maxSize {
+			break
+		}
+		out = append(out, pe)
+	}
+	return out, nil
+}
+
+// Snapshot implements raft.Storage: the snapshot point, its
+// configuration, and as Data the CommitLog offset where the log continues
+// (DecodeSnapshotData). The messages themselves are the log: a replica
+// that needs a snapshot first gets the CommitLog up to that offset by
+// frame streams.
+func (s *Storage) Snapshot() (*pb.Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snapshotLocked(), nil
+}
+
+func (s *Storage) snapshotLocked() *pb.Snapshot {
+	m := s.meta.snap
+	return &pb.Snapshot{
+		Data: encodeSnapData(m.offset),
+		Metadata: &pb.SnapshotMetadata{
+			Index:     proto.Uint64(m.index),
+			Term:      proto.Uint64(m.term),
+			ConfState: proto.Clone(pb.EnsureConfState(s.meta.conf)).(*pb.ConfState),
+		},
+	}
+}
+
+// SetHardState persists st in the older slot of the hard-state file
+// (fdatasync), so a torn write leaves the newer one, and moves the
+// dispatcher's limit to the end of the committed entries.
+func (s *Storage) SetHardState(st *pb.HardState) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.writableLocked(); err != nil {
+		return err
+	}
+	h := hardState{seq: s.hard.seq + 1, term: st.GetTerm(), vote: st.GetVote(), commit: st.GetCommit()}
+	if err := s.writeHardSlot(h); err != nil {
+		return err
+	}
+	s.hard, s.hasHS = h, true
+	s.store.SetDispatchLimit(s.commitOffsetLocked())
+	return nil
+}
+
+func (s *Storage) writeHardSlot(h hardState) error {
+	p := filepath.Join(s.dir, hardName)
+	f, err := s.fs.OpenReadWrite(p)
+	created := false
+	if errors.Is(err, os.ErrNotExist) {
+		f, err = s.fs.Create(p)
+		created = true
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(encodeHardSlot(h), int64(h.seq%2)*hardSlotSize)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && created {
+		err = s.fs.SyncDir(s.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	return nil
+}
+
+func (s *Storage) writableLocked() error {
+	if s.closed {
+		return storage.ErrClosed
+	}
+	return nil
+}
+
+// Append persists entries (raft's Ready.Entries), in order. Entries
+// already held with the same index and term are the same entries (the
+// Log Matching property) and are passed over; from the first that
+// differs the log is cut (above the commit point only: ErrCommitted) and
+// the rest appended. The frame streams of the normal entries go to the
+// CommitLog in one AppendFrames (one flush), which checks every frame;
+// then their index entries are written and synced. Nothing is written
+// when a stream is refused.
+func (s *Storage) Append(entries []*pb.Entry) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.writableLocked(); err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	first, last := s.meta.compact.index+1, s.lastIndexLocked()
+	if entries[len(entries)-1].GetIndex() < first {
+		return nil
+	}
+	if e0 := entries[0].GetIndex(); e0 < first {
+		entries = entries[first-e0:]
+	}
+	if e0 := entries[0].GetIndex(); e0 > last+1 {
+		return fmt.Errorf("raftlog: append at %d leaves a gap after the last index %d", e0, last)
+	}
+	for len(entries) > 0 && entries[0].GetIndex() <= last {
+		if t, _ := s.termLocked(entries[0].GetIndex()); t != entries[0].GetTerm() {
+			break
+		}
+		entries = entries[1:]
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	if at := entries[0].GetIndex(); at <= last {
+		if err := s.truncateLocked(at); err != nil {
+			return err
+		}
+	}
+
+	// Plan: every entry's place; the frames of all, as one stream.
+	pos := s.lastEndLocked()
+	if end := s.store.WriteOffset(); end != pos {
+		return fmt.Errorf("raftlog: the CommitLog ends at %d, the last entry at %d (written by someone else?)", end, pos)
+	}
+	planned := make([]entry, len(entries))
+	var stream []byte
+	confsChanged := false
+	for k, pe := range entries {
+		e := entry{index: pe.GetIndex(), term: pe.GetTerm(), offset: pos, typ: pe.GetType()}
+		if e.index != s.lastIndexLocked()+1+uint64(k) {
+			return fmt.Errorf("raftlog: entries not consecutive at %d", e.index)
+		}
+		switch {
+		case e.typ == pb.EntryConfChange || e.typ == pb.EntryConfChangeV2:
+			confsChanged = true
+		case e.typ != pb.EntryNormal:
+			return fmt.Errorf("raftlog: entry %d of unknown type %d", e.index, e.typ)
+		case len(pe.GetData()) > 0:
+			start, end, err := commitlog.StreamExtent(pe.GetData())
+			if err != nil || start != pos || end-start > math.MaxUint32 {
+				return fmt.Errorf("%w: entry %d (stream from %d, the log ends at %d): %v", ErrNotFrames, e.index, start, pos, err)
+			}
+			e.size = uint32(end - start)
+			stream = append(stream, pe.GetData()...)
+			pos = end
+		}
+		planned[k] = e
+	}
+	if confsChanged {
+		for k, pe := range entries {
+			if planned[k].typ != pb.EntryNormal {
+				s.confs[planned[k].index] = confEntry{term: planned[k].term, typ: planned[k].typ, data: slices.Clone(pe.GetData())}
+			}
+		}
+		if err := s.writeConfsLocked(); err != nil {
+			return err
+		}
+	}
+	if len(stream) > 0 {
+		end, err := s.store.AppendFrames(stream)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrNotFrames, err)
+		}
+		if end != pos {
+			return fmt.Errorf("raftlog: the CommitLog ends at %d after the append, the entries at %d", end, pos)
+		}
+	}
+	if err := s.index.write(planned); err != nil {
+		return err
+	}
+	s.ents = append(s.ents, planned...)
+	return nil
+}
+
+// truncateLocked drops the entries from index at on: first the index
+// files, then the CommitLog from the entry's offset (a crash between the
+// two leaves log bytes past the last entry, which Open cuts).
+func (s *Storage) truncateLocked(at uint64) error {
+	if s.hasHS && at <= s.hard.commit {
+		return fmt.Errorf("%w: a conflicting entry at %d, commit %d", ErrCommitted, at, s.hard.commit)
+	}
+	c := s.meta.compact.index
+	if at <= c {
+		return fmt.Errorf("%w: truncate at %d, compacted to %d", ErrCommitted, at, c)
+	}
+	off := s.ents[at-c-1].offset
+	if err := s.index.truncateFrom(at); err != nil {
+		return err
+	}
+	s.ents = s.ents[:at-c-1]
+	if err := s.dropConfsFrom(at); err != nil {
+		return err
+	}
+	if err := s.store.TruncateFrom(off); err != nil {
+		return fmt.Errorf("raftlog: cut the CommitLog at %d (entry %d): %w", off, at, err)
+	}
+	return nil
+}
+
+// dropConfsFrom forgets the configuration entries from index at on.
+func (s *Storage) dropConfsFrom(at uint64) error {
+	changed := false
+	for i := range s.confs {
+		if i >= at {
+			delete(s.confs, i)
+			changed = true
+		}
+	}
+	if changed {
+		return s.writeConfsLocked()
+	}
+	return nil
+}
+
+func (s *Storage) writeConfsLocked() error {
+	order := make([]uint64, 0, len(s.confs))
+	for i := range s.confs {
+		order = append(order, i)
+	}
+	slices.Sort(order)
+	return vfs.WriteFileAtomic(s.fs, filepath.Join(s.dir, confsName), encodeConfs(s.confs, order), 0o644)
+}
+
+func (s *Storage) writeMeta(m meta) error {
+	b, err := encodeMeta(m)
+	if err != nil {
+		return err
+	}
+	return vfs.WriteFileAtomic(s.fs, filepath.Join(s.dir, metaName), b, 0o644)
+}
+
+// Compact discards the entries before index i (raft.MemoryStorage's
+// Compact): entry i stays as the log's first point (its term is kept);
+// the index files wholly below it are removed. The caller compacts no
+// further than it has applied. The CommitLog is not touched: retention
+// deletes its segments (CompactBelow finds the index for a retention
+// cut).
+func (s *Storage) Compact(i uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.writableLocked(); err != nil {
+		return err
+	}
+	c := s.meta.compact.index
+	if i <= c {
+		return raft.ErrCompacted
+	}
+	if i > s.lastIndexLocked() {
+		return fmt.Errorf("raftlog: compact %d is past the last index %d", i, s.lastIndexLocked())
+	}
+	e := s.ents[i-c-1]
+	m := s.meta
+	m.compact = mark{index: i, term: e.term, offset: e.end()}
+	if err := s.writeMeta(m); err != nil {
+		return err
+	}
+	s.meta = m
+	s.ents = slices.Clone(s.ents[i-c:])
+	changed := false
+	for k := range s.confs {
+		if k <= i {
+			delete(s.confs, k)
+			changed = true
+		}
+	}
+	if changed {
+		if err := s.writeConfsLocked(); err != nil {
+			return err
+		}
+	}
+	return s.index.removeBelow(i + 1)
+}
+
+// CompactBelow compacts to the last entry, at most applied, whose bytes
+// end at or below offset (a retention cut: the CommitLog's new minimum)
+// and returns that index (0 and nil when there is none to compact).
+func (s *Storage) CompactBelow(offset int64, applied uint64) (uint64, error) {
+	s.mu.Lock()
+	c := s.meta.compact.index
+	hi := min(applied, s.lastIndexLocked())
+	k, _ := slices.BinarySearchFunc(s.ents, offset, func(e entry, off int64) int {
+		if e.end() <= off {
+			return -1
+		}
+		return 1
+	})
+	i := min(c+uint64(k), hi)
+	s.mu.Unlock()
+	if i <= c {
+		return 0, nil
+	}
+	return i, s.Compact(i)
+}
+
+// CreateSnapshot records index i (at most the last) as the snapshot
+// point with configuration cs (nil keeps the last one), like
+// raft.MemoryStorage's. data is not kept: the snapshot's data is the
+// CommitLog offset after entry i.
+func (s *Storage) CreateSnapshot(i uint64, cs *pb.ConfState, _ []byte) (*pb.Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.writableLocked(); err != nil {
+		return nil, err
+	}
+	if i <= s.meta.snap.index {
+		return nil, raft.ErrSnapOutOfDate
+	}
+	if i > s.lastIndexLocked() {
+		return nil, fmt.Errorf("raftlog: snapshot %d is past the last index %d", i, s.lastIndexLocked())
+	}
+	t, err := s.termLocked(i)
+	if err != nil {
+		return nil, err
+	}
+	off := s.meta.compact.offset
+	if c := s.meta.compact.index; i > c {
+		off = s.ents[i-c-1].end()
+	}
+	m := s.meta
+	m.snap = mark{index: i, term: t, offset: off}
+	if cs != nil {
+		m.conf = proto.Clone(cs).(*pb.ConfState)
+	}
+	if err := s.writeMeta(m); err != nil {
+		return nil, err
+	}
+	s.meta = m
+	return s.snapshotLocked(), nil
+}
+
+// ApplySnapshot replaces the log with snap (raft.MemoryStorage's
+// ApplySnapshot): the snapshot becomes both the compaction and the
+// snapshot point and every entry is dropped. The messages are in the
+// CommitLog, not in the snapshot, so the store's CommitLog must already
+// end exactly at the offset the snapshot's data names (a learner gets it
+// there by frame streams; doc.go, "Snapshots"): else ErrSnapshotNeedsLog
+// and nothing changes. A snapshot without data (index 0, a bootstrap
+// configuration) continues at the CommitLog's end.
+func (s *Storage) ApplySnapshot(snap *pb.Snapshot) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.writableLocked(); err != nil {
+		return err
+	}
+	md := snap.GetMetadata()
+	if cur := s.meta.snap.index; cur != 0 && cur >= md.GetIndex() {
+		return raft.ErrSnapOutOfDate
+	}
+	end := s.store.WriteOffset()
+	off := end
+	if len(snap.GetData()) > 0 || md.GetIndex() > 0 {
+		var err error
+		if off, err = DecodeSnapshotData(snap.GetData()); err != nil {
+			return err
+		}
+	}
+	if off != end {
+		return fmt.Errorf("%w: it continues at %d, the CommitLog ends at %d", ErrSnapshotNeedsLog, off, end)
+	}
+	p := mark{index: md.GetIndex(), term: md.GetTerm(), offset: off}
+	m := meta{compact: p, snap: p, conf: proto.Clone(pb.EnsureConfState(md.GetConfState())).(*pb.ConfState)}
+	if err := s.writeMeta(m); err != nil {
+		return err
+	}
+	s.meta, s.ents = m, nil
+	if len(s.confs) > 0 {
+		s.confs = map[uint64]confEntry{}
+		if err := s.writeConfsLocked(); err != nil {
+			return err
+		}
+	}
+	if err := s.index.removeAll(); err != nil {
+		return err
+	}
+	s.store.SetDispatchLimit(off)
+	return nil
+}
