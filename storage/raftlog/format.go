@@ -103,7 +103,7 @@ func encodeHardSlot(h hardState) []byte {
 
 func decodeHardSlot(b []byte) (hardState, error) {
 	if len(b) < hardSlotSize || binary.BigEndian.Uint32(b[0:]) != hardMagic ||
-		binary.BigEndian.Uint16(b[4:]) != formatVersion ||
+		binary.BigEndian.Uint16(b[4:]) != formatVersion || !allZero(b[6:8]) || !allZero(b[40:60]) ||
 		crc32.Checksum(b[:60], crcTable) != binary.BigEndian.Uint32(b[60:]) {
 		return hardState{}, fmt.Errorf("%w: hard-state slot", errFormat)
 	}
@@ -171,7 +171,7 @@ func getMark(b []byte) mark {
 }
 
 func decodeMeta(b []byte) (meta, error) {
-	if len(b) < 64 || binary.BigEndian.Uint32(b[0:]) != metaMagic || binary.BigEndian.Uint16(b[4:]) != formatVersion {
+	if len(b) < 64 || binary.BigEndian.Uint32(b[0:]) != metaMagic || binary.BigEndian.Uint16(b[4:]) != formatVersion || !allZero(b[6:8]) {
 		return meta{}, fmt.Errorf("%w: meta header", errFormat)
 	}
 	n := uint64(binary.BigEndian.Uint32(b[56:]))
@@ -256,7 +256,7 @@ func encodeSnapData(offset int64) []byte {
 // DecodeSnapshotData returns the CommitLog offset a snapshot's Data names
 // (the first byte after the snapshot's last entry).
 func DecodeSnapshotData(b []byte) (int64, error) {
-	if len(b) != snapDataSize || binary.BigEndian.Uint32(b) != snapDataMagic || binary.BigEndian.Uint16(b[4:]) != formatVersion {
+	if len(b) != snapDataSize || binary.BigEndian.Uint32(b) != snapDataMagic || binary.BigEndian.Uint16(b[4:]) != formatVersion || !allZero(b[6:8]) {
 		return 0, fmt.Errorf("%w: snapshot data", errFormat)
 	}
 	off := int64(binary.BigEndian.Uint64(b[8:]))
@@ -264,4 +264,13 @@ func DecodeSnapshotData(b []byte) (int64, error) {
 		return 0, fmt.Errorf("%w: snapshot offset %d", errFormat, off)
 	}
 	return off, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }

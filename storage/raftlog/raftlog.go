@@ -163,12 +163,12 @@ func Open(opts Options) (*Storage, error) {
 // with the CommitLog; then it sets the dispatch limit.
 func (s *Storage) start(fresh bool) error {
 	end := s.store.WriteOffset()
+	if err := vfs.MkdirAllSync(s.fs, s.index.dir, 0o755); err != nil {
+		return err
+	}
 	if fresh {
 		s.report.Adopted = end > 0
 		s.meta = meta{compact: mark{offset: end}, snap: mark{offset: end}, conf: &pb.ConfState{}}
-		if err := vfs.MkdirAllSync(s.fs, s.index.dir, 0o755); err != nil {
-			return err
-		}
 		if err := s.writeMeta(s.meta); err != nil {
 			return err
 		}
