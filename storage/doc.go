@@ -21,6 +21,9 @@
 //	                                  the files of a queue that was rebuilt
 //	                                  (the newest set aside; never read)
 //	<dir>/index/%020d                 key hash index files (package index)
+//	<dir>/raft/                       the Raft log's index, hard state and
+//	                                  meta when the CommitLog is a Raft log
+//	                                  (package raftlog)
 //	<dir>/timers/                     the broker's timer index, derived from
 //	                                  its timer queues (server/broker/timerindex)
 //	<dir>/config/<name>               small metadata files, each replaced
@@ -60,6 +63,18 @@
 // leader's byte for byte; its ConsumeQueues and index follow from its own
 // dispatcher; it takes the leader's store id and queue offsets from the
 // frames, so after a failover it mints what the leader would have.
+//
+// # A Raft log's store (truncate.go)
+//
+// With Options.HoldDispatch the dispatcher goes no further than a limit
+// its owner moves (SetDispatchLimit: the Raft commit point), at Open and
+// Close too, and the queue offsets of the records above it are counted at
+// Open from the log. Only such a store cuts its log's tail while open
+// (TruncateFrom: a replica's conflicting suffix), never at or below the
+// limit or the dispatched offset, so nothing a consumer could have seen
+// is cut; the checkpoint's high-water mark is lowered first, and the cut
+// log is byte for byte the log that never wrote the suffix, with the cut
+// records' queue offsets given out again.
 //
 // # Checkpoint (part of the on-disk format; never change)
 //

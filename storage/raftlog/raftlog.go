@@ -647,6 +647,11 @@ func (s *Storage) Append(entries []*pb.Entry) error {
 	if len(stream) > 0 {
 		end, err := s.store.AppendFrames(stream)
 		if err != nil {
+			for _, e := range planned { // never appended (the file is mended by the next write or Open)
+				if e.typ != pb.EntryNormal {
+					delete(s.confs, e.index)
+				}
+			}
 			return fmt.Errorf("%w: %w", ErrNotFrames, err)
 		}
 		if end != pos {

@@ -1,0 +1,154 @@
+// Package raftlog is the Raft log of a replicated store: raft.Storage of
+// go.etcd.io/raft/v3 over the store's CommitLog itself, so that every
+// message is written once (DLedger's layout). The CommitLog holds the
+// entries' bytes; a small index beside its segments says which bytes are
+// which entry; a hard-state file holds the term, the vote and the commit
+// point.
+//
+// # Entries
+//
+// A normal entry's data is a frame stream (commitlog's frames.go): the
+// record frames of one batch, encoded by the leader at the CommitLog
+// offset where the entry will begin on every replica — the end of the
+// entry before it — with a Blank frame first when the batch starts a
+// segment. Append hands the streams of the entries it persists to the
+// store's AppendFrames (one call, so one flush per Ready), which checks
+// every frame (checksum, magic, stored offset, placement) and refuses a
+// bad stream whole; the replica's log then holds the leader's bytes at the
+// leader's offsets, and ids and queue offsets follow (storage/doc.go,
+// "Following another store"). Entries reads the same bytes back
+// (Store.ReadFrameRange): the data is never stored twice.
+//
+// Entries without frames take no CommitLog bytes: an empty normal entry
+// (a new leader's first) is an index entry of size 0 at the log's end; a
+// configuration change (EntryConfChange, EntryConfChangeV2) is an index
+// entry of size 0 with its type, and its data lives in raft/confs (rare
+// and small). So the CommitLog holds exactly the data entries' frames,
+// back to back, and the proposer's offsets depend on nothing else: the
+// frames of the next proposal start at NextOffset plus the frames of the
+// proposals still pending.
+//
+// # Files (part of the on-disk format; never change)
+//
+//	<data>/raft/meta              the compaction point, the snapshot point
+//	                              and its configuration; replaced
+//	                              atomically; its presence says the store
+//	                              is a Raft log
+//	<data>/raft/hardstate         two 64-byte slots
+//	<data>/raft/confs             the data of configuration entries;
+//	                              replaced atomically
+//	<data>/raft/index/%020d       index files named by the first Raft
+//	                              index they can hold: file b holds entries
+//	                              b .. b+N-1 (N = Options.IndexFileEntries,
+//	                              65 536 by default; it must not change for
+//	                              a data directory), entry i at byte
+//	                              (i-b)*40
+//
+// Integers are big-endian, checksums CRC-32C (Castagnoli). An index entry
+// (40 bytes):
+//
+//	off len field
+//	0   4   magic      0x4D515249 ("MQRI")
+//	4   4   size       CommitLog bytes the entry covers (0: no frames)
+//	8   8   offset     CommitLog offset of its first frame (the log's end, for size 0)
+//	16  8   index      Raft index
+//	24  8   term       Raft term
+//	32  1   type       0 normal, 1 conf change, 2 conf change v2
+//	33  3   reserved, zero
+//	36  4   crc        of bytes [0:36]
+//
+// A hard-state slot (64 bytes; the file holds slot 0 and slot 1):
+//
+//	0   4   magic      0x4D515248 ("MQRH")
+//	4   2   version    1
+//	6   2   reserved, zero
+//	8   8   seq        a write counter: write n goes to slot n mod 2
+//	16  8   term
+//	24  8   vote
+//	32  8   commit
+//	40  20  reserved, zero
+//	60  4   crc        of bytes [0:60]
+//
+// The meta file: magic 0x4D515253 ("MQRS"), version 1, two reserved
+// bytes; the compaction point (index, term, offset: 3×8 bytes), the
+// snapshot point (the same); the length of the configuration (4 bytes)
+// and the configuration (raftpb.ConfState, deterministic protobuf); a crc
+// of every byte before it. The confs file: magic 0x4D515243 ("MQRC"), a
+// count (4 bytes), per entry index (8), term (8), type (1), length (4),
+// data; a crc of every byte before it.
+//
+// # Writing
+//
+// Append writes in this order, each step durable before the next: the
+// confs file (if a configuration entry is among the entries), the
+// CommitLog (AppendFrames waits for its flush in sync mode), the index
+// entries (pwrite and fdatasync). SetHardState writes the older slot and
+// fdatasyncs it, so a torn write leaves the newer valid slot, which wins
+// at Open. The node loop persists the entries of a Ready before its hard
+// state, so the commit point never names an entry the index lacks.
+//
+// A conflicting suffix (an entry whose index is held with another term)
+// is cut before the new entries are appended: the index files first
+// (truncated, the files after removed), then the CommitLog
+// (Store.TruncateFrom, which takes back the queue offsets of the cut
+// records). Entries held with the same index and term are the same
+// entries (Raft's Log Matching property) and are passed over, so a
+// retransmission writes nothing. A cut at or below the persisted commit
+// point is refused (ErrCommitted): Raft never asks for one, and a replica
+// that did it would lose acknowledged messages.
+//
+// # The dispatcher follows the commit point
+//
+// The store is opened with HoldDispatch: its ConsumeQueues and index are
+// built no further than the end of the committed entries
+// (SetDispatchLimit on every SetHardState), so consumers see only
+// committed messages and the log above the commit point can still be cut.
+//
+// # Recovery: what Open checks and mends
+//
+// The index is read from the compaction point on and must chain:
+// consecutive indexes, terms that never go down, each entry starting
+// where the one before ended. Then:
+//
+//   - A damaged index entry between two good ones of the same term is
+//     rebuilt from them (offset and size from theirs, the type from the
+//     confs file) and rewritten; otherwise the first entry that does not
+//     chain ends the index.
+//   - Index entries past the CommitLog's end are dropped, and CommitLog
+//     bytes past the last index entry are cut (a crash between the
+//     CommitLog's flush and the index's, or between the two halves of a
+//     cut). Both only above the commit point: an index that ends below
+//     it, or a CommitLog that does, is damage (ErrCorrupt) — such a
+//     replica must not vote or lead until it is rebuilt from the others.
+//   - A hard-state file with no valid slot, or a damaged meta or confs
+//     file, is ErrCorrupt: the term and vote are what keeps a replica from
+//     voting twice.
+//
+// A lost index cannot be rebuilt by scanning the CommitLog: frames carry
+// no Raft index or term, and entries without frames leave no trace in
+// it. A replica that lost its index below the commit point is rebuilt
+// from the others, which the index's checksums make detectable.
+//
+// # Snapshots and compaction
+//
+// The messages are the log, so a snapshot is small: the snapshot point
+// (index, term), its configuration, and as Data the CommitLog offset
+// where the log continues (16 bytes: magic 0x4D515244 "MQRD", version,
+// two reserved bytes, the offset; DecodeSnapshotData). CreateSnapshot and
+// Compact are raft.MemoryStorage's (Compact keeps the entry it compacts
+// to as the log's first point and removes the index files wholly below
+// it; the CommitLog's segments go by retention, and CompactBelow compacts
+// to a retention cut). ApplySnapshot accepts a snapshot only when the
+// CommitLog already ends at the offset it names — a learner first gets
+// the CommitLog up to there as frame streams (Store.ReadFrames on a
+// peer, AppendFrames here) — and otherwise refuses with
+// ErrSnapshotNeedsLog, changing nothing.
+//
+// # Adopting a store
+//
+// Opening a store that has no raft/meta creates the Raft files; a log
+// written before (a single node's data directory) becomes the prefix the
+// first snapshot covers: compaction and snapshot point at index 0, term
+// 0, at the CommitLog's end, with every message of it visible. The other
+// replicas of a new group start from it by frame streams.
+package raftlog
