@@ -124,6 +124,8 @@ func (s *Store) ScrubStatus() ScrubStatus {
 // configured ScrubRate's share of a step), quarantines what is bad (stage
 // "scrub") and ends the pass when it reaches the active segment.
 func (s *Store) runScrub(now time.Time, budget int64) (commitlog.ScrubResult, error) {
+	s.truncMu.Lock() // a cut moves the position back (truncate.go)
+	defer s.truncMu.Unlock()
 	sc := &s.scrub
 	if budget <= 0 {
 		budget = sc.budget

@@ -44,7 +44,7 @@ func (s *Store) DispatchLimit() int64 { return s.dispatchCap.Load() }
 // in queue-offset order. Only a store opened with HoldDispatch truncates,
 // and only at or above its dispatch limit and where the dispatcher is:
 // what was dispatched is never cut (ErrTruncate). Appends must not run
-// concurrently.
+// concurrently. A scrubber past the cut resumes at it.
 //
 // The checkpoint is rewritten first with the high-water mark at offset,
 // so that a crash in the middle of the cut is a torn tail at the next
@@ -89,6 +89,13 @@ func (s *Store) TruncateFrom(offset int64) error {
 		}
 		return s.mapAppendErr(err)
 	}
+	// The scrubber resumes at the cut, a frame start, not inside what is
+	// appended next.
+	s.scrub.mu.Lock()
+	if s.scrub.status.Position > offset {
+		s.scrub.status.Position = offset
+	}
+	s.scrub.mu.Unlock()
 	s.log.Info().Int64("offset", offset).Int64("cut", end-offset).Msg("truncated the log")
 	return nil
 }

@@ -35,6 +35,11 @@ func TestTruncateFromIsNeverHavingWritten(t *testing.T) {
 }
 
 func truncateWalk(t *testing.T, seed uint64) {
+	now := time.Now()
+	scrubNow := func() time.Time { // every step may start a pass
+		now = now.Add(25 * time.Hour)
+		return now
+	}
 	const segment = 16 << 10
 	start := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
 	id := message.Host{9, 9, 9, 9, 9, 9, 9, 9}
@@ -93,6 +98,10 @@ func truncateWalk(t *testing.T, seed uint64) {
 				a, err = storage.Open(options(dirA, fcA, limit))
 				require.NoError(t, err)
 			}
+			for k := rng.IntN(4); k > 0; k-- { // the scrubber reaches into the suffix
+				_, err := storage.RunScrubForTest(a, scrubNow(), 64<<10)
+				require.NoError(t, err)
+			}
 			require.NoError(t, a.TruncateFrom(mark))
 			require.Equal(t, mark, a.WriteOffset())
 		case r < 6: // the commit point moves: the dispatcher follows
@@ -101,10 +110,20 @@ func truncateWalk(t *testing.T, seed uint64) {
 		case r == 6:
 			require.ErrorIs(t, a.TruncateFrom(a.DispatchLimit()-1), storage.ErrTruncate, "below the limit")
 		}
+		if rng.IntN(3) == 0 { // the scrubber walks A's log, cut or not
+			_, err := storage.RunScrubForTest(a, scrubNow(), int64(1+rng.IntN(8<<10)))
+			require.NoError(t, err)
+		}
 		d := time.Duration(rng.IntN(3)) * time.Millisecond
 		fcA.Advance(d)
 		fcB.Advance(d)
 	}
+	for k := 0; k < 50; k++ {
+		_, err := storage.RunScrubForTest(a, scrubNow(), 16<<10)
+		require.NoError(t, err)
+	}
+	require.Zero(t, a.ScrubStatus().BadFrames, "no frame the scrubber read was a cut or re-appended one out of step")
+	require.Zero(t, a.Quarantined().Count)
 	a.SetDispatchLimit(a.WriteOffset())
 	b.SetDispatchLimit(b.WriteOffset())
 	require.Eventually(t, func() bool { return a.Dispatched() == a.WriteOffset() && b.Dispatched() == b.WriteOffset() }, 10*time.Second, time.Millisecond)
@@ -144,4 +163,35 @@ func TestTruncateFromRefusesWithoutHold(t *testing.T) {
 	s := storagetest.MustOpen(t, storagetest.SmallOptions(t.TempDir()))
 	storagetest.MustPut(t, s, storagetest.NewMessage("t", 0, "one", ""))
 	require.ErrorIs(t, s.TruncateFrom(0), storage.ErrTruncate)
+}
+
+// TestScrubAfterTruncate: a scrubber pass that had verified part of the
+// cut suffix resumes at the cut, not inside the records appended after it.
+func TestScrubAfterTruncate(t *testing.T) {
+	t.Parallel()
+	opts := storagetest.SmallOptions(t.TempDir())
+	opts.HoldDispatch = true
+	s := storagetest.MustOpen(t, opts)
+	put := func(n, size int) {
+		for i := 0; i < n; i++ {
+			storagetest.MustPut(t, s, storagetest.NewMessage("t", 0, string(bytes.Repeat([]byte("s"), size)), ""))
+		}
+	}
+	put(10, 1000)
+	mark := s.WriteOffset()
+	put(10, 700)
+	now := time.Now().Add(25 * time.Hour)
+	for s.ScrubStatus().Position <= mark+1500 {
+		_, err := storage.RunScrubForTest(s, now, 1)
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.TruncateFrom(mark))
+	require.LessOrEqual(t, s.ScrubStatus().Position, mark)
+	put(10, 1300)
+	for k := 0; k < 40; k++ {
+		_, err := storage.RunScrubForTest(s, now, 1)
+		require.NoError(t, err)
+	}
+	require.Zero(t, s.ScrubStatus().BadFrames)
+	require.Zero(t, s.Quarantined().Count)
 }
