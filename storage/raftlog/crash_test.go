@@ -158,9 +158,11 @@ func TestHardStateTornSlot(t *testing.T) {
 	p := filepath.Join(dir, raftDirName, hardName)
 	b, err := os.ReadFile(p)
 	require.NoError(t, err)
-	// seq 5 went to slot 1: tear it.
+	// Tear the newer slot (seq 5).
+	_, newer, ok := decodeHardState(b)
+	require.True(t, ok)
 	torn := append([]byte(nil), b...)
-	for k := hardSlotSize + 20; k < 2*hardSlotSize; k++ {
+	for k := newer*hardSlotSize + 20; k < (newer+1)*hardSlotSize; k++ {
 		torn[k] = 0
 	}
 	require.NoError(t, os.WriteFile(p, torn, 0o644))
@@ -171,7 +173,7 @@ func TestHardStateTornSlot(t *testing.T) {
 	require.Equal(t, uint64(4), hs.GetTerm(), "the older slot")
 	require.Equal(t, uint64(1), hs.GetVote())
 	require.NoError(t, s.Close())
-	for k := 10; k < 20; k++ {
+	for k := (1-newer)*hardSlotSize + 10; k < (1-newer)*hardSlotSize+20; k++ {
 		torn[k] ^= 0xff
 	}
 	require.NoError(t, os.WriteFile(p, torn, 0o644))

@@ -62,7 +62,7 @@
 //	0   4   magic      0x4D515248 ("MQRH")
 //	4   2   version    1
 //	6   2   reserved, zero
-//	8   8   seq        a write counter: write n goes to slot n mod 2
+//	8   8   seq        a write counter: the newer valid slot wins
 //	16  8   term
 //	24  8   vote
 //	32  8   commit
@@ -79,13 +79,26 @@
 //
 // # Writing
 //
-// Append writes in this order, each step durable before the next: the
-// confs file (if a configuration entry is among the entries), the
-// CommitLog (AppendFrames waits for its flush in sync mode), the index
-// entries (pwrite and fdatasync). SetHardState writes the older slot and
-// fdatasyncs it, so a torn write leaves the newer valid slot, which wins
-// at Open. The node loop persists the entries of a Ready before its hard
-// state, so the commit point never names an entry the index lacks.
+// Append first replaces the confs file if a configuration entry is among
+// the entries; then it writes the index entries (pwrite) and appends the
+// frames (AppendFrames), and the index's fdatasync runs beside the
+// CommitLog's flush: Append returns once both are durable. Their order
+// does not matter, since Open drops index entries whose bytes did not
+// make it (and cuts bytes no index entry names), above the commit point,
+// which no entry of an unfinished Append can be below. SetHardState always writes the slot
+// that does not hold the last synced hard state; a change of term or vote
+// is fdatasynced and its slot becomes the synced one, so a torn write
+// leaves the synced slot, which wins at Open. A change of the commit point
+// alone is not synced (etcd's MustSync: the commit point is the cluster's
+// and is learned again; the entries it names were synced by Append): it
+// can only be lost, or win with the same term and vote. A file whose
+// slots are invalid but one of which was never written (zeros, or
+// missing) holds no hard state: the first write, always synced, was
+// torn, and nothing relied on it. The node loop persists the entries of a
+// Ready before its hard state, so the commit point never names an entry
+// the index lacks. Open fdatasyncs the hard state and the index files it
+// read, since a process crash can leave them in the page cache only and
+// Raft treats what it reads as durable.
 //
 // A conflicting suffix (an entry whose index is held with another term)
 // is cut before the new entries are appended: the index files first
@@ -120,9 +133,16 @@
 //     cut). Both only above the commit point: an index that ends below
 //     it, or a CommitLog that does, is damage (ErrCorrupt) — such a
 //     replica must not vote or lead until it is rebuilt from the others.
-//   - A hard-state file with no valid slot, or a damaged meta or confs
-//     file, is ErrCorrupt: the term and vote are what keeps a replica from
-//     voting twice.
+//   - A hard-state file with no valid slot (both written), or a damaged
+//     meta or confs file, is ErrCorrupt: the term and vote are what keeps
+//     a replica from voting twice.
+//
+// TestPowerLossImages opens the Raft log from power-loss images (package
+// storagetest's crash recorder: per file, what the last fdatasync, msync
+// or directory fsync covered, and any of what was pending) of a run with
+// appends, synced and unsynced hard states and a cut, and requires of
+// each that every entry Append returned for survives with its bytes and
+// that no term or vote goes back.
 //
 // A lost index cannot be rebuilt by scanning the CommitLog: frames carry
 // no Raft index or term, and entries without frames leave no trace in

@@ -115,19 +115,19 @@ func decodeHardSlot(b []byte) (hardState, error) {
 	}, nil
 }
 
-// decodeHardState picks the newer valid slot of a hard-state file; ok is
-// false when neither is valid.
-func decodeHardState(b []byte) (h hardState, ok bool) {
+// decodeHardState picks the newer valid slot of a hard-state file (and
+// says which); ok is false when neither is valid.
+func decodeHardState(b []byte) (h hardState, which int, ok bool) {
 	for slot := 0; slot < 2; slot++ {
 		if len(b) < (slot+1)*hardSlotSize {
 			break
 		}
 		s, err := decodeHardSlot(b[slot*hardSlotSize:])
 		if err == nil && (!ok || s.seq > h.seq) {
-			h, ok = s, true
+			h, which, ok = s, slot, true
 		}
 	}
-	return h, ok
+	return h, which, ok
 }
 
 // mark is a point of the log: a Raft index, its term and the CommitLog

@@ -34,7 +34,7 @@ func FuzzDecoders(f *testing.F) {
 			slot := encodeHardSlot(h)
 			require.True(t, bytes.Equal(b[:hardSlotSize], slot), "hard-state slot round trip")
 		}
-		if h, ok := decodeHardState(b); ok {
+		if h, _, ok := decodeHardState(b); ok {
 			// The winner is a valid slot with the highest sequence.
 			for s := 0; s < 2 && len(b) >= (s+1)*hardSlotSize; s++ {
 				if o, err := decodeHardSlot(b[s*hardSlotSize:]); err == nil {

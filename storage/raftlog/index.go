@@ -89,6 +89,26 @@ func (x *indexFiles) open(base uint64) (vfs.File, error) {
 // write writes the entries es (consecutive indexes) and fdatasyncs every
 // file written.
 func (x *indexFiles) write(es []entry) error {
+	if err := x.writeUnsynced(es); err != nil {
+		return err
+	}
+	return x.syncTail()
+}
+
+// syncTail fdatasyncs the file written last.
+func (x *indexFiles) syncTail() error {
+	if x.tail == nil {
+		return nil
+	}
+	if err := x.tail.Sync(); err != nil {
+		return fmt.Errorf("sync raft index: %w", err)
+	}
+	return nil
+}
+
+// writeUnsynced writes the entries es and fdatasyncs every file written
+// but the last (syncTail's).
+func (x *indexFiles) writeUnsynced(es []entry) error {
 	for len(es) > 0 {
 		base := x.base(es[0].index)
 		n := min(uint64(len(es)), base+x.per-es[0].index)
@@ -103,10 +123,12 @@ func (x *indexFiles) write(es []entry) error {
 		if _, err := f.WriteAt(buf, int64(es[0].index-base)*IndexEntrySize); err != nil {
 			return fmt.Errorf("write raft index: %w", err)
 		}
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("sync raft index: %w", err)
-		}
 		es = es[n:]
+		if len(es) > 0 {
+			if err := f.Sync(); err != nil {
+				return fmt.Errorf("sync raft index: %w", err)
+			}
+		}
 	}
 	return nil
 }
@@ -143,6 +165,29 @@ func (x *indexFiles) truncateFrom(i uint64) error {
 		return fmt.Errorf("truncate raft index: %w", err)
 	}
 	return f.Sync()
+}
+
+// syncFrom fdatasyncs the files holding index i and after: entries read
+// at Open may have been in the page cache only (a process crash), and
+// Raft acknowledges what it reads as durable.
+func (x *indexFiles) syncFrom(i uint64) error {
+	bases, err := x.list()
+	if err != nil {
+		return err
+	}
+	for _, b := range bases {
+		if b+x.per <= i {
+			continue
+		}
+		f, err := x.open(b)
+		if err != nil {
+			return err
+		}
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("sync raft index: %w", err)
+		}
+	}
+	return nil
 }
 
 // removeBelow removes the files whose every entry is below i.

@@ -79,15 +79,19 @@ type Storage struct {
 	dir   string // <data>/raft
 	log   zerolog.Logger
 
-	mu     sync.Mutex
-	meta   meta
-	ents   []entry // ents[k] has index meta.compact.index+1+k
-	confs  map[uint64]confEntry
-	hard   hardState
-	hasHS  bool
-	index  indexFiles
-	report Report
-	closed bool
+	mu    sync.Mutex
+	meta  meta
+	ents  []entry // ents[k] has index meta.compact.index+1+k
+	confs map[uint64]confEntry
+	hard  hardState
+	hasHS bool
+	// hsFile is the open hard-state file; hsDurable the slot holding
+	// the last synced hard state (the other one is written next).
+	hsFile    vfs.File
+	hsDurable int
+	index     indexFiles
+	report    Report
+	closed    bool
 }
 
 var _ raft.Storage = (*Storage)(nil)
@@ -98,7 +102,7 @@ var _ raft.Storage = (*Storage)(nil)
 // by the first snapshot: doc.go, "Adopting a store"). It checks the
 // index against the CommitLog and mends what a crash can leave
 // (doc.go, "Recovery").
-func Open(opts Options) (*Storage, error) {
+func Open(opts Options) (_ *Storage, err error) {
 	fs := opts.Store.FS
 	if fs == nil {
 		fs = vfs.OS()
@@ -110,6 +114,14 @@ func Open(opts Options) (*Storage, error) {
 	dir := filepath.Join(opts.Store.Dir, raftDirName)
 	s := &Storage{fs: fs, dir: dir, log: opts.Logger.With().Str("component", "raftlog").Logger(), confs: map[uint64]confEntry{}}
 	s.index = indexFiles{fs: fs, dir: filepath.Join(dir, indexDirName), per: uint64(per)}
+	defer func() {
+		if err != nil {
+			if s.hsFile != nil {
+				_ = s.hsFile.Close()
+			}
+			_ = s.index.close()
+		}
+	}()
 
 	raw, err := fs.ReadFile(filepath.Join(dir, metaName))
 	fresh := errors.Is(err, os.ErrNotExist)
@@ -153,7 +165,6 @@ func Open(opts Options) (*Storage, error) {
 	s.store = st
 	if err := s.start(fresh); err != nil {
 		_ = st.Close()
-		_ = s.index.close()
 		return nil, err
 	}
 	return s, nil
@@ -178,6 +189,9 @@ func (s *Storage) start(fresh bool) error {
 	if err := s.reconcile(end); err != nil {
 		return err
 	}
+	if err := s.index.syncFrom(s.meta.compact.index + 1); err != nil {
+		return err
+	}
 	s.store.SetDispatchLimit(s.commitOffsetLocked())
 	s.report.Entries = uint64(len(s.ents))
 	if s.report.CutEntries > 0 || s.report.TruncatedBytes > 0 || s.report.Repaired > 0 {
@@ -198,12 +212,40 @@ func (s *Storage) loadHardState() error {
 	if err != nil {
 		return err
 	}
-	h, ok := decodeHardState(b)
+	h, slot, ok := decodeHardState(b)
 	if !ok {
+		if neverWritten(b) {
+			return nil // the first write was torn: nothing relied on it
+		}
 		return fmt.Errorf("%w: %s has no valid slot", ErrCorrupt, filepath.Join(s.dir, hardName))
 	}
-	s.hard, s.hasHS = h, true
+	// What was read may have been in the page cache only (a process
+	// crash): make it durable before the next write relies on it.
+	f, err := s.fs.OpenReadWrite(filepath.Join(s.dir, hardName))
+	if err == nil {
+		if err = f.Sync(); err != nil {
+			_ = f.Close()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", filepath.Join(s.dir, hardName), err)
+	}
+	s.hard, s.hasHS, s.hsDurable, s.hsFile = h, true, slot, f
 	return nil
+}
+
+// neverWritten reports whether a hard-state file without a valid slot
+// has a slot that was never written (missing or zeros): the first write
+// (always synced, to slot 0) then never completed, and SetHardState never
+// returned for it. Two slots that were both written and are both invalid
+// are damage.
+func neverWritten(b []byte) bool {
+	for slot := 0; slot < 2; slot++ {
+		if len(b) < (slot+1)*hardSlotSize || allZero(b[slot*hardSlotSize:(slot+1)*hardSlotSize]) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Storage) loadConfs() error {
@@ -395,7 +437,11 @@ func (s *Storage) Close() error {
 		return nil
 	}
 	s.closed = true
-	return errors.Join(s.index.close(), s.store.Close())
+	var hsErr error
+	if s.hsFile != nil {
+		hsErr = errors.Join(s.hsFile.Sync(), s.hsFile.Close())
+	}
+	return errors.Join(hsErr, s.index.close(), s.store.Close())
 }
 
 // InitialState implements raft.Storage.
@@ -511,9 +557,14 @@ func (s *Storage) snapshotLocked() *pb.Snapshot {
 	}
 }
 
-// SetHardState persists st in the older slot of the hard-state file
-// (fdatasync), so a torn write leaves the newer one, and moves the
-// dispatcher's limit to the end of the committed entries.
+// SetHardState persists st and moves the dispatcher's limit to the end
+// of the committed entries. It always writes the slot that does not hold
+// the last synced hard state. A change of term or vote is fdatasynced
+// (the slot then becomes the synced one), so a torn write leaves the
+// synced one; a change of the commit point alone is written without a
+// sync (etcd's MustSync: the commit point is the cluster's, learned again
+// after a crash; the entries are synced by Append) and can only be lost,
+// or win over the synced slot with the same term and vote.
 func (s *Storage) SetHardState(st *pb.HardState) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -521,7 +572,8 @@ func (s *Storage) SetHardState(st *pb.HardState) error {
 		return err
 	}
 	h := hardState{seq: s.hard.seq + 1, term: st.GetTerm(), vote: st.GetVote(), commit: st.GetCommit()}
-	if err := s.writeHardSlot(h); err != nil {
+	sync := !s.hasHS || h.term != s.hard.term || h.vote != s.hard.vote
+	if err := s.writeHardSlot(h, sync); err != nil {
 		return err
 	}
 	s.hard, s.hasHS = h, true
@@ -529,26 +581,34 @@ func (s *Storage) SetHardState(st *pb.HardState) error {
 	return nil
 }
 
-func (s *Storage) writeHardSlot(h hardState) error {
+func (s *Storage) writeHardSlot(h hardState, sync bool) error {
 	p := filepath.Join(s.dir, hardName)
-	f, err := s.fs.OpenReadWrite(p)
-	created := false
-	if errors.Is(err, os.ErrNotExist) {
-		f, err = s.fs.Create(p)
-		created = true
+	if s.hsFile == nil {
+		f, err := s.fs.OpenReadWrite(p)
+		if errors.Is(err, os.ErrNotExist) {
+			if f, err = s.fs.Create(p); err == nil {
+				if err = f.Sync(); err == nil {
+					err = s.fs.SyncDir(s.dir)
+				}
+				if err != nil {
+					_ = f.Close()
+				}
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("open %s: %w", p, err)
+		}
+		s.hsFile = f
 	}
-	if err != nil {
-		return err
+	if !s.hasHS {
+		s.hsDurable = 1 // the first write goes to slot 0 (neverWritten)
 	}
-	_, err = f.WriteAt(encodeHardSlot(h), int64(h.seq%2)*hardSlotSize)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && created {
-		err = s.fs.SyncDir(s.dir)
+	slot := 1 - s.hsDurable
+	_, err := s.hsFile.WriteAt(encodeHardSlot(h), int64(slot)*hardSlotSize)
+	if err == nil && sync {
+		if err = s.hsFile.Sync(); err == nil {
+			s.hsDurable = slot
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
@@ -644,21 +704,36 @@ func (s *Storage) Append(entries []*pb.Entry) error {
 			return err
 		}
 	}
+	// The index entries and the frames are written, then made durable at
+	// once: the index's fdatasync runs beside the CommitLog's flush (Open
+	// drops index entries whose bytes did not make it, so the order of
+	// the two does not matter; Append returns only after both).
+	if err := s.index.writeUnsynced(planned); err != nil {
+		return err
+	}
 	if len(stream) > 0 {
+		synced := make(chan error, 1)
+		go func() { synced <- s.index.syncTail() }()
 		end, err := s.store.AppendFrames(stream)
+		serr := <-synced
 		if err != nil {
 			for _, e := range planned { // never appended (the file is mended by the next write or Open)
 				if e.typ != pb.EntryNormal {
 					delete(s.confs, e.index)
 				}
 			}
+			if terr := s.index.truncateFrom(planned[0].index); terr != nil {
+				return terr
+			}
 			return fmt.Errorf("%w: %w", ErrNotFrames, err)
+		}
+		if serr != nil {
+			return serr
 		}
 		if end != pos {
 			return fmt.Errorf("raftlog: the CommitLog ends at %d after the append, the entries at %d", end, pos)
 		}
-	}
-	if err := s.index.write(planned); err != nil {
+	} else if err := s.index.syncTail(); err != nil {
 		return err
 	}
 	s.ents = append(s.ents, planned...)
