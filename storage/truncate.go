@@ -133,8 +133,11 @@ func (s *Store) ReadFrameRange(from, to int64, dst []byte) ([]byte, error) {
 		return dst, ErrClosed
 	}
 	b, err := s.commitLog.ReadFrameRange(from, to, dst)
-	if errors.Is(err, commitlog.ErrCorrupt) {
+	switch {
+	case errors.Is(err, commitlog.ErrCorrupt):
 		return b, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	case errors.Is(err, commitlog.ErrOffsetTooSmall):
+		return b, fmt.Errorf("%w: %w", ErrOffsetTooSmall, err)
 	}
 	return b, s.mapAppendErr(err)
 }

@@ -85,7 +85,10 @@
 // CommitLog's flush: Append returns once both are durable. Their order
 // does not matter, since Open drops index entries whose bytes did not
 // make it (and cuts bytes no index entry names), above the commit point,
-// which no entry of an unfinished Append can be below. SetHardState always writes the slot
+// which no entry of an unfinished Append can be below. With the store in
+// async flush mode AppendFrames does not wait for the CommitLog's flush:
+// an appended entry is then in the page cache only ("a quorum in
+// memory"), as the store's async mode is for messages. SetHardState always writes the slot
 // that does not hold the last synced hard state; a change of term or vote
 // is fdatasynced and its slot becomes the synced one, so a torn write
 // leaves the synced slot, which wins at Open. A change of the commit point
