@@ -159,3 +159,42 @@ func TestModelAgainstMemoryStorage(t *testing.T) {
 		})
 	})
 }
+
+// TestConflictAtOrBelowCommitRefused: an entry that conflicts with the
+// log at or below the persisted commit point is refused (ErrCommitted)
+// and nothing changes; above it the suffix is replaced. A normal entry
+// whose data is not a frame stream at the log's end is refused whole.
+func TestConflictAtOrBelowCommitRefused(t *testing.T) {
+	t.Parallel()
+	src := newFrameSource(t, t.TempDir())
+	defer src.close()
+	s, err := Open(testOptions(t.TempDir()))
+	require.NoError(t, err)
+	defer func() { _ = s.Close() }()
+	for i := uint64(1); i <= 8; i++ {
+		require.NoError(t, s.Append([]*pb.Entry{pbEntry(i, 1, pb.EntryNormal, src.frames(t, s.NextOffset(), 2, 200))}))
+	}
+	require.NoError(t, s.SetHardState(&pb.HardState{Term: proto.Uint64(2), Commit: proto.Uint64(5)}))
+	end := s.Store().WriteOffset()
+	for _, at := range []uint64{3, 5} {
+		err := s.Append([]*pb.Entry{pbEntry(at, 2, pb.EntryNormal, nil)})
+		require.ErrorIs(t, err, ErrCommitted, "at %d", at)
+		last, _ := s.LastIndex()
+		require.Equal(t, uint64(8), last)
+		require.Equal(t, end, s.Store().WriteOffset())
+	}
+	require.NoError(t, s.Append([]*pb.Entry{pbEntry(6, 2, pb.EntryNormal, nil)}))
+	last, _ := s.LastIndex()
+	require.Equal(t, uint64(6), last)
+	require.Less(t, s.Store().WriteOffset(), end, "the CommitLog bytes of entries 6-8 are cut")
+
+	bad := src.frames(t, s.NextOffset(), 1, 100)
+	bad[len(bad)-1] ^= 1
+	require.ErrorIs(t, s.Append([]*pb.Entry{pbEntry(7, 2, pb.EntryNormal, bad)}), ErrNotFrames)
+	require.ErrorIs(t, s.Append([]*pb.Entry{pbEntry(7, 2, pb.EntryNormal, []byte("not frames"))}), ErrNotFrames)
+	last, _ = s.LastIndex()
+	require.Equal(t, uint64(6), last)
+	require.Equal(t, s.NextOffset(), s.Store().WriteOffset())
+	good := src.frames(t, s.NextOffset(), 1, 100)
+	require.NoError(t, s.Append([]*pb.Entry{pbEntry(7, 2, pb.EntryNormal, good)}))
+}
