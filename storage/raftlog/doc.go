@@ -39,10 +39,10 @@
 //	                              replaced atomically
 //	<data>/raft/index/%020d       index files named by the first Raft
 //	                              index they can hold: file b holds entries
-//	                              b .. b+N-1 (N = Options.IndexFileEntries,
-//	                              65 536 by default; it must not change for
-//	                              a data directory), entry i at byte
-//	                              (i-b)*40
+//	                              b .. b+N-1 (N = Options.IndexFileEntries
+//	                              when the files were created, 65 536 by
+//	                              default, kept in the meta file), entry i
+//	                              at byte (i-b)*40
 //
 // Integers are big-endian, checksums CRC-32C (Castagnoli). An index entry
 // (40 bytes):
@@ -71,9 +71,10 @@
 //
 // The meta file: magic 0x4D515253 ("MQRS"), version 1, two reserved
 // bytes; the compaction point (index, term, offset: 3×8 bytes), the
-// snapshot point (the same); the length of the configuration (4 bytes)
-// and the configuration (raftpb.ConfState, deterministic protobuf); a crc
-// of every byte before it. The confs file: magic 0x4D515243 ("MQRC"), a
+// snapshot point (the same); the entries per index file (4 bytes); the
+// length of the configuration (4 bytes) and the configuration
+// (raftpb.ConfState, deterministic protobuf); a crc of every byte before
+// it. The confs file: magic 0x4D515243 ("MQRC"), a
 // count (4 bytes), per entry index (8), term (8), type (1), length (4),
 // data; a crc of every byte before it.
 //

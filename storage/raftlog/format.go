@@ -143,6 +143,7 @@ type meta struct {
 	compact mark
 	snap    mark
 	conf    *pb.ConfState
+	perFile uint32 // index entries per index file, fixed at creation
 }
 
 func encodeMeta(m meta) ([]byte, error) {
@@ -150,12 +151,13 @@ func encodeMeta(m meta) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := make([]byte, 60, 60+len(cs)+4)
+	b := make([]byte, 64, 64+len(cs)+4)
 	binary.BigEndian.PutUint32(b[0:], metaMagic)
 	binary.BigEndian.PutUint16(b[4:], formatVersion)
 	putMark(b[8:], m.compact)
 	putMark(b[32:], m.snap)
-	binary.BigEndian.PutUint32(b[56:], uint32(len(cs)))
+	binary.BigEndian.PutUint32(b[56:], m.perFile)
+	binary.BigEndian.PutUint32(b[60:], uint32(len(cs)))
 	b = append(b, cs...)
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crcTable)), nil
 }
@@ -171,22 +173,22 @@ func getMark(b []byte) mark {
 }
 
 func decodeMeta(b []byte) (meta, error) {
-	if len(b) < 64 || binary.BigEndian.Uint32(b[0:]) != metaMagic || binary.BigEndian.Uint16(b[4:]) != formatVersion || !allZero(b[6:8]) {
+	if len(b) < 68 || binary.BigEndian.Uint32(b[0:]) != metaMagic || binary.BigEndian.Uint16(b[4:]) != formatVersion || !allZero(b[6:8]) {
 		return meta{}, fmt.Errorf("%w: meta header", errFormat)
 	}
-	n := uint64(binary.BigEndian.Uint32(b[56:]))
-	if uint64(len(b)) != 64+n {
+	n := uint64(binary.BigEndian.Uint32(b[60:]))
+	if uint64(len(b)) != 68+n {
 		return meta{}, fmt.Errorf("%w: meta of %d bytes with a conf state of %d", errFormat, len(b), n)
 	}
 	body := b[:len(b)-4]
 	if crc32.Checksum(body, crcTable) != binary.BigEndian.Uint32(b[len(b)-4:]) {
 		return meta{}, fmt.Errorf("%w: meta checksum", errFormat)
 	}
-	m := meta{compact: getMark(b[8:]), snap: getMark(b[32:]), conf: &pb.ConfState{}}
-	if m.compact.offset < 0 || m.snap.offset < 0 {
+	m := meta{compact: getMark(b[8:]), snap: getMark(b[32:]), conf: &pb.ConfState{}, perFile: binary.BigEndian.Uint32(b[56:])}
+	if m.compact.offset < 0 || m.snap.offset < 0 || m.perFile == 0 {
 		return meta{}, fmt.Errorf("%w: meta marks", errFormat)
 	}
-	if err := proto.Unmarshal(body[60:], m.conf); err != nil {
+	if err := proto.Unmarshal(body[64:], m.conf); err != nil {
 		return meta{}, fmt.Errorf("%w: meta conf state: %v", errFormat, err)
 	}
 	return m, nil

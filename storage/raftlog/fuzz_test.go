@@ -18,7 +18,7 @@ func FuzzDecoders(f *testing.F) {
 	putIndexEntry(ie, entry{index: 7, term: 3, offset: 4096, size: 300})
 	f.Add(ie)
 	f.Add(append(encodeHardSlot(hardState{seq: 1, term: 2, vote: 3, commit: 4}), encodeHardSlot(hardState{seq: 2, term: 2, vote: 3, commit: 5})...))
-	mb, err := encodeMeta(meta{compact: mark{index: 5, term: 2, offset: 100}, snap: mark{index: 4, term: 2, offset: 90}, conf: &pb.ConfState{Voters: []uint64{1, 2, 3}, Learners: []uint64{4}}})
+	mb, err := encodeMeta(meta{compact: mark{index: 5, term: 2, offset: 100}, snap: mark{index: 4, term: 2, offset: 90}, conf: &pb.ConfState{Voters: []uint64{1, 2, 3}, Learners: []uint64{4}}, perFile: 8})
 	require.NoError(f, err)
 	f.Add(mb)
 	f.Add(encodeConfs(map[uint64]confEntry{3: {term: 1, typ: pb.EntryConfChangeV2, data: []byte("cc")}, 9: {term: 2, typ: pb.EntryConfChange}}, []uint64{3, 9}))
@@ -49,6 +49,7 @@ func FuzzDecoders(f *testing.F) {
 			require.NoError(t, err)
 			require.Equal(t, m.compact, m2.compact)
 			require.Equal(t, m.snap, m2.snap)
+			require.Equal(t, m.perFile, m2.perFile)
 			require.True(t, proto.Equal(m.conf, m2.conf))
 		}
 		if c, err := decodeConfs(b); err == nil {

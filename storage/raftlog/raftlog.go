@@ -108,7 +108,7 @@ func Open(opts Options) (_ *Storage, err error) {
 		fs = vfs.OS()
 	}
 	per := opts.IndexFileEntries
-	if per <= 0 {
+	if per <= 0 || per > math.MaxUint32 {
 		per = DefaultIndexFileEntries
 	}
 	dir := filepath.Join(opts.Store.Dir, raftDirName)
@@ -136,6 +136,7 @@ func Open(opts Options) (_ *Storage, err error) {
 		if s.meta, err = decodeMeta(raw); err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, filepath.Join(dir, metaName), err)
 		}
+		s.index.per = uint64(s.meta.perFile) // the layout the files were written with
 	}
 	if err := s.loadHardState(); err != nil {
 		return nil, err
@@ -179,7 +180,7 @@ func (s *Storage) start(fresh bool) error {
 	}
 	if fresh {
 		s.report.Adopted = end > 0
-		s.meta = meta{compact: mark{offset: end}, snap: mark{offset: end}, conf: &pb.ConfState{}}
+		s.meta = meta{compact: mark{offset: end}, snap: mark{offset: end}, conf: &pb.ConfState{}, perFile: uint32(s.index.per)}
 		if err := s.writeMeta(s.meta); err != nil {
 			return err
 		}
@@ -926,7 +927,7 @@ func (s *Storage) ApplySnapshot(snap *pb.Snapshot) error {
 		return fmt.Errorf("%w: it continues at %d, the CommitLog ends at %d", ErrSnapshotNeedsLog, off, end)
 	}
 	p := mark{index: md.GetIndex(), term: md.GetTerm(), offset: off}
-	m := meta{compact: p, snap: p, conf: proto.Clone(pb.EnsureConfState(md.GetConfState())).(*pb.ConfState)}
+	m := meta{compact: p, snap: p, conf: proto.Clone(pb.EnsureConfState(md.GetConfState())).(*pb.ConfState), perFile: s.meta.perFile}
 	if err := s.writeMeta(m); err != nil {
 		return err
 	}

@@ -112,3 +112,24 @@ func TestLearnerCatchesUpFromSnapshot(t *testing.T) {
 	require.NoError(t, learner.SetHardState(hs))
 	require.Equal(t, leader.CommitOffset(), learner.CommitOffset())
 }
+
+// TestIndexLayoutKept: the entries per index file are those the files
+// were created with (the meta file keeps them), whatever a later Open is
+// given.
+func TestIndexLayoutKept(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	src := newFrameSource(t, t.TempDir())
+	defer src.close()
+	s, err := Open(testOptions(dir))
+	require.NoError(t, err)
+	ents := writeLog(t, s, src, rand.New(rand.NewPCG(15, 16)), 30, 1)
+	require.NoError(t, s.Close())
+	o := testOptions(dir)
+	o.IndexFileEntries = 1000
+	s, err = Open(o)
+	require.NoError(t, err)
+	defer func() { _ = s.Close() }()
+	require.Equal(t, uint64(8), s.index.per)
+	requireHolds(t, s, ents)
+}
