@@ -57,6 +57,10 @@ type Config struct {
 	// SQSListen, when set, serves the SQS-compatible API (package
 	// server/sqs, the README's "SQS API") on its own address.
 	SQSListen string `name:"sqs-listen" help:"Serve the SQS-compatible API (AWS SDKs, the AWS CLI) on this address, e.g. 127.0.0.1:9324; off when empty. With --acl-file, requests must be signed (SigV4) with an account's secretKey." env:"MQGATE_SQS_LISTEN"`
+	// SQSMaxWaitingReceives caps the ReceiveMessage calls of --sqs-listen
+	// waiting at once (WaitTimeSeconds > 0); more get RequestThrottled,
+	// which the AWS SDKs retry with backoff.
+	SQSMaxWaitingReceives int `name:"sqs-max-waiting-receives" help:"Most SQS ReceiveMessage long polls (WaitTimeSeconds > 0) waiting at once on --sqs-listen; more get the SQS error RequestThrottled, which the AWS SDKs and CLI retry with backoff." env:"MQGATE_SQS_MAX_WAITING_RECEIVES" default:"${sqs_max_waiting_receives}"`
 	// TLSCertFile and TLSKeyFile are the PEM certificate chain and
 	// private key of the server (both or neither): given, --listen and
 	// --admin-listen speak HTTPS only (TLS 1.2+), and the pair is reloaded
@@ -258,6 +262,9 @@ func DefaultConfig() Config {
 		MaxHeaderBytes:    64 << 10,
 		MaxWaiters:        10_000,
 		MaxLongPolls:      1_000,
+
+		SQSMaxWaitingReceives: 10_000,
+
 		MaxTopics:         4096,
 		MaxQueues:         16384,
 		MaxQueuesPerTopic: 1024,
@@ -326,6 +333,7 @@ func (c Config) FlagDefaults() map[string]string {
 		"max_instances_per_group":             strconv.Itoa(c.MaxInstancesPerGroup),
 		"transaction_max_checks":              strconv.Itoa(c.TransactionMaxChecks),
 		"transaction_check_interval":          c.TransactionCheckInterval.String(),
+		"sqs_max_waiting_receives":            strconv.Itoa(c.SQSMaxWaitingReceives),
 
 		"read_header_timeout": c.ReadHeaderTimeout.String(),
 		"read_timeout":        c.ReadTimeout.String(),
@@ -393,6 +401,9 @@ func (c Config) withDefaults() Config {
 	orRatio(&c.DiskSystemCeiling, max(d.DiskSystemCeiling, c.DiskSendCeiling))
 	if c.MaxWaiters == 0 {
 		c.MaxWaiters = d.MaxWaiters
+	}
+	if c.SQSMaxWaitingReceives == 0 {
+		c.SQSMaxWaitingReceives = d.SQSMaxWaitingReceives
 	}
 	if c.MetricsMaxLabelValues == 0 {
 		c.MetricsMaxLabelValues = d.MetricsMaxLabelValues
@@ -496,6 +507,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxWaiters < 1 {
 		bad("max-waiters %d must be positive", c.MaxWaiters)
+	}
+	if c.SQSMaxWaitingReceives < 1 {
+		bad("sqs-max-waiting-receives %d must be positive", c.SQSMaxWaitingReceives)
 	}
 	if min(c.MaxTopics, c.MaxQueues, c.MaxQueuesPerTopic, c.MaxGroups, c.MaxPushEndpoints, c.MaxPendingTimers) < 0 {
 		bad("max-topics, max-queues, max-queues-per-topic, max-groups, max-push-endpoints and max-pending-timers must not be negative (0 = unlimited)")

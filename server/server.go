@@ -523,6 +523,8 @@ func (s *Server) serveSQSOn(l net.Listener) {
 		MaxMessageSize: int(s.cfg.MaxMessageSize),
 		MaxRequestSize: int64(s.cfg.MaxRequestSize),
 		PollContext:    s.pollCtx,
+
+		MaxWaitingReceives: s.cfg.SQSMaxWaitingReceives,
 	}
 	if s.security != nil {
 		opts.ACL = s.security.file // requests must be signed (SigV4)

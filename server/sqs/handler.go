@@ -65,10 +65,18 @@ type Options struct {
 	// the permission its operation needs (authorize). Nil: unsigned
 	// requests are served and signatures are not checked.
 	ACL auth.Source
+	// MaxWaitingReceives caps the ReceiveMessage calls waiting at once
+	// (WaitTimeSeconds > 0); the next one is refused with RequestThrottled
+	// (receiveMessage). Default DefaultMaxWaitingReceives.
+	MaxWaitingReceives int
 	// RedriveInterval is how often the redrive mover copies new dead
 	// letters to their SQS dead-letter queues (redrive.go); default 1 s.
 	RedriveInterval time.Duration
 }
+
+// DefaultMaxWaitingReceives is Options.MaxWaitingReceives when zero (the
+// REST API's --max-waiters default).
+const DefaultMaxWaitingReceives = 10_000
 
 // Handler serves the SQS API.
 type Handler struct {
@@ -77,6 +85,9 @@ type Handler struct {
 	log  zerolog.Logger
 	meta *metaStore
 	sig  *sigV4 // nil: authentication off
+	// waiting is a semaphore of MaxWaitingReceives slots, one taken by
+	// each waiting receive.
+	waiting chan struct{}
 
 	// redriveMu serialises the redrive mover's passes.
 	redriveMu sync.Mutex
@@ -102,10 +113,14 @@ func New(opts Options) *Handler {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.MaxWaitingReceives <= 0 {
+		opts.MaxWaitingReceives = DefaultMaxWaitingReceives
+	}
 	if opts.RedriveInterval <= 0 {
 		opts.RedriveInterval = time.Second
 	}
 	h := &Handler{opts: opts, b: opts.Broker, log: opts.Logger.With().Str("component", "sqs").Logger()}
+	h.waiting = make(chan struct{}, opts.MaxWaitingReceives)
 	h.meta = &metaStore{b: opts.Broker, now: opts.Now}
 	if opts.ACL != nil {
 		h.sig = &sigV4{acl: opts.ACL, now: opts.Now}

@@ -512,6 +512,20 @@ func (h *Handler) receiveMessage(ctx context.Context, _ *request, in *receiveMes
 			return nil, errInvalidAttributeName(a)
 		}
 	}
+	// A long poll takes a slot for as long as it waits. With none free it
+	// still gets the messages there are at once, but one that would have
+	// to wait is refused with RequestThrottled — one of the codes the AWS
+	// SDKs and the CLI retry with backoff — rather than answered empty,
+	// which a receive loop would turn into a busy loop.
+	overCap := false
+	if wait > 0 {
+		select {
+		case h.waiting <- struct{}{}:
+			defer func() { <-h.waiting }()
+		default:
+			overCap, wait = true, 0
+		}
+	}
 	if err := h.redrive(ctx, qs.name); err != nil {
 		// The letters wait for the mover's next pass.
 		h.log.Warn().Err(err).Str("queue", string(qs.name)).Msg("SQS redrive before a receive failed")
@@ -536,6 +550,9 @@ func (h *Handler) receiveMessage(ctx context.Context, _ *request, in *receiveMes
 			return &receiveMessageOutput{}, nil // shutting down: an empty answer
 		}
 		return nil, err
+	}
+	if overCap && len(msgs) == 0 {
+		return nil, errThrottled("Too many receives are waiting (%d, --sqs-max-waiting-receives): retry later, or receive with a shorter WaitTimeSeconds.", cap(h.waiting))
 	}
 	out := &receiveMessageOutput{}
 	now := h.opts.Now()
