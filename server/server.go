@@ -528,6 +528,7 @@ func (s *Server) serveSQSOn(l net.Listener) {
 	}
 	if s.security != nil {
 		opts.ACL = s.security.file // requests must be signed (SigV4)
+		opts.Failures = s.security.guard
 	}
 	h := sqs.New(opts)
 	s.sqsHandler = h

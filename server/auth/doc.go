@@ -143,4 +143,10 @@
 // unknown-accessKey tries, every failure from it is over the limit, so
 // that 401 or 429 does not tell a guesser which names are accounts.
 // IPv6 peers count per /64. The table is bounded (16384 pairs).
+//
+// Listeners that verify their own signatures (the SQS endpoint's AWS
+// SigV4) report their failures through Guard.SignatureFailed into the
+// same metrics (reason bad_signature) and the same limiter, so a guesser
+// is slowed alike on every listener; over the limit the caller answers in
+// its own protocol's throttling shape.
 package auth

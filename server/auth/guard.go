@@ -318,3 +318,66 @@ func (g *Guard) check(ctx context.Context, s secret, candidate []byte) (bool, er
 	}
 	return s.verify(candidate), nil
 }
+
+// SignatureFailure is why a request signed in a scheme the Guard does not
+// verify itself (AWS Signature Version 4 on the SQS endpoint) failed to
+// authenticate: what SignatureFailed counts.
+type SignatureFailure int
+
+// The signature failures.
+const (
+	// SignatureMissing: the request is not signed. Counted (reason
+	// missing), never limited: it guesses nothing.
+	SignatureMissing SignatureFailure = iota + 1
+	// SignatureMalformed: the signature does not parse. Limited with the
+	// failures naming no account from the address (reason malformed).
+	SignatureMalformed
+	// SignatureMismatch: the signature does not verify with the secrets
+	// of its access key, or the access key is no account's. Limited per
+	// (account, address) as a wrong secret is (reason bad_signature).
+	SignatureMismatch
+	// SignatureAddress: the account may not be used from the address.
+	// Counted (reason address), never limited.
+	SignatureAddress
+)
+
+// errSignatureFailed marks a failure within the limit (SignatureFailed
+// returns nil for it).
+var errSignatureFailed = fmt.Errorf("%w: the signature does not verify", ErrUnauthenticated)
+
+// SignatureFailed counts a failed signature the caller checked itself in
+// the metrics and the failure limiter of Authenticate, so that a guesser
+// is slowed on every listener alike. Within the limit it returns nil and
+// the caller answers with its own error; over it, it holds the answer
+// back (100 ms doubling up to 3 s) and returns a *ThrottledError; it
+// returns ctx's error when ctx ends first. Report failures only: the
+// limiter never sees a right signature, so right credentials are never
+// slowed.
+func (g *Guard) SignatureFailed(ctx context.Context, addr netip.Addr, accessKey string, why SignatureFailure) error {
+	addr = addr.Unmap()
+	var account string
+	if a := g.opts.ACL.ACL().Account(accessKey); a != nil {
+		account = a.AccessKey
+	}
+	var err error
+	switch why {
+	case SignatureMissing:
+		g.opts.Metrics.failed(accountNoneLabel, reasonMissing)
+		return nil
+	case SignatureAddress:
+		label := account
+		if label == "" {
+			label = accountUnknownLabel
+		}
+		g.opts.Metrics.failed(label, reasonAddress)
+		return nil
+	case SignatureMalformed:
+		err = g.failed(ctx, addr, "", reasonMalformed, g.now(), errSignatureFailed)
+	default:
+		err = g.failed(ctx, addr, account, reasonBadSignature, g.now(), errSignatureFailed)
+	}
+	if err == errSignatureFailed {
+		return nil
+	}
+	return err
+}

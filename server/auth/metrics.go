@@ -11,6 +11,7 @@ const (
 	reasonMissing       = "missing"       // no Authorization header
 	reasonMalformed     = "malformed"     // an Authorization header that does not parse
 	reasonBadSecret     = "bad_secret"    // wrong secret key, or an unknown accessKey
+	reasonBadSignature  = "bad_signature" // a SigV4 signature that does not verify, or an unknown access key id (SQS)
 	reasonBadToken      = "bad_token"     // a bearer token that does not verify
 	reasonUnknownClaim  = "unknown_claim" // a valid token naming no account
 	reasonAddress       = "address"       // the address is outside a white list

@@ -44,8 +44,13 @@
 // the newest message is the table in force.
 //
 // With an ACL (Options.ACL), every request must be signed with AWS SigV4
-// by an account of the ACL file (sigv4.go), which must hold the
-// permission its operation needs (authorize.go).
+// — an Authorization header or a presigned URL — by an account of the ACL
+// file (sigv4.go), which must hold the permission its operation needs
+// (authorize.go). Failed signatures count in the server's auth failure
+// limiter (Options.Failures), which answers a guesser RequestThrottled.
+//
+// At most Options.MaxWaitingReceives receives wait at once: one more gets
+// what is there at once, or RequestThrottled (messages.go).
 //
 // How message attributes, AWSTraceHeader, MessageGroupId and
 // MessageDeduplicationId are stored: messages.go; the README's "SQS API"

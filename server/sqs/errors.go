@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 )
 
 // apiError is an error in the shapes the SDKs parse: the JSON protocol's
@@ -20,6 +21,8 @@ type apiError struct {
 	status int
 	// msg explains it.
 	msg string
+	// retryAfter, when not 0, is sent as Retry-After.
+	retryAfter time.Duration
 }
 
 func (e *apiError) Error() string { return e.code + ": " + e.msg }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -65,6 +66,10 @@ type Options struct {
 	// the permission its operation needs (authorize). Nil: unsigned
 	// requests are served and signatures are not checked.
 	ACL auth.Source
+	// Failures, when not nil, counts the signatures that fail to verify
+	// (the server's auth failure limiter, *auth.Guard): over its limit they
+	// are answered late with RequestThrottled.
+	Failures FailureCounter
 	// MaxWaitingReceives caps the ReceiveMessage calls waiting at once
 	// (WaitTimeSeconds > 0); the next one is refused with RequestThrottled
 	// (receiveMessage). Default DefaultMaxWaitingReceives.
@@ -72,6 +77,12 @@ type Options struct {
 	// RedriveInterval is how often the redrive mover copies new dead
 	// letters to their SQS dead-letter queues (redrive.go); default 1 s.
 	RedriveInterval time.Duration
+}
+
+// FailureCounter counts failed authentications and slows guessers
+// (*auth.Guard).
+type FailureCounter interface {
+	SignatureFailed(ctx context.Context, addr netip.Addr, accessKey string, why auth.SignatureFailure) error
 }
 
 // DefaultMaxWaitingReceives is Options.MaxWaitingReceives when zero (the
@@ -183,9 +194,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if account, err = h.sig.verify(r, body); err != nil {
+		var failure *sigFailure
+		if account, failure = h.sig.verify(r, body); failure != nil {
 			req := &request{query: r.Header.Get("X-Amz-Target") == ""}
-			writeError(w, req, asAPIError(err), h.requestID())
+			writeError(w, req, h.countFailure(r, failure), h.requestID())
 			return
 		}
 	}
@@ -207,6 +219,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeResult(w, req, out, h.requestID())
+}
+
+// countFailure reports a refused signature to the failure limiter and
+// returns the error to answer: its own, or RequestThrottled (with
+// Retry-After) over the limit.
+func (h *Handler) countFailure(r *http.Request, f *sigFailure) *apiError {
+	if h.opts.Failures == nil || f.count == 0 {
+		return f.err
+	}
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return f.err
+	}
+	err = h.opts.Failures.SignatureFailed(r.Context(), peer.Addr(), f.accessKey, f.count)
+	var throttled *auth.ThrottledError
+	if errors.As(err, &throttled) {
+		e := errThrottled("Too many failed signatures for this access key from this address: retry in %v.", throttled.RetryAfter().Round(time.Second))
+		e.retryAfter = throttled.RetryAfter()
+		return e
+	}
+	return f.err
 }
 
 // decodeRequest reads the protocol from the request: a POST with

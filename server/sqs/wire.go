@@ -2,7 +2,9 @@ package sqs
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
+	"strconv"
 )
 
 // jsonContentType is the JSON 1.0 protocol's content type.
@@ -35,6 +37,9 @@ type jsonError struct {
 // request could not even be read).
 func writeError(w http.ResponseWriter, req *request, e *apiError, requestID string) {
 	w.Header().Set("X-Amzn-Requestid", requestID)
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(e.retryAfter.Seconds()))))
+	}
 	if req != nil && req.query {
 		writeQueryError(w, e, requestID)
 		return
