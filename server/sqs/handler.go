@@ -154,14 +154,21 @@ func (h *Handler) StartRedrive(ctx context.Context) (stop func()) {
 	return func() { cancel(); <-done }
 }
 
-// Close ends the message move tasks and waits for them (before the broker
-// closes).
+// Close stops the running message move tasks and waits for them (before
+// the broker closes): they stay RUNNING in the queue table, to be resumed
+// at the next start.
 func (h *Handler) Close() {
 	h.stop()
 	h.moves.mu.Lock()
 	var running []*moveTask
 	for _, list := range h.moves.tasks {
-		running = append(running, list...)
+		for _, t := range list {
+			t.mu.Lock()
+			if t.running {
+				running = append(running, t)
+			}
+			t.mu.Unlock()
+		}
 	}
 	h.moves.mu.Unlock()
 	for _, t := range running {

@@ -39,6 +39,9 @@ type queueMeta struct {
 	// and the ids it copied at or past it.
 	DLQCursor string   `json:"dlqCursor,omitempty"`
 	DLQMoved  []string `json:"dlqMoved,omitempty"`
+	// Moves are the queue's last message move tasks as a source, oldest
+	// first (movetasks.go).
+	Moves []moveRecord `json:"moves,omitempty"`
 }
 
 func (m *queueMeta) clone() *queueMeta {
@@ -46,6 +49,7 @@ func (m *queueMeta) clone() *queueMeta {
 	c.Attrs = maps.Clone(m.Attrs)
 	c.Tags = maps.Clone(m.Tags)
 	c.DLQMoved = slices.Clone(m.DLQMoved)
+	c.Moves = slices.Clone(m.Moves)
 	return &c
 }
 
@@ -108,6 +112,20 @@ func (m *metaStore) get(ctx context.Context, q queueName) (*queueMeta, error) {
 		return qm.clone(), nil
 	}
 	return nil, nil
+}
+
+// all returns a copy of every entry.
+func (m *metaStore) all(ctx context.Context) (map[queueName]*queueMeta, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.loadLocked(ctx); err != nil {
+		return nil, err
+	}
+	out := make(map[queueName]*queueMeta, len(m.queues))
+	for q, qm := range m.queues {
+		out[q] = qm.clone()
+	}
+	return out, nil
 }
 
 // update replaces q's entry with what fn makes of a copy of it (nil: a

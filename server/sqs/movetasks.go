@@ -2,9 +2,10 @@ package sqs
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"errors"
-	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,15 +19,44 @@ import (
 // the queue it was redriven from (the property sqs.source the redrive
 // mover sets), deleting it from the dead-letter queue once sent. It moves
 // as many messages as the queue held when it started, at most
-// MaxNumberOfMessagesPerSecond a second when given. Tasks run in the
-// endpoint's process and are kept in memory (the last maxTaskHistory of
-// each source queue): a restart ends the running ones (the messages not
-// yet moved stay in the dead-letter queue).
+// MaxNumberOfMessagesPerSecond a second when given.
+//
+// Tasks survive restarts. Each is a record (moveRecord) in its source
+// queue's entry of the queue table (meta.go), which lives in the
+// CommitLog: written before StartMessageMoveTask answers, at every change
+// of status and, while it runs, every moveCheckpoint when it moved
+// messages; the last maxTaskHistory of each source queue are kept. At a
+// start the table's tasks are listed again as they were, and the leader
+// resumes the running ones (resumeMoves, from the redrive mover's loop)
+// from what they had moved, and finishes those a cancel was stopping.
+// The messages a task had received but not yet moved come back when
+// their lease (moveLease) runs out, and a resumed task waits that long
+// for them before it counts the queue empty; one it had sent but not yet
+// deleted is sent again under the same dedup id (the dead letter's
+// first id), which the broker's 5-minute window drops. A shutdown leaves
+// a running task RUNNING; only CancelMessageMoveTask cancels one.
+//
+// Why the queue table and not a record of the broker's own: the broker's
+// registry records (topics, groups, tombstones, receipt keys) have no
+// kind for an adapter's state, and adding one is a change to the broker;
+// the table is already the endpoint's state in the CommitLog — written
+// through the same group commit, shipped with the log to a follower, read
+// back by whichever node leads — so a task is kept exactly like the
+// queue's attributes and its redrive cursor, and needs no file of its own
+// under the data dir.
 
 const (
 	maxTaskHistory = 10
 	// maxMoveRate bounds MaxNumberOfMessagesPerSecond (as SQS).
 	maxMoveRate = 500
+	// moveLease is how long a task holds the messages it received while
+	// it moves them.
+	moveLease = 30 * time.Second
+	// moveCheckpoint is how often a running task writes its progress.
+	moveCheckpoint = 5 * time.Second
+	// moveSaveTimeout bounds writing a task's record when the task ends
+	// (also at shutdown).
+	moveSaveTimeout = 5 * time.Second
 )
 
 // Task statuses.
@@ -38,6 +68,21 @@ const (
 	taskFailed     = "FAILED"
 )
 
+// moveRecord is a task as the queue table keeps it (part of the table's
+// JSON: rename nothing).
+type moveRecord struct {
+	Handle string `json:"handle"`
+	// Destination is the destination queue ("" = each message's source).
+	Destination string `json:"destination,omitempty"`
+	Rate        int    `json:"rate,omitempty"`
+	// Started is Unix milliseconds.
+	Started int64  `json:"started"`
+	Status  string `json:"status"`
+	Moved   int64  `json:"moved"`
+	ToMove  int64  `json:"toMove"`
+	Failure string `json:"failure,omitempty"`
+}
+
 // moveTask is one task.
 type moveTask struct {
 	handle      string
@@ -45,21 +90,158 @@ type moveTask struct {
 	destination queueName // "" = each message's source queue
 	rate        int
 	started     time.Time
-	cancel      context.CancelFunc
+	// created is the source queue's creation time (for a table entry the
+	// task makes).
+	created int64
 
-	mu       sync.Mutex
-	status   string
-	moved    int64
-	toMove   int64
-	failure  string
-	finished chan struct{}
+	mu     sync.Mutex
+	status string
+	moved  int64
+	toMove int64
+	// failure says why a FAILED task failed.
+	failure string
+	// running: the task's goroutine was started (finished closes when it
+	// ends); a task read back from the table runs once resumed.
+	running bool
+	// resumed is when a task read back from the table was resumed.
+	resumed time.Time
+	// cancel stops the running goroutine.
+	cancel context.CancelFunc
+	// savedMoved and savedAt are the progress last written.
+	savedMoved int64
+	savedAt    time.Time
+	finished   chan struct{}
+}
+
+// record is t as the table keeps it (t.mu held).
+func (t *moveTask) record() moveRecord {
+	return moveRecord{
+		Handle: t.handle, Destination: string(t.destination), Rate: t.rate, Started: t.started.UnixMilli(),
+		Status: t.status, Moved: t.moved, ToMove: t.toMove, Failure: t.failure,
+	}
+}
+
+// taskOfRecord is the task a table record describes; a RUNNING or
+// CANCELLING one waits for resumeMoves.
+func taskOfRecord(source queueName, r moveRecord) *moveTask {
+	t := &moveTask{
+		handle: r.Handle, source: source, destination: queueName(r.Destination), rate: r.Rate,
+		started: time.UnixMilli(r.Started), status: r.Status, moved: r.Moved, toMove: r.ToMove,
+		failure: r.Failure, savedMoved: r.Moved, finished: make(chan struct{}),
+	}
+	if r.Status != taskRunning && r.Status != taskCancelling {
+		close(t.finished)
+	}
+	return t
 }
 
 // moveTasks are the tasks of every source queue, newest last.
 type moveTasks struct {
-	mu    sync.Mutex
-	tasks map[queueName][]*moveTask
-	seq   int64
+	mu sync.Mutex
+	// loaded: the table's tasks were read (loadMoves).
+	loaded bool
+	tasks  map[queueName][]*moveTask
+}
+
+// loadMoves reads the tasks of the queue table once.
+func (h *Handler) loadMoves(ctx context.Context) error {
+	h.moves.mu.Lock()
+	defer h.moves.mu.Unlock()
+	return h.loadMovesLocked(ctx)
+}
+
+func (h *Handler) loadMovesLocked(ctx context.Context) error {
+	if h.moves.loaded {
+		return nil
+	}
+	all, err := h.meta.all(ctx)
+	if err != nil {
+		return err
+	}
+	tasks := map[queueName][]*moveTask{}
+	for q, qm := range all {
+		for _, r := range qm.Moves {
+			if r.Handle != "" {
+				tasks[q] = append(tasks[q], taskOfRecord(q, r))
+			}
+		}
+	}
+	h.moves.tasks, h.moves.loaded = tasks, true
+	return nil
+}
+
+// errSkipSave: the task's source queue is gone, its record with it.
+var errSkipSave = errors.New("sqs: the source queue is gone")
+
+// saveMove writes t's record into its source queue's entry of the table.
+func (h *Handler) saveMove(ctx context.Context, t *moveTask) error {
+	t.mu.Lock()
+	rec := t.record()
+	t.mu.Unlock()
+	_, err := h.meta.update(ctx, t.source, func(cur *queueMeta) (*queueMeta, error) {
+		if cur == nil {
+			if _, err := h.b.GetTopic(ctx, t.source.topic()); err != nil {
+				return nil, errSkipSave // deleted: keep no entry for it
+			}
+			cur = &queueMeta{Created: t.created, Modified: t.created}
+		}
+		i := slices.IndexFunc(cur.Moves, func(r moveRecord) bool { return r.Handle == rec.Handle })
+		if i >= 0 {
+			cur.Moves[i] = rec
+		} else {
+			cur.Moves = append(cur.Moves, rec)
+		}
+		if n := len(cur.Moves); n > maxTaskHistory {
+			cur.Moves = cur.Moves[n-maxTaskHistory:]
+		}
+		return cur, nil
+	})
+	if errors.Is(err, errSkipSave) {
+		return nil
+	}
+	if err == nil {
+		t.mu.Lock()
+		t.savedMoved, t.savedAt = rec.Moved, h.opts.Now()
+		t.mu.Unlock()
+	}
+	return err
+}
+
+// resumeMoves runs the tasks read back from the table that were running,
+// and finishes those a cancel was stopping (on the leader). It starts
+// them under h.moves.mu, after checking that Close has not begun, so that
+// Close waits for every task it started.
+func (h *Handler) resumeMoves(ctx context.Context) error {
+	h.moves.mu.Lock()
+	if err := h.loadMovesLocked(ctx); err != nil {
+		h.moves.mu.Unlock()
+		return err
+	}
+	var cancelled []*moveTask
+	for _, list := range h.moves.tasks {
+		for _, t := range list {
+			t.mu.Lock()
+			switch {
+			case t.running || h.runCtx.Err() != nil:
+			case t.status == taskCancelling:
+				t.status = taskCancelled
+				close(t.finished)
+				cancelled = append(cancelled, t)
+			case t.status == taskRunning:
+				tctx, cancel := context.WithCancel(h.runCtx)
+				t.running, t.resumed, t.cancel = true, h.opts.Now(), cancel
+				h.log.Info().Str("queue", string(t.source)).Int64("moved", t.moved).Int64("to_move", t.toMove).Msg("SQS message move task resumed")
+				go h.runMove(tctx, t)
+			}
+			t.mu.Unlock()
+		}
+	}
+	h.moves.mu.Unlock()
+	var errs []error
+	for _, t := range cancelled {
+		errs = append(errs, h.saveMove(ctx, t))
+	}
+	return errors.Join(errs...)
 }
 
 type startMessageMoveTaskInput struct {
@@ -93,7 +275,8 @@ func (h *Handler) startMessageMoveTask(ctx context.Context, _ *request, in *star
 	if err != nil {
 		return nil, err
 	}
-	if _, err := h.resolveName(ctx, src); err != nil {
+	qs, err := h.resolveName(ctx, src)
+	if err != nil {
 		return nil, err
 	}
 	sources, err := h.meta.sources(ctx, src)
@@ -121,35 +304,37 @@ func (h *Handler) startMessageMoveTask(ctx context.Context, _ *request, in *star
 			return nil, err
 		}
 	}
-	qs, err := h.resolveName(ctx, src)
-	if err != nil {
-		return nil, err
-	}
 	visible, notVisible, _, err := h.count(ctx, qs)
 	if err != nil {
 		return nil, err
 	}
 	h.moves.mu.Lock()
 	defer h.moves.mu.Unlock()
-	if h.moves.tasks == nil {
-		h.moves.tasks = map[queueName][]*moveTask{}
+	if err := h.loadMovesLocked(ctx); err != nil {
+		return nil, err
 	}
 	list := h.moves.tasks[src]
 	if n := len(list); n > 0 && (list[n-1].state() == taskRunning || list[n-1].state() == taskCancelling) {
 		return nil, errInvalidParameter("A message move task is already running on %s.", src)
 	}
-	h.moves.seq++
-	tctx, cancel := context.WithCancel(h.runCtx)
+	var nonce [9]byte
+	_, _ = rand.Read(nonce[:])
 	t := &moveTask{
-		handle: base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf("%d:%s", h.moves.seq, src))),
-		source: src, destination: dst, rate: rate, started: h.opts.Now(), cancel: cancel,
-		status: taskRunning, toMove: visible + notVisible, finished: make(chan struct{}),
+		handle: base64.RawURLEncoding.EncodeToString(append(nonce[:], ":"+string(src)...)),
+		source: src, destination: dst, rate: rate, started: h.opts.Now(), created: qs.meta.Created,
+		status: taskRunning, toMove: visible + notVisible, running: true, finished: make(chan struct{}),
+	}
+	// Durable before it runs or is answered: a restart resumes it.
+	if err := h.saveMove(ctx, t); err != nil {
+		return nil, err
 	}
 	list = append(list, t)
 	if len(list) > maxTaskHistory {
 		list = list[len(list)-maxTaskHistory:]
 	}
 	h.moves.tasks[src] = list
+	tctx, cancel := context.WithCancel(h.runCtx)
+	t.cancel = cancel
 	go h.runMove(tctx, t)
 	return &taskHandleOutput{TaskHandle: t.handle}, nil
 }
@@ -161,41 +346,78 @@ func (t *moveTask) state() string {
 }
 
 // runMove moves the task's messages until it has moved toMove, the queue
-// is empty, or it is cancelled.
+// is empty, or it is cancelled (CancelMessageMoveTask). When its context
+// ends otherwise (a shutdown) it stays RUNNING, its progress written, to
+// be resumed at the next start.
 func (h *Handler) runMove(ctx context.Context, t *moveTask) {
 	defer close(t.finished)
+	save := func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), moveSaveTimeout)
+		defer cancel()
+		if err := h.saveMove(sctx, t); err != nil {
+			h.log.Warn().Err(err).Str("queue", string(t.source)).Msg("writing an SQS message move task failed")
+		}
+	}
 	finish := func(status, failure string) {
 		t.mu.Lock()
-		defer t.mu.Unlock()
 		if t.status == taskCancelling {
 			status = taskCancelled
 		}
 		t.status, t.failure = status, failure
+		t.mu.Unlock()
+		save()
+	}
+	// stopped ends the task after ctx ended: cancelled, or (a shutdown)
+	// left running with its progress written.
+	stopped := func() {
+		if t.state() == taskCancelling {
+			finish(taskCancelled, "")
+			return
+		}
+		save()
 	}
 	group := t.source.topic()
 	for {
 		t.mu.Lock()
 		done := t.moved >= t.toMove
+		left := t.toMove - t.moved
+		checkpoint := t.moved > t.savedMoved && h.opts.Now().Sub(t.savedAt) >= moveCheckpoint
+		resumed := t.resumed
 		t.mu.Unlock()
 		if done {
 			finish(taskCompleted, "")
 			return
 		}
 		if ctx.Err() != nil {
-			finish(taskCancelled, "")
+			stopped()
 			return
 		}
-		n := min(10, int(t.toMove))
-		msgs, err := h.b.Pull(ctx, broker.PullRequest{Group: group, Topic: group, MaxMessages: n, Invisible: 30 * time.Second, NoAutoCreate: true})
+		if checkpoint {
+			save()
+		}
+		n := int(min(10, left))
+		if t.rate > 0 {
+			n = min(n, t.rate) // moved within the lease
+		}
+		// A resumed task waits for the messages it held before the
+		// restart to come back.
+		var wait time.Duration
+		if !resumed.IsZero() {
+			wait = min(time.Until(resumed.Add(moveLease+2*time.Second)), 20*time.Second)
+		}
+		msgs, err := h.b.Pull(ctx, broker.PullRequest{Group: group, Topic: group, MaxMessages: n, Wait: max(wait, 0), Invisible: moveLease, NoAutoCreate: true})
 		if err != nil {
 			if ctx.Err() != nil {
-				finish(taskCancelled, "")
+				stopped()
 				return
 			}
-			finish(taskFailed, err.Error())
+			finish(taskFailed, asAPIError(err).msg)
 			return
 		}
 		if len(msgs) == 0 {
+			if wait > 0 {
+				continue
+			}
 			finish(taskCompleted, "")
 			return
 		}
@@ -204,7 +426,7 @@ func (h *Handler) runMove(ctx context.Context, t *moveTask) {
 				// Give the message back, then stop.
 				_, _ = h.b.ChangeLease(context.WithoutCancel(ctx), group, []broker.LeaseItem{{Receipt: m.Receipt}})
 				if ctx.Err() != nil {
-					finish(taskCancelled, "")
+					stopped()
 				} else {
 					finish(taskFailed, asAPIError(err).msg)
 				}
@@ -243,14 +465,17 @@ func (h *Handler) moveOne(ctx context.Context, t *moveTask, m broker.ReceivedMes
 			props[k] = v
 		}
 	}
-	if props[propID] == "" {
-		id := m.MessageID
-		if m.OriginMessageID != "" {
-			id = m.OriginMessageID
-		}
-		props[propID] = id
+	// The dead letter's first id: the same after its lease ran out (a
+	// task that stopped between the send and the delete sends it again
+	// under the same dedup id), new each time a message dies again.
+	first := m.MessageID
+	if m.OriginMessageID != "" {
+		first = m.OriginMessageID
 	}
-	msg := broker.SendMessage{Body: m.Body, Properties: props, DedupID: "sqs-move-" + m.MessageID}
+	if props[propID] == "" {
+		props[propID] = first
+	}
+	msg := broker.SendMessage{Body: m.Body, Properties: props, DedupID: "sqs-move-" + first}
 	if qs.name.fifo() {
 		msg.ShardingKey = props[propGroup]
 	}
@@ -269,9 +494,12 @@ type cancelMessageMoveTaskOutput struct {
 	ApproximateNumberOfMessagesMoved int64
 }
 
-func (h *Handler) cancelMessageMoveTask(_ context.Context, _ *request, in *cancelMessageMoveTaskInput) (*cancelMessageMoveTaskOutput, error) {
+func (h *Handler) cancelMessageMoveTask(ctx context.Context, _ *request, in *cancelMessageMoveTaskInput) (*cancelMessageMoveTaskOutput, error) {
 	if in.TaskHandle == "" {
 		return nil, errMissing("TaskHandle")
+	}
+	if err := h.loadMoves(ctx); err != nil {
+		return nil, err
 	}
 	h.moves.mu.Lock()
 	var found *moveTask
@@ -288,8 +516,20 @@ func (h *Handler) cancelMessageMoveTask(_ context.Context, _ *request, in *cance
 	}
 	found.mu.Lock()
 	if found.status != taskRunning {
+		status := found.status
 		found.mu.Unlock()
-		return nil, errInvalidParameter("The message move task is not running (%s).", found.state0())
+		return nil, errInvalidParameter("The message move task is not running (%s).", status)
+	}
+	if !found.running {
+		// Read back from the table and not resumed yet: cancelled here.
+		found.status = taskCancelled
+		close(found.finished)
+		moved := found.moved
+		found.mu.Unlock()
+		if err := h.saveMove(ctx, found); err != nil {
+			return nil, err
+		}
+		return &cancelMessageMoveTaskOutput{ApproximateNumberOfMessagesMoved: moved}, nil
 	}
 	found.status = taskCancelling
 	found.mu.Unlock()
@@ -299,9 +539,6 @@ func (h *Handler) cancelMessageMoveTask(_ context.Context, _ *request, in *cance
 	defer found.mu.Unlock()
 	return &cancelMessageMoveTaskOutput{ApproximateNumberOfMessagesMoved: found.moved}, nil
 }
-
-// state0 is the status with t.mu held.
-func (t *moveTask) state0() string { return t.status }
 
 type listMessageMoveTasksInput struct {
 	SourceArn  string
@@ -334,6 +571,9 @@ func (h *Handler) listMessageMoveTasks(ctx context.Context, _ *request, in *list
 	}
 	limit, err := intParam("MaxResults", in.MaxResults, 1, 1, maxTaskHistory)
 	if err != nil {
+		return nil, err
+	}
+	if err := h.loadMoves(ctx); err != nil {
 		return nil, err
 	}
 	h.moves.mu.Lock()

@@ -163,11 +163,21 @@ func retryMaxTimes(attrs map[string]string) int {
 	return noRedriveRetries
 }
 
-// runRedrive runs the mover every interval until ctx ends.
+// runRedrive runs the mover every interval until ctx ends; it first
+// resumes the message move tasks a restart stopped (retried each interval
+// until it succeeds).
 func (h *Handler) runRedrive(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	resumed := false
 	for {
+		if !resumed {
+			err := h.resumeMoves(ctx)
+			resumed = err == nil
+			if err != nil && ctx.Err() == nil {
+				h.log.Warn().Err(err).Msg("resuming the SQS message move tasks failed; retrying")
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -248,3 +248,82 @@ func TestFairQueueSpreadsTenants(t *testing.T) {
 	}
 	require.Positive(t, quiet, "the quiet tenants wait behind the noisy one")
 }
+
+// TestMessageMoveTaskSurvivesRestart: a task stopped by a restart is
+// listed after it as it was (same handle, RUNNING, its progress), resumes
+// on its own and moves every message exactly once; a finished task is
+// still listed after the next restart.
+func TestMessageMoveTaskSurvivesRestart(t *testing.T) {
+	const n = 12
+	c, s := startSQS(t)
+	ctx := context.Background()
+	createQueue(t, c, "rs-dlq", nil)
+	src := createQueue(t, c, "rs", map[string]string{"VisibilityTimeout": "1",
+		"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:rs-dlq","maxReceiveCount":2}`})
+	ids := map[string]bool{}
+	for i := range n {
+		out, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(src), MessageBody: aws.String(fmt.Sprint("m", i))})
+		require.NoError(t, err)
+		ids[*out.MessageId] = true
+	}
+	seen := 0
+	require.Eventually(t, func() bool { seen += len(receive(t, c, src, 10, 1)); return seen >= 2*n }, 60*time.Second, time.Millisecond)
+	dlqArn := "arn:aws:sqs:us-east-1:000000000000:rs-dlq"
+	count := func(c *sqs.Client, url string) string {
+		a, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{"All"}})
+		require.NoError(t, err)
+		return a.Attributes["ApproximateNumberOfMessages"] + "/" + a.Attributes["ApproximateNumberOfMessagesNotVisible"]
+	}
+	require.Eventually(t, func() bool { return count(c, strings.Replace(src, "/rs", "/rs-dlq", 1)) == fmt.Sprint(n, "/0") }, 30*time.Second, 50*time.Millisecond)
+
+	task, err := c.StartMessageMoveTask(ctx, &sqs.StartMessageMoveTaskInput{SourceArn: aws.String(dlqArn), MaxNumberOfMessagesPerSecond: aws.Int32(2)})
+	require.NoError(t, err)
+	list := func(c *sqs.Client) types.ListMessageMoveTasksResultEntry {
+		out, err := c.ListMessageMoveTasks(ctx, &sqs.ListMessageMoveTasksInput{SourceArn: aws.String(dlqArn), MaxResults: aws.Int32(10)})
+		require.NoError(t, err)
+		require.Len(t, out.Results, 1)
+		return out.Results[0]
+	}
+	require.Eventually(t, func() bool { return list(c).ApproximateNumberOfMessagesMoved >= 3 }, 20*time.Second, 20*time.Millisecond)
+
+	s = s.Reopen(t)
+	ep := "http://" + s.Srv.SQSAddr()
+	c = newClient(t, ep, "AKIDEXAMPLE", "secret")
+	src = ep + "/000000000000/rs"
+	before := list(c)
+	require.Equal(t, "RUNNING", *before.Status)
+	require.Equal(t, *task.TaskHandle, *before.TaskHandle)
+	require.GreaterOrEqual(t, before.ApproximateNumberOfMessagesMoved, int64(3), "the progress written at shutdown")
+	require.Less(t, before.ApproximateNumberOfMessagesMoved, int64(n))
+	require.Equal(t, int64(n), *before.ApproximateNumberOfMessagesToMove)
+	require.Equal(t, int32(2), *before.MaxNumberOfMessagesPerSecond)
+	var after types.ListMessageMoveTasksResultEntry
+	require.Eventually(t, func() bool { after = list(c); return *after.Status == "COMPLETED" }, 60*time.Second, 50*time.Millisecond)
+	require.Equal(t, int64(n), after.ApproximateNumberOfMessagesMoved)
+	require.Equal(t, "0/0", count(c, ep+"/000000000000/rs-dlq"))
+
+	// Every message back in the source queue once, with its MessageId.
+	got := map[string]int{}
+	require.Eventually(t, func() bool {
+		for _, m := range receive(t, c, src, 10, 1) {
+			got[*m.MessageId]++
+			_, err := c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(src), ReceiptHandle: m.ReceiptHandle})
+			require.NoError(t, err)
+		}
+		return len(got) == n
+	}, 20*time.Second, time.Millisecond)
+	require.Empty(t, receive(t, c, src, 10, 2), "no message twice")
+	for id := range ids {
+		require.Equal(t, 1, got[id], id)
+	}
+
+	// The finished task is still listed after the next restart.
+	s = s.Reopen(t)
+	c = newClient(t, "http://"+s.Srv.SQSAddr(), "AKIDEXAMPLE", "secret")
+	again := list(c)
+	require.Equal(t, "COMPLETED", *again.Status)
+	require.Equal(t, int64(n), again.ApproximateNumberOfMessagesMoved)
+	require.Nil(t, again.TaskHandle, "only a running task shows its handle")
+	_, err = c.CancelMessageMoveTask(ctx, &sqs.CancelMessageMoveTaskInput{TaskHandle: task.TaskHandle})
+	require.Equal(t, "InvalidParameterValue", apiCode(t, err), "the task is over")
+}
