@@ -215,6 +215,9 @@ type Deps struct {
 	// Auth, when not nil, authenticates every request and checks its
 	// route's permission (auth.go). Nil: authentication off.
 	Auth Authenticator
+	// SQS, when not nil, lists the SQS-compatible endpoint's queues (GET
+	// /v1/sqs/queues); nil: the endpoint is off.
+	SQS SQSCatalog
 	// Limits are the default abuse limits of every account (limits.go);
 	// zero fields are unlimited. With Auth nil every caller is one
 	// account.
@@ -279,5 +282,6 @@ func NewHandler(d Deps) http.Handler {
 	h.registerTimerRoutes(r)
 	h.registerTransactionRoutes(r)
 	h.registerTraceRoutes(r)
+	h.registerSQSRoutes(r)
 	return r
 }

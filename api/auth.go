@@ -85,7 +85,8 @@ var (
 //   - A topic's configuration may be read with PUB or SUB on it; listing
 //     topics or groups, creating, changing or deleting them, push
 //     configuration (part of a group's configuration), reset-offset,
-//     timers, broker status, stats and message lookups need admin.
+//     timers, broker status, stats, message lookups and the SQS
+//     endpoint's queues need admin.
 //
 // Admin accounts hold every permission. Auto-creation follows from these
 // rules: only a PUB holder can send to (and so create) a topic, only a
@@ -124,6 +125,7 @@ var routeRules = map[string]routeRule{
 	"GET /broker/status":                     adminOnly,
 	"POST /broker/receipt-keys/rotate":       adminOnly,
 	"GET /stats":                             adminOnly,
+	"GET /sqs/queues":                        adminOnly,
 	"GET /timers":                            adminOnly,
 	"GET /timers/{id}":                       adminOnly,
 	"PUT /timers/{id}":                       adminOnly,

@@ -1664,6 +1664,53 @@ const docTemplate = `{
                 }
             }
         },
+        "/sqs/queues": {
+            "get": {
+                "description": "The queues of the SQS-compatible endpoint (--sqs-listen) by their SQS names, each with the topic and the clustering group that hold it, its URL, ARN, dead-letter queue and sources, attributes and tags: what a console needs to show SQS queues by name. With the endpoint off, enabled is false and no queue is listed.",
+                "produces": [
+                    "application/json"
+                ],
+                "tags": [
+                    "topics"
+                ],
+                "summary": "List the SQS endpoint's queues",
+                "operationId": "listSQSQueues",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Only queues whose names start with it (QueueNamePrefix): up to 80 of A-Z a-z 0-9 _ - .",
+                        "name": "prefix",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/SQSQueueList"
+                        }
+                    },
+                    "400": {
+                        "description": "invalid-argument",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
         "/stats": {
             "get": {
                 "description": "Totals since start (a poller computes rates from two snapshots), lag, in flight, delayed backlog and disk, in one small answer. Topic and group rows are bounded by --metrics-max-label-values (the rest summed under \"_other\").",
@@ -4653,6 +4700,123 @@ const docTemplate = `{
                     "maximum": 7200000,
                     "minimum": 1,
                     "example": 60000
+                }
+            }
+        },
+        "SQSQueue": {
+            "type": "object",
+            "required": [
+                "arn",
+                "attributes",
+                "createdAt",
+                "deadLetterSourceQueues",
+                "fifo",
+                "group",
+                "lastModifiedAt",
+                "name",
+                "tags",
+                "topic",
+                "url"
+            ],
+            "properties": {
+                "arn": {
+                    "description": "Arn is the queue's ARN.",
+                    "type": "string",
+                    "example": "arn:aws:sqs:us-east-1:000000000000:orders"
+                },
+                "attributes": {
+                    "description": "Attributes are the settable SQS attributes in force, defaults\nincluded (VisibilityTimeout, DelaySeconds, RedrivePolicy, …).",
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "string"
+                    }
+                },
+                "createdAt": {
+                    "description": "CreatedAt is the queue's CreatedTimestamp.",
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-12-01T10:00:00Z"
+                },
+                "deadLetterQueue": {
+                    "description": "DeadLetterQueue is the queue its RedrivePolicy names (absent without\none).",
+                    "type": "string",
+                    "example": "orders-dlq"
+                },
+                "deadLetterSourceQueues": {
+                    "description": "DeadLetterSourceQueues are the queues whose RedrivePolicy names\nthis one.",
+                    "type": "array",
+                    "items": {
+                        "type": "string"
+                    }
+                },
+                "fifo": {
+                    "description": "Fifo reports a FIFO queue (a name ending in .fifo).",
+                    "type": "boolean",
+                    "example": false
+                },
+                "group": {
+                    "description": "Group is the clustering group SQS receivers consume it as (the\ntopic's name).",
+                    "type": "string",
+                    "example": "sqs_orders"
+                },
+                "lastModifiedAt": {
+                    "description": "LastModifiedAt is its LastModifiedTimestamp.",
+                    "type": "string",
+                    "format": "date-time",
+                    "example": "2026-12-01T10:00:00Z"
+                },
+                "maxReceiveCount": {
+                    "description": "MaxReceiveCount is the RedrivePolicy's count (absent without one).",
+                    "type": "integer",
+                    "example": 5
+                },
+                "name": {
+                    "description": "Name is the SQS queue name.",
+                    "type": "string",
+                    "example": "orders"
+                },
+                "tags": {
+                    "description": "Tags are the queue's tags.",
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "string"
+                    }
+                },
+                "topic": {
+                    "description": "Topic is the topic that holds the queue's messages.",
+                    "type": "string",
+                    "example": "sqs_orders"
+                },
+                "url": {
+                    "description": "URL is the queue URL on endpoint.",
+                    "type": "string",
+                    "example": "http://127.0.0.1:9324/000000000000/orders"
+                }
+            }
+        },
+        "SQSQueueList": {
+            "type": "object",
+            "required": [
+                "enabled",
+                "queues"
+            ],
+            "properties": {
+                "enabled": {
+                    "description": "Enabled reports that the SQS endpoint is served (--sqs-listen); off,\nno queue is listed.",
+                    "type": "boolean",
+                    "example": true
+                },
+                "endpoint": {
+                    "description": "Endpoint is the SQS endpoint's base URL, its address as bound (an\nSDK's endpoint URL); absent when it is off.",
+                    "type": "string",
+                    "example": "http://127.0.0.1:9324"
+                },
+                "queues": {
+                    "description": "Queues are the queues, by name.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/SQSQueue"
+                    }
                 }
             }
         },

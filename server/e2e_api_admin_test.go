@@ -171,6 +171,13 @@ func endpointsBrokerStatus(t *testing.T, e *e2eServer) {
 
 	var keys api.ReceiptKeys
 	servertest.Decode(t, e.Do(t, http.MethodPost, "/v1/broker/receipt-keys/rotate", "", nil, nil), http.StatusOK, &keys)
+
+	// Without --sqs-listen the SQS catalog is off and empty.
+	var sqsQueues api.SQSQueueList
+	servertest.Decode(t, e.Get(t, "/v1/sqs/queues"), http.StatusOK, &sqsQueues)
+	require.False(t, sqsQueues.Enabled)
+	require.Empty(t, sqsQueues.Queues)
+	servertest.WantProblem(t, e.Get(t, "/v1/sqs/queues?prefix=no%20spaces"), http.StatusBadRequest, "invalid-argument")
 	require.Equal(t, keys.KeyIDs[len(keys.KeyIDs)-1], keys.SigningKeyID)
 }
 

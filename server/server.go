@@ -401,6 +401,7 @@ func (s *Server) routes() http.Handler {
 		PollContext:    s.pollCtx,
 		Draining:       func() bool { return s.state.Load() != stateRunning },
 		Auth:           s.authenticator(),
+		SQS:            s.sqsCatalog(),
 		Limits: api.AccountLimits{
 			RequestsPerSecond: s.cfg.RequestsPerSecond,
 			MessagesPerSecond: s.cfg.MessagesPerSecond,
@@ -543,6 +544,44 @@ func (s *Server) serveSQSOn(l net.Listener) {
 		ErrorLog:       stdlog.New(s.rootLog.With().Str("component", "net/http").Str("listener", "sqs").Logger(), "", 0),
 	}
 	s.log.Info().Str("sqs_addr", l.Addr().String()).Msg("the SQS API is served on its own address")
+}
+
+// sqsCatalog is what GET /v1/sqs/queues lists: nil without --sqs-listen.
+func (s *Server) sqsCatalog() api.SQSCatalog {
+	if s.cfg.SQSListen == "" {
+		return nil
+	}
+	return sqsCatalog{s}
+}
+
+// sqsCatalog adapts the SQS endpoint's queue list to the REST API.
+type sqsCatalog struct{ s *Server }
+
+// SQSQueues implements api.SQSCatalog.
+func (c sqsCatalog) SQSQueues(ctx context.Context, prefix string) (string, []api.SQSQueue, error) {
+	h := c.s.sqsHandler
+	if h == nil { // not wired yet (the routes are built first)
+		return "", nil, broker.ErrShuttingDown
+	}
+	scheme := "http"
+	if c.s.tls != nil {
+		scheme = "https"
+	}
+	endpoint := scheme + "://" + c.s.SQSAddr()
+	queues, err := h.Queues(ctx, prefix, endpoint)
+	if err != nil {
+		return "", nil, err
+	}
+	out := make([]api.SQSQueue, 0, len(queues))
+	for _, q := range queues {
+		out = append(out, api.SQSQueue{
+			Name: q.Name, Fifo: q.FIFO, Topic: q.Topic, Group: q.Group, URL: q.URL, Arn: q.ARN,
+			DeadLetterQueue: q.DeadLetterQueue, MaxReceiveCount: q.MaxReceiveCount,
+			DeadLetterSourceQueues: q.DeadLetterSources, Attributes: q.Attributes, Tags: q.Tags,
+			CreatedAt: q.Created.Format(time.RFC3339), LastModifiedAt: q.Modified.Format(time.RFC3339),
+		})
+	}
+	return endpoint, out, nil
 }
 
 // SQSAddr is the --sqs-listen address bound ("" without one).

@@ -438,6 +438,15 @@ type ClientInterface interface {
 	// Corresponds with POST /producer-groups/{producerGroup}/transactions/pull (the `PullTransactionChecks` operationId).
 	PullTransactionChecks(ctx context.Context, producerGroup string, body PullTransactionChecksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListSQSQueues List the SQS endpoint's queues
+	//
+	// The queues of the SQS-compatible endpoint (--sqs-listen) by their SQS names, each with the topic and the clustering group that hold it, its URL, ARN, dead-letter queue and sources, attributes and tags: what a console needs to show SQS queues by name. With the endpoint off, enabled is false and no queue is listed.
+	//
+	// Permission with an ACL file: admin.
+	//
+	// Corresponds with GET /sqs/queues (the `ListSQSQueues` operationId).
+	ListSQSQueues(ctx context.Context, params *ListSQSQueuesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetStats Compact stats for dashboards
 	//
 	// Totals since start (a poller computes rates from two snapshots), lag, in flight, delayed backlog and disk, in one small answer. Topic and group rows are bounded by --metrics-max-label-values (the rest summed under "_other").
@@ -1357,6 +1366,25 @@ func (c *Client) PullTransactionChecksWithBody(ctx context.Context, producerGrou
 // Corresponds with POST /producer-groups/{producerGroup}/transactions/pull (the `PullTransactionChecks` operationId).
 func (c *Client) PullTransactionChecks(ctx context.Context, producerGroup string, body PullTransactionChecksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPullTransactionChecksRequest(c.Server, producerGroup, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSQSQueues List the SQS endpoint's queues
+//
+// The queues of the SQS-compatible endpoint (--sqs-listen) by their SQS names, each with the topic and the clustering group that hold it, its URL, ARN, dead-letter queue and sources, attributes and tags: what a console needs to show SQS queues by name. With the endpoint off, enabled is false and no queue is listed.
+//
+// Permission with an ACL file: admin.
+//
+// Corresponds with GET /sqs/queues (the `ListSQSQueues` operationId).
+func (c *Client) ListSQSQueues(ctx context.Context, params *ListSQSQueuesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSQSQueuesRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2990,6 +3018,60 @@ func NewPullTransactionChecksRequestWithBody(server string, producerGroup string
 	return req, nil
 }
 
+// NewListSQSQueuesRequest constructs an http.Request for the ListSQSQueues method
+func NewListSQSQueuesRequest(server string, params *ListSQSQueuesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/sqs/queues")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Prefix != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "prefix", *params.Prefix, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetStatsRequest constructs an http.Request for the GetStats method
 func NewGetStatsRequest(server string) (*http.Request, error) {
 	var err error
@@ -4264,6 +4346,17 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /producer-groups/{producerGroup}/transactions/pull (the `PullTransactionChecks` operationId).
 	PullTransactionChecksWithResponse(ctx context.Context, producerGroup string, body PullTransactionChecksJSONRequestBody, reqEditors ...RequestEditorFn) (*PullTransactionChecksResponse, error)
+
+	// ListSQSQueuesWithResponse List the SQS endpoint's queues
+	//
+	// The queues of the SQS-compatible endpoint (--sqs-listen) by their SQS names, each with the topic and the clustering group that hold it, its URL, ARN, dead-letter queue and sources, attributes and tags: what a console needs to show SQS queues by name. With the endpoint off, enabled is false and no queue is listed.
+	//
+	// Permission with an ACL file: admin.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /sqs/queues (the `ListSQSQueues` operationId).
+	ListSQSQueuesWithResponse(ctx context.Context, params *ListSQSQueuesParams, reqEditors ...RequestEditorFn) (*ListSQSQueuesResponse, error)
 
 	// GetStatsWithResponse Compact stats for dashboards
 	//
@@ -7234,6 +7327,108 @@ func (r PullTransactionChecksResponse) ContentType() string {
 	return ""
 }
 
+// ListSQSQueuesResponse200Headers the declared response headers of an HTTP 200 response for ListSQSQueues
+type ListSQSQueuesResponse200Headers struct {
+	XRequestId string
+}
+
+type ListSQSQueuesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SQSQueueList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListSQSQueuesResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSQSQueuesResponse) GetJSON200() *SQSQueueList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListSQSQueuesResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListSQSQueuesResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListSQSQueuesResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListSQSQueuesResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListSQSQueuesResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListSQSQueuesResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListSQSQueuesResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSQSQueuesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSQSQueuesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSQSQueuesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// Bytes is a convenience method to retrieve the raw bytes from the HTTP response
+func (r ListSQSQueuesResponse) Bytes() []byte {
+	return r.Body
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSQSQueuesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetStatsResponse200Headers the declared response headers of an HTTP 200 response for GetStats
 type GetStatsResponse200Headers struct {
 	XRequestId string
@@ -9668,6 +9863,23 @@ func (c *ClientWithResponses) PullTransactionChecksWithResponse(ctx context.Cont
 		return nil, err
 	}
 	return ParsePullTransactionChecksResponse(rsp)
+}
+
+// ListSQSQueuesWithResponse List the SQS endpoint's queues
+//
+// The queues of the SQS-compatible endpoint (--sqs-listen) by their SQS names, each with the topic and the clustering group that hold it, its URL, ARN, dead-letter queue and sources, attributes and tags: what a console needs to show SQS queues by name. With the endpoint off, enabled is false and no queue is listed.
+//
+// Permission with an ACL file: admin.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /sqs/queues (the `ListSQSQueues` operationId).
+func (c *ClientWithResponses) ListSQSQueuesWithResponse(ctx context.Context, params *ListSQSQueuesParams, reqEditors ...RequestEditorFn) (*ListSQSQueuesResponse, error) {
+	rsp, err := c.ListSQSQueues(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSQSQueuesResponse(rsp)
 }
 
 // GetStatsWithResponse Compact stats for dashboards
@@ -12453,6 +12665,94 @@ func ParsePullTransactionChecksResponse(rsp *http.Response) (*PullTransactionChe
 	switch {
 	case rsp.StatusCode == 200:
 		var headers PullTransactionChecksResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListSQSQueuesResponse parses an HTTP response from a ListSQSQueuesWithResponse call
+func ParseListSQSQueuesResponse(rsp *http.Response) (*ListSQSQueuesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSQSQueuesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SQSQueueList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListSQSQueuesResponse200Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

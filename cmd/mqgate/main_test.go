@@ -55,12 +55,14 @@ func TestFlagsAndEnvironment(t *testing.T) {
 	t.Setenv("MQGATE_LISTEN", ":9000")
 	t.Setenv("MQGATE_ADVERTISE_ADDR", "10.0.0.7:8080")
 	c, _ := parse(t, "--listen", "127.0.0.1:7000", "--segment-size", "64MiB", "--delay-levels", "1s,5s",
-		"--no-auto-create", "--max-waiters", "5", "--write-timeout", "90s", "--metrics-max-label-values", "10")
+		"--no-auto-create", "--max-waiters", "5", "--write-timeout", "90s", "--metrics-max-label-values", "10",
+		"--sqs-max-waiting-receives", "7")
 	cfg := c.Serve.Config
 	require.Equal(t, "127.0.0.1:7000", cfg.Listen, "flags win over the environment")
 	require.Equal(t, "/var/lib/mqgate", cfg.DataDir)
 	require.Equal(t, "10.0.0.7:8080", cfg.AdvertiseAddr)
 	require.Equal(t, "async", cfg.Flush)
+	require.Equal(t, 7, cfg.SQSMaxWaitingReceives)
 	require.Equal(t, "postgres://db/mq", cfg.DatabaseURL, "DATABASE_URL is the twin of --database-url")
 	require.Equal(t, server.ByteSize(64<<20), cfg.SegmentSize)
 	require.Equal(t, server.DelayLevels{time.Second, 5 * time.Second}, cfg.DelayLevels)

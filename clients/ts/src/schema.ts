@@ -423,6 +423,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/sqs/queues": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the SQS endpoint's queues
+         * @description The queues of the SQS-compatible endpoint (--sqs-listen) by their SQS names, each with the topic and the clustering group that hold it, its URL, ARN, dead-letter queue and sources, attributes and tags: what a console needs to show SQS queues by name. With the endpoint off, enabled is false and no queue is listed.
+         *
+         *     Permission with an ACL file: admin.
+         */
+        get: operations["listSQSQueues"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/stats": {
         parameters: {
             query?: never;
@@ -2069,6 +2091,94 @@ export interface components {
              * @example 60000
              */
             maxMs?: number | null;
+        };
+        SQSQueue: {
+            /**
+             * @description Arn is the queue's ARN.
+             * @example arn:aws:sqs:us-east-1:000000000000:orders
+             */
+            arn: string;
+            /**
+             * @description Attributes are the settable SQS attributes in force, defaults
+             *     included (VisibilityTimeout, DelaySeconds, RedrivePolicy, …).
+             */
+            attributes: {
+                [key: string]: string;
+            };
+            /**
+             * Format: date-time
+             * @description CreatedAt is the queue's CreatedTimestamp.
+             * @example 2026-12-01T10:00:00Z
+             */
+            createdAt: string;
+            /**
+             * @description DeadLetterQueue is the queue its RedrivePolicy names (absent without
+             *     one).
+             * @example orders-dlq
+             */
+            deadLetterQueue?: string;
+            /**
+             * @description DeadLetterSourceQueues are the queues whose RedrivePolicy names
+             *     this one.
+             */
+            deadLetterSourceQueues: string[];
+            /**
+             * @description Fifo reports a FIFO queue (a name ending in .fifo).
+             * @example false
+             */
+            fifo: boolean;
+            /**
+             * @description Group is the clustering group SQS receivers consume it as (the
+             *     topic's name).
+             * @example sqs_orders
+             */
+            group: string;
+            /**
+             * Format: date-time
+             * @description LastModifiedAt is its LastModifiedTimestamp.
+             * @example 2026-12-01T10:00:00Z
+             */
+            lastModifiedAt: string;
+            /**
+             * @description MaxReceiveCount is the RedrivePolicy's count (absent without one).
+             * @example 5
+             */
+            maxReceiveCount?: number;
+            /**
+             * @description Name is the SQS queue name.
+             * @example orders
+             */
+            name: string;
+            /** @description Tags are the queue's tags. */
+            tags: {
+                [key: string]: string;
+            };
+            /**
+             * @description Topic is the topic that holds the queue's messages.
+             * @example sqs_orders
+             */
+            topic: string;
+            /**
+             * @description URL is the queue URL on endpoint.
+             * @example http://127.0.0.1:9324/000000000000/orders
+             */
+            url: string;
+        };
+        SQSQueueList: {
+            /**
+             * @description Enabled reports that the SQS endpoint is served (--sqs-listen); off,
+             *     no queue is listed.
+             * @example true
+             */
+            enabled: boolean;
+            /**
+             * @description Endpoint is the SQS endpoint's base URL, its address as bound (an
+             *     SDK's endpoint URL); absent when it is off.
+             * @example http://127.0.0.1:9324
+             */
+            endpoint?: string;
+            /** @description Queues are the queues, by name. */
+            queues: components["schemas"]["SQSQueue"][];
         };
         ScrubStatus: {
             /**
@@ -5774,6 +5884,107 @@ export interface operations {
             };
             /** @description disk-full */
             507: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a Problem: e.g. 421 host-not-allowed (a Host the server does not answer to), 431 header-too-large, 501 not-implemented (a transfer coding other than chunked), 504 timeout, 505 http-version-not-supported */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listSQSQueues: {
+        parameters: {
+            query?: {
+                /** @description Only queues whose names start with it (QueueNamePrefix): up to 80 of A-Z a-z 0-9 _ - . */
+                prefix?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /**
+                     * @description The request's id, also the requestId of a Problem and in the server's log lines of the request.
+                     * @example d4m1c8sl0s73b0h3ds2g
+                     */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SQSQueueList"];
+                };
+            };
+            /** @description invalid-argument; value-too-long (a malformed X-Mqgate-Client-Id header) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated (with an ACL file: no or wrong credentials; WWW-Authenticate names the schemes) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden, origin-not-allowed (the account lacks the operation's permission, the caller's address is outside a white list, or a cross-origin request comes from an origin not allowed) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate-limited, too-many-auth-failures (the account's requestsPerSecond, or too many failed sign-ins from the address; Retry-After says when to come back) */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description internal */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description shutting-down */
+            503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
