@@ -1,6 +1,7 @@
 package sqs
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -63,7 +64,35 @@ func boolValue(_ *Handler, v string) (string, error) {
 	return "", fmt.Errorf("must be true or false")
 }
 
-func anyValue(_ *Handler, v string) (string, error) { return v, nil }
+// Bounds of the free-text attributes, which the queue table keeps (and
+// rewrites whole at every change): a queue policy is a JSON object of at
+// most maxPolicyBytes (AWS refuses larger policies too), a KMS key id at
+// most maxKmsKeyIDBytes (AWS's KeyId limit).
+const (
+	maxPolicyBytes   = 20 << 10
+	maxKmsKeyIDBytes = 2048
+)
+
+func policyValue(_ *Handler, v string) (string, error) {
+	if v == "" {
+		return v, nil
+	}
+	if len(v) > maxPolicyBytes {
+		return "", fmt.Errorf("a policy is at most %d bytes, this one is %d", maxPolicyBytes, len(v))
+	}
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(v), &obj); err != nil {
+		return "", fmt.Errorf("a policy must be a JSON object")
+	}
+	return v, nil
+}
+
+func kmsKeyValue(_ *Handler, v string) (string, error) {
+	if len(v) > maxKmsKeyIDBytes {
+		return "", fmt.Errorf("a KMS key id is at most %d bytes", maxKmsKeyIDBytes)
+	}
+	return v, nil
+}
 
 func oneOf(vals ...string) func(*Handler, string) (string, error) {
 	return func(_ *Handler, v string) (string, error) {
@@ -89,8 +118,8 @@ var settable = map[string]attrRule{
 	attrContentBasedDedup:   {check: boolValue, fifoOnly: true},
 	attrDeduplicationScope:  {check: oneOf("messageGroup", "queue"), fifoOnly: true},
 	attrFifoThroughputLimit: {check: oneOf("perQueue", "perMessageGroupId"), fifoOnly: true},
-	attrPolicy:              {check: anyValue},
-	attrKmsMasterKeyID:      {check: anyValue},
+	attrPolicy:              {check: policyValue},
+	attrKmsMasterKeyID:      {check: kmsKeyValue},
 	attrKmsDataKeyReuse:     {check: intRange(60, 86400)},
 	attrSqsManagedSse:       {check: boolValue},
 	attrRedrivePolicy: {check: func(_ *Handler, v string) (string, error) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/api"
@@ -70,4 +71,25 @@ func TestRESTListsSQSQueues(t *testing.T) {
 	servertest.Decode(t, s.Get(t, "/v1/sqs/queues?prefix=orders"), http.StatusOK, &list)
 	require.Len(t, list.Queues, 2)
 	servertest.WantProblem(t, s.Get(t, "/v1/sqs/queues?prefix=%3Cscript%3E"), http.StatusBadRequest, "invalid-argument")
+}
+
+// TestQueueTableSurvivesForeignMessages: messages sent to the queue
+// table's topic through the REST API (garbage, or JSON that is no table)
+// are skipped after a restart: the endpoint keeps its queues' attributes
+// and answers no 5xx.
+func TestQueueTableSurvivesForeignMessages(t *testing.T) {
+	c, s := startSQS(t)
+	ctx := context.Background()
+	createQueue(t, c, "kept", map[string]string{"VisibilityTimeout": "45"})
+	for _, body := range []string{"garbage", `{"v":2,"queues":{}}`, `{"queues":null}`, `[]`} {
+		s.Send(t, "sqs-meta", api.SendMessage{Body: body})
+	}
+	s = s.Reopen(t)
+	c = newClient(t, "http://"+s.Srv.SQSAddr(), "AKIDEXAMPLE", "secret")
+	url := "http://" + s.Srv.SQSAddr() + "/000000000000/kept"
+	attrs, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{"VisibilityTimeout"}})
+	require.NoError(t, err)
+	require.Equal(t, "45", attrs.Attributes["VisibilityTimeout"])
+	_, err = c.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(url), Attributes: map[string]string{"DelaySeconds": "1"}})
+	require.NoError(t, err)
 }

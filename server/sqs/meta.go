@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/mqgate/mqgate/server/broker"
 )
 
@@ -63,6 +65,7 @@ type metaSnapshot struct {
 type metaStore struct {
 	b   Broker
 	now func() time.Time
+	log zerolog.Logger
 
 	mu     sync.Mutex
 	loaded bool
@@ -81,25 +84,53 @@ func (m *metaStore) loadLocked(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("read the SQS queue table: %w", err)
 	case len(status) > 0 && status[0].MaxOffset > status[0].MinOffset:
-		msgs, _, err := m.b.ReadQueue(ctx, metaTopic, 0, status[0].MaxOffset-1, 1)
+		snap, err := m.newestSnapshot(ctx, status[0].MinOffset, status[0].MaxOffset)
 		if err != nil {
-			return fmt.Errorf("read the SQS queue table: %w", err)
+			return err
 		}
-		if len(msgs) == 1 {
-			var snap metaSnapshot
-			if err := json.Unmarshal(msgs[0].Body, &snap); err != nil {
-				return fmt.Errorf("decode the SQS queue table (topic %s, offset %d): %w", metaTopic, msgs[0].QueueOffset, err)
-			}
-			for name, qm := range snap.Queues {
-				if q, err := parseQueueName(name); err == nil && qm != nil {
-					queues[q] = qm
-				}
+		for name, qm := range snap.Queues {
+			if q, err := parseQueueName(name); err == nil && qm != nil {
+				queues[q] = qm
 			}
 		}
 	}
 	m.queues, m.loaded = queues, true
 	return nil
 }
+
+// maxMetaScan bounds how many messages of the meta topic, newest first,
+// loadLocked reads to find a table.
+const maxMetaScan = 1024
+
+// newestSnapshot is the newest message of the meta topic (queue offsets
+// min to max, exclusive) that is a table. Anything else there — a message
+// sent to the topic through the REST API — is skipped with a warning, so
+// that it cannot take the endpoint down; a table it cannot find in the
+// newest maxMetaScan messages is an error (answered 500 until the topic
+// holds one again), never an empty table that the next change would
+// write over the lost one.
+func (m *metaStore) newestSnapshot(ctx context.Context, min, max int64) (metaSnapshot, error) {
+	for off := max - 1; off >= min && off >= max-maxMetaScan; off-- {
+		msgs, _, err := m.b.ReadQueue(ctx, metaTopic, 0, off, 1)
+		if err != nil {
+			return metaSnapshot{}, fmt.Errorf("read the SQS queue table: %w", err)
+		}
+		if len(msgs) != 1 || msgs[0].QueueOffset != off {
+			continue // expired or quarantined: look further back
+		}
+		var snap metaSnapshot
+		if err := json.Unmarshal(msgs[0].Body, &snap); err != nil || snap.Version != 1 || snap.Queues == nil {
+			m.log.Warn().Int64("offset", off).Str("topic", metaTopic).
+				Msg("a message of the SQS queue table's topic is no table (sent through the REST API?): skipped; only the SQS endpoint writes this topic")
+			continue
+		}
+		return snap, nil
+	}
+	return metaSnapshot{}, fmt.Errorf("%w: none of the newest %d messages of topic %s is an SQS queue table", errNoTable, maxMetaScan, metaTopic)
+}
+
+// errNoTable: the meta topic holds messages but no table among the newest.
+var errNoTable = errors.New("sqs: the queue table is missing")
 
 // get returns a copy of q's entry (nil without one).
 func (m *metaStore) get(ctx context.Context, q queueName) (*queueMeta, error) {

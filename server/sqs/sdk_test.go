@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -386,6 +387,16 @@ func TestBadInput(t *testing.T) {
 	require.Equal(t, "InvalidAttributeName", apiCode(t, err))
 	_, err = c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: aws.String("mq1" + "aGVsbG8")})
 	require.Equal(t, "ReceiptHandleIsInvalid", apiCode(t, err))
+	// Free-text attributes are bounded (the queue table keeps them): a
+	// policy is a JSON object of at most 20 KiB.
+	for _, policy := range []string{"not json", `{"Statement":"` + strings.Repeat("x", 20<<10) + `"}`} {
+		_, err = c.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(url), Attributes: map[string]string{"Policy": policy}})
+		require.Equal(t, "InvalidAttributeValue", apiCode(t, err))
+	}
+	_, err = c.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(url), Attributes: map[string]string{"KmsMasterKeyId": strings.Repeat("k", 2049)}})
+	require.Equal(t, "InvalidAttributeValue", apiCode(t, err))
+	_, err = c.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(url), Attributes: map[string]string{"Policy": `{"Version":"2012-10-17","Statement":[]}`}})
+	require.NoError(t, err)
 }
 
 func TestTags(t *testing.T) {
