@@ -39,9 +39,13 @@
 // broker's dedup id.
 //
 // Attributes that have no place in the topic's or the group's
-// configuration, and tags, are a table the endpoint keeps on its own
-// topic "sqs-meta" (meta.go): each change appends the whole table, and
-// the newest message is the table in force.
+// configuration, tags, the redrive mover's positions and the message move
+// tasks are a table the endpoint keeps on its own topics (meta.go): each
+// change appends the whole table, and the newest is the table in force.
+// The table moves between two topics, "sqs-meta" and "sqs-meta-b", at
+// least hourly, deleting the one it leaves: their long retention would
+// otherwise keep every CommitLog segment from the table's first message
+// on.
 //
 // With an ACL (Options.ACL), every request must be signed with AWS SigV4
 // — an Authorization header or a presigned URL — by an account of the ACL

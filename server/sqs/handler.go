@@ -132,7 +132,7 @@ func New(opts Options) *Handler {
 	}
 	h := &Handler{opts: opts, b: opts.Broker, log: opts.Logger.With().Str("component", "sqs").Logger()}
 	h.waiting = make(chan struct{}, opts.MaxWaitingReceives)
-	h.meta = &metaStore{b: opts.Broker, now: opts.Now, log: h.log}
+	h.meta = &metaStore{b: opts.Broker, now: opts.Now, log: h.log, current: -1}
 	if opts.ACL != nil {
 		h.sig = &sigV4{acl: opts.ACL, now: opts.Now}
 	}

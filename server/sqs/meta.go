@@ -17,15 +17,33 @@ import (
 
 // The queues' attributes and tags that have no place in the topic's or
 // the group's configuration are kept by the endpoint itself, through the
-// facade: every change appends the whole table, as one JSON message, to
-// queue 0 of the one-queue topic metaTopic, and the table in force is
-// the newest message there (read at the first request after a start).
-// The topic keeps its messages for metaRetentionHours, so retention never
-// takes the newest one. A topic without an entry (a queue made through
-// the native API as a topic "sqs_<name>") has the default attributes.
+// facade: every change appends the whole table, as one JSON message with
+// a sequence number one higher than the last, to queue 0 of a one-queue
+// meta topic, and the table in force is the newest message there (read
+// at the first request after a start). A topic without an entry (a queue
+// made through the native API as a topic "sqs_<name>") has the default
+// attributes.
+//
+// The meta topics keep their messages for metaRetentionHours, so that
+// retention never takes the table in force however long the server was
+// down. But a topic's longer retention keeps every CommitLog segment from
+// its oldest message on, whatever else they hold; so the table alternates
+// between two topics (metaTopics): at least every metaRotateInterval the
+// leader writes the table to the other one and then deletes the one in
+// use (rotateIfDue), so that the segments the table holds back are those
+// of the last interval only. A crash between the two steps leaves both
+// topics; the table with the higher sequence number is the one in force.
 
-// metaRetentionHours is the meta topic's retention (ten years).
+// metaRetentionHours is the meta topics' retention (ten years).
 const metaRetentionHours = 10 * 365 * 24
+
+// metaRotateInterval is how often the table moves to the other meta
+// topic (and the first time soon after a start).
+const metaRotateInterval = time.Hour
+
+// metaTopics are the two topics the table alternates between; a data dir
+// of an older version has metaTopic only.
+var metaTopics = [2]string{metaTopic, metaTopicAlt}
 
 // queueMeta is what the endpoint keeps of one queue.
 type queueMeta struct {
@@ -57,8 +75,10 @@ func (m *queueMeta) clone() *queueMeta {
 
 // metaSnapshot is the body of a meta message.
 type metaSnapshot struct {
-	Version int                   `json:"v"`
-	Queues  map[string]*queueMeta `json:"queues"`
+	Version int `json:"v"`
+	// Seq numbers the tables (0 in those of older versions).
+	Seq    int64                 `json:"seq,omitempty"`
+	Queues map[string]*queueMeta `json:"queues"`
 }
 
 // metaStore is the table of queueMeta.
@@ -70,63 +90,84 @@ type metaStore struct {
 	mu     sync.Mutex
 	loaded bool
 	queues map[queueName]*queueMeta
+	// current indexes metaTopics: the topic of the table in force (-1:
+	// none yet); seq is that table's sequence number; rotatedAt when it
+	// was last moved (zero after a start).
+	current   int
+	seq       int64
+	rotatedAt time.Time
 }
 
-// loadLocked reads the newest table once (m.mu held).
+// loadLocked reads the newest table once (m.mu held): of the two meta
+// topics, the table with the higher sequence number.
 func (m *metaStore) loadLocked(ctx context.Context) error {
 	if m.loaded {
 		return nil
 	}
-	queues := map[queueName]*queueMeta{}
-	status, err := m.b.TopicStatus(ctx, metaTopic)
-	switch {
-	case errors.Is(err, broker.ErrTopicNotFound):
-	case err != nil:
-		return fmt.Errorf("read the SQS queue table: %w", err)
-	case len(status) > 0 && status[0].MaxOffset > status[0].MinOffset:
-		snap, err := m.newestSnapshot(ctx, status[0].MinOffset, status[0].MaxOffset)
-		if err != nil {
-			return err
-		}
-		for name, qm := range snap.Queues {
-			if q, err := parseQueueName(name); err == nil && qm != nil {
-				queues[q] = qm
-			}
+	current, best := -1, metaSnapshot{}
+	var errs []error
+	for i, topic := range metaTopics {
+		snap, found, err := m.newestSnapshot(ctx, topic)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case found && (current < 0 || snap.Seq > best.Seq):
+			current, best = i, snap
 		}
 	}
-	m.queues, m.loaded = queues, true
+	if len(errs) > 0 && (current < 0 || len(errs) == len(metaTopics)) {
+		return errors.Join(errs...)
+	}
+	for _, err := range errs {
+		m.log.Warn().Err(err).Msg("one of the SQS queue table's topics holds no table: the other one's is in force")
+	}
+	queues := map[queueName]*queueMeta{}
+	for name, qm := range best.Queues {
+		if q, err := parseQueueName(name); err == nil && qm != nil {
+			queues[q] = qm
+		}
+	}
+	m.queues, m.current, m.seq, m.loaded = queues, current, best.Seq, true
 	return nil
 }
 
-// maxMetaScan bounds how many messages of the meta topic, newest first,
+// maxMetaScan bounds how many messages of a meta topic, newest first,
 // loadLocked reads to find a table.
 const maxMetaScan = 1024
 
-// newestSnapshot is the newest message of the meta topic (queue offsets
-// min to max, exclusive) that is a table. Anything else there — a message
-// sent to the topic through the REST API — is skipped with a warning, so
-// that it cannot take the endpoint down; a table it cannot find in the
-// newest maxMetaScan messages is an error (answered 500 until the topic
-// holds one again), never an empty table that the next change would
-// write over the lost one.
-func (m *metaStore) newestSnapshot(ctx context.Context, min, max int64) (metaSnapshot, error) {
-	for off := max - 1; off >= min && off >= max-maxMetaScan; off-- {
-		msgs, _, err := m.b.ReadQueue(ctx, metaTopic, 0, off, 1)
+// newestSnapshot is the newest message of the meta topic that is a table
+// (found false: the topic is missing or empty). Anything else there — a
+// message sent to the topic through the REST API — is skipped with a
+// warning, so that it cannot take the endpoint down; a table it cannot
+// find in the newest maxMetaScan messages is an error (answered 500 until
+// the topic holds one again), never an empty table that the next change
+// would write over the lost one.
+func (m *metaStore) newestSnapshot(ctx context.Context, topic string) (snap metaSnapshot, found bool, err error) {
+	status, err := m.b.TopicStatus(ctx, topic)
+	if errors.Is(err, broker.ErrTopicNotFound) || (err == nil && (len(status) == 0 || status[0].MaxOffset <= status[0].MinOffset)) {
+		return snap, false, nil
+	}
+	if err != nil {
+		return snap, false, fmt.Errorf("read the SQS queue table: %w", err)
+	}
+	low, high := status[0].MinOffset, status[0].MaxOffset
+	for off := high - 1; off >= low && off >= high-maxMetaScan; off-- {
+		msgs, _, err := m.b.ReadQueue(ctx, topic, 0, off, 1)
 		if err != nil {
-			return metaSnapshot{}, fmt.Errorf("read the SQS queue table: %w", err)
+			return snap, false, fmt.Errorf("read the SQS queue table: %w", err)
 		}
 		if len(msgs) != 1 || msgs[0].QueueOffset != off {
 			continue // expired or quarantined: look further back
 		}
-		var snap metaSnapshot
 		if err := json.Unmarshal(msgs[0].Body, &snap); err != nil || snap.Version != 1 || snap.Queues == nil {
-			m.log.Warn().Int64("offset", off).Str("topic", metaTopic).
+			m.log.Warn().Int64("offset", off).Str("topic", topic).
 				Msg("a message of the SQS queue table's topic is no table (sent through the REST API?): skipped; only the SQS endpoint writes this topic")
+			snap = metaSnapshot{}
 			continue
 		}
-		return snap, nil
+		return snap, true, nil
 	}
-	return metaSnapshot{}, fmt.Errorf("%w: none of the newest %d messages of topic %s is an SQS queue table", errNoTable, maxMetaScan, metaTopic)
+	return snap, false, fmt.Errorf("%w: none of the newest %d messages of topic %s is an SQS queue table", errNoTable, maxMetaScan, topic)
 }
 
 // errNoTable: the meta topic holds messages but no table among the newest.
@@ -195,16 +236,27 @@ func (m *metaStore) update(ctx context.Context, q queueName, fn func(cur *queueM
 	return next.clone(), nil
 }
 
-// persist appends the table queues to the meta topic (creating it first).
+// persist appends the table queues to the meta topic in use (creating it
+// first).
 func (m *metaStore) persist(ctx context.Context, queues map[queueName]*queueMeta) error {
-	if _, err := m.b.GetTopic(ctx, metaTopic); errors.Is(err, broker.ErrTopicNotFound) {
-		if _, _, err := m.b.PutTopic(ctx, broker.TopicConfig{Name: metaTopic, Queues: 1, RetentionHours: metaRetentionHours}); err != nil {
-			return fmt.Errorf("create the SQS queue table's topic %s: %w", metaTopic, err)
+	current := max(m.current, 0)
+	if err := m.write(ctx, metaTopics[current], queues, m.seq+1); err != nil {
+		return err
+	}
+	m.current, m.seq = current, m.seq+1
+	return nil
+}
+
+// write appends the table queues numbered seq to topic (creating it first).
+func (m *metaStore) write(ctx context.Context, topic string, queues map[queueName]*queueMeta, seq int64) error {
+	if _, err := m.b.GetTopic(ctx, topic); errors.Is(err, broker.ErrTopicNotFound) {
+		if _, _, err := m.b.PutTopic(ctx, broker.TopicConfig{Name: topic, Queues: 1, RetentionHours: metaRetentionHours}); err != nil {
+			return fmt.Errorf("create the SQS queue table's topic %s: %w", topic, err)
 		}
 	} else if err != nil {
 		return err
 	}
-	snap := metaSnapshot{Version: 1, Queues: make(map[string]*queueMeta, len(queues))}
+	snap := metaSnapshot{Version: 1, Seq: seq, Queues: make(map[string]*queueMeta, len(queues))}
 	for q, qm := range queues {
 		snap.Queues[string(q)] = qm
 	}
@@ -212,10 +264,38 @@ func (m *metaStore) persist(ctx context.Context, queues map[queueName]*queueMeta
 	if err != nil {
 		return err
 	}
-	if _, err := m.b.Send(ctx, metaTopic, []broker.SendMessage{{Body: body}}); err != nil {
+	if _, err := m.b.Send(ctx, topic, []broker.SendMessage{{Body: body}}); err != nil {
 		return fmt.Errorf("write the SQS queue table: %w", err)
 	}
 	return nil
+}
+
+// rotateIfDue moves the table to the other meta topic when the one in use
+// has held it for metaRotateInterval (or since a start): it writes the
+// table there, then deletes the topic in use, whose messages no longer
+// hold CommitLog segments back. It reports whether it moved the table.
+func (m *metaStore) rotateIfDue(ctx context.Context) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.loadLocked(ctx); err != nil {
+		return false, err
+	}
+	now := m.now()
+	if m.current < 0 || (!m.rotatedAt.IsZero() && now.Sub(m.rotatedAt) < metaRotateInterval) {
+		return false, nil
+	}
+	next := 1 - m.current
+	if err := m.write(ctx, metaTopics[next], m.queues, m.seq+1); err != nil {
+		return false, err
+	}
+	old := metaTopics[m.current]
+	m.current, m.seq, m.rotatedAt = next, m.seq+1, now
+	if err := m.b.DeleteTopic(ctx, old); err != nil && !errors.Is(err, broker.ErrTopicNotFound) {
+		// The table is in force on the new topic (the higher sequence
+		// number); the old one goes at the next rotation.
+		return true, fmt.Errorf("delete the SQS queue table's old topic %s: %w", old, err)
+	}
+	return true, nil
 }
 
 // sources are the queues whose RedrivePolicy names target (every queue

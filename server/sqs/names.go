@@ -17,15 +17,17 @@ import (
 //
 // The prefixes differ at their fourth character ('_' and 'f'), so a
 // standard queue named "fifo_x" ("sqs_fifo_x") never meets the FIFO queue
-// "x.fifo" ("sqsfifo_x"). The adapter's own topic, metaTopic, starts
-// "sqs-" and so is no queue's either.
+// "x.fifo" ("sqsfifo_x"). The adapter's own topics, metaTopic and
+// metaTopicAlt, start "sqs-" and so are no queue's either.
 const (
 	maxQueueName   = 80
 	fifoSuffix     = ".fifo"
 	standardPrefix = "sqs_"
 	fifoPrefix     = "sqsfifo_"
-	// metaTopic holds the queues' attributes (meta.go).
-	metaTopic = "sqs-meta"
+	// metaTopic and metaTopicAlt hold the queues' attributes, in turn
+	// (meta.go).
+	metaTopic    = "sqs-meta"
+	metaTopicAlt = "sqs-meta-b"
 )
 
 // queueName is a checked SQS queue name.

@@ -185,6 +185,9 @@ func (h *Handler) runRedrive(ctx context.Context, interval time.Duration) {
 			if err := h.redrive(ctx, ""); err != nil && ctx.Err() == nil {
 				h.log.Warn().Err(err).Msg("SQS redrive pass failed; retrying")
 			}
+			if _, err := h.meta.rotateIfDue(ctx); err != nil && ctx.Err() == nil {
+				h.log.Warn().Err(err).Msg("moving the SQS queue table to its other topic failed; retrying")
+			}
 		}
 	}
 }
