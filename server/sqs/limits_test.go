@@ -17,13 +17,13 @@ import (
 // noRetries makes an SDK client answer with the first error it gets.
 func noRetries(o *sqs.Options) { o.RetryMaxAttempts = 1 }
 
-// TestWaitingReceivesCap: with --sqs-max-waiting-receives 8, of 40
-// receives waiting at once 8 wait and the 32 others are refused at once
-// with RequestThrottled (what the SDKs retry with backoff); the 8 get the
+// TestWaitingReceivesCap: with --sqs-max-waiting-receives 50, of 250
+// receives waiting at once 50 wait and the 200 others are refused at once
+// with RequestThrottled (what the SDKs retry with backoff); the 50 get the
 // messages sent next, and their slots are free again afterwards. A
 // receive over the cap still gets the messages that are there at once.
 func TestWaitingReceivesCap(t *testing.T) {
-	const limit, callers = 8, 40
+	const limit, callers = 50, 250
 	c, _ := startSQS(t, func(c *server.Config) { c.SQSMaxWaitingReceives = limit })
 	ctx := context.Background()
 	url := createQueue(t, c, "capped", nil)
@@ -54,7 +54,7 @@ func TestWaitingReceivesCap(t *testing.T) {
 		}
 	}
 
-	// While the 8 wait, a receive of another queue is over the cap too,
+	// While the 50 wait, a receive of another queue is over the cap too,
 	// but gets a message that is already there.
 	_, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(other), WaitTimeSeconds: 20}, noRetries)
 	require.Equal(t, "RequestThrottled", apiCode(t, err))
@@ -80,7 +80,7 @@ func TestWaitingReceivesCap(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, limit, received, "each waiting receive got a message")
 
-	// The slots are free again: 8 receives wait at once, and none is refused.
+	// The slots are free again: 50 receives wait at once, and none is refused.
 	for range limit {
 		wg.Go(func() {
 			_, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(other), WaitTimeSeconds: 1}, noRetries)
