@@ -79,8 +79,14 @@ type dlqStatusRecord struct {
 }
 
 type dlqStatuses struct {
-	mu sync.RWMutex
-	m  map[string]dlqStatusRecord // group + "/" + messageId
+	// change orders status changes: a resend or discard holds it from
+	// reading a letter's status to applying the record it wrote, so two
+	// racing requests never both decide on the same old status, and the
+	// records reach the log in the order they are applied (the order a
+	// follower applies them in). Lock order: topicGate, change, mu.
+	change sync.Mutex
+	mu     sync.RWMutex
+	m      map[string]dlqStatusRecord // group + "/" + messageId
 }
 
 func (s *dlqStatuses) get(group, id string) (dlqStatusRecord, bool) {
@@ -354,6 +360,8 @@ func (b *Broker) ResendDeadLetters(ctx context.Context, group string, ids []stri
 func (b *Broker) resendChunk(ctx context.Context, group string, letters []*message.Message, res *ResendResult) error {
 	b.topicGate.RLock() // see topicdelete.go
 	defer b.topicGate.RUnlock()
+	b.dlqStatus.change.Lock()
+	defer b.dlqStatus.change.Unlock()
 	now := b.clock.Now()
 	var msgs []*message.Message
 	var recs []dlqStatusRecord
@@ -414,6 +422,8 @@ func (b *Broker) DiscardDeadLetter(ctx context.Context, group, id string) error 
 		return err
 	}
 	id = stableID(m)
+	b.dlqStatus.change.Lock()
+	defer b.dlqStatus.change.Unlock()
 	return b.appendDLQStatus([]dlqStatusRecord{{Group: group, MessageID: id, Status: DLQDiscarded, At: b.clock.Now().UTC()}}, nil)
 }
 

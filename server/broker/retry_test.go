@@ -3,9 +3,11 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/server/broker"
@@ -247,3 +249,36 @@ func TestAttemptHistoryNamesTheClient(t *testing.T) {
 }
 
 func (bd *bundle) b2ctx(client string) context.Context { return broker.WithClient(bd.ctx, client) }
+
+// Racing resends of one dead letter (two consoles, a retried request)
+// resend it once: the status decision and its record are one step.
+func TestConcurrentResendsOfOneDeadLetterResendItOnce(t *testing.T) {
+	bd := setup(t)
+	bd.send(t, "race", "poison")
+	got := bd.pull(t, "g", "race", 1, time.Second, time.Minute)
+	require.Len(t, got, 1)
+	bd.nack(t, "g", got[0], -1, "poison")
+	dead, _, err := bd.b.ListDeadLetters(bd.ctx, "g", broker.DLQFilter{}, "", 10)
+	require.NoError(t, err)
+	require.Len(t, dead, 1)
+	var wg sync.WaitGroup
+	resent := make([]int, 8)
+	for i := range resent {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rr, err := bd.b.ResendDeadLetters(bd.ctx, "g", []string{dead[0].MessageID}, nil)
+			if assert.NoError(t, err) {
+				resent[i] = len(rr.Resent)
+			}
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for _, n := range resent {
+		total += n
+	}
+	require.Equal(t, 1, total, "resent by %v", resent)
+	again := bd.pull(t, "g", "race", 4, 5*time.Second, time.Minute)
+	require.Len(t, again, 1, "one copy back on the topic")
+}
