@@ -143,6 +143,29 @@ func (s *Store) PutClassNoWait(class Class, ms []*message.Message, res []PutResu
 	return s.putBatch(class, ms, res, s.commitLog.AppendBatchNoWaitUse)
 }
 
+// PutClassStaged is PutClass in two steps (commitlog.AppendBatchStagedUse):
+// the messages are appended when it returns, in the log's order, and wait
+// returns once they are flushed (sync mode) — what PutClass returns after.
+// The broker appends records under the lock that orders the change they
+// record, and waits after releasing it.
+func (s *Store) PutClassStaged(class Class, ms []*message.Message, res []PutResult) (wait func() error, err error) {
+	end := int64(-1)
+	err = s.putBatch(class, ms, res, func(u commitlog.Use, es []commitlog.Encoder, ar []commitlog.AppendResult) error {
+		var aerr error
+		end, aerr = s.commitLog.AppendBatchStagedUse(u, es, ar)
+		return aerr
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func() error {
+		if err := s.commitLog.AwaitFlushed(end); err != nil {
+			return s.mapAppendErr(err)
+		}
+		return nil
+	}, nil
+}
+
 func (s *Store) putBatch(class Class, ms []*message.Message, res []PutResult, appendBatch func(commitlog.Use, []commitlog.Encoder, []commitlog.AppendResult) error) error {
 	if len(res) != len(ms) {
 		return fmt.Errorf("%w: %d results for %d messages", ErrInvalidMessage, len(res), len(ms))

@@ -32,6 +32,14 @@ type receiptOp func(ref leaseRef, now time.Time) ReceiptStatus
 // (broadcast.go): it settles that instance's lease, and counts as a
 // request of the instance.
 func (b *Broker) forEachReceipt(group string, receipts []string, isAck bool, op receiptOp) []ReceiptResult {
+	return b.forEachReceiptThen(group, receipts, isAck, op, nil)
+}
+
+// forEachReceiptThen is forEachReceipt calling beforeUnlock (when not nil)
+// each time it is about to release a pop state's lock: a caller appends
+// there the lease records of the changes op made under that lock, so the
+// log holds them in the order they were made (stageLeases).
+func (b *Broker) forEachReceiptThen(group string, receipts []string, isAck bool, op receiptOp, beforeUnlock func()) []ReceiptResult {
 	results := make([]ReceiptResult, len(receipts))
 	now := b.clock.Now()
 	// Decode (and check the HMAC of) every receipt before taking any lock.
@@ -65,6 +73,9 @@ func (b *Broker) forEachReceipt(group string, receipts []string, isAck bool, op 
 	heldGroup, heldTopic := "", ""
 	release := func() {
 		if held != nil {
+			if beforeUnlock != nil {
+				beforeUnlock()
+			}
 			held.mu.Unlock()
 			held = nil
 		}
@@ -268,8 +279,9 @@ func (b *Broker) ChangeLease(ctx context.Context, group string, items []LeaseIte
 		receipts[i] = it.Receipt
 	}
 	var notes leaseNotes // the new deadlines, recorded before the answer (lease_log.go)
+	var staged leaseStages
 	until := make([]time.Time, len(items))
-	results := b.forEachReceipt(group, receipts, false, func(ref leaseRef, now time.Time) ReceiptStatus {
+	results := b.forEachReceiptThen(group, receipts, false, func(ref leaseRef, now time.Time) ReceiptStatus {
 		inv := items[ref.index].Invisible
 		until[ref.index] = now.Add(inv)
 		if inv == 0 && (ref.lease.key != "" || ref.lease.failures > 0) {
@@ -293,8 +305,8 @@ func (b *Broker) ChangeLease(ctx context.Context, group string, items []LeaseIte
 		ref.lease.deadline = now.Add(inv)
 		notes.lease(b, ref.key, ref.r.Offset, ref.lease)
 		return ReceiptOK
-	})
-	if err := b.writeLeases(&notes); err != nil {
+	}, func() { staged.stage(b, &notes) })
+	if err := staged.wait(); err != nil {
 		return nil, err
 	}
 	for i := range results {
@@ -331,7 +343,8 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 	}
 	var failed []sendBack
 	var waiting leaseNotes // ordered messages retried in place (lease_log.go)
-	results := b.forEachReceipt(group, receipts, false, func(ref leaseRef, now time.Time) ReceiptStatus {
+	var staged leaseStages
+	results := b.forEachReceiptThen(group, receipts, false, func(ref leaseRef, now time.Time) ReceiptStatus {
 		it := items[ref.index]
 		client := clientOf(ctx)
 		if client == "" {
@@ -365,8 +378,8 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 			lease:   ref.lease,
 		})
 		return ReceiptOK
-	})
-	if err := errors.Join(b.writeLeases(&waiting), b.sendBack(group, failed)); err != nil {
+	}, func() { staged.stage(b, &waiting) })
+	if err := errors.Join(staged.wait(), b.sendBack(group, failed)); err != nil {
 		return nil, err
 	}
 	return results, nil

@@ -343,7 +343,7 @@ func (b *Broker) noteGrants(ps *popState, key offset.Key, msgs []ReceivedMessage
 }
 
 // takeNotes hands over the lease changes noted under ps.mu (held by the
-// caller), to be written once the lock is released.
+// caller), to be appended before the lock is released.
 func (ps *popState) takeNotes() *leaseNotes {
 	if ps.notes.empty() {
 		return nil
@@ -353,11 +353,56 @@ func (ps *popState) takeNotes() *leaseNotes {
 	return &n
 }
 
-// writeLeases appends the noted changes as one rmq_sys_LEASE record: in
-// sync flush mode it returns once the record is flushed (group commit).
-// Lease changes and ordered retries in place use it.
-func (b *Broker) writeLeases(n *leaseNotes) error {
-	return b.appendLeases(n, b.store.PutClass)
+// leaseStages collects the lease records a request appended under pop
+// state locks (stage), to wait for their flush once the locks are released
+// (wait): the log then holds lease changes in the order they were made,
+// the order a follower folds them in, while no lock is held across a flush.
+type leaseStages struct {
+	waits []func() error
+	err   error
+}
+
+// stage appends n's changes (and resets n); the caller holds the lock of
+// the pop state they were made under.
+func (s *leaseStages) stage(b *Broker, n *leaseNotes) {
+	if n.empty() {
+		return
+	}
+	w, err := b.appendLeasesStaged(n)
+	*n = leaseNotes{}
+	if err != nil {
+		s.err = errors.Join(s.err, err)
+		return
+	}
+	s.waits = append(s.waits, w)
+}
+
+// wait returns once every staged record is flushed (sync mode), or the
+// first error.
+func (s *leaseStages) wait() error {
+	if s.err != nil {
+		return s.err
+	}
+	for _, w := range s.waits {
+		if err := w(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *Broker) appendLeasesStaged(n *leaseNotes) (func() error, error) {
+	body, err := encodeLeaseRecord(n.rec)
+	if err != nil {
+		return nil, err
+	}
+	msgs := []*message.Message{{Topic: leaseTopic, Body: body, BornTimestamp: b.clock.Now().UnixMilli()}}
+	var res [1]storage.PutResult
+	w, err := b.store.PutClassStaged(storage.ClassSystem, msgs, res[:])
+	if err != nil {
+		return nil, mapStoreErr(err)
+	}
+	return func() error { return mapStoreErr(w()) }, nil
 }
 
 // writeGrants appends a pull's grants as one rmq_sys_LEASE record without
@@ -392,9 +437,14 @@ func (b *Broker) appendLeases(n *leaseNotes, put func(storage.Class, []*message.
 // not be written (the pull then fails): no client holds their receipts, so
 // they are made visible again as a lease changed to 0 would be.
 func (b *Broker) grantsFailed(ps *popState, n *leaseNotes) {
-	now := b.clock.Now()
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	b.grantsFailedLocked(ps, n)
+}
+
+// grantsFailedLocked is grantsFailed; the caller holds ps.mu.
+func (b *Broker) grantsFailedLocked(ps *popState, n *leaseNotes) {
+	now := b.clock.Now()
 	for _, e := range n.rec.Entries {
 		c := ps.queues[e.Key.QueueID]
 		if c == nil {

@@ -33,7 +33,7 @@ type popState struct {
 	queues   map[int32]*cursor
 	rr       int
 	wake     chan struct{} // closed when a deferred ordered message is freed (orderly.go)
-	notes    leaseNotes    // lease changes to record once the lock is released (lease_log.go)
+	notes    leaseNotes    // lease changes to append before the lock is released (lease_log.go)
 	// skips: offsets the filters passed over, applied as consumed and
 	// recorded once the lock is released (markSkipped).
 	skips offset.Record
@@ -428,13 +428,15 @@ func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max
 			break
 		}
 	}
+	// The grants are recorded under the lock they were made under (without
+	// waiting for a flush), so the log holds lease changes in their order.
 	notes, skips := ps.takeNotes(), ps.skips
 	ps.skips = offset.Record{}
-	ps.mu.Unlock()
 	if lerr := b.writeGrants(notes); lerr != nil {
-		b.grantsFailed(ps, notes)
+		b.grantsFailedLocked(ps, notes)
 		out, err = nil, lerr
 	}
+	ps.mu.Unlock()
 	if serr := b.writeSkips(skips); serr != nil {
 		b.log.Warn().Err(serr).Msg("recording the offsets a pull's filters passed over failed; the next pull past them derives them again")
 	}

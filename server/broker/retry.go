@@ -237,9 +237,10 @@ func (b *Broker) reapExpired() {
 			expired, _ := b.takeExpired(ps, c, b.view(k.group, k.topic, qid, nil), now)
 			failed = append(failed, expired...)
 		}
-		notes := ps.takeNotes()
+		var staged leaseStages
+		staged.stage(b, ps.takeNotes())
 		ps.mu.Unlock()
-		if err := b.writeLeases(notes); err != nil {
+		if err := staged.wait(); err != nil {
 			b.log.Error().Err(err).Str("group", k.group).Msg("recording ordered retries failed")
 		}
 		if err := b.sendBack(k.group, failed); err != nil {
