@@ -433,16 +433,9 @@ func (b *Broker) appendLeases(n *leaseNotes, put func(storage.Class, []*message.
 	return nil
 }
 
-// grantsFailed undoes the leases a pull granted when their record could
+// grantsFailedLocked undoes the leases a pull granted when their record could
 // not be written (the pull then fails): no client holds their receipts, so
 // they are made visible again as a lease changed to 0 would be.
-func (b *Broker) grantsFailed(ps *popState, n *leaseNotes) {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	b.grantsFailedLocked(ps, n)
-}
-
-// grantsFailedLocked is grantsFailed; the caller holds ps.mu.
 func (b *Broker) grantsFailedLocked(ps *popState, n *leaseNotes) {
 	now := b.clock.Now()
 	for _, e := range n.rec.Entries {
