@@ -434,7 +434,7 @@ func (b *Broker) appendLeases(n *leaseNotes, put func(storage.Class, []*message.
 }
 
 // grantsFailedLocked undoes the leases a pull granted when their record could
-// not be written (the pull then fails): no client holds their receipts, so
+// not be written (the pull then fails; the caller holds ps.mu): no client holds their receipts, so
 // they are made visible again as a lease changed to 0 would be.
 func (b *Broker) grantsFailedLocked(ps *popState, n *leaseNotes) {
 	now := b.clock.Now()
