@@ -168,7 +168,7 @@ func (s *Store) runRetention(now time.Time) (RetentionResult, error) {
 		if err := policy.BeforeDelete(cut, reason); err != nil {
 			return res, fmt.Errorf("retention below %d (%s): %w", cut, reason, err)
 		}
-		n, err := s.commitLog.DeleteSegmentsBelow(cut)
+		n, err := s.deleteBelow(cut)
 		res.DeletedSegments = n
 		if n > 0 {
 			res.Reason = reason
@@ -178,23 +178,54 @@ func (s *Store) runRetention(now time.Time) (RetentionResult, error) {
 		}
 	}
 	res.MinOffset = s.commitLog.MinOffset()
-	if res.DeletedSegments > 0 {
-		s.queuesMu.RLock()
-		for _, q := range s.queues {
-			if _, err := q.DeleteBelowPhysical(res.MinOffset); err != nil {
-				s.queuesMu.RUnlock()
-				return res, err
-			}
-		}
-		s.queuesMu.RUnlock()
-		if _, err := s.index.DeleteBelow(res.MinOffset); err != nil {
-			return res, err
-		}
-		if _, err := s.sampleDisk(); err != nil {
-			return res, err
+	return res, nil
+}
+
+// deleteBelow deletes the CommitLog segments wholly below cut (never the
+// active one), then the ConsumeQueue and index files wholly below the new
+// minimum, and samples the disk again; the caller holds retentionMu.
+func (s *Store) deleteBelow(cut int64) (int, error) {
+	n, err := s.commitLog.DeleteSegmentsBelow(cut)
+	if err != nil || n == 0 {
+		return n, err
+	}
+	low := s.commitLog.MinOffset()
+	s.queuesMu.RLock()
+	for _, q := range s.queues {
+		if _, err := q.DeleteBelowPhysical(low); err != nil {
+			s.queuesMu.RUnlock()
+			return n, err
 		}
 	}
-	return res, nil
+	s.queuesMu.RUnlock()
+	if _, err := s.index.DeleteBelow(low); err != nil {
+		return n, err
+	}
+	_, err = s.sampleDisk()
+	return n, err
+}
+
+// ApplyRetentionCut deletes what another store's retention deleted: the
+// segments wholly below cut, as far as this store has dispatched (a
+// follower applying its leader's cut record; the leader decided the cut,
+// and carried forward what had to outlive it, before it deleted). A cut at
+// or below the store's minimum deletes nothing. It returns the number of
+// segments deleted.
+func (s *Store) ApplyRetentionCut(cut int64) (int, error) {
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	s.retentionMu.Lock()
+	defer s.retentionMu.Unlock()
+	cut = min(cut, s.dispatched.Load())
+	if cut <= s.commitLog.MinOffset() {
+		return 0, nil
+	}
+	n, err := s.deleteBelow(cut)
+	if n > 0 {
+		s.log.Info().Int("segments", n).Int64("below", cut).Msg("retention cut applied")
+	}
+	return n, err
 }
 
 // retentionCut is how far the pass may delete, why, and (under pressure)

@@ -336,6 +336,10 @@ func (b *Broker) recover(ctx context.Context) error {
 	if err := b.replayDLQStatuses(ctx); err != nil {
 		return err
 	}
+	// A cut a follower received but had not applied when it stopped.
+	if b.follow.cuts, err = b.applyCuts(ctx, 0); err != nil {
+		return err
+	}
 	if err := b.openTimers(ctx); err != nil {
 		return err
 	}

@@ -130,6 +130,12 @@
 //	                      (a new store, tracing turned on for the first
 //	                      time) it starts at the queues' ends and appends a
 //	                      record without events that says so.
+//	rmq_sys_CUT           retention cuts (cut.go). Queue 0. Body: JSON
+//	                      {"cut","reason","at"}: the leader's retention
+//	                      deleted the CommitLog segments below cut (reason
+//	                      as storage's DeleteReason, at unix ms); appended
+//	                      after the carries and before the deletion, applied
+//	                      by every follower (and again, harmlessly, at open).
 //	SCHEDULE_TOPIC_XXXX   delay-level messages and retries waiting on the
 //	                      ladder (queue = level - 1), RocketMQ's layout, moved
 //	                      to their real topic when due (package schedule).

@@ -39,6 +39,8 @@ type following struct {
 	// rmq_sys_LEASE and rmq_sys_DLQ to apply. offsets is changed under
 	// progressMu too (the offsets snapshot reads it).
 	offsets, leases, dlq int64
+	// cuts: the next rmq_sys_CUT record to apply (cut.go).
+	cuts int64
 	// live is the lease fold (lease_log.go): every lease on record, the
 	// newest epoch of each offset; top is the highest epoch seen.
 	live map[leaseAt]foldedLease
@@ -52,7 +54,7 @@ func (b *Broker) Following() bool { return b.follow.on.Load() }
 // Follow applies the records the store dispatched since the last call
 // (or since open): registry changes first (the other records name its
 // topics and groups), then consumer progress, leases, dead-letter
-// statuses, timers and transactions. It fails with ErrLeading once the
+// statuses, retention cuts, timers and transactions. It fails with ErrLeading once the
 // broker has been promoted.
 func (b *Broker) Follow(ctx context.Context) error {
 	f := &b.follow
@@ -93,6 +95,14 @@ func (b *Broker) applyLogLocked(ctx context.Context) error {
 
 	next, err = b.replayQueue(ctx, dlqStatusTopic, f.dlq, b.applyDLQStatus)
 	f.dlq = next
+	if err != nil {
+		return err
+	}
+
+	// Cuts last: the records above delete nothing the ones before them
+	// needed, and what a cut deletes was carried forward before it.
+	next, err = b.applyCuts(ctx, f.cuts)
+	f.cuts = next
 	if err != nil {
 		return err
 	}

@@ -63,7 +63,7 @@ func DLQTopic(group string) string { return dlqPrefix + group }
 // messages (a registry record holds push secrets).
 func bookkeeping(topic string) bool {
 	switch topic {
-	case offsetTopic, metaTopic, dlqStatusTopic, timerStatusTopic, txnOpTopic, leaseTopic, traceTopic:
+	case offsetTopic, metaTopic, dlqStatusTopic, timerStatusTopic, txnOpTopic, leaseTopic, traceTopic, cutTopic:
 		return true
 	}
 	return false

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -453,4 +454,96 @@ func concurrentFollowerRun(t *testing.T, seed uint64) {
 	require.NoError(t, follower.store.AwaitDispatch(ctx))
 	require.NoError(t, follower.Follow(ctx))
 	require.Equal(t, want, digest(t, follower), "the follower's state is not the leader's")
+}
+
+// TestAFollowerAppliesTheLeadersRetention: the leader's retention deletes
+// old segments (after carrying the dead letters and timers that must
+// outlive them); the follower, whose store runs no retention of its own,
+// deletes the same segments when it applies the leader's cut records, and
+// still holds the same state — the carried dead letter and timer included.
+func TestAFollowerAppliesTheLeadersRetention(t *testing.T) {
+	ctx := context.Background()
+	open := func(follower bool) *Broker {
+		b, err := Open(ctx, Options{
+			DataDir: t.TempDir(), AutoCreate: true, SnapshotInterval: 50 * time.Millisecond, MaxMessageSize: 4 << 10,
+			DelayLevels: DefaultDelayLevels, NoPromote: follower,
+			Storage: storage.Options{SegmentSize: 128 << 10, FileReservedTime: 300 * time.Millisecond,
+				RetentionInterval: 20 * time.Millisecond, DiskMaxUsedRatio: 1},
+		})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = b.Close(ctx) })
+		return b
+	}
+	leader, follower := open(false), open(true)
+	ship := func() {
+		t.Helper()
+		for {
+			stream, _, err := leader.store.ReadFrames(follower.store.WriteOffset(), 64<<10, nil)
+			require.NoError(t, err)
+			if len(stream) == 0 {
+				break
+			}
+			_, err = follower.store.AppendFrames(stream)
+			require.NoError(t, err)
+		}
+		require.NoError(t, follower.store.AwaitDispatch(ctx))
+		require.NoError(t, follower.Follow(ctx))
+	}
+	_, _, err := leader.PutGroup(ctx, GroupConfig{Name: "g", RetryMaxTimes: 1})
+	require.NoError(t, err)
+	_, err = leader.Send(ctx, "keep", []SendMessage{{Body: []byte("precious")}, {Body: []byte("later"), DelayMs: time.Hour.Milliseconds()}})
+	require.NoError(t, err)
+	got, err := leader.Pull(ctx, PullRequest{Group: "g", Topic: "keep", MaxMessages: 1, Invisible: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	_, err = leader.Nack(ctx, "g", []NackItem{{Receipt: got[0].Receipt, DelayLevel: -1, Reason: "poison"}})
+	require.NoError(t, err)
+	ship()
+
+	filler := []SendMessage{{Body: []byte(strings.Repeat("f", 3000))}}
+	for i := 0; i < 400; i++ {
+		_, err := leader.Send(ctx, "filler", filler)
+		require.NoError(t, err)
+		if i%10 == 9 {
+			ship()
+		}
+	}
+	// Retention catches up with the old segments; then every cut it made
+	// is shipped and applied.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		time.Sleep(400 * time.Millisecond)
+		ship()
+		lmin, fmin := leader.store.Stats().CommitLogMin, follower.store.Stats().CommitLogMin
+		if lmin > 4*(128<<10) && lmin == fmin && digest(t, leader) == digest(t, follower) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "leader min %d, follower min %d", lmin, fmin)
+	}
+	dead, _, err := follower.ListDeadLetters(ctx, "g", DLQFilter{}, "", 10)
+	require.NoError(t, err)
+	require.Len(t, dead, 1, "the carried dead letter")
+	timers, _, err := follower.ListTimers(ctx, "keep", "", 10)
+	require.NoError(t, err)
+	require.Len(t, timers, 1, "the carried timer")
+	names := func(b *Broker) []string {
+		entries, err := os.ReadDir(filepath.Join(b.opts.DataDir, "commitlog"))
+		require.NoError(t, err)
+		var out []string
+		for _, e := range entries {
+			out = append(out, e.Name())
+		}
+		return out
+	}
+	// The same segment files, but for the one a store makes ahead of its
+	// writes.
+	ln, fn := names(leader), names(follower)
+	require.LessOrEqual(t, len(ln)-len(fn), 1, "leader %v, follower %v", ln, fn)
+	require.Equal(t, ln[:len(fn)], fn, "the same segment files")
+
+	require.NoError(t, leader.Close(ctx))
+	require.NoError(t, follower.Promote(ctx))
+	one, err := follower.GetDeadLetter(ctx, "g", dead[0].MessageID)
+	require.NoError(t, err)
+	require.Equal(t, "precious", string(one.Body))
 }

@@ -123,6 +123,9 @@ func (p retentionPolicy) BeforeDelete(cut int64, reason storage.DeleteReason) er
 	if err := b.carryTraces(cut); err != nil { // after the copies they follow
 		return err
 	}
+	if err := b.recordCut(cut, reason); err != nil { // every replica deletes the same (cut.go)
+		return err
+	}
 	for sq, positions := range b.consumerPositions() {
 		if len(positions) == 0 {
 			continue
