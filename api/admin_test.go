@@ -305,6 +305,46 @@ func TestOffsets(t *testing.T) {
 	})
 }
 
+// TestSearchByTimeAndSkipBacklog: the query of a search by store time
+// reaches the broker as asked, its next position comes back as a cursor
+// that the next call hands back; bad input is a 400 that reaches no
+// broker. A skip of a group's backlog answers its progress.
+func TestSearchByTimeAndSkipBacklog(t *testing.T) {
+	t.Parallel()
+	from, to := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC), time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+	b := setup(t)
+	page := decode[api.MessageSearch](t, b.do(t, http.MethodGet, "/v1/topics/orders/messages?from=2026-11-29T08:00:00Z&to=2026-11-29T09:00:00Z&limit=5&queueId=2", ""), http.StatusOK)
+	require.Len(t, page.Messages, 1)
+	require.NotEmpty(t, page.Next)
+	require.Equal(t, []any{broker.TimeSearch{Topic: "orders", From: from, To: to, QueueID: 2, Limit: 5}}, b.broker.args)
+	page = decode[api.MessageSearch](t, b.do(t, http.MethodGet, "/v1/topics/orders/messages?from=2026-11-29T08:00:00Z&to=2026-11-29T09:00:00Z&cursor="+page.Next, ""), http.StatusOK)
+	require.Empty(t, page.Next)
+	require.Equal(t, []any{broker.TimeSearch{Topic: "orders", From: from, To: to, QueueID: -1, Limit: api.MaxReadMessages,
+		After: &broker.SearchPosition{QueueID: 1, Offset: 12}}}, b.broker.args)
+
+	bad := setup(t)
+	for _, q := range []string{
+		"", "from=2026-11-29T08:00:00Z", "to=2026-11-29T08:00:00Z", "from=yesterday&to=2026-11-29T08:00:00Z",
+		"from=2026-11-29T08:00:00Z&to=2026-11-29T08:00:00Z", "from=2026-11-29T09:00:00Z&to=2026-11-29T08:00:00Z",
+		"from=2026-11-29T08:00:00Z&to=2026-11-29T09:00:00Z&limit=0", "from=2026-11-29T08:00:00Z&to=2026-11-29T09:00:00Z&limit=101",
+		"from=2026-11-29T08:00:00Z&to=2026-11-29T09:00:00Z&queueId=-1", "from=2026-11-29T08:00:00Z&to=2026-11-29T09:00:00Z&cursor=zz",
+		"from=2026-11-29T08:00:00Z&to=2026-11-29T09:00:00Z&cursor=" + strings.Repeat("A", 100),
+	} {
+		requireProblem(t, bad.do(t, http.MethodGet, "/v1/topics/orders/messages?"+q, ""), 400, "invalid-argument")
+	}
+	requireProblem(t, bad.do(t, http.MethodGet, "/v1/topics/a%20b/messages?from=2026-11-29T08:00:00Z&to=2026-11-29T09:00:00Z", ""), 400, "invalid-name")
+	require.Nil(t, bad.broker.args)
+
+	p := decode[api.Progress](t, b.doJSON(t, http.MethodPost, "/v1/groups/billing/skip-backlog", `{"topic":"orders"}`), http.StatusOK)
+	require.Equal(t, "billing", p.Group)
+	require.Equal(t, []any{"billing", "orders"}, b.broker.args)
+	decode[api.Progress](t, b.do(t, http.MethodPost, "/v1/groups/billing/skip-backlog", ""), http.StatusOK)
+	require.Equal(t, []any{"billing", ""}, b.broker.args)
+	requireProblem(t, bad.doJSON(t, http.MethodPost, "/v1/groups/billing/skip-backlog", `{"topic":"a/b"}`), 400, "invalid-name")
+	requireProblem(t, bad.doJSON(t, http.MethodPost, "/v1/groups/billing/skip-backlog", `{"topics":"x"}`), 400, "malformed-request")
+	require.Nil(t, bad.broker.args)
+}
+
 func TestMessagesAndStatus(t *testing.T) {
 	t.Parallel()
 

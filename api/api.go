@@ -151,6 +151,7 @@ type Broker interface {
 	Timers
 	Transactions
 	Tracer
+	Browser
 }
 
 // Limits and defaults of the transport. MaxWaitMs and MaxPullMessages are
@@ -218,6 +219,9 @@ type Deps struct {
 	// SQS, when not nil, lists the SQS-compatible endpoint's queues (GET
 	// /v1/sqs/queues); nil: the endpoint is off.
 	SQS SQSCatalog
+	// Mirror, when not nil, reports the PostgreSQL mirror's state for
+	// GET /v1/stats. Nil: no mirror (all zero).
+	Mirror func() MirrorStat
 	// Limits are the default abuse limits of every account (limits.go);
 	// zero fields are unlimited. With Auth nil every caller is one
 	// account.
@@ -283,5 +287,6 @@ func NewHandler(d Deps) http.Handler {
 	h.registerTransactionRoutes(r)
 	h.registerTraceRoutes(r)
 	h.registerSQSRoutes(r)
+	h.registerBrowseRoutes(r)
 	return r
 }

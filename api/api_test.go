@@ -301,6 +301,28 @@ func (f *fakeBroker) ResetOffset(ctx context.Context, group, topic string, t tim
 	return f.progressRows(), nil
 }
 
+func (f *fakeBroker) SkipBacklog(ctx context.Context, group, topic string) ([]broker.QueueProgress, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	f.record(group, topic)
+	return f.progressRows(), nil
+}
+
+// SearchByTime answers one message and, on the first page, a next
+// position.
+func (f *fakeBroker) SearchByTime(ctx context.Context, s broker.TimeSearch) (broker.TimeSearchResult, error) {
+	if err := f.check(); err != nil {
+		return broker.TimeSearchResult{}, err
+	}
+	f.record(s)
+	res := broker.TimeSearchResult{Messages: []broker.ReceivedMessage{sampleMessage(s.Topic, []byte("by time"))}, Scanned: 1}
+	if s.After == nil {
+		res.Next = &broker.SearchPosition{QueueID: 1, Offset: 12}
+	}
+	return res, nil
+}
+
 func (f *fakeBroker) GetMessage(ctx context.Context, id string) (broker.ReceivedMessage, error) {
 	if err := f.check(); err != nil {
 		return broker.ReceivedMessage{}, err

@@ -85,8 +85,8 @@ var (
 //   - A topic's configuration may be read with PUB or SUB on it; listing
 //     topics or groups, creating, changing or deleting them, push
 //     configuration (part of a group's configuration), reset-offset,
-//     timers, broker status, stats, message lookups and the SQS
-//     endpoint's queues need admin.
+//     skip-backlog, timers, broker status, stats, message lookups (by id,
+//     key or store time) and the SQS endpoint's queues need admin.
 //
 // Admin accounts hold every permission. Auto-creation follows from these
 // rules: only a PUB holder can send to (and so create) a topic, only a
@@ -114,18 +114,21 @@ var routeRules = map[string]routeRule{
 	"PATCH /groups/{group}":                    adminOnly,
 	"DELETE /groups/{group}":                   adminOnly,
 	"POST /groups/{group}/reset-offset":        adminOnly,
+	"POST /groups/{group}/skip-backlog":        adminOnly,
 
 	"GET /groups/{group}/dlq":                subGroup,
 	"GET /groups/{group}/dlq/{messageId}":    subGroup,
 	"DELETE /groups/{group}/dlq/{messageId}": adminOnly,
 	"POST /groups/{group}/dlq/resend":        adminOnly,
 	"GET /messages":                          adminOnly,
+	"GET /topics/{topic}/messages":           adminOnly,
 	"GET /messages/{messageId}":              adminOnly,
 	"GET /messages/{messageId}/trace":        adminOnly,
 	"GET /broker/status":                     adminOnly,
 	"POST /broker/receipt-keys/rotate":       adminOnly,
 	"GET /stats":                             adminOnly,
 	"GET /sqs/queues":                        adminOnly,
+	"GET /stats/stream":                      adminOnly,
 	"GET /timers":                            adminOnly,
 	"GET /timers/{id}":                       adminOnly,
 	"PUT /timers/{id}":                       adminOnly,

@@ -135,6 +135,13 @@ func TestResponsesMatchSpec(t *testing.T) {
 		{"GET", "/v1/transactions/7F00000100001F9000000000000004D2", "", "", broker.ErrTransactionNotFound, nil},
 		{"POST", "/v1/producer-groups/pg/transactions/pull", "application/json", `{"maxMessages":2,"waitMs":0}`, nil, nil},
 		{"POST", "/v1/producer-groups/pg/transactions/pull", "application/json", `{"maxMessages":99}`, nil, nil},
+		{"GET", "/v1/topics/orders/messages?from=2026-11-29T00:00:00Z&to=2026-11-30T00:00:00Z", "", "", nil, nil},
+		{"GET", "/v1/topics/orders/messages?from=2026-11-29T00:00:00Z", "", "", nil, nil},
+		{"GET", "/v1/topics/orders/messages?from=2026-11-29T00:00:00Z&to=2026-11-30T00:00:00Z", "", "", broker.ErrTopicNotFound, nil},
+		{"POST", "/v1/groups/g/skip-backlog", "application/json", `{"topic":"orders"}`, nil, nil},
+		{"POST", "/v1/groups/g/skip-backlog", "", "", nil, nil},
+		{"POST", "/v1/groups/g/skip-backlog", "application/json", `{"topic":"a b"}`, nil, nil},
+		{"POST", "/v1/groups/g/skip-backlog", "application/json", `{}`, broker.ErrGroupNotFound, nil},
 	}
 	succeeded, failed := map[string]bool{}, map[string]bool{}
 	for _, c := range calls {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"sort"
 	"time"
@@ -55,7 +56,28 @@ type Stats struct {
 	// Topics and Consumers are the rows per topic and per (group, topic).
 	Topics    []TopicStat    `json:"topics"`
 	Consumers []ConsumerStat `json:"consumers"`
+	// Mirror is the PostgreSQL mirror's state.
+	Mirror MirrorStat `json:"mirror"`
 } //	@name	Stats
+
+// MirrorStat is the state of the PostgreSQL mirror (--database-url): how
+// far it is behind the log and why its last pass failed. The broker
+// serves at full speed either way; the mirror catches up from the log.
+type MirrorStat struct {
+	// Enabled: a database is configured. Without one every other member is zero.
+	Enabled bool `json:"enabled" example:"true"`
+	// Healthy: the last pass succeeded.
+	Healthy bool `json:"healthy" example:"true"`
+	// BehindRecords counts progress records not mirrored yet; BehindMs is the time since the mirror was last
+	// caught up (0 when it is).
+	BehindRecords int64 `json:"behindRecords" example:"0"`
+	BehindMs      int64 `json:"behindMs" example:"0"`
+	// LastError is why the last pass failed, with since when; absent while healthy.
+	LastError string `json:"lastError,omitempty" example:"postgres mirror degraded since 2026-12-01T10:00:00Z: dial tcp 127.0.0.1:5432: connect: connection refused"`
+	// PassesTotal and FailuresTotal count the mirror's passes and the failed ones since start.
+	PassesTotal   int64 `json:"passesTotal" example:"1200"`
+	FailuresTotal int64 `json:"failuresTotal" example:"0"`
+} //	@name	MirrorStat
 
 // LevelBacklogStat is one delay level's backlog.
 type LevelBacklogStat struct {
@@ -86,6 +108,8 @@ type ConsumerStat struct {
 func (h *handler) registerStatsRoutes(r chi.Router) {
 	// GET /v1/stats — the compact stats a dashboard polls.
 	r.Get("/stats", h.getStats)
+	// GET /v1/stats/stream — the same as server-sent events.
+	r.Get("/stats/stream", h.streamStats)
 }
 
 // getStats reports the compact stats.
@@ -101,10 +125,19 @@ func (h *handler) registerStatsRoutes(r chi.Router) {
 //	@Failure		503	{object}	Problem	"shutting-down"
 //	@Router			/stats [get]
 func (h *handler) getStats(w http.ResponseWriter, r *http.Request) {
-	s, err := h.deps.Broker.Status(r.Context())
+	out, err := h.stats(r.Context())
 	if err != nil {
 		WriteError(w, r, err)
 		return
+	}
+	writeJSON(w, r, http.StatusOK, out)
+}
+
+// stats takes one snapshot.
+func (h *handler) stats(ctx context.Context) (Stats, error) {
+	s, err := h.deps.Broker.Status(ctx)
+	if err != nil {
+		return Stats{}, err
 	}
 	out := Stats{
 		At:                 formatTime(time.Now()),
@@ -121,11 +154,14 @@ func (h *handler) getStats(w http.ResponseWriter, r *http.Request) {
 		Topics:             []TopicStat{},
 		Consumers:          []ConsumerStat{},
 	}
+	if h.deps.Mirror != nil {
+		out.Mirror = h.deps.Mirror()
+	}
 	for _, l := range s.Levels {
 		out.DelayedBacklog = append(out.DelayedBacklog, LevelBacklogStat{Level: l.Level, DelayMs: l.Delay.Milliseconds(), Backlog: l.Backlog})
 	}
 	fillStats(&out, h.deps.Broker.Stats(), h.deps.Broker.ConsumerLags())
-	writeJSON(w, r, http.StatusOK, out)
+	return out, nil
 }
 
 // fillStats adds the broker's counters and lags to out.

@@ -1290,6 +1290,84 @@ const docTemplate = `{
                 }
             }
         },
+        "/groups/{group}/skip-backlog": {
+            "post": {
+                "description": "Moves the group's committed offsets of the topic (absent: of every topic it reads) to the end of each queue, so that what is stored now is never delivered to it (mqadmin skipAccumulatedMessage). Retries already in the group's retry topic and leases already out stay. For a broadcasting group every known consumer instance moves. Answers the group's progress afterwards.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "offsets"
+                ],
+                "summary": "Skip a group's backlog",
+                "operationId": "skipBacklog",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Group name",
+                        "name": "group",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "description": "The topic (optional; an empty body skips every topic of the group)",
+                        "name": "request",
+                        "in": "body",
+                        "schema": {
+                            "$ref": "#/definitions/SkipBacklogRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/Progress"
+                        }
+                    },
+                    "400": {
+                        "description": "invalid-name, malformed-request",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "group-not-found, topic-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "413": {
+                        "description": "payload-too-large",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "415": {
+                        "description": "unsupported-media-type",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
         "/groups/{group}/topics/{topic}/pull": {
             "post": {
                 "description": "Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until its lease runs out (leaseUntil) no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.\nWhen nothing is available the call waits up to waitMs (at most 30000) and returns as soon as a message lands; it answers 200 with an empty list when the wait runs out or the server shuts down. An empty body takes all defaults.\nIn a broadcasting group every consumer instance gets every message: X-Mqgate-Client-Id is required (400 client-id-required without it) and names the instance, whose offsets, leases and retries are its own. Its first request registers it (409 quota-exceeded past --max-instances-per-group) and starts it by the group's consumeFrom. A nack or an expired lease of an instance is retried in place, to the same instance, after the nack's delay or the group's retryPolicy; after retryMaxTimes it goes to the group's dead-letter queue, and a resend of it goes back to that instance.\nEvery message carries leaseUntil, when its lease runs out (RFC 3339 with milliseconds, UTC): the moment of the lease plus invisibleMs, else the group's invisibleMs, else the default lease of 30 s.\nContent negotiation: with ` + "`" + `Accept: application/vnd.mqgate.batch` + "`" + ` the 200 is a binary batch instead of JSON, for consumers that want the bodies as bytes: a 4-byte big-endian message count, then per message a 4-byte big-endian length and the message's JSON (a PulledMessage without body and bodyEncoding, so with receipt and leaseUntil), then a 4-byte big-endian length and the body as stored. Errors are problem+json either way. The 200 lists only application/json so that generated clients type it as a PullResponse; the binary batch is named in x-mqgate-alternative-media-types.",
@@ -1728,6 +1806,63 @@ const docTemplate = `{
                         "description": "OK",
                         "schema": {
                             "$ref": "#/definitions/Stats"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
+        "/stats/stream": {
+            "get": {
+                "description": "The answer of getStats as server-sent events: a ` + "`" + `stats` + "`" + ` event at once and then every intervalMs (each event's data is one Stats object, its id counts from 1), until the client goes or the server shuts down. A snapshot that fails ends the stream with a ` + "`" + `problem` + "`" + ` event whose data is the Problem. A stream counts as a waiting pull against --max-waiters and the account's maxLongPolls. Browsers that must send an Authorization header read it with fetch (EventSource cannot send one).",
+                "produces": [
+                    "text/event-stream",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "broker"
+                ],
+                "summary": "Stream the compact stats (server-sent events)",
+                "operationId": "streamStats",
+                "parameters": [
+                    {
+                        "maximum": 60000,
+                        "minimum": 500,
+                        "type": "integer",
+                        "default": 2000,
+                        "description": "Milliseconds between events",
+                        "name": "intervalMs",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "text/event-stream: event: stats, data: a Stats object",
+                        "schema": {
+                            "$ref": "#/definitions/Stats"
+                        }
+                    },
+                    "400": {
+                        "description": "invalid-argument",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "429": {
+                        "description": "too-many-waiters",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
                         }
                     },
                     "500": {
@@ -2295,6 +2430,98 @@ const docTemplate = `{
             }
         },
         "/topics/{topic}/messages": {
+            "get": {
+                "description": "The messages of a topic stored in [from, to), queue by queue (queue 0 first), each queue in offset order; RocketMQ Dashboard's query by topic and time range. Each call does bounded work: at most ` + "`" + `limit` + "`" + ` messages, 1024 queue entries read and 64 queues started (one binary search over a queue's store times each); follow ` + "`" + `next` + "`" + ` for the rest.",
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "messages"
+                ],
+                "summary": "Find messages by store time",
+                "operationId": "searchMessagesByTime",
+                "parameters": [
+                    {
+                        "type": "string",
+                        "description": "Topic name",
+                        "name": "topic",
+                        "in": "path",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "format": "date-time",
+                        "description": "Stored at or after (RFC 3339)",
+                        "name": "from",
+                        "in": "query",
+                        "required": true
+                    },
+                    {
+                        "type": "string",
+                        "format": "date-time",
+                        "description": "Stored before (RFC 3339), after from",
+                        "name": "to",
+                        "in": "query",
+                        "required": true
+                    },
+                    {
+                        "minimum": 0,
+                        "type": "integer",
+                        "format": "int32",
+                        "description": "Only this queue",
+                        "name": "queueId",
+                        "in": "query"
+                    },
+                    {
+                        "maximum": 100,
+                        "minimum": 1,
+                        "type": "integer",
+                        "default": 32,
+                        "description": "Most messages to return",
+                        "name": "limit",
+                        "in": "query"
+                    },
+                    {
+                        "type": "string",
+                        "description": "The next of the previous page (opaque), with the same topic, from, to and queueId; absent: the first page",
+                        "name": "cursor",
+                        "in": "query"
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/MessageSearch"
+                        }
+                    },
+                    "400": {
+                        "description": "invalid-name, invalid-argument",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "404": {
+                        "description": "topic-not-found",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "500": {
+                        "description": "internal",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            },
             "post": {
                 "description": "Send one message or a batch to a topic.\n\nWith ` + "`" + `Content-Type: application/json` + "`" + ` the body is one SendMessage, or ` + "`" + `{\"messages\":[…]}` + "`" + ` for a batch (at most 256 messages, stored in order).\nWith ` + "`" + `Content-Type: application/vnd.mqgate.batch` + "`" + ` the body is a binary batch: a 4-byte big-endian message count (1-256), then per message a 4-byte big-endian body size and the body (the framing of NSQ's binary ` + "`" + `/mpub` + "`" + `); the ` + "`" + `X-Mqgate-*` + "`" + ` headers apply to every message.\nWith any other Content-Type the body is one raw message; its tag, keys and properties come from the ` + "`" + `X-Mqgate-*` + "`" + ` headers.\nEach ` + "`" + `X-Mqgate-Property-\u003cname\u003e` + "`" + ` header (not declared below: OpenAPI cannot name a header family) is a property named ` + "`" + `\u003cname\u003e` + "`" + ` in lower case, since HTTP header names are case-insensitive and proxies may change their case: ` + "`" + `X-Mqgate-Property-Source: web` + "`" + ` is the property ` + "`" + `source` + "`" + `. Property names in SQL filters (a pull's or a subscription's ` + "`" + `sql` + "`" + `) are case-sensitive, so such a property is filtered by its lower-case name: ` + "`" + `source = 'web'` + "`" + ` matches it, ` + "`" + `Source = 'web'` + "`" + ` does not. JSON ` + "`" + `properties` + "`" + ` keep their names as given.\n\n` + "`" + `Idempotency-Key` + "`" + ` makes a retry safe: within the dedup window a repeated send returns the first result (with ` + "`" + `Idempotent-Replayed: true` + "`" + `), the same key with a different payload is refused (422), and a concurrent duplicate gets 409. In a batch, message i without its own ` + "`" + `dedupId` + "`" + ` uses ` + "`" + `\u003ckey\u003e:\u003ci\u003e` + "`" + `.\nA 503 ` + "`" + `flush-timeout` + "`" + ` means the outcome is unknown: retry with the same key.\n\n` + "`" + `\"transactional\": true` + "`" + ` with a ` + "`" + `producerGroup` + "`" + ` stores a half message: invisible to every group until its transaction (the ` + "`" + `transactionId` + "`" + ` of the result) is committed, or discarded by a rollback; while it is unresolved the producer group is asked about it (` + "`" + `POST /v1/producer-groups/{producerGroup}/transactions/pull` + "`" + `). One message per send, not delayed; with authentication it needs PUB on the producer group too.",
                 "consumes": [
@@ -3812,6 +4039,32 @@ const docTemplate = `{
                 }
             }
         },
+        "MessageSearch": {
+            "type": "object",
+            "required": [
+                "messages",
+                "scanned"
+            ],
+            "properties": {
+                "messages": {
+                    "description": "Messages are in queue order, then offset order.",
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/Message"
+                    }
+                },
+                "next": {
+                    "description": "Next is the cursor of the next page; absent when the search is done. A page may hold fewer than limit\nmessages (even none) and still have a next: each call does bounded work.",
+                    "type": "string",
+                    "example": "MS4xMg"
+                },
+                "scanned": {
+                    "description": "Scanned counts the queue entries this page read.",
+                    "type": "integer",
+                    "example": 32
+                }
+            }
+        },
         "MessageTrace": {
             "type": "object",
             "required": [
@@ -3853,6 +4106,52 @@ const docTemplate = `{
                     "description": "Truncated: the message has more copies or trace records than a trace reads; older events may be missing.",
                     "type": "boolean",
                     "example": false
+                }
+            }
+        },
+        "MirrorStat": {
+            "type": "object",
+            "required": [
+                "behindMs",
+                "behindRecords",
+                "enabled",
+                "failuresTotal",
+                "healthy",
+                "passesTotal"
+            ],
+            "properties": {
+                "behindMs": {
+                    "type": "integer",
+                    "example": 0
+                },
+                "behindRecords": {
+                    "description": "BehindRecords counts progress records not mirrored yet; BehindMs is the time since the mirror was last\ncaught up (0 when it is).",
+                    "type": "integer",
+                    "example": 0
+                },
+                "enabled": {
+                    "description": "Enabled: a database is configured. Without one every other member is zero.",
+                    "type": "boolean",
+                    "example": true
+                },
+                "failuresTotal": {
+                    "type": "integer",
+                    "example": 0
+                },
+                "healthy": {
+                    "description": "Healthy: the last pass succeeded.",
+                    "type": "boolean",
+                    "example": true
+                },
+                "lastError": {
+                    "description": "LastError is why the last pass failed, with since when; absent while healthy.",
+                    "type": "string",
+                    "example": "postgres mirror degraded since 2026-12-01T10:00:00Z: dial tcp 127.0.0.1:5432: connect: connection refused"
+                },
+                "passesTotal": {
+                    "description": "PassesTotal and FailuresTotal count the mirror's passes and the failed ones since start.",
+                    "type": "integer",
+                    "example": 1200
                 }
             }
         },
@@ -5137,6 +5436,16 @@ const docTemplate = `{
                 }
             }
         },
+        "SkipBacklogRequest": {
+            "type": "object",
+            "properties": {
+                "topic": {
+                    "description": "Topic limits the skip to one topic; absent: every topic the group reads.",
+                    "type": "string",
+                    "example": "orders"
+                }
+            }
+        },
         "Stats": {
             "type": "object",
             "required": [
@@ -5151,6 +5460,7 @@ const docTemplate = `{
                 "diskUsedRatio",
                 "dispatchLagBytes",
                 "inFlight",
+                "mirror",
                 "oldestUnackedMs",
                 "quarantinedRecords",
                 "retriedTotal",
@@ -5214,6 +5524,14 @@ const docTemplate = `{
                     "description": "InFlight counts leased messages not yet acknowledged.",
                     "type": "integer",
                     "example": 12
+                },
+                "mirror": {
+                    "description": "Mirror is the PostgreSQL mirror's state.",
+                    "allOf": [
+                        {
+                            "$ref": "#/definitions/MirrorStat"
+                        }
+                    ]
                 },
                 "oldestUnackedMs": {
                     "type": "integer",

@@ -4,10 +4,13 @@ package server_test
 // groups, the broker status and the operations endpoints.
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -155,6 +158,20 @@ func endpointsBrokerStatus(t *testing.T, e *e2eServer) {
 	servertest.Decode(t, e.Get(t, "/v1/stats"), http.StatusOK, &stats)
 	require.Positive(t, stats.SentTotal)
 	require.Len(t, stats.DelayedBacklog, 18)
+	// The same as a stream: its first event, then the client goes.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.Base+"/v1/stats/stream", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req) // the spec-checking client reads whole bodies
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	ev, err := readEvent(bufio.NewReader(resp.Body))
+	require.NoError(t, err)
+	require.Equal(t, "stats", ev.name)
+	cancel()
+	resp.Body.Close()
+	servertest.WantProblem(t, e.Get(t, "/v1/stats/stream?intervalMs=60001"), http.StatusBadRequest, "invalid-argument")
+
 	var st api.BrokerStatus
 	servertest.Decode(t, e.Get(t, "/v1/broker/status"), http.StatusOK, &st)
 	require.Equal(t, "sync", st.FlushMode)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -322,10 +323,25 @@ func endpointsQueueReadOffsetsProgressReset(t *testing.T, e *e2eServer, startedA
 	servertest.WantProblem(t, e.Do(t, http.MethodPost, resetPath, "", nil, nil), http.StatusBadRequest, "malformed-request")
 	servertest.WantProblem(t, e.Do(t, http.MethodPost, resetPath, "text/plain", []byte("x"), nil), http.StatusUnsupportedMediaType, "unsupported-media-type")
 	servertest.WantProblem(t, e.JSON(t, http.MethodPost, "/v1/groups/nobody/reset-offset", api.ResetOffsetRequest{Timestamp: time.Now().UTC().Format(time.RFC3339)}), http.StatusNotFound, "group-not-found")
+
+	// Skip the backlog: back to the start by time, then to the queues' ends.
+	servertest.Decode(t, e.JSON(t, http.MethodPost, resetPath, api.ResetOffsetRequest{Timestamp: startedAt.UTC().Format(time.RFC3339Nano)}), http.StatusOK, &progress)
+	require.EqualValues(t, 5, progress.TotalLag)
+	skipPath := "/v1/groups/reader/skip-backlog"
+	servertest.Decode(t, e.JSON(t, http.MethodPost, skipPath, api.SkipBacklogRequest{Topic: "log"}), http.StatusOK, &progress)
+	require.Zero(t, progress.TotalLag)
+	require.EqualValues(t, 5, progress.Queues[0].ConsumerOffset)
+	servertest.Decode(t, e.Do(t, http.MethodPost, skipPath, "", nil, nil), http.StatusOK, &progress)
+	servertest.WantProblem(t, e.JSON(t, http.MethodPost, skipPath, api.SkipBacklogRequest{Topic: "nope"}), http.StatusNotFound, "topic-not-found")
+	servertest.WantProblem(t, e.JSON(t, http.MethodPost, skipPath, api.SkipBacklogRequest{Topic: "a b"}), http.StatusBadRequest, "invalid-name")
+	servertest.WantProblem(t, e.JSON(t, http.MethodPost, skipPath, `{"topics":[]}`), http.StatusBadRequest, "malformed-request")
+	servertest.WantProblem(t, e.Do(t, http.MethodPost, skipPath, "text/plain", []byte("x"), nil), http.StatusUnsupportedMediaType, "unsupported-media-type")
+	servertest.WantProblem(t, e.JSON(t, http.MethodPost, "/v1/groups/nobody/skip-backlog", `{}`), http.StatusNotFound, "group-not-found")
 }
 
 // endpointsLookups is TestE2EEndpoints/Lookups.
 func endpointsLookups(t *testing.T, e *e2eServer) {
+	sentAt := time.Now()
 	res := e.Send(t, "orders", api.SendMessage{Body: "findme", Keys: []string{"lookup-1", "lookup-2"}})
 	found := e.ByKey(t, "orders", "lookup-2")
 	require.Len(t, found, 1)
@@ -359,6 +375,36 @@ func endpointsLookups(t *testing.T, e *e2eServer) {
 	require.Equal(t, "stored", tr.Events[0].Type)
 	servertest.WantProblem(t, e.Get(t, "/v1/messages/"+unknown+"/trace"), http.StatusNotFound, "message-not-found")
 	servertest.WantProblem(t, e.Get(t, "/v1/messages/"+res.MessageID[:31]+"/trace"), http.StatusBadRequest, "invalid-argument")
+
+	// By store time: both sends of this test, one a page, in [from, to).
+	from, to := sentAt.Add(-time.Millisecond).UTC().Format(time.RFC3339Nano), time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano)
+	window := "/v1/topics/orders/messages?" + url.Values{"from": {from}, "to": {to}}.Encode()
+	var ids []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 20)
+		var page api.MessageSearch
+		servertest.Decode(t, e.Get(t, window+"&limit=1&cursor="+cursor), http.StatusOK, &page)
+		require.LessOrEqual(t, len(page.Messages), 1)
+		for _, m := range page.Messages {
+			ids = append(ids, m.MessageID)
+		}
+		if cursor = page.Next; cursor == "" {
+			break
+		}
+	}
+	require.Contains(t, ids, res.MessageID)
+	require.Contains(t, ids, second.MessageID)
+	var none api.MessageSearch
+	servertest.Decode(t, e.Get(t, "/v1/topics/orders/messages?from=2000-01-01T00:00:00Z&to=2000-01-02T00:00:00Z"), http.StatusOK, &none)
+	require.Empty(t, none.Messages)
+	require.NotNil(t, none.Messages)
+	require.Empty(t, none.Next)
+	servertest.WantProblem(t, e.Get(t, "/v1/topics/orders/messages?from="+from), http.StatusBadRequest, "invalid-argument")
+	servertest.WantProblem(t, e.Get(t, window+"&limit=101"), http.StatusBadRequest, "invalid-argument")
+	servertest.WantProblem(t, e.Get(t, window+"&queueId=99"), http.StatusBadRequest, "invalid-argument")
+	servertest.WantProblem(t, e.Get(t, window+"&cursor=bm90LWEtY3Vyc29y"), http.StatusBadRequest, "invalid-argument")
+	servertest.WantProblem(t, e.Get(t, "/v1/topics/nope/messages?from=2000-01-01T00:00:00Z&to=2000-01-02T00:00:00Z"), http.StatusNotFound, "topic-not-found")
 }
 
 // endpointsDeadLetters is TestE2EEndpoints/DeadLetters.

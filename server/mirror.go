@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server/broker"
 	"github.com/mqgate/mqgate/server/pgmirror"
 )
@@ -143,6 +144,23 @@ func openMirror(ctx context.Context, cfg Config, b *broker.Broker, log zerolog.L
 		log.Info().Interface("result", res).Msg("consumer offsets seeded from the postgres mirror")
 	}
 	return m, nil
+}
+
+// mirrorStat reports the mirror's state for GET /v1/stats (all zero
+// without a mirror).
+func (s *Server) mirrorStat() api.MirrorStat {
+	m := s.mirror
+	if m == nil {
+		return api.MirrorStat{}
+	}
+	st := m.Stats()
+	out := api.MirrorStat{Enabled: true, BehindRecords: st.LagRecords, BehindMs: int64(st.LagSeconds * 1000),
+		PassesTotal: st.Passes, FailuresTotal: st.Failures}
+	if err := m.Health(); err != nil {
+		out.LastError = err.Error()
+	}
+	out.Healthy = out.LastError == ""
+	return out
 }
 
 // registerMirrorMetrics exports the mirror's lag and health.

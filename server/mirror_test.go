@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server"
 	"github.com/mqgate/mqgate/server/pgmirror/pgtest"
 	"github.com/mqgate/mqgate/server/servertest"
@@ -32,6 +33,14 @@ func get(t *testing.T, b *servertest.Server, path string) (int, string, string) 
 	t.Helper()
 	r := b.Get(t, path)
 	return r.Status, r.Header.Get("Content-Type"), string(r.Body)
+}
+
+// mirrorStats reads the mirror's state from GET /v1/stats.
+func mirrorStats(t *testing.T, b *servertest.Server) api.MirrorStat {
+	t.Helper()
+	var st api.Stats
+	servertest.Decode(t, b.Get(t, "/v1/stats"), http.StatusOK, &st)
+	return st.Mirror
 }
 
 // mirrorConfig is the server configuration of these tests (small
@@ -105,6 +114,11 @@ func TestServerWithPostgresMirror(t *testing.T) {
 	_, _, metrics := get(t, b, "/metrics")
 	require.True(t, strings.Contains(metrics, "mqgate_mirror_healthy 1"), "mirror metrics exported")
 	require.True(t, strings.Contains(metrics, "mqgate_messages_dlq_total{group=\"g\"} 1"))
+	// GET /v1/stats: enabled, healthy, passes counted, nothing behind.
+	servertest.Eventually(t, 10*time.Second, func() (bool, string) {
+		m := mirrorStats(t, b)
+		return m.Enabled && m.Healthy && m.PassesTotal > 0 && m.BehindRecords == 0 && m.LastError == "", fmt.Sprintf("mirror stats %+v", m)
+	})
 }
 
 // Over HTTP: PostgreSQL stops (-m immediate) under a load of sends and
@@ -165,6 +179,14 @@ func TestServerSurvivesPostgresOutage(t *testing.T) {
 	}
 	require.True(t, sawDegraded, "/readyz reports the degraded mirror")
 	require.True(t, sawNote, "progress notes the degraded mirror")
+	// GET /v1/stats says why and how far behind.
+	down := mirrorStats(t, b)
+	require.True(t, down.Enabled)
+	require.False(t, down.Healthy, "%+v", down)
+	require.Contains(t, down.LastError, "degraded since")
+	require.Positive(t, down.FailuresTotal)
+	require.Positive(t, down.BehindRecords, "acks went on while PostgreSQL was down")
+	require.Positive(t, down.BehindMs)
 	cluster.Start()
 	servertest.Eventually(t, 30*time.Second, func() (bool, string) {
 		status, _, body := get(t, b, "/readyz")
@@ -183,6 +205,8 @@ func TestServerSurvivesPostgresOutage(t *testing.T) {
 				caughtUp = false
 			}
 		}
-		return caughtUp, fmt.Sprintf("mirror never caught up: %s %s", body, pb)
+		m := mirrorStats(t, b)
+		caughtUp = caughtUp && m.Healthy && m.LastError == "" && m.BehindRecords == 0
+		return caughtUp, fmt.Sprintf("mirror never caught up: %s %s %+v", body, pb, m)
 	})
 }

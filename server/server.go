@@ -402,6 +402,7 @@ func (s *Server) routes() http.Handler {
 		Draining:       func() bool { return s.state.Load() != stateRunning },
 		Auth:           s.authenticator(),
 		SQS:            s.sqsCatalog(),
+		Mirror:         s.mirrorStat,
 		Limits: api.AccountLimits{
 			RequestsPerSecond: s.cfg.RequestsPerSecond,
 			MessagesPerSecond: s.cfg.MessagesPerSecond,

@@ -359,6 +359,28 @@ type ClientInterface interface {
 	// Corresponds with POST /groups/{group}/reset-offset (the `ResetOffsets` operationId).
 	ResetOffsets(ctx context.Context, group string, params *ResetOffsetsParams, body ResetOffsetsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// SkipBacklogWithBody Skip a group's backlog
+	//
+	// Moves the group's committed offsets of the topic (absent: of every topic it reads) to the end of each queue, so that what is stored now is never delivered to it (mqadmin skipAccumulatedMessage). Retries already in the group's retry topic and leases already out stay. For a broadcasting group every known consumer instance moves. Answers the group's progress afterwards.
+	//
+	// Permission with an ACL file: admin.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /groups/{group}/skip-backlog (the `SkipBacklog` operationId).
+	SkipBacklogWithBody(ctx context.Context, group string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SkipBacklog Skip a group's backlog
+	//
+	// Moves the group's committed offsets of the topic (absent: of every topic it reads) to the end of each queue, so that what is stored now is never delivered to it (mqadmin skipAccumulatedMessage). Retries already in the group's retry topic and leases already out stay. For a broadcasting group every known consumer instance moves. Answers the group's progress afterwards.
+	//
+	// Permission with an ACL file: admin.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /groups/{group}/skip-backlog (the `SkipBacklog` operationId).
+	SkipBacklog(ctx context.Context, group string, body SkipBacklogJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// PullMessagesWithBody Pull (pop) messages
 	//
 	// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until its lease runs out (leaseUntil) no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
@@ -455,6 +477,15 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /stats (the `GetStats` operationId).
 	GetStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StreamStats Stream the compact stats (server-sent events)
+	//
+	// The answer of getStats as server-sent events: a `stats` event at once and then every intervalMs (each event's data is one Stats object, its id counts from 1), until the client goes or the server shuts down. A snapshot that fails ends the stream with a `problem` event whose data is the Problem. A stream counts as a waiting pull against --max-waiters and the account's maxLongPolls. Browsers that must send an Authorization header read it with fetch (EventSource cannot send one).
+	//
+	// Permission with an ACL file: admin.
+	//
+	// Corresponds with GET /stats/stream (the `StreamStats` operationId).
+	StreamStats(ctx context.Context, params *StreamStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTimers List pending timers
 	//
@@ -574,6 +605,15 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /topics/{topic} (the `PutTopic` operationId).
 	PutTopic(ctx context.Context, topic string, body PutTopicJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SearchMessagesByTime Find messages by store time
+	//
+	// The messages of a topic stored in [from, to), queue by queue (queue 0 first), each queue in offset order; RocketMQ Dashboard's query by topic and time range. Each call does bounded work: at most `limit` messages, 1024 queue entries read and 64 queues started (one binary search over a queue's store times each); follow `next` for the rest.
+	//
+	// Permission with an ACL file: admin.
+	//
+	// Corresponds with GET /topics/{topic}/messages (the `SearchMessagesByTime` operationId).
+	SearchMessagesByTime(ctx context.Context, topic string, params *SearchMessagesByTimeParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SendMessagesWithBody Send messages
 	//
@@ -1227,6 +1267,48 @@ func (c *Client) ResetOffsets(ctx context.Context, group string, params *ResetOf
 	return c.Client.Do(req)
 }
 
+// SkipBacklogWithBody Skip a group's backlog
+//
+// Moves the group's committed offsets of the topic (absent: of every topic it reads) to the end of each queue, so that what is stored now is never delivered to it (mqadmin skipAccumulatedMessage). Retries already in the group's retry topic and leases already out stay. For a broadcasting group every known consumer instance moves. Answers the group's progress afterwards.
+//
+// Permission with an ACL file: admin.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /groups/{group}/skip-backlog (the `SkipBacklog` operationId).
+func (c *Client) SkipBacklogWithBody(ctx context.Context, group string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSkipBacklogRequestWithBody(c.Server, group, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SkipBacklog Skip a group's backlog
+//
+// Moves the group's committed offsets of the topic (absent: of every topic it reads) to the end of each queue, so that what is stored now is never delivered to it (mqadmin skipAccumulatedMessage). Retries already in the group's retry topic and leases already out stay. For a broadcasting group every known consumer instance moves. Answers the group's progress afterwards.
+//
+// Permission with an ACL file: admin.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /groups/{group}/skip-backlog (the `SkipBacklog` operationId).
+func (c *Client) SkipBacklog(ctx context.Context, group string, body SkipBacklogJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSkipBacklogRequest(c.Server, group, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // PullMessagesWithBody Pull (pop) messages
 //
 // Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until its lease runs out (leaseUntil) no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
@@ -1404,6 +1486,25 @@ func (c *Client) ListSQSQueues(ctx context.Context, params *ListSQSQueuesParams,
 // Corresponds with GET /stats (the `GetStats` operationId).
 func (c *Client) GetStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetStatsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StreamStats Stream the compact stats (server-sent events)
+//
+// The answer of getStats as server-sent events: a `stats` event at once and then every intervalMs (each event's data is one Stats object, its id counts from 1), until the client goes or the server shuts down. A snapshot that fails ends the stream with a `problem` event whose data is the Problem. A stream counts as a waiting pull against --max-waiters and the account's maxLongPolls. Browsers that must send an Authorization header read it with fetch (EventSource cannot send one).
+//
+// Permission with an ACL file: admin.
+//
+// Corresponds with GET /stats/stream (the `StreamStats` operationId).
+func (c *Client) StreamStats(ctx context.Context, params *StreamStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStreamStatsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1653,6 +1754,25 @@ func (c *Client) PutTopicWithBody(ctx context.Context, topic string, contentType
 // Corresponds with PUT /topics/{topic} (the `PutTopic` operationId).
 func (c *Client) PutTopic(ctx context.Context, topic string, body PutTopicJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutTopicRequest(c.Server, topic, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SearchMessagesByTime Find messages by store time
+//
+// The messages of a topic stored in [from, to), queue by queue (queue 0 first), each queue in offset order; RocketMQ Dashboard's query by topic and time range. Each call does bounded work: at most `limit` messages, 1024 queue entries read and 64 queues started (one binary search over a queue's store times each); follow `next` for the rest.
+//
+// Permission with an ACL file: admin.
+//
+// Corresponds with GET /topics/{topic}/messages (the `SearchMessagesByTime` operationId).
+func (c *Client) SearchMessagesByTime(ctx context.Context, topic string, params *SearchMessagesByTimeParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSearchMessagesByTimeRequest(c.Server, topic, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2764,6 +2884,53 @@ func NewResetOffsetsRequestWithBody(server string, group string, params *ResetOf
 	return req, nil
 }
 
+// NewSkipBacklogRequest calls the generic SkipBacklog builder with application/json body
+func NewSkipBacklogRequest(server string, group string, body SkipBacklogJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSkipBacklogRequestWithBody(server, group, "application/json", bodyReader)
+}
+
+// NewSkipBacklogRequestWithBody constructs an http.Request for the SkipBacklog method, with any body, and a specified content type
+func NewSkipBacklogRequestWithBody(server string, group string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "group", group, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/groups/%s/skip-backlog", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewPullMessagesRequest calls the generic PullMessages builder with application/json body
 func NewPullMessagesRequest(server string, group string, topic string, params *PullMessagesParams, body PullMessagesJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3089,6 +3256,60 @@ func NewGetStatsRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewStreamStatsRequest constructs an http.Request for the StreamStats method
+func NewStreamStatsRequest(server string, params *StreamStatsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/stats/stream")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.IntervalMs != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "intervalMs", *params.IntervalMs, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -3488,6 +3709,107 @@ func NewPutTopicRequestWithBody(server string, topic string, contentType string,
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSearchMessagesByTimeRequest constructs an http.Request for the SearchMessagesByTime method
+func NewSearchMessagesByTimeRequest(server string, topic string, params *SearchMessagesByTimeParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "topic", topic, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/topics/%s/messages", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.QueueId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "queueId", *params.QueueId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int32"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -4262,6 +4584,28 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /groups/{group}/reset-offset (the `ResetOffsets` operationId).
 	ResetOffsetsWithResponse(ctx context.Context, group string, params *ResetOffsetsParams, body ResetOffsetsJSONRequestBody, reqEditors ...RequestEditorFn) (*ResetOffsetsResponse, error)
 
+	// SkipBacklogWithBodyWithResponse Skip a group's backlog
+	//
+	// Moves the group's committed offsets of the topic (absent: of every topic it reads) to the end of each queue, so that what is stored now is never delivered to it (mqadmin skipAccumulatedMessage). Retries already in the group's retry topic and leases already out stay. For a broadcasting group every known consumer instance moves. Answers the group's progress afterwards.
+	//
+	// Permission with an ACL file: admin.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /groups/{group}/skip-backlog (the `SkipBacklog` operationId).
+	SkipBacklogWithBodyWithResponse(ctx context.Context, group string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SkipBacklogResponse, error)
+
+	// SkipBacklogWithResponse Skip a group's backlog
+	//
+	// Moves the group's committed offsets of the topic (absent: of every topic it reads) to the end of each queue, so that what is stored now is never delivered to it (mqadmin skipAccumulatedMessage). Retries already in the group's retry topic and leases already out stay. For a broadcasting group every known consumer instance moves. Answers the group's progress afterwards.
+	//
+	// Permission with an ACL file: admin.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /groups/{group}/skip-backlog (the `SkipBacklog` operationId).
+	SkipBacklogWithResponse(ctx context.Context, group string, body SkipBacklogJSONRequestBody, reqEditors ...RequestEditorFn) (*SkipBacklogResponse, error)
+
 	// PullMessagesWithBodyWithResponse Pull (pop) messages
 	//
 	// Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until its lease runs out (leaseUntil) no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
@@ -4368,6 +4712,17 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /stats (the `GetStats` operationId).
 	GetStatsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetStatsResponse, error)
+
+	// StreamStatsWithResponse Stream the compact stats (server-sent events)
+	//
+	// The answer of getStats as server-sent events: a `stats` event at once and then every intervalMs (each event's data is one Stats object, its id counts from 1), until the client goes or the server shuts down. A snapshot that fails ends the stream with a `problem` event whose data is the Problem. A stream counts as a waiting pull against --max-waiters and the account's maxLongPolls. Browsers that must send an Authorization header read it with fetch (EventSource cannot send one).
+	//
+	// Permission with an ACL file: admin.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /stats/stream (the `StreamStats` operationId).
+	StreamStatsWithResponse(ctx context.Context, params *StreamStatsParams, reqEditors ...RequestEditorFn) (*StreamStatsResponse, error)
 
 	// ListTimersWithResponse List pending timers
 	//
@@ -4499,6 +4854,17 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /topics/{topic} (the `PutTopic` operationId).
 	PutTopicWithResponse(ctx context.Context, topic string, body PutTopicJSONRequestBody, reqEditors ...RequestEditorFn) (*PutTopicResponse, error)
+
+	// SearchMessagesByTimeWithResponse Find messages by store time
+	//
+	// The messages of a topic stored in [from, to), queue by queue (queue 0 first), each queue in offset order; RocketMQ Dashboard's query by topic and time range. Each call does bounded work: at most `limit` messages, 1024 queue entries read and 64 queues started (one binary search over a queue's store times each); follow `next` for the rest.
+	//
+	// Permission with an ACL file: admin.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /topics/{topic}/messages (the `SearchMessagesByTime` operationId).
+	SearchMessagesByTimeWithResponse(ctx context.Context, topic string, params *SearchMessagesByTimeParams, reqEditors ...RequestEditorFn) (*SearchMessagesByTimeResponse, error)
 
 	// SendMessagesWithBodyWithResponse Send messages
 	//
@@ -6747,6 +7113,129 @@ func (r ResetOffsetsResponse) ContentType() string {
 	return ""
 }
 
+// SkipBacklogResponse200Headers the declared response headers of an HTTP 200 response for SkipBacklog
+type SkipBacklogResponse200Headers struct {
+	XRequestId string
+}
+
+type SkipBacklogResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Progress
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SkipBacklogResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SkipBacklogResponse) GetJSON200() *Progress {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SkipBacklogResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SkipBacklogResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SkipBacklogResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SkipBacklogResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r SkipBacklogResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r SkipBacklogResponse) GetApplicationproblemJSON415() *Problem {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r SkipBacklogResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r SkipBacklogResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r SkipBacklogResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r SkipBacklogResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SkipBacklogResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SkipBacklogResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SkipBacklogResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// Bytes is a convenience method to retrieve the raw bytes from the HTTP response
+func (r SkipBacklogResponse) Bytes() []byte {
+	return r.Body
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SkipBacklogResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // PullMessagesResponse200Headers the declared response headers of an HTTP 200 response for PullMessages
 type PullMessagesResponse200Headers struct {
 	XRequestId string
@@ -7525,6 +8014,101 @@ func (r GetStatsResponse) Bytes() []byte {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetStatsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// StreamStatsResponse200Headers the declared response headers of an HTTP 200 response for StreamStats
+type StreamStatsResponse200Headers struct {
+	XRequestId string
+}
+
+type StreamStatsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *StreamStatsResponse200Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r StreamStatsResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r StreamStatsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r StreamStatsResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r StreamStatsResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r StreamStatsResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r StreamStatsResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r StreamStatsResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r StreamStatsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StreamStatsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StreamStatsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// Bytes is a convenience method to retrieve the raw bytes from the HTTP response
+func (r StreamStatsResponse) Bytes() []byte {
+	return r.Body
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StreamStatsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8556,6 +9140,115 @@ func (r PutTopicResponse) Bytes() []byte {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PutTopicResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SearchMessagesByTimeResponse200Headers the declared response headers of an HTTP 200 response for SearchMessagesByTime
+type SearchMessagesByTimeResponse200Headers struct {
+	XRequestId string
+}
+
+type SearchMessagesByTimeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MessageSearch
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *SearchMessagesByTimeResponse200Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SearchMessagesByTimeResponse) GetJSON200() *MessageSearch {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SearchMessagesByTimeResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SearchMessagesByTimeResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SearchMessagesByTimeResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SearchMessagesByTimeResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r SearchMessagesByTimeResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r SearchMessagesByTimeResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r SearchMessagesByTimeResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r SearchMessagesByTimeResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SearchMessagesByTimeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SearchMessagesByTimeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SearchMessagesByTimeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// Bytes is a convenience method to retrieve the raw bytes from the HTTP response
+func (r SearchMessagesByTimeResponse) Bytes() []byte {
+	return r.Body
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SearchMessagesByTimeResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9738,6 +10431,40 @@ func (c *ClientWithResponses) ResetOffsetsWithResponse(ctx context.Context, grou
 	return ParseResetOffsetsResponse(rsp)
 }
 
+// SkipBacklogWithBodyWithResponse Skip a group's backlog
+//
+// Moves the group's committed offsets of the topic (absent: of every topic it reads) to the end of each queue, so that what is stored now is never delivered to it (mqadmin skipAccumulatedMessage). Retries already in the group's retry topic and leases already out stay. For a broadcasting group every known consumer instance moves. Answers the group's progress afterwards.
+//
+// Permission with an ACL file: admin.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /groups/{group}/skip-backlog (the `SkipBacklog` operationId).
+func (c *ClientWithResponses) SkipBacklogWithBodyWithResponse(ctx context.Context, group string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SkipBacklogResponse, error) {
+	rsp, err := c.SkipBacklogWithBody(ctx, group, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSkipBacklogResponse(rsp)
+}
+
+// SkipBacklogWithResponse Skip a group's backlog
+//
+// Moves the group's committed offsets of the topic (absent: of every topic it reads) to the end of each queue, so that what is stored now is never delivered to it (mqadmin skipAccumulatedMessage). Retries already in the group's retry topic and leases already out stay. For a broadcasting group every known consumer instance moves. Answers the group's progress afterwards.
+//
+// Permission with an ACL file: admin.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /groups/{group}/skip-backlog (the `SkipBacklog` operationId).
+func (c *ClientWithResponses) SkipBacklogWithResponse(ctx context.Context, group string, body SkipBacklogJSONRequestBody, reqEditors ...RequestEditorFn) (*SkipBacklogResponse, error) {
+	rsp, err := c.SkipBacklog(ctx, group, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSkipBacklogResponse(rsp)
+}
+
 // PullMessagesWithBodyWithResponse Pull (pop) messages
 //
 // Lease up to maxMessages messages of the topic (and of the group's retry topic) for the group. Each message carries a receipt; until its lease runs out (leaseUntil) no other member of the group gets it. Ack it, nack it, or change its lease with the receipt.
@@ -9897,6 +10624,23 @@ func (c *ClientWithResponses) GetStatsWithResponse(ctx context.Context, reqEdito
 		return nil, err
 	}
 	return ParseGetStatsResponse(rsp)
+}
+
+// StreamStatsWithResponse Stream the compact stats (server-sent events)
+//
+// The answer of getStats as server-sent events: a `stats` event at once and then every intervalMs (each event's data is one Stats object, its id counts from 1), until the client goes or the server shuts down. A snapshot that fails ends the stream with a `problem` event whose data is the Problem. A stream counts as a waiting pull against --max-waiters and the account's maxLongPolls. Browsers that must send an Authorization header read it with fetch (EventSource cannot send one).
+//
+// Permission with an ACL file: admin.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /stats/stream (the `StreamStats` operationId).
+func (c *ClientWithResponses) StreamStatsWithResponse(ctx context.Context, params *StreamStatsParams, reqEditors ...RequestEditorFn) (*StreamStatsResponse, error) {
+	rsp, err := c.StreamStats(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStreamStatsResponse(rsp)
 }
 
 // ListTimersWithResponse List pending timers
@@ -10106,6 +10850,23 @@ func (c *ClientWithResponses) PutTopicWithResponse(ctx context.Context, topic st
 		return nil, err
 	}
 	return ParsePutTopicResponse(rsp)
+}
+
+// SearchMessagesByTimeWithResponse Find messages by store time
+//
+// The messages of a topic stored in [from, to), queue by queue (queue 0 first), each queue in offset order; RocketMQ Dashboard's query by topic and time range. Each call does bounded work: at most `limit` messages, 1024 queue entries read and 64 queues started (one binary search over a queue's store times each); follow `next` for the rest.
+//
+// Permission with an ACL file: admin.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /topics/{topic}/messages (the `SearchMessagesByTime` operationId).
+func (c *ClientWithResponses) SearchMessagesByTimeWithResponse(ctx context.Context, topic string, params *SearchMessagesByTimeParams, reqEditors ...RequestEditorFn) (*SearchMessagesByTimeResponse, error) {
+	rsp, err := c.SearchMessagesByTime(ctx, topic, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSearchMessagesByTimeResponse(rsp)
 }
 
 // SendMessagesWithBodyWithResponse Send messages
@@ -12168,6 +12929,115 @@ func ParseResetOffsetsResponse(rsp *http.Response) (*ResetOffsetsResponse, error
 	return response, nil
 }
 
+// ParseSkipBacklogResponse parses an HTTP response from a SkipBacklogWithResponse call
+func ParseSkipBacklogResponse(rsp *http.Response) (*SkipBacklogResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SkipBacklogResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Progress
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers SkipBacklogResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
 // ParsePullMessagesResponse parses an HTTP response from a PullMessagesWithResponse call
 func ParsePullMessagesResponse(rsp *http.Response) (*PullMessagesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -12841,6 +13711,87 @@ func ParseGetStatsResponse(rsp *http.Response) (*GetStatsResponse, error) {
 	switch {
 	case rsp.StatusCode == 200:
 		var headers GetStatsResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseStreamStatsResponse parses an HTTP response from a StreamStatsWithResponse call
+func ParseStreamStatsResponse(rsp *http.Response) (*StreamStatsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StreamStatsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers StreamStatsResponse200Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -13769,6 +14720,101 @@ func ParsePutTopicResponse(rsp *http.Response) (*PutTopicResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers201 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSearchMessagesByTimeResponse parses an HTTP response from a SearchMessagesByTimeWithResponse call
+func ParseSearchMessagesByTimeResponse(rsp *http.Response) (*SearchMessagesByTimeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SearchMessagesByTimeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MessageSearch
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers SearchMessagesByTimeResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil

@@ -1278,6 +1278,23 @@ type MessageList struct {
 	Messages []Message `json:"messages"`
 }
 
+// MessageSearch defines model for MessageSearch.
+type MessageSearch struct {
+	// Messages Messages are in queue order, then offset order.
+	Messages []Message `json:"messages"`
+
+	// Next Next is the cursor of the next page; absent when the search is done. A page may hold fewer than limit
+	// messages (even none) and still have a next: each call does bounded work.
+	//
+	// Example: MS4xMg
+	Next *string `json:"next,omitempty"`
+
+	// Scanned Scanned counts the queue entries this page read.
+	//
+	// Example: 32
+	Scanned int `json:"scanned"`
+}
+
 // MessageTrace defines model for MessageTrace.
 type MessageTrace struct {
 	// DroppedEvents DroppedEvents counts the events the bound left out (at least that many when truncated).
@@ -1306,6 +1323,41 @@ type MessageTrace struct {
 	//
 	// Example: false
 	Truncated bool `json:"truncated"`
+}
+
+// MirrorStat defines model for MirrorStat.
+type MirrorStat struct {
+	// BehindMs Example: 0
+	BehindMs int64 `json:"behindMs"`
+
+	// BehindRecords BehindRecords counts progress records not mirrored yet; BehindMs is the time since the mirror was last
+	// caught up (0 when it is).
+	//
+	// Example: 0
+	BehindRecords int64 `json:"behindRecords"`
+
+	// Enabled Enabled: a database is configured. Without one every other member is zero.
+	//
+	// Example: true
+	Enabled bool `json:"enabled"`
+
+	// FailuresTotal Example: 0
+	FailuresTotal int64 `json:"failuresTotal"`
+
+	// Healthy Healthy: the last pass succeeded.
+	//
+	// Example: true
+	Healthy bool `json:"healthy"`
+
+	// LastError LastError is why the last pass failed, with since when; absent while healthy.
+	//
+	// Example: postgres mirror degraded since 2026-12-01T10:00:00Z: dial tcp 127.0.0.1:5432: connect: connection refused
+	LastError *string `json:"lastError,omitempty"`
+
+	// PassesTotal PassesTotal and FailuresTotal count the mirror's passes and the failed ones since start.
+	//
+	// Example: 1200
+	PassesTotal int64 `json:"passesTotal"`
 }
 
 // NackItem defines model for NackItem.
@@ -1960,90 +2012,6 @@ type RetryPolicyPatch struct {
 // RetryPolicyPatchBackoff Example: exponential
 type RetryPolicyPatchBackoff string
 
-// SQSQueue defines model for SQSQueue.
-type SQSQueue struct {
-	// Arn Arn is the queue's ARN.
-	//
-	// Example: arn:aws:sqs:us-east-1:000000000000:orders
-	Arn string `json:"arn"`
-
-	// Attributes Attributes are the settable SQS attributes in force, defaults
-	// included (VisibilityTimeout, DelaySeconds, RedrivePolicy, …).
-	Attributes map[string]string `json:"attributes"`
-
-	// CreatedAt CreatedAt is the queue's CreatedTimestamp.
-	//
-	// Example: 2026-12-01T10:00:00Z
-	CreatedAt time.Time `json:"createdAt"`
-
-	// DeadLetterQueue DeadLetterQueue is the queue its RedrivePolicy names (absent without
-	// one).
-	//
-	// Example: orders-dlq
-	DeadLetterQueue *string `json:"deadLetterQueue,omitempty"`
-
-	// DeadLetterSourceQueues DeadLetterSourceQueues are the queues whose RedrivePolicy names
-	// this one.
-	DeadLetterSourceQueues []string `json:"deadLetterSourceQueues"`
-
-	// Fifo Fifo reports a FIFO queue (a name ending in .fifo).
-	//
-	// Example: false
-	Fifo bool `json:"fifo"`
-
-	// Group Group is the clustering group SQS receivers consume it as (the
-	// topic's name).
-	//
-	// Example: sqs_orders
-	Group string `json:"group"`
-
-	// LastModifiedAt LastModifiedAt is its LastModifiedTimestamp.
-	//
-	// Example: 2026-12-01T10:00:00Z
-	LastModifiedAt time.Time `json:"lastModifiedAt"`
-
-	// MaxReceiveCount MaxReceiveCount is the RedrivePolicy's count (absent without one).
-	//
-	// Example: 5
-	MaxReceiveCount *int `json:"maxReceiveCount,omitempty"`
-
-	// Name Name is the SQS queue name.
-	//
-	// Example: orders
-	Name string `json:"name"`
-
-	// Tags Tags are the queue's tags.
-	Tags map[string]string `json:"tags"`
-
-	// Topic Topic is the topic that holds the queue's messages.
-	//
-	// Example: sqs_orders
-	Topic string `json:"topic"`
-
-	// Url URL is the queue URL on endpoint.
-	//
-	// Example: http://127.0.0.1:9324/000000000000/orders
-	Url string `json:"url"`
-}
-
-// SQSQueueList defines model for SQSQueueList.
-type SQSQueueList struct {
-	// Enabled Enabled reports that the SQS endpoint is served (--sqs-listen); off,
-	// no queue is listed.
-	//
-	// Example: true
-	Enabled bool `json:"enabled"`
-
-	// Endpoint Endpoint is the SQS endpoint's base URL, its address as bound (an
-	// SDK's endpoint URL); absent when it is off.
-	//
-	// Example: http://127.0.0.1:9324
-	Endpoint *string `json:"endpoint,omitempty"`
-
-	// Queues Queues are the queues, by name.
-	Queues []SQSQueue `json:"queues"`
-}
-
 // ScrubStatus defines model for ScrubStatus.
 type ScrubStatus struct {
 	// BadFrames BadFrames counts the damaged frames found since start; each is also in quarantine (stage scrub).
@@ -2285,6 +2253,14 @@ type SendResult struct {
 	TransactionId *string `json:"transactionId,omitempty"`
 }
 
+// SkipBacklogRequest defines model for SkipBacklogRequest.
+type SkipBacklogRequest struct {
+	// Topic Topic limits the skip to one topic; absent: every topic the group reads.
+	//
+	// Example: orders
+	Topic *string `json:"topic,omitempty"`
+}
+
 // Stats defines model for Stats.
 type Stats struct {
 	// AckedTotal Example: 1150
@@ -2322,6 +2298,9 @@ type Stats struct {
 	//
 	// Example: 12
 	InFlight int64 `json:"inFlight"`
+
+	// Mirror Mirror is the PostgreSQL mirror's state.
+	Mirror MirrorStat `json:"mirror"`
 
 	// OldestUnackedMs Example: 1500
 	OldestUnackedMs int64 `json:"oldestUnackedMs"`
@@ -2840,10 +2819,10 @@ type FindMessagesByKeyParams struct {
 	Max *int `form:"max,omitempty" json:"max,omitempty"`
 }
 
-// ListSQSQueuesParams defines parameters for ListSQSQueues.
-type ListSQSQueuesParams struct {
-	// Prefix Only queues whose names start with it (QueueNamePrefix): up to 80 of A-Z a-z 0-9 _ - .
-	Prefix *string `form:"prefix,omitempty" json:"prefix,omitempty"`
+// StreamStatsParams defines parameters for StreamStats.
+type StreamStatsParams struct {
+	// IntervalMs Milliseconds between events
+	IntervalMs *int `form:"intervalMs,omitempty" json:"intervalMs,omitempty"`
 }
 
 // ListTimersParams defines parameters for ListTimers.
@@ -2856,6 +2835,24 @@ type ListTimersParams struct {
 
 	// Limit Page size
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// SearchMessagesByTimeParams defines parameters for SearchMessagesByTime.
+type SearchMessagesByTimeParams struct {
+	// From Stored at or after (RFC 3339)
+	From time.Time `form:"from" json:"from"`
+
+	// To Stored before (RFC 3339), after from
+	To time.Time `form:"to" json:"to"`
+
+	// QueueId Only this queue
+	QueueId *int32 `form:"queueId,omitempty" json:"queueId,omitempty"`
+
+	// Limit Most messages to return
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The next of the previous page (opaque), with the same topic, from, to and queueId; absent: the first page
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // SendMessagesTextBody defines parameters for SendMessages.
@@ -2992,6 +2989,9 @@ type CommitOffsetsJSONRequestBody = Offsets
 
 // ResetOffsetsJSONRequestBody defines body for ResetOffsets for application/json ContentType.
 type ResetOffsetsJSONRequestBody = ResetOffsetRequest
+
+// SkipBacklogJSONRequestBody defines body for SkipBacklog for application/json ContentType.
+type SkipBacklogJSONRequestBody = SkipBacklogRequest
 
 // PullMessagesJSONRequestBody defines body for PullMessages for application/json ContentType.
 type PullMessagesJSONRequestBody = PullRequest

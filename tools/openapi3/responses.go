@@ -44,6 +44,14 @@ func isJSONMedia(mediaType string) bool {
 // types a client gets only by asking for them with Accept.
 const alternativeMediaTypes = "x-mqgate-alternative-media-types"
 
+// mediaEventStream is the media type of server-sent events, and
+// eventDataSchema the response extension naming the schema of each
+// event's JSON data.
+const (
+	mediaEventStream = "text/event-stream"
+	eventDataSchema  = "x-mqgate-event-data"
+)
+
 // fixMediaTypes gives every response its media types: a 2xx body is
 // application/json only (any non-JSON type the operation also produces
 // goes to alternativeMediaTypes), an error body application/problem+json
@@ -81,6 +89,21 @@ func fixMediaTypes(doc *openapi3.T, _ wireTypes) error {
 					}
 				}
 				resp.Content = problemContent(doc)
+			case resp.Content[mediaEventStream] != nil:
+				// Server-sent events: the body is a text/event-stream whose
+				// events carry the annotated schema as JSON data; OpenAPI 3.0
+				// cannot say that, so the schema is named in an extension.
+				data := resp.Content[mediaEventStream]
+				if data.Schema == nil || data.Schema.Ref == "" {
+					return fmt.Errorf("response %s: annotate the event data as {object} Type", code)
+				}
+				stream := openapi3.NewStringSchema()
+				stream.Description = "Server-sent events; each event's data is a JSON " + strings.TrimPrefix(data.Schema.Ref, "#/components/schemas/") + "."
+				resp.Content = openapi3.Content{mediaEventStream: &openapi3.MediaType{Schema: stream.NewRef()}}
+				if resp.Extensions == nil {
+					resp.Extensions = map[string]any{}
+				}
+				resp.Extensions[eventDataSchema] = data.Schema.Ref
 			case len(resp.Content) > 0:
 				media := resp.Content[mediaJSON]
 				if media == nil {

@@ -311,6 +311,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/groups/{group}/skip-backlog": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Skip a group's backlog
+         * @description Moves the group's committed offsets of the topic (absent: of every topic it reads) to the end of each queue, so that what is stored now is never delivered to it (mqadmin skipAccumulatedMessage). Retries already in the group's retry topic and leases already out stay. For a broadcasting group every known consumer instance moves. Answers the group's progress afterwards.
+         *
+         *     Permission with an ACL file: admin.
+         */
+        post: operations["skipBacklog"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/groups/{group}/topics/{topic}/pull": {
         parameters: {
             query?: never;
@@ -467,6 +489,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/stats/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Stream the compact stats (server-sent events)
+         * @description The answer of getStats as server-sent events: a `stats` event at once and then every intervalMs (each event's data is one Stats object, its id counts from 1), until the client goes or the server shuts down. A snapshot that fails ends the stream with a `problem` event whose data is the Problem. A stream counts as a waiting pull against --max-waiters and the account's maxLongPolls. Browsers that must send an Authorization header read it with fetch (EventSource cannot send one).
+         *
+         *     Permission with an ACL file: admin.
+         */
+        get: operations["streamStats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/timers": {
         parameters: {
             query?: never;
@@ -582,7 +626,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * Find messages by store time
+         * @description The messages of a topic stored in [from, to), queue by queue (queue 0 first), each queue in offset order; RocketMQ Dashboard's query by topic and time range. Each call does bounded work: at most `limit` messages, 1024 queue entries read and 64 queues started (one binary search over a queue's store times each); follow `next` for the rest.
+         *
+         *     Permission with an ACL file: admin.
+         */
+        get: operations["searchMessagesByTime"];
         put?: never;
         /**
          * Send messages
@@ -1417,6 +1467,21 @@ export interface components {
         MessageList: {
             messages: components["schemas"]["Message"][];
         };
+        MessageSearch: {
+            /** @description Messages are in queue order, then offset order. */
+            messages: components["schemas"]["Message"][];
+            /**
+             * @description Next is the cursor of the next page; absent when the search is done. A page may hold fewer than limit
+             *     messages (even none) and still have a next: each call does bounded work.
+             * @example MS4xMg
+             */
+            next?: string;
+            /**
+             * @description Scanned counts the queue entries this page read.
+             * @example 32
+             */
+            scanned: number;
+        };
         MessageTrace: {
             /**
              * @description DroppedEvents counts the events the bound left out (at least that many when truncated).
@@ -1445,6 +1510,46 @@ export interface components {
              * @example false
              */
             truncated: boolean;
+        };
+        MirrorStat: {
+            /**
+             * Format: int64
+             * @example 0
+             */
+            behindMs: number;
+            /**
+             * Format: int64
+             * @description BehindRecords counts progress records not mirrored yet; BehindMs is the time since the mirror was last
+             *     caught up (0 when it is).
+             * @example 0
+             */
+            behindRecords: number;
+            /**
+             * @description Enabled: a database is configured. Without one every other member is zero.
+             * @example true
+             */
+            enabled: boolean;
+            /**
+             * Format: int64
+             * @example 0
+             */
+            failuresTotal: number;
+            /**
+             * @description Healthy: the last pass succeeded.
+             * @example true
+             */
+            healthy: boolean;
+            /**
+             * @description LastError is why the last pass failed, with since when; absent while healthy.
+             * @example postgres mirror degraded since 2026-12-01T10:00:00Z: dial tcp 127.0.0.1:5432: connect: connection refused
+             */
+            lastError?: string;
+            /**
+             * Format: int64
+             * @description PassesTotal and FailuresTotal count the mirror's passes and the failed ones since start.
+             * @example 1200
+             */
+            passesTotal: number;
         };
         NackItem: {
             /**
@@ -2431,6 +2536,13 @@ export interface components {
              */
             transactionId?: string;
         };
+        SkipBacklogRequest: {
+            /**
+             * @description Topic limits the skip to one topic; absent: every topic the group reads.
+             * @example orders
+             */
+            topic?: string;
+        };
         Stats: {
             /**
              * Format: int64
@@ -2485,6 +2597,8 @@ export interface components {
              * @example 12
              */
             inFlight: number;
+            /** @description Mirror is the PostgreSQL mirror's state. */
+            mirror: components["schemas"]["MirrorStat"];
             /**
              * Format: int64
              * @example 1500
@@ -5279,6 +5393,142 @@ export interface operations {
             };
         };
     };
+    skipBacklog: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Group name */
+                group: string;
+            };
+            cookie?: never;
+        };
+        /** @description The topic (optional; an empty body skips every topic of the group) */
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["SkipBacklogRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /**
+                     * @description The request's id, also the requestId of a Problem and in the server's log lines of the request.
+                     * @example d4m1c8sl0s73b0h3ds2g
+                     */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Progress"];
+                };
+            };
+            /** @description invalid-name, malformed-request; invalid-argument, value-too-long (a malformed X-Mqgate-Client-Id header) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated (with an ACL file: no or wrong credentials; WWW-Authenticate names the schemes) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden, origin-not-allowed (the account lacks the operation's permission, the caller's address is outside a white list, or a cross-origin request comes from an origin not allowed) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description group-not-found, topic-not-found */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description payload-too-large */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unsupported-media-type */
+            415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate-limited, too-many-auth-failures (the account's requestsPerSecond, or too many failed sign-ins from the address; Retry-After says when to come back) */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description internal */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description shutting-down */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a Problem: e.g. 421 host-not-allowed (a Host the server does not answer to), 431 header-too-large, 501 not-implemented (a transfer coding other than chunked), 504 timeout, 505 http-version-not-supported */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     pullMessages: {
         parameters: {
             query?: never;
@@ -6061,6 +6311,107 @@ export interface operations {
                 };
             };
             /** @description rate-limited, too-many-auth-failures (the account's requestsPerSecond, or too many failed sign-ins from the address; Retry-After says when to come back) */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description internal */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description shutting-down */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a Problem: e.g. 421 host-not-allowed (a Host the server does not answer to), 431 header-too-large, 501 not-implemented (a transfer coding other than chunked), 504 timeout, 505 http-version-not-supported */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    streamStats: {
+        parameters: {
+            query?: {
+                /** @description Milliseconds between events */
+                intervalMs?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description text/event-stream: event: stats, data: a Stats object */
+            200: {
+                headers: {
+                    /**
+                     * @description The request's id, also the requestId of a Problem and in the server's log lines of the request.
+                     * @example d4m1c8sl0s73b0h3ds2g
+                     */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description invalid-argument; value-too-long (a malformed X-Mqgate-Client-Id header) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated (with an ACL file: no or wrong credentials; WWW-Authenticate names the schemes) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden, origin-not-allowed (the account lacks the operation's permission, the caller's address is outside a white list, or a cross-origin request comes from an origin not allowed) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description too-many-waiters; rate-limited, too-many-auth-failures (the account's requestsPerSecond, or too many failed sign-ins from the address; Retry-After says when to come back) */
             429: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -7183,6 +7534,128 @@ export interface operations {
                 };
             };
             /** @description storage-read-only, shutting-down */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a Problem: e.g. 421 host-not-allowed (a Host the server does not answer to), 431 header-too-large, 501 not-implemented (a transfer coding other than chunked), 504 timeout, 505 http-version-not-supported */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    searchMessagesByTime: {
+        parameters: {
+            query: {
+                /** @description Stored at or after (RFC 3339) */
+                from: string;
+                /** @description Stored before (RFC 3339), after from */
+                to: string;
+                /** @description Only this queue */
+                queueId?: number;
+                /** @description Most messages to return */
+                limit?: number;
+                /** @description The next of the previous page (opaque), with the same topic, from, to and queueId; absent: the first page */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Topic name */
+                topic: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /**
+                     * @description The request's id, also the requestId of a Problem and in the server's log lines of the request.
+                     * @example d4m1c8sl0s73b0h3ds2g
+                     */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessageSearch"];
+                };
+            };
+            /** @description invalid-name, invalid-argument; value-too-long (a malformed X-Mqgate-Client-Id header) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated (with an ACL file: no or wrong credentials; WWW-Authenticate names the schemes) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden, origin-not-allowed (the account lacks the operation's permission, the caller's address is outside a white list, or a cross-origin request comes from an origin not allowed) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description topic-not-found */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate-limited, too-many-auth-failures (the account's requestsPerSecond, or too many failed sign-ins from the address; Retry-After says when to come back) */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description internal */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description shutting-down */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
