@@ -196,6 +196,14 @@ type Config struct {
 	// metric series of their own; the others (and deleted ones) are summed
 	// under topic="_other" / group="_other".
 	MetricsMaxLabelValues int `help:"Most topics, and most groups, with metric series of their own; the rest (and deleted ones) are summed under topic/group \"_other\"." env:"MQGATE_METRICS_MAX_LABEL_VALUES" default:"${metrics_max_label_values}"`
+	// OTLPEndpoint, when set, exports a server span per HTTP request over
+	// OTLP/HTTP to this collector base URL (…/v1/traces is appended).
+	OTLPEndpoint string `help:"OpenTelemetry: export a server span per HTTP request over OTLP/HTTP (protobuf) to this collector URL, e.g. http://127.0.0.1:4318 (/v1/traces is appended); empty: off." env:"MQGATE_OTLP_ENDPOINT"`
+	// OTelServiceName is the spans' service.name.
+	OTelServiceName string `help:"OpenTelemetry service.name of the exported spans." env:"MQGATE_OTEL_SERVICE_NAME" default:"${otel_service_name}"`
+	// OTelSampleRatio is the share of traces sampled that no incoming
+	// traceparent decides (parent-based: a sampled parent is followed).
+	OTelSampleRatio float64 `help:"OpenTelemetry: share of new traces sampled (0..1); a request's traceparent decides for its own trace." env:"MQGATE_OTEL_SAMPLE_RATIO" default:"${otel_sample_ratio}"`
 	// Pprof serves /debug/pprof/ on the API port.
 	Pprof bool `help:"Serve /debug/pprof/ (keep the port private when on)." env:"MQGATE_PPROF"`
 	// LogFormat is "auto" (console on a terminal, else json), "console" or "json".
@@ -290,6 +298,8 @@ func DefaultConfig() Config {
 		Commit:            "unknown",
 
 		MetricsMaxLabelValues: 1000,
+		OTelServiceName:       "mqgate",
+		OTelSampleRatio:       1,
 		JWTAccountClaim:       auth.DefaultAccountClaim,
 		AuthFailuresPerMinute: auth.DefaultFailuresPerMinute,
 	}
@@ -345,6 +355,8 @@ func (c Config) FlagDefaults() map[string]string {
 		"log_level":           c.LogLevel,
 
 		"metrics_max_label_values": strconv.Itoa(c.MetricsMaxLabelValues),
+		"otel_service_name":        c.OTelServiceName,
+		"otel_sample_ratio":        strconv.FormatFloat(c.OTelSampleRatio, 'g', -1, 64),
 		"jwt_account_claim":        c.JWTAccountClaim,
 		"auth_failures_per_minute": strconv.Itoa(c.AuthFailuresPerMinute),
 	}
@@ -407,6 +419,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MetricsMaxLabelValues == 0 {
 		c.MetricsMaxLabelValues = d.MetricsMaxLabelValues
+	}
+	if c.OTelServiceName == "" {
+		c.OTelServiceName = d.OTelServiceName
 	}
 	if c.AuthFailuresPerMinute == 0 {
 		c.AuthFailuresPerMinute = d.AuthFailuresPerMinute
@@ -563,6 +578,14 @@ func (c Config) Validate() error {
 		if u, err := url.Parse(c.DatabaseURL); err != nil || u.Scheme == "" {
 			bad("database-url is not a URL")
 		}
+	}
+	if c.OTLPEndpoint != "" {
+		if u, err := url.Parse(c.OTLPEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("otlp-endpoint %q must be an http:// or https:// URL", c.OTLPEndpoint)
+		}
+	}
+	if c.OTelSampleRatio < 0 || c.OTelSampleRatio > 1 {
+		bad("otel-sample-ratio %v must be between 0 and 1", c.OTelSampleRatio)
 	}
 	return errors.Join(errs...)
 }

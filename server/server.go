@@ -74,6 +74,8 @@ type Server struct {
 
 	// security is authentication (nil: off).
 	security *security
+	// tracing exports server spans over OTLP (nil without --otlp-endpoint).
+	tracing *tracing
 	// tls is the key pair and client CAs (nil: plain HTTP).
 	tls *tlsFiles
 	// adminListener and admin serve --admin-listen (nil without it);
@@ -278,6 +280,11 @@ func newServer(cfg Config, log zerolog.Logger, b backend) (*Server, error) {
 // tls.Listener).
 func newServerOn(cfg Config, log zerolog.Logger, b backend, listener net.Listener, sec *security, tf *tlsFiles) *Server {
 	s := &Server{cfg: cfg, rootLog: log, log: log.With().Str("component", "server").Logger(), security: sec, tls: tf}
+	tr, err := newTracing(cfg) // cannot fail on a validated config (the endpoint is a URL)
+	if err != nil {
+		s.log.Error().Err(err).Msg("no OpenTelemetry export")
+	}
+	s.tracing = tr
 	s.pollCtx, s.cancelPolls = context.WithCancel(context.Background())
 	s.registry = newRegistry(cfg.Version, cfg.Commit)
 	if sec != nil {
@@ -352,7 +359,7 @@ func (s *Server) authenticator() api.Authenticator {
 func (s *Server) routes() http.Handler {
 	metrics := newHTTPMetrics(s.registry)
 	r := chi.NewRouter()
-	r.Use(metrics.middleware, s.hosts().check, newOriginPolicy(s.cfg.CORSAllowedOrigins).handler)
+	r.Use(metrics.middleware, s.tracing.middleware, s.hosts().check, newOriginPolicy(s.cfg.CORSAllowedOrigins).handler)
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
 		api.WriteError(w, req, api.ErrRouteNotFound)
 	})
@@ -726,6 +733,9 @@ func (s *Server) close(ctx context.Context) error {
 	}
 	if err := s.broker.Close(brokerCtx); err != nil {
 		errs = append(errs, fmt.Errorf("close broker: %w", err))
+	}
+	if err := s.tracing.shutdown(brokerCtx); err != nil {
+		errs = append(errs, fmt.Errorf("flush otlp spans: %w", err))
 	}
 	s.state.Store(stateClosed)
 	err := errors.Join(errs...)
