@@ -26,7 +26,7 @@ test:
 lint: lint-generated lint-static
 
 ## lint-generated: the checks that regenerate files in the tree (the tests read them).
-lint-generated: docs-check clients-check clients-ts-generated-check
+lint-generated: docs-check clients-check clients-ts-generated-check console-client-check
 
 ## lint-static: the checks that only read the tree.
 lint-static: fmt-check vet staticcheck clients-ts-typecheck spec-lint spec-breaking
@@ -101,6 +101,19 @@ clients-ts-generated-check: clients-ts
 clients-ts-typecheck:
 	@test -d $(TS_CLIENT)/node_modules || { cd $(TS_CLIENT) && npm ci --prefer-offline --ignore-scripts --no-audit --no-fund --loglevel=error; }
 	cd $(TS_CLIENT) && npm run --silent typecheck
+	$(TS_CLIENT)/node_modules/.bin/tsc -p web/tsconfig.json
+
+## console-client: vendor the TypeScript client (clients/ts/src/index.ts
+## compiled by its pinned tsc) and openapi-fetch into web/dist/vendor/ for
+## the console, which has no build step; console-client-check (in lint)
+## fails when the committed copies are stale.
+.PHONY: console-client console-client-check
+console-client:
+	@test -d $(TS_CLIENT)/node_modules || { cd $(TS_CLIENT) && npm ci --prefer-offline --ignore-scripts --no-audit --no-fund --loglevel=error; }
+	node web/scripts/vendor-client.mjs
+
+console-client-check: clients-ts
+	node web/scripts/vendor-client.mjs --check
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

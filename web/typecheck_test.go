@@ -37,3 +37,26 @@ func TestConsoleTypeChecks(t *testing.T) {
 		t.Fatalf("tsc -p web/tsconfig.json: %v\n%s", err, out)
 	}
 }
+
+// TestVendoredClientIsFresh: web/dist/vendor/mqgate-client.js is
+// clients/ts/src/index.ts as the pinned tsc compiles it today, and
+// openapi-fetch.mjs the pinned package's browser build
+// (web/scripts/vendor-client.mjs --check; make console-client writes them).
+func TestVendoredClientIsFresh(t *testing.T) {
+	t.Parallel()
+	tsc, err := filepath.Abs(filepath.Join("..", "clients", "ts", "node_modules", ".bin", "tsc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, nodeErr := exec.LookPath("node")
+	if _, err := os.Stat(tsc); err != nil || nodeErr != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI is set but tsc (make clients-ts) or node is missing")
+		}
+		t.Skip("SKIPPED: tsc or node is missing (run make clients-ts)")
+	}
+	out, err := exec.Command(node, filepath.Join("scripts", "vendor-client.mjs"), "--check").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}

@@ -5,6 +5,8 @@
 import type { components } from "../clients/ts/src/schema";
 
 declare global {
+  /** The console's API calls (api.js, a module that runs first). */
+  const mq: typeof import("./dist/api.js").mq;
   type Stats = components["schemas"]["Stats"];
   type ConsumerStat = components["schemas"]["ConsumerStat"];
   type LevelBacklogStat = components["schemas"]["LevelBacklogStat"];

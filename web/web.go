@@ -1,8 +1,12 @@
 // Package web embeds mqgate's browser console: static files under dist/
-// (no build step, no CDN) that talk to the /v1 REST API only. Third-party
-// files are vendored under dist/vendor/ with their licenses; scripts that
-// start with // @ts-check are type-checked against the generated API
-// types of clients/ts (tsconfig.json, types.d.ts, typecheck_test.go).
+// (no build step, no CDN) that talk to the /v1 REST API only, every call
+// through dist/api.js: the repository's TypeScript client (clients/ts,
+// compiled and vendored as dist/vendor/mqgate-client.js by
+// scripts/vendor-client.mjs, with openapi-fetch). Third-party files are
+// vendored under dist/vendor/ with their licenses; scripts that start with
+// // @ts-check (api.js, live.js, views.js) are type-checked against the
+// generated API types of clients/ts (tsconfig.json, types.d.ts,
+// typecheck_test.go).
 package web
 
 import (

@@ -28,28 +28,38 @@ func consoleScripts(t *testing.T) ([]string, string) {
 	index := serve(t, "/").Body.String()
 	var names []string
 	var all strings.Builder
-	for _, m := range regexp.MustCompile(`<script src="([^"]+)" defer></script>`).FindAllStringSubmatch(index, -1) {
+	for _, m := range regexp.MustCompile(`<script (?:type="module" )?src="([^"]+)"(?: defer)?></script>`).FindAllStringSubmatch(index, -1) {
 		rec := serve(t, "/"+m[1])
 		require.Equal(t, http.StatusOK, rec.Code, m[1])
 		names = append(names, m[1])
 		all.WriteString(rec.Body.String()) // vendored libraries (vendor/README.md) too
 	}
 	require.NotEmpty(t, names, "index.html loads no script")
+	// The modules api.js imports.
+	for _, name := range []string{"vendor/mqgate-client.js", "vendor/openapi-fetch.mjs"} {
+		rec := serve(t, "/"+name)
+		require.Equal(t, http.StatusOK, rec.Code, name)
+		all.WriteString(rec.Body.String())
+	}
 	return names, all.String()
 }
 
 func TestHandlerServesConsole(t *testing.T) {
 	t.Parallel()
 	for path, contentType := range map[string]string{
-		"/":                         "text/html",
-		"/app.js":                   "javascript",
-		"/lib.js":                   "javascript",
-		"/dlq-timers.js":            "javascript",
-		"/app.css":                  "text/css",
-		"/live.js":                  "javascript",
-		"/vendor/uPlot.iife.min.js": "javascript",
-		"/vendor/uPlot.min.css":     "text/css",
-		"/vendor/uPlot.LICENSE":     "text/plain",
+		"/":                             "text/html",
+		"/app.js":                       "javascript",
+		"/lib.js":                       "javascript",
+		"/dlq-timers.js":                "javascript",
+		"/app.css":                      "text/css",
+		"/live.js":                      "javascript",
+		"/api.js":                       "javascript",
+		"/vendor/mqgate-client.js":      "javascript",
+		"/vendor/openapi-fetch.mjs":     "javascript",
+		"/vendor/openapi-fetch.LICENSE": "text/plain",
+		"/vendor/uPlot.iife.min.js":     "javascript",
+		"/vendor/uPlot.min.css":         "text/css",
+		"/vendor/uPlot.LICENSE":         "text/plain",
 	} {
 		rec := serve(t, path)
 		require.Equal(t, http.StatusOK, rec.Code, path)
@@ -66,7 +76,8 @@ func TestConsoleIsSelfContained(t *testing.T) {
 	t.Parallel()
 	index := serve(t, "/").Body.String()
 	names, script := consoleScripts(t)
-	require.Equal(t, []string{"vendor/uPlot.iife.min.js", "lib.js", "dlq-timers.js", "live.js", "app.js"}, names, "the library and the helpers load before the views")
+	require.Equal(t, []string{"api.js", "vendor/uPlot.iife.min.js", "lib.js", "dlq-timers.js", "live.js", "app.js"}, names,
+		"the API client (a module: deferred, run in document order) and the helpers load before the views")
 	for name, text := range map[string]string{"index.html": index, "scripts": script} {
 		require.NotRegexp(t, regexp.MustCompile(`(src|href)="(https?:)?//`), text, name)
 		require.NotContains(t, text, "fetch(\"/", name)
@@ -140,8 +151,16 @@ func TestConsoleMatchesAPI(t *testing.T) {
 			require.Contains(t, spec.Paths[path], method, path)
 		}
 	}
-	for _, call := range []string{`"/broker/status"`, `"/dlq?"`, `"/dlq/resend"`, `api("DELETE", "/groups/" + enc(dlq.group) + "/dlq/"`, `api("GET", "/groups/" + enc(dlq.group) + "/dlq/"`,
-		`"/timers?"`, `api("GET", "/timers/" + enc(`, `api("PUT", "/timers/" + enc(`, `api("DELETE", "/timers/" + enc(`} {
+	for _, call := range []string{`client.GET("/broker/status")`, `client.GET("/groups/{group}/dlq"`, `client.POST("/groups/{group}/dlq/resend"`,
+		`client.DELETE("/groups/{group}/dlq/{messageId}"`, `client.GET("/groups/{group}/dlq/{messageId}"`,
+		`client.GET("/timers"`, `client.GET("/timers/{id}"`, `client.PUT("/timers/{id}"`, `client.DELETE("/timers/{id}"`} {
 		require.Contains(t, script, call)
+	}
+	// Every call of api.js is an operation of the spec (tsc checks its
+	// parameters and bodies: typecheck_test.go).
+	calls := regexp.MustCompile(`client\.(GET|PUT|POST|PATCH|DELETE)\("([^"]+)"`).FindAllStringSubmatch(script, -1)
+	require.Greater(t, len(calls), 30)
+	for _, c := range calls {
+		require.Contains(t, spec.Paths[c[2]], strings.ToLower(c[1]), "%s %s is not in the API spec", c[1], c[2])
 	}
 }

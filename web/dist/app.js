@@ -23,7 +23,7 @@ async function groupProgress(groups) {
   const progress = {};
   await Promise.all(groups.map(async (g) => {
     try {
-      progress[g.name] = await api("GET", "/groups/" + enc(g.name) + "/progress");
+      progress[g.name] = await mq.progress(g.name);
     } catch (e) {
       if (signInNeeded(e)) throw e;
       progress[g.name] = null;
@@ -39,7 +39,7 @@ async function topicStatuses(topics) {
   const status = {};
   await Promise.all(topics.map(async (t) => {
     try {
-      status[t.name] = await api("GET", "/topics/" + enc(t.name) + "/status");
+      status[t.name] = await mq.topicStatus(t.name);
     } catch (e) {
       if (signInNeeded(e)) throw e;
       status[t.name] = null;
@@ -53,7 +53,7 @@ loaders.overview = async () => {
   startLive();
   const status = document.getElementById("status");
   try {
-    const s = await api("GET", "/broker/status");
+    const s = await mq.brokerStatus();
     const cards = [
       ["Flush mode", s.flushMode], ["Store size", fmtBytes(s.storeBytes)], ["Uptime", fmtDuration(s.uptimeMs)],
       ["CommitLog min offset", s.commitLogMinOffset], ["CommitLog max offset", s.commitLogMaxOffset],
@@ -65,7 +65,7 @@ loaders.overview = async () => {
     document.getElementById("scheduler").replaceChildren();
     fillTable(document.getElementById("delay-levels"), []);
   }
-  const [topics, groups] = await Promise.all([api("GET", "/topics"), api("GET", "/groups")]);
+  const [topics, groups] = await Promise.all([mq.listTopics(), mq.listGroups()]);
   const [{ progress }, statuses] = await Promise.all([groupProgress(groups.groups), topicStatuses(topics.topics)]);
   fillTable(document.getElementById("overview-topics"), topics.topics.map((t) => {
     const st = statuses[t.name];
@@ -102,7 +102,7 @@ function renderScheduler(s) {
 // ---------- topics ----------
 
 loaders.topics = async () => {
-  const { topics } = await api("GET", "/topics");
+  const { topics } = await mq.listTopics();
   const statuses = await topicStatuses(topics);
   fillTable(document.getElementById("topic-list"), topics.map((t) => el("tr", { class: "clickable", onclick: () => showTopic(t.name, statuses[t.name]) },
     el("td", {}, t.name), el("td", { class: "num" }, t.queues), el("td", { class: "num" }, t.retentionHours),
@@ -110,7 +110,7 @@ loaders.topics = async () => {
     el("td", {}, t.perm), el("td", {}, fmtTime(t.createdAt)),
     el("td", {}, el("button", { class: "danger", onclick: guarded(async () => {
       if (!confirm("Delete topic " + t.name + "?")) return;
-      await api("DELETE", "/topics/" + enc(t.name));
+      await mq.deleteTopic(t.name);
       notice("Topic " + t.name + " deleted", "info");
       await loaders.topics();
     }) }, "Delete")))));
@@ -167,7 +167,7 @@ async function showMessage(id) {
   box.replaceChildren(el("p", { class: "muted" }, "Loading " + id + " …"));
   let m, trace;
   try {
-    [m, trace] = await Promise.all([api("GET", "/messages/" + enc(id)), api("GET", "/messages/" + enc(id) + "/trace")]);
+    [m, trace] = await Promise.all([mq.getMessage(id), mq.messageTrace(id)]);
   } catch (err) {
     box.replaceChildren(el("div", { class: "problem", role: "alert" }, ...problemView(err)));
     if (signInNeeded(err)) box.replaceChildren();
@@ -207,7 +207,7 @@ function bodyText(m) {
 // ---------- groups ----------
 
 loaders.groups = async () => {
-  const { groups } = await api("GET", "/groups");
+  const { groups } = await mq.listGroups();
   const { progress } = await groupProgress(groups);
   fillTable(document.getElementById("group-list"), groups.map((g) => el("tr", { class: "clickable", onclick: guarded(() => showGroup(g.name)) },
     el("td", {}, g.name), el("td", {}, g.consumeMode), el("td", {}, g.orderly ? "yes" : "no"),
@@ -220,7 +220,7 @@ loaders.groups = async () => {
     } }, "Dead letters"), el("button", { class: "danger", onclick: guarded(async (ev) => {
       ev.stopPropagation();
       if (!confirm("Delete group " + g.name + "?")) return;
-      await api("DELETE", "/groups/" + enc(g.name));
+      await mq.deleteGroup(g.name);
       notice("Group " + g.name + " deleted", "info");
       await loaders.groups();
     }) }, "Delete")))));
@@ -256,7 +256,7 @@ async function showGroup(name) {
   const box = document.getElementById("group-detail");
   let p, g;
   try {
-    [p, g] = await Promise.all([api("GET", "/groups/" + enc(name) + "/progress"), api("GET", "/groups/" + enc(name))]);
+    [p, g] = await Promise.all([mq.progress(name), mq.getGroup(name)]);
   } catch (err) {
     box.replaceChildren(signInNeeded(err) ? "" : el("div", { class: "problem", role: "alert" }, ...problemView(err)));
     return;
@@ -311,7 +311,7 @@ async function settle(kind, msgs, arg) {
   if (kind === "ack") body = { receipts: msgs.map((m) => m.receipt) };
   else if (kind === "nack") body = { items: msgs.map((m) => ({ receipt: m.receipt, delayLevel: arg || 0, reason: "nacked from console" })) };
   else body = { items: msgs.map((m) => ({ receipt: m.receipt, invisibleMs: arg || 0 })) };
-  const { results } = await api("POST", "/groups/" + enc(group) + "/" + kind, body);
+  const { results } = kind === "ack" ? await mq.ack(group, body.receipts) : kind === "nack" ? await mq.nack(group, body.items) : await mq.leases(group, body.items);
   results.forEach((r, i) => {
     const m = msgs[i];
     if (r.newReceipt) m.receipt = r.newReceipt;
@@ -342,15 +342,14 @@ document.addEventListener("DOMContentLoaded", () => {
 
   document.getElementById("topic-form").addEventListener("submit", guarded(async (ev) => {
     const v = formValues(ev.target);
-    const t = await api("PUT", "/topics/" + enc(v.name), { queues: int(v.queues), retentionHours: int(v.retentionHours), perm: v.perm || undefined });
+    const t = await mq.putTopic(v.name, { queues: int(v.queues), retentionHours: int(v.retentionHours), perm: v.perm || undefined });
     notice("Topic " + t.name + " saved (" + t.queues + " queues)", "info");
     await loaders.topics();
   }));
 
   document.getElementById("browse-form").addEventListener("submit", guarded(async (ev) => {
     const v = formValues(ev.target);
-    const q = new URLSearchParams({ offset: v.offset || "0", max: v.max || "32" });
-    const r = await api("GET", "/topics/" + enc(v.topic) + "/queues/" + int(v.queueId) + "/messages?" + q);
+    const r = await mq.readQueue(v.topic, int(v.queueId), int(v.offset || "0"), int(v.max || "32"));
     document.getElementById("browse-result").replaceChildren(el("p", { class: "muted" }, "next offset " + r.nextOffset), messageTable(r.messages));
     ev.target.querySelector("[name=offset]").value = r.nextOffset;
   }));
@@ -367,18 +366,18 @@ document.addEventListener("DOMContentLoaded", () => {
     }
     let exists = true;
     try {
-      await api("GET", "/groups/" + enc(v.name));
+      await mq.getGroup(v.name);
     } catch (e) {
-      if (!(e instanceof ProblemError) || e.status !== 404) throw e;
+      if (!mq.isProblem(e, 404)) throw e;
       exists = false;
     }
     let g;
     if (exists) {
       body.orderly = v.orderly || undefined;
-      g = await api("PATCH", "/groups/" + enc(v.name), body);
+      g = await mq.patchGroup(v.name, body);
     } else {
       body.orderly = v.orderly;
-      g = await api("PUT", "/groups/" + enc(v.name), body);
+      g = await mq.putGroup(v.name, body);
     }
     notice("Group " + g.name + (exists ? " updated" : " created") + " (retry " + g.retryPolicy.backoff + ", from " + g.consumeFrom + ")", "info");
     await loaders.groups();
@@ -386,7 +385,7 @@ document.addEventListener("DOMContentLoaded", () => {
 
   document.getElementById("reset-form").addEventListener("submit", guarded(async (ev) => {
     const v = formValues(ev.target);
-    const p = await api("POST", "/groups/" + enc(v.group) + "/reset-offset", { timestamp: new Date(v.timestamp).toISOString(), topic: v.topic || undefined });
+    const p = await mq.resetOffset(v.group, { timestamp: new Date(v.timestamp).toISOString(), topic: v.topic || undefined });
     notice("Offsets of " + v.group + " reset; lag now " + p.totalLag, "info");
     await showGroup(v.group);
   }));
@@ -404,8 +403,7 @@ document.addEventListener("DOMContentLoaded", () => {
       properties: Object.keys(properties).length ? properties : undefined, shardingKey: v.shardingKey || undefined,
       delayLevel: int(v.delayLevel) || undefined, delayMs: int(v.delayMs) || undefined,
     };
-    const headers = v.idempotencyKey ? { "Idempotency-Key": v.idempotencyKey } : undefined;
-    const r = await api("POST", "/topics/" + enc(v.topic) + "/messages", msg, headers);
+    const r = await mq.send(v.topic, msg, v.idempotencyKey || undefined);
     document.getElementById("send-result").textContent = JSON.stringify(r, null, 2);
     notice("Sent " + r.results.length + " message(s)", "info");
   }));
@@ -415,7 +413,7 @@ document.addEventListener("DOMContentLoaded", () => {
     const button = ev.target.querySelector("button");
     button.disabled = true;
     try {
-      const r = await api("POST", "/groups/" + enc(v.group) + "/topics/" + enc(v.topic) + "/pull", {
+      const r = await mq.pull(v.group, v.topic, {
         maxMessages: int(v.maxMessages), waitMs: int(v.waitMs), invisibleMs: int(v.invisibleMs), tagExpression: v.tagExpression || undefined,
         sql: v.sql || undefined,
       });
@@ -437,7 +435,7 @@ document.addEventListener("DOMContentLoaded", () => {
     const found = document.getElementById("found");
     document.getElementById("message-detail").replaceChildren();
     try {
-      const r = await api("GET", "/messages?" + new URLSearchParams({ topic: v.topic, key: v.key }));
+      const r = await mq.findByKey(v.topic, v.key);
       found.replaceChildren(messageTable(r.messages));
     } catch (err) {
       found.replaceChildren(signInNeeded(err) ? "" : el("div", { class: "problem", role: "alert" }, ...problemView(err)));

@@ -63,7 +63,7 @@ loaders.dlq = async (route) => {
   }
   let names;
   try {
-    names = (await api("GET", "/groups")).groups.map((g) => g.name);
+    names = (await mq.listGroups()).groups.map((g) => g.name);
   } catch (err) { dlqProblem(err); return; }
   if (want && !names.includes(want)) names.push(want); // the API says whether it exists
   if (!names.length) {
@@ -110,7 +110,7 @@ async function dlqFetch(page) {
   if (dlq.cursors[page]) q.set("cursor", dlq.cursors[page]);
   let r;
   try {
-    r = await api("GET", "/groups/" + enc(dlq.group) + "/dlq?" + q);
+    r = await mq.listDeadLetters(dlq.group, Object.fromEntries(q));
   } catch (err) {
     dlq.items = []; dlq.next = ""; dlq.failed = true;
     renderDLQ("Could not list dead letters: see the error above.");
@@ -143,9 +143,9 @@ async function dlqExport() {
     const q = dlqQuery();
     q.set("limit", "500");
     if (cursor) q.set("cursor", cursor);
-    const r = await api("GET", "/groups/" + enc(dlq.group) + "/dlq?" + q);
+    const r = await mq.listDeadLetters(dlq.group, Object.fromEntries(q));
     for (const d of r.items || []) {
-      lines.push(JSON.stringify(await api("GET", "/groups/" + enc(dlq.group) + "/dlq/" + enc(d.messageId))));
+      lines.push(JSON.stringify(await mq.getDeadLetter(dlq.group, d.messageId)));
     }
     cursor = r.next || "";
   } while (cursor && lines.length < DLQ_EXPORT_MAX);
@@ -160,7 +160,7 @@ async function dlqExport() {
 
 async function dlqLoadDetail(id) {
   try {
-    dlq.details.set(id, { data: await api("GET", "/groups/" + enc(dlq.group) + "/dlq/" + enc(id)) });
+    dlq.details.set(id, { data: await mq.getDeadLetter(dlq.group, id) });
   } catch (err) {
     dlq.details.set(id, { error: err });
   }
@@ -295,7 +295,7 @@ function dlqResendReport(r) {
 }
 
 async function dlqResend(body) {
-  const r = await api("POST", "/groups/" + enc(dlq.group) + "/dlq/resend", body);
+  const r = await mq.resendDeadLetters(dlq.group, body);
   dlqResendReport(r);
   dlq.selected.clear();
   await dlqFetch(dlq.page);
@@ -303,7 +303,7 @@ async function dlqResend(body) {
 
 async function dlqDiscard(d) {
   if (!confirm("Discard dead letter " + d.messageId + " of group " + dlq.group + "?\n\nIt stays listed as discarded and can no longer be resent.")) return;
-  await api("DELETE", "/groups/" + enc(dlq.group) + "/dlq/" + enc(d.messageId));
+  await mq.discardDeadLetter(dlq.group, d.messageId);
   notice("Dead letter " + d.messageId + " discarded", "info");
   await dlqFetch(dlq.page);
 }
@@ -400,7 +400,7 @@ async function timersFetch(page) {
   if (tmr.cursors[page]) q.set("cursor", tmr.cursors[page]);
   let r;
   try {
-    r = await api("GET", "/timers?" + q);
+    r = await mq.listTimers(Object.fromEntries(q));
   } catch (err) {
     tmr.items = []; tmr.next = ""; tmr.failed = true;
     renderTimers("Could not list timers: see the error above.");
@@ -424,7 +424,7 @@ async function timersFetch(page) {
 
 async function timerLoadDetail(id) {
   try {
-    tmr.details.set(id, { data: await api("GET", "/timers/" + enc(id)) });
+    tmr.details.set(id, { data: await mq.getTimer(id) });
   } catch (err) {
     tmr.details.set(id, { error: err });
   }
@@ -462,7 +462,7 @@ function rescheduleForm(t) {
     if (delay.value !== "") body = { delayMs: int(delay.value) };
     else if (at.value) body = { deliverAt: isoTime(at.value) };
     else throw new Error("Give a delay in ms or a delivery time.");
-    const r = await api("PUT", "/timers/" + enc(t.id), body);
+    const r = await mq.rescheduleTimer(t.id, body);
     notice("Timer " + t.id + " now due " + fmtDue(r.deliverAt), "info");
     tmr.editing = "";
     await timersFetch(tmr.page);
@@ -475,7 +475,7 @@ function rescheduleForm(t) {
 
 async function timerCancel(t) {
   if (!confirm("Cancel timer " + t.id + " (topic " + t.topic + ", due " + fmtStamp(t.deliverAt) + ")?\n\nThe message will never be delivered.")) return;
-  await api("DELETE", "/timers/" + enc(t.id));
+  await mq.cancelTimer(t.id);
   notice("Timer " + t.id + " cancelled", "info");
   await timersFetch(tmr.page);
 }

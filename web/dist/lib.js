@@ -1,4 +1,4 @@
-// mqgate console: a small no-build client of the /v1 REST API.
+// mqgate console: helpers, sign-in and tabs (the API calls are api.js's, mq).
 "use strict";
 
 const API = "../v1";
@@ -28,14 +28,6 @@ function notice(text, kind) {
   notice.timer = setTimeout(() => box.classList.add("hidden"), kind === "info" ? 3000 : 8000);
 }
 
-class ProblemError extends Error {
-  constructor(problem, status) {
-    super((problem.title || "HTTP " + status) + (problem.detail ? ": " + problem.detail : ""));
-    this.problem = problem;
-    this.status = status;
-  }
-}
-
 // ---------- sign-in ----------
 //
 // With an ACL file the API needs an account. The console keeps the access
@@ -46,16 +38,8 @@ class ProblemError extends Error {
 
 const CREDENTIALS = "mqgate.credentials";
 
-function credentials() {
-  try { return JSON.parse(sessionStorage.getItem(CREDENTIALS)); } catch (e) { return null; }
-}
-
-function basicHeader(c) {
-  const bytes = new TextEncoder().encode(c.accessKey + ":" + c.secretKey);
-  let bin = "";
-  for (const b of bytes) bin += String.fromCharCode(b);
-  return "Basic " + btoa(bin);
-}
+function credentials() { return mq.credentials(); }
+function basicHeader(c) { return mq.basicHeader(c); }
 
 // showLogin asks for an account, saying why.
 function showLogin(why) {
@@ -103,34 +87,21 @@ function wireLogin() {
   showAccount();
 }
 
-async function api(method, path, body, headers) {
-  const init = { method, headers: Object.assign({ Accept: "application/json", "X-Requested-With": "XMLHttpRequest" }, headers || {}) };
+// Every API call goes through api.js (mq, the typed client of clients/ts).
+// A 401 there means the account is missing or no longer valid (rotated,
+// removed): the sign-in form shows, with the server's reason.
+mq.hooks.unauthorized = (err) => {
   const c = credentials();
-  if (c) init.headers.Authorization = basicHeader(c);
-  if (body !== undefined) {
-    init.headers["Content-Type"] = "application/json";
-    init.body = JSON.stringify(body);
-  }
-  const res = await fetch(API + path, init);
-  const text = await res.text();
-  let data = null;
-  if (text) {
-    try { data = JSON.parse(text); } catch (e) { data = { detail: text }; }
-  }
-  if (res.status === 401) {
-    if (c) sessionStorage.removeItem(CREDENTIALS); // no longer valid (rotated, removed)
-    showAccount();
-    showLogin(c ? "The account was refused: " + ((data && data.detail) || "") : "This gateway needs an account of its ACL file.");
-  }
-  if (!res.ok) throw new ProblemError(data || {}, res.status);
-  return data;
-}
+  if (c) sessionStorage.removeItem(CREDENTIALS);
+  showAccount();
+  showLogin(c ? "The account was refused: " + (err.detail || "") : "This gateway needs an account of its ACL file.");
+};
 
 // signInNeeded reports an error the sign-in form already answers: a 401
 // shows the form with its reason (api), so it gets no error banner on top,
 // least of all before the user has tried to sign in.
 function signInNeeded(err) {
-  return err instanceof ProblemError && err.status === 401;
+  return mq.isProblem(err, 401);
 }
 
 // guarded runs an async action and reports its error.

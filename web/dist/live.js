@@ -139,7 +139,7 @@ function renderLive(s) {
 async function pollLive() {
   const box = must("live-problem");
   try {
-    renderLive(await api("GET", "/stats"));
+    renderLive(await mq.stats());
     box.classList.add("hidden");
   } catch (err) {
     if (signInNeeded(err)) { stopLive(); return; }
