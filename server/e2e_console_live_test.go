@@ -102,7 +102,38 @@ const tabs = ["overview", "topics", "groups", "dlq", "timers", "send", "consume"
     step("liveTopicRow", await page.evaluate(() => [...document.querySelector("#live-topics tbody tr").cells].slice(0, 2).map((c) => c.textContent).join(" ")));
     step("consumerRow", await page.evaluate(() => document.querySelector("#overview-consumers tbody tr").textContent));
     step("maxOffsetRow", await page.evaluate(() => [...document.querySelectorAll("#overview-topics tbody tr")].map((r) => r.textContent).join("|")));
+    step("liveMode", await page.evaluate(() => document.getElementById("live").dataset.mode));
+    step("mirrorCard", await cardText("PostgreSQL mirror"));
     if (shots) await page.screenshot({ path: shots + "/overview-live-1366.png", fullPage: true });
+
+    // Messages by store time: the three sends, two a page; a name the
+    // server would refuse is refused before any request; an error
+    // replaces the results shown before.
+    await page.click("button[data-tab=messages]");
+    await page.fill("#search-form input[name=topic]", "live");
+    await page.fill("#search-form input[name=limit]", "2");
+    await page.click("#search-form button[type=submit]");
+    await page.waitForFunction(() => document.getElementById("search-result").dataset.count === "2", null, { timeout: 10000 });
+    step("searchPage1", await page.evaluate(() => [...document.querySelectorAll("#search-result tbody tr")].map((r) => r.cells[5].textContent)));
+    step("searchNextEnabled", await page.evaluate(() => !document.getElementById("search-next").disabled));
+    await page.click("#search-next");
+    await page.waitForFunction(() => document.getElementById("search-page").textContent === "page 2", null, { timeout: 10000 });
+    step("searchPage2", await page.evaluate(() => [...document.querySelectorAll("#search-result tbody tr")].map((r) => r.cells[5].textContent)));
+    if (shots) await page.screenshot({ path: shots + "/message-search-1366.png", fullPage: true });
+    let badRequests = 0;
+    page.on("request", (r) => { if (r.url().includes("/v1/topics/bad")) badRequests++; });
+    await page.fill("#search-form input[name=topic]", "bad topic");
+    await page.click("#search-form button[type=submit]");
+    await page.waitForTimeout(300);
+    step("badNameMessage", await page.evaluate(() => document.querySelector("#search-form input[name=topic]").validationMessage));
+    step("badNameRequests", badRequests);
+    step("resultsKeptOnBlockedSubmit", await page.evaluate(() => document.querySelectorAll("#search-result tbody tr").length));
+    await page.fill("#search-form input[name=topic]", "nope");
+    await page.click("#search-form button[type=submit]");
+    await page.waitForFunction(() => document.querySelector("#search-result .problem"), null, { timeout: 10000 });
+    step("searchProblem", await page.evaluate(() => document.querySelector("#search-result .problem").textContent));
+    step("staleSearchGone", await page.evaluate(() => !document.querySelector("#search-result table")));
+    await page.click("button[data-tab=overview]");
 
     // The topic's queues, and the group's detail.
     await page.click("button[data-tab=topics]");
@@ -115,6 +146,7 @@ const tabs = ["overview", "topics", "groups", "dlq", "timers", "send", "consume"
     await page.click("#group-list tbody tr.clickable td:first-child");
     await page.waitForSelector("#group-detail .facts", { timeout: 10000 });
     step("groupFacts", await page.evaluate(() => [...document.querySelectorAll("#group-detail .facts > div")].map((d) => d.querySelector("dt").textContent + ": " + d.querySelector("dd").textContent)));
+    step("groupPushColumn", await page.evaluate(() => document.querySelector("#group-list tbody tr td.push").textContent));
     if (shots) await page.screenshot({ path: shots + "/group-detail-1366.png", fullPage: true });
 
     // Consume: ack two, nack the third to the DLQ.
@@ -178,6 +210,71 @@ const tabs = ["overview", "topics", "groups", "dlq", "timers", "send", "consume"
     await page.click("button[data-tab=overview]");
     await waitLive("totalLag", 1);
     step("lagAfterResend", await cardText("Total lag"));
+
+    // The group view: skip the backlog (the resent message), then reset
+    // by time to an hour ago (everything again).
+    const lagFact = () => page.evaluate(() => {
+      for (const d of document.querySelectorAll("#group-detail .facts > div")) if (d.querySelector("dt").textContent === "Total lag") return d.querySelector("dd").textContent;
+      return null;
+    });
+    await page.click("button[data-tab=groups]");
+    await page.waitForSelector("#group-list tbody tr.clickable");
+    await page.click("#group-list tbody tr.clickable td:first-child");
+    await page.waitForSelector("#skip-form", { timeout: 10000 });
+    step("lagBeforeSkip", await lagFact());
+    await page.selectOption("#skip-form select[name=topic]", "live");
+    await page.click("#skip-form button[type=submit]");
+    await page.waitForFunction(() => document.getElementById("notice").textContent.includes("skipped"), null, { timeout: 10000 });
+    const waitLagFact = (want) => page.waitForFunction((w) => [...document.querySelectorAll("#group-detail .facts > div")]
+      .some((d) => d.querySelector("dt").textContent === "Total lag" && d.querySelector("dd").textContent === w), want, { timeout: 10000 });
+    step("noticeAfterSkip", await page.textContent("#notice"));
+    // The queue's lag is gone; the resent message waits in the group's
+    // retry topic, which a skip leaves alone.
+    await page.waitForFunction(() => [...document.querySelectorAll("#group-detail table tbody tr")]
+      .some((r) => r.cells.length >= 5 && r.cells[1].textContent === "0" && r.cells[4].textContent === "0"), null, { timeout: 10000 });
+    step("queuesAfterSkip", await page.evaluate(() => [...document.querySelectorAll("#group-detail table tbody tr")]
+      .filter((r) => r.cells.length >= 5).map((r) => r.cells[1].textContent + ":" + r.cells[4].textContent)));
+    step("lagAfterSkip", await lagFact());
+    await page.click("#reset-here-form button[type=submit]");
+    await page.waitForFunction(() => document.getElementById("notice").textContent.includes("reset"), null, { timeout: 10000 });
+    await waitLagFact("4");
+    step("lagAfterReset", await lagFact());
+    step("noticeAfterReset", await page.textContent("#notice"));
+    if (shots) await page.screenshot({ path: shots + "/group-actions-1366.png", fullPage: true });
+    await page.click("button[data-tab=overview]");
+    await waitLive("totalLag", 4);
+
+    // The detail views at 390 px: nothing wider than the screen.
+    const phone = await browser.newPage({ viewport: { width: 390, height: 844 } });
+    phone.on("pageerror", (e) => out.jsErrors.push("390px detail: " + String(e)));
+    phone.on("dialog", (d) => d.accept());
+    const overflow = async (what) => {
+      const widths = await phone.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+      if (widths[0] > widths[1]) out.overflow["390px " + what] = widths[0];
+    };
+    await phone.goto(base + "/ui/#groups");
+    await phone.waitForSelector("#group-list tbody tr.clickable");
+    await phone.click("#group-list tbody tr.clickable td:first-child");
+    await phone.waitForSelector("#skip-form", { timeout: 10000 });
+    await overflow("group detail");
+    if (shots) await phone.screenshot({ path: shots + "/group-detail-390.png", fullPage: true });
+    await phone.click("button[data-tab=messages]");
+    await phone.fill("#search-form input[name=topic]", "live");
+    await phone.click("#search-form button[type=submit]");
+    await phone.waitForFunction(() => Number(document.getElementById("search-result").dataset.count) >= 3, null, { timeout: 10000 });
+    await overflow("message search");
+    if (shots) await phone.screenshot({ path: shots + "/message-search-390.png", fullPage: true });
+    await phone.click("#search-result tbody tr td.id button");
+    await phone.waitForSelector("#trace-events", { timeout: 10000 });
+    await overflow("message detail");
+    if (shots) await phone.screenshot({ path: shots + "/message-detail-390.png", fullPage: true });
+    await phone.click("button[data-tab=dlq]");
+    await phone.waitForFunction(() => document.querySelector("#dlq-list tbody .pill"), null, { timeout: 10000 });
+    await overflow("dead letters");
+    await phone.click("button[data-tab=overview]");
+    await phone.waitForFunction(() => document.querySelectorAll(".chart canvas").length === 2 || document.querySelectorAll("#live > *").length > 0, null, { timeout: 10000 });
+    await overflow("overview");
+    await phone.close();
   } catch (e) {
     out.error = String(e && e.stack || e);
   } finally {
@@ -256,4 +353,21 @@ func TestE2EConsoleLive(t *testing.T) {
 	require.Equal(t, "dlq-live-g.ndjson", s["exportName"])
 	require.Equal(t, "resent", s["dlqStatus"])
 	require.Equal(t, "1", s["lagAfterResend"], "the resent message waits for the group again")
+
+	require.Equal(t, "stream", s["liveMode"], "the overview follows GET /v1/stats/stream")
+	require.Equal(t, "off", s["mirrorCard"], "no --database-url")
+	require.Equal(t, []any{"payload 0", "payload 1"}, s["searchPage1"], "by store time: queue 0 in offset order, two a page")
+	require.Equal(t, true, s["searchNextEnabled"])
+	require.Equal(t, []any{"payload 2"}, s["searchPage2"])
+	require.NotEmpty(t, s["badNameMessage"], "a name the server refuses is refused by the form")
+	require.EqualValues(t, 0, s["badNameRequests"], "and never sent")
+	require.EqualValues(t, 1, s["resultsKeptOnBlockedSubmit"])
+	require.Contains(t, s["searchProblem"], "topic-not-found")
+	require.Equal(t, true, s["staleSearchGone"], "an error replaces the results shown before")
+	require.Equal(t, "pull", s["groupPushColumn"])
+	require.Equal(t, "1", s["lagBeforeSkip"])
+	require.Equal(t, "Backlog of live-g skipped; lag now 1", s["noticeAfterSkip"])
+	require.ElementsMatch(t, []any{"0:0", "retry:1"}, s["queuesAfterSkip"], "skip backlog from the group view: the queue's lag gone, the resent retry kept")
+	require.Equal(t, "1", s["lagAfterSkip"])
+	require.Equal(t, "4", s["lagAfterReset"], "reset by time to an hour ago: the three sends again, and the resent retry")
 }

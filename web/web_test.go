@@ -76,7 +76,7 @@ func TestConsoleIsSelfContained(t *testing.T) {
 	t.Parallel()
 	index := serve(t, "/").Body.String()
 	names, script := consoleScripts(t)
-	require.Equal(t, []string{"api.js", "vendor/uPlot.iife.min.js", "lib.js", "dlq-timers.js", "live.js", "app.js"}, names,
+	require.Equal(t, []string{"api.js", "vendor/uPlot.iife.min.js", "lib.js", "dlq-timers.js", "live.js", "views.js", "app.js"}, names,
 		"the API client (a module: deferred, run in document order) and the helpers load before the views")
 	for name, text := range map[string]string{"index.html": index, "scripts": script} {
 		require.NotRegexp(t, regexp.MustCompile(`(src|href)="(https?:)?//`), text, name)

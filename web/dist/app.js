@@ -213,6 +213,7 @@ loaders.groups = async () => {
     el("td", {}, g.name), el("td", {}, g.consumeMode), el("td", {}, g.orderly ? "yes" : "no"),
     el("td", { class: "num" }, g.retryMaxTimes),
     el("td", {}, g.subscriptions.map((s) => s.topic + (s.tagExpression && s.tagExpression !== "*" ? " [" + s.tagExpression + "]" : "") + (s.sql ? " where " + s.sql : "")).join(", ")),
+    el("td", { class: "push" }, pushState(g)),
     el("td", { class: "num" }, progress[g.name] ? progress[g.name].totalLag : "unknown"),
     el("td", { class: "actions" }, el("button", { class: "secondary", onclick: (ev) => {
       ev.stopPropagation();
@@ -264,8 +265,8 @@ async function showGroup(name) {
   const facts = [["Total lag", p.totalLag + (p.totalLagIsLowerBound ? " (at least)" : "")],
     ["Retry backlog", backlogText(p.retry)], ["Delayed backlog", backlogText(p.delayed)]];
   if (g.push) {
-    facts.push(["Push endpoint", g.push.url], ["Push state", (g.push.disabled ? "disabled" : "enabled") + ", " + g.push.mode + ", " +
-      g.push.maxConcurrency + " concurrent, timeout " + fmtDelay(g.push.timeoutMs)]);
+    facts.push(["Push endpoint", g.push.url], ["Push state", (g.push.disabled ? "paused" + (g.push.disabledReason ? " (" + g.push.disabledReason + ")" : "") : "delivering") +
+      ", " + g.push.mode + ", " + g.push.maxConcurrency + " concurrent, timeout " + fmtDelay(g.push.timeoutMs)]);
   } else facts.push(["Push endpoint", "none (pull)"]);
   const parts = [el("h3", {}, "Group " + name),
     el("dl", { class: "facts" }, facts.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, String(v))))),
@@ -278,6 +279,8 @@ async function showGroup(name) {
         el("td", { class: "num" }, i.totalLag + (i.totalLagIsLowerBound ? "+" : ""))))))));
   }
   if (p.notes && p.notes.length) parts.push(el("p", { class: "muted" }, p.notes.join(" ")));
+  // After an action the list's lag and this view are shown anew.
+  parts.push(groupActions(name, g, async (n) => { await loaders.groups(); await showGroup(n); }));
   box.replaceChildren(...parts);
   document.querySelector("#reset-form [name=group]").value = name;
 }

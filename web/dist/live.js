@@ -1,7 +1,10 @@
 // @ts-check
-// mqgate console: the live overview. GET /v1/stats is polled every 2 s
-// while the overview is shown; rates are the differences of its totals
-// between two polls, and the last minutes are drawn with uPlot (vendor/).
+// mqgate console: the live overview. While the overview is shown the
+// stats come every 2 s from GET /v1/stats/stream (server-sent events, read
+// with fetch so that the account's Authorization goes along); when the
+// stream cannot be had or breaks, GET /v1/stats is polled every 2 s
+// instead. Rates are the differences of the totals between two snapshots,
+// and the last minutes are drawn with uPlot (vendor/).
 "use strict";
 
 const LIVE_INTERVAL_MS = 2000;
@@ -19,7 +22,9 @@ const live = {
   series: { t: [], sent: [], delivered: [], acked: [], retried: [], dlq: [], lag: [], inFlight: [] },
   /** @type {Record<string, uPlot>} */
   charts: {},
-  polls: 0, // answered polls, for the e2e test
+  polls: 0, // snapshots shown, for the e2e test
+  /** @type {AbortController | null} the stream being read */
+  stream: null,
 };
 
 /**
@@ -116,6 +121,7 @@ function renderLive(s) {
     card("Timers pending", String(s.timersPending)), card("Store", fmtBytes(s.storeBytes), disk),
     card("Disk used", (s.diskUsedRatio * 100).toFixed(1) + "%", disk),
     card("Dispatch lag", fmtBytes(s.dispatchLagBytes)), card("Quarantined", String(s.quarantinedRecords)),
+    card("PostgreSQL mirror", mirrorText(s.mirror), s.mirror.lastError || (s.mirror.enabled ? s.mirror.passesTotal + " passes, " + s.mirror.failuresTotal + " failed" : "no --database-url")),
     card("Sent (since start)", String(s.sentTotal)), card("Acked (since start)", String(s.ackedTotal)));
   must("live").dataset.totalLag = String(s.totalLag);
   must("live").dataset.sentTotal = String(s.sentTotal);
@@ -134,29 +140,100 @@ function renderLive(s) {
   chart("chart-lag", "Lag and in flight", ["total lag", "in flight"], ["#b3261e", "#2458d6"], [ser.t, ser.lag, ser.inFlight]);
 }
 
-// pollLive asks for one snapshot; an error replaces the cards' content
-// with the problem, so stale numbers are never shown as current.
-async function pollLive() {
+/**
+ * mirrorText is the PostgreSQL mirror's state in a few words.
+ * @param {Stats["mirror"]} m
+ */
+function mirrorText(m) {
+  if (!m.enabled) return "off";
+  if (!m.healthy) return "degraded, " + m.behindRecords + " behind";
+  return m.behindRecords ? m.behindRecords + " records behind (" + fmtDelay(m.behindMs) + ")" : "in step";
+}
+
+/**
+ * liveProblem replaces the cards' content with an error, so stale numbers
+ * are never shown as current.
+ * @param {unknown} err
+ */
+function liveProblem(err) {
+  live.prev = null;
+  must("live").replaceChildren();
   const box = must("live-problem");
+  box.replaceChildren(...problemView(err));
+  box.classList.remove("hidden");
+}
+
+/** @param {Stats} s */
+function showSnapshot(s) {
+  renderLive(s);
+  must("live-problem").classList.add("hidden");
+}
+
+// pollLive asks for one snapshot.
+async function pollLive() {
   try {
-    renderLive(await mq.stats());
-    box.classList.add("hidden");
+    showSnapshot(await mq.stats());
   } catch (err) {
     if (signInNeeded(err)) { stopLive(); return; }
-    live.prev = null;
-    must("live").replaceChildren();
-    box.replaceChildren(...problemView(err));
-    box.classList.remove("hidden");
+    liveProblem(err);
   }
 }
 
-function overviewShown() {
-  return !must("overview").classList.contains("hidden") && !document.hidden;
+/** @param {"stream" | "poll"} mode */
+function setMode(mode) {
+  must("live").dataset.mode = mode;
+  must("live-mode").textContent = mode === "stream" ? "live: server-sent events every 2 s" : "polling every 2 s";
 }
 
-// startLive polls while the overview is shown (and the page visible).
-function startLive() {
+/**
+ * streamEvent handles one server-sent event (its lines).
+ * @param {string} block
+ */
+function streamEvent(block) {
+  let name = "message", data = "";
+  for (const line of block.split("\n")) {
+    const i = line.indexOf(":");
+    const field = i < 0 ? line : line.slice(0, i), value = i < 0 ? "" : line.slice(i + 1).replace(/^ /, "");
+    if (field === "event") name = value;
+    else if (field === "data") data += (data ? "\n" : "") + value;
+  }
+  if (name === "stats") showSnapshot(JSON.parse(data));
+  else if (name === "problem") liveProblem({ problem: JSON.parse(data), status: JSON.parse(data).status });
+}
+
+// streamLive reads the stats stream until the overview is left (it is
+// then aborted), or it ends or fails: then it falls back to polling.
+async function streamLive() {
+  const ctl = new AbortController();
+  live.stream = ctl;
+  setMode("stream");
+  try {
+    const body = await mq.statsStream(LIVE_INTERVAL_MS, ctl.signal);
+    const reader = body.getReader();
+    const text = new TextDecoder();
+    let buf = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += text.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
+      for (let i = buf.indexOf("\n\n"); i >= 0; i = buf.indexOf("\n\n")) {
+        streamEvent(buf.slice(0, i));
+        buf = buf.slice(i + 2);
+      }
+      if (!overviewShown()) { ctl.abort(); break; }
+    }
+  } catch (err) {
+    if (ctl.signal.aborted) return;
+    if (signInNeeded(err)) { live.stream = null; return; }
+  }
+  if (live.stream !== ctl) return; // stopped meanwhile
+  live.stream = null;
+  if (!ctl.signal.aborted && overviewShown()) startPolling();
+}
+
+function startPolling() {
   if (live.timer) return;
+  setMode("poll");
   pollLive();
   live.timer = setInterval(() => {
     if (!overviewShown()) { stopLive(); return; }
@@ -164,9 +241,23 @@ function startLive() {
   }, LIVE_INTERVAL_MS);
 }
 
+function overviewShown() {
+  return !must("overview").classList.contains("hidden") && !document.hidden;
+}
+
+// startLive follows the stats while the overview is shown (and the page
+// visible): the stream, or polling where streams cannot be read.
+function startLive() {
+  if (live.timer || live.stream) return;
+  if (typeof ReadableStream === "undefined") startPolling();
+  else streamLive();
+}
+
 function stopLive() {
   if (live.timer) clearInterval(live.timer);
   live.timer = null;
+  if (live.stream) live.stream.abort();
+  live.stream = null;
 }
 
 document.addEventListener("visibilitychange", () => { if (overviewShown()) startLive(); });
