@@ -200,10 +200,10 @@ type Config struct {
 	// OTLP/HTTP to this collector base URL (…/v1/traces is appended).
 	OTLPEndpoint string `help:"OpenTelemetry: export a server span per HTTP request over OTLP/HTTP (protobuf) to this collector URL, e.g. http://127.0.0.1:4318 (/v1/traces is appended); empty: off." env:"MQGATE_OTLP_ENDPOINT"`
 	// OTelServiceName is the spans' service.name.
-	OTelServiceName string `help:"OpenTelemetry service.name of the exported spans." env:"MQGATE_OTEL_SERVICE_NAME" default:"${otel_service_name}"`
+	OTelServiceName string `name:"otel-service-name" help:"OpenTelemetry service.name of the exported spans." env:"MQGATE_OTEL_SERVICE_NAME" default:"${otel_service_name}"`
 	// OTelSampleRatio is the share of traces sampled that no incoming
 	// traceparent decides (parent-based: a sampled parent is followed).
-	OTelSampleRatio float64 `help:"OpenTelemetry: share of new traces sampled (0..1); a request's traceparent decides for its own trace." env:"MQGATE_OTEL_SAMPLE_RATIO" default:"${otel_sample_ratio}"`
+	OTelSampleRatio float64 `name:"otel-sample-ratio" help:"OpenTelemetry: share of new traces sampled (0..1); a request's traceparent decides for its own trace." env:"MQGATE_OTEL_SAMPLE_RATIO" default:"${otel_sample_ratio}"`
 	// Pprof serves /debug/pprof/ on the API port.
 	Pprof bool `help:"Serve /debug/pprof/ (keep the port private when on)." env:"MQGATE_PPROF"`
 	// LogFormat is "auto" (console on a terminal, else json), "console" or "json".

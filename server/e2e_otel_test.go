@@ -140,6 +140,11 @@ func TestE2EOTLPExport(t *testing.T) {
 	require.True(t, strings.HasPrefix(stored, "00-"+traceID+"-"), "the trace goes on: %s", stored)
 	require.NotContains(t, stored, parentID, "the consumer's parent is mqgate's span, not the producer's")
 	servertest.WantProblem(t, e.Get(t, "/v1/topics/nope"), http.StatusNotFound, "topic-not-found")
+	// A malformed traceparent is still ignored: nothing stored.
+	bad := e.Do(t, http.MethodPost, "/v1/topics/otel-bad/messages", "application/json", []byte(`{"body":"x"}`),
+		http.Header{"Traceparent": {"00-00000000000000000000000000000000-00f067aa0ba902b7-01"}})
+	require.Equal(t, http.StatusOK, bad.Status, "%s", bad)
+	require.NotContains(t, e.PullN(t, "og", "otel-bad", 1, 30_000, 10*time.Second)[0].Properties, "traceparent")
 
 	// Close flushes the batch.
 	require.NoError(t, e.Srv.Close(context.Background()))

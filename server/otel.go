@@ -79,8 +79,8 @@ func (t *tracing) middleware(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		incoming := r.Header.Get("Traceparent") != ""
 		ctx := t.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		incoming := trace.SpanContextFromContext(ctx).IsValid() // a well-formed traceparent came
 		ctx, span := t.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
 			attribute.String("http.request.method", r.Method),
 			attribute.String("url.path", r.URL.Path),

@@ -117,3 +117,18 @@ func TestMessageTraceFlag(t *testing.T) {
 	c, _ = parse(t)
 	require.True(t, c.Serve.Config.MessageTrace)
 }
+
+// TestOTelFlags: OpenTelemetry export is off by default; --otlp-endpoint
+// turns it on, its twins come from the environment.
+func TestOTelFlags(t *testing.T) {
+	c, _ := parse(t)
+	require.Empty(t, c.Serve.OTLPEndpoint)
+	require.Equal(t, "mqgate", c.Serve.OTelServiceName)
+	require.InDelta(t, 1.0, c.Serve.OTelSampleRatio, 0)
+	t.Setenv("MQGATE_OTEL_SERVICE_NAME", "gateway-eu")
+	c, _ = parse(t, "serve", "--otlp-endpoint", "http://127.0.0.1:4318", "--otel-sample-ratio", "0.25")
+	require.Equal(t, "http://127.0.0.1:4318", c.Serve.OTLPEndpoint)
+	require.Equal(t, "gateway-eu", c.Serve.OTelServiceName)
+	require.InDelta(t, 0.25, c.Serve.OTelSampleRatio, 1e-12)
+	require.NoError(t, c.Serve.Validate())
+}
