@@ -1,11 +1,13 @@
 package api_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -142,6 +144,9 @@ func TestResponsesMatchSpec(t *testing.T) {
 		{"POST", "/v1/groups/g/skip-backlog", "", "", nil, nil},
 		{"POST", "/v1/groups/g/skip-backlog", "application/json", `{"topic":"a b"}`, nil, nil},
 		{"POST", "/v1/groups/g/skip-backlog", "application/json", `{}`, broker.ErrGroupNotFound, nil},
+		{"GET", "/v1/stats/stream?intervalMs=500", "", "", nil, nil}, // ends with the request's context (below)
+		{"GET", "/v1/stats/stream?intervalMs=1", "", "", nil, nil},
+		{"GET", "/v1/stats/stream", "", "", broker.ErrShuttingDown, nil},
 	}
 	succeeded, failed := map[string]bool{}, map[string]bool{}
 	for _, c := range calls {
@@ -157,6 +162,12 @@ func TestResponsesMatchSpec(t *testing.T) {
 		}
 		if len(c.header) == 2 {
 			req.Header.Set(c.header[0], c.header[1])
+		}
+		if strings.HasPrefix(c.path, "/v1/stats/stream") {
+			// A stream lasts until the client goes: here, after its first event.
+			ctx, cancel := context.WithTimeout(req.Context(), 300*time.Millisecond)
+			defer cancel()
+			req = req.WithContext(ctx)
 		}
 		rec := httptest.NewRecorder()
 		b.handler.ServeHTTP(rec, req)

@@ -123,6 +123,12 @@ func ValidateResponse(method, pathAndQuery string, status int, header http.Heade
 	if alternative(route.Operation, status, header.Get("Content-Type")) {
 		return nil // a rendering asked for with Accept: its format is the operation's description's
 	}
+	if mt, _, _ := mime.ParseMediaType(header.Get("Content-Type")); mt == "text/event-stream" {
+		if err := validateEventStream(route, status, body); err != nil {
+			return fmt.Errorf("%s %s -> %d does not match docs/openapi.json (operation %s): %w", method, pathAndQuery, status, route.Operation.OperationID, err)
+		}
+		return nil
+	}
 	opts := &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true}
 	input := &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: opts},
@@ -333,4 +339,54 @@ func Operations() []Operation {
 		return ops[i].Method < ops[j].Method
 	})
 	return ops
+}
+
+// validateEventStream checks server-sent events: the response lists
+// text/event-stream and names its events' schema in x-mqgate-event-data;
+// every event's data is JSON of that schema (a "problem" event's, a
+// Problem).
+func validateEventStream(route *routers.Route, status int, body []byte) error {
+	ref := route.Operation.Responses.Status(status)
+	if ref == nil || ref.Value == nil || ref.Value.Content.Get("text/event-stream") == nil {
+		return fmt.Errorf("status %d lists no text/event-stream content", status)
+	}
+	name, _ := ref.Value.Extensions["x-mqgate-event-data"].(string)
+	schemas := route.Spec.Components.Schemas
+	data := schemas[strings.TrimPrefix(name, "#/components/schemas/")]
+	if data == nil || data.Value == nil {
+		return fmt.Errorf("x-mqgate-event-data %q names no schema", name)
+	}
+	events := 0
+	for _, block := range strings.Split(strings.ReplaceAll(string(body), "\r\n", "\n"), "\n\n") {
+		event, payload := "message", ""
+		for _, line := range strings.Split(block, "\n") {
+			field, value, _ := strings.Cut(line, ":")
+			value = strings.TrimPrefix(value, " ")
+			switch field {
+			case "event":
+				event = value
+			case "data":
+				payload += value
+			}
+		}
+		if payload == "" {
+			continue
+		}
+		events++
+		schema := data.Value
+		if event == "problem" {
+			schema = schemas["Problem"].Value
+		}
+		var v any
+		if err := json.Unmarshal([]byte(payload), &v); err != nil {
+			return fmt.Errorf("event %d (%s): data is not JSON: %w", events, event, err)
+		}
+		if err := schema.VisitJSON(v); err != nil {
+			return fmt.Errorf("event %d (%s): %w", events, event, err)
+		}
+	}
+	if events == 0 {
+		return fmt.Errorf("no event with data")
+	}
+	return nil
 }
