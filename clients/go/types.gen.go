@@ -2012,6 +2012,90 @@ type RetryPolicyPatch struct {
 // RetryPolicyPatchBackoff Example: exponential
 type RetryPolicyPatchBackoff string
 
+// SQSQueue defines model for SQSQueue.
+type SQSQueue struct {
+	// Arn Arn is the queue's ARN.
+	//
+	// Example: arn:aws:sqs:us-east-1:000000000000:orders
+	Arn string `json:"arn"`
+
+	// Attributes Attributes are the settable SQS attributes in force, defaults
+	// included (VisibilityTimeout, DelaySeconds, RedrivePolicy, …).
+	Attributes map[string]string `json:"attributes"`
+
+	// CreatedAt CreatedAt is the queue's CreatedTimestamp.
+	//
+	// Example: 2026-12-01T10:00:00Z
+	CreatedAt time.Time `json:"createdAt"`
+
+	// DeadLetterQueue DeadLetterQueue is the queue its RedrivePolicy names (absent without
+	// one).
+	//
+	// Example: orders-dlq
+	DeadLetterQueue *string `json:"deadLetterQueue,omitempty"`
+
+	// DeadLetterSourceQueues DeadLetterSourceQueues are the queues whose RedrivePolicy names
+	// this one.
+	DeadLetterSourceQueues []string `json:"deadLetterSourceQueues"`
+
+	// Fifo Fifo reports a FIFO queue (a name ending in .fifo).
+	//
+	// Example: false
+	Fifo bool `json:"fifo"`
+
+	// Group Group is the clustering group SQS receivers consume it as (the
+	// topic's name).
+	//
+	// Example: sqs_orders
+	Group string `json:"group"`
+
+	// LastModifiedAt LastModifiedAt is its LastModifiedTimestamp.
+	//
+	// Example: 2026-12-01T10:00:00Z
+	LastModifiedAt time.Time `json:"lastModifiedAt"`
+
+	// MaxReceiveCount MaxReceiveCount is the RedrivePolicy's count (absent without one).
+	//
+	// Example: 5
+	MaxReceiveCount *int `json:"maxReceiveCount,omitempty"`
+
+	// Name Name is the SQS queue name.
+	//
+	// Example: orders
+	Name string `json:"name"`
+
+	// Tags Tags are the queue's tags.
+	Tags map[string]string `json:"tags"`
+
+	// Topic Topic is the topic that holds the queue's messages.
+	//
+	// Example: sqs_orders
+	Topic string `json:"topic"`
+
+	// Url URL is the queue URL on endpoint.
+	//
+	// Example: http://127.0.0.1:9324/000000000000/orders
+	Url string `json:"url"`
+}
+
+// SQSQueueList defines model for SQSQueueList.
+type SQSQueueList struct {
+	// Enabled Enabled reports that the SQS endpoint is served (--sqs-listen); off,
+	// no queue is listed.
+	//
+	// Example: true
+	Enabled bool `json:"enabled"`
+
+	// Endpoint Endpoint is the SQS endpoint's base URL, its address as bound (an
+	// SDK's endpoint URL); absent when it is off.
+	//
+	// Example: http://127.0.0.1:9324
+	Endpoint *string `json:"endpoint,omitempty"`
+
+	// Queues Queues are the queues, by name.
+	Queues []SQSQueue `json:"queues"`
+}
+
 // ScrubStatus defines model for ScrubStatus.
 type ScrubStatus struct {
 	// BadFrames BadFrames counts the damaged frames found since start; each is also in quarantine (stage scrub).
@@ -2817,6 +2901,12 @@ type FindMessagesByKeyParams struct {
 
 	// Max Most messages to return
 	Max *int `form:"max,omitempty" json:"max,omitempty"`
+}
+
+// ListSQSQueuesParams defines parameters for ListSQSQueues.
+type ListSQSQueuesParams struct {
+	// Prefix Only queues whose names start with it (QueueNamePrefix): up to 80 of A-Z a-z 0-9 _ - .
+	Prefix *string `form:"prefix,omitempty" json:"prefix,omitempty"`
 }
 
 // StreamStatsParams defines parameters for StreamStats.
