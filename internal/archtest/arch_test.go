@@ -54,6 +54,7 @@ var forbidden = map[string][]string{
 	// accounts (ARCHITECTURE.md "The broker as a state machine").
 	"server/sqs": {"api", "storage", "server/pgmirror", "server/push", "cmd", "web", "docs", "migrations"},
 	// A leaf: the SQL92 filter language imports nothing of the module.
+	"server/broker/trace":  {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
 	"server/broker/filter": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
 }
 

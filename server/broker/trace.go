@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"github.com/mqgate/mqgate/server/broker/trace"
 	"context"
 	"errors"
 	"fmt"
@@ -143,9 +144,9 @@ type TraceEvent struct {
 
 // traceRank orders events of the same millisecond.
 var traceRank = [...]int{
-	traceStored: 0, traceCommitted: 1, traceRolledBack: 1, traceDelivered: 2, tracePushed: 3, traceReleased: 4,
-	traceNacked: 5, traceExpired: 5, traceAcked: 6, traceRetried: 7, traceDeadLettered: 8, traceResent: 9, traceDiscarded: 10,
-	traceDropped: 11,
+	trace.Stored: 0, trace.Committed: 1, trace.RolledBack: 1, trace.Delivered: 2, trace.Pushed: 3, trace.Released: 4,
+	trace.Nacked: 5, trace.Expired: 5, trace.Acked: 6, trace.Retried: 7, trace.DeadLettered: 8, trace.Resent: 9, trace.Discarded: 10,
+	trace.Dropped: 11,
 }
 
 // Trace returns the life of the message id names — its own id, or the id
@@ -349,8 +350,8 @@ func (b *Broker) lifeFromRoot(life *traceLife, r *message.Message) error {
 
 // lifeItems gathers the events of a life, deduplicated, in time order,
 // attempts numbered; truncated reports that some may have been left out.
-func (b *Broker) lifeItems(life traceLife) ([]traceItem, bool, error) {
-	var items []traceItem
+func (b *Broker) lifeItems(life traceLife) ([]trace.Item, bool, error) {
+	var items []trace.Item
 	truncated := life.more
 	// The copies consumers are given, by CommitLog offset (events of the
 	// trace records name them so), and in order (a failure is about the
@@ -378,7 +379,7 @@ func (b *Broker) lifeItems(life traceLife) ([]traceItem, bool, error) {
 	}
 
 	if p := life.parked; p != nil {
-		it := traceItem{Kind: traceStored, At: p.StoreTimestamp, Copy: -1, MessageID: messageID(p),
+		it := trace.Item{Kind: trace.Stored, At: p.StoreTimestamp, Copy: -1, MessageID: messageID(p),
 			Topic: p.Property(message.PropertyRealTopic), HasPosition: true, QueueOffset: -1}
 		if qid, err := strconv.ParseInt(p.Property(message.PropertyRealQueueID), 10, 32); err == nil {
 			it.QueueID = int32(qid)
@@ -405,7 +406,7 @@ func (b *Broker) lifeItems(life traceLife) ([]traceItem, bool, error) {
 	if f := life.first; f != nil {
 		give(f)
 		if life.txnID == "" {
-			items = append(items, traceItem{Kind: traceStored, At: f.StoreTimestamp, Copy: -1, MessageID: messageID(f),
+			items = append(items, trace.Item{Kind: trace.Stored, At: f.StoreTimestamp, Copy: -1, MessageID: messageID(f),
 				Topic: f.Topic, QueueID: f.QueueID, QueueOffset: f.QueueOffset, HasPosition: true})
 		}
 	}
@@ -416,9 +417,9 @@ func (b *Broker) lifeItems(life traceLife) ([]traceItem, bool, error) {
 		}
 		if op != nil {
 			if rec, derr := decodeTxnOp(op.Body); derr == nil && rec.State != txnChecked {
-				it := traceItem{Kind: traceCommitted, At: rec.At.UnixMilli(), Copy: -1, MessageID: life.txnID, RelatedID: life.txnID}
+				it := trace.Item{Kind: trace.Committed, At: rec.At.UnixMilli(), Copy: -1, MessageID: life.txnID, RelatedID: life.txnID}
 				if rec.State == TxnRolledBack {
-					it.Kind, it.Text = traceRolledBack, rec.Reason
+					it.Kind, it.Text = trace.RolledBack, rec.Reason
 				} else if f := life.first; f != nil {
 					it.Topic, it.QueueID, it.QueueOffset, it.HasPosition = f.Topic, f.QueueID, f.QueueOffset, true
 				}
@@ -449,10 +450,10 @@ func (b *Broker) lifeItems(life traceLife) ([]traceItem, bool, error) {
 				continue
 			}
 			attempts[k] = true
-			it := traceItem{Kind: traceNacked, At: a.At.UnixMilli(), Copy: -1, Group: group, Client: a.Client,
+			it := trace.Item{Kind: trace.Nacked, At: a.At.UnixMilli(), Copy: -1, Group: group, Client: a.Client,
 				MessageID: failedCopy(a.At.UnixMilli())}
 			if a.Outcome == outcomeExpired {
-				it.Kind = traceExpired
+				it.Kind = trace.Expired
 			} else {
 				it.Text, it.Level, it.HasLevel, it.DelayMs = a.Reason, a.Level, true, a.DelayMs
 			}
@@ -475,7 +476,7 @@ func (b *Broker) lifeItems(life traceLife) ([]traceItem, bool, error) {
 				timers[parkedID] = true
 			}
 			addAttempts(c, group)
-			it := traceItem{Kind: traceRetried, At: c.StoreTimestamp, Copy: -1, Group: group, MessageID: failedCopy(c.StoreTimestamp),
+			it := trace.Item{Kind: trace.Retried, At: c.StoreTimestamp, Copy: -1, Group: group, MessageID: failedCopy(c.StoreTimestamp),
 				RelatedID: parkedID, Until: dueMsOf(c), Reconsume: c.ReconsumeTimes}
 			if c.Property(propTimerID) != "" {
 				it.At = c.BornTimestamp
@@ -494,7 +495,7 @@ func (b *Broker) lifeItems(life traceLife) ([]traceItem, bool, error) {
 			u := c.Property(message.PropertyUniqKey)
 			if !strings.HasPrefix(u, "sched:") && !strings.HasPrefix(u, "timer:") {
 				group := strings.TrimPrefix(c.Topic, retryPrefix)
-				items = append(items, traceItem{Kind: traceResent, At: c.StoreTimestamp, Copy: -1, Group: group,
+				items = append(items, trace.Item{Kind: trace.Resent, At: c.StoreTimestamp, Copy: -1, Group: group,
 					MessageID: messageID(c), RelatedID: lastLetter})
 			}
 			give(c)
@@ -510,11 +511,11 @@ func (b *Broker) lifeItems(life traceLife) ([]traceItem, bool, error) {
 			if ms, err := strconv.ParseInt(c.Property(propDLQDeadAt), 10, 64); err == nil {
 				at = ms
 			}
-			items = append(items, traceItem{Kind: traceDeadLettered, At: at, Copy: -1, Group: group, MessageID: failedCopy(at),
+			items = append(items, trace.Item{Kind: trace.DeadLettered, At: at, Copy: -1, Group: group, MessageID: failedCopy(at),
 				RelatedID: did, Text: c.Property(propDLQReason), Reconsume: c.ReconsumeTimes})
 			lastLetter = did
 			if st, ok := b.dlqStatus.get(group, did); ok && st.Status == DLQDiscarded {
-				items = append(items, traceItem{Kind: traceDiscarded, At: st.At.UnixMilli(), Copy: -1, Group: group, MessageID: did, RelatedID: did})
+				items = append(items, trace.Item{Kind: trace.Discarded, At: st.At.UnixMilli(), Copy: -1, Group: group, MessageID: did, RelatedID: did})
 			}
 		}
 	}
@@ -522,10 +523,10 @@ func (b *Broker) lifeItems(life traceLife) ([]traceItem, bool, error) {
 	// The follower's events about the copies given to consumers, and the
 	// events carried for the life past retention.
 	ids := make(map[int64]string, len(deliverable))
-	keys := []string{traceLifeKey(life.origin)}
+	keys := []string{trace.LifeKey(life.origin)}
 	for _, g := range deliverable {
 		ids[g.phys] = g.id
-		keys = append(keys, traceCopyKey(g.phys))
+		keys = append(keys, trace.CopyKey(g.phys))
 	}
 	seen := map[int64]bool{}
 	for i, key := range keys {
@@ -539,7 +540,7 @@ func (b *Broker) lifeItems(life traceLife) ([]traceItem, bool, error) {
 				continue
 			}
 			seen[r.PhysicalOffset] = true
-			rec, err := decodeTraceRecord(r.Body)
+			rec, err := trace.Decode(r.Body)
 			if err != nil {
 				b.log.Error().Err(err).Int64("offset", r.PhysicalOffset).Msg("skipping undecodable trace record")
 				continue
@@ -569,10 +570,10 @@ func (b *Broker) lifeItems(life traceLife) ([]traceItem, bool, error) {
 // the first) and sorts the rest by time (traceLess). Of two copies of one
 // event the one that names the message copy wins: a copy carried past
 // retention no longer knows which copy failed before it.
-func dedupeTrace(items []traceItem) []traceItem {
+func dedupeTrace(items []trace.Item) []trace.Item {
 	sort.SliceStable(items, func(i, j int) bool { return traceLess(items[i], items[j]) })
 	type identity struct {
-		kind           traceKind
+		kind           trace.Kind
 		at             int64
 		group, id, rel string
 		client, text   string
@@ -585,20 +586,20 @@ func dedupeTrace(items []traceItem) []traceItem {
 	for _, it := range items {
 		k := identity{kind: it.Kind, at: it.At, group: it.Group}
 		switch it.Kind {
-		case traceDelivered:
+		case trace.Delivered:
 			k = identity{kind: it.Kind, group: it.Group, id: it.MessageID, epoch: it.Epoch}
-		case traceStored, traceAcked, traceReleased, traceResent:
+		case trace.Stored, trace.Acked, trace.Released, trace.Resent:
 			k.id, k.epoch = it.MessageID, it.Epoch
-		case tracePushed:
+		case trace.Pushed:
 			k.id, k.epoch, k.status, k.text = it.MessageID, it.Epoch, it.Status, it.Text
-		case traceNacked, traceExpired:
+		case trace.Nacked, trace.Expired:
 			k.client = it.Client
-		case traceRetried:
+		case trace.Retried:
 			k.n, k.epoch = int64(it.Reconsume)+it.Count<<32, it.Epoch
 			if it.InPlace {
 				k.id = it.MessageID // a copy retried in place stays itself
 			}
-		case traceDeadLettered, traceDiscarded:
+		case trace.DeadLettered, trace.Discarded:
 			k.rel = it.RelatedID
 		default:
 			k.rel = it.RelatedID
@@ -619,7 +620,7 @@ func dedupeTrace(items []traceItem) []traceItem {
 // comes first in a life; deliveries, their pushes and releases (which
 // hold a contiguous range of ranks) by their lease epoch, which grows with
 // every delivery.
-func traceLess(a, c traceItem) bool {
+func traceLess(a, c trace.Item) bool {
 	if a.At != c.At {
 		return a.At < c.At
 	}
@@ -629,8 +630,8 @@ func traceLess(a, c traceItem) bool {
 	return traceRank[a.Kind] < traceRank[c.Kind]
 }
 
-func leaseEvent(k traceKind) bool {
-	return k == traceDelivered || k == tracePushed || k == traceReleased
+func leaseEvent(k trace.Kind) bool {
+	return k == trace.Delivered || k == trace.Pushed || k == trace.Released
 }
 
 // traceText cuts a reason or result to MaxTraceReasonBytes; a text an
@@ -652,13 +653,13 @@ func traceText(s string) string {
 // boundTrace numbers the deliveries and renders at most MaxTraceEvents
 // events: the oldest and the newest half, with an events-dropped event
 // between them standing for the rest.
-func boundTrace(items []traceItem) ([]TraceEvent, int) {
+func boundTrace(items []trace.Item) ([]TraceEvent, int) {
 	events := make([]TraceEvent, 0, min(len(items), MaxTraceEvents))
 	attempt := 0
 	all := make([]TraceEvent, len(items))
 	for i, it := range items {
-		all[i] = it.event()
-		if it.Kind == traceDelivered {
+		all[i] = traceEvent(it)
+		if it.Kind == trace.Delivered {
 			attempt++
 			all[i].Attempt = attempt
 		}
@@ -675,8 +676,8 @@ func boundTrace(items []traceItem) ([]TraceEvent, int) {
 	return events, dropped
 }
 
-// event renders an item.
-func (it traceItem) event() TraceEvent {
+// traceEvent renders an item.
+func traceEvent(it trace.Item) TraceEvent {
 	e := TraceEvent{Type: it.Kind.String(), At: time.UnixMilli(it.At).UTC(), MessageID: it.MessageID,
 		Group: it.Group, ClientID: it.Client, Epoch: it.Epoch, ReconsumeTimes: it.Reconsume, HTTPStatus: it.Status,
 		InPlace: it.InPlace, DelayMs: it.DelayMs, DelayLevel: it.Level, HasDelayLevel: it.HasLevel}
@@ -689,21 +690,21 @@ func (it traceItem) event() TraceEvent {
 	}
 	text := traceText(it.Text)
 	switch it.Kind {
-	case traceDelivered:
+	case trace.Delivered:
 		e.LeaseUntil = until
-	case traceRetried:
+	case trace.Retried:
 		e.DueAt, e.RetryMessageID = until, it.RelatedID
 		if it.InPlace {
 			e.ReconsumeTimes = int32(min(it.Count, 1<<31-1))
 		}
-	case traceStored:
+	case trace.Stored:
 		e.DueAt, e.TransactionID = until, it.RelatedID
-	case traceDeadLettered, traceResent, traceDiscarded:
+	case trace.DeadLettered, trace.Resent, trace.Discarded:
 		e.DeadLetterID = it.RelatedID
-	case traceCommitted, traceRolledBack:
+	case trace.Committed, trace.RolledBack:
 		e.TransactionID = it.RelatedID
 	}
-	if it.Kind == tracePushed {
+	if it.Kind == trace.Pushed {
 		e.Result = text
 	} else {
 		e.Reason = text

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"github.com/mqgate/mqgate/server/broker/trace"
 	"context"
 	"errors"
 	"sort"
@@ -35,7 +36,7 @@ import (
 // Push outcomes wait in a bounded buffer (traceMaxPending); when it is
 // full they are dropped and counted (TraceStats.Dropped).
 
-// traceTopic carries trace records (trace_record.go), RocketMQ's
+// traceTopic carries trace records (package trace), RocketMQ's
 // RMQ_SYS_TRACE_TOPIC.
 const traceTopic = systemPrefix + "TRACE"
 
@@ -163,7 +164,7 @@ func (b *Broker) resumeTrace() error {
 		if len(res.Messages) == 0 || res.Messages[0].QueueOffset != off {
 			continue
 		}
-		rec, err := decodeTraceRecord(res.Messages[0].Body)
+		rec, err := trace.Decode(res.Messages[0].Body)
 		if err != nil || rec.LeaseNext < 0 || rec.OffsetNext < 0 {
 			continue
 		}
@@ -175,7 +176,7 @@ func (b *Broker) resumeTrace() error {
 	}
 	// Mark where tracing starts, so that a crash before the first events
 	// are written does not move the start past them.
-	mark := traceMessage(traceRecord{LeaseNext: t.leaseNext, OffsetNext: t.offsetNext}, nil, b.clock.Now().UnixMilli())
+	mark := traceMessage(trace.Record{LeaseNext: t.leaseNext, OffsetNext: t.offsetNext}, nil, b.clock.Now().UnixMilli())
 	if err := b.store.PutClass(storage.ClassSend, []*message.Message{mark}, make([]storage.PutResult, 1)); err != nil {
 		b.log.Warn().Err(err).Msg("message trace: could not mark where tracing starts; it starts at the next record")
 	}
@@ -265,7 +266,7 @@ func (b *Broker) awaitTrace(ctx context.Context) bool {
 // publishes how far it got. more reports a backlog.
 func (b *Broker) followTrace() (more bool, err error) {
 	t := &b.trace
-	var items []traceItem
+	var items []trace.Item
 	leaseFrom, offsetFrom := t.leaseNext, t.offsetNext
 	leaseNext, lmore, err := b.traceQueue(leaseTopic, leaseFrom, func(m *message.Message) {
 		rec, derr := decodeLeaseRecord(m.Body)
@@ -278,12 +279,12 @@ func (b *Broker) followTrace() (more bool, err error) {
 				if !ok {
 					continue
 				}
-				it := traceItem{Kind: traceDelivered, At: e.At, Copy: phys, Group: e.Key.Group, Client: e.Client, Epoch: li.Epoch, Until: li.Deadline}
+				it := trace.Item{Kind: trace.Delivered, At: e.At, Copy: phys, Group: e.Key.Group, Client: e.Client, Epoch: li.Epoch, Until: li.Deadline}
 				switch {
 				case li.State == leaseReleased || li.State == leaseWaiting && li.Failures == 0:
-					it = traceItem{Kind: traceReleased, At: e.At, Copy: phys, Group: e.Key.Group, Client: e.Client, Epoch: li.Epoch}
+					it = trace.Item{Kind: trace.Released, At: e.At, Copy: phys, Group: e.Key.Group, Client: e.Client, Epoch: li.Epoch}
 				case li.State == leaseWaiting:
-					it.Kind, it.InPlace, it.Count = traceRetried, true, int64(li.Failures)
+					it.Kind, it.InPlace, it.Count = trace.Retried, true, int64(li.Failures)
 				}
 				items = append(items, it)
 			}
@@ -303,7 +304,7 @@ func (b *Broker) followTrace() (more bool, err error) {
 			}
 			for _, off := range e.Offsets {
 				if phys, ok := b.traceCopy(e.Key, off); ok {
-					items = append(items, traceItem{Kind: traceAcked, At: m.StoreTimestamp, Copy: phys, Group: e.Key.Group})
+					items = append(items, trace.Item{Kind: trace.Acked, At: m.StoreTimestamp, Copy: phys, Group: e.Key.Group})
 				}
 			}
 		}
@@ -322,7 +323,7 @@ func (b *Broker) followTrace() (more bool, err error) {
 		}
 		key := offset.Key{Group: r.Group, Topic: r.Topic, QueueID: r.QueueID}
 		if phys, ok := b.traceCopy(key, r.Offset); ok {
-			items = append(items, traceItem{Kind: tracePushed, At: p.at, Copy: phys, Group: p.group, Epoch: r.Epoch, Status: p.status, Text: p.result})
+			items = append(items, trace.Item{Kind: trace.Pushed, At: p.at, Copy: phys, Group: p.group, Epoch: r.Epoch, Status: p.status, Text: p.result})
 		}
 	}
 	if len(items) > 0 {
@@ -404,7 +405,7 @@ func (b *Broker) traceCopy(key offset.Key, off int64) (int64, bool) {
 }
 
 // appendTrace appends items as trace records (traceMessages).
-func (b *Broker) appendTrace(items []traceItem, leaseFrom, offsetFrom, leaseTo, offsetTo int64, class storage.Class) error {
+func (b *Broker) appendTrace(items []trace.Item, leaseFrom, offsetFrom, leaseTo, offsetTo int64, class storage.Class) error {
 	msgs := traceMessages(items, leaseFrom, offsetFrom, leaseTo, offsetTo, "", b.clock.Now().UnixMilli())
 	if err := b.store.PutClass(class, msgs, make([]storage.PutResult, len(msgs))); err != nil {
 		return mapStoreErr(err)
@@ -420,7 +421,7 @@ func (b *Broker) appendTrace(items []traceItem, leaseFrom, offsetFrom, leaseTo, 
 // record but the last says the offsets the pass started from; the last,
 // the offsets it reached (a crash that keeps only some of a batch makes
 // the next open trace the whole pass again).
-func traceMessages(items []traceItem, leaseFrom, offsetFrom, leaseTo, offsetTo int64, life string, now int64) []*message.Message {
+func traceMessages(items []trace.Item, leaseFrom, offsetFrom, leaseTo, offsetTo int64, life string, now int64) []*message.Message {
 	var msgs []*message.Message
 	for len(items) > 0 {
 		keys := map[string]bool{}
@@ -435,7 +436,7 @@ func traceMessages(items []traceItem, leaseFrom, offsetFrom, leaseTo, offsetTo i
 				break
 			}
 			if it.Copy >= 0 && life == "" {
-				k := traceCopyKey(it.Copy)
+				k := trace.CopyKey(it.Copy)
 				if !keys[k] && len(keys) == traceRecordKeys {
 					break
 				}
@@ -443,7 +444,7 @@ func traceMessages(items []traceItem, leaseFrom, offsetFrom, leaseTo, offsetTo i
 			}
 			n++
 		}
-		rec := traceRecord{LeaseNext: leaseFrom, OffsetNext: offsetFrom, Items: items[:n]}
+		rec := trace.Record{LeaseNext: leaseFrom, OffsetNext: offsetFrom, Items: items[:n]}
 		items = items[n:]
 		if len(items) == 0 {
 			rec.LeaseNext, rec.OffsetNext = leaseTo, offsetTo
@@ -463,10 +464,10 @@ func sortedKeys(set map[string]bool) []string {
 }
 
 // traceMessage wraps a trace record, indexed by keys.
-func traceMessage(rec traceRecord, keys []string, now int64) *message.Message {
-	m := &message.Message{Topic: traceTopic, Body: encodeTraceRecord(rec), BornTimestamp: now}
-	if len(keys) == 1 && strings.HasPrefix(keys[0], traceLifePrefix) {
-		m.QueueID = traceLifeQueue // a carried life: retention finds it there (noteLivesBelow)
+func traceMessage(rec trace.Record, keys []string, now int64) *message.Message {
+	m := &message.Message{Topic: traceTopic, Body: trace.Encode(rec), BornTimestamp: now}
+	if len(keys) == 1 && strings.HasPrefix(keys[0], trace.LifePrefix) {
+		m.QueueID = trace.LifeQueue // a carried life: retention finds it there (noteLivesBelow)
 	}
 	if len(keys) > 0 {
 		m.SetKeys(keys)
@@ -489,7 +490,7 @@ func (b *Broker) noteCarried(m *message.Message) {
 }
 
 // noteLivesBelow notes the lives whose carried events (records on
-// traceLifeQueue) lie below cut, the records retention is about to
+// trace.LifeQueue) lie below cut, the records retention is about to
 // delete: a life that still has a copy at or past cut — a dead letter
 // resent after its carry, a retry whose timer fired after its carry —
 // has its events carried once more (carryTraces), so its trace outlives
@@ -499,8 +500,8 @@ func (b *Broker) noteLivesBelow(cut int64) error {
 		return nil
 	}
 	var lives []string
-	for from, top := b.store.MinOffset(traceTopic, traceLifeQueue), b.store.MaxOffset(traceTopic, traceLifeQueue); from < top; {
-		res, err := b.store.ReadQueue(traceTopic, traceLifeQueue, from, 256, nil)
+	for from, top := b.store.MinOffset(traceTopic, trace.LifeQueue), b.store.MaxOffset(traceTopic, trace.LifeQueue); from < top; {
+		res, err := b.store.ReadQueue(traceTopic, trace.LifeQueue, from, 256, nil)
 		if err != nil {
 			return mapStoreErr(err)
 		}
@@ -511,7 +512,7 @@ func (b *Broker) noteLivesBelow(cut int64) error {
 				break
 			}
 			for _, k := range m.Keys() {
-				if origin, ok := strings.CutPrefix(k, traceLifePrefix); ok {
+				if origin, ok := strings.CutPrefix(k, trace.LifePrefix); ok {
 					lives = append(lives, origin)
 				}
 			}
@@ -530,7 +531,7 @@ func (b *Broker) noteLivesBelow(cut int64) error {
 
 // carryTraces runs before retention deletes the CommitLog below cut,
 // after the copies were carried: it appends one record holding all of a
-// life's events under the life's key, on traceLifeQueue, for every life
+// life's events under the life's key, on trace.LifeQueue, for every life
 // noted by noteCarried, and for every life noted by noteLivesBelow that
 // has a copy at or past cut — so the trace of a message that outlives its
 // segment outlives it too.
@@ -587,7 +588,7 @@ func (b *Broker) carryTraces(cut int64) error {
 			items[i].Copy = -1 // the copies they name may be gone; their ids stay
 			items[i].Text = traceText(items[i].Text)
 		}
-		msgs = append(msgs, traceMessages(items, -1, -1, -1, -1, traceLifeKey(life.origin), now)...)
+		msgs = append(msgs, traceMessages(items, -1, -1, -1, -1, trace.LifeKey(life.origin), now)...)
 		if len(msgs) >= 64 {
 			if err := flush(); err != nil {
 				return err

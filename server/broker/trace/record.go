@@ -1,4 +1,4 @@
-package broker
+package trace
 
 import (
 	"encoding/binary"
@@ -8,8 +8,8 @@ import (
 	"strings"
 )
 
-// The body of an rmq_sys_TRACE record (trace.go; the format is also in
-// doc.go). Varints are encoding/binary's (uvarint unsigned, varint
+// The body of an rmq_sys_TRACE record (the format is also in
+// server/broker/doc.go). Varints are encoding/binary's (uvarint unsigned, varint
 // zig-zag signed):
 //
 //	version u8 (1) | leaseNext varint | offsetNext varint | base uvarint
@@ -28,63 +28,63 @@ import (
 // rmq_sys_OFFSET up to which the follower's events are in this record or
 // an earlier one (-1: the record does not say).
 
-// traceKind is what an event says happened. Part of the on-disk format.
-type traceKind uint8
+// Kind is what an event says happened. Part of the on-disk format.
+type Kind uint8
 
 const (
-	traceStored       traceKind = 1
-	traceDelivered    traceKind = 2
-	traceReleased     traceKind = 3
-	traceAcked        traceKind = 4
-	traceNacked       traceKind = 5
-	traceExpired      traceKind = 6
-	traceRetried      traceKind = 7
-	traceDeadLettered traceKind = 8
-	traceResent       traceKind = 9
-	traceDiscarded    traceKind = 10
-	traceCommitted    traceKind = 11
-	traceRolledBack   traceKind = 12
-	tracePushed       traceKind = 13
-	traceDropped      traceKind = 14 // the marker of events left out (never stored)
-	traceLastKind               = tracePushed
+	Stored       Kind = 1
+	Delivered    Kind = 2
+	Released     Kind = 3
+	Acked        Kind = 4
+	Nacked       Kind = 5
+	Expired      Kind = 6
+	Retried      Kind = 7
+	DeadLettered Kind = 8
+	Resent       Kind = 9
+	Discarded    Kind = 10
+	Committed    Kind = 11
+	RolledBack   Kind = 12
+	Pushed       Kind = 13
+	Dropped      Kind = 14 // the marker of events left out (never stored)
+	LastKind               = Pushed
 )
 
-// Trace event types (TraceEvent.Type), one per kind.
+// Event types (the broker's TraceEvent.Type), one per kind.
 const (
-	TraceStored       = "stored"
-	TraceDelivered    = "delivered"
-	TraceReleased     = "released"
-	TraceAcked        = "acked"
-	TraceNacked       = "nacked"
-	TraceLeaseExpired = "lease-expired"
-	TraceRetried      = "retried"
-	TraceDeadLettered = "dead-lettered"
-	TraceResent       = "resent"
-	TraceDiscarded    = "discarded"
-	TraceCommitted    = "transaction-committed"
-	TraceRolledBack   = "transaction-rolled-back"
-	TracePushed       = "pushed"
-	TraceDropped      = "events-dropped"
+	TypeStored       = "stored"
+	TypeDelivered    = "delivered"
+	TypeReleased     = "released"
+	TypeAcked        = "acked"
+	TypeNacked       = "nacked"
+	TypeLeaseExpired = "lease-expired"
+	TypeRetried      = "retried"
+	TypeDeadLettered = "dead-lettered"
+	TypeResent       = "resent"
+	TypeDiscarded    = "discarded"
+	TypeCommitted    = "transaction-committed"
+	TypeRolledBack   = "transaction-rolled-back"
+	TypePushed       = "pushed"
+	TypeDropped      = "events-dropped"
 )
 
-var traceTypes = [...]string{
-	traceStored: TraceStored, traceDelivered: TraceDelivered, traceReleased: TraceReleased, traceAcked: TraceAcked,
-	traceNacked: TraceNacked, traceExpired: TraceLeaseExpired, traceRetried: TraceRetried,
-	traceDeadLettered: TraceDeadLettered, traceResent: TraceResent, traceDiscarded: TraceDiscarded,
-	traceCommitted: TraceCommitted, traceRolledBack: TraceRolledBack, tracePushed: TracePushed, traceDropped: TraceDropped,
+var types = [...]string{
+	Stored: TypeStored, Delivered: TypeDelivered, Released: TypeReleased, Acked: TypeAcked,
+	Nacked: TypeNacked, Expired: TypeLeaseExpired, Retried: TypeRetried,
+	DeadLettered: TypeDeadLettered, Resent: TypeResent, Discarded: TypeDiscarded,
+	Committed: TypeCommitted, RolledBack: TypeRolledBack, Pushed: TypePushed, Dropped: TypeDropped,
 }
 
-func (k traceKind) String() string {
-	if int(k) < len(traceTypes) && traceTypes[k] != "" {
-		return traceTypes[k]
+func (k Kind) String() string {
+	if int(k) < len(types) && types[k] != "" {
+		return types[k]
 	}
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// traceItem is one event as a trace record holds it. A field is present
+// Item is one event as a trace record holds it. A field is present
 // when it is not zero (Level and the position have their own flags).
-type traceItem struct {
-	Kind        traceKind
+type Item struct {
+	Kind        Kind
 	At          int64 // unix ms
 	Copy        int64 // CommitLog offset of the message copy it is about; -1 none
 	Group       string
@@ -107,20 +107,20 @@ type traceItem struct {
 	InPlace     bool // an ordered message's retry in place
 }
 
-// traceRecord is the body of one rmq_sys_TRACE message.
-type traceRecord struct {
+// Record is the body of one rmq_sys_TRACE message.
+type Record struct {
 	LeaseNext, OffsetNext int64 // -1: not said
-	Items                 []traceItem
+	Items                 []Item
 }
 
 const (
-	traceRecordVersion = 1
-	traceMaxString     = 2048
-	traceMaxStrings    = 1 << 14
-	traceMaxFieldBit   = 13
+	recordVersion = 1
+	MaxString     = 2048
+	maxStrings    = 1 << 14
+	maxFieldBit   = 13
 )
 
-var errBadTraceRecord = errors.New("broker: malformed trace record")
+var ErrBadRecord = errors.New("trace: malformed trace record")
 
 const (
 	tfGroup = 1 << iota
@@ -139,7 +139,7 @@ const (
 	tfInPlace
 )
 
-func (it *traceItem) fields() uint64 {
+func (it *Item) fields() uint64 {
 	var f uint64
 	set := func(ok bool, bit uint64) {
 		if ok {
@@ -163,13 +163,14 @@ func (it *traceItem) fields() uint64 {
 	return f
 }
 
-// encodeTraceRecord encodes r. Strings longer than traceMaxString are cut.
-func encodeTraceRecord(r traceRecord) []byte {
+// Encode encodes r. Strings longer than MaxString are cut (at a rune
+// boundary: what the cut leaves of a rune is dropped).
+func Encode(r Record) []byte {
 	index := map[string]uint64{}
 	var table []string
 	ref := func(s string) uint64 {
-		if len(s) > traceMaxString {
-			s = cutUTF8(s, traceMaxString)
+		if len(s) > MaxString {
+			s = strings.ToValidUTF8(s[:MaxString], "")
 		}
 		if i, ok := index[s]; ok {
 			return i
@@ -235,7 +236,7 @@ func encodeTraceRecord(r traceRecord) []byte {
 			ev = binary.AppendUvarint(ev, uint64(it.Reconsume))
 		}
 	}
-	out := []byte{traceRecordVersion}
+	out := []byte{recordVersion}
 	out = binary.AppendVarint(out, r.LeaseNext)
 	out = binary.AppendVarint(out, r.OffsetNext)
 	out = binary.AppendUvarint(out, uint64(base))
@@ -248,13 +249,13 @@ func encodeTraceRecord(r traceRecord) []byte {
 	return append(out, ev...)
 }
 
-// traceReader reads varints, remembering the first failure.
-type traceReader struct {
+// reader reads varints, remembering the first failure.
+type reader struct {
 	b   []byte
 	bad bool
 }
 
-func (r *traceReader) uvarint() uint64 {
+func (r *reader) uvarint() uint64 {
 	if r.bad {
 		return 0
 	}
@@ -267,7 +268,7 @@ func (r *traceReader) uvarint() uint64 {
 	return v
 }
 
-func (r *traceReader) varint() int64 {
+func (r *reader) varint() int64 {
 	if r.bad {
 		return 0
 	}
@@ -280,7 +281,7 @@ func (r *traceReader) varint() int64 {
 	return v
 }
 
-func (r *traceReader) byte1() byte {
+func (r *reader) byte1() byte {
 	if r.bad || len(r.b) == 0 {
 		r.bad = true
 		return 0
@@ -291,7 +292,7 @@ func (r *traceReader) byte1() byte {
 }
 
 // bounded reads a uvarint that must be at most limit.
-func (r *traceReader) bounded(limit uint64) uint64 {
+func (r *reader) bounded(limit uint64) uint64 {
 	v := r.uvarint()
 	if v > limit {
 		r.bad = true
@@ -300,30 +301,30 @@ func (r *traceReader) bounded(limit uint64) uint64 {
 	return v
 }
 
-// decodeTraceRecord decodes a record body. It never panics, allocates no
-// more than the input justifies, and refuses what encodeTraceRecord would
+// Decode decodes a record body. It never panics, allocates no
+// more than the input justifies, and refuses what Encode would
 // not produce: unknown versions, kinds or fields, string references out
 // of the table, values out of range, trailing bytes.
-func decodeTraceRecord(b []byte) (traceRecord, error) {
-	r := &traceReader{b: b}
-	bad := func(what string) (traceRecord, error) {
-		return traceRecord{}, fmt.Errorf("%w: %s", errBadTraceRecord, what)
+func Decode(b []byte) (Record, error) {
+	r := &reader{b: b}
+	bad := func(what string) (Record, error) {
+		return Record{}, fmt.Errorf("%w: %s", ErrBadRecord, what)
 	}
-	if v := r.byte1(); r.bad || v != traceRecordVersion {
+	if v := r.byte1(); r.bad || v != recordVersion {
 		return bad("version")
 	}
-	rec := traceRecord{LeaseNext: r.varint(), OffsetNext: r.varint()}
+	rec := Record{LeaseNext: r.varint(), OffsetNext: r.varint()}
 	base := r.bounded(1 << 62)
 	if r.bad || rec.LeaseNext < -1 || rec.OffsetNext < -1 {
 		return bad("header")
 	}
-	n := r.bounded(traceMaxStrings)
+	n := r.bounded(maxStrings)
 	if r.bad || n > uint64(len(r.b)) {
 		return bad("string count")
 	}
 	table := make([]string, n)
 	for i := range table {
-		l := r.bounded(traceMaxString)
+		l := r.bounded(MaxString)
 		if r.bad || l > uint64(len(r.b)) {
 			return bad("string " + strconv.Itoa(i))
 		}
@@ -342,14 +343,14 @@ func decodeTraceRecord(b []byte) (traceRecord, error) {
 	if r.bad || count > uint64(len(r.b)/4) { // an event takes at least 4 bytes
 		return bad("event count")
 	}
-	rec.Items = make([]traceItem, count)
+	rec.Items = make([]Item, count)
 	for i := range rec.Items {
 		it := &rec.Items[i]
-		it.Kind = traceKind(r.byte1())
+		it.Kind = Kind(r.byte1())
 		f := r.uvarint()
 		it.At = int64(base) + r.varint()
 		it.Copy = r.varint()
-		if r.bad || it.Kind < traceStored || it.Kind > traceLastKind || f>>(traceMaxFieldBit+1) != 0 || it.Copy < -1 {
+		if r.bad || it.Kind < Stored || it.Kind > LastKind || f>>(maxFieldBit+1) != 0 || it.Copy < -1 {
 			return bad("event " + strconv.Itoa(i))
 		}
 		if f&tfGroup != 0 {
@@ -409,18 +410,18 @@ func decodeTraceRecord(b []byte) (traceRecord, error) {
 	return rec, nil
 }
 
-// traceCopyKey is the index key (a KEYS entry of a trace record) of the
+// CopyKey is the index key (a KEYS entry of a trace record) of the
 // events about the message copy at CommitLog offset phys.
-func traceCopyKey(phys int64) string { return "c" + strconv.FormatInt(phys, 16) }
+func CopyKey(phys int64) string { return "c" + strconv.FormatInt(phys, 16) }
 
-// traceLifeKey is the index key of the events carried for the life of the
-// message whose origin id is id (trace.go, carryTraces).
-func traceLifeKey(id string) string { return traceLifePrefix + strings.ToUpper(id) }
+// LifeKey is the index key of the events carried for the life of the
+// message whose origin id is id (the broker's carryTraces).
+func LifeKey(id string) string { return LifePrefix + strings.ToUpper(id) }
 
-// traceLifePrefix starts every traceLifeKey.
-const traceLifePrefix = "l"
+// LifePrefix starts every LifeKey.
+const LifePrefix = "l"
 
-// traceLifeQueue is the queue of rmq_sys_TRACE that holds the records
-// carried under a life's key (carryTraces); the follower's records are on
-// queue 0.
-const traceLifeQueue int32 = 1
+// LifeQueue is the queue of rmq_sys_TRACE that holds the records
+// carried under a life's key (the broker's carryTraces); the trace
+// follower's records are on queue 0.
+const LifeQueue int32 = 1
