@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"github.com/mqgate/mqgate/server/broker/trace"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/trace"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/schedule"

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"github.com/mqgate/mqgate/server/broker/trace"
 	"context"
 	"errors"
 	"sort"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/internal/worker"
+	"github.com/mqgate/mqgate/server/broker/trace"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"

@@ -46,7 +46,7 @@ const (
 	RolledBack   Kind = 12
 	Pushed       Kind = 13
 	Dropped      Kind = 14 // the marker of events left out (never stored)
-	LastKind               = Pushed
+	LastKind          = Pushed
 )
 
 // Event types (the broker's TraceEvent.Type), one per kind.
