@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -21,8 +22,10 @@ import (
 )
 
 // TestALiveFollowerIsTheBroker: a leader runs a seeded workload (sends
-// and batches, pulls, acks, nacks to the retry ladder and to the DLQ,
-// delayMs timers, committed and rolled-back transactions) on a virtual
+// and batches, pulls, acks, nacks to the retry ladder and to the DLQ, lease
+// changes, delayMs timers, committed and rolled-back transactions, dead
+// letters resent and discarded, a broadcasting group's instances, a topic
+// deleted and created again) on a virtual
 // clock; after every step its new frames are shipped to a follower's store
 // (AppendFrames) and the follower applies them (Follow). Both then hold
 // the same state (digest: topics, groups, progress, leases, dead letters,
@@ -34,9 +37,9 @@ import (
 // run past every lease, retry and timer) and none is delivered after its
 // ack.
 func TestALiveFollowerIsTheBroker(t *testing.T) {
-	seeds := uint64(8)
+	seeds := uint64(64)
 	if os.Getenv("LONG") != "" {
-		seeds = 300
+		seeds = 1000
 	}
 	for seed := uint64(1); seed <= seeds; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
@@ -98,6 +101,11 @@ func liveFollowerRun(t *testing.T, seed uint64) {
 		_, _, err := leader.PutTopic(ctx, TopicConfig{Name: topic, Queues: 4})
 		require.NoError(t, err)
 	}
+	// A broadcasting group: each consumer instance has progress and
+	// leases of its own.
+	_, _, err = leader.PutGroup(ctx, GroupConfig{Name: "bg", ConsumeMode: ConsumeBroadcasting,
+		Subscriptions: []Subscription{{Topic: "audit"}}})
+	require.NoError(t, err)
 	same(leader, follower)
 
 	sent, acked := map[string]bool{}, map[string]bool{}
@@ -119,8 +127,12 @@ func liveFollowerRun(t *testing.T, seed uint64) {
 		}
 		return res
 	}
-	promoteAt := 100 + rng.IntN(150)
-	for step := 0; step < 300; step++ {
+	steps := 150
+	if os.Getenv("LONG") != "" {
+		steps = 300
+	}
+	promoteAt := steps/3 + rng.IntN(steps/2)
+	for step := 0; step < steps; step++ {
 		if step == promoteAt {
 			// The leader steps down (its scheduler, reaper and timer loop
 			// stop writing) and is gone; the follower, fully applied, is
@@ -135,7 +147,7 @@ func liveFollowerRun(t *testing.T, seed uint64) {
 			same(leader, follower)
 		}
 		topic := topics[rng.IntN(3)]
-		switch r := rng.IntN(10); {
+		switch r := rng.IntN(14); {
 		case r < 4:
 			msgs := make([]SendMessage, 1+rng.IntN(5))
 			for i := range msgs {
@@ -157,9 +169,50 @@ func liveFollowerRun(t *testing.T, seed uint64) {
 				case 1:
 					_, err := leader.Nack(ctx, "g", []NackItem{{Receipt: m.Receipt, Reason: "seeded"}})
 					require.NoError(t, err)
+				default:
+					// A lease change: longer, shorter, or 0 (visible again).
+					inv := time.Duration(rng.IntN(3)) * time.Duration(rng.IntN(90)) * time.Minute
+					_, err := leader.ChangeLease(ctx, "g", []LeaseItem{{Receipt: m.Receipt, Invisible: inv}})
+					require.NoError(t, err)
 				}
 			}
-		case r == 8:
+		case r == 10:
+			// A dead letter resent or discarded.
+			dead, _, err := leader.ListDeadLetters(ctx, "g", DLQFilter{Status: DLQDead}, "", 100)
+			require.NoError(t, err)
+			if len(dead) > 0 {
+				d := dead[rng.IntN(len(dead))]
+				if rng.IntN(2) == 0 {
+					_, err = leader.ResendDeadLetters(ctx, "g", []string{d.MessageID}, nil)
+				} else {
+					err = leader.DiscardDeadLetter(ctx, "g", d.MessageID)
+				}
+				require.NoError(t, err)
+			}
+		case r == 11:
+			// A broadcasting group's instances pull and ack what they get.
+			client := WithClient(ctx, fmt.Sprint("c", rng.IntN(2)))
+			got, err := leader.Pull(client, PullRequest{Group: "bg", Topic: "audit", MaxMessages: 4, Invisible: time.Hour})
+			require.NoError(t, err)
+			for _, m := range got {
+				if rng.IntN(2) == 0 {
+					_, err := leader.Ack(client, "bg", []string{m.Receipt})
+					require.NoError(t, err)
+				}
+			}
+		case r == 12:
+			// A scratch topic sent to, deleted and created again (its
+			// messages are not counted: a deleted topic's are gone).
+			if rng.IntN(3) == 0 {
+				err := leader.DeleteTopic(ctx, "scratch")
+				if !errors.Is(err, ErrTopicNotFound) {
+					require.NoError(t, err)
+				}
+			} else {
+				_, err := leader.Send(ctx, "scratch", []SendMessage{{Body: []byte("scratch")}})
+				require.NoError(t, err)
+			}
+		case r == 8 || r == 13:
 			send(topic, []SendMessage{{Body: []byte("later"), DelayMs: int64(1+rng.IntN(3600)) * 1000}})
 		default:
 			res := send(topic, []SendMessage{{Body: []byte("txn"), Transactional: true, ProducerGroup: "pg"}})
@@ -238,6 +291,9 @@ func digest(t *testing.T, b *Broker) string {
 	}
 	progress, err := b.Progress(ctx, "g")
 	require.NoError(t, err)
+	bprogress, err := b.Progress(ctx, "bg")
+	require.NoError(t, err)
+	progress = append(progress, bprogress...)
 	// A row without progress on record (a queue the group only pulled
 	// from, or nothing yet) is memory only: a follower shows none.
 	progress = slices.DeleteFunc(progress, func(p QueueProgress) bool { return p.ConsumerOffset == 0 })
@@ -293,8 +349,9 @@ func leaseDigest(b *Broker) []string {
 			ps.mu.Lock()
 			for qid, c := range ps.queues {
 				for off, l := range c.inflight {
+					it := itemOf(off, l) // a waiting lease's deadline is its retry time
 					out = append(out, fmt.Sprintf("%s/%s/%d@%d e%d d%d w%v", k.group, k.topic, qid, off,
-						l.epoch, l.deadline.UnixMilli(), l.waiting))
+						it.Epoch, it.Deadline, l.waiting))
 				}
 			}
 			ps.mu.Unlock()
