@@ -28,7 +28,7 @@ const consoleLiveScript = `
 const { chromium } = require("playwright-core");
 const fs = require("fs");
 const [base, shots] = process.argv.slice(2);
-const tabs = ["overview", "topics", "groups", "dlq", "timers", "send", "consume", "messages"];
+const tabs = ["overview", "topics", "groups", "dlq", "timers", "send", "consume", "messages", "sqs"];
 (async () => {
   const browser = await chromium.launch({
     executablePath: "/usr/bin/chromium",

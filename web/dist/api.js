@@ -147,6 +147,14 @@ export const mq = {
     return /** @type {ReadableStream<Uint8Array>} */ (r.data);
   },
 
+  // SQS endpoint (--sqs-listen)
+  /**
+   * listSQSQueues lists the SQS endpoint's queues whose names start with
+   * prefix (all when empty); {enabled: false, queues: []} when it is off.
+   * @param {string} [prefix]
+   */
+  listSQSQueues: (prefix) => call(client.GET("/sqs/queues", { params: { query: prefix ? { prefix } : {} } })),
+
   // dead letters
   /**
    * @param {string} group

@@ -1,5 +1,6 @@
 // mqgate console: the overview, topics, groups and consume tabs, and the start-up.
-// lib.js (helpers, sign-in, the API client, tabs) and dlq-timers.js load first.
+// lib.js (helpers, sign-in, the API client, tabs), dlq-timers.js, views.js
+// and sqs.js load first.
 "use strict";
 
 // ---------- health ----------
@@ -102,10 +103,11 @@ function renderScheduler(s) {
 // ---------- topics ----------
 
 loaders.topics = async () => {
-  const { topics } = await mq.listTopics();
+  // The topics that hold an SQS queue carry its name (sqs.js).
+  const [{ topics }, sqs] = await Promise.all([mq.listTopics(), sqsBackers()]);
   const statuses = await topicStatuses(topics);
-  fillTable(document.getElementById("topic-list"), topics.map((t) => el("tr", { class: "clickable", onclick: () => showTopic(t.name, statuses[t.name]) },
-    el("td", {}, t.name), el("td", { class: "num" }, t.queues), el("td", { class: "num" }, t.retentionHours),
+  fillTable(document.getElementById("topic-list"), topics.map((t) => el("tr", { class: "clickable", "data-topic": t.name, onclick: () => showTopic(t.name, statuses[t.name]) },
+    el("td", {}, t.name, sqsBadge(sqs.topics.get(t.name))), el("td", { class: "num" }, t.queues), el("td", { class: "num" }, t.retentionHours),
     el("td", { class: "num" }, statuses[t.name] ? statuses[t.name].messages : "unknown"),
     el("td", {}, t.perm), el("td", {}, fmtTime(t.createdAt)),
     el("td", {}, el("button", { class: "danger", onclick: guarded(async () => {
@@ -207,10 +209,11 @@ function bodyText(m) {
 // ---------- groups ----------
 
 loaders.groups = async () => {
-  const { groups } = await mq.listGroups();
+  // The groups that hold an SQS queue carry its name (sqs.js).
+  const [{ groups }, sqs] = await Promise.all([mq.listGroups(), sqsBackers()]);
   const { progress } = await groupProgress(groups);
-  fillTable(document.getElementById("group-list"), groups.map((g) => el("tr", { class: "clickable", onclick: guarded(() => showGroup(g.name)) },
-    el("td", {}, g.name), el("td", {}, g.consumeMode), el("td", {}, g.orderly ? "yes" : "no"),
+  fillTable(document.getElementById("group-list"), groups.map((g) => el("tr", { class: "clickable", "data-group": g.name, onclick: guarded(() => showGroup(g.name)) },
+    el("td", {}, g.name, sqsBadge(sqs.groups.get(g.name))), el("td", {}, g.consumeMode), el("td", {}, g.orderly ? "yes" : "no"),
     el("td", { class: "num" }, g.retryMaxTimes),
     el("td", {}, g.subscriptions.map((s) => s.topic + (s.tagExpression && s.tagExpression !== "*" ? " [" + s.tagExpression + "]" : "") + (s.sql ? " where " + s.sql : "")).join(", ")),
     el("td", { class: "push" }, pushState(g)),

@@ -189,6 +189,11 @@ const loaders = {};
 function showTab(name, route) {
   for (const b of document.querySelectorAll("#tabs button")) b.classList.toggle("active", b.dataset.tab === name);
   for (const s of document.querySelectorAll("section.tab")) s.classList.toggle("hidden", s.id !== name);
-  history.replaceState(null, "", "#" + name + (route && name === "messages" ? "/" + route : ""));
+  // The messages view keeps its route ("#messages/<id>"), the SQS view
+  // its filter ("#sqs?prefix=…").
+  let hash = "#" + name;
+  if (route && name === "messages") hash += "/" + route;
+  if (route && name === "sqs" && route.startsWith("?")) hash += route;
+  history.replaceState(null, "", hash);
   if (loaders[name]) guarded(loaders[name])(route);
 }
