@@ -6,7 +6,8 @@ package server_test
 // that hold them, their redrive and tags, at 1366 and 390 px; the topics
 // and groups lists mark what backs a queue; the prefix filter refuses what
 // the server would refuse before sending; a server without --sqs-listen
-// says so. Screenshots go to $MQGATE_CONSOLE_SCREENSHOTS when set.
+// says so, and an account that may not list the queues sees the 403.
+// Screenshots go to $MQGATE_CONSOLE_SCREENSHOTS when set.
 
 import (
 	"context"
@@ -28,7 +29,7 @@ import (
 
 const consoleSQSScript = `
 const { chromium } = require("playwright-core");
-const [base, offBase, shots] = process.argv.slice(2);
+const [base, offBase, adminSecret, consumerSecret, shots] = process.argv.slice(2);
 (async () => {
   const browser = await chromium.launch({
     executablePath: "/usr/bin/chromium",
@@ -37,8 +38,11 @@ const [base, offBase, shots] = process.argv.slice(2);
   });
   const out = { jsErrors: [], overflow: {}, steps: {} };
   const step = (k, v) => { out.steps[k] = v; };
-  const open = async (w, h, what) => {
+  // open opens a page; with an account, signed in as it (the console
+  // keeps the account in sessionStorage).
+  const open = async (w, h, what, account) => {
     const page = await browser.newPage({ viewport: { width: w, height: h } });
+    if (account) await page.addInitScript((c) => sessionStorage.setItem("mqgate.credentials", JSON.stringify(c)), account);
     page.on("pageerror", (e) => out.jsErrors.push(what + ": " + String(e)));
     page.on("console", (m) => { if (m.type() === "error" && !m.text().includes("Failed to load resource")) out.jsErrors.push(what + " console: " + m.text()); });
     page.on("dialog", (d) => d.accept());
@@ -146,8 +150,9 @@ const [base, offBase, shots] = process.argv.slice(2);
     await overflow(phone, "390px groups with badges");
     await phone.close();
 
-    // 5. A server without --sqs-listen.
-    const off = await open(1366, 900, "off");
+    // 5. A server without --sqs-listen (and with an ACL file).
+    const admin = { accessKey: "admin", secretKey: adminSecret };
+    const off = await open(1366, 900, "off", admin);
     await off.goto(offBase + "/ui/#sqs");
     await off.waitForSelector("#sqs-off", { timeout: 10000 });
     step("offText", await off.textContent("#sqs-off"));
@@ -157,11 +162,19 @@ const [base, offBase, shots] = process.argv.slice(2);
     await off.waitForSelector("#topic-list tr[data-topic=plain]", { timeout: 10000 });
     step("offBadges", await off.evaluate(() => document.querySelectorAll("#topic-list .pill.sqs").length));
     await off.close();
-    const offPhone = await open(390, 844, "off 390px");
+    const offPhone = await open(390, 844, "off 390px", admin);
     await offPhone.goto(offBase + "/ui/#sqs");
     await offPhone.waitForSelector("#sqs-off", { timeout: 10000 });
     await overflow(offPhone, "390px sqs off");
     await offPhone.close();
+    // An account that may not list the SQS queues (not admin) sees the
+    // server's refusal in the view.
+    const consumer = await open(1366, 900, "consumer", { accessKey: "consumer", secretKey: consumerSecret });
+    await consumer.goto(offBase + "/ui/#sqs");
+    await consumer.waitForSelector("#sqs-result .problem", { timeout: 10000 });
+    step("consumerProblem", await consumer.textContent("#sqs-result .problem"));
+    step("consumerSignedIn", await consumer.evaluate(() => document.getElementById("login").classList.contains("hidden")));
+    await consumer.close();
   } catch (e) {
     out.error = String(e && e.stack || e);
   } finally {
@@ -205,9 +218,9 @@ func TestE2EConsoleSQS(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// A topic of the REST API backs no queue.
-	off := startE2E(t, shutdown)
+	off := startAuthE2E(t, newACL(t, matrixACL(t)), shutdown)
 	for _, s := range []*e2eServer{e, off} {
-		r := s.Do(t, "PUT", "/v1/topics/plain", "application/json", []byte(`{"queues":1}`), nil)
+		r := s.Do(t, "PUT", "/v1/topics/plain", "application/json", []byte(`{"queues":1}`), basic("admin", adminSecret))
 		require.Less(t, r.Status, 300, "%s", r.Body)
 	}
 
@@ -216,7 +229,7 @@ func TestE2EConsoleSQS(t *testing.T) {
 		require.NoError(t, os.MkdirAll(shots, 0o755))
 		shots, _ = filepath.Abs(shots)
 	}
-	run := exec.CommandContext(ctx, node, "sqs.js", e.Base, off.Base, shots)
+	run := exec.CommandContext(ctx, node, "sqs.js", e.Base, off.Base, adminSecret, consumerSecret, shots)
 	run.Dir = dir
 	run.Env = append(os.Environ(), "HOME="+dir)
 	raw, err := run.Output()
@@ -250,6 +263,8 @@ func TestE2EConsoleSQS(t *testing.T) {
 			OffText                 string            `json:"offText"`
 			OffEnabled              string            `json:"offEnabled"`
 			OffBadges               int               `json:"offBadges"`
+			ConsumerProblem         string            `json:"consumerProblem"`
+			ConsumerSignedIn        bool              `json:"consumerSignedIn"`
 		} `json:"steps"`
 		Error string `json:"error"`
 	}
@@ -323,4 +338,6 @@ func TestE2EConsoleSQS(t *testing.T) {
 	require.Contains(t, s.OffText, "--sqs-listen")
 	require.Equal(t, "false", s.OffEnabled)
 	require.Zero(t, s.OffBadges)
+	require.Contains(t, s.ConsumerProblem, "(403)")
+	require.True(t, s.ConsumerSignedIn, "a 403 is no reason to sign in again")
 }
