@@ -324,6 +324,7 @@ func TestE2EConsoleSQS(t *testing.T) {
 	require.Contains(t, s.Filtered[2], "2 queues named orders")
 	require.Contains(t, s.BadPrefixMessage, "only letters, digits")
 	require.Equal(t, 2, s.RowsKeptOnBlockedSubmit, "a blocked submit keeps what is shown")
+	require.Contains(t, s.BadPrefixProblem, "Not sent: the server would refuse this prefix")
 	require.Contains(t, s.BadPrefixProblem, "only letters, digits")
 	require.True(t, s.StaleRowsGone, "an error replaces the listing shown before")
 	require.Contains(t, s.LongPrefixProblem, "at most 80 characters (this one has 81)")

@@ -202,12 +202,29 @@ function sqsShow(r, prefix) {
  * @param {unknown} err
  */
 function sqsError(err) {
+  sqsShowProblem(signInNeeded(err) ? [] : [el("div", { class: "problem", role: "alert" }, ...problemView(err))]);
+}
+
+/**
+ * sqsShowProblem replaces the listing (and the endpoint's line) with nodes.
+ * @param {Node[]} nodes
+ */
+function sqsShowProblem(nodes) {
   const box = sqsElement("sqs-result");
   sqsElement("sqs-state").replaceChildren();
   box.dataset.count = "";
   delete box.dataset.enabled;
-  if (signInNeeded(err)) { box.replaceChildren(); return; }
-  box.replaceChildren(el("div", { class: "problem", role: "alert" }, ...problemView(err)));
+  box.replaceChildren(...nodes);
+}
+
+/**
+ * sqsRefused shows why a prefix is not sent, replacing what the view
+ * showed.
+ * @param {string} why
+ */
+function sqsRefused(why) {
+  sqsShowProblem([el("div", { class: "problem", role: "alert" },
+    el("strong", {}, "Not sent: the server would refuse this prefix"), el("div", { class: "detail" }, why))]);
 }
 
 /**
@@ -220,7 +237,7 @@ async function sqsLoad(prefix) {
   input.value = prefix;
   input.setCustomValidity(sqsPrefixProblem(prefix));
   const problem = sqsPrefixProblem(prefix);
-  if (problem) { sqsError(new Error(problem)); return; }
+  if (problem) { sqsRefused(problem); return; }
   let r;
   try {
     r = await mq.listSQSQueues(prefix || undefined);
