@@ -114,6 +114,24 @@
 // point is refused (ErrCommitted): Raft never asks for one, and a replica
 // that did it would lose acknowledged messages.
 //
+// # A leader's entries are written when proposed
+//
+// A leader decides offsets, queue offsets and store times once, in log
+// order (DLedger's way): it appends a batch to its own CommitLog through
+// the store's append path without waiting for the flush
+// (PutClassNoWait), reads the frames it just wrote back
+// (ReadFrameRange) and proposes them as the entry's data. When Append
+// then persists that entry, the CommitLog past the last entry already
+// holds its bytes at its place: Append compares them with the entry's
+// data and, equal, writes only the index entry and waits for the
+// CommitLog's flush (Store.WaitDurable) — the frames are never written
+// twice. From the first entry whose bytes differ (a proposal raft
+// dropped, entries of another leader) the tail is cut (Store.TruncateFrom,
+// which gives back the queue offsets) and the rest appended as a
+// follower's would be. Bytes past the last entry that no entry will
+// claim are cut by DropUnindexed, which the node loop calls when no
+// proposal is outstanding; Open cuts them too.
+//
 // # The dispatcher follows the commit point
 //
 // The store is opened with HoldDispatch: its ConsumeQueues and index are

@@ -1,6 +1,7 @@
 package raftlog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -92,6 +93,7 @@ type Storage struct {
 	index     indexFiles
 	report    Report
 	closed    bool
+	verify    []byte // Append's buffer for comparing a pre-written tail
 }
 
 var _ raft.Storage = (*Storage)(nil)
@@ -631,7 +633,10 @@ func (s *Storage) writableLocked() error {
 // the rest appended. The frame streams of the normal entries go to the
 // CommitLog in one AppendFrames (one flush), which checks every frame;
 // then their index entries are written and synced. Nothing is written
-// when a stream is refused.
+// when a stream is refused. On a leader the CommitLog may already hold an
+// entry's frames past the last entry (written when it was proposed): they
+// are compared with the entry's data and, equal, made durable in place
+// instead of appended again; a tail that differs is cut first.
 func (s *Storage) Append(entries []*pb.Entry) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -666,11 +671,20 @@ func (s *Storage) Append(entries []*pb.Entry) error {
 		}
 	}
 
-	// Plan: every entry's place; the frames of all, as one stream.
+	// Plan: every entry's place; the frames to append, as one stream.
+	// CommitLog bytes past the last entry are a pre-written tail: a
+	// leader's own frames, written when it proposed them (doc.go,
+	// "A leader's entries are written when proposed"). An entry whose
+	// data equals the tail's bytes at its place is verified there, not
+	// written again; from the first that does not, the tail is cut and
+	// the rest appended.
 	pos := s.lastEndLocked()
-	if end := s.store.WriteOffset(); end != pos {
-		return fmt.Errorf("raftlog: the CommitLog ends at %d, the last entry at %d (written by someone else?)", end, pos)
+	written := s.store.WriteOffset()
+	if written < pos {
+		return fmt.Errorf("raftlog: the CommitLog ends at %d, below the last entry's end %d", written, pos)
 	}
+	tail := written > pos // bytes left to verify against
+	cutAt, verifiedEnd := int64(-1), int64(-1)
 	planned := make([]entry, len(entries))
 	var stream []byte
 	confsChanged := false
@@ -690,7 +704,15 @@ func (s *Storage) Append(entries []*pb.Entry) error {
 				return fmt.Errorf("%w: entry %d (stream from %d, the log ends at %d): %v", ErrNotFrames, e.index, start, pos, err)
 			}
 			e.size = uint32(end - start)
-			stream = append(stream, pe.GetData()...)
+			switch {
+			case tail && end <= written && s.holdsLocked(start, end, pe.GetData()):
+				verifiedEnd = end
+			default:
+				if tail {
+					cutAt, tail = start, false
+				}
+				stream = append(stream, pe.GetData()...)
+			}
 			pos = end
 		}
 		planned[k] = e
@@ -711,6 +733,17 @@ func (s *Storage) Append(entries []*pb.Entry) error {
 	// the two does not matter; Append returns only after both).
 	if err := s.index.writeUnsynced(planned); err != nil {
 		return err
+	}
+	if cutAt >= 0 {
+		// The tail from here on is not these entries (a proposal raft
+		// dropped, or entries of another leader): it was never indexed,
+		// never committed, never dispatched.
+		if err := s.store.TruncateFrom(cutAt); err != nil {
+			if terr := s.index.truncateFrom(planned[0].index); terr != nil {
+				return terr
+			}
+			return fmt.Errorf("raftlog: cut the pre-written tail at %d: %w", cutAt, err)
+		}
 	}
 	if len(stream) > 0 {
 		synced := make(chan error, 1)
@@ -734,11 +767,53 @@ func (s *Storage) Append(entries []*pb.Entry) error {
 		if end != pos {
 			return fmt.Errorf("raftlog: the CommitLog ends at %d after the append, the entries at %d", end, pos)
 		}
+	} else if verifiedEnd >= 0 {
+		// Only verified frames: make them durable beside the index.
+		synced := make(chan error, 1)
+		go func() { synced <- s.index.syncTail() }()
+		err := s.store.WaitDurable(verifiedEnd)
+		if serr := <-synced; serr != nil {
+			return serr
+		}
+		if err != nil {
+			return fmt.Errorf("raftlog: flush the verified entries up to %d: %w", verifiedEnd, err)
+		}
 	} else if err := s.index.syncTail(); err != nil {
 		return err
 	}
 	s.ents = append(s.ents, planned...)
 	return nil
+}
+
+// holdsLocked reports whether the CommitLog holds data at [start, end):
+// the pre-written frames of a leader's own proposal.
+func (s *Storage) holdsLocked(start, end int64, data []byte) bool {
+	s.verify = s.verify[:0]
+	got, err := s.store.ReadFrameRange(start, end, s.verify)
+	s.verify = got[:0]
+	return err == nil && bytes.Equal(got, data)
+}
+
+// DropUnindexed cuts the CommitLog bytes past the last entry and returns
+// how many it cut: a leader's frames written for proposals raft did not
+// take into its log, or took and then lost to another leader's entries
+// before persisting them. The node loop calls it only when no proposal
+// is outstanding (after Advance, before it proposes again): then every
+// such byte is stale.
+func (s *Storage) DropUnindexed() (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.writableLocked(); err != nil {
+		return 0, err
+	}
+	end, written := s.lastEndLocked(), s.store.WriteOffset()
+	if written <= end {
+		return 0, nil
+	}
+	if err := s.store.TruncateFrom(end); err != nil {
+		return 0, fmt.Errorf("raftlog: cut the unindexed tail at %d: %w", end, err)
+	}
+	return written - end, nil
 }
 
 // truncateLocked drops the entries from index at on: first the index

@@ -1,0 +1,122 @@
+package raftlog
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/storagetest"
+)
+
+// leaderWrite appends n messages to the Raft log's own store as a leader
+// does when it proposes (no flush wait) and returns the frames it wrote.
+func leaderWrite(t *testing.T, s *Storage, tag string, n int) ([]byte, []storage.PutResult) {
+	t.Helper()
+	st := s.Store()
+	start := st.WriteOffset()
+	ms := make([]*message.Message, n)
+	for i := range ms {
+		ms[i] = storagetest.NewMessage("orders", int32(i%2), fmt.Sprintf("%s-%d-%0400d", tag, i, i), "t")
+	}
+	res := make([]storage.PutResult, n)
+	require.NoError(t, st.PutClassNoWait(storage.ClassSend, ms, res))
+	data, err := st.ReadFrameRange(start, st.WriteOffset(), nil)
+	require.NoError(t, err)
+	return data, res
+}
+
+// TestAppendVerifiesPreWrittenFrames: a leader's entries whose frames it
+// wrote when proposing are verified in place, not appended twice — the
+// CommitLog does not grow, the index points at the frames, Entries reads
+// them back — across segment rolls (the Blank frame belongs to the entry
+// that rolls). A tail that differs from the entries (another leader's)
+// is cut and the entries appended, the queue offsets given back; a stale
+// tail no entry claims is cut by DropUnindexed.
+func TestAppendVerifiesPreWrittenFrames(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, err := Open(testOptions(dir))
+	require.NoError(t, err)
+	defer func() { _ = s.Close() }()
+	st := s.Store()
+	require.NoError(t, s.SetHardState(hs(1, 1, 0)))
+
+	var want []*pb.Entry
+	idx := uint64(0)
+	for round := 0; round < 30; round++ {
+		// Several proposals outstanding, then one Append of all of them.
+		var batch []*pb.Entry
+		for k := 0; k < 1+round%3; k++ {
+			data, _ := leaderWrite(t, s, fmt.Sprintf("r%d", round), 1+k)
+			idx++
+			batch = append(batch, pbEntry(idx, 1, pb.EntryNormal, data))
+		}
+		written := st.WriteOffset()
+		require.NoError(t, s.Append(batch))
+		require.Equal(t, written, st.WriteOffset(), "the frames are not written twice")
+		require.Equal(t, written, s.NextOffset())
+		want = append(want, batch...)
+	}
+	require.Greater(t, st.WriteOffset(), int64(3*testSegment), "the run rolled segments")
+	got, err := s.Entries(1, idx+1, 1<<30)
+	require.NoError(t, err)
+	requireSameEntries(t, want, got)
+
+	// A pre-written tail of two proposals at term 1, but the entries that
+	// arrive are another leader's (term 2) at the same place: the tail is
+	// cut and the entries appended; the queue offsets restart where the
+	// cut records had them.
+	mine, res := leaderWrite(t, s, "mine", 3)
+	_, _ = leaderWrite(t, s, "mine-too", 2)
+	src := newFrameSource(t, t.TempDir())
+	defer src.close()
+	// The source holds the same log below the tail.
+	prefix, err := st.ReadFrameRange(0, s.NextOffset(), nil)
+	require.NoError(t, err)
+	_, err = src.st.AppendFrames(prefix)
+	require.NoError(t, err)
+	theirs := src.frames(t, s.NextOffset(), 2, 300)
+	require.NotEqual(t, mine, theirs)
+	require.NoError(t, s.Append([]*pb.Entry{pbEntry(idx+1, 2, pb.EntryNormal, theirs)}))
+	_, end, err := commitlogExtent(theirs)
+	require.NoError(t, err)
+	require.Equal(t, end, st.WriteOffset(), "the tail was replaced by the entry")
+	got, err = s.Entries(idx+1, idx+2, 1<<30)
+	require.NoError(t, err)
+	require.Equal(t, theirs, got[0].GetData())
+	idx++
+
+	// A stale tail (a dropped proposal) is cut by DropUnindexed, and the
+	// queue offsets it took are given back.
+	before := st.WriteOffset()
+	_, res = leaderWrite(t, s, "dropped", 2)
+	cut, err := s.DropUnindexed()
+	require.NoError(t, err)
+	require.Equal(t, st.WriteOffset()-before, int64(0))
+	require.Positive(t, cut)
+	_, again := leaderWrite(t, s, "again", 2)
+	require.Equal(t, res[0].QueueOffset, again[0].QueueOffset, "the cut gave the queue offset back")
+	require.Equal(t, res[0].PhysicalOffset, again[0].PhysicalOffset)
+
+	// The tail survives nothing: Open cuts what no entry names.
+	require.NoError(t, s.Close())
+	s, err = Open(testOptions(dir))
+	require.NoError(t, err)
+	require.Equal(t, before, s.Store().WriteOffset())
+	require.Equal(t, idx, mustLast(t, s))
+}
+
+func hs(term, vote, commit uint64) *pb.HardState {
+	return &pb.HardState{Term: &term, Vote: &vote, Commit: &commit}
+}
+
+func mustLast(t *testing.T, s *Storage) uint64 {
+	t.Helper()
+	i, err := s.LastIndex()
+	require.NoError(t, err)
+	return i
+}
