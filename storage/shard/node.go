@@ -1,0 +1,327 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/commitlog"
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/raftlog"
+)
+
+// proposal is one Put on its way through the log. The node loop fills
+// res and the place fields; done gets the outcome once.
+type proposal struct {
+	class storage.Class
+	msgs  []*message.Message
+	res   []storage.PutResult
+	taken chan struct{} // closed once the loop no longer touches msgs and res (but for the outcome)
+	done  chan error    // capacity 1
+
+	term       uint64 // the leader's term when it proposed
+	index      uint64 // the entry's index once it was persisted (0 before)
+	start, end int64  // the CommitLog range of its frames
+}
+
+func (p *proposal) finish(err error) {
+	select {
+	case p.done <- err:
+	default:
+	}
+}
+
+// node is the Raft replica without goroutines: the Shard's loop calls
+// its methods in one goroutine; the simulation test calls them in its
+// own, step by step. It owns the RawNode, the Raft log and the pending
+// proposals.
+type node struct {
+	id   uint64
+	rn   *raft.RawNode
+	log  *raftlog.Storage
+	send func([]*pb.Message)
+
+	unplaced []*proposal          // proposed, not yet seen in a Ready's entries (FIFO)
+	placed   map[uint64]*proposal // persisted at their index, not yet committed
+	lead     uint64
+	state    raft.StateType
+	term     uint64
+	commit   uint64
+	applied  uint64
+	conf     *pb.ConfState
+	failed   error // a persist error: the node stops taking work
+
+	// counters, for tests and Status
+	readies, proposals, entries uint64
+}
+
+func newNode(id uint64, peers []uint64, log *raftlog.Storage, cfg raft.Config, send func([]*pb.Message)) (*node, error) {
+	cfg.ID = id
+	cfg.Storage = log
+	hs, cs, err := log.InitialState()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Applied = 0 // committed entries are applied again: apply is idempotent (no state but the waiters)
+	rn, err := raft.NewRawNode(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	last, err := log.LastIndex()
+	if err != nil {
+		return nil, err
+	}
+	if last == 0 && raft.IsEmptyHardState(hs) && len(cs.GetVoters()) == 0 {
+		if len(peers) == 0 {
+			return nil, fmt.Errorf("%w: an empty log and no peers to start a group with", ErrConfig)
+		}
+		ps := make([]raft.Peer, len(peers))
+		for i, p := range peers {
+			ps[i] = raft.Peer{ID: p}
+		}
+		if err := rn.Bootstrap(ps); err != nil {
+			return nil, fmt.Errorf("shard: bootstrap: %w", err)
+		}
+	}
+	n := &node{id: id, rn: rn, log: log, send: send, placed: map[uint64]*proposal{}, term: hs.GetTerm(), commit: hs.GetCommit()}
+	return n, nil
+}
+
+// tick advances the node's logical clock by one tick.
+func (n *node) tick() { n.rn.Tick() }
+
+// step hands a message from a peer to Raft.
+func (n *node) step(m *pb.Message) error {
+	if n.failed != nil {
+		return n.failed
+	}
+	err := n.rn.Step(m)
+	if errors.Is(err, raft.ErrStepPeerNotFound) || errors.Is(err, raft.ErrStepLocalMsg) {
+		return nil // not for us; a transport's mistake, not a reason to stop
+	}
+	return err
+}
+
+// propose writes p's messages to the leader's CommitLog — offsets,
+// queue offsets and store time decided here, once, in log order — and
+// proposes the frames it wrote as one entry. Anything that stops it
+// before raft took the entry cuts the frames again (this loop is the
+// store's only writer, so they are the log's tail) and fails p with a
+// definite error.
+func (n *node) propose(p *proposal) {
+	defer close(p.taken)
+	if n.failed != nil {
+		p.finish(fmt.Errorf("%w: %w", ErrStopped, n.failed))
+		return
+	}
+	st := n.rn.BasicStatus()
+	if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 {
+		p.finish(n.notLeader(st.Lead))
+		return
+	}
+	store := n.log.Store()
+	start := store.WriteOffset()
+	err := store.PutClassNoWait(p.class, p.msgs, p.res)
+	end := store.WriteOffset()
+	var data []byte
+	if err == nil {
+		data, err = store.ReadFrameRange(start, end, make([]byte, 0, end-start))
+	}
+	if err == nil {
+		err = n.rn.Propose(data)
+		if errors.Is(err, raft.ErrProposalDropped) {
+			err = n.notLeader(st.Lead)
+		}
+	}
+	if err != nil {
+		if end > start {
+			if terr := store.TruncateFrom(start); terr != nil {
+				n.fail(fmt.Errorf("shard: cut the frames of a refused proposal at %d: %w", start, terr))
+			}
+		}
+		p.finish(err)
+		return
+	}
+	n.proposals++
+	p.term, p.start, p.end = st.GetTerm(), start, end
+	n.unplaced = append(n.unplaced, p)
+}
+
+func (n *node) notLeader(lead uint64) error {
+	if lead == raft.None {
+		return fmt.Errorf("%w: no leader known", ErrNotLeader)
+	}
+	return &NotLeaderError{Leader: lead}
+}
+
+// fail stops the node for good: every pending proposal gets
+// ErrUnknownOutcome (its entry may be on the others).
+func (n *node) fail(err error) {
+	if n.failed == nil {
+		n.failed = err
+	}
+	n.abandon(fmt.Errorf("%w: %w", ErrUnknownOutcome, err))
+}
+
+// abandon answers every pending proposal with err.
+func (n *node) abandon(err error) {
+	for _, p := range n.unplaced {
+		p.finish(err)
+	}
+	n.unplaced = nil
+	for i, p := range n.placed {
+		p.finish(err)
+		delete(n.placed, i)
+	}
+}
+
+// processReadies handles Readies until there are none — persist the
+// entries, then the hard state (which raises the dispatch limit to the
+// commit point), send the messages, apply the committed entries,
+// Advance — and then cuts the CommitLog bytes no entry took: with every
+// Ready handled, nothing proposed is outstanding. It returns how many
+// Readies it handled.
+func (n *node) processReadies() (int, error) {
+	if n.failed != nil {
+		return 0, n.failed
+	}
+	k := 0
+	for n.rn.HasReady() {
+		if err := n.handleReady(n.rn.Ready()); err != nil {
+			n.fail(err)
+			return k, err
+		}
+		k++
+	}
+	// Proposals raft never put in a Ready's entries were lost to a
+	// leadership change between Propose and the Ready: their messages
+	// may still have gone out, so the outcome is unknown.
+	if len(n.unplaced) > 0 {
+		for _, p := range n.unplaced {
+			p.finish(fmt.Errorf("%w: the leadership changed before the entry was persisted", ErrUnknownOutcome))
+		}
+		n.unplaced = nil
+	}
+	if _, err := n.log.DropUnindexed(); err != nil {
+		n.fail(err)
+		return k, err
+	}
+	return k, nil
+}
+
+func (n *node) handleReady(rd raft.Ready) error {
+	n.readies++
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		// Nothing compacts a shard's log yet, so no leader sends one;
+		// a snapshot is applied only where the CommitLog already is.
+		if err := n.log.ApplySnapshot(rd.Snapshot); err != nil {
+			return fmt.Errorf("shard: apply snapshot %d: %w", rd.Snapshot.GetMetadata().GetIndex(), err)
+		}
+	}
+	if err := n.log.Append(rd.Entries); err != nil {
+		return fmt.Errorf("shard: persist entries: %w", err)
+	}
+	n.entries += uint64(len(rd.Entries))
+	n.place(rd.Entries)
+	if !raft.IsEmptyHardState(rd.HardState) {
+		if err := n.log.SetHardState(rd.HardState); err != nil {
+			return fmt.Errorf("shard: persist hard state: %w", err)
+		}
+		n.term, n.commit = rd.HardState.GetTerm(), rd.HardState.GetCommit()
+	}
+	if rd.SoftState != nil {
+		wasLeader := n.state == raft.StateLeader
+		n.lead, n.state = rd.SoftState.Lead, rd.SoftState.RaftState
+		if wasLeader && n.state != raft.StateLeader {
+			// Deposed: what it proposed may or may not commit under the
+			// next leader.
+			n.abandon(fmt.Errorf("%w: the leader stepped down before the entry was committed", ErrUnknownOutcome))
+		}
+	}
+	if len(rd.Messages) > 0 {
+		n.send(rd.Messages)
+	}
+	for _, e := range rd.CommittedEntries {
+		if err := n.apply(e); err != nil {
+			return err
+		}
+	}
+	n.rn.Advance(rd)
+	return nil
+}
+
+// place gives the pending proposals their indexes: on the leader, the
+// normal entries with frames of its own term are its proposals, in the
+// order it proposed them, at the offsets it wrote them.
+func (n *node) place(ents []*pb.Entry) {
+	for _, e := range ents {
+		if len(n.unplaced) == 0 {
+			return
+		}
+		if e.GetType() != pb.EntryNormal || len(e.GetData()) == 0 {
+			continue
+		}
+		p := n.unplaced[0]
+		start, _, err := commitlog.StreamExtent(e.GetData())
+		if err != nil || e.GetTerm() != p.term || start != p.start {
+			continue
+		}
+		p.index = e.GetIndex()
+		n.placed[p.index] = p
+		n.unplaced = n.unplaced[1:]
+	}
+}
+
+// apply applies one committed entry. The messages are in the CommitLog
+// already and the dispatcher follows the commit point; what is left is
+// the configuration and the proposer's answer.
+func (n *node) apply(e *pb.Entry) error {
+	switch e.GetType() {
+	case pb.EntryConfChange:
+		var cc pb.ConfChange
+		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+			return fmt.Errorf("shard: conf change %d: %w", e.GetIndex(), err)
+		}
+		n.conf = n.rn.ApplyConfChange(&cc)
+	case pb.EntryConfChangeV2:
+		var cc pb.ConfChangeV2
+		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+			return fmt.Errorf("shard: conf change %d: %w", e.GetIndex(), err)
+		}
+		n.conf = n.rn.ApplyConfChange(&cc)
+	}
+	if p, ok := n.placed[e.GetIndex()]; ok {
+		delete(n.placed, e.GetIndex())
+		if e.GetTerm() == p.term {
+			p.finish(nil)
+		} else {
+			p.finish(fmt.Errorf("%w: another leader's entry was committed at index %d", ErrNotLeader, e.GetIndex()))
+		}
+	}
+	n.applied = e.GetIndex()
+	return nil
+}
+
+// status is what Status reports.
+func (n *node) status() Status {
+	return Status{
+		ID: n.id, Leader: n.lead, Role: roleName(n.state), Term: n.term,
+		CommitIndex: n.commit, AppliedIndex: n.applied,
+		CommitOffset: n.log.CommitOffset(), Readies: n.readies, Proposals: n.proposals, Entries: n.entries,
+	}
+}
+
+func roleName(s raft.StateType) string {
+	switch s {
+	case raft.StateLeader:
+		return "leader"
+	case raft.StateCandidate, raft.StatePreCandidate:
+		return "candidate"
+	default:
+		return "follower"
+	}
+}

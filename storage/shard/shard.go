@@ -1,0 +1,413 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/raftlog"
+)
+
+// Errors.
+var (
+	// ErrNotLeader: this replica does not lead; nothing was written. A
+	// NotLeaderError names the leader when one is known. Retryable.
+	ErrNotLeader = errors.New("shard: not the leader")
+	// ErrUnknownOutcome: the entry was proposed, but the leadership
+	// changed (or the caller stopped waiting) before it was committed: it
+	// may or may not be committed by the next leader. Retryable with the
+	// same idempotency key; never a success.
+	ErrUnknownOutcome = errors.New("shard: outcome unknown")
+	// ErrStopped: the shard is closed, or stopped by a persist error.
+	ErrStopped = errors.New("shard: stopped")
+	// ErrConfig: the options cannot start a replica.
+	ErrConfig = errors.New("shard: invalid options")
+)
+
+// NotLeaderError is ErrNotLeader with the leader's id.
+type NotLeaderError struct{ Leader uint64 }
+
+func (e *NotLeaderError) Error() string {
+	return fmt.Sprintf("shard: not the leader (the leader is %d)", e.Leader)
+}
+
+// Is makes errors.Is(err, ErrNotLeader) hold.
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+
+// Transport carries Raft messages between the replicas. Send must not
+// block for long (queue and return) and may drop: Raft retransmits. The
+// receiving side hands each message to its Shard.Step.
+type Transport interface {
+	Send(msgs []*pb.Message)
+}
+
+// Defaults.
+const (
+	DefaultTickInterval     = 100 * time.Millisecond
+	DefaultElectionTicks    = 10
+	DefaultHeartbeatTicks   = 1
+	DefaultMaxProposals     = 1024
+	DefaultMaxSizePerMsg    = 1 << 20
+	DefaultMaxInflightMsgs  = 256
+	DefaultMaxUncommitted   = 64 << 20
+	defaultInboxMessages    = 4096
+	defaultProposalsPending = 4096
+)
+
+// Options configure Open.
+type Options struct {
+	// ID is this replica's Raft id (not 0).
+	ID uint64
+	// Peers are the voters of a new group, this one among them: a
+	// replica whose log is empty bootstraps with them. Ignored once the
+	// log holds a configuration.
+	Peers []uint64
+	// Log opens the store and its Raft files (raftlog.Open).
+	Log raftlog.Options
+	// Transport sends this replica's messages (nil: a single voter that
+	// never sends).
+	Transport Transport
+	// Ticks drives the election and heartbeat timers, one tick per value
+	// (tests send them); nil ticks every TickInterval.
+	Ticks <-chan time.Time
+	// TickInterval is the tick period without Ticks (100 ms).
+	TickInterval time.Duration
+	// ElectionTicks (10) and HeartbeatTicks (1) are raft's timers in
+	// ticks.
+	ElectionTicks, HeartbeatTicks int
+	// MaxProposals is how many waiting Puts one turn of the loop takes
+	// into the next Ready (1024).
+	MaxProposals int
+	// MaxSizePerMsg (1 MiB), MaxInflightMsgs (256) and
+	// MaxUncommittedEntriesSize (64 MiB) are raft's flow control.
+	MaxSizePerMsg             uint64
+	MaxInflightMsgs           int
+	MaxUncommittedEntriesSize uint64
+	// Logger gets the shard's lines; RaftLogger raft's (nil: discarded).
+	Logger     zerolog.Logger
+	RaftLogger raft.Logger
+}
+
+func (o *Options) setDefaults() error {
+	if o.ID == 0 {
+		return fmt.Errorf("%w: ID 0", ErrConfig)
+	}
+	if o.TickInterval <= 0 {
+		o.TickInterval = DefaultTickInterval
+	}
+	if o.ElectionTicks <= 0 {
+		o.ElectionTicks = DefaultElectionTicks
+	}
+	if o.HeartbeatTicks <= 0 {
+		o.HeartbeatTicks = DefaultHeartbeatTicks
+	}
+	if o.HeartbeatTicks >= o.ElectionTicks {
+		return fmt.Errorf("%w: HeartbeatTicks %d must be below ElectionTicks %d", ErrConfig, o.HeartbeatTicks, o.ElectionTicks)
+	}
+	if o.MaxProposals <= 0 {
+		o.MaxProposals = DefaultMaxProposals
+	}
+	if o.MaxSizePerMsg == 0 {
+		o.MaxSizePerMsg = DefaultMaxSizePerMsg
+	}
+	if o.MaxInflightMsgs <= 0 {
+		o.MaxInflightMsgs = DefaultMaxInflightMsgs
+	}
+	if o.MaxUncommittedEntriesSize == 0 {
+		o.MaxUncommittedEntriesSize = DefaultMaxUncommitted
+	}
+	if o.RaftLogger == nil {
+		o.RaftLogger = discardLogger{}
+	}
+	return nil
+}
+
+// raftConfig is the node's raft.Config: CheckQuorum and PreVote on,
+// proposals never forwarded (a follower refuses a Put; the broker
+// forwards requests, not raft).
+func (o *Options) raftConfig() raft.Config {
+	return raft.Config{
+		ElectionTick: o.ElectionTicks, HeartbeatTick: o.HeartbeatTicks,
+		MaxSizePerMsg: o.MaxSizePerMsg, MaxInflightMsgs: o.MaxInflightMsgs,
+		MaxUncommittedEntriesSize: o.MaxUncommittedEntriesSize,
+		CheckQuorum:               true, PreVote: true, DisableProposalForwarding: true,
+		Logger: o.RaftLogger,
+	}
+}
+
+// Status is a replica's view of its group.
+type Status struct {
+	ID           uint64
+	Leader       uint64 // 0 while none is known
+	Role         string // leader, candidate, follower
+	Term         uint64
+	CommitIndex  uint64
+	AppliedIndex uint64
+	CommitOffset int64 // the CommitLog offset where the committed entries end
+	Readies      uint64
+	Proposals    uint64
+	Entries      uint64 // entries persisted
+}
+
+// Shard is one replica of a store whose writes go through Raft: it owns
+// the store (opened with its dispatcher held at the commit point) and
+// its Raft log, and runs the node loop in one goroutine (doc.go).
+type Shard struct {
+	opts  Options
+	log   *raftlog.Storage
+	node  *node
+	propc chan *proposal
+	recvc chan *pb.Message
+	stopc chan struct{}
+	donec chan struct{}
+	ticks <-chan time.Time
+	timer *time.Ticker
+
+	statusMu sync.Mutex
+	status   Status
+	err      error // why the loop stopped
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens the replica's store and Raft log, bootstraps a new group
+// from Options.Peers on an empty log, and starts the node loop. A single
+// voter campaigns at once.
+func Open(opts Options) (*Shard, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	log, err := raftlog.Open(opts.Log)
+	if err != nil {
+		return nil, err
+	}
+	send := func([]*pb.Message) {}
+	if opts.Transport != nil {
+		send = opts.Transport.Send
+	}
+	n, err := newNode(opts.ID, opts.Peers, log, opts.raftConfig(), send)
+	if err != nil {
+		_ = log.Close()
+		return nil, err
+	}
+	s := &Shard{
+		opts: opts, log: log, node: n,
+		propc: make(chan *proposal, defaultProposalsPending),
+		recvc: make(chan *pb.Message, defaultInboxMessages),
+		stopc: make(chan struct{}), donec: make(chan struct{}),
+		ticks: opts.Ticks,
+	}
+	if s.ticks == nil {
+		s.timer = time.NewTicker(opts.TickInterval)
+		s.ticks = s.timer.C
+	}
+	if _, err := n.processReadies(); err != nil { // the bootstrap entries
+		_ = log.Close()
+		return nil, err
+	}
+	if n.soleVoter() {
+		if err := n.rn.Campaign(); err != nil {
+			_ = log.Close()
+			return nil, err
+		}
+		if _, err := n.processReadies(); err != nil {
+			_ = log.Close()
+			return nil, err
+		}
+	}
+	s.publish()
+	go s.run()
+	return s, nil
+}
+
+// soleVoter reports whether this replica is its group's only voter.
+func (n *node) soleVoter() bool {
+	v := n.rn.Status().Config.Voters.IDs()
+	_, in := v[n.id]
+	return len(v) == 1 && in
+}
+
+// run is the node loop: wait for a tick, a message or a Put; take every
+// other message and Put already waiting (so the Puts that arrived while
+// the last Ready was persisted go into the next one: one fsync for all);
+// handle every Ready; publish the status.
+func (s *Shard) run() {
+	defer close(s.donec)
+	n := s.node
+	for {
+		select {
+		case <-s.stopc:
+			s.stopLoop(ErrStopped)
+			return
+		case <-s.ticks:
+			n.tick()
+		case m := <-s.recvc:
+			s.stepLogged(m)
+		case p := <-s.propc:
+			n.propose(p)
+		}
+	drain:
+		for k := 0; k < s.opts.MaxProposals; k++ {
+			select {
+			case m := <-s.recvc:
+				s.stepLogged(m)
+			case p := <-s.propc:
+				n.propose(p)
+			default:
+				break drain
+			}
+		}
+		if _, err := n.processReadies(); err != nil {
+			s.opts.Logger.Error().Err(err).Uint64("node", n.id).Msg("shard stopped: persisting Raft state failed")
+			s.stopLoop(err)
+			return
+		}
+		s.publish()
+	}
+}
+
+func (s *Shard) stepLogged(m *pb.Message) {
+	if err := s.node.step(m); err != nil {
+		s.opts.Logger.Debug().Err(err).Stringer("type", m.GetType()).Uint64("from", m.GetFrom()).Msg("raft message refused")
+	}
+}
+
+// stopLoop answers everything still waiting once the loop stops.
+func (s *Shard) stopLoop(cause error) {
+	s.node.abandon(fmt.Errorf("%w: %w", ErrUnknownOutcome, cause))
+	s.statusMu.Lock()
+	s.err = cause
+	s.statusMu.Unlock()
+	for {
+		select {
+		case p := <-s.propc:
+			p.finish(fmt.Errorf("%w: %w", ErrStopped, cause))
+			close(p.taken)
+		default:
+			return
+		}
+	}
+}
+
+func (s *Shard) publish() {
+	st := s.node.status()
+	s.statusMu.Lock()
+	s.status = st
+	s.statusMu.Unlock()
+}
+
+// Status is the replica's view of its group after the loop's last turn.
+func (s *Shard) Status() Status {
+	s.statusMu.Lock()
+	defer s.statusMu.Unlock()
+	return s.status
+}
+
+// Store is the replica's store: reads (ReadQueue, Lookup, …) see only
+// committed messages. Nothing but the shard may write to it.
+func (s *Shard) Store() *storage.Store { return s.log.Store() }
+
+// Step hands a message from a peer to the node loop (the transport's
+// receiving side). It drops the message when the loop's inbox is full:
+// Raft retransmits.
+func (s *Shard) Step(m *pb.Message) {
+	select {
+	case s.recvc <- m:
+	case <-s.stopc:
+	default:
+	}
+}
+
+// Put appends msgs (PutClass's rules: res has len(msgs) and gets the
+// results) through the log: on the leader the messages are written to
+// its CommitLog in log order and their frames proposed as one entry;
+// Put returns nil once the entry is committed on a majority (each copy
+// durable) and the dispatch limit is past it. Otherwise nothing written
+// is promised: ErrNotLeader (nothing was written), ErrUnknownOutcome
+// (proposed, leadership lost or ctx ended before the commit: retry with
+// the same idempotency key), ErrStopped, or the store's refusal
+// (ErrInvalidMessage, ErrDiskFull, …). Put does not keep msgs or res
+// after it returns.
+func (s *Shard) Put(ctx context.Context, class storage.Class, msgs []*message.Message, res []storage.PutResult) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	p := &proposal{class: class, msgs: msgs, res: res, taken: make(chan struct{}), done: make(chan error, 1)}
+	select {
+	case s.propc <- p:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrNotLeader, ctx.Err()) // never proposed
+	case <-s.stopc:
+		return ErrStopped
+	}
+	select {
+	case <-p.taken:
+	case <-s.donec:
+		select { // the loop may have answered it as it stopped
+		case <-p.taken:
+		default:
+			return ErrStopped
+		}
+	}
+	select {
+	case err := <-p.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
+	case <-s.donec:
+		select {
+		case err := <-p.done:
+			return err
+		default:
+			return ErrStopped
+		}
+	}
+}
+
+// Close stops the node loop and closes the Raft log and the store
+// (flushing them). Puts still waiting get ErrUnknownOutcome or
+// ErrStopped.
+func (s *Shard) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.stopc)
+		<-s.donec
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		s.closeErr = s.log.Close()
+	})
+	return s.closeErr
+}
+
+// Err is why the node loop stopped (nil while it runs).
+func (s *Shard) Err() error {
+	s.statusMu.Lock()
+	defer s.statusMu.Unlock()
+	return s.err
+}
+
+// discardLogger drops raft's log lines; Fatal and Panic still panic, as
+// raft expects.
+type discardLogger struct{}
+
+func (discardLogger) Debug(...any)                   {}
+func (discardLogger) Debugf(string, ...any)          {}
+func (discardLogger) Error(...any)                   {}
+func (discardLogger) Errorf(string, ...any)          {}
+func (discardLogger) Info(...any)                    {}
+func (discardLogger) Infof(string, ...any)           {}
+func (discardLogger) Warning(...any)                 {}
+func (discardLogger) Warningf(string, ...any)        {}
+func (discardLogger) Fatal(v ...any)                 { panic(fmt.Sprint(v...)) }
+func (discardLogger) Fatalf(format string, v ...any) { panic(fmt.Sprintf(format, v...)) }
+func (discardLogger) Panic(v ...any)                 { panic(fmt.Sprint(v...)) }
+func (discardLogger) Panicf(format string, v ...any) { panic(fmt.Sprintf(format, v...)) }
