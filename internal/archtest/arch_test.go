@@ -26,6 +26,9 @@ var forbidden = map[string][]string{
 	// The Raft log works through the store's facade and the frame format
 	// of the CommitLog, never on the derived files.
 	"storage/raftlog": {"server", "api", "cmd", "web", "docs", "migrations", "storage/consumequeue", "storage/index", "storage/offset", "storage/schedule"},
+	// A replica of a store over Raft: the facade and the Raft log, never
+	// the derived files or anything above storage.
+	"storage/shard":   {"server", "api", "cmd", "web", "docs", "migrations", "storage/consumequeue", "storage/index", "storage/offset", "storage/schedule"},
 	"server/broker":   {"api", "server/pgmirror", "server/push", "storage/commitlog", "storage/consumequeue", "storage/index", "storage/internal"},
 	"server/pgmirror": {"api", "storage/commitlog", "storage/consumequeue", "storage/index", "storage/internal", "storage/schedule"},
 	"server/push":     {"server/pgmirror", "storage"},

@@ -68,9 +68,8 @@ func TestAppendVerifiesPreWrittenFrames(t *testing.T) {
 
 	// A pre-written tail of two proposals at term 1, but the entries that
 	// arrive are another leader's (term 2) at the same place: the tail is
-	// cut and the entries appended; the queue offsets restart where the
-	// cut records had them.
-	mine, res := leaderWrite(t, s, "mine", 3)
+	// cut and the entries appended.
+	mine, _ := leaderWrite(t, s, "mine", 3)
 	_, _ = leaderWrite(t, s, "mine-too", 2)
 	src := newFrameSource(t, t.TempDir())
 	defer src.close()
@@ -93,7 +92,7 @@ func TestAppendVerifiesPreWrittenFrames(t *testing.T) {
 	// A stale tail (a dropped proposal) is cut by DropUnindexed, and the
 	// queue offsets it took are given back.
 	before := st.WriteOffset()
-	_, res = leaderWrite(t, s, "dropped", 2)
+	_, res := leaderWrite(t, s, "dropped", 2)
 	cut, err := s.DropUnindexed()
 	require.NoError(t, err)
 	require.Equal(t, st.WriteOffset()-before, int64(0))

@@ -1,0 +1,105 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/raftlog"
+	"github.com/mqgate/mqgate/storage/storagetest"
+)
+
+// Put through a single-voter shard against Store.PutBatch on a plain
+// store, same options (sync flush, 64 MiB segments), same load: `conc`
+// writers each putting batches of 1 message of 1 KiB, b.N batches in
+// all. Reported: msgs/s, p50 and p99 latency per Put.
+//
+//	go test -run '^$' -bench 'Put' -benchtime 3000x ./storage/shard/
+
+func benchStoreOptions(dir string) raftlog.Options {
+	o := testLogOptions(dir)
+	o.Store.SegmentSize, o.Store.MaxMessageSize = 64<<20, 64<<10
+	o.IndexFileEntries = raftlog.DefaultIndexFileEntries
+	return o
+}
+
+func benchMsgs(w, k int) []*message.Message {
+	return []*message.Message{storagetest.NewMessage("orders", int32(w%4), fmt.Sprintf("%d-%d-%01000d", w, k, k), "t")}
+}
+
+func runPutBench(b *testing.B, conc int, put func(ms []*message.Message, res []storage.PutResult) error) {
+	var next atomic.Int64
+	lat := make([][]time.Duration, conc)
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < conc; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := make([]storage.PutResult, 1)
+			for {
+				k := int(next.Add(1))
+				if k > b.N {
+					return
+				}
+				t0 := time.Now()
+				if err := put(benchMsgs(w, k), res); err != nil {
+					b.Error(err)
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	b.StopTimer()
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	if len(all) == 0 {
+		return
+	}
+	b.ReportMetric(float64(len(all))/took.Seconds(), "msgs/s")
+	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+}
+
+func BenchmarkPut(b *testing.B) {
+	for _, conc := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("direct/conc=%d", conc), func(b *testing.B) {
+			so := benchStoreOptions(b.TempDir()).Store
+			so.Clock = nil
+			st, err := storage.Open(so)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = st.Close() }()
+			runPutBench(b, conc, st.PutBatch)
+			b.ReportMetric(float64(st.Stats().Appends)/float64(max(st.Stats().Flushes, 1)), "records/flush")
+		})
+		b.Run(fmt.Sprintf("shard/conc=%d", conc), func(b *testing.B) {
+			lo := benchStoreOptions(b.TempDir())
+			lo.Store.Clock = nil
+			s, err := Open(Options{ID: 1, Peers: []uint64{1}, Log: lo, Ticks: make(chan time.Time)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = s.Close() }()
+			ctx := context.Background()
+			runPutBench(b, conc, func(ms []*message.Message, res []storage.PutResult) error {
+				return s.Put(ctx, storage.ClassSend, ms, res)
+			})
+			st := s.Status()
+			b.ReportMetric(float64(st.Proposals)/float64(max(st.Readies, 1)), "proposals/ready")
+			ss := s.Store().Stats()
+			b.ReportMetric(float64(ss.Appends)/float64(max(ss.Flushes, 1)), "records/flush")
+		})
+	}
+}

@@ -1,0 +1,83 @@
+// Package shard makes a store's writes go through Raft: a Shard is one
+// replica of a store (a complete mqgate store: CommitLog, ConsumeQueues,
+// index, system queues) replicated by one Raft group of go.etcd.io/raft/v3,
+// with the CommitLog itself as the Raft log (package raftlog).
+//
+// # The node loop
+//
+// One goroutine (Shard.run) owns the raft.RawNode, the Raft log and the
+// store's append path, in the shape of etcd's raftexample. Each turn it
+// waits for a tick (Options.Ticks, or a ticker of TickInterval), a
+// message from a peer (Step) or a Put; takes every other message and Put
+// already waiting; then handles every Ready in order:
+//
+//  1. persist the entries (raftlog.Storage.Append: one CommitLog flush and
+//     one index fdatasync for all of them), then the hard state (which
+//     moves the dispatcher's limit to the end of the committed entries);
+//  2. send the messages (Options.Transport);
+//  3. apply the committed entries (configuration changes; answer the Puts
+//     whose entries they are);
+//  4. Advance.
+//
+// With every Ready handled nothing proposed is outstanding, so the loop
+// then cuts any CommitLog bytes no entry took (raftlog's DropUnindexed).
+// Puts that arrive while a Ready is persisted wait in the channel and go
+// into the next Ready together: one fsync for all of them (group commit).
+// CheckQuorum and PreVote are on; proposals are never forwarded (a
+// follower refuses a Put). The loop body is the unexported node type; the
+// simulation test drives it step by step without goroutines.
+//
+// # The write path
+//
+// Put on the leader: the loop appends the batch to its own CommitLog
+// through the store's append path without waiting for the flush
+// (PutClassNoWait), so offsets, queue offsets and store time are decided
+// once, by the leader, in log order (DLedger's way); it reads back the
+// frames it just wrote (ReadFrameRange) and proposes them as the entry's
+// data. When the entry comes out of the next Ready, raftlog recognises
+// its bytes already in the CommitLog at its place and only writes the
+// index entry and waits for the flush: no frame is written twice.
+// Followers append the same bytes through AppendFrames, so every
+// replica's segments are the leader's, byte for byte, and ids (the
+// store id must be the shard's, the same on every replica) and queue
+// offsets agree.
+//
+// Put returns nil only once its entry is committed — persisted on a
+// majority, each copy flushed — and applied, which is after the dispatch
+// limit passed it: consumers see only committed messages (ReadQueue on
+// any replica). Everything else is refused or unknown, never a success:
+//
+//   - ErrNotLeader (NotLeaderError names the leader when known): this
+//     replica does not lead, or raft dropped the proposal; its frames
+//     were cut again, nothing was written.
+//   - ErrUnknownOutcome: proposed, but the leader stepped down, the
+//     proposal lost its place before it was persisted, or ctx ended,
+//     before the commit: the next leader may or may not commit it. The
+//     caller retries with the same idempotency key.
+//   - ErrNotLeader also when another leader's entry was committed at the
+//     entry's index: it is definitely not in the log.
+//   - ErrStopped, and the store's own refusals (ErrInvalidMessage,
+//     ErrDiskFull, …), with nothing written.
+//
+// A deposed leader's uncommitted suffix is cut when the new leader's
+// entries conflict with it (raftlog: Store.TruncateFrom, which gives
+// back the queue offsets the cut records took); frames it wrote for
+// proposals raft never persisted are cut by the loop. After a crash a
+// replica may have dispatched past the commit point its hard state
+// holds (a commit-only change is not synced): those entries were
+// committed, and raft learns the commit point again.
+//
+// # Left for the network transport and the broker
+//
+// Transport is an interface: the in-memory one of the tests is seeded
+// and lossy; the peer transport (HTTP/2 h2c on the peer port, batching,
+// snapshot stream) comes with the cluster flags. The broker still writes
+// to its store directly: its Put becoming Shard.Put, its system records
+// (offsets, acks, retry and dead-letter copies, timers) going through the
+// same path, leader-only services gated on leadership, ReadIndex before
+// pulls, request forwarding — all come with the broker's integration. Not
+// here yet either: AsyncStorageWrites (the leader's flush overlapping
+// replication), membership changes, snapshots and log compaction (no
+// leader sends a snapshot, since nothing compacts), refusing to vote
+// after damage below the commit point (raftlog refuses to open).
+package shard
