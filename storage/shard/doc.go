@@ -48,8 +48,10 @@
 // any replica). Everything else is refused or unknown, never a success:
 //
 //   - ErrNotLeader (NotLeaderError names the leader when known): this
-//     replica does not lead, or raft dropped the proposal; its frames
-//     were cut again, nothing was written.
+//     replica does not lead; nothing was written.
+//   - ErrDropped: it leads, but raft dropped the proposal (a leadership
+//     transfer, or too much uncommitted while the followers are away);
+//     its frames were cut again, nothing was written.
 //   - ErrUnknownOutcome: proposed, but the leader stepped down, the
 //     proposal lost its place before it was persisted, or ctx ended,
 //     before the commit: the next leader may or may not commit it. The

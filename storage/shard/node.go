@@ -134,7 +134,7 @@ func (n *node) propose(p *proposal) {
 	if err == nil {
 		err = n.rn.Propose(data)
 		if errors.Is(err, raft.ErrProposalDropped) {
-			err = n.notLeader(st.Lead)
+			err = fmt.Errorf("%w: %w", ErrDropped, err)
 		}
 	}
 	if err != nil {

@@ -26,6 +26,11 @@ var (
 	// may or may not be committed by the next leader. Retryable with the
 	// same idempotency key; never a success.
 	ErrUnknownOutcome = errors.New("shard: outcome unknown")
+	// ErrDropped: this replica leads, but raft dropped the proposal (a
+	// leadership transfer under way, or more than
+	// MaxUncommittedEntriesSize bytes uncommitted, as when the followers
+	// are unreachable): nothing was written. Retryable.
+	ErrDropped = errors.New("shard: proposal dropped")
 	// ErrStopped: the shard is closed, or stopped by a persist error.
 	ErrStopped = errors.New("shard: stopped")
 	// ErrConfig: the options cannot start a replica.
@@ -345,7 +350,7 @@ func (s *Shard) Put(ctx context.Context, class storage.Class, msgs []*message.Me
 	select {
 	case s.propc <- p:
 	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", ErrNotLeader, ctx.Err()) // never proposed
+		return fmt.Errorf("shard: put not proposed: %w", ctx.Err())
 	case <-s.stopc:
 		return ErrStopped
 	}

@@ -216,6 +216,8 @@ func (s *sim) collect() {
 				}
 			case errors.Is(err, ErrNotLeader):
 				s.outcomes["not leader"]++
+			case errors.Is(err, ErrDropped):
+				s.outcomes["dropped"]++
 			case errors.Is(err, ErrUnknownOutcome):
 				s.outcomes["unknown"]++
 			default:
