@@ -62,6 +62,7 @@ func TestAppendVerifiesPreWrittenFrames(t *testing.T) {
 		want = append(want, batch...)
 	}
 	require.Greater(t, st.WriteOffset(), int64(3*testSegment), "the run rolled segments")
+	require.Equal(t, Stats{Verified: idx}, s.Stats(), "every entry verified in place, none appended")
 	got, err := s.Entries(1, idx+1, 1<<30)
 	require.NoError(t, err)
 	requireSameEntries(t, want, got)
@@ -88,6 +89,8 @@ func TestAppendVerifiesPreWrittenFrames(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, theirs, got[0].GetData())
 	idx++
+	require.Equal(t, Stats{Verified: idx - 1, Appended: 1, TailCuts: 1, TailBytes: s.Stats().TailBytes}, s.Stats())
+	require.Positive(t, s.Stats().TailBytes)
 
 	// A stale tail (a dropped proposal) is cut by DropUnindexed, and the
 	// queue offsets it took are given back.

@@ -94,6 +94,7 @@ type Storage struct {
 	report    Report
 	closed    bool
 	verify    []byte // Append's buffer for comparing a pre-written tail
+	stats     Stats
 }
 
 var _ raft.Storage = (*Storage)(nil)
@@ -684,6 +685,7 @@ func (s *Storage) Append(entries []*pb.Entry) error {
 		return fmt.Errorf("raftlog: the CommitLog ends at %d, below the last entry's end %d", written, pos)
 	}
 	tail := written > pos // bytes left to verify against
+	verified, appended := uint64(0), uint64(0)
 	cutAt, verifiedEnd := int64(-1), int64(-1)
 	planned := make([]entry, len(entries))
 	var stream []byte
@@ -707,11 +709,13 @@ func (s *Storage) Append(entries []*pb.Entry) error {
 			switch {
 			case tail && end <= written && s.holdsLocked(start, end, pe.GetData()):
 				verifiedEnd = end
+				verified++
 			default:
 				if tail {
 					cutAt, tail = start, false
 				}
 				stream = append(stream, pe.GetData()...)
+				appended++
 			}
 			pos = end
 		}
@@ -744,6 +748,8 @@ func (s *Storage) Append(entries []*pb.Entry) error {
 			}
 			return fmt.Errorf("raftlog: cut the pre-written tail at %d: %w", cutAt, err)
 		}
+		s.stats.TailCuts++
+		s.stats.TailBytes += written - cutAt
 	}
 	if len(stream) > 0 {
 		synced := make(chan error, 1)
@@ -782,6 +788,8 @@ func (s *Storage) Append(entries []*pb.Entry) error {
 		return err
 	}
 	s.ents = append(s.ents, planned...)
+	s.stats.Verified += verified
+	s.stats.Appended += appended
 	return nil
 }
 
@@ -813,6 +821,8 @@ func (s *Storage) DropUnindexed() (int64, error) {
 	if err := s.store.TruncateFrom(end); err != nil {
 		return 0, fmt.Errorf("raftlog: cut the unindexed tail at %d: %w", end, err)
 	}
+	s.stats.TailCuts++
+	s.stats.TailBytes += written - end
 	return written - end, nil
 }
 
@@ -831,6 +841,8 @@ func (s *Storage) truncateLocked(at uint64) error {
 	if err := s.index.truncateFrom(at); err != nil {
 		return err
 	}
+	s.stats.Conflicts++
+	s.stats.ConflictEntries += s.lastIndexLocked() - at + 1
 	s.ents = s.ents[:at-c-1]
 	if err := s.dropConfsFrom(at); err != nil {
 		return err

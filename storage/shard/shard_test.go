@@ -98,6 +98,9 @@ func TestSingleVoterPuts(t *testing.T) {
 	require.Equal(t, st.WriteOffset(), status.CommitOffset, "the log holds the committed entries and nothing else")
 	t.Logf("%d messages in %d proposals, %d Readies, %d entries persisted", len(all), status.Proposals, status.Readies, status.Entries)
 	require.Less(t, status.Readies, 2*status.Proposals+4, "group commit: a Ready carries several proposals")
+	ls := s.log.Stats()
+	require.Equal(t, status.Proposals, ls.Verified, "every entry's frames verified in place")
+	require.Zero(t, ls.Appended, "no frame written twice")
 
 	require.NoError(t, s.Close())
 	require.ErrorIs(t, s.Put(context.Background(), storage.ClassSend, batch("late", 1), make([]storage.PutResult, 1)), ErrStopped)

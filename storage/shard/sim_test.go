@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -41,6 +42,7 @@ type simNet struct {
 	now      int
 	queue    []inflight
 	cut      map[[2]uint64]bool // from→to blocked
+	hold     map[[2]uint64]bool // from→to held until release
 	dropP    float64
 	maxDelay int
 	sent     int
@@ -54,7 +56,21 @@ func (n *simNet) send(msgs []*pb.Message) {
 			n.dropped++
 			continue
 		}
+		if n.hold[[2]uint64{m.GetFrom(), m.GetTo()}] {
+			n.queue = append(n.queue, inflight{m: proto.Clone(m).(*pb.Message), at: math.MaxInt})
+			continue
+		}
 		n.queue = append(n.queue, inflight{m: proto.Clone(m).(*pb.Message), at: n.now + 1 + n.rng.IntN(n.maxDelay)})
+	}
+}
+
+// release delivers the held messages at the next step.
+func (n *simNet) release() {
+	clear(n.hold)
+	for k := range n.queue {
+		if n.queue[k].at == math.MaxInt {
+			n.queue[k].at = n.now + 1
+		}
 	}
 }
 
@@ -83,6 +99,8 @@ type simReplica struct {
 	up  bool
 	// crashed: restarted from a power-loss image at least once
 	crashed bool
+	// frozen: not ticked (its clock stands still)
+	frozen bool
 }
 
 type ackedMsg struct {
@@ -104,11 +122,21 @@ type sim struct {
 	acked      []ackedMsg
 	outcomes   map[string]int
 	crashes    int
+	logStats   raftlog.Stats // of the replicas' Raft logs closed so far
+}
+
+func (s *sim) addStats(st raftlog.Stats) {
+	s.logStats.Verified += st.Verified
+	s.logStats.Appended += st.Appended
+	s.logStats.Conflicts += st.Conflicts
+	s.logStats.ConflictEntries += st.ConflictEntries
+	s.logStats.TailCuts += st.TailCuts
+	s.logStats.TailBytes += st.TailBytes
 }
 
 func newSim(t *testing.T, seed uint64) *sim {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	s := &sim{t: t, rng: rng, net: &simNet{rng: rng, cut: map[[2]uint64]bool{}, maxDelay: 4},
+	s := &sim{t: t, rng: rng, net: &simNet{rng: rng, cut: map[[2]uint64]bool{}, hold: map[[2]uint64]bool{}, maxDelay: 4},
 		committed: map[uint64]*pb.Entry{}, checked: map[uint64]uint64{}, commitHigh: map[uint64]int64{}, outcomes: map[string]int{}}
 	for id := uint64(1); id <= 3; id++ {
 		r := &simReplica{id: id, dir: t.TempDir()}
@@ -141,6 +169,7 @@ func (s *sim) crash(r *simReplica) {
 	images := p.Images(2, s.rng.Uint64())
 	require.Equal(t, "none", images[0].Name)
 	r.n.abandon(fmt.Errorf("%w: crashed", ErrUnknownOutcome))
+	s.addStats(r.log.Stats())
 	_ = r.log.Close()
 	dir := t.TempDir()
 	require.NoError(t, p.Materialize(images[0], dir))
@@ -165,6 +194,12 @@ func (s *sim) leader() *simReplica {
 func (s *sim) step(propose bool) {
 	t := s.t
 	s.net.now++
+	// Proposals go in before or after the messages of the step: before,
+	// a message can depose the leader between its Propose and its Ready.
+	early := s.rng.IntN(2) == 0
+	if propose && early {
+		s.propose()
+	}
 	for _, m := range s.net.due() {
 		r := s.nodes[m.GetTo()-1]
 		if r.up {
@@ -172,23 +207,12 @@ func (s *sim) step(propose bool) {
 		}
 	}
 	for _, r := range s.nodes {
-		if r.up && s.rng.IntN(10) < 8 { // clocks that drift
+		if r.up && !r.frozen && s.rng.IntN(10) < 8 { // clocks that drift
 			r.n.tick()
 		}
 	}
-	if propose && s.rng.IntN(3) > 0 {
-		r := s.nodes[s.rng.IntN(3)]
-		if l := s.leader(); l != nil && s.rng.IntN(4) > 0 {
-			r = l
-		}
-		if r.up {
-			for k := 0; k < 1+s.rng.IntN(3); k++ {
-				ms := batch(fmt.Sprintf("s%d-%d", s.net.now, k), 1+s.rng.IntN(3))
-				p := &proposal{class: storage.ClassSend, msgs: ms, res: make([]storage.PutResult, len(ms)), taken: make(chan struct{}), done: make(chan error, 1)}
-				r.n.propose(p)
-				s.pending = append(s.pending, p)
-			}
-		}
+	if propose && !early {
+		s.propose()
 	}
 	for _, r := range s.nodes {
 		if r.up {
@@ -198,6 +222,26 @@ func (s *sim) step(propose bool) {
 	}
 	s.check()
 	s.collect()
+}
+
+// propose puts a few batches on the leader, sometimes on another replica.
+func (s *sim) propose() {
+	if s.rng.IntN(3) == 0 {
+		return
+	}
+	r := s.nodes[s.rng.IntN(3)]
+	if l := s.leader(); l != nil && s.rng.IntN(4) > 0 {
+		r = l
+	}
+	if !r.up {
+		return
+	}
+	for k := 0; k < 1+s.rng.IntN(3); k++ {
+		ms := batch(fmt.Sprintf("s%d-%d", s.net.now, k), 1+s.rng.IntN(3))
+		p := &proposal{class: storage.ClassSend, msgs: ms, res: make([]storage.PutResult, len(ms)), taken: make(chan struct{}), done: make(chan error, 1)}
+		r.n.propose(p)
+		s.pending = append(s.pending, p)
+	}
 }
 
 func (s *sim) collect() {
@@ -308,14 +352,18 @@ func TestSimulatedCluster(t *testing.T) {
 	if n, err := strconv.ParseUint(os.Getenv("SHARD_SIM_SEEDS"), 10, 64); err == nil && n > 0 {
 		seeds = n
 	}
+	var total raftlog.Stats
 	for seed := uint64(1); seed <= seeds; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			runSim(t, seed, 900)
+			st := runSim(t, seed, 900)
+			total.Conflicts += st.Conflicts
 		})
 	}
+	// The paths that give back a deposed leader's writes ran.
+	require.Positive(t, total.Conflicts, "conflicting suffixes were cut")
 }
 
-func runSim(t *testing.T, seed uint64, steps int) {
+func runSim(t *testing.T, seed uint64, steps int) raftlog.Stats {
 	s := newSim(t, seed)
 	defer func() {
 		for _, r := range s.nodes {
@@ -371,8 +419,11 @@ func runSim(t *testing.T, seed uint64, steps int) {
 	require.True(t, s.converged(), "the replicas converge once the network heals")
 	require.Empty(t, s.pending, "every Put got an answer")
 	require.Positive(t, s.outcomes["ok"])
-	t.Logf("seed %d: %d entries committed, outcomes %v, %d crashes, network sent %d dropped %d",
-		seed, len(s.committed), s.outcomes, s.crashes, s.net.sent, s.net.dropped)
+	for _, r := range s.nodes {
+		s.addStats(r.log.Stats())
+	}
+	t.Logf("seed %d: %d entries committed, outcomes %v, %d crashes, network sent %d dropped %d; Raft logs: %+v",
+		seed, len(s.committed), s.outcomes, s.crashes, s.net.sent, s.net.dropped, s.logStats)
 
 	// Every acknowledged message on every replica, the same everywhere.
 	for _, r := range s.nodes {
@@ -402,6 +453,7 @@ func runSim(t *testing.T, seed uint64, steps int) {
 		ids = append(ids, id)
 	}
 	require.Equal(t, len(ids), len(slices.Compact(ids)))
+	return s.logStats
 }
 
 // converged: every replica up, one leader, every log applied to the same
@@ -420,4 +472,91 @@ func (s *sim) converged() bool {
 		}
 	}
 	return true
+}
+
+// TestDeposedLeaderGivesBackItsTail: a leader cut off from the others
+// (its clock stopped, so CheckQuorum does not depose it) takes a Put —
+// its frames written, the entry proposed — and then hears the new
+// leader's append before its next Ready: raft drops the proposal from
+// its unstable log, the entry that takes its index is the new leader's,
+// and the frames no entry took are cut from its CommitLog with the queue
+// offsets they held. The Put's answer is ErrUnknownOutcome, never
+// success, and the replicas converge on the new leader's log.
+func TestDeposedLeaderGivesBackItsTail(t *testing.T) {
+	t.Parallel()
+	s := newSim(t, 7)
+	defer func() {
+		for _, r := range s.nodes {
+			_ = r.log.Close()
+		}
+	}()
+	for i := 0; i < 500 && !s.converged(); i++ {
+		s.step(false)
+	}
+	require.True(t, s.converged())
+	old := s.leader()
+	oldTerm := old.n.term
+	for o := uint64(1); o <= 3; o++ {
+		if o != old.id {
+			s.net.cut[[2]uint64{old.id, o}] = true
+			s.net.hold[[2]uint64{o, old.id}] = true
+		}
+	}
+	old.frozen = true
+	var next *simReplica
+	for i := 0; i < 500; i++ {
+		s.step(false)
+		for _, r := range s.nodes {
+			if r != old && r.n.state == raft.StateLeader && r.n.commit > 0 {
+				if last, _ := r.log.LastIndex(); r.n.commit == last {
+					next = r
+				}
+			}
+		}
+		if next != nil {
+			break
+		}
+	}
+	require.NotNil(t, next, "the others elect a leader")
+	require.Equal(t, raft.StateLeader, old.n.state, "the old leader does not know yet")
+
+	st := old.log.Store()
+	before := st.WriteOffset()
+	ms := batch("orphan", 2)
+	p := &proposal{class: storage.ClassSend, msgs: ms, res: make([]storage.PutResult, 2), taken: make(chan struct{}), done: make(chan error, 1)}
+	old.n.propose(p)
+	require.Greater(t, st.WriteOffset(), before, "the frames are written when proposed")
+
+	clear(s.net.cut)
+	s.net.release()
+	old.frozen = false
+	s.step(false)
+	require.NotEqual(t, raft.StateLeader, old.n.state)
+	require.Greater(t, old.n.term, oldTerm)
+	require.ErrorIs(t, <-p.done, ErrUnknownOutcome)
+	ls := old.log.Stats()
+	require.Positive(t, ls.TailCuts, "the frames no entry took were cut")
+	require.Equal(t, old.log.NextOffset(), st.WriteOffset())
+
+	for i := 0; i < 500 && !s.converged(); i++ {
+		s.step(false)
+	}
+	require.True(t, s.converged())
+	// The queue offsets the orphan took were given back: every replica
+	// serves the same messages at the same queue offsets.
+	ref := readAll(t, next.log.Store())
+	got := readAll(t, st)
+	require.Equal(t, len(ref), len(got))
+	for id, m := range ref {
+		require.Equal(t, m.QueueOffset, got[id].QueueOffset)
+	}
+	ms2 := batch("orphan", 2)
+	res := make([]storage.PutResult, 2)
+	p2 := &proposal{class: storage.ClassSend, msgs: ms2, res: res, taken: make(chan struct{}), done: make(chan error, 1)}
+	next.n.propose(p2)
+	for i := 0; i < 100 && len(p2.done) == 0; i++ {
+		s.step(false)
+	}
+	require.NoError(t, <-p2.done)
+	require.Equal(t, p.res[0].QueueOffset, res[0].QueueOffset, "the new leader hands out the queue offset the orphan held")
 }
