@@ -103,3 +103,69 @@ func BenchmarkPut(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPutAB runs the same two paths as BenchmarkPut interleaved —
+// chunks of 250 Puts on the direct store, then on the shard, over and
+// over — so that both see the same noise of a shared machine, and
+// reports each side's msgs/s and the ratio shard/direct.
+//
+//	go test -run '^$' -bench PutAB -benchtime 4000x ./storage/shard/
+func BenchmarkPutAB(b *testing.B) {
+	for _, conc := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("conc=%d", conc), func(b *testing.B) {
+			so := benchStoreOptions(b.TempDir()).Store
+			so.Clock = nil
+			st, err := storage.Open(so)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = st.Close() }()
+			lo := benchStoreOptions(b.TempDir())
+			lo.Store.Clock = nil
+			s, err := Open(Options{ID: 1, Peers: []uint64{1}, Log: lo, Ticks: make(chan time.Time)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = s.Close() }()
+			ctx := context.Background()
+			shardPut := func(ms []*message.Message, res []storage.PutResult) error {
+				return s.Put(ctx, storage.ClassSend, ms, res)
+			}
+			const chunk = 250
+			var took [2]time.Duration
+			var done [2]int
+			b.ResetTimer()
+			for left := b.N; left > 0; {
+				n := min(chunk, left)
+				for side, put := range []func([]*message.Message, []storage.PutResult) error{st.PutBatch, shardPut} {
+					var next atomic.Int64
+					var wg sync.WaitGroup
+					start := time.Now()
+					for w := 0; w < conc; w++ {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							res := make([]storage.PutResult, 1)
+							for k := int(next.Add(1)); k <= n; k = int(next.Add(1)) {
+								if err := put(benchMsgs(w, k), res); err != nil {
+									b.Error(err)
+									return
+								}
+							}
+						}()
+					}
+					wg.Wait()
+					took[side] += time.Since(start)
+					done[side] += n
+				}
+				left -= n
+			}
+			b.StopTimer()
+			direct := float64(done[0]) / took[0].Seconds()
+			shard := float64(done[1]) / took[1].Seconds()
+			b.ReportMetric(direct, "direct-msgs/s")
+			b.ReportMetric(shard, "shard-msgs/s")
+			b.ReportMetric(shard/direct, "ratio")
+		})
+	}
+}

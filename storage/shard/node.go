@@ -119,8 +119,12 @@ func (n *node) propose(p *proposal) {
 		return
 	}
 	st := n.rn.BasicStatus()
-	if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 {
+	if st.RaftState != raft.StateLeader {
 		p.finish(n.notLeader(st.Lead))
+		return
+	}
+	if st.LeadTransferee != 0 {
+		p.finish(fmt.Errorf("%w: leadership is being transferred to %d", ErrDropped, st.LeadTransferee))
 		return
 	}
 	store := n.log.Store()
