@@ -75,7 +75,10 @@ type Options struct {
 	// replica whose log is empty bootstraps with them. Ignored once the
 	// log holds a configuration.
 	Peers []uint64
-	// Log opens the store and its Raft files (raftlog.Open).
+	// Log opens the store and its Raft files (raftlog.Open). Its
+	// Store.StoreID is the shard's logical address, the same on every
+	// replica, so that ids minted by any leader stay valid after a
+	// failover.
 	Log raftlog.Options
 	// Transport sends this replica's messages (nil: a single voter that
 	// never sends).
