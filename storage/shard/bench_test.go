@@ -98,6 +98,7 @@ func BenchmarkPut(b *testing.B) {
 			})
 			st := s.Status()
 			b.ReportMetric(float64(st.Proposals)/float64(max(st.Readies, 1)), "proposals/ready")
+			b.ReportMetric(float64(st.Overlapped)/float64(max(st.Readies, 1)), "overlapped/ready")
 			ss := s.Store().Stats()
 			b.ReportMetric(float64(ss.Appends)/float64(max(ss.Flushes, 1)), "records/flush")
 		})

@@ -21,8 +21,15 @@
 //
 // With every Ready handled nothing proposed is outstanding, so the loop
 // then cuts any CommitLog bytes no entry took (raftlog's DropUnindexed).
-// Puts that arrive while a Ready is persisted wait in the channel and go
-// into the next Ready together: one fsync for all of them (group commit).
+// Puts that arrive while a Ready is persisted go into the next Ready
+// together: one fsync for all of them (group commit). On a leader whose
+// Ready holds only entries of its own term (its own proposals, which the
+// Raft log verifies in place and never cuts), the persist runs in a
+// goroutine of its own while the loop takes those Puts — writes their
+// frames and proposes them, as raft's Node takes proposals between Ready
+// and Advance — so the next flush can start as soon as this one ends; a
+// proposal refused meanwhile stops the intake and its frames are cut
+// once the persist is done.
 // CheckQuorum and PreVote are on; proposals are never forwarded (a
 // follower refuses a Put). The loop body is the unexported node type; the
 // simulation test drives it step by step without goroutines.

@@ -54,9 +54,15 @@ type node struct {
 	applied  uint64
 	conf     *pb.ConfState
 	failed   error // a persist error: the node stops taking work
+	// persisting: a Ready is being persisted beside propose (pipelined);
+	// cutAt (≥ 0) is where the frames of a proposal refused meanwhile
+	// start, cut once the persist is done.
+	persisting bool
+	cutAt      int64
 
 	// counters, for tests and Status
 	readies, proposals, entries uint64
+	overlapped                  uint64 // Readies persisted beside proposals (pipelined)
 }
 
 func newNode(id uint64, peers []uint64, log *raftlog.Storage, cfg raft.Config, send func([]*pb.Message)) (*node, error) {
@@ -87,7 +93,7 @@ func newNode(id uint64, peers []uint64, log *raftlog.Storage, cfg raft.Config, s
 			return nil, fmt.Errorf("shard: bootstrap: %w", err)
 		}
 	}
-	n := &node{id: id, rn: rn, log: log, send: send, placed: map[uint64]*proposal{}, term: hs.GetTerm(), commit: hs.GetCommit()}
+	n := &node{id: id, rn: rn, log: log, send: send, placed: map[uint64]*proposal{}, term: hs.GetTerm(), commit: hs.GetCommit(), cutAt: -1}
 	return n, nil
 }
 
@@ -143,7 +149,11 @@ func (n *node) propose(p *proposal) {
 	}
 	if err != nil {
 		if end > start {
-			if terr := store.TruncateFrom(start); terr != nil {
+			if n.persisting {
+				// The Raft log is persisting a Ready: cut once it is done
+				// (and take nothing more until then).
+				n.cutAt = start
+			} else if terr := store.TruncateFrom(start); terr != nil {
 				n.fail(fmt.Errorf("shard: cut the frames of a refused proposal at %d: %w", start, terr))
 			}
 		}
@@ -187,15 +197,29 @@ func (n *node) abandon(err error) {
 // entries, then the hard state (which raises the dispatch limit to the
 // commit point), send the messages, apply the committed entries,
 // Advance — and then cuts the CommitLog bytes no entry took: with every
-// Ready handled, nothing proposed is outstanding. It returns how many
-// Readies it handled.
-func (n *node) processReadies() (int, error) {
+// Ready handled, nothing proposed is outstanding. While a leader's Ready
+// is persisted, during (if set) may propose more (the Shard's loop takes
+// the Puts that arrived: see pipelined); they go into the next Ready. It
+// returns how many Readies it handled.
+func (n *node) processReadies(during func(persisting func() error) error) (int, error) {
 	if n.failed != nil {
 		return 0, n.failed
 	}
 	k := 0
 	for n.rn.HasReady() {
-		if err := n.handleReady(n.rn.Ready()); err != nil {
+		leader := n.rn.BasicStatus().RaftState == raft.StateLeader
+		rd := n.rn.Ready()
+		var err error
+		if during != nil && n.pipelined(rd, leader) {
+			n.overlapped++
+			err = during(func() error { return n.persist(rd) })
+		} else {
+			err = n.persist(rd)
+		}
+		if err == nil {
+			err = n.finish(rd)
+		}
+		if err != nil {
 			n.fail(err)
 			return k, err
 		}
@@ -217,8 +241,32 @@ func (n *node) processReadies() (int, error) {
 	return k, nil
 }
 
-func (n *node) handleReady(rd raft.Ready) error {
-	n.readies++
+// pipelined reports whether more may be proposed while rd is persisted:
+// only on a leader, for a Ready whose entries are all of its term — its
+// own proposals, whose frames Append verifies in place and never cuts
+// or appends, so the frames of new proposals written meanwhile past them
+// are not touched. Raft takes proposals between Ready and Advance (its
+// Node does the same while the application persists).
+func (n *node) pipelined(rd raft.Ready, leader bool) bool {
+	if !leader || !raft.IsEmptySnap(rd.Snapshot) || len(rd.Entries) == 0 {
+		return false
+	}
+	if rd.SoftState != nil && rd.SoftState.RaftState != raft.StateLeader {
+		return false
+	}
+	term := n.rn.BasicStatus().GetTerm()
+	for _, e := range rd.Entries {
+		if e.GetTerm() != term {
+			return false
+		}
+	}
+	return true
+}
+
+// persist writes what rd asks to be durable: a snapshot, the entries,
+// then the hard state. It touches the Raft log only (never the node's
+// fields), so it may run beside propose (pipelined).
+func (n *node) persist(rd raft.Ready) error {
 	if !raft.IsEmptySnap(rd.Snapshot) {
 		// Nothing compacts a shard's log yet, so no leader sends one;
 		// a snapshot is applied only where the CommitLog already is.
@@ -229,12 +277,21 @@ func (n *node) handleReady(rd raft.Ready) error {
 	if err := n.log.Append(rd.Entries); err != nil {
 		return fmt.Errorf("shard: persist entries: %w", err)
 	}
-	n.entries += uint64(len(rd.Entries))
-	n.place(rd.Entries)
 	if !raft.IsEmptyHardState(rd.HardState) {
 		if err := n.log.SetHardState(rd.HardState); err != nil {
 			return fmt.Errorf("shard: persist hard state: %w", err)
 		}
+	}
+	return nil
+}
+
+// finish does the rest of rd once it is persisted: place the proposals,
+// note the state, send, apply, Advance.
+func (n *node) finish(rd raft.Ready) error {
+	n.readies++
+	n.entries += uint64(len(rd.Entries))
+	n.place(rd.Entries)
+	if !raft.IsEmptyHardState(rd.HardState) {
 		n.term, n.commit = rd.HardState.GetTerm(), rd.HardState.GetCommit()
 	}
 	if rd.SoftState != nil {
@@ -316,6 +373,7 @@ func (n *node) status() Status {
 		ID: n.id, Leader: n.lead, Role: roleName(n.state), Term: n.term,
 		CommitIndex: n.commit, AppliedIndex: n.applied,
 		CommitOffset: n.log.CommitOffset(), Readies: n.readies, Proposals: n.proposals, Entries: n.entries,
+		Overlapped: n.overlapped,
 	}
 }
 
@@ -328,4 +386,35 @@ func roleName(s raft.StateType) string {
 	default:
 		return "follower"
 	}
+}
+
+// persistBeside runs persisting (a leader's Ready being persisted) in a
+// goroutine of its own while propose takes what next offers, until the
+// persist is done or a proposal was refused (its frames are then cut
+// after it). next returns nil when there is nothing more to take.
+func (n *node) persistBeside(persisting func() error, next func(done <-chan error) (*proposal, error, bool)) error {
+	n.persisting, n.cutAt = true, -1
+	done := make(chan error, 1)
+	go func() { done <- persisting() }()
+	var err error
+	for {
+		if n.cutAt >= 0 {
+			err = <-done
+			break
+		}
+		p, perr, finished := next(done)
+		if finished {
+			err = perr
+			break
+		}
+		n.propose(p)
+	}
+	n.persisting = false
+	if n.cutAt >= 0 {
+		if terr := n.log.Store().TruncateFrom(n.cutAt); terr != nil && err == nil {
+			err = fmt.Errorf("shard: cut the frames of a refused proposal at %d: %w", n.cutAt, terr)
+		}
+		n.cutAt = -1
+	}
+	return err
 }

@@ -163,6 +163,7 @@ type Status struct {
 	Readies      uint64
 	Proposals    uint64
 	Entries      uint64 // entries persisted
+	Overlapped   uint64 // Readies persisted while the loop took more Puts
 }
 
 // Shard is one replica of a store whose writes go through Raft: it owns
@@ -218,7 +219,7 @@ func Open(opts Options) (*Shard, error) {
 		s.timer = time.NewTicker(opts.TickInterval)
 		s.ticks = s.timer.C
 	}
-	if _, err := n.processReadies(); err != nil { // the bootstrap entries
+	if _, err := n.processReadies(nil); err != nil { // the bootstrap entries
 		_ = log.Close()
 		return nil, err
 	}
@@ -227,7 +228,7 @@ func Open(opts Options) (*Shard, error) {
 			_ = log.Close()
 			return nil, err
 		}
-		if _, err := n.processReadies(); err != nil {
+		if _, err := n.processReadies(nil); err != nil {
 			_ = log.Close()
 			return nil, err
 		}
@@ -274,13 +275,29 @@ func (s *Shard) run() {
 				break drain
 			}
 		}
-		if _, err := n.processReadies(); err != nil {
+		if _, err := n.processReadies(s.proposeWhilePersisting); err != nil {
 			s.opts.Logger.Error().Err(err).Uint64("node", n.id).Msg("shard stopped: persisting Raft state failed")
 			s.stopLoop(err)
 			return
 		}
 		s.publish()
 	}
+}
+
+// proposeWhilePersisting persists a leader's Ready in a goroutine of its
+// own while the loop takes the Puts that arrive meanwhile: their frames
+// are written and proposed, and go into the next Ready, so the next
+// flush starts as soon as this one ends (the store's own group commit
+// overlaps appends with its flush the same way).
+func (s *Shard) proposeWhilePersisting(persisting func() error) error {
+	return s.node.persistBeside(persisting, func(done <-chan error) (*proposal, error, bool) {
+		select {
+		case err := <-done:
+			return nil, err, true
+		case p := <-s.propc:
+			return p, nil, false
+		}
+	})
 }
 
 func (s *Shard) stepLogged(m *pb.Message) {

@@ -215,13 +215,35 @@ func (s *sim) step(propose bool) {
 		s.propose()
 	}
 	for _, r := range s.nodes {
-		if r.up {
-			_, err := r.n.processReadies()
-			require.NoError(t, err)
+		if !r.up {
+			continue
 		}
+		var during func(func() error) error
+		if propose && s.rng.IntN(2) == 0 {
+			// Pipelined: a few more Puts while a Ready is persisted.
+			during = func(persisting func() error) error {
+				more := s.rng.IntN(3)
+				return r.n.persistBeside(persisting, func(done <-chan error) (*proposal, error, bool) {
+					if more == 0 {
+						return nil, <-done, true
+					}
+					more--
+					return s.newProposal(), nil, false
+				})
+			}
+		}
+		_, err := r.n.processReadies(during)
+		require.NoError(t, err)
 	}
 	s.check()
 	s.collect()
+}
+
+func (s *sim) newProposal() *proposal {
+	ms := batch(fmt.Sprintf("s%d-%d", s.net.now, len(s.pending)), 1+s.rng.IntN(3))
+	p := &proposal{class: storage.ClassSend, msgs: ms, res: make([]storage.PutResult, len(ms)), taken: make(chan struct{}), done: make(chan error, 1)}
+	s.pending = append(s.pending, p)
+	return p
 }
 
 // propose puts a few batches on the leader, sometimes on another replica.
@@ -419,11 +441,14 @@ func runSim(t *testing.T, seed uint64, steps int) raftlog.Stats {
 	require.True(t, s.converged(), "the replicas converge once the network heals")
 	require.Empty(t, s.pending, "every Put got an answer")
 	require.Positive(t, s.outcomes["ok"])
+	overlapped := uint64(0)
 	for _, r := range s.nodes {
 		s.addStats(r.log.Stats())
+		overlapped += r.n.overlapped
 	}
-	t.Logf("seed %d: %d entries committed, outcomes %v, %d crashes, network sent %d dropped %d; Raft logs: %+v",
-		seed, len(s.committed), s.outcomes, s.crashes, s.net.sent, s.net.dropped, s.logStats)
+	require.Positive(t, overlapped, "some Readies were persisted beside proposals")
+	t.Logf("seed %d: %d entries committed, outcomes %v, %d crashes, network sent %d dropped %d; Raft logs: %+v; %d Readies pipelined (since the last restarts)",
+		seed, len(s.committed), s.outcomes, s.crashes, s.net.sent, s.net.dropped, s.logStats, overlapped)
 
 	// Every acknowledged message on every replica, the same everywhere.
 	for _, r := range s.nodes {
