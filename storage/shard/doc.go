@@ -29,7 +29,11 @@
 // frames and proposes them, as raft's Node takes proposals between Ready
 // and Advance — so the next flush can start as soon as this one ends; a
 // proposal refused meanwhile stops the intake and its frames are cut
-// once the persist is done.
+// once the persist is done. Such a Ready's commit point names only
+// entries persisted before (a leader counts itself once its own entries
+// are durable), so its hard state is written and its committed entries
+// applied before its new entries are flushed: a Put's answer does not
+// wait for the flush of the Puts proposed after it.
 // CheckQuorum and PreVote are on; proposals are never forwarded (a
 // follower refuses a Put). The loop body is the unexported node type; the
 // simulation test drives it step by step without goroutines.

@@ -210,14 +210,22 @@ func (n *node) processReadies(during func(persisting func() error) error) (int, 
 		leader := n.rn.BasicStatus().RaftState == raft.StateLeader
 		rd := n.rn.Ready()
 		var err error
-		if during != nil && n.pipelined(rd, leader) {
+		switch {
+		case during != nil && n.pipelined(rd, leader):
 			n.overlapped++
-			err = during(func() error { return n.persist(rd) })
-		} else {
-			err = n.persist(rd)
-		}
-		if err == nil {
-			err = n.finish(rd)
+			var early bool
+			early, err = n.commitEarly(rd)
+			if err == nil {
+				err = during(func() error { return n.persist(rd, !early) })
+			}
+			if err == nil {
+				err = n.finish(rd, !early)
+			}
+		default:
+			err = n.persist(rd, true)
+			if err == nil {
+				err = n.finish(rd, true)
+			}
 		}
 		if err != nil {
 			n.fail(err)
@@ -263,10 +271,37 @@ func (n *node) pipelined(rd raft.Ready, leader bool) bool {
 	return true
 }
 
+// commitEarly handles the commit of a pipelined Ready before its entries
+// are persisted, when the commit point names only entries persisted by
+// earlier Readies (on a leader it always does: it counts itself only
+// once its own entries are durable): the hard state is written (which
+// raises the dispatch limit) and the committed entries applied, so the
+// Puts they answer do not wait for the flush of the entries proposed
+// since. It reports whether it did.
+func (n *node) commitEarly(rd raft.Ready) (bool, error) {
+	if raft.IsEmptyHardState(rd.HardState) {
+		return false, nil
+	}
+	last, err := n.log.LastIndex()
+	if err != nil || rd.HardState.GetCommit() > last {
+		return false, err
+	}
+	if err := n.log.SetHardState(rd.HardState); err != nil {
+		return false, fmt.Errorf("shard: persist hard state: %w", err)
+	}
+	n.term, n.commit = rd.HardState.GetTerm(), rd.HardState.GetCommit()
+	for _, e := range rd.CommittedEntries {
+		if err := n.apply(e); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
 // persist writes what rd asks to be durable: a snapshot, the entries,
-// then the hard state. It touches the Raft log only (never the node's
-// fields), so it may run beside propose (pipelined).
-func (n *node) persist(rd raft.Ready) error {
+// then (withHardState) the hard state. It touches the Raft log only
+// (never the node's fields), so it may run beside propose (pipelined).
+func (n *node) persist(rd raft.Ready, withHardState bool) error {
 	if !raft.IsEmptySnap(rd.Snapshot) {
 		// Nothing compacts a shard's log yet, so no leader sends one;
 		// a snapshot is applied only where the CommitLog already is.
@@ -277,7 +312,7 @@ func (n *node) persist(rd raft.Ready) error {
 	if err := n.log.Append(rd.Entries); err != nil {
 		return fmt.Errorf("shard: persist entries: %w", err)
 	}
-	if !raft.IsEmptyHardState(rd.HardState) {
+	if withHardState && !raft.IsEmptyHardState(rd.HardState) {
 		if err := n.log.SetHardState(rd.HardState); err != nil {
 			return fmt.Errorf("shard: persist hard state: %w", err)
 		}
@@ -286,12 +321,12 @@ func (n *node) persist(rd raft.Ready) error {
 }
 
 // finish does the rest of rd once it is persisted: place the proposals,
-// note the state, send, apply, Advance.
-func (n *node) finish(rd raft.Ready) error {
+// note the state, send, apply (unless commitEarly did), Advance.
+func (n *node) finish(rd raft.Ready, applyCommitted bool) error {
 	n.readies++
 	n.entries += uint64(len(rd.Entries))
 	n.place(rd.Entries)
-	if !raft.IsEmptyHardState(rd.HardState) {
+	if applyCommitted && !raft.IsEmptyHardState(rd.HardState) {
 		n.term, n.commit = rd.HardState.GetTerm(), rd.HardState.GetCommit()
 	}
 	if rd.SoftState != nil {
@@ -306,9 +341,11 @@ func (n *node) finish(rd raft.Ready) error {
 	if len(rd.Messages) > 0 {
 		n.send(rd.Messages)
 	}
-	for _, e := range rd.CommittedEntries {
-		if err := n.apply(e); err != nil {
-			return err
+	if applyCommitted {
+		for _, e := range rd.CommittedEntries {
+			if err := n.apply(e); err != nil {
+				return err
+			}
 		}
 	}
 	n.rn.Advance(rd)
