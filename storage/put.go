@@ -159,10 +159,10 @@ func (s *Store) PutClassStaged(class Class, ms []*message.Message, res []PutResu
 		return nil, err
 	}
 	return func() error {
-		if err := s.commitLog.AwaitFlushed(end); err != nil {
-			return s.mapAppendErr(err)
+		if end < 0 {
+			return nil
 		}
-		return nil
+		return s.WaitDurable(end)
 	}, nil
 }
 

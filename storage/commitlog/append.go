@@ -115,22 +115,13 @@ func (l *Log) AppendBatchUse(u Use, es []Encoder, res []AppendResult) error {
 }
 
 // AppendBatchStagedUse is AppendBatchUse in two steps: it places the batch
-// now, in log order, and returns the end to pass to AwaitFlushed, which
+// now, in log order, and returns the end to pass to WaitDurable, which
 // waits for the batch's flush (group commit, as AppendBatchUse). A caller
 // appends under the lock that orders its change — so the log holds changes
 // in the order they were made — and waits for the flush after releasing
 // it. The end is -1 for an empty batch.
 func (l *Log) AppendBatchStagedUse(u Use, es []Encoder, res []AppendResult) (int64, error) {
 	return l.appendBatch(es, res, true, u)
-}
-
-// AwaitFlushed waits until the log is flushed through end (in async mode
-// it returns at once, as AppendBatchUse does). An end below 0 returns nil.
-func (l *Log) AwaitFlushed(end int64) error {
-	if end < 0 {
-		return nil
-	}
-	return l.commit(end)
 }
 
 // AppendBatchNoWait is AppendBatch without the wait for the flush: once it
