@@ -503,6 +503,12 @@ func (b *Broker) snapshotLeases() error {
 		}
 		ps.mu.Unlock()
 	}
+	return b.writeLeaseSnapshot(from, epoch, rec)
+}
+
+// writeLeaseSnapshot writes config/leases.snapshot: rec, covering the
+// lease records below queue offset from, epochs up to epoch.
+func (b *Broker) writeLeaseSnapshot(from int64, epoch uint64, rec leaseRecord) error {
 	snap, err := encodeLeaseSnapshot(from, epoch, rec)
 	if err != nil {
 		return err
@@ -725,14 +731,5 @@ func (b *Broker) snapshotFoldedLeases() error {
 		rec.Entries = append(rec.Entries, leaseEntry{Key: k.key, Generation: fl.gen, At: fl.at, Client: fl.client,
 			Items: []leaseItem{fl.item}})
 	}
-	snap, err := encodeLeaseSnapshot(from, f.top, rec)
-	if err != nil {
-		return err
-	}
-	if err := b.store.WriteMeta(leasesSnapshot, snap); err != nil {
-		return err
-	}
-	b.leases.snapFrom.Store(from)
-	b.leases.keepFrom.Store(from)
-	return nil
+	return b.writeLeaseSnapshot(from, f.top, rec)
 }

@@ -30,7 +30,9 @@ import (
 // (AppendFrames) and the follower applies them (Follow). Both then hold
 // the same state (digest: topics, groups, progress, leases, dead letters,
 // pending timers, receipt keys), nothing but the log having carried it.
-// At a seeded step the leader steps down and the follower is promoted; a
+// At a seeded step the follower stops and starts again from its own files
+// (its snapshots cover what it applied, not what it stored). At another the
+// leader steps down and the follower is promoted; a
 // new, empty follower catches up from the first frame, and the workload
 // goes on against the new leader. At the end every message whose send was
 // answered is accounted for (acked, dead, or delivered when the clock has
@@ -52,16 +54,7 @@ func TestALiveFollowerIsTheBroker(t *testing.T) {
 func liveFollowerRun(t *testing.T, seed uint64) {
 	ctx := context.Background()
 	fc := clockwork.NewFakeClockAt(time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC))
-	open := func(follower bool) *Broker {
-		b, err := Open(ctx, Options{
-			DataDir: t.TempDir(), AutoCreate: true, SnapshotInterval: time.Hour, MaxMessageSize: 16 << 10,
-			DelayLevels: DefaultDelayLevels, Clock: fc, NoPromote: follower,
-			Storage: storage.Options{SegmentSize: 256 << 10, RetentionInterval: time.Hour},
-		})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = b.Close(ctx) })
-		return b
-	}
+	open := func(follower bool) *Broker { return openReplica(t, replicaOptions(fc, follower)) }
 	// same ships the leader's new frames to the follower until both show
 	// the same state: the leader's own background work (the lease reaper,
 	// the scheduler and the timer loop after a clock advance) may still be
@@ -70,17 +63,7 @@ func liveFollowerRun(t *testing.T, seed uint64) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			for {
-				stream, _, err := leader.store.ReadFrames(follower.store.WriteOffset(), 64<<10, nil)
-				require.NoError(t, err)
-				if len(stream) == 0 {
-					break
-				}
-				_, err = follower.store.AppendFrames(stream)
-				require.NoError(t, err)
-			}
-			require.NoError(t, follower.store.AwaitDispatch(ctx))
-			require.NoError(t, follower.Follow(ctx))
+			ship(t, leader, follower)
 			want, got := digest(t, leader), digest(t, follower)
 			if want == got {
 				return
@@ -132,7 +115,18 @@ func liveFollowerRun(t *testing.T, seed uint64) {
 		steps = 300
 	}
 	promoteAt := steps/3 + rng.IntN(steps/2)
+	restartAt := rng.IntN(steps) // the follower stops and starts again from its own files
 	for step := 0; step < steps; step++ {
+		if step == restartAt {
+			opts := follower.opts
+			require.NoError(t, follower.Close(ctx))
+			reopened, err := Open(ctx, opts)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = reopened.Close(ctx) })
+			follower = reopened
+			require.True(t, follower.Following())
+			same(leader, follower)
+		}
 		if step == promoteAt {
 			// The leader steps down (its scheduler, reaper and timer loop
 			// stop writing) and is gone; the follower, fully applied, is
@@ -385,16 +379,7 @@ func TestAFollowerOfConcurrentRequests(t *testing.T) {
 func concurrentFollowerRun(t *testing.T, seed uint64) {
 	ctx := context.Background()
 	fc := clockwork.NewFakeClockAt(time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC))
-	open := func(follower bool) *Broker {
-		b, err := Open(ctx, Options{
-			DataDir: t.TempDir(), AutoCreate: true, SnapshotInterval: time.Hour, MaxMessageSize: 16 << 10,
-			DelayLevels: DefaultDelayLevels, Clock: fc, NoPromote: follower,
-			Storage: storage.Options{SegmentSize: 256 << 10, RetentionInterval: time.Hour},
-		})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = b.Close(ctx) })
-		return b
-	}
+	open := func(follower bool) *Broker { return openReplica(t, replicaOptions(fc, follower)) }
 	leader, follower := open(false), open(true)
 	_, _, err := leader.PutGroup(ctx, GroupConfig{Name: "g", RetryMaxTimes: 3})
 	require.NoError(t, err)
@@ -481,17 +466,7 @@ func concurrentFollowerRun(t *testing.T, seed uint64) {
 	// The follower applies while the clients run.
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
-		for {
-			stream, _, err := leader.store.ReadFrames(follower.store.WriteOffset(), 64<<10, nil)
-			require.NoError(t, err)
-			if len(stream) == 0 {
-				break
-			}
-			_, err = follower.store.AppendFrames(stream)
-			require.NoError(t, err)
-		}
-		require.NoError(t, follower.store.AwaitDispatch(ctx))
-		require.NoError(t, follower.Follow(ctx))
+		ship(t, leader, follower)
 		time.Sleep(20 * time.Millisecond)
 	}
 	close(stop)
@@ -501,17 +476,7 @@ func concurrentFollowerRun(t *testing.T, seed uint64) {
 	// the next flush (they do not wait for one of their own).
 	require.NoError(t, leader.store.Settle(ctx, leader.store.WriteOffset()))
 	want := digest(t, leader)
-	for {
-		stream, _, err := leader.store.ReadFrames(follower.store.WriteOffset(), 64<<10, nil)
-		require.NoError(t, err)
-		if len(stream) == 0 {
-			break
-		}
-		_, err = follower.store.AppendFrames(stream)
-		require.NoError(t, err)
-	}
-	require.NoError(t, follower.store.AwaitDispatch(ctx))
-	require.NoError(t, follower.Follow(ctx))
+	ship(t, leader, follower)
 	require.Equal(t, want, digest(t, follower), "the follower's state is not the leader's")
 }
 
@@ -523,31 +488,14 @@ func concurrentFollowerRun(t *testing.T, seed uint64) {
 func TestAFollowerAppliesTheLeadersRetention(t *testing.T) {
 	ctx := context.Background()
 	open := func(follower bool) *Broker {
-		b, err := Open(ctx, Options{
-			DataDir: t.TempDir(), AutoCreate: true, SnapshotInterval: 50 * time.Millisecond, MaxMessageSize: 4 << 10,
-			DelayLevels: DefaultDelayLevels, NoPromote: follower,
-			Storage: storage.Options{SegmentSize: 128 << 10, FileReservedTime: 300 * time.Millisecond,
-				RetentionInterval: 20 * time.Millisecond, DiskMaxUsedRatio: 1},
-		})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = b.Close(ctx) })
-		return b
+		opts := replicaOptions(nil, follower)
+		opts.SnapshotInterval, opts.MaxMessageSize = 50*time.Millisecond, 4<<10
+		opts.Storage = storage.Options{SegmentSize: 128 << 10, FileReservedTime: 300 * time.Millisecond,
+			RetentionInterval: 20 * time.Millisecond, DiskMaxUsedRatio: 1}
+		return openReplica(t, opts)
 	}
 	leader, follower := open(false), open(true)
-	ship := func() {
-		t.Helper()
-		for {
-			stream, _, err := leader.store.ReadFrames(follower.store.WriteOffset(), 64<<10, nil)
-			require.NoError(t, err)
-			if len(stream) == 0 {
-				break
-			}
-			_, err = follower.store.AppendFrames(stream)
-			require.NoError(t, err)
-		}
-		require.NoError(t, follower.store.AwaitDispatch(ctx))
-		require.NoError(t, follower.Follow(ctx))
-	}
+	catchUp := func() { t.Helper(); ship(t, leader, follower) }
 	_, _, err := leader.PutGroup(ctx, GroupConfig{Name: "g", RetryMaxTimes: 1})
 	require.NoError(t, err)
 	_, err = leader.Send(ctx, "keep", []SendMessage{{Body: []byte("precious")}, {Body: []byte("later"), DelayMs: time.Hour.Milliseconds()}})
@@ -557,14 +505,14 @@ func TestAFollowerAppliesTheLeadersRetention(t *testing.T) {
 	require.Len(t, got, 1)
 	_, err = leader.Nack(ctx, "g", []NackItem{{Receipt: got[0].Receipt, DelayLevel: -1, Reason: "poison"}})
 	require.NoError(t, err)
-	ship()
+	catchUp()
 
 	filler := []SendMessage{{Body: []byte(strings.Repeat("f", 3000))}}
 	for i := 0; i < 400; i++ {
 		_, err := leader.Send(ctx, "filler", filler)
 		require.NoError(t, err)
 		if i%10 == 9 {
-			ship()
+			catchUp()
 		}
 	}
 	// Retention catches up with the old segments; then every cut it made
@@ -572,7 +520,7 @@ func TestAFollowerAppliesTheLeadersRetention(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		time.Sleep(400 * time.Millisecond)
-		ship()
+		catchUp()
 		lmin, fmin := leader.store.Stats().CommitLogMin, follower.store.Stats().CommitLogMin
 		if lmin > 4*(128<<10) && lmin == fmin && digest(t, leader) == digest(t, follower) {
 			break
@@ -605,4 +553,43 @@ func TestAFollowerAppliesTheLeadersRetention(t *testing.T) {
 	one, err := follower.GetDeadLetter(ctx, "g", dead[0].MessageID)
 	require.NoError(t, err)
 	require.Equal(t, "precious", string(one.Body))
+}
+
+// replicaOptions are the options of the replica tests' brokers: on fc
+// (nil: the wall clock), a follower when follower is set.
+func replicaOptions(fc clockwork.Clock, follower bool) Options {
+	return Options{
+		AutoCreate: true, SnapshotInterval: time.Hour, MaxMessageSize: 16 << 10,
+		DelayLevels: DefaultDelayLevels, Clock: fc, NoPromote: follower,
+		Storage: storage.Options{SegmentSize: 256 << 10, RetentionInterval: time.Hour},
+	}
+}
+
+// openReplica opens a broker with opts on a fresh data dir, closed when
+// the test ends.
+func openReplica(t *testing.T, opts Options) *Broker {
+	t.Helper()
+	opts.DataDir = t.TempDir()
+	b, err := Open(context.Background(), opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	return b
+}
+
+// ship copies the leader's flushed frames the follower lacks into the
+// follower's store and applies them (Follow).
+func ship(t *testing.T, leader, follower *Broker) {
+	t.Helper()
+	ctx := context.Background()
+	for {
+		stream, _, err := leader.store.ReadFrames(follower.store.WriteOffset(), 64<<10, nil)
+		require.NoError(t, err)
+		if len(stream) == 0 {
+			break
+		}
+		_, err = follower.store.AppendFrames(stream)
+		require.NoError(t, err)
+	}
+	require.NoError(t, follower.store.AwaitDispatch(ctx))
+	require.NoError(t, follower.Follow(ctx))
 }
