@@ -316,8 +316,8 @@ func newCopySource(t *testing.T, _ *frameSource, c *Storage) *frameSource {
 }
 
 // copyDataDir copies a store's data directory in phases, each listing
-// the files anew: the hard state, the rest of raft/ (meta, confs, then
-// the index), the store's other files, the CommitLog last.
+// the files anew: the hard state, the store's other files, the rest of
+// raft/ (meta, confs, then the index), the CommitLog last.
 func copyDataDir(t *testing.T, from, to string) {
 	t.Helper()
 	rank := func(p string) int {
@@ -326,13 +326,16 @@ func copyDataDir(t *testing.T, from, to string) {
 		case rel == filepath.Join(raftDirName, hardName):
 			return 0
 		case strings.HasPrefix(rel, raftDirName+string(filepath.Separator)+indexDirName):
-			return 2
+			return 3
 		case strings.HasPrefix(rel, raftDirName):
-			return 1
+			return 2
 		case strings.HasPrefix(rel, "commitlog"):
 			return 4
 		}
-		return 3
+		// The store's own files (its checkpoint, queues and index) before
+		// the Raft index: a checkpoint is written after the entries it
+		// covers are indexed, so no image holds one newer than the index.
+		return 1
 	}
 	for phase := 0; phase <= 4; phase++ {
 		require.NoError(t, filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
