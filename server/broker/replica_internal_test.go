@@ -39,7 +39,7 @@ import (
 // run past every lease, retry and timer) and none is delivered after its
 // ack.
 func TestALiveFollowerIsTheBroker(t *testing.T) {
-	seeds := uint64(64)
+	seeds := uint64(32)
 	if os.Getenv("LONG") != "" {
 		seeds = 1000
 	}
