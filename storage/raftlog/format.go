@@ -236,7 +236,9 @@ func decodeConfs(b []byte) (map[uint64]confEntry, error) {
 		if uint64(len(rest)) < size || (typ != pb.EntryConfChange && typ != pb.EntryConfChangeV2) {
 			return nil, fmt.Errorf("%w: confs record %d", errFormat, k)
 		}
-		confs[i] = confEntry{term: term, typ: typ, data: append([]byte(nil), rest[:size]...)}
+		// Never nil: raft's configuration entries always carry data
+		// (possibly empty), and an entry's size counts a present field.
+		confs[i] = confEntry{term: term, typ: typ, data: append([]byte{}, rest[:size]...)}
 		rest = rest[size:]
 	}
 	if len(rest) != 0 {

@@ -724,7 +724,7 @@ func (s *Storage) Append(entries []*pb.Entry) error {
 	if confsChanged {
 		for k, pe := range entries {
 			if planned[k].typ != pb.EntryNormal {
-				s.confs[planned[k].index] = confEntry{term: planned[k].term, typ: planned[k].typ, data: slices.Clone(pe.GetData())}
+				s.confs[planned[k].index] = confEntry{term: planned[k].term, typ: planned[k].typ, data: append([]byte{}, pe.GetData()...)}
 			}
 		}
 		if err := s.writeConfsLocked(); err != nil {
