@@ -11,9 +11,7 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -296,23 +294,14 @@ func TestE2EConsoleLive(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "live.js"), []byte(consoleLiveScript), 0o644))
 	e := startE2E(t, withTrace, func(c *server.Config) { c.ShutdownTimeout = 5 * time.Second })
 
-	shots := os.Getenv("MQGATE_CONSOLE_SCREENSHOTS")
-	if shots != "" {
-		require.NoError(t, os.MkdirAll(shots, 0o755))
-		shots, _ = filepath.Abs(shots)
-	}
-	run := exec.CommandContext(ctx, node, "live.js", e.Base, shots)
-	run.Dir = dir
-	run.Env = append(os.Environ(), "HOME="+dir)
-	raw, err := run.Output()
-	require.NoError(t, err, "%s", raw)
+	shots := screenshotDir(t)
 	var out struct {
 		JSErrors []string       `json:"jsErrors"`
 		Overflow map[string]int `json:"overflow"`
 		Steps    map[string]any `json:"steps"`
 		Error    string         `json:"error"`
 	}
-	require.NoError(t, json.Unmarshal(raw, &out), "%s", raw)
+	runBrowserScript(t, ctx, dir, node, &out, "live.js", e.Base, shots)
 	t.Logf("console steps: %v", out.Steps)
 	require.Empty(t, out.JSErrors, "JS errors")
 	require.Empty(t, out.Error)

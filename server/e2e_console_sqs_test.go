@@ -13,7 +13,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -224,16 +223,7 @@ func TestE2EConsoleSQS(t *testing.T) {
 		require.Less(t, r.Status, 300, "%s", r.Body)
 	}
 
-	shots := os.Getenv("MQGATE_CONSOLE_SCREENSHOTS")
-	if shots != "" {
-		require.NoError(t, os.MkdirAll(shots, 0o755))
-		shots, _ = filepath.Abs(shots)
-	}
-	run := exec.CommandContext(ctx, node, "sqs.js", e.Base, off.Base, adminSecret, consumerSecret, shots)
-	run.Dir = dir
-	run.Env = append(os.Environ(), "HOME="+dir)
-	raw, err := run.Output()
-	require.NoError(t, err, "%s", raw)
+	shots := screenshotDir(t)
 	var out struct {
 		JSErrors []string       `json:"jsErrors"`
 		Overflow map[string]int `json:"overflow"`
@@ -268,7 +258,7 @@ func TestE2EConsoleSQS(t *testing.T) {
 		} `json:"steps"`
 		Error string `json:"error"`
 	}
-	require.NoError(t, json.Unmarshal(raw, &out), "%s", raw)
+	runBrowserScript(t, ctx, dir, node, &out, "sqs.js", e.Base, off.Base, adminSecret, consumerSecret, shots)
 	s := out.Steps
 	t.Logf("console SQS steps: %+v", s)
 	require.Empty(t, out.JSErrors, "JS errors")

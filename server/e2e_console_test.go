@@ -163,6 +163,30 @@ func installPlaywright(t *testing.T, ctx context.Context) (dir, node string) {
 	return dir, node
 }
 
+// runBrowserScript runs the script file (written into dir) with node and
+// decodes the JSON it prints into out.
+func runBrowserScript(t *testing.T, ctx context.Context, dir, node string, out any, script string, args ...string) {
+	t.Helper()
+	run := exec.CommandContext(ctx, node, append([]string{script}, args...)...)
+	run.Dir = dir
+	run.Env = append(os.Environ(), "HOME="+dir)
+	raw, err := run.Output()
+	require.NoError(t, err, "%s", raw)
+	require.NoError(t, json.Unmarshal(raw, out), "%s", raw)
+}
+
+// screenshotDir is MQGATE_CONSOLE_SCREENSHOTS made absolute and created
+// ("" when unset: no screenshots).
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	shots := os.Getenv("MQGATE_CONSOLE_SCREENSHOTS")
+	if shots != "" {
+		require.NoError(t, os.MkdirAll(shots, 0o755))
+		shots, _ = filepath.Abs(shots)
+	}
+	return shots
+}
+
 // TestE2EConsoleSignIn: in chromium, the console asks for an account
 // with its own form and no error banner before the user tried (no 401 of
 // its calls carries WWW-Authenticate, so the browser never shows its
@@ -178,11 +202,6 @@ func TestE2EConsoleSignIn(t *testing.T) {
 
 	e := startAuthE2E(t, newACL(t, matrixACL(t)), func(c *server.Config) { c.ShutdownTimeout = 5 * time.Second })
 	shot := filepath.Join(dir, "console.png")
-	run := exec.CommandContext(ctx, node, "console.js", e.Base, "admin", adminSecret, shot)
-	run.Dir = dir
-	run.Env = append(os.Environ(), "HOME="+dir)
-	raw, err := run.Output()
-	require.NoError(t, err, "%s", raw)
 	var out struct {
 		Unauthorized          []string `json:"unauthorized"`
 		APICalls              int      `json:"apiCalls"`
@@ -201,7 +220,7 @@ func TestE2EConsoleSignIn(t *testing.T) {
 		GroupUpdated          string   `json:"groupUpdated"`
 		Error                 string   `json:"error"`
 	}
-	require.NoError(t, json.Unmarshal(raw, &out), "%s", raw)
+	runBrowserScript(t, ctx, dir, node, &out, "console.js", e.Base, "admin", adminSecret, shot)
 	require.Empty(t, out.Error)
 	t.Logf("console: %d API calls, %d with Basic, 401s: %q; screenshot %s", out.APICalls, out.APICallsWithBasic, out.Unauthorized, shot)
 	require.True(t, out.LoginShownAtStart)
