@@ -217,9 +217,10 @@
 // matched on the ConsumeQueue's tag hash before a record is read, the SQL
 // filter (sqlfilter.go) on the decoded properties after. What either
 // refuses is marked consumed for the group (markSkipped), so the group's
-// offset moves past it: an ack entry in an rmq_sys_OFFSET record written
-// after the pull's lock, without waiting for its flush (a skip lost with
-// the log's tail is derived again by the next pull past it). The
+// offset moves past it: an ack entry in an rmq_sys_OFFSET record appended
+// in one batch with the pull's lease record, before the pop state's lock
+// is released and without waiting for its flush (a skip lost with the
+// log's tail is derived again by the next pull past it). The
 // retry view applies the subscription's filters to the retry copies, which
 // carry the original's tag and properties.
 //

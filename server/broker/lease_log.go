@@ -392,45 +392,58 @@ func (s *leaseStages) wait() error {
 }
 
 func (b *Broker) appendLeasesStaged(n *leaseNotes) (func() error, error) {
-	body, err := encodeLeaseRecord(n.rec)
+	m, err := b.leaseMessage(n)
 	if err != nil {
 		return nil, err
 	}
-	msgs := []*message.Message{{Topic: leaseTopic, Body: body, BornTimestamp: b.clock.Now().UnixMilli()}}
-	var res [1]storage.PutResult
-	w, err := b.store.PutClassStaged(storage.ClassSystem, msgs, res[:])
+	w, err := b.store.PutClassStaged(storage.ClassSystem, []*message.Message{m}, make([]storage.PutResult, 1))
 	if err != nil {
 		return nil, mapStoreErr(err)
 	}
 	return func() error { return mapStoreErr(w()) }, nil
 }
 
-// writeGrants appends a pull's grants as one rmq_sys_LEASE record without
-// waiting for its flush (Store.PutClassNoWait): once it returns the record
-// outlives a crash of the process, and a crash of the machine once the
-// next flush lands (the next ack's or send's, at the latest
-// commitlog.LazyFlushDelay later; always before any later reply that
-// waited for a flush). A grant lost that way only delivers its
-// message again at once, as before leases were records; waiting would
-// cost every pull a flush (ARCHITECTURE.md, pull).
-func (b *Broker) writeGrants(n *leaseNotes) error {
-	return b.appendLeases(n, b.store.PutClassNoWait)
-}
-
-func (b *Broker) appendLeases(n *leaseNotes, put func(storage.Class, []*message.Message, []storage.PutResult) error) error {
-	if n.empty() {
-		return nil
-	}
+// leaseMessage is n's changes as one rmq_sys_LEASE message.
+func (b *Broker) leaseMessage(n *leaseNotes) (*message.Message, error) {
 	body, err := encodeLeaseRecord(n.rec)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	msgs := []*message.Message{{Topic: leaseTopic, Body: body, BornTimestamp: b.clock.Now().UnixMilli()}}
-	var res [1]storage.PutResult
-	if err := put(storage.ClassSystem, msgs, res[:]); err != nil {
-		return mapStoreErr(err)
+	return &message.Message{Topic: leaseTopic, Body: body, BornTimestamp: b.clock.Now().UnixMilli()}, nil
+}
+
+// writeGrants appends a pull's grants as one rmq_sys_LEASE record, and in
+// the same batch the offsets its filters passed over (markSkipped) as one
+// rmq_sys_OFFSET record, without waiting for the flush
+// (Store.PutClassNoWait): once it returns the records outlive a crash of
+// the process, and a crash of the machine once the next flush lands (the
+// next ack's or send's, at the latest commitlog.LazyFlushDelay later;
+// always before any later reply that waited for a flush). A grant lost
+// that way only delivers its message again at once, as before leases were
+// records, and a skip is derived again by the next pull past it; waiting
+// would cost every pull a flush (ARCHITECTURE.md, pull). The skips are
+// applied before they are appended, so an offsets snapshot taken between
+// the two only covers less than it holds (replay is idempotent).
+func (b *Broker) writeGrants(n *leaseNotes, skips offset.Record) error {
+	var msgs []*message.Message
+	if !n.empty() {
+		m, err := b.leaseMessage(n)
+		if err != nil {
+			return err
+		}
+		msgs = append(msgs, m)
 	}
-	return nil
+	if len(skips.Entries) > 0 {
+		m, err := progressMessage(skips, b.clock.Now().UnixMilli())
+		if err != nil {
+			return err
+		}
+		msgs = append(msgs, m)
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return mapStoreErr(b.store.PutClassNoWait(storage.ClassSystem, msgs, make([]storage.PutResult, len(msgs))))
 }
 
 // grantsFailedLocked undoes the leases a pull granted when their record could

@@ -35,7 +35,7 @@ type popState struct {
 	wake     chan struct{} // closed when a deferred ordered message is freed (orderly.go)
 	notes    leaseNotes    // lease changes to append before the lock is released (lease_log.go)
 	// skips: offsets the filters passed over, applied as consumed and
-	// recorded once the lock is released (markSkipped).
+	// appended with the grants before the lock is released (markSkipped).
 	skips offset.Record
 }
 
@@ -428,18 +428,20 @@ func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max
 			break
 		}
 	}
-	// The grants are recorded under the lock they were made under (without
-	// waiting for a flush), so the log holds lease changes in their order.
+	// The grants and skips are recorded under the lock they were made
+	// under (one append, without waiting for a flush), so the log holds
+	// them in their order.
 	notes, skips := ps.takeNotes(), ps.skips
 	ps.skips = offset.Record{}
-	if lerr := b.writeGrants(notes); lerr != nil {
-		b.grantsFailedLocked(ps, notes)
-		out, err = nil, lerr
+	if lerr := b.writeGrants(notes, skips); lerr != nil {
+		if notes.empty() {
+			b.log.Warn().Err(lerr).Msg("recording the offsets a pull's filters passed over failed; the next pull past them derives them again")
+		} else {
+			b.grantsFailedLocked(ps, notes)
+			out, err = nil, lerr
+		}
 	}
 	ps.mu.Unlock()
-	if serr := b.writeSkips(skips); serr != nil {
-		b.log.Warn().Err(serr).Msg("recording the offsets a pull's filters passed over failed; the next pull past them derives them again")
-	}
 	if len(failed) > 0 {
 		if serr := b.sendBack(group.Name, failed); serr != nil && err == nil {
 			err = serr
@@ -490,34 +492,14 @@ func (b *Broker) takeExpired(ps *popState, c *cursor, v queueView, now time.Time
 	return expired, nextExpiry
 }
 
-// markSkipped records offsets the filters passed over as consumed, in
-// memory only: they are facts a replay derives again, so they need no
-// record of their own.
+// markSkipped applies offsets the filters passed over as consumed and
+// notes them in ps.skips, which popOnce appends with the pull's grants
+// (writeGrants); the caller holds ps.mu.
 func (b *Broker) markSkipped(ps *popState, key offset.Key, offs []int64) {
 	_, gen, _ := b.progress.Get(key)
 	e := offset.Entry{Kind: offset.KindAck, Key: key, Generation: gen, Offsets: offs}
 	b.progress.Apply(offset.Record{Entries: []offset.Entry{e}})
 	ps.skips.Entries = append(ps.skips.Entries, e)
-}
-
-// writeSkips appends the skips a pull noted (markSkipped) as one
-// rmq_sys_OFFSET record, without waiting for its flush as the pull's
-// grants: a skip lost with an unflushed tail is derived again by the
-// next pull that reads past it.
-func (b *Broker) writeSkips(rec offset.Record) error {
-	if len(rec.Entries) == 0 {
-		return nil
-	}
-	m, err := progressMessage(rec, b.clock.Now().UnixMilli())
-	if err != nil {
-		return err
-	}
-	b.progressMu.RLock()
-	defer b.progressMu.RUnlock()
-	if err := b.store.PutClassNoWait(storage.ClassSystem, []*message.Message{m}, make([]storage.PutResult, 1)); err != nil {
-		return mapStoreErr(err)
-	}
-	return nil
 }
 
 // popQueue leases up to max messages of one queue under ps.mu: it aligns
