@@ -152,6 +152,8 @@ var (
 	kindNotReady        = problemKind{http.StatusServiceUnavailable, "not-ready", "Not ready", 1}
 	kindReadOnly        = problemKind{http.StatusServiceUnavailable, "storage-read-only", "Storage is read-only", 0}
 	kindFlushTimeout    = problemKind{http.StatusServiceUnavailable, "flush-timeout", "Flush timeout: write outcome unknown, retry with the same Idempotency-Key", 1}
+	kindNotLeader       = problemKind{http.StatusServiceUnavailable, "no-leader", "No leader: retry", 1}
+	kindOutcomeUnknown  = problemKind{http.StatusServiceUnavailable, "write-outcome-unknown", "Write outcome unknown: the leadership changed; retry with the same Idempotency-Key", 1}
 	kindTimeout         = problemKind{http.StatusGatewayTimeout, "timeout", "Request timed out", 1}
 	kindHTTPVersion     = problemKind{http.StatusHTTPVersionNotSupported, "http-version-not-supported", "HTTP version not supported", 0}
 	kindDiskFull        = problemKind{http.StatusInsufficientStorage, "disk-full", "Disk full", 5}
@@ -204,6 +206,8 @@ var sentinelKinds = []struct {
 	{ErrNotReady, kindNotReady},
 	{broker.ErrReadOnly, kindReadOnly},
 	{broker.ErrFlushTimeout, kindFlushTimeout},
+	{broker.ErrOutcomeUnknown, kindOutcomeUnknown},
+	{broker.ErrNotLeader, kindNotLeader},
 	{ErrHTTPVersion, kindHTTPVersion},
 	{broker.ErrDiskFull, kindDiskFull},
 	{broker.ErrQuotaExceeded, kindQuota},

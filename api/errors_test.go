@@ -41,6 +41,8 @@ func TestErrorMapping(t *testing.T) {
 		{broker.ErrShuttingDown, 503, "shutting-down", "5"},
 		{broker.ErrReadOnly, 503, "storage-read-only", ""},
 		{broker.ErrFlushTimeout, 503, "flush-timeout", "1"},
+		{broker.ErrOutcomeUnknown, 503, "write-outcome-unknown", "1"},
+		{broker.ErrNotLeader, 503, "no-leader", "1"},
 		{broker.ErrDiskFull, 507, "disk-full", "5"},
 		{api.ErrMalformedRequest, 400, "malformed-request", ""},
 		{api.ErrUnsupportedMediaType, 415, "unsupported-media-type", ""},

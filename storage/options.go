@@ -47,6 +47,11 @@ type Options struct {
 	// DispatchLimit is the first limit of HoldDispatch (a CommitLog
 	// offset).
 	DispatchLimit int64
+	// Replicated makes the store a replica of a Raft group whose writers
+	// append only while it leads (replicate.go): it opens fenced, and a
+	// write that waits is answered once the commit point (the dispatch
+	// limit) passed it. It implies HoldDispatch.
+	Replicated bool
 	// CheckpointInterval is how often derived files are flushed and the
 	// checkpoint rewritten. Default 1 s.
 	CheckpointInterval time.Duration

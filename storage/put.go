@@ -130,7 +130,12 @@ func (s *Store) PutClass(class Class, ms []*message.Message, res []PutResult) er
 		res[0] = r
 		return err
 	}
-	return s.putBatch(class, ms, res, s.commitLog.AppendBatchUse)
+	epoch, err := s.putBatch(class, ms, res, s.commitLog.AppendBatchUse)
+	if err != nil || len(res) == 0 {
+		return err
+	}
+	last := res[len(res)-1]
+	return s.waitCommit(last.PhysicalOffset+int64(last.Size), epoch)
 }
 
 // PutClassNoWait is PutClass that does not wait for the flush in sync mode
@@ -139,8 +144,12 @@ func (s *Store) PutClass(class Class, ms []*message.Message, res []PutResult) er
 // flush, the next waiting append's or at the latest
 // commitlog.LazyFlushDelay later. Only for records whose loss repeats work and
 // never loses a message: the broker's lease records.
+//
+// On a replicated store it does not wait for the commit point either
+// (WaitCommitted does).
 func (s *Store) PutClassNoWait(class Class, ms []*message.Message, res []PutResult) error {
-	return s.putBatch(class, ms, res, s.commitLog.AppendBatchNoWaitUse)
+	_, err := s.putBatch(class, ms, res, s.commitLog.AppendBatchNoWaitUse)
+	return err
 }
 
 // PutClassStaged is PutClass in two steps (commitlog.AppendBatchStagedUse):
@@ -150,7 +159,7 @@ func (s *Store) PutClassNoWait(class Class, ms []*message.Message, res []PutResu
 // record, and waits after releasing it.
 func (s *Store) PutClassStaged(class Class, ms []*message.Message, res []PutResult) (wait func() error, err error) {
 	end := int64(-1)
-	err = s.putBatch(class, ms, res, func(u commitlog.Use, es []commitlog.Encoder, ar []commitlog.AppendResult) error {
+	epoch, err := s.putBatch(class, ms, res, func(u commitlog.Use, es []commitlog.Encoder, ar []commitlog.AppendResult) error {
 		var aerr error
 		end, aerr = s.commitLog.AppendBatchStagedUse(u, es, ar)
 		return aerr
@@ -162,34 +171,45 @@ func (s *Store) PutClassStaged(class Class, ms []*message.Message, res []PutResu
 		if end < 0 {
 			return nil
 		}
-		return s.WaitDurable(end)
+		if err := s.WaitFlushed(end); err != nil {
+			return err
+		}
+		return s.waitCommit(end, epoch)
 	}, nil
 }
 
-func (s *Store) putBatch(class Class, ms []*message.Message, res []PutResult, appendBatch func(commitlog.Use, []commitlog.Encoder, []commitlog.AppendResult) error) error {
+// putBatch appends ms with appendBatch and says the epoch of a
+// replicated store's append (replicate.go).
+func (s *Store) putBatch(class Class, ms []*message.Message, res []PutResult, appendBatch func(commitlog.Use, []commitlog.Encoder, []commitlog.AppendResult) error) (uint64, error) {
 	if len(res) != len(ms) {
-		return fmt.Errorf("%w: %d results for %d messages", ErrInvalidMessage, len(res), len(ms))
+		return 0, fmt.Errorf("%w: %d results for %d messages", ErrInvalidMessage, len(res), len(ms))
 	}
 	use, err := s.checkWritable(class)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	encs := make([]commitlog.Encoder, len(ms))
 	for i, m := range ms {
 		size, err := s.prepare(m)
 		if err != nil {
-			return fmt.Errorf("message %d: %w", i, err)
+			return 0, fmt.Errorf("message %d: %w", i, err)
 		}
 		encs[i] = &putEncoder{store: s, msg: m, size: size}
 	}
+	epoch, release, err := s.appendEpoch()
+	if err != nil {
+		return 0, err
+	}
 	appended := make([]commitlog.AppendResult, len(ms))
-	if err := appendBatch(use, encs, appended); err != nil {
-		return s.mapAppendErr(err)
+	err = appendBatch(use, encs, appended)
+	release()
+	if err != nil {
+		return 0, s.mapAppendErr(err)
 	}
 	for i, m := range ms {
 		res[i] = s.result(m, appended[i])
 	}
-	return nil
+	return epoch, nil
 }
 
 func (s *Store) put(class Class, m *message.Message) (PutResult, error) {
@@ -201,15 +221,20 @@ func (s *Store) put(class Class, m *message.Message) (PutResult, error) {
 	if err != nil {
 		return PutResult{}, err
 	}
+	epoch, release, err := s.appendEpoch()
+	if err != nil {
+		return PutResult{}, err
+	}
 	enc := s.encoders.Get().(*putEncoder)
 	enc.msg, enc.size = m, size
 	res, err := s.commitLog.AppendUse(use, enc)
+	release()
 	enc.msg = nil
 	s.encoders.Put(enc)
 	if err != nil {
 		return PutResult{}, s.mapAppendErr(err)
 	}
-	return s.result(m, res), nil
+	return s.result(m, res), s.waitCommit(res.Offset+int64(res.Size), epoch)
 }
 
 func (s *Store) result(m *message.Message, r commitlog.AppendResult) PutResult {

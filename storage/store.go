@@ -90,6 +90,8 @@ type Store struct {
 	// and truncMu serialises TruncateFrom with checkpoints (truncate.go).
 	dispatchCap atomic.Int64
 	truncMu     sync.Mutex
+	// gate is a replicated store's commit point and fence (replicate.go).
+	gate commitGate
 
 	closing      chan struct{}      // stops the dispatcher
 	dispatcher   *worker.Service    // dispatchLoop
@@ -135,6 +137,11 @@ func Open(opts Options) (*Store, error) {
 	s.repairs.bad = make(map[queueKey]badEntry)
 	s.repairs.wake = make(chan struct{}, 1)
 	s.dispatchCap.Store(math.MaxInt64)
+	if opts.Replicated {
+		opts.HoldDispatch = true
+		s.opts.HoldDispatch = true
+		s.gate.fenced = true // the commit point is raised by the owner's first SetDispatchLimit
+	}
 	if opts.HoldDispatch {
 		s.dispatchCap.Store(max(opts.DispatchLimit, 0))
 	}

@@ -27,6 +27,9 @@ func (s *Store) SetDispatchLimit(offset int64) {
 		return
 	}
 	s.dispatchCap.Store(offset)
+	if s.opts.Replicated {
+		s.advanceCommit(offset)
+	}
 	select { // wake the dispatcher (its loop also serves rebuilds)
 	case s.repairs.wake <- struct{}{}:
 	default:
@@ -96,6 +99,9 @@ func (s *Store) TruncateFrom(offset int64) error {
 		s.scrub.status.Position = offset
 	}
 	s.scrub.mu.Unlock()
+	if s.opts.Replicated {
+		s.cutTail(offset)
+	}
 	s.log.Info().Int64("offset", offset).Int64("cut", end-offset).Msg("truncated the log")
 	return nil
 }

@@ -635,6 +635,10 @@ func mapStoreErr(err error) error {
 		return storeErr(ErrOffsetOutOfRange, err, storage.ErrOffsetOutOfRange)
 	case errors.Is(err, storage.ErrNotFound):
 		return storeErr(ErrMessageNotFound, err, nil)
+	case errors.Is(err, storage.ErrUnknownOutcome):
+		return storeErr(ErrOutcomeUnknown, err, nil)
+	case errors.Is(err, storage.ErrNotLeader):
+		return storeErr(ErrNotLeader, err, nil)
 	}
 	return err
 }

@@ -35,6 +35,15 @@ var (
 	// ErrFlushTimeout: the write was appended but its flush did not finish
 	// in time; the outcome is unknown to the caller.
 	ErrFlushTimeout = errors.New("flush timeout: the write may or may not be stored")
+	// ErrNotLeader: this replica of a cluster does not lead now (or has
+	// not applied its log yet): nothing was written. Retryable; the
+	// server forwards requests to the leader, so a client sees it only
+	// while there is none.
+	ErrNotLeader = errors.New("no leader: this node does not lead the cluster now; retry")
+	// ErrOutcomeUnknown: the write was appended on the leader, which
+	// stopped leading before it was committed on a majority: the next
+	// leader may or may not hold it. Retry with the same idempotency key.
+	ErrOutcomeUnknown = errors.New("the leadership changed before the write was committed: it may or may not be stored; retry with the same Idempotency-Key")
 	// ErrOffsetOutOfRange: the requested queue offset is outside the
 	// queue's kept range.
 	ErrOffsetOutOfRange = errors.New("offset out of range")

@@ -442,6 +442,15 @@ func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max
 		}
 	}
 	ps.mu.Unlock()
+	if len(out) > 0 && b.store.Replicated() {
+		// A replica's grants are answered once their lease record is
+		// committed: that proves this replica still led when it granted
+		// them, so a deposed leader never delivers a message the new one
+		// has had acknowledged (ARCHITECTURE.md, "Three replicas").
+		if werr := b.store.WaitCommitted(b.store.WriteOffset()); werr != nil && err == nil {
+			out, err = nil, mapStoreErr(werr)
+		}
+	}
 	if len(failed) > 0 {
 		if serr := b.sendBack(group.Name, failed); serr != nil && err == nil {
 			err = serr

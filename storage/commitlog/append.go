@@ -94,6 +94,10 @@ func (l *Log) writeStagedLocked() error {
 		return err
 	}
 	l.written.Store(l.writePos)
+	select {
+	case l.appended <- struct{}{}:
+	default:
+	}
 	return nil
 }
 

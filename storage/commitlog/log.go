@@ -174,6 +174,7 @@ type Log struct {
 	kick       chan struct{} // cap 1: appenders wake the flusher
 	lazy       chan struct{} // cap 1: a no-wait append wants a flush within LazyFlushDelay
 	notify     chan struct{} // cap 1: see Notify
+	appended   chan struct{} // cap 1: see AppendSignal
 	gw         groupWait     // appenders end the flusher's waitForGroup
 
 	alloc *allocator
@@ -216,6 +217,8 @@ func Open(opts Options) (*Log, error) {
 		kick:   make(chan struct{}, 1),
 		lazy:   make(chan struct{}, 1),
 		notify: make(chan struct{}, 1),
+
+		appended: make(chan struct{}, 1),
 	}
 	l.gw.full = make(chan struct{}, 1)
 	if err := l.recover(); err != nil {
@@ -238,6 +241,11 @@ func (l *Log) Recovery() RecoveryReport { return l.recovery }
 // Written is the end of the appended data: every frame below it is complete
 // in the file (and readable through the mapping).
 func (l *Log) Written() int64 { return l.written.Load() }
+
+// AppendSignal receives (capacity 1, so several raises may be one
+// receive) after Written rose by an append: the Raft node loop of a
+// replicated store proposes what the writers appended (storage/shard).
+func (l *Log) AppendSignal() <-chan struct{} { return l.appended }
 
 // Flushed is the end of the durable data.
 func (l *Log) Flushed() int64 { return l.flushed.Load() }

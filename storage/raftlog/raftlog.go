@@ -54,7 +54,9 @@ const DefaultIndexFileEntries = 1 << 16
 // Options configure Open.
 type Options struct {
 	// Store are the options of the store whose CommitLog is the Raft log;
-	// Open sets HoldDispatch and DispatchLimit itself.
+	// Open sets HoldDispatch and DispatchLimit itself. With
+	// Store.Replicated the store's own writers append while the replica
+	// leads (storage's replicate.go; package shard proposes their frames).
 	Store storage.Options
 	// IndexFileEntries is the number of entries per index file
 	// (DefaultIndexFileEntries; tests use small ones).
@@ -777,7 +779,7 @@ func (s *Storage) Append(entries []*pb.Entry) error {
 		// Only verified frames: make them durable beside the index.
 		synced := make(chan error, 1)
 		go func() { synced <- s.index.syncTail() }()
-		err := s.store.WaitDurable(verifiedEnd)
+		err := s.store.WaitFlushed(verifiedEnd)
 		if serr := <-synced; serr != nil {
 			return serr
 		}

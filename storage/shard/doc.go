@@ -80,6 +80,26 @@
 // holds (a commit-only change is not synced): those entries were
 // committed, and raft learns the commit point again.
 //
+// # Writers of the store
+//
+// The store is opened Replicated (storage's replicate.go): besides Put,
+// its own writers — the broker, writing as it does on a single node —
+// append to it while this replica serves, and the loop proposes what
+// they appended, in log order, as one entry per turn (the store's
+// AppendSignal wakes it; the frames are read back with ReadFrameRange
+// and verified in place when the entry is persisted, as for Put). A
+// writer's wait (sync mode) ends once the commit point passes its
+// records. The store is fenced — appends refused with ErrNotLeader — on
+// every replica that does not serve: from Open, and from the moment a
+// leader is deposed (before the Ready that deposes it is persisted) or
+// raft refuses a proposal; the fence waits for the appends in flight and
+// answers the waiting writes with ErrUnknownOutcome, and the frames no
+// entry took are cut (DropUnindexed) before serving again. With
+// Options.Owned the fence is lifted by the owner (Serve) once this
+// replica leads in a generation (Status.Gen), CommitIndex reached the
+// leader's first entry (LeadIndex) and the owner applied the log;
+// without it, as soon as the replica leads.
+//
 // # Left for the network transport and the broker
 //
 // Transport is an interface: the in-memory one of the tests is seeded

@@ -60,6 +60,18 @@ type node struct {
 	persisting bool
 	cutAt      int64
 
+	// The store's writers (doc.go, "Writers of the store"): while serving
+	// (leading, fence lifted) the loop proposes what they appended past
+	// proposedEnd. gen counts leaderships gained and lost; leadIndex is
+	// the first index of this leader's term; autoUnfence lifts the fence
+	// as soon as this replica leads (no owner to apply the log first).
+	store       *storage.Store
+	serving     bool
+	proposedEnd int64
+	gen         uint64
+	leadIndex   uint64
+	autoUnfence bool
+
 	// counters, for tests and Status
 	readies, proposals, entries uint64
 	overlapped                  uint64 // Readies persisted beside proposals (pipelined)
@@ -93,7 +105,9 @@ func newNode(id uint64, peers []uint64, log *raftlog.Storage, cfg raft.Config, s
 			return nil, fmt.Errorf("shard: bootstrap: %w", err)
 		}
 	}
-	n := &node{id: id, rn: rn, log: log, send: send, placed: map[uint64]*proposal{}, term: hs.GetTerm(), commit: hs.GetCommit(), cutAt: -1}
+	n := &node{id: id, rn: rn, log: log, send: send, placed: map[uint64]*proposal{}, term: hs.GetTerm(), commit: hs.GetCommit(), cutAt: -1,
+		store: log.Store(), autoUnfence: true}
+	n.store.Fence() // a replica writes nothing of its own until it leads
 	return n, nil
 }
 
@@ -119,6 +133,10 @@ func (n *node) step(m *pb.Message) error {
 // store's only writer, so they are the log's tail) and fails p with a
 // definite error.
 func (n *node) propose(p *proposal) {
+	if p == proposeWrittenSignal {
+		n.proposeWritten(nil)
+		return
+	}
 	defer close(p.taken)
 	if n.failed != nil {
 		p.finish(fmt.Errorf("%w: %w", ErrStopped, n.failed))
@@ -133,14 +151,43 @@ func (n *node) propose(p *proposal) {
 		p.finish(fmt.Errorf("%w: leadership is being transferred to %d", ErrDropped, st.LeadTransferee))
 		return
 	}
-	store := n.log.Store()
-	start := store.WriteOffset()
-	err := store.PutClassNoWait(p.class, p.msgs, p.res)
-	end := store.WriteOffset()
-	var data []byte
-	if err == nil {
-		data, err = store.ReadFrameRange(start, end, make([]byte, 0, end-start))
+	if !n.serving {
+		p.finish(fmt.Errorf("%w: this replica leads but has not applied its log yet", ErrNotLeader))
+		return
 	}
+	if err := n.store.PutClassNoWait(p.class, p.msgs, p.res); err != nil {
+		p.finish(err)
+		return
+	}
+	n.proposeWritten(p)
+}
+
+// proposeWrittenSignal is the proposal the loop hands to propose when the
+// store's writers appended (the store's AppendSignal).
+var proposeWrittenSignal = &proposal{}
+
+// proposeWritten proposes, as one entry, the frames the store's writers
+// (this loop's Puts among them) appended past the last proposal: offsets,
+// queue offsets and store time were decided once, by the leader, in log
+// order. p, when not nil, is the Put whose frames the entry holds. A
+// proposal raft refuses cuts the frames again (under the fence, so no
+// writer is appending): their writers learn an unknown outcome, p that
+// it was dropped.
+func (n *node) proposeWritten(p *proposal) {
+	if n.failed != nil || !n.serving {
+		if p != nil {
+			p.finish(fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrStopped))
+		}
+		return
+	}
+	start, end := n.proposedEnd, n.store.WriteOffset()
+	if end <= start {
+		if p != nil {
+			p.finish(fmt.Errorf("shard: the put's frames are not past the last proposal (%d)", start))
+		}
+		return
+	}
+	data, err := n.store.ReadFrameRange(start, end, make([]byte, 0, end-start))
 	if err == nil {
 		err = n.rn.Propose(data)
 		if errors.Is(err, raft.ErrProposalDropped) {
@@ -148,21 +195,57 @@ func (n *node) propose(p *proposal) {
 		}
 	}
 	if err != nil {
-		if end > start {
-			if n.persisting {
-				// The Raft log is persisting a Ready: cut once it is done
-				// (and take nothing more until then).
-				n.cutAt = start
-			} else if terr := store.TruncateFrom(start); terr != nil {
-				n.fail(fmt.Errorf("shard: cut the frames of a refused proposal at %d: %w", start, terr))
-			}
+		// Stop serving (the writers get an unknown outcome) and give the
+		// frames back; an owner applies the log again before serving.
+		n.stopServing()
+		if n.persisting {
+			// The Raft log is persisting a Ready: cut once it is done
+			// (and take nothing more until then).
+			n.cutAt = start
+		} else if terr := n.store.TruncateFrom(start); terr != nil {
+			n.fail(fmt.Errorf("shard: cut the frames of a refused proposal at %d: %w", start, terr))
 		}
-		p.finish(err)
+		if p != nil {
+			p.finish(err)
+		}
 		return
 	}
 	n.proposals++
-	p.term, p.start, p.end = st.GetTerm(), start, end
-	n.unplaced = append(n.unplaced, p)
+	n.proposedEnd = end
+	if p != nil {
+		p.term, p.start, p.end = n.rn.BasicStatus().GetTerm(), start, end
+		n.unplaced = append(n.unplaced, p)
+	}
+}
+
+// stopServing fences the store (no writer appends from here on; those
+// waiting above the commit point get an unknown outcome) and starts a
+// new generation: an owner that lifts the fence again applies the log
+// first.
+func (n *node) stopServing() {
+	if !n.serving {
+		return
+	}
+	n.store.Fence()
+	n.serving = false
+	n.gen++
+}
+
+// startServing lifts the fence of a leader whose owner applied the log
+// (or at once, autoUnfence): the bytes no entry took are cut first, and
+// the writers' frames are proposed from the log's end.
+func (n *node) startServing() error {
+	if n.serving || n.failed != nil || n.rn.BasicStatus().RaftState != raft.StateLeader {
+		return fmt.Errorf("%w: not leading now", ErrNotLeader)
+	}
+	if _, err := n.log.DropUnindexed(); err != nil {
+		n.fail(err)
+		return err
+	}
+	n.proposedEnd = n.log.NextOffset()
+	n.store.Unfence()
+	n.serving = true
+	return nil
 }
 
 func (n *node) notLeader(lead uint64) error {
@@ -209,6 +292,11 @@ func (n *node) processReadies(during func(persisting func() error) error) (int, 
 	for n.rn.HasReady() {
 		leader := n.rn.BasicStatus().RaftState == raft.StateLeader
 		rd := n.rn.Ready()
+		if rd.SoftState != nil && rd.SoftState.RaftState != raft.StateLeader {
+			// Deposed: the fence goes up before anything of this Ready is
+			// persisted (it may cut the tail the writers are waiting on).
+			n.stopServing()
+		}
 		var err error
 		switch {
 		case during != nil && n.pipelined(rd, leader):
@@ -242,9 +330,17 @@ func (n *node) processReadies(during func(persisting func() error) error) (int, 
 		}
 		n.unplaced = nil
 	}
+	if n.serving {
+		// Nothing past the last entry is stale: the writers' frames past
+		// the last proposal are proposed at the next AppendSignal.
+		return k, nil
+	}
 	if _, err := n.log.DropUnindexed(); err != nil {
 		n.fail(err)
 		return k, err
+	}
+	if n.autoUnfence && n.state == raft.StateLeader {
+		_ = n.startServing()
 	}
 	return k, nil
 }
@@ -332,6 +428,12 @@ func (n *node) finish(rd raft.Ready, applyCommitted bool) error {
 	if rd.SoftState != nil {
 		wasLeader := n.state == raft.StateLeader
 		n.lead, n.state = rd.SoftState.Lead, rd.SoftState.RaftState
+		if !wasLeader && n.state == raft.StateLeader {
+			// The leader's empty entry of its term is in this Ready:
+			// once it is committed, so is everything before it.
+			n.gen++
+			n.leadIndex, _ = n.log.LastIndex()
+		}
 		if wasLeader && n.state != raft.StateLeader {
 			// Deposed: what it proposed may or may not commit under the
 			// next leader.
@@ -410,7 +512,7 @@ func (n *node) status() Status {
 		ID: n.id, Leader: n.lead, Role: roleName(n.state), Term: n.term,
 		CommitIndex: n.commit, AppliedIndex: n.applied,
 		CommitOffset: n.log.CommitOffset(), Readies: n.readies, Proposals: n.proposals, Entries: n.entries,
-		Overlapped: n.overlapped,
+		Overlapped: n.overlapped, Gen: n.gen, LeadIndex: n.leadIndex, Serving: n.serving,
 	}
 }
 

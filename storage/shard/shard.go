@@ -102,6 +102,11 @@ type Options struct {
 	// Logger gets the shard's lines; RaftLogger raft's (nil: discarded).
 	Logger     zerolog.Logger
 	RaftLogger raft.Logger
+	// Owned: the store's writers have an owner (the broker) that applies
+	// the log before it writes, and lifts the fence itself (Serve) once
+	// this replica leads and has applied it. Without it the fence is
+	// lifted as soon as this replica leads (Put's own use).
+	Owned bool
 }
 
 func (o *Options) setDefaults() error {
@@ -164,6 +169,14 @@ type Status struct {
 	Proposals    uint64
 	Entries      uint64 // entries persisted
 	Overlapped   uint64 // Readies persisted while the loop took more Puts
+	// Gen counts the leaderships this replica gained and lost (and the
+	// times it stopped serving while leading); LeadIndex is the first
+	// index of its term while it leads: once CommitIndex reaches it, the
+	// whole log before it is committed. Serving: the store's writers may
+	// append (the fence is lifted).
+	Gen       uint64
+	LeadIndex uint64
+	Serving   bool
 }
 
 // Shard is one replica of a store whose writes go through Raft: it owns
@@ -175,6 +188,8 @@ type Shard struct {
 	node  *node
 	propc chan *proposal
 	recvc chan *pb.Message
+	servc chan serveRequest
+	rolec chan struct{} // capacity 1: Status().Gen changed
 	stopc chan struct{}
 	donec chan struct{}
 	ticks <-chan time.Time
@@ -195,6 +210,7 @@ func Open(opts Options) (*Shard, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
+	opts.Log.Store.Replicated = true
 	log, err := raftlog.Open(opts.Log)
 	if err != nil {
 		return nil, err
@@ -212,9 +228,11 @@ func Open(opts Options) (*Shard, error) {
 		opts: opts, log: log, node: n,
 		propc: make(chan *proposal, defaultProposalsPending),
 		recvc: make(chan *pb.Message, defaultInboxMessages),
+		servc: make(chan serveRequest), rolec: make(chan struct{}, 1),
 		stopc: make(chan struct{}), donec: make(chan struct{}),
 		ticks: opts.Ticks,
 	}
+	n.autoUnfence = !opts.Owned
 	if s.ticks == nil {
 		s.timer = time.NewTicker(opts.TickInterval)
 		s.ticks = s.timer.C
@@ -263,6 +281,10 @@ func (s *Shard) run() {
 			s.stepLogged(m)
 		case p := <-s.propc:
 			n.propose(p)
+		case <-n.store.AppendSignal():
+			n.proposeWritten(nil)
+		case r := <-s.servc:
+			r.done <- s.serve(r.gen)
 		}
 	drain:
 		for k := 0; k < s.opts.MaxProposals; k++ {
@@ -296,9 +318,54 @@ func (s *Shard) proposeWhilePersisting(persisting func() error) error {
 			return nil, err, true
 		case p := <-s.propc:
 			return p, nil, false
+		case <-s.node.store.AppendSignal():
+			return proposeWrittenSignal, nil, false
 		}
 	})
 }
+
+// serveRequest asks the loop to lift the fence for generation gen.
+type serveRequest struct {
+	gen  uint64
+	done chan error
+}
+
+// serve lifts the fence if this replica still leads in generation gen.
+func (s *Shard) serve(gen uint64) error {
+	n := s.node
+	if n.gen != gen {
+		return fmt.Errorf("%w: generation %d is over (now %d)", ErrNotLeader, gen, n.gen)
+	}
+	err := n.startServing()
+	s.publish()
+	return err
+}
+
+// Serve lifts the store's fence (Options.Owned): the owner saw this
+// replica lead in generation gen (Status().Gen), waited for CommitIndex
+// to reach LeadIndex and the dispatcher to reach CommitOffset, and
+// applied the log. It fails with ErrNotLeader when the generation is
+// over (the replica stopped leading since, or never led in it).
+func (s *Shard) Serve(ctx context.Context, gen uint64) error {
+	r := serveRequest{gen: gen, done: make(chan error, 1)}
+	select {
+	case s.servc <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.donec:
+		return ErrStopped
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-s.donec:
+		return ErrStopped
+	}
+}
+
+// RoleChanged receives (capacity 1) after Status().Gen changed: this
+// replica began or stopped leading (or serving).
+func (s *Shard) RoleChanged() <-chan struct{} { return s.rolec }
 
 func (s *Shard) stepLogged(m *pb.Message) {
 	if err := s.node.step(m); err != nil {
@@ -326,8 +393,15 @@ func (s *Shard) stopLoop(cause error) {
 func (s *Shard) publish() {
 	st := s.node.status()
 	s.statusMu.Lock()
+	changed := s.status.Gen != st.Gen
 	s.status = st
 	s.statusMu.Unlock()
+	if changed {
+		select {
+		case s.rolec <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Status is the replica's view of its group after the loop's last turn.
