@@ -1,0 +1,83 @@
+package peer
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/rs/zerolog"
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+// DefaultMaxBodyBytes bounds a batch's body at the handler.
+const DefaultMaxBodyBytes = 64 << 20
+
+// HandlerOptions configure Handler.
+type HandlerOptions struct {
+	// ID is this node's Raft id: a message addressed to another is refused.
+	ID uint64
+	// Secret, when not empty, must come as "Authorization: Bearer <Secret>"
+	// (401 otherwise).
+	Secret string
+	// MaxBodyBytes (64 MiB) bounds a body (413 above it).
+	MaxBodyBytes int64
+	// Logger gets the refusals (debug, rate limited).
+	Logger zerolog.Logger
+}
+
+// Handler serves POST MessagesPath: it checks the secret, reads the body
+// (bounded), decodes the batch strictly and hands each message to step
+// (Shard.Step, which does not block), then answers 204. A batch that
+// does not decode, or holds a message this node must not take (another
+// node's, a type replicas do not exchange), is a 400 and nothing of it is
+// stepped. Errors are text/plain.
+func Handler(step func(*pb.Message), opts HandlerOptions) http.Handler {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	log := opts.Logger.With().Str("component", "peer").Uint64("node", opts.ID).Logger().
+		Sample(&zerolog.BurstSampler{Burst: 5, Period: 10 * time.Second})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			http.Error(w, "only POST", http.StatusMethodNotAllowed)
+			return
+		}
+		if !Authorized(r, opts.Secret) {
+			log.Debug().Str("remote", r.RemoteAddr).Msg("raft batch refused: bad or missing peer secret")
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mqgate-peer"`)
+			http.Error(w, "the peer secret is missing or wrong", http.StatusUnauthorized)
+			return
+		}
+		if r.ContentLength > opts.MaxBodyBytes {
+			tooLarge(w, opts.MaxBodyBytes)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, opts.MaxBodyBytes))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				tooLarge(w, opts.MaxBodyBytes)
+				return
+			}
+			http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		msgs, err := decodeBatch(body, opts.ID)
+		if err != nil {
+			log.Debug().Err(err).Str("remote", r.RemoteAddr).Msg("raft batch refused")
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		for _, m := range msgs {
+			step(m)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+func tooLarge(w http.ResponseWriter, limit int64) {
+	http.Error(w, fmt.Sprintf("the batch is larger than %d bytes", limit), http.StatusRequestEntityTooLarge)
+}

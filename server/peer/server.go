@@ -1,0 +1,115 @@
+package peer
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// HTTP/2 settings of both ends. The receive windows are raised from
+// net/http's defaults so that a batch of a few MiB is not held back by
+// flow control on a link with some latency.
+const (
+	receiveBufferPerStream = 4<<20 - 1 // must be below 4 MiB
+	receiveBufferPerConn   = 4<<20 - 1
+	maxReadFrameSize       = 1 << 20
+	// A connection silent this long is pinged, and closed when the ping
+	// goes unanswered, so a peer that vanished without a FIN is noticed.
+	pingAfter   = 10 * time.Second
+	pingTimeout = 5 * time.Second
+)
+
+// NewServer is the peer port's server: HTTP/2 without TLS (h2c, prior
+// knowledge, as Client and the Transport speak it) and HTTP/1.1 beside it
+// (for tools), serving h. h is typically a mux holding Handler at
+// MessagesPath and the routes that forward client requests to the
+// leader. The caller runs Serve(listener) and Shutdown/Close.
+func NewServer(addr string, h http.Handler) *http.Server {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		Protocols:         &p,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		HTTP2: &http.HTTP2Config{
+			MaxReceiveBufferPerStream:     receiveBufferPerStream,
+			MaxReceiveBufferPerConnection: receiveBufferPerConn,
+			MaxReadFrameSize:              maxReadFrameSize,
+			SendPingTimeout:               pingAfter,
+			PingTimeout:                   pingTimeout,
+		},
+	}
+}
+
+// newH2CTransport speaks HTTP/2 without TLS only (prior knowledge): one
+// long-lived connection per peer carries every request, multiplexed.
+func newH2CTransport() *http.Transport {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	d := &net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Protocols:       &p,
+		DialContext:     d.DialContext,
+		IdleConnTimeout: 5 * time.Minute,
+		HTTP2: &http.HTTP2Config{
+			MaxReceiveBufferPerStream:     receiveBufferPerStream,
+			MaxReceiveBufferPerConnection: receiveBufferPerConn,
+			MaxReadFrameSize:              maxReadFrameSize,
+			SendPingTimeout:               pingAfter,
+			PingTimeout:                   pingTimeout,
+		},
+	}
+}
+
+// Client is an HTTP client for the peer port: h2c to "http://host:port"
+// URLs, with "Authorization: Bearer <secret>" on every request when
+// secret is not empty (it replaces an Authorization header the request
+// had: a forwarder that must carry a caller's credentials moves them to a
+// header of its own first). The server reuses it to forward requests to
+// the leader's peer address. Its connections stay open until
+// CloseIdleConnections.
+func Client(secret string) *http.Client {
+	return &http.Client{Transport: bearer{secret: secret, next: newH2CTransport()}}
+}
+
+// bearer adds the peer secret to each request.
+type bearer struct {
+	secret string
+	next   *http.Transport
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b.secret != "" {
+		r = r.Clone(r.Context()) // a RoundTripper must not change the caller's request
+		r.Header.Set("Authorization", "Bearer "+b.secret)
+	}
+	return b.next.RoundTrip(r)
+}
+
+// CloseIdleConnections lets http.Client.CloseIdleConnections reach the
+// h2c transport.
+func (b bearer) CloseIdleConnections() { b.next.CloseIdleConnections() }
+
+// Authorized reports whether r carries "Authorization: Bearer <secret>";
+// an empty secret authorizes everything. The comparison takes the same
+// time whatever the header holds (both sides are hashed first, so not
+// even the secret's length shows).
+func Authorized(r *http.Request, secret string) bool {
+	if secret == "" {
+		return true
+	}
+	h := r.Header.Get("Authorization")
+	const prefix = "Bearer "
+	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return false
+	}
+	got, want := sha256.Sum256([]byte(h[len(prefix):])), sha256.Sum256([]byte(secret))
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+}

@@ -1,0 +1,432 @@
+package peer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/mqgate/mqgate/internal/worker"
+)
+
+// Defaults of Options.
+const (
+	DefaultQueueMessages  = 4096
+	DefaultQueueBytes     = 64 << 20
+	DefaultMaxBatchBytes  = 8 << 20
+	DefaultRequestTimeout = 10 * time.Second
+	DefaultBackoffMin     = 50 * time.Millisecond
+	DefaultBackoffMax     = time.Second
+)
+
+// ErrConfig: the options cannot start a transport.
+var ErrConfig = errors.New("peer: invalid options")
+
+// Options configure NewTransport.
+type Options struct {
+	// ID is this node's Raft id (not 0); messages to it are not sent.
+	ID uint64
+	// Peers maps each other replica's id to the host:port of its peer
+	// listener (an entry for ID is ignored).
+	Peers map[uint64]string
+	// Secret, when not empty, goes with every request as
+	// "Authorization: Bearer <Secret>"; the peers' handlers check it.
+	Secret string
+	// Logger gets the transport's lines (failures at debug, rate limited).
+	Logger zerolog.Logger
+	// Unreachable, when set, is called from a peer's goroutine after a
+	// batch to it failed (the shard reports the peer unreachable to raft,
+	// which then probes it instead of streaming). It must not block.
+	Unreachable func(id uint64)
+	// QueueMessages (4096) and QueueBytes (64 MiB, counting entry and
+	// snapshot data) bound each peer's queue; Send drops what does not fit.
+	QueueMessages int
+	QueueBytes    int64
+	// MaxBatchBytes (8 MiB) bounds one request's body; a single message
+	// larger than it goes alone.
+	MaxBatchBytes int
+	// RequestTimeout (10 s) bounds one request, dial included.
+	RequestTimeout time.Duration
+	// BackoffMin (50 ms) and BackoffMax (1 s) space a failing peer's
+	// requests (doubling, jittered); what Send queues meanwhile waits in
+	// the queue (and is dropped when it overflows).
+	BackoffMin, BackoffMax time.Duration
+	// Client sends the requests (nil: Client(Secret)'s transport, owned
+	// and closed by the Transport). A Client given here must speak h2c to
+	// the peers and add the secret itself; Close leaves it open.
+	Client *http.Client
+}
+
+func (o *Options) setDefaults() error {
+	if o.ID == 0 {
+		return fmt.Errorf("%w: ID 0", ErrConfig)
+	}
+	if o.QueueMessages <= 0 {
+		o.QueueMessages = DefaultQueueMessages
+	}
+	if o.QueueBytes <= 0 {
+		o.QueueBytes = DefaultQueueBytes
+	}
+	if o.MaxBatchBytes <= 0 {
+		o.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.BackoffMin <= 0 {
+		o.BackoffMin = DefaultBackoffMin
+	}
+	if o.BackoffMax < o.BackoffMin {
+		o.BackoffMax = max(DefaultBackoffMax, o.BackoffMin)
+	}
+	return nil
+}
+
+// Stats are a transport's counters since it started (peers removed
+// since included).
+type Stats struct {
+	Sent    uint64 // messages in batches a peer answered 204
+	Batches uint64 // requests a peer answered 204
+	Dropped uint64 // messages Send found no room for in their peer's queue
+	Unknown uint64 // messages to an id with no peer (or after Close)
+	Failed  uint64 // messages in failed requests, or that did not marshal
+	Errors  uint64 // failed requests
+}
+
+type counters struct {
+	sent, batches, dropped, unknown, failed, errors atomic.Uint64
+}
+
+func (c *counters) stats() Stats {
+	return Stats{Sent: c.sent.Load(), Batches: c.batches.Load(), Dropped: c.dropped.Load(),
+		Unknown: c.unknown.Load(), Failed: c.failed.Load(), Errors: c.errors.Load()}
+}
+
+// Transport sends a replica's Raft messages to its peers over h2c
+// (shard.Transport): one bounded queue and one goroutine per peer, which
+// sends what is queued in batches (doc.go).
+type Transport struct {
+	opts   Options
+	client *http.Client
+	owned  *http.Transport // closed by Close when the transport made it
+
+	mu     sync.RWMutex
+	peers  map[uint64]*peer
+	closed bool
+	total  counters
+
+	closeOnce sync.Once
+}
+
+// NewTransport starts a transport with a goroutine for each of
+// opts.Peers.
+func NewTransport(opts Options) (*Transport, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	t := &Transport{opts: opts, client: opts.Client, peers: map[uint64]*peer{}}
+	if t.client == nil {
+		t.owned = newH2CTransport()
+		t.client = &http.Client{Transport: bearer{secret: opts.Secret, next: t.owned}}
+	}
+	t.opts.Logger = t.opts.Logger.With().Str("component", "peer").Uint64("node", opts.ID).Logger()
+	t.SetPeers(opts.Peers)
+	return t, nil
+}
+
+// Send queues each message for its peer and returns at once: a message
+// whose peer's queue is full is dropped (Dropped), one to an id with no
+// peer too (Unknown). Raft retransmits. The messages must not be changed
+// afterwards (raft never does).
+func (t *Transport) Send(msgs []*pb.Message) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, m := range msgs {
+		p := t.peers[m.GetTo()]
+		if p == nil {
+			t.total.unknown.Add(1)
+			continue
+		}
+		p.enqueue(m)
+	}
+}
+
+// AddPeer starts sending to id at addr (host:port of its peer listener);
+// a peer already known at another address is restarted there (its queue
+// dropped).
+func (t *Transport) AddPeer(id uint64, addr string) {
+	if id == t.opts.ID || id == 0 {
+		return
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	old := t.peers[id]
+	if old != nil && old.addr == addr {
+		t.mu.Unlock()
+		return
+	}
+	t.peers[id] = t.startPeer(id, addr)
+	t.mu.Unlock()
+	if old != nil {
+		old.stop()
+	}
+}
+
+// RemovePeer stops sending to id; what its queue held is dropped.
+func (t *Transport) RemovePeer(id uint64) {
+	t.mu.Lock()
+	p := t.peers[id]
+	delete(t.peers, id)
+	t.mu.Unlock()
+	if p != nil {
+		p.stop()
+	}
+}
+
+// SetPeers makes peers the set of peers: the others are removed, new
+// ones added, those at a new address restarted.
+func (t *Transport) SetPeers(peers map[uint64]string) {
+	t.mu.RLock()
+	var gone []uint64
+	for id := range t.peers {
+		if _, ok := peers[id]; !ok {
+			gone = append(gone, id)
+		}
+	}
+	t.mu.RUnlock()
+	for _, id := range gone {
+		t.RemovePeer(id)
+	}
+	for id, addr := range peers {
+		t.AddPeer(id, addr)
+	}
+}
+
+// Peers is the current set of peers: id → address.
+func (t *Transport) Peers() map[uint64]string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make(map[uint64]string, len(t.peers))
+	for id, p := range t.peers {
+		out[id] = p.addr
+	}
+	return out
+}
+
+// Stats are the transport's counters.
+func (t *Transport) Stats() Stats { return t.total.stats() }
+
+// PeerStats are the counters of the peer id as it is now (the zero Stats
+// when there is none); Unknown is always 0.
+func (t *Transport) PeerStats(id uint64) Stats {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if p := t.peers[id]; p != nil {
+		return p.own.stats()
+	}
+	return Stats{}
+}
+
+// Close stops every peer's goroutine (a request under way is
+// cancelled; queued messages are dropped) and closes the connections
+// the transport opened. Idempotent; Send after Close drops everything.
+func (t *Transport) Close() error {
+	t.closeOnce.Do(func() {
+		t.mu.Lock()
+		t.closed = true
+		peers := t.peers
+		t.peers = map[uint64]*peer{}
+		t.mu.Unlock()
+		for _, p := range peers {
+			p.stop()
+		}
+		if t.owned != nil {
+			t.owned.CloseIdleConnections()
+		}
+	})
+	return nil
+}
+
+// startPeer makes a peer and starts its goroutine (t.mu held).
+func (t *Transport) startPeer(id uint64, addr string) *peer {
+	ctx, cancel := context.WithCancel(context.Background())
+	log := t.opts.Logger.With().Uint64("peer", id).Str("addr", addr).Logger()
+	p := &peer{
+		t: t, id: id, addr: addr, url: "http://" + addr + MessagesPath,
+		queue:  make(chan *pb.Message, t.opts.QueueMessages),
+		cancel: cancel, done: make(chan struct{}),
+		log: log.Sample(&zerolog.BurstSampler{Burst: 1, Period: 5 * time.Second}),
+	}
+	go p.run(ctx)
+	return p
+}
+
+// peer is one destination: its queue and the goroutine that empties it.
+type peer struct {
+	t      *Transport
+	id     uint64
+	addr   string
+	url    string
+	queue  chan *pb.Message
+	queued atomic.Int64 // the weight (msgWeight) of what is in queue
+	own    counters
+	cancel context.CancelFunc
+	done   chan struct{}
+	log    zerolog.Logger // sampled: failures are logged at most every few seconds
+}
+
+// msgWeight estimates what a message holds in memory: its entries' and
+// snapshot's data, plus a little for the rest. Cheap on Send's path.
+func msgWeight(m *pb.Message) int64 {
+	w := int64(64)
+	for _, e := range m.Entries {
+		w += int64(len(e.GetData())) + 32
+	}
+	if s := m.Snapshot; s != nil {
+		w += int64(len(s.GetData()))
+	}
+	return w
+}
+
+func (p *peer) enqueue(m *pb.Message) {
+	w := msgWeight(m)
+	if p.queued.Add(w) > p.t.opts.QueueBytes && len(p.queue) > 0 {
+		p.queued.Add(-w)
+		p.drop()
+		return
+	}
+	select {
+	case p.queue <- m:
+	default:
+		p.queued.Add(-w)
+		p.drop()
+	}
+}
+
+func (p *peer) drop() {
+	p.own.dropped.Add(1)
+	p.t.total.dropped.Add(1)
+}
+
+func (p *peer) stop() {
+	p.cancel()
+	<-p.done
+}
+
+// run sends what is queued, one batch at a time, until ctx ends: after a
+// failed batch it waits (backoff) before the next.
+func (p *peer) run(ctx context.Context) {
+	defer close(p.done)
+	bo := worker.NewBackoff(p.t.opts.BackoffMin, p.t.opts.BackoffMax)
+	var (
+		buf  []byte
+		next *pb.Message // taken from the queue, did not fit the last batch
+	)
+	for {
+		if next == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case next = <-p.queue:
+			}
+		}
+		var n int
+		buf, n, next = p.fill(buf[:0], next)
+		if n == 0 {
+			continue
+		}
+		err := p.post(ctx, buf)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			p.own.errors.Add(1)
+			p.t.total.errors.Add(1)
+			p.own.failed.Add(uint64(n))
+			p.t.total.failed.Add(uint64(n))
+			p.log.Debug().Err(err).Int("messages", n).Int("failures", bo.Failures()+1).Msg("raft batch to peer failed")
+			if f := p.t.opts.Unreachable; f != nil {
+				f(p.id)
+			}
+			if !worker.Sleep(ctx, bo.Next()) {
+				return
+			}
+		} else {
+			if k := bo.Reset(); k > 0 {
+				p.t.opts.Logger.Debug().Uint64("peer", p.id).Int("failures", k).Msg("peer reachable again")
+			}
+			p.own.sent.Add(uint64(n))
+			p.t.total.sent.Add(uint64(n))
+			p.own.batches.Add(1)
+			p.t.total.batches.Add(1)
+		}
+		if cap(buf) > 4*p.t.opts.MaxBatchBytes { // a huge lone message: do not keep its buffer
+			buf = nil
+		}
+	}
+}
+
+// fill encodes first and what else is queued into a batch, up to
+// MaxBatchBytes; it returns the batch, how many messages it holds, and
+// the message taken from the queue that did not fit (nil if none).
+func (p *peer) fill(buf []byte, first *pb.Message) ([]byte, int, *pb.Message) {
+	buf = appendHeader(buf)
+	n := 0
+	m := first
+	for {
+		p.queued.Add(-msgWeight(m))
+		mark := len(buf)
+		var err error
+		buf, err = appendMessage(buf, m)
+		switch {
+		case err != nil:
+			p.own.failed.Add(1)
+			p.t.total.failed.Add(1)
+			p.log.Debug().Err(err).Msg("raft message dropped")
+		case n > 0 && len(buf) > p.t.opts.MaxBatchBytes:
+			buf = buf[:mark]
+			p.queued.Add(msgWeight(m))
+			return buf, n, m
+		default:
+			n++
+		}
+		select {
+		case m = <-p.queue:
+		default:
+			return buf, n, nil
+		}
+	}
+}
+
+// post sends one batch; anything but a 204 is an error.
+func (p *peer) post(ctx context.Context, body []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, p.t.opts.RequestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", ContentType)
+	resp, err := p.t.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+		return fmt.Errorf("peer answered %s: %s", resp.Status, bytes.TrimSpace(msg))
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return nil
+}

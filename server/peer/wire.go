@@ -1,0 +1,151 @@
+package peer
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// The body of POST /raft/v1/messages (doc.go, "Wire format").
+const (
+	// MessagesPath is the route of the Raft messages on the peer port.
+	MessagesPath = "/raft/v1/messages"
+	// ContentType names the framing below.
+	ContentType = "application/x-mqgate-raft"
+
+	magic      = "MQRF"
+	version    = 1
+	headerSize = len(magic) + 1
+)
+
+// ErrMalformed: a body that is not a well-formed batch (the handler's
+// 400). Nothing of such a body is stepped.
+var ErrMalformed = errors.New("peer: malformed batch")
+
+// appendHeader starts a batch.
+func appendHeader(buf []byte) []byte {
+	return append(append(buf, magic...), version)
+}
+
+// appendMessage adds one length-prefixed message to a batch. The size
+// proto.Size computes is cached in m, so the marshal that follows does
+// not walk the message twice (messages are never changed once Raft hands
+// them out, which is what makes the cached size safe).
+func appendMessage(buf []byte, m *pb.Message) ([]byte, error) {
+	n := proto.Size(m)
+	buf = binary.AppendUvarint(buf, uint64(n))
+	start := len(buf)
+	buf, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(buf, m)
+	if err != nil {
+		return buf[:start], fmt.Errorf("peer: marshal %s to %d: %w", m.GetType(), m.GetTo(), err)
+	}
+	if len(buf)-start != n {
+		// The size changed under us: the message was modified after Send.
+		return buf[:start], fmt.Errorf("peer: marshal %s to %d: size %d, expected %d", m.GetType(), m.GetTo(), len(buf)-start, n)
+	}
+	return buf, nil
+}
+
+// splitFrames checks a batch's framing and returns its messages' bytes
+// (subslices of body). It is strict: the magic and version must match,
+// every length must be the shortest uvarint of a length between 1 and
+// what is left, and nothing may follow the last message. A batch holds at
+// least one message.
+func splitFrames(body []byte) ([][]byte, error) {
+	if len(body) < headerSize {
+		return nil, fmt.Errorf("%w: %d bytes, shorter than the header", ErrMalformed, len(body))
+	}
+	if string(body[:len(magic)]) != magic {
+		return nil, fmt.Errorf("%w: bad magic %q", ErrMalformed, body[:len(magic)])
+	}
+	if v := body[len(magic)]; v != version {
+		return nil, fmt.Errorf("%w: version %d, want %d", ErrMalformed, v, version)
+	}
+	var frames [][]byte
+	for p := headerSize; p < len(body); {
+		n, k := binary.Uvarint(body[p:])
+		switch {
+		case k == 0:
+			return nil, fmt.Errorf("%w: length at byte %d cut short", ErrMalformed, p)
+		case k < 0:
+			return nil, fmt.Errorf("%w: length at byte %d overflows", ErrMalformed, p)
+		case k != uvarintLen(n):
+			return nil, fmt.Errorf("%w: length at byte %d is not minimally encoded", ErrMalformed, p)
+		case n == 0:
+			return nil, fmt.Errorf("%w: empty message at byte %d", ErrMalformed, p)
+		case n > uint64(len(body)-p-k):
+			return nil, fmt.Errorf("%w: message at byte %d of %d bytes runs past the end (%d left)", ErrMalformed, p, n, len(body)-p-k)
+		}
+		p += k
+		frames = append(frames, body[p:p+int(n)])
+		p += int(n)
+	}
+	if len(frames) == 0 {
+		return nil, fmt.Errorf("%w: no message", ErrMalformed)
+	}
+	return frames, nil
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for ; v >= 0x80; v >>= 7 {
+		n++
+	}
+	return n
+}
+
+// decodeBatch decodes a batch addressed to node to: the framing
+// (splitFrames), each message (protobuf), and what a peer may send
+// (checkMessage). Any failure fails the whole batch.
+func decodeBatch(body []byte, to uint64) ([]*pb.Message, error) {
+	frames, err := splitFrames(body)
+	if err != nil {
+		return nil, err
+	}
+	msgs := make([]*pb.Message, len(frames))
+	for i, f := range frames {
+		m := &pb.Message{}
+		if err := proto.Unmarshal(f, m); err != nil {
+			return nil, fmt.Errorf("%w: message %d: %w", ErrMalformed, i, err)
+		}
+		if err := checkMessage(m, to); err != nil {
+			return nil, fmt.Errorf("%w: message %d: %w", ErrMalformed, i, err)
+		}
+		msgs[i] = m
+	}
+	return msgs, nil
+}
+
+// remoteTypes are the message types one replica sends another. The rest
+// are local to a node (MsgHup, MsgBeat, the storage-thread messages…),
+// and MsgProp and MsgForgetLeader come from the application: proposals
+// are never forwarded (a follower refuses a Put, storage/shard/doc.go),
+// and a leader must not take entries whose frames it did not write.
+var remoteTypes = map[pb.MessageType]bool{
+	pb.MsgApp: true, pb.MsgAppResp: true,
+	pb.MsgVote: true, pb.MsgVoteResp: true, pb.MsgPreVote: true, pb.MsgPreVoteResp: true,
+	pb.MsgSnap:      true,
+	pb.MsgHeartbeat: true, pb.MsgHeartbeatResp: true,
+	pb.MsgTransferLeader: true, pb.MsgTimeoutNow: true,
+	pb.MsgReadIndex: true, pb.MsgReadIndexResp: true,
+}
+
+// checkMessage refuses what no correct peer sends to node to: another
+// node's message, a sender of 0 or one of raft's local ids (raft skips
+// its own checks for those), a type that is not remoteTypes.
+func checkMessage(m *pb.Message, to uint64) error {
+	if m.GetTo() != to {
+		return fmt.Errorf("addressed to %d, this node is %d", m.GetTo(), to)
+	}
+	if f := m.GetFrom(); f == 0 || f == to || raft.IsLocalMsgTarget(f) {
+		return fmt.Errorf("bad sender %d", f)
+	}
+	if m.Type == nil || !remoteTypes[m.GetType()] {
+		return fmt.Errorf("type %s is not sent between replicas", m.GetType())
+	}
+	return nil
+}
