@@ -108,3 +108,15 @@ func msg(typ pb.MessageType, from, to uint64, entrySizes ...int) *pb.Message {
 	}
 	return m
 }
+
+// eventually waits for cond, polling.
+func eventually(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10 s")
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition the test waits for
+	}
+}

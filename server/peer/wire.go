@@ -120,23 +120,25 @@ func decodeBatch(body []byte, to uint64) ([]*pb.Message, error) {
 	return msgs, nil
 }
 
-// remoteTypes are the message types one replica sends another. The rest
+// remoteType: the message types one replica sends another. The rest
 // are local to a node (MsgHup, MsgBeat, the storage-thread messages…),
 // and MsgProp and MsgForgetLeader come from the application: proposals
 // are never forwarded (a follower refuses a Put, storage/shard/doc.go),
 // and a leader must not take entries whose frames it did not write.
-var remoteTypes = map[pb.MessageType]bool{
-	pb.MsgApp: true, pb.MsgAppResp: true,
-	pb.MsgVote: true, pb.MsgVoteResp: true, pb.MsgPreVote: true, pb.MsgPreVoteResp: true,
-	pb.MsgSnap:      true,
-	pb.MsgHeartbeat: true, pb.MsgHeartbeatResp: true,
-	pb.MsgTransferLeader: true, pb.MsgTimeoutNow: true,
-	pb.MsgReadIndex: true, pb.MsgReadIndexResp: true,
+func remoteType(t pb.MessageType) bool {
+	switch t {
+	case pb.MsgApp, pb.MsgAppResp,
+		pb.MsgVote, pb.MsgVoteResp, pb.MsgPreVote, pb.MsgPreVoteResp,
+		pb.MsgSnap, pb.MsgHeartbeat, pb.MsgHeartbeatResp,
+		pb.MsgTransferLeader, pb.MsgTimeoutNow, pb.MsgReadIndex, pb.MsgReadIndexResp:
+		return true
+	}
+	return false
 }
 
 // checkMessage refuses what no correct peer sends to node to: another
 // node's message, a sender of 0 or one of raft's local ids (raft skips
-// its own checks for those), a type that is not remoteTypes.
+// its own checks for those), a type that is not remoteType.
 func checkMessage(m *pb.Message, to uint64) error {
 	if m.GetTo() != to {
 		return fmt.Errorf("addressed to %d, this node is %d", m.GetTo(), to)
@@ -144,7 +146,7 @@ func checkMessage(m *pb.Message, to uint64) error {
 	if f := m.GetFrom(); f == 0 || f == to || raft.IsLocalMsgTarget(f) {
 		return fmt.Errorf("bad sender %d", f)
 	}
-	if m.Type == nil || !remoteTypes[m.GetType()] {
+	if m.Type == nil || !remoteType(m.GetType()) {
 		return fmt.Errorf("type %s is not sent between replicas", m.GetType())
 	}
 	return nil
