@@ -120,3 +120,11 @@ func eventually(t testing.TB, cond func() bool) {
 		time.Sleep(5 * time.Millisecond) // polling a condition the test waits for
 	}
 }
+
+// newMux is the peer port's mux as the server will build it: the Raft
+// messages beside other routes.
+func newMux(step func(*pb.Message), id uint64) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle(peer.MessagesPath, peer.Handler(step, peer.HandlerOptions{ID: id, Secret: clusterSecret}))
+	return mux
+}
