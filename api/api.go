@@ -222,6 +222,9 @@ type Deps struct {
 	// Mirror, when not nil, reports the PostgreSQL mirror's state for
 	// GET /v1/stats. Nil: no mirror (all zero).
 	Mirror func() MirrorStat
+	// Cluster, when not nil, is this node's view of its cluster (GET
+	// /v1/cluster). Nil: a single node.
+	Cluster func(context.Context) Cluster
 	// Limits are the default abuse limits of every account (limits.go);
 	// zero fields are unlimited. With Auth nil every caller is one
 	// account.
@@ -282,6 +285,7 @@ func NewHandler(d Deps) http.Handler {
 	h.registerMessageRoutes(r)
 	h.registerBrokerRoutes(r)
 	h.registerStatsRoutes(r)
+	h.registerClusterRoutes(r)
 	h.registerDLQRoutes(r)
 	h.registerTimerRoutes(r)
 	h.registerTransactionRoutes(r)

@@ -127,6 +127,7 @@ var routeRules = map[string]routeRule{
 	"GET /broker/status":                     adminOnly,
 	"POST /broker/receipt-keys/rotate":       adminOnly,
 	"GET /stats":                             adminOnly,
+	"GET /cluster":                           adminOnly,
 	"GET /sqs/queues":                        adminOnly,
 	"GET /stats/stream":                      adminOnly,
 	"GET /timers":                            adminOnly,

@@ -54,6 +54,19 @@ type Config struct {
 	// Pprof), and /livez and /readyz, on their own address without
 	// authentication, and no longer on Listen.
 	AdminListen string `name:"admin-listen" help:"Serve /metrics and /debug/pprof (and /livez, /readyz) on this address, without authentication, instead of on --listen; keep it private." env:"MQGATE_ADMIN_LISTEN"`
+	// NodeID, Peers and ClusterSecret run this process as one replica of
+	// a cluster (cluster.go): its store is replicated by Raft over the
+	// peers' addresses; without NodeID it is a single node.
+	NodeID uint64 `name:"node-id" help:"This replica's id in --peers (1, 2, 3, …); set, mqgate runs as one replica of a cluster." env:"MQGATE_NODE_ID"`
+	// Peers lists every replica as id=host:port (this one's included):
+	// the address of its peer port (Raft traffic and forwarded requests).
+	Peers string `name:"peers" help:"Every replica of the cluster as id=host:port of its peer port, this one included, e.g. 1=127.0.0.1:7101,2=127.0.0.1:7102,3=127.0.0.1:7103." env:"MQGATE_PEERS"`
+	// ClusterSecret, when set, must be presented by every peer request
+	// (the peer port is cleartext: keep it on a private network).
+	ClusterSecret string `name:"cluster-secret" help:"Shared secret every request to the peer port must carry (the peer port is cleartext HTTP/2: keep it on a private network); prefer the environment variable." env:"MQGATE_CLUSTER_SECRET"`
+	// RaftTick is Raft's tick: a leader heartbeats every tick, a follower
+	// campaigns after 10 ticks without one.
+	RaftTick time.Duration `name:"raft-tick" help:"Raft's tick: heartbeats every tick, an election after 10 ticks without a leader." env:"MQGATE_RAFT_TICK" default:"${raft_tick}"`
 	// SQSListen, when set, serves the SQS-compatible API (package
 	// server/sqs, the README's "SQS API") on its own address.
 	SQSListen string `name:"sqs-listen" help:"Serve the SQS-compatible API (AWS SDKs, the AWS CLI) on this address, e.g. 127.0.0.1:9324; off when empty. With --acl-file, requests must be signed (SigV4) with an account's secretKey." env:"MQGATE_SQS_LISTEN"`
@@ -291,6 +304,7 @@ func DefaultConfig() Config {
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ShutdownDelay:     0,
+		RaftTick:          100 * time.Millisecond,
 		ShutdownTimeout:   30 * time.Second,
 		LogFormat:         "auto",
 		LogLevel:          "info",
@@ -350,6 +364,7 @@ func (c Config) FlagDefaults() map[string]string {
 		"write_timeout":       c.WriteTimeout.String(),
 		"idle_timeout":        c.IdleTimeout.String(),
 		"shutdown_delay":      c.ShutdownDelay.String(),
+		"raft_tick":           c.RaftTick.String(),
 		"shutdown_timeout":    c.ShutdownTimeout.String(),
 		"log_format":          c.LogFormat,
 		"log_level":           c.LogLevel,
@@ -383,6 +398,7 @@ func (c Config) withDefaults() Config {
 			*v = def
 		}
 	}
+	orDuration(&c.RaftTick, d.RaftTick)
 	orString(&c.Listen, d.Listen)
 	orString(&c.DataDir, d.DataDir)
 	orString(&c.Flush, d.Flush)
@@ -448,6 +464,17 @@ func (c Config) Validate() error {
 		bad("listen %q reaches beyond this host, and without --acl-file anyone who can reach it can send, read, "+
 			"reconfigure and delete everything: give --acl-file (accounts and permissions, see the README's "+
 			"\"Authentication\"), listen on 127.0.0.1, or accept the risk with --insecure-no-auth", c.Listen)
+	}
+	if c.NodeID != 0 || c.Peers != "" {
+		if _, err := c.peerMap(); err != nil {
+			bad("%v", err)
+		}
+		if c.AdminListen != "" || c.SQSListen != "" {
+			bad("--admin-listen and --sqs-listen are not served by a replica of a cluster yet")
+		}
+		if c.RaftTick < time.Millisecond || c.RaftTick > 10*time.Second {
+			bad("raft-tick %s: between 1ms and 10s", c.RaftTick)
+		}
 	}
 	if c.AdminListen != "" {
 		if _, _, err := net.SplitHostPort(c.AdminListen); err != nil {
@@ -770,3 +797,34 @@ const (
 	DefaultLease = broker.DefaultLease
 	MaxLease     = time.Duration(api.MaxInvisibleMs) * time.Millisecond
 )
+
+// peerMap parses Peers: every replica's id and peer address, NodeID's
+// among them.
+func (c Config) peerMap() (map[uint64]string, error) {
+	if c.NodeID == 0 {
+		return nil, errors.New("--peers needs --node-id")
+	}
+	peers := map[uint64]string{}
+	for _, f := range strings.Split(c.Peers, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		idText, addr, ok := strings.Cut(f, "=")
+		id, err := strconv.ParseUint(idText, 10, 64)
+		if !ok || err != nil || id == 0 {
+			return nil, fmt.Errorf("peers: %q is not id=host:port with an id above 0", f)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("peers: %q: %v", f, err)
+		}
+		if _, dup := peers[id]; dup {
+			return nil, fmt.Errorf("peers: id %d twice", id)
+		}
+		peers[id] = addr
+	}
+	if _, ok := peers[c.NodeID]; !ok {
+		return nil, fmt.Errorf("peers: node id %d is not among them (%q)", c.NodeID, c.Peers)
+	}
+	return peers, nil
+}

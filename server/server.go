@@ -39,6 +39,7 @@ import (
 	"github.com/mqgate/mqgate/server/pgmirror"
 	"github.com/mqgate/mqgate/server/push"
 	"github.com/mqgate/mqgate/server/sqs"
+	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/web"
 )
 
@@ -62,15 +63,22 @@ type backend interface {
 type Server struct {
 	cfg Config
 	// rootLog is the process logger; log is its "server" child.
-	rootLog  zerolog.Logger
-	log      zerolog.Logger
-	broker   backend
-	mirror   *pgmirror.Mirror // nil in embedded mode
-	pushMu   sync.Mutex
-	push     *push.Dispatcher // webhook delivery while the broker leads; nil in servers built by newServer alone
-	registry *prometheus.Registry
-	listener net.Listener
-	http     *http.Server
+	rootLog zerolog.Logger
+	log     zerolog.Logger
+	broker  backend
+	// brokerRef is the broker itself (nil in servers built by newServer
+	// alone); cluster is the replica this server fronts (cluster.go), nil
+	// on a single node; clusterView answers GET /v1/cluster on a
+	// replica's servers (nil: a single node).
+	brokerRef   *broker.Broker
+	cluster     *clusterNode
+	clusterView func(context.Context) api.Cluster
+	mirror      *pgmirror.Mirror // nil in embedded mode
+	pushMu      sync.Mutex
+	push        *push.Dispatcher // webhook delivery while the broker leads; nil in servers built by newServer alone
+	registry    *prometheus.Registry
+	listener    net.Listener
+	http        *http.Server
 
 	// security is authentication (nil: off).
 	security *security
@@ -115,62 +123,20 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	log := newLogger(cfg)
-	// The ACL file first: a bad one fails the start before anything opens.
-	sec, err := openSecurity(ctx, cfg, log)
-	if err != nil {
-		return nil, err
+	if cfg.NodeID != 0 {
+		return openCluster(ctx, cfg)
 	}
-	tf, err := openTLS(cfg, log)
-	if err != nil {
-		return nil, err
-	}
-	// Listen next: a busy port fails fast, and message ids carry the port
-	// actually bound.
-	listener, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
-	var adminListener net.Listener
-	if cfg.AdminListen != "" {
-		if adminListener, err = net.Listen("tcp", cfg.AdminListen); err != nil {
-			return nil, errors.Join(fmt.Errorf("listen on %s (admin): %w", cfg.AdminListen, err), listener.Close())
-		}
-		if tf != nil {
-			// The admin server is a plain net/http server: it handles the
-			// *tls.Conn itself.
-			adminListener = tls.NewListener(adminListener, tf.serverConfig())
-		}
-	}
-	if tf != nil {
-		listener = tls.NewListener(listener, tf.serverConfig())
-	}
-	opened := false
-	defer func() {
-		if !opened && adminListener != nil {
-			_ = adminListener.Close() // a failed Open leaves nothing listening
-		}
-	}()
-	var sqsListener net.Listener
-	if cfg.SQSListen != "" {
-		if sqsListener, err = net.Listen("tcp", cfg.SQSListen); err != nil {
-			return nil, errors.Join(fmt.Errorf("listen on %s (sqs): %w", cfg.SQSListen, err), listener.Close())
-		}
-		if tf != nil {
-			sqsListener = tls.NewListener(sqsListener, tf.serverConfig())
-		}
-		defer func() {
-			if !opened {
-				_ = sqsListener.Close()
-			}
-		}()
-	}
+	return openServer(ctx, cfg, newLogger(cfg), replicaParts{})
+}
+
+// brokerOptions are the broker's options from the configuration.
+func brokerOptions(cfg Config, log zerolog.Logger) broker.Options {
 	so := cfg.Storage
 	so.FileReservedTime, so.RetentionInterval = cfg.Retention, cfg.RetentionInterval
 	so.DiskMaxUsedRatio, so.DiskSendCeiling, so.DiskSystemCeiling = cfg.DiskMaxUsedRatio, cfg.DiskSendCeiling, cfg.DiskSystemCeiling
 	so.DiskPressureDelete, so.DiskCheckInterval = cfg.DiskPressureDelete, cfg.DiskCheckInterval
 	so.ScrubRate = scrubRate(cfg.ScrubRate)
-	b, err := broker.Open(ctx, broker.Options{
+	return broker.Options{
 		DataDir:            cfg.DataDir,
 		FlushMode:          cfg.Flush,
 		SegmentSize:        int64(cfg.SegmentSize),
@@ -197,7 +163,74 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		TransactionMaxChecks:     cfg.TransactionMaxChecks,
 		TransactionCheckInterval: cfg.TransactionCheckInterval,
 		Storage:                  so,
-	})
+	}
+}
+
+// replicaParts are what a replica of a cluster lends the server it builds
+// over each broker it opens (cluster.go): the client listener (the
+// cluster's front serves it; this server never does) and the replicated
+// store. Zero: a single node, which opens both itself.
+type replicaParts struct {
+	listener net.Listener
+	store    *storage.Store
+	follower bool // open the broker as a follower (broker.Options.NoPromote)
+}
+
+func openServer(ctx context.Context, cfg Config, log zerolog.Logger, parts replicaParts) (*Server, error) {
+	// The ACL file first: a bad one fails the start before anything opens.
+	sec, err := openSecurity(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	tf, err := openTLS(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	// Listen next: a busy port fails fast, and message ids carry the port
+	// actually bound.
+	var listener net.Listener
+	if parts.listener != nil {
+		listener = borrowedListener{parts.listener}
+	} else if listener, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	var adminListener net.Listener
+	if cfg.AdminListen != "" {
+		if adminListener, err = net.Listen("tcp", cfg.AdminListen); err != nil {
+			return nil, errors.Join(fmt.Errorf("listen on %s (admin): %w", cfg.AdminListen, err), listener.Close())
+		}
+		if tf != nil {
+			// The admin server is a plain net/http server: it handles the
+			// *tls.Conn itself.
+			adminListener = tls.NewListener(adminListener, tf.serverConfig())
+		}
+	}
+	if tf != nil && parts.listener == nil {
+		listener = tls.NewListener(listener, tf.serverConfig())
+	}
+	opened := false
+	defer func() {
+		if !opened && adminListener != nil {
+			_ = adminListener.Close() // a failed Open leaves nothing listening
+		}
+	}()
+	var sqsListener net.Listener
+	if cfg.SQSListen != "" {
+		if sqsListener, err = net.Listen("tcp", cfg.SQSListen); err != nil {
+			return nil, errors.Join(fmt.Errorf("listen on %s (sqs): %w", cfg.SQSListen, err), listener.Close())
+		}
+		if tf != nil {
+			sqsListener = tls.NewListener(sqsListener, tf.serverConfig())
+		}
+		defer func() {
+			if !opened {
+				_ = sqsListener.Close()
+			}
+		}()
+	}
+	bo := brokerOptions(cfg, log)
+	bo.Store, bo.NoPromote = parts.store, parts.follower
+	b, err := broker.Open(ctx, bo)
 	if err != nil {
 		return nil, errors.Join(repairHint(fmt.Errorf("open broker: %w", err), cfg.DataDir), listener.Close())
 	}
@@ -211,6 +244,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 		be = mirroredBroker{Broker: b, mirror: mirror}
 	}
 	s := newServerOn(cfg, log, be, listener, sec, tf)
+	s.brokerRef = b
 	if adminListener != nil {
 		s.serveAdminOn(adminListener)
 	}
@@ -410,6 +444,7 @@ func (s *Server) routes() http.Handler {
 		Auth:           s.authenticator(),
 		SQS:            s.sqsCatalog(),
 		Mirror:         s.mirrorStat,
+		Cluster:        s.clusterInfo,
 		Limits: api.AccountLimits{
 			RequestsPerSecond: s.cfg.RequestsPerSecond,
 			MessagesPerSecond: s.cfg.MessagesPerSecond,
@@ -731,7 +766,11 @@ func (s *Server) close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("close postgres mirror: %w", err))
 		}
 	}
-	if err := s.broker.Close(brokerCtx); err != nil {
+	if s.cluster != nil {
+		// The replica's own broker and server, the peer port, the Raft
+		// replica.
+		errs = append(errs, s.cluster.close(brokerCtx))
+	} else if err := s.broker.Close(brokerCtx); err != nil {
 		errs = append(errs, fmt.Errorf("close broker: %w", err))
 	}
 	if err := s.tracing.shutdown(brokerCtx); err != nil {
@@ -856,4 +895,18 @@ func newLogger(cfg Config) zerolog.Logger {
 		level = zerolog.InfoLevel
 	}
 	return zerolog.New(out).Level(level).With().Timestamp().Logger()
+}
+
+// borrowedListener is a listener lent to a server that never serves it
+// (cluster.go): closing it is its owner's business.
+type borrowedListener struct{ net.Listener }
+
+func (borrowedListener) Close() error { return nil }
+
+// clusterInfo answers GET /v1/cluster.
+func (s *Server) clusterInfo(ctx context.Context) api.Cluster {
+	if s.clusterView == nil {
+		return api.Cluster{Role: "standalone", Peers: []api.ClusterPeer{}}
+	}
+	return s.clusterView(ctx)
 }

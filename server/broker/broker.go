@@ -101,6 +101,17 @@ type Options struct {
 	// the wall clock); tests pass a clockwork.FakeClock to run leases,
 	// timers, retries and transactions on virtual time.
 	Clock clockwork.Clock
+	// Store is a store opened by the caller (a replica of a cluster: its
+	// log goes through Raft, package shard), opened with StorageOptions
+	// of these options; the broker does not close it. Nil: the broker
+	// opens and closes the store in DataDir.
+	Store *storage.Store
+}
+
+// StorageOptions are the options the broker opens its store with: a
+// caller that opens the store itself (Options.Store) uses them.
+func StorageOptions(o Options) (storage.Options, error) {
+	return o.withDefaults().storageOptions()
 }
 
 // DefaultDelayLevels is RocketMQ's messageDelayLevel.
@@ -249,13 +260,21 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 	if opts.DataDir == "" {
 		return nil, fmt.Errorf("%w: data dir is required", ErrInvalidArgument)
 	}
-	so, err := opts.storageOptions()
-	if err != nil {
-		return nil, err
+	store := opts.Store
+	if store == nil {
+		so, err := opts.storageOptions()
+		if err != nil {
+			return nil, err
+		}
+		if store, err = storage.Open(so); err != nil {
+			return nil, err
+		}
 	}
-	store, err := storage.Open(so)
-	if err != nil {
-		return nil, err
+	closeStore := func() error {
+		if opts.Store != nil {
+			return nil
+		}
+		return store.Close()
 	}
 	b := &Broker{
 		opts:    opts,
@@ -280,7 +299,7 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 			_ = b.timers.index.Close()
 		}
 		b.cancelClosing()
-		_ = store.Close()
+		_ = closeStore()
 		return nil, err
 	}
 	if err := b.start(); err != nil {
@@ -420,7 +439,16 @@ func (b *Broker) start() error {
 
 // snapshot writes the offsets snapshot, the leases snapshot and the
 // consumer instances' last-seen times.
+//
+// A leader of a replicated store writes none: its memory holds changes
+// whose records may not be committed yet, and could be cut if it is
+// deposed, so a snapshot of it could hold what the log never will. Its
+// followers' snapshots cover what they applied, which is committed; a
+// replica that led replays from the last one it wrote as a follower.
 func (b *Broker) snapshot() error {
+	if b.store.Replicated() && !b.follow.on.Load() {
+		return nil
+	}
 	return errors.Join(b.snapshotOffsets(), b.snapshotLeases(), b.snapshotInstances())
 }
 
@@ -470,7 +498,9 @@ func (b *Broker) Close(ctx context.Context) error {
 	errs = append(errs, b.closeTimers())
 	errs = append(errs, b.closeTxns())
 	errs = append(errs, b.snapshot())
-	errs = append(errs, b.store.Close())
+	if b.opts.Store == nil {
+		errs = append(errs, b.store.Close())
+	}
 	b.closeErr = errors.Join(errs...)
 	return b.closeErr
 }

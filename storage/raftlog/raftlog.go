@@ -1033,3 +1033,18 @@ func (s *Storage) ApplySnapshot(snap *pb.Snapshot) error {
 	s.store.SetDispatchLimit(off)
 	return nil
 }
+
+// EndOffset is the CommitLog offset where entry i ends (false when i is
+// not in the log: compacted, or past its end). The cluster's view uses it
+// to say how many bytes a follower lags.
+func (s *Storage) EndOffset(i uint64) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case i == s.meta.compact.index:
+		return s.meta.compact.offset, true
+	case i < s.meta.compact.index || i > s.lastIndexLocked():
+		return 0, false
+	}
+	return s.ents[i-s.meta.compact.index-1].end(), true
+}

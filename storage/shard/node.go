@@ -1,8 +1,10 @@
 package shard
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -556,4 +558,23 @@ func (n *node) persistBeside(persisting func() error, next func(done <-chan erro
 		n.cutAt = -1
 	}
 	return err
+}
+
+// progress is the leader's view of every replica (nil on a follower).
+func (n *node) progress() []PeerProgress {
+	st := n.rn.Status()
+	if st.RaftState != raft.StateLeader {
+		return nil
+	}
+	end := n.log.NextOffset()
+	out := make([]PeerProgress, 0, len(st.Progress))
+	for id, pr := range st.Progress {
+		p := PeerProgress{ID: id, Learner: pr.IsLearner, MatchIndex: pr.Match, LagBytes: -1}
+		if off, ok := n.log.EndOffset(pr.Match); ok {
+			p.LagBytes = max(end-off, 0)
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b PeerProgress) int { return cmp.Compare(a.ID, b.ID) })
+	return out
 }

@@ -189,6 +189,7 @@ type Shard struct {
 	propc chan *proposal
 	recvc chan *pb.Message
 	servc chan serveRequest
+	progc chan chan []PeerProgress
 	rolec chan struct{} // capacity 1: Status().Gen changed
 	stopc chan struct{}
 	donec chan struct{}
@@ -229,6 +230,7 @@ func Open(opts Options) (*Shard, error) {
 		propc: make(chan *proposal, defaultProposalsPending),
 		recvc: make(chan *pb.Message, defaultInboxMessages),
 		servc: make(chan serveRequest), rolec: make(chan struct{}, 1),
+		progc: make(chan chan []PeerProgress),
 		stopc: make(chan struct{}), donec: make(chan struct{}),
 		ticks: opts.Ticks,
 	}
@@ -285,6 +287,8 @@ func (s *Shard) run() {
 			n.proposeWritten(nil)
 		case r := <-s.servc:
 			r.done <- s.serve(r.gen)
+		case r := <-s.progc:
+			r <- n.progress()
 		}
 	drain:
 		for k := 0; k < s.opts.MaxProposals; k++ {
@@ -360,6 +364,35 @@ func (s *Shard) Serve(ctx context.Context, gen uint64) error {
 		return err
 	case <-s.donec:
 		return ErrStopped
+	}
+}
+
+// PeerProgress is what a leader knows of one replica (itself included).
+type PeerProgress struct {
+	ID         uint64
+	Learner    bool
+	MatchIndex uint64 // the last index known to be in its log
+	LagBytes   int64  // CommitLog bytes of the leader's log past MatchIndex (-1: unknown)
+}
+
+// Progress is the leader's view of every replica; nil on a replica that
+// does not lead.
+func (s *Shard) Progress(ctx context.Context) []PeerProgress {
+	r := make(chan []PeerProgress, 1)
+	select {
+	case s.progc <- r:
+	case <-ctx.Done():
+		return nil
+	case <-s.donec:
+		return nil
+	}
+	select {
+	case p := <-r:
+		return p
+	case <-ctx.Done():
+		return nil
+	case <-s.donec:
+		return nil
 	}
 }
 

@@ -1,0 +1,444 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mqgate/mqgate/api"
+	"github.com/mqgate/mqgate/server/broker"
+	"github.com/mqgate/mqgate/server/peer"
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/raftlog"
+	"github.com/mqgate/mqgate/storage/shard"
+)
+
+// A replica of a cluster (ARCHITECTURE.md, "Three replicas, one shard")
+// is this process with --node-id and --peers. Its store is a Raft replica
+// (package shard) whose peers talk over the peer port (package peer,
+// h2c). Over that store it runs a broker and, around the broker, the same
+// server a single node runs (openServer, never served itself): a
+// follower's broker applies the committed log as it comes (Broker.Follow),
+// and the node's owner loop promotes it once the replica leads and has
+// applied its log; when the replica stops leading, that broker and its
+// server are closed and a new follower's opened (its memory may hold
+// changes the next leader's log does not).
+//
+// The front on --listen serves /livez, /readyz, /metrics, the console,
+// the spec and GET /v1/cluster itself; every other /v1 request goes to
+// the leader: served here when this replica serves, else forwarded over
+// the peer port (never redirected), where the leader serves it. A
+// forwarded request is never forwarded again: a node that stopped
+// leading answers 503 no-leader, and a forward whose answer was lost
+// answers 503 write-outcome-unknown (retry with the same
+// Idempotency-Key).
+
+// Headers of forwarded requests.
+const (
+	// forwardedAuthHeader carries the client's Authorization header to
+	// the leader (the peer port's own is the cluster secret).
+	forwardedAuthHeader = "X-Mqgate-Forwarded-Authorization"
+	// forwardedByHeader names the node that forwarded the request.
+	forwardedByHeader = "X-Mqgate-Forwarded-By"
+	forwardPrefix     = "/forward"
+)
+
+// clusterNode is one replica: the shard, the peer port, the current
+// broker's server and the owner loop.
+type clusterNode struct {
+	cfg     Config
+	rootLog zerolog.Logger // the process logger (the broker's servers name their components)
+	log     zerolog.Logger
+	peers   map[uint64]string
+
+	shard     *shard.Shard
+	transport *peer.Transport
+	peerSrv   *http.Server
+	peerLn    net.Listener
+	fwd       *http.Client
+	listener  net.Listener // the client listener (the outer server's)
+
+	current    atomic.Pointer[Server] // the server over the current broker
+	serving    atomic.Bool            // the current broker leads (promoted)
+	servingGen uint64                 // the shard's generation it leads in (owner loop only)
+
+	mu     sync.Mutex // orders the owner loop's swaps against close
+	closed bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// clusterStoreID is the store id of a cluster's replicas: the same on
+// every one (message ids must hold after a failover), derived from the
+// replicas' ids.
+func clusterStoreID(peers map[uint64]string) message.Host {
+	ids := make([]uint64, 0, len(peers))
+	for id := range peers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	h := sha256.New()
+	_, _ = h.Write([]byte("mqgate cluster"))
+	for _, id := range ids {
+		_, _ = h.Write([]byte(strconv.FormatUint(id, 10) + ","))
+	}
+	var out message.Host
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
+	log := newLogger(cfg)
+	peers, err := cfg.peerMap()
+	if err != nil {
+		return nil, err
+	}
+	tf, err := openTLS(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	n := &clusterNode{cfg: cfg, rootLog: log, log: log.With().Str("component", "cluster").Uint64("node", cfg.NodeID).Logger(),
+		peers: peers, done: make(chan struct{})}
+	var cleanup []func() error
+	defer func() {
+		if err != nil {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				_ = cleanup[i]()
+			}
+		}
+	}()
+	listener, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	cleanup = append(cleanup, listener.Close)
+	if n.peerLn, err = net.Listen("tcp", peers[cfg.NodeID]); err != nil {
+		return nil, fmt.Errorf("listen on %s (peer port): %w", peers[cfg.NodeID], err)
+	}
+	cleanup = append(cleanup, n.peerLn.Close)
+	others := map[uint64]string{}
+	for id, addr := range peers {
+		if id != cfg.NodeID {
+			others[id] = addr
+		}
+	}
+	if n.transport, err = peer.NewTransport(peer.Options{ID: cfg.NodeID, Peers: others, Secret: cfg.ClusterSecret,
+		Logger: log}); err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, n.transport.Close)
+	so, err := broker.StorageOptions(brokerOptions(cfg, log))
+	if err != nil {
+		return nil, err
+	}
+	so.StoreID = clusterStoreID(peers)
+	ids := make([]uint64, 0, len(peers))
+	for id := range peers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	if n.shard, err = shard.Open(shard.Options{ID: cfg.NodeID, Peers: ids,
+		Log:       raftlog.Options{Store: so, Logger: log},
+		Transport: n.transport, TickInterval: cfg.RaftTick, Owned: true,
+		Logger: log}); err != nil {
+		return nil, repairHint(fmt.Errorf("open replica: %w", err), cfg.DataDir)
+	}
+	cleanup = append(cleanup, n.shard.Close)
+	n.listener = listener
+	if tf != nil {
+		n.listener = tls.NewListener(listener, tf.serverConfig())
+	}
+	inner, err := n.openFollower(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n.current.Store(inner)
+
+	n.fwd = peer.Client(cfg.ClusterSecret)
+	mux := http.NewServeMux()
+	mux.Handle(peer.MessagesPath, peer.Handler(n.shard.Step, peer.HandlerOptions{ID: cfg.NodeID, Secret: cfg.ClusterSecret, Logger: log}))
+	mux.HandleFunc(forwardPrefix+"/", n.serveForwarded)
+	n.peerSrv = peer.NewServer(peers[cfg.NodeID], mux)
+	go func() {
+		if err := n.peerSrv.Serve(n.peerLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error().Err(err).Msg("peer port stopped")
+		}
+	}()
+
+	outer := newServerOn(cfg, log, inner.broker, n.listener, inner.security, nil)
+	outer.cluster = n
+	outer.http.Handler = trackConn(http.HandlerFunc(n.front))
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	go n.run()
+	n.log.Info().Str("peer_addr", peers[cfg.NodeID]).Str("peers", cfg.Peers).Msg("replica started")
+	return outer, nil
+}
+
+// openFollower opens a follower's broker over the replica's store and the
+// server around it.
+func (n *clusterNode) openFollower(ctx context.Context) (*Server, error) {
+	cfg := n.cfg
+	cfg.ShutdownDelay = 0 // the front drains, not this server
+	inner, err := openServer(ctx, cfg, n.rootLog, replicaParts{listener: n.listener, store: n.shard.Store(), follower: true})
+	if err != nil {
+		return nil, err
+	}
+	inner.clusterView = n.view
+	return inner, nil
+}
+
+// run is the owner loop: the follower's broker applies the committed log;
+// once the replica leads and its commit point reached its first entry
+// of the term, the broker applies the rest, the store's fence is lifted
+// and the broker promoted; when the replica stops leading, the broker is
+// closed and a follower's opened.
+func (n *clusterNode) run() {
+	defer close(n.done)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.shard.RoleChanged():
+		case <-tick.C:
+		}
+		n.mu.Lock()
+		if !n.closed {
+			n.turn()
+		}
+		n.mu.Unlock()
+	}
+}
+
+// turn is one pass of the owner loop (under n.mu).
+func (n *clusterNode) turn() {
+	st := n.shard.Status()
+	cur := n.current.Load()
+	b := cur.brokerRef
+	if n.serving.Load() {
+		if st.Gen != n.servingGen || !st.Serving {
+			n.stepDown()
+		}
+		return
+	}
+	if b == nil || !b.Following() {
+		return
+	}
+	if err := b.Follow(n.ctx); err != nil && n.ctx.Err() == nil {
+		n.log.Warn().Err(err).Msg("applying the log failed; retrying")
+		return
+	}
+	if st.Role != "leader" || st.Serving || st.LeadIndex == 0 || st.CommitIndex < st.LeadIndex {
+		return
+	}
+	store := n.shard.Store()
+	if store.DispatchStatus().Dispatched < st.CommitOffset {
+		return // the next turn
+	}
+	if err := b.Follow(n.ctx); err != nil {
+		return
+	}
+	if err := n.shard.Serve(n.ctx, st.Gen); err != nil {
+		return
+	}
+	start := time.Now()
+	if err := b.Promote(n.ctx); err != nil {
+		n.log.Error().Err(err).Msg("promotion failed; reopening as a follower")
+		n.servingGen = st.Gen
+		n.serving.Store(true)
+		n.stepDown()
+		return
+	}
+	n.servingGen = st.Gen
+	n.serving.Store(true)
+	n.log.Info().Uint64("term", st.Term).Uint64("commit_index", st.CommitIndex).Dur("promote", time.Since(start)).Msg("leading: serving the API")
+}
+
+// stepDown closes the broker that led and opens a follower's (under
+// n.mu).
+func (n *clusterNode) stepDown() {
+	n.serving.Store(false)
+	old := n.current.Load()
+	n.log.Info().Msg("no longer leading: reopening the broker as a follower")
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := old.Close(ctx); err != nil {
+		n.log.Warn().Err(err).Msg("closing the broker that led")
+	}
+	for n.ctx.Err() == nil {
+		inner, err := n.openFollower(ctx)
+		if err == nil {
+			n.current.Store(inner)
+			return
+		}
+		n.log.Error().Err(err).Msg("reopening the broker as a follower failed; retrying")
+		time.Sleep(time.Second)
+	}
+}
+
+// front serves the client listener (see the comment at the top).
+func (n *clusterNode) front(w http.ResponseWriter, r *http.Request) {
+	cur := n.current.Load()
+	p := r.URL.Path
+	switch {
+	case p == "/readyz":
+		n.readyz(w, r)
+	case strings.HasPrefix(p, "/v1/") && p != "/v1/cluster" && !n.serving.Load():
+		n.forward(w, r)
+	default:
+		cur.http.Handler.ServeHTTP(w, r)
+	}
+}
+
+// readyz: ready while a leader is known (this replica, serving, or
+// another one to forward to).
+func (n *clusterNode) readyz(w http.ResponseWriter, r *http.Request) {
+	st := n.shard.Status()
+	switch {
+	case n.shard.Err() != nil:
+		api.WriteError(w, r, fmt.Errorf("%w: the replica stopped: %v", api.ErrNotReady, n.shard.Err()))
+		return
+	case st.Leader == 0:
+		api.WriteError(w, r, fmt.Errorf("%w: no leader: this replica cannot reach a quorum of %d", api.ErrNotReady, len(n.peers)/2+1))
+		return
+	case st.Leader == n.cfg.NodeID && !n.serving.Load():
+		api.WriteError(w, r, fmt.Errorf("%w: leading, applying the log before serving", api.ErrNotReady))
+		return
+	}
+	n.current.Load().readyz(w, r)
+}
+
+// forward hands a request to the leader's peer port.
+func (n *clusterNode) forward(w http.ResponseWriter, r *http.Request) {
+	lead := n.shard.Status().Leader
+	addr, ok := n.peers[lead]
+	if lead == 0 || lead == n.cfg.NodeID || !ok {
+		api.WriteError(w, r, broker.ErrNotLeader)
+		return
+	}
+	if r.Header.Get(forwardedByHeader) != "" {
+		api.WriteError(w, r, broker.ErrNotLeader) // never twice
+		return
+	}
+	sent := false
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", addr
+			pr.Out.URL.Path = forwardPrefix + pr.In.URL.Path
+			pr.Out.URL.RawPath = ""
+			pr.Out.Host = pr.In.Host
+			if a := pr.In.Header.Get("Authorization"); a != "" {
+				pr.Out.Header.Set(forwardedAuthHeader, a)
+			}
+			pr.Out.Header.Del("Authorization")
+			pr.Out.Header.Set(forwardedByHeader, strconv.FormatUint(n.cfg.NodeID, 10))
+			pr.SetXForwarded()
+			sent = true
+		},
+		Transport:     n.fwd.Transport,
+		FlushInterval: -1, // long polls and event streams pass as they come
+		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
+			n.log.Debug().Err(err).Uint64("leader", lead).Str("path", req.URL.Path).Msg("forwarding failed")
+			if sent && req.Method != http.MethodGet && req.Method != http.MethodHead {
+				api.WriteError(w, r, broker.ErrOutcomeUnknown)
+				return
+			}
+			api.WriteError(w, r, broker.ErrNotLeader)
+		},
+	}
+	proxy.ServeHTTP(w, r)
+}
+
+// serveForwarded serves a request another replica forwarded (the peer
+// port): only while this one serves; never forwarded on.
+func (n *clusterNode) serveForwarded(w http.ResponseWriter, r *http.Request) {
+	if !peer.Authorized(r, n.cfg.ClusterSecret) {
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	r.Header.Del("Authorization")
+	if a := r.Header.Get(forwardedAuthHeader); a != "" {
+		r.Header.Set("Authorization", a)
+		r.Header.Del(forwardedAuthHeader)
+	}
+	r.URL.Path = strings.TrimPrefix(r.URL.Path, forwardPrefix)
+	r.URL.RawPath = ""
+	if !n.serving.Load() {
+		api.WriteError(w, r, broker.ErrNotLeader)
+		return
+	}
+	n.current.Load().http.Handler.ServeHTTP(w, r)
+}
+
+// view is GET /v1/cluster's answer.
+func (n *clusterNode) view(ctx context.Context) api.Cluster {
+	st := n.shard.Status()
+	out := api.Cluster{NodeID: n.cfg.NodeID, Role: st.Role, Leader: st.Leader, Serving: n.serving.Load(),
+		Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex}
+	progress := map[uint64]shard.PeerProgress{}
+	if st.Role == "leader" {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		for _, p := range n.shard.Progress(pctx) {
+			progress[p.ID] = p
+		}
+		cancel()
+	}
+	ids := make([]uint64, 0, len(n.peers))
+	for id := range n.peers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		p := api.ClusterPeer{ID: id, Address: n.peers[id], Role: "follower"}
+		if id == st.Leader {
+			p.Role = "leader"
+		}
+		if pr, ok := progress[id]; ok {
+			if pr.Learner {
+				p.Role = "learner"
+			}
+			p.MatchIndex = pr.MatchIndex
+			p.LagBytes = max(pr.LagBytes, 0)
+		}
+		out.Peers = append(out.Peers, p)
+	}
+	return out
+}
+
+// close stops the owner loop, the broker's server, the peer port and the
+// replica, in that order.
+func (n *clusterNode) close(ctx context.Context) error {
+	n.mu.Lock()
+	n.closed = true
+	n.mu.Unlock()
+	n.cancel()
+	<-n.done
+	n.serving.Store(false)
+	var errs []error
+	if err := n.current.Load().Close(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("close broker: %w", err))
+	}
+	errs = append(errs, n.peerSrv.Close(), n.transport.Close())
+	n.fwd.CloseIdleConnections()
+	if err := n.shard.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close replica: %w", err))
+	}
+	_ = n.listener.Close()
+	return errors.Join(errs...)
+}
