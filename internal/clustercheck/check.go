@@ -153,10 +153,15 @@ func Check(h *History) Report {
 	for _, o := range ops {
 		c.lastEvent = maxTime(c.lastEvent, o.done.End, o.invoke.Start)
 	}
+	// Sends first: a long poll invoked before a send may answer its
+	// message.
+	for _, o := range ops {
+		if o.invoke.Kind == Send {
+			c.send(o)
+		}
+	}
 	for _, o := range ops {
 		switch o.invoke.Kind {
-		case Send:
-			c.send(o)
 		case Pull:
 			c.pull(o)
 		case Ack, Nack:

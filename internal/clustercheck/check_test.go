@@ -217,6 +217,18 @@ func TestCheckFindsUnexpectedMessages(t *testing.T) {
 		require.Equal(t, 1, r.SendsFail)
 		require.Contains(t, r.String(), "its every send failed")
 	})
+	t.Run("LongPollInvokedBeforeTheSend", func(t *testing.T) {
+		b := newBuilder(t)
+		pullStart := b.now
+		b.wait(time.Millisecond)
+		b.send(OK, "a")
+		m := b.original("a")
+		m.Receipt, m.LeaseUntil = "r", b.now.Add(lease)
+		b.h.Append(Event{ID: 100, Type: Invoke, Kind: Pull, Group: "g", Start: pullStart},
+			Event{ID: 100, Type: OK, Kind: Pull, Group: "g", Start: pullStart, End: b.now, Messages: []Message{m}})
+		b.ack("g", m)
+		require.True(t, b.check().OK())
+	})
 	t.Run("FailThenUnknownIsExpected", func(t *testing.T) {
 		b := newBuilder(t)
 		b.send(Fail, "a")

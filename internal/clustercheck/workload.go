@@ -235,7 +235,7 @@ func (w *workload) setup(ctx context.Context) error {
 			Subscriptions: []wireSubscription{{Topic: w.cfg.Topic}},
 			// Nothing goes to the dead-letter queue in a run: a message
 			// there would look lost to the checker.
-			RetryMaxTimes: 1000,
+			RetryMaxTimes: 64, // the most the broker allows
 			// Retries of expired leases come back at once, not after
 			// RocketMQ's 10 s first level.
 			RetryPolicy: wireRetryPolicy{Backoff: "fixed", InitialMs: max(1, w.cfg.NackDelay.Milliseconds())},
