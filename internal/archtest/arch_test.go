@@ -40,9 +40,12 @@ var forbidden = map[string][]string{
 
 	// The load generator talks HTTP only (its tests start a real server).
 	"internal/loadgen": {"storage", "server", "api", "cmd", "web", "docs", "migrations"},
+	// So does the history workload and checker (its test builds and runs
+	// the binary).
+	"internal/clustercheck": {"storage", "server", "api", "cmd", "web", "docs", "migrations", "internal/loadgen"},
 	// The background-worker shape is a leaf every package may use (the
 	// storage engines included), so it imports nothing of the module.
-	"internal/worker": {"storage", "server", "api", "cmd", "web", "docs", "migrations", "internal/loadgen", "internal/archtest"},
+	"internal/worker": {"storage", "server", "api", "cmd", "web", "docs", "migrations", "internal/loadgen", "internal/clustercheck", "internal/archtest"},
 	// The test harnesses: the broker's knows nothing above the broker, the
 	// server's nothing above the server.
 	"server/broker/brokertest": {"server/servertest", "server/pgmirror", "server/push", "cmd"},
