@@ -182,7 +182,9 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 
 	outer := newServerOn(cfg, log, inner.broker, n.listener, inner.security, nil)
 	outer.cluster = n
-	outer.http.Handler = trackConn(http.HandlerFunc(n.front))
+	// Not trackConn: the broker's server's handler, which the front
+	// calls, tracks the connection's body itself (once).
+	outer.http.Handler = http.HandlerFunc(n.front)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	go n.run()
 	n.log.Info().Str("peer_addr", peers[cfg.NodeID]).Str("peers", cfg.Peers).Msg("replica started")
