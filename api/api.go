@@ -224,7 +224,7 @@ type Deps struct {
 	Mirror func() MirrorStat
 	// Cluster, when not nil, is this node's view of its cluster (GET
 	// /v1/cluster). Nil: a single node.
-	Cluster func(context.Context) Cluster
+	Cluster func(context.Context) (Cluster, error)
 	// Limits are the default abuse limits of every account (limits.go);
 	// zero fields are unlimited. With Auth nil every caller is one
 	// account.

@@ -402,7 +402,11 @@ type testBundle struct {
 func setup(t *testing.T, opts ...func(*api.Deps)) *testBundle {
 	t.Helper()
 	fake := &fakeBroker{}
-	deps := api.Deps{Broker: fake, Logger: zerolog.New(io.Discard), MaxMessageSize: 1024, MaxRequestSize: 4096}
+	deps := api.Deps{Broker: fake, Logger: zerolog.New(io.Discard), MaxMessageSize: 1024, MaxRequestSize: 4096,
+		Cluster: func(context.Context) (api.Cluster, error) {
+			return api.Cluster{NodeID: 1, Role: "leader", Leader: 1, Serving: true, Term: 2, CommitIndex: 9, AppliedIndex: 9,
+				Peers: []api.ClusterPeer{{ID: 1, Address: "127.0.0.1:7101", Role: "leader", MatchIndex: 9}}}, fake.check()
+		}}
 	for _, opt := range opts {
 		opt(&deps)
 	}

@@ -57,7 +57,11 @@ func (h *handler) registerClusterRoutes(r chi.Router) {
 func (h *handler) getCluster(w http.ResponseWriter, r *http.Request) {
 	out := Cluster{Role: "standalone", Peers: []ClusterPeer{}}
 	if h.deps.Cluster != nil {
-		out = h.deps.Cluster(r.Context())
+		var err error
+		if out, err = h.deps.Cluster(r.Context()); err != nil {
+			WriteError(w, r, err)
+			return
+		}
 	}
 	writeJSON(w, r, http.StatusOK, out)
 }

@@ -89,6 +89,8 @@ func TestResponsesMatchSpec(t *testing.T) {
 		{"GET", "/v1/broker/status", "", "", broker.ErrShuttingDown, nil},
 		{"POST", "/v1/broker/receipt-keys/rotate", "", "", nil, nil},
 		{"POST", "/v1/broker/receipt-keys/rotate", "", "", broker.ErrDiskFull, nil},
+		{"GET", "/v1/cluster", "", "", nil, nil},
+		{"GET", "/v1/cluster", "", "", broker.ErrShuttingDown, nil},
 		{"GET", "/v1/stats", "", "", nil, nil},
 		{"GET", "/v1/stats", "", "", broker.ErrShuttingDown, nil},
 		{"GET", "/v1/sqs/queues", "", "", nil, nil},

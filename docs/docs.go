@@ -98,6 +98,34 @@ const docTemplate = `{
                 }
             }
         },
+        "/cluster": {
+            "get": {
+                "description": "The node's id and Raft role, the leader (absent while there is none), term, commit and applied index, and every replica with its peer address; on the leader each replica's match index and lag in bytes. Every node answers for itself (this request is never forwarded). A single node answers role ` + "`" + `standalone` + "`" + `.",
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "broker"
+                ],
+                "summary": "This node's view of the cluster",
+                "operationId": "getCluster",
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/Cluster"
+                        }
+                    },
+                    "503": {
+                        "description": "shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
         "/groups": {
             "get": {
                 "produces": [
@@ -3262,6 +3290,101 @@ const docTemplate = `{
                 "uptimeMs": {
                     "type": "integer",
                     "example": 3600000
+                }
+            }
+        },
+        "Cluster": {
+            "type": "object",
+            "required": [
+                "appliedIndex",
+                "commitIndex",
+                "nodeId",
+                "peers",
+                "role",
+                "serving",
+                "term"
+            ],
+            "properties": {
+                "appliedIndex": {
+                    "type": "integer",
+                    "example": 1204
+                },
+                "commitIndex": {
+                    "type": "integer",
+                    "example": 1204
+                },
+                "leader": {
+                    "description": "Leader is the leader's node id; absent while there is none.",
+                    "type": "integer",
+                    "example": 1
+                },
+                "nodeId": {
+                    "description": "NodeID is this node's id in --peers (0 for a single node).",
+                    "type": "integer",
+                    "example": 2
+                },
+                "peers": {
+                    "type": "array",
+                    "items": {
+                        "$ref": "#/definitions/ClusterPeer"
+                    }
+                },
+                "role": {
+                    "description": "Role is this node's Raft role.",
+                    "type": "string",
+                    "enum": [
+                        "leader",
+                        "follower",
+                        "candidate",
+                        "standalone"
+                    ],
+                    "example": "follower"
+                },
+                "serving": {
+                    "description": "Serving: this node leads and has applied its log: it serves the\nAPI itself (the others forward to it).",
+                    "type": "boolean",
+                    "example": false
+                },
+                "term": {
+                    "type": "integer",
+                    "example": 3
+                }
+            }
+        },
+        "ClusterPeer": {
+            "type": "object",
+            "required": [
+                "address",
+                "id",
+                "role"
+            ],
+            "properties": {
+                "address": {
+                    "type": "string",
+                    "example": "127.0.0.1:7101"
+                },
+                "id": {
+                    "type": "integer",
+                    "example": 1
+                },
+                "lagBytes": {
+                    "type": "integer",
+                    "example": 0
+                },
+                "matchIndex": {
+                    "description": "MatchIndex and LagBytes are known on the leader only: the last\nindex in the replica's log and the CommitLog bytes it lacks.",
+                    "type": "integer",
+                    "example": 1204
+                },
+                "role": {
+                    "description": "Role is the replica's role as this node knows it: leader, follower\nor learner.",
+                    "type": "string",
+                    "enum": [
+                        "leader",
+                        "follower",
+                        "learner"
+                    ],
+                    "example": "leader"
                 }
             }
         },

@@ -389,7 +389,10 @@ func (n *clusterNode) serveForwarded(w http.ResponseWriter, r *http.Request) {
 }
 
 // view is GET /v1/cluster's answer.
-func (n *clusterNode) view(ctx context.Context) api.Cluster {
+func (n *clusterNode) view(ctx context.Context) (api.Cluster, error) {
+	if err := n.shard.Err(); err != nil {
+		return api.Cluster{}, fmt.Errorf("%w: the replica stopped: %v", broker.ErrShuttingDown, err)
+	}
 	st := n.shard.Status()
 	out := api.Cluster{NodeID: n.cfg.NodeID, Role: st.Role, Leader: st.Leader, Serving: n.serving.Load(),
 		Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex}
@@ -420,7 +423,7 @@ func (n *clusterNode) view(ctx context.Context) api.Cluster {
 		}
 		out.Peers = append(out.Peers, p)
 	}
-	return out
+	return out, nil
 }
 
 // close stops the owner loop, the broker's server, the peer port and the

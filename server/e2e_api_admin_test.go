@@ -154,6 +154,12 @@ func endpointsGroups(t *testing.T, e *e2eServer) {
 
 // endpointsBrokerStatus is TestE2EEndpoints/BrokerStatus.
 func endpointsBrokerStatus(t *testing.T, e *e2eServer) {
+	// A single node's view of its cluster: standalone, no peers.
+	var cl api.Cluster
+	servertest.Decode(t, e.Get(t, "/v1/cluster"), http.StatusOK, &cl)
+	require.Equal(t, "standalone", cl.Role)
+	require.Empty(t, cl.Peers)
+	require.Zero(t, cl.Leader)
 	var stats api.Stats
 	servertest.Decode(t, e.Get(t, "/v1/stats"), http.StatusOK, &stats)
 	require.Positive(t, stats.SentTotal)

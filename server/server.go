@@ -72,7 +72,7 @@ type Server struct {
 	// replica's servers (nil: a single node).
 	brokerRef   *broker.Broker
 	cluster     *clusterNode
-	clusterView func(context.Context) api.Cluster
+	clusterView func(context.Context) (api.Cluster, error)
 	mirror      *pgmirror.Mirror // nil in embedded mode
 	pushMu      sync.Mutex
 	push        *push.Dispatcher // webhook delivery while the broker leads; nil in servers built by newServer alone
@@ -904,9 +904,9 @@ type borrowedListener struct{ net.Listener }
 func (borrowedListener) Close() error { return nil }
 
 // clusterInfo answers GET /v1/cluster.
-func (s *Server) clusterInfo(ctx context.Context) api.Cluster {
+func (s *Server) clusterInfo(ctx context.Context) (api.Cluster, error) {
 	if s.clusterView == nil {
-		return api.Cluster{Role: "standalone", Peers: []api.ClusterPeer{}}
+		return api.Cluster{Role: "standalone", Peers: []api.ClusterPeer{}}, nil
 	}
 	return s.clusterView(ctx)
 }

@@ -46,6 +46,51 @@ func (e BrokerStatusFlushMode) Valid() bool {
 	}
 }
 
+// Defines values for ClusterRole.
+const (
+	ClusterRoleCandidate  ClusterRole = "candidate"
+	ClusterRoleFollower   ClusterRole = "follower"
+	ClusterRoleLeader     ClusterRole = "leader"
+	ClusterRoleStandalone ClusterRole = "standalone"
+)
+
+// Valid indicates whether the value is a known member of the ClusterRole enum.
+func (e ClusterRole) Valid() bool {
+	switch e {
+	case ClusterRoleCandidate:
+		return true
+	case ClusterRoleFollower:
+		return true
+	case ClusterRoleLeader:
+		return true
+	case ClusterRoleStandalone:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ClusterPeerRole.
+const (
+	ClusterPeerRoleFollower ClusterPeerRole = "follower"
+	ClusterPeerRoleLeader   ClusterPeerRole = "leader"
+	ClusterPeerRoleLearner  ClusterPeerRole = "learner"
+)
+
+// Valid indicates whether the value is a known member of the ClusterPeerRole enum.
+func (e ClusterPeerRole) Valid() bool {
+	switch e {
+	case ClusterPeerRoleFollower:
+		return true
+	case ClusterPeerRoleLeader:
+		return true
+	case ClusterPeerRoleLearner:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for DeadLetterBodyEncoding.
 const (
 	DeadLetterBodyEncodingBase64 DeadLetterBodyEncoding = "base64"
@@ -714,6 +759,75 @@ type BrokerStatus struct {
 
 // BrokerStatusFlushMode Example: sync
 type BrokerStatusFlushMode string
+
+// Cluster defines model for Cluster.
+type Cluster struct {
+	// AppliedIndex Example: 1204
+	AppliedIndex int64 `json:"appliedIndex"`
+
+	// CommitIndex Example: 1204
+	CommitIndex int64 `json:"commitIndex"`
+
+	// Leader Leader is the leader's node id; absent while there is none.
+	//
+	// Example: 1
+	Leader *int64 `json:"leader,omitempty"`
+
+	// NodeId NodeID is this node's id in --peers (0 for a single node).
+	//
+	// Example: 2
+	NodeId int64         `json:"nodeId"`
+	Peers  []ClusterPeer `json:"peers"`
+
+	// Role Role is this node's Raft role.
+	//
+	// Example: follower
+	Role ClusterRole `json:"role"`
+
+	// Serving Serving: this node leads and has applied its log: it serves the
+	// API itself (the others forward to it).
+	//
+	// Example: false
+	Serving bool `json:"serving"`
+
+	// Term Example: 3
+	Term int64 `json:"term"`
+}
+
+// ClusterRole Role is this node's Raft role.
+//
+// Example: follower
+type ClusterRole string
+
+// ClusterPeer defines model for ClusterPeer.
+type ClusterPeer struct {
+	// Address Example: 127.0.0.1:7101
+	Address string `json:"address"`
+
+	// Id Example: 1
+	Id int64 `json:"id"`
+
+	// LagBytes Example: 0
+	LagBytes *int64 `json:"lagBytes,omitempty"`
+
+	// MatchIndex MatchIndex and LagBytes are known on the leader only: the last
+	// index in the replica's log and the CommitLog bytes it lacks.
+	//
+	// Example: 1204
+	MatchIndex *int64 `json:"matchIndex,omitempty"`
+
+	// Role Role is the replica's role as this node knows it: leader, follower
+	// or learner.
+	//
+	// Example: leader
+	Role ClusterPeerRole `json:"role"`
+}
+
+// ClusterPeerRole Role is the replica's role as this node knows it: leader, follower
+// or learner.
+//
+// Example: leader
+type ClusterPeerRole string
 
 // ConsumerStat defines model for ConsumerStat.
 type ConsumerStat struct {

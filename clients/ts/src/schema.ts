@@ -46,6 +46,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/cluster": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * This node's view of the cluster
+         * @description The node's id and Raft role, the leader (absent while there is none), term, commit and applied index, and every replica with its peer address; on the leader each replica's match index and lag in bytes. Every node answers for itself (this request is never forwarded). A single node answers role `standalone`.
+         *
+         *     Permission with an ACL file: admin.
+         */
+        get: operations["getCluster"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/groups": {
         parameters: {
             query?: never;
@@ -885,6 +907,76 @@ export interface components {
              * @example 3600000
              */
             uptimeMs: number;
+        };
+        Cluster: {
+            /**
+             * Format: int64
+             * @example 1204
+             */
+            appliedIndex: number;
+            /**
+             * Format: int64
+             * @example 1204
+             */
+            commitIndex: number;
+            /**
+             * Format: int64
+             * @description Leader is the leader's node id; absent while there is none.
+             * @example 1
+             */
+            leader?: number;
+            /**
+             * Format: int64
+             * @description NodeID is this node's id in --peers (0 for a single node).
+             * @example 2
+             */
+            nodeId: number;
+            peers: components["schemas"]["ClusterPeer"][];
+            /**
+             * @description Role is this node's Raft role.
+             * @example follower
+             * @enum {string}
+             */
+            role: "leader" | "follower" | "candidate" | "standalone";
+            /**
+             * @description Serving: this node leads and has applied its log: it serves the
+             *     API itself (the others forward to it).
+             * @example false
+             */
+            serving: boolean;
+            /**
+             * Format: int64
+             * @example 3
+             */
+            term: number;
+        };
+        ClusterPeer: {
+            /** @example 127.0.0.1:7101 */
+            address: string;
+            /**
+             * Format: int64
+             * @example 1
+             */
+            id: number;
+            /**
+             * Format: int64
+             * @example 0
+             */
+            lagBytes?: number;
+            /**
+             * Format: int64
+             * @description MatchIndex and LagBytes are known on the leader only: the last
+             *     index in the replica's log and the CommitLog bytes it lacks.
+             * @example 1204
+             */
+            matchIndex?: number;
+            /**
+             * @description Role is the replica's role as this node knows it: leader, follower
+             *     or learner.
+             * @example leader
+             * @enum {string}
+             */
+            role: "leader" | "follower" | "learner";
         };
         ConsumerStat: {
             /**
@@ -3241,6 +3333,104 @@ export interface operations {
                 };
             };
             /** @description internal */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description shutting-down */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Any other error, as a Problem: e.g. 421 host-not-allowed (a Host the server does not answer to), 431 header-too-large, 501 not-implemented (a transfer coding other than chunked), 504 timeout, 505 http-version-not-supported */
+            default: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getCluster: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /**
+                     * @description The request's id, also the requestId of a Problem and in the server's log lines of the request.
+                     * @example d4m1c8sl0s73b0h3ds2g
+                     */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Cluster"];
+                };
+            };
+            /** @description invalid-argument, value-too-long (a malformed X-Mqgate-Client-Id header) */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description unauthenticated (with an ACL file: no or wrong credentials; WWW-Authenticate names the schemes) */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description forbidden, origin-not-allowed (the account lacks the operation's permission, the caller's address is outside a white list, or a cross-origin request comes from an origin not allowed) */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description rate-limited, too-many-auth-failures (the account's requestsPerSecond, or too many failed sign-ins from the address; Retry-After says when to come back) */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description internal (the server log has the cause under the request id) */
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
