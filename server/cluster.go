@@ -51,9 +51,13 @@ const (
 	// forwardedAuthHeader carries the client's Authorization header to
 	// the leader (the peer port's own is the cluster secret).
 	forwardedAuthHeader = "X-Mqgate-Forwarded-Authorization"
-	// forwardedByHeader names the node that forwarded the request.
-	forwardedByHeader = "X-Mqgate-Forwarded-By"
-	forwardPrefix     = "/forward"
+	// forwardedByHeader names the node that forwarded the request;
+	// forwardedClientHeader is the client's address as the forwarding
+	// node saw it: the leader checks address rules (an account's
+	// whiteRemoteAddress) and keys its limits on it, not on the peer's.
+	forwardedByHeader     = "X-Mqgate-Forwarded-By"
+	forwardedClientHeader = "X-Mqgate-Forwarded-Client"
+	forwardPrefix         = "/forward"
 )
 
 // clusterNode is one replica: the shard, the peer port, the current
@@ -70,6 +74,8 @@ type clusterNode struct {
 	peerLn    net.Listener
 	fwd       *http.Client
 	listener  net.Listener // the client listener (the outer server's)
+
+	forwardTracked, readyTracked http.Handler // the front's own routes
 
 	current    atomic.Pointer[Server] // the server over the current broker
 	serving    atomic.Bool            // the current broker leads (promoted)
@@ -182,8 +188,10 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 
 	outer := newServerOn(cfg, log, inner.broker, n.listener, inner.security, nil)
 	outer.cluster = n
-	// Not trackConn: the broker's server's handler, which the front
-	// calls, tracks the connection's body itself (once).
+	// The front's own routes are tracked (trackConn: the connection
+	// wrapper tells a handler's answers from net/http's own); the broker's
+	// server's handler tracks itself (twice, the body would wrap itself).
+	n.forwardTracked, n.readyTracked = trackConn(http.HandlerFunc(n.forward)), trackConn(http.HandlerFunc(n.readyz))
 	outer.http.Handler = http.HandlerFunc(n.front)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	go n.run()
@@ -300,9 +308,9 @@ func (n *clusterNode) front(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
 	switch {
 	case p == "/readyz":
-		n.readyz(w, r)
+		n.readyTracked.ServeHTTP(w, r)
 	case strings.HasPrefix(p, "/v1/") && p != "/v1/cluster" && !n.serving.Load():
-		n.forward(w, r)
+		n.forwardTracked.ServeHTTP(w, r)
 	default:
 		cur.http.Handler.ServeHTTP(w, r)
 	}
@@ -350,6 +358,7 @@ func (n *clusterNode) forward(w http.ResponseWriter, r *http.Request) {
 			}
 			pr.Out.Header.Del("Authorization")
 			pr.Out.Header.Set(forwardedByHeader, strconv.FormatUint(n.cfg.NodeID, 10))
+			pr.Out.Header.Set(forwardedClientHeader, pr.In.RemoteAddr)
 			pr.SetXForwarded()
 			sent = true
 		},
@@ -378,6 +387,12 @@ func (n *clusterNode) serveForwarded(w http.ResponseWriter, r *http.Request) {
 	if a := r.Header.Get(forwardedAuthHeader); a != "" {
 		r.Header.Set("Authorization", a)
 		r.Header.Del(forwardedAuthHeader)
+	}
+	if c := r.Header.Get(forwardedClientHeader); c != "" {
+		if _, _, err := net.SplitHostPort(c); err == nil {
+			r.RemoteAddr = c // a peer that holds the secret vouches for it
+		}
+		r.Header.Del(forwardedClientHeader)
 	}
 	r.URL.Path = strings.TrimPrefix(r.URL.Path, forwardPrefix)
 	r.URL.RawPath = ""

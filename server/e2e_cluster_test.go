@@ -1,0 +1,178 @@
+package server_test
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/api"
+	"github.com/mqgate/mqgate/server"
+	"github.com/mqgate/mqgate/server/servertest"
+)
+
+// freeAddrs reserves n loopback addresses (listen on port 0, close).
+func freeAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	out := make([]string, n)
+	for i := range out {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		out[i] = ln.Addr().String()
+		require.NoError(t, ln.Close())
+	}
+	return out
+}
+
+// e2eCluster is three replicas in this process, each a server on its own
+// data dir, client port and peer port.
+type e2eCluster struct {
+	nodes []*e2eServer
+	peers []string
+}
+
+func startCluster(t *testing.T, opts ...func(*server.Config)) *e2eCluster {
+	t.Helper()
+	c := &e2eCluster{peers: freeAddrs(t, 3)}
+	var spec []string
+	for i, p := range c.peers {
+		spec = append(spec, fmt.Sprintf("%d=%s", i+1, p))
+	}
+	for i := range 3 {
+		cfg := servertest.Config(t, t.TempDir())
+		cfg.NodeID, cfg.Peers, cfg.RaftTick = uint64(i+1), strings.Join(spec, ","), 20*time.Millisecond
+		for _, o := range opts {
+			o(&cfg)
+		}
+		c.nodes = append(c.nodes, openE2E(t, cfg))
+	}
+	return c
+}
+
+// view is GET /v1/cluster on node i.
+func (c *e2eCluster) view(t *testing.T, i int, header http.Header) api.Cluster {
+	t.Helper()
+	var v api.Cluster
+	servertest.Decode(t, c.nodes[i].Do(t, http.MethodGet, "/v1/cluster", "", nil, header), http.StatusOK, &v)
+	return v
+}
+
+// leader waits for the replica that serves and returns its index.
+func (c *e2eCluster) leader(t *testing.T, header http.Header, skip ...int) int {
+	t.Helper()
+	lead := -1
+	require.Eventually(t, func() bool {
+		for i := range c.nodes {
+			if c.nodes[i] == nil || contains(skip, i) {
+				continue
+			}
+			if c.view(t, i, header).Serving {
+				lead = i
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 10*time.Millisecond)
+	return lead
+}
+
+func contains(xs []int, x int) bool {
+	for _, y := range xs {
+		if x == y {
+			return true
+		}
+	}
+	return false
+}
+
+// TestClusterServesFromAnyNode: three replicas with accounts and a
+// cluster secret. Every node answers GET /v1/cluster for itself; the
+// followers forward the API to the leader with the caller's credentials
+// and address: a producer sends through one follower, a consumer pulls
+// and acks through the other, a wrong secret gets 401 and a caller from
+// an address its account does not allow 403, as on the leader. The peer
+// port refuses a request without the cluster secret. The leader closed,
+// the others elect another and serve what was sent; with one replica
+// left, it reports no quorum (/readyz 503) and answers 503 no-leader.
+func TestClusterServesFromAnyNode(t *testing.T) {
+	t.Parallel()
+	acl := newACL(t, matrixACL(t))
+	c := startCluster(t, func(cfg *server.Config) {
+		cfg.ACLFile, cfg.ClusterSecret = acl, "cluster-secret-0001"
+		cfg.AuthFailuresPerMinute = 100_000
+	})
+	admin := basic("admin", adminSecret)
+	lead := c.leader(t, admin)
+	f1, f2 := (lead+1)%3, (lead+2)%3
+	for i := range c.nodes {
+		v := c.view(t, i, admin)
+		require.Equal(t, uint64(i+1), v.NodeID)
+		require.Equal(t, uint64(lead+1), v.Leader)
+		require.Len(t, v.Peers, 3)
+		require.Equal(t, i == lead, v.Serving)
+	}
+	lv := c.view(t, lead, admin)
+	require.Equal(t, "leader", lv.Role)
+	for _, p := range lv.Peers {
+		require.Positive(t, p.MatchIndex, "the leader knows every replica's match index")
+	}
+
+	// A producer through one follower, a consumer through the other.
+	body := []byte(`{"body":"through a follower"}`)
+	sent := c.nodes[f1].Do(t, http.MethodPost, "/v1/topics/orders/messages", "application/json", body, basic("producer", producerSecret))
+	require.Equal(t, http.StatusOK, sent.Status, sent.String())
+	var pulled api.PullResponse
+	servertest.Decode(t, c.nodes[f2].Do(t, http.MethodPost, "/v1/groups/billing/topics/orders/pull?max=4&waitMs=2000", "", nil,
+		basic("consumer", consumerSecret)), http.StatusOK, &pulled)
+	require.Len(t, pulled.Messages, 1)
+	require.Equal(t, "through a follower", pulled.Messages[0].Body)
+	ack := c.nodes[f1].Do(t, http.MethodPost, "/v1/groups/billing/ack", "application/json",
+		[]byte(`{"receipts":["`+pulled.Messages[0].Receipt+`"]}`), basic("consumer", consumerSecret))
+	require.Equal(t, http.StatusOK, ack.Status, ack.String())
+
+	// The leader checks the caller's credentials and address.
+	servertest.WantProblem(t, c.nodes[f1].Do(t, http.MethodPost, "/v1/topics/orders/messages", "application/json", body,
+		basic("producer", "wrong-secret")), http.StatusUnauthorized, "unauthenticated")
+	servertest.WantProblem(t, c.nodes[f1].from(t, "127.0.0.3").Do(t, http.MethodPost, "/v1/topics/orders/messages", "application/json", body,
+		basic("producer", producerSecret)), http.StatusForbidden, "forbidden")
+
+	// A body over the limit, through a follower: 413 as on the leader.
+	big := []byte(`{"body":"` + strings.Repeat("x", int(c.nodes[f1].Cfg.MaxRequestSize)+1) + `"}`)
+	servertest.WantProblem(t, c.nodes[f1].Do(t, http.MethodPost, "/v1/topics/orders/messages", "application/json", big,
+		basic("producer", producerSecret)), http.StatusRequestEntityTooLarge, "body-too-large")
+
+	// The peer port wants the cluster secret.
+	for _, path := range []string{"/raft/v1/messages", "/forward/v1/topics"} {
+		resp, err := http.Post("http://"+c.peers[f1]+path, "application/octet-stream", bytes.NewReader(nil))
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, path)
+	}
+
+	// The leader goes; the others elect another and keep what was sent.
+	c.nodes[lead].Close(t)
+	c.nodes[lead] = nil
+	next := c.leader(t, admin, lead)
+	require.NotEqual(t, lead, next)
+	other := f1
+	if other == next {
+		other = f2
+	}
+	found := c.nodes[other].Do(t, http.MethodGet, "/v1/messages/"+pulled.Messages[0].MessageID, "", nil, admin)
+	require.Equal(t, http.StatusOK, found.Status, found.String())
+
+	// One replica left: no quorum.
+	c.nodes[next].Close(t)
+	c.nodes[next] = nil
+	require.Eventually(t, func() bool {
+		r := c.nodes[other].Do(t, http.MethodGet, "/readyz", "", nil, nil)
+		return r.Status == http.StatusServiceUnavailable && strings.Contains(string(r.Body), "quorum")
+	}, 20*time.Second, 20*time.Millisecond)
+	servertest.WantProblem(t, c.nodes[other].Do(t, http.MethodPost, "/v1/topics/orders/messages", "application/json", body,
+		basic("producer", producerSecret)), http.StatusServiceUnavailable, "no-leader")
+}
