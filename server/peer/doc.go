@@ -1,0 +1,92 @@
+// Package peer carries the Raft messages of a shard's replicas between
+// nodes: the network side of storage/shard's Transport, over HTTP/2
+// without TLS (h2c) on the peer port. Transport sends a node's messages;
+// Handler receives them and hands each to the local replica's
+// Shard.Step; NewServer builds the peer port's server and Client an h2c
+// client for it (the server also forwards client requests to the
+// leader's peer address with it).
+//
+// The package knows raftpb, not the shard: it imports nothing of the
+// module's storage, so it stays a leaf of the transport (its tests run
+// real shards).
+//
+// # Wire format
+//
+// One request carries a batch: POST /raft/v1/messages (MessagesPath),
+// Content-Type application/x-mqgate-raft, answered 204 No Content. The
+// body is
+//
+//	magic    4 bytes  "MQRF"
+//	version  1 byte   1
+//	then, once per message, at least one:
+//	length   uvarint  the message's size in bytes, 1 or more, minimally encoded
+//	message  length   a raftpb.Message in protobuf (proto.Marshal)
+//
+// and nothing after the last message. The decoder is strict: an unknown
+// magic or version, a length that is cut short, overflows, is not the
+// shortest encoding, is 0 or runs past the end, trailing bytes, a message
+// that does not unmarshal, or one this node must not take — addressed to
+// another node, from 0, from itself or from one of raft's local ids, or
+// of a type replicas do not exchange (MsgProp: proposals are never
+// forwarded; the local types such as MsgHup) — make the whole batch a
+// 400, and nothing of it is stepped. A body over HandlerOptions.MaxBodyBytes
+// (64 MiB) is a 413. A new framing takes a new version byte, and a node
+// refuses what it does not know, so replicas are upgraded with the same
+// version on both ends.
+//
+// # Sending: queues, batches, drops and backoff
+//
+// Send never blocks (the shard's node loop calls it): each message goes
+// into its peer's queue — one queue and one goroutine per peer, bounded
+// in messages (Options.QueueMessages, 4096) and in bytes of entry and
+// snapshot data (Options.QueueBytes, 64 MiB) — or, when that is full, is
+// dropped and counted (Stats.Dropped); a message to an id with no peer is
+// counted too (Stats.Unknown). Raft retransmits whatever is lost: it
+// resends unacknowledged appends and heartbeats on its own timers. The
+// peer's goroutine takes everything queued, encodes it into one batch of
+// at most Options.MaxBatchBytes (8 MiB; a single larger message goes
+// alone) and posts it on the connection it keeps to the peer: HTTP/2
+// multiplexes over one long-lived TCP connection, pinged when silent so a
+// vanished peer is noticed. Large messages (MsgApp with many entries,
+// MsgSnap) take the same path; raft's MaxSizePerMsg keeps appends to
+// about 1 MiB, and a message larger than the receiver's body limit
+// cannot pass (a streamed snapshot transfer is for later).
+//
+// A batch that fails (the peer down, refusing, timing out after
+// Options.RequestTimeout, or answering anything but 204) is dropped whole
+// and counted (Stats.Errors, Stats.Failed), logged at debug at most once
+// every few seconds per peer, and reported through Options.Unreachable
+// so the shard can tell raft (ReportUnreachable: the leader then probes
+// the peer instead of streaming to it). The goroutine then waits —
+// BackoffMin (50 ms) doubling to BackoffMax (1 s), jittered — before the
+// next batch, and what Send queues meanwhile waits in the queue until it
+// overflows. A success resets the wait.
+//
+// Messages are marshalled in the peer's goroutine, after Send returned:
+// the caller must not change them afterwards, which raft never does.
+// AddPeer, RemovePeer and SetPeers change the peers at run time (a peer
+// moved to another address is restarted there, its queue dropped). Close
+// cancels the requests under way, stops every goroutine and closes the
+// connections.
+//
+// # What is authenticated, and what is not
+//
+// With a cluster secret (Options.Secret, HandlerOptions.Secret) every
+// request carries "Authorization: Bearer <secret>" and the handler
+// refuses one without it with a 401, comparing in constant time
+// (Authorized: both sides hashed, so not even the length shows). Without
+// a secret anyone who reaches the peer port can step messages into the
+// replica — elect themselves, append entries — so a cluster always sets
+// one. The secret authenticates the sender as a member of the cluster,
+// not as a particular node: the messages' From fields are trusted.
+// Nothing is encrypted: h2c is cleartext, so the secret and every
+// message can be read, and replayed, by whoever sees the traffic. The
+// peer port belongs on a private network or behind a TLS tunnel (a
+// service mesh, stunnel, WireGuard); TLS on the peer port itself is left
+// for later.
+//
+// Client's requests carry the same header, replacing an Authorization
+// header the request had: a server that forwards a client's request to
+// the leader moves the client's credentials to a header of its own
+// first, and the leader checks Authorized before trusting it.
+package peer
