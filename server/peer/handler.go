@@ -55,7 +55,7 @@ func Handler(step func(*pb.Message), opts HandlerOptions) http.Handler {
 			tooLarge(w, opts.MaxBodyBytes)
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, opts.MaxBodyBytes))
+		body, err := readBody(w, r, opts.MaxBodyBytes)
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
@@ -80,4 +80,19 @@ func Handler(step func(*pb.Message), opts HandlerOptions) http.Handler {
 
 func tooLarge(w http.ResponseWriter, limit int64) {
 	http.Error(w, fmt.Sprintf("the batch is larger than %d bytes", limit), http.StatusRequestEntityTooLarge)
+}
+
+// readBody reads the body, at most limit bytes (an *http.MaxBytesError
+// beyond), into one buffer of the announced size when there is one
+// (net/http holds a body to its Content-Length).
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	if n := r.ContentLength; n >= 0 && n <= limit {
+		body := make([]byte, n)
+		if _, err := io.ReadFull(rd, body); err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+	return io.ReadAll(rd)
 }
