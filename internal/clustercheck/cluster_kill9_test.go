@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -82,9 +83,10 @@ func servingLeader(rs []*replica, timeout time.Duration) (*replica, error) {
 
 // TestClusterKill9TheLeaderUnderLoad runs the workload against three
 // replicas of the real binary (requests spread over all three: the
-// followers forward them to the leader) while the test kills the leader
-// with SIGKILL, restarts it on its data directory and ports, and does it
-// again to whichever replica leads next. The history must show nothing
+// followers forward them to the leader) while the test, in turn, kills
+// the leader with SIGKILL and restarts it on its data directory and
+// ports, or stops it (SIGSTOP) until the others elect another and then
+// resumes it — a stale leader — each time to whichever replica leads. The history must show nothing
 // acknowledged lost, no delivery after an ok ack, one message per
 // position and per id; the report gives the write unavailability after
 // each kill (from the kill to the first ok send). LONG=1 runs longer with
@@ -93,9 +95,9 @@ func TestClusterKill9TheLeaderUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and spawns three servers")
 	}
-	runFor, kills := 9*time.Second, 3
+	runFor, kills := 10*time.Second, 4 // faults: kill -9 and SIGSTOP in turn
 	if os.Getenv("LONG") != "" {
-		runFor, kills = 90*time.Second, 30
+		runFor, kills = 120*time.Second, 40
 	}
 	bin := buildServer(t)
 	rs := make([]*replica, 3)
@@ -127,6 +129,16 @@ func TestClusterKill9TheLeaderUnderLoad(t *testing.T) {
 				killErr = err
 				cancel()
 				return
+			}
+			if i%2 == 1 {
+				// A stale leader: stopped long enough for the others to
+				// elect another, then resumed. It must not deliver or
+				// acknowledge anything on its own once it is back.
+				_ = lead.srv.cmd.Process.Signal(syscall.SIGSTOP)
+				h.Fault(fmt.Sprintf("SIGSTOP of leader %d for 1.5 s", lead.id), time.Now())
+				time.Sleep(1500 * time.Millisecond)
+				_ = lead.srv.cmd.Process.Signal(syscall.SIGCONT)
+				continue
 			}
 			lead.srv.kill9()
 			h.Fault(fmt.Sprintf("kill -9 of leader %d", lead.id), time.Now())
