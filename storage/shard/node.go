@@ -55,7 +55,12 @@ type node struct {
 	commit   uint64
 	applied  uint64
 	conf     *pb.ConfState
-	failed   error // a persist error: the node stops taking work
+	// onConf is called with each configuration change applied (the
+	// transport learns addresses from it); confWaits are the callers
+	// waiting for a change, by its encoded bytes.
+	onConf    func(*pb.ConfChangeV2)
+	confWaits map[string][]chan struct{}
+	failed    error // a persist error: the node stops taking work
 	// persisting: a Ready is being persisted beside propose (pipelined);
 	// cutAt (≥ 0) is where the frames of a proposal refused meanwhile
 	// start, cut once the persist is done.
@@ -79,7 +84,7 @@ type node struct {
 	overlapped                  uint64 // Readies persisted beside proposals (pipelined)
 }
 
-func newNode(id uint64, peers []uint64, log *raftlog.Storage, cfg raft.Config, send func([]*pb.Message)) (*node, error) {
+func newNode(id uint64, peers []uint64, join bool, log *raftlog.Storage, cfg raft.Config, send func([]*pb.Message)) (*node, error) {
 	cfg.ID = id
 	cfg.Storage = log
 	hs, cs, err := log.InitialState()
@@ -95,7 +100,7 @@ func newNode(id uint64, peers []uint64, log *raftlog.Storage, cfg raft.Config, s
 	if err != nil {
 		return nil, err
 	}
-	if last == 0 && raft.IsEmptyHardState(hs) && len(cs.GetVoters()) == 0 {
+	if last == 0 && raft.IsEmptyHardState(hs) && len(cs.GetVoters()) == 0 && !join {
 		if len(peers) == 0 {
 			return nil, fmt.Errorf("%w: an empty log and no peers to start a group with", ErrConfig)
 		}
@@ -108,7 +113,7 @@ func newNode(id uint64, peers []uint64, log *raftlog.Storage, cfg raft.Config, s
 		}
 	}
 	n := &node{id: id, rn: rn, log: log, send: send, placed: map[uint64]*proposal{}, term: hs.GetTerm(), commit: hs.GetCommit(), cutAt: -1,
-		store: log.Store(), autoUnfence: true}
+		store: log.Store(), autoUnfence: true, conf: cs, confWaits: map[string][]chan struct{}{}}
 	n.store.Fence() // a replica writes nothing of its own until it leads
 	return n, nil
 }
@@ -495,6 +500,13 @@ func (n *node) apply(e *pb.Entry) error {
 			return fmt.Errorf("shard: conf change %d: %w", e.GetIndex(), err)
 		}
 		n.conf = n.rn.ApplyConfChange(&cc)
+		if n.onConf != nil {
+			n.onConf(&cc)
+		}
+		for _, w := range n.confWaits[string(e.GetData())] {
+			close(w)
+		}
+		delete(n.confWaits, string(e.GetData()))
 	}
 	if p, ok := n.placed[e.GetIndex()]; ok {
 		delete(n.placed, e.GetIndex())
@@ -515,6 +527,7 @@ func (n *node) status() Status {
 		CommitIndex: n.commit, AppliedIndex: n.applied,
 		CommitOffset: n.log.CommitOffset(), Readies: n.readies, Proposals: n.proposals, Entries: n.entries,
 		Overlapped: n.overlapped, Gen: n.gen, LeadIndex: n.leadIndex, Serving: n.serving,
+		Voters: n.conf.GetVoters(), Learners: n.conf.GetLearners(),
 	}
 }
 
@@ -577,4 +590,28 @@ func (n *node) progress() []PeerProgress {
 	}
 	slices.SortFunc(out, func(a, b PeerProgress) int { return cmp.Compare(a.ID, b.ID) })
 	return out
+}
+
+// proposeConf proposes a configuration change (leader only); done is
+// closed once an identical change is applied here.
+func (n *node) proposeConf(cc *pb.ConfChangeV2, done chan struct{}) error {
+	if n.failed != nil {
+		return fmt.Errorf("%w: %w", ErrStopped, n.failed)
+	}
+	st := n.rn.BasicStatus()
+	if st.RaftState != raft.StateLeader {
+		return n.notLeader(st.Lead)
+	}
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(cc)
+	if err != nil {
+		return err
+	}
+	if err := n.rn.ProposeConfChange(cc); err != nil {
+		if errors.Is(err, raft.ErrProposalDropped) {
+			return fmt.Errorf("%w: %w", ErrDropped, err)
+		}
+		return err
+	}
+	n.confWaits[string(data)] = append(n.confWaits[string(data)], done)
+	return nil
 }

@@ -102,6 +102,14 @@ type Options struct {
 	// Logger gets the shard's lines; RaftLogger raft's (nil: discarded).
 	Logger     zerolog.Logger
 	RaftLogger raft.Logger
+	// Join: an empty log waits to be added by the group (a learner whose
+	// leader sends it the log) instead of starting a group with Peers.
+	Join bool
+	// OnConfChange is called, on the node loop, with each configuration
+	// change as it is applied (at start-up again for every one in the
+	// log): the transport learns the new replicas' addresses from it (a
+	// change's Context). It must not block.
+	OnConfChange func(*pb.ConfChangeV2)
 	// Owned: the store's writers have an owner (the broker) that applies
 	// the log before it writes, and lifts the fence itself (Serve) once
 	// this replica leads and has applied it. Without it the fence is
@@ -177,24 +185,28 @@ type Status struct {
 	Gen       uint64
 	LeadIndex uint64
 	Serving   bool
+	// Voters and Learners are the configuration applied here.
+	Voters, Learners []uint64
 }
 
 // Shard is one replica of a store whose writes go through Raft: it owns
 // the store (opened with its dispatcher held at the commit point) and
 // its Raft log, and runs the node loop in one goroutine (doc.go).
 type Shard struct {
-	opts  Options
-	log   *raftlog.Storage
-	node  *node
-	propc chan *proposal
-	recvc chan *pb.Message
-	servc chan serveRequest
-	progc chan chan []PeerProgress
-	rolec chan struct{} // capacity 1: Status().Gen changed
-	stopc chan struct{}
-	donec chan struct{}
-	ticks <-chan time.Time
-	timer *time.Ticker
+	opts      Options
+	log       *raftlog.Storage
+	node      *node
+	propc     chan *proposal
+	recvc     chan *pb.Message
+	servc     chan serveRequest
+	progc     chan chan []PeerProgress
+	confc     chan confRequest
+	transferc chan uint64
+	rolec     chan struct{} // capacity 1: Status().Gen changed
+	stopc     chan struct{}
+	donec     chan struct{}
+	ticks     <-chan time.Time
+	timer     *time.Ticker
 
 	statusMu sync.Mutex
 	status   Status
@@ -220,7 +232,7 @@ func Open(opts Options) (*Shard, error) {
 	if opts.Transport != nil {
 		send = opts.Transport.Send
 	}
-	n, err := newNode(opts.ID, opts.Peers, log, opts.raftConfig(), send)
+	n, err := newNode(opts.ID, opts.Peers, opts.Join, log, opts.raftConfig(), send)
 	if err != nil {
 		_ = log.Close()
 		return nil, err
@@ -230,11 +242,12 @@ func Open(opts Options) (*Shard, error) {
 		propc: make(chan *proposal, defaultProposalsPending),
 		recvc: make(chan *pb.Message, defaultInboxMessages),
 		servc: make(chan serveRequest), rolec: make(chan struct{}, 1),
-		progc: make(chan chan []PeerProgress),
+		progc: make(chan chan []PeerProgress), confc: make(chan confRequest), transferc: make(chan uint64),
 		stopc: make(chan struct{}), donec: make(chan struct{}),
 		ticks: opts.Ticks,
 	}
 	n.autoUnfence = !opts.Owned
+	n.onConf = opts.OnConfChange
 	if s.ticks == nil {
 		s.timer = time.NewTicker(opts.TickInterval)
 		s.ticks = s.timer.C
@@ -289,6 +302,10 @@ func (s *Shard) run() {
 			r.done <- s.serve(r.gen)
 		case r := <-s.progc:
 			r <- n.progress()
+		case r := <-s.confc:
+			r.err <- n.proposeConf(r.cc, r.done)
+		case to := <-s.transferc:
+			n.rn.TransferLeader(to)
 		}
 	drain:
 		for k := 0; k < s.opts.MaxProposals; k++ {
@@ -393,6 +410,54 @@ func (s *Shard) Progress(ctx context.Context) []PeerProgress {
 		return nil
 	case <-s.donec:
 		return nil
+	}
+}
+
+type confRequest struct {
+	cc   *pb.ConfChangeV2
+	done chan struct{}
+	err  chan error
+}
+
+// ChangeConf proposes a configuration change on the leader (one change
+// per call: add a learner, promote it, remove a replica; the new
+// replica's peer address in the change's Context) and returns once it is
+// applied here — committed on a majority of the configuration it
+// changes. ErrNotLeader on a follower; ErrUnknownOutcome when ctx ends
+// first (raft turns a change proposed while another is pending into a
+// no-op: the caller checks Status and tries again).
+func (s *Shard) ChangeConf(ctx context.Context, cc *pb.ConfChangeV2) error {
+	r := confRequest{cc: cc, done: make(chan struct{}), err: make(chan error, 1)}
+	select {
+	case s.confc <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.donec:
+		return ErrStopped
+	}
+	if err := <-r.err; err != nil {
+		return err
+	}
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
+	case <-s.donec:
+		return ErrStopped
+	}
+}
+
+// TransferLeadership asks the leader to hand its role to replica to (a
+// voter) and returns at once; the caller watches Status.
+func (s *Shard) TransferLeadership(ctx context.Context, to uint64) error {
+	select {
+	case s.transferc <- to:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.donec:
+		return ErrStopped
 	}
 }
 

@@ -156,7 +156,7 @@ func (s *sim) start(r *simReplica, peers []uint64) {
 	require.NoError(t, err)
 	o := Options{ID: r.id, ElectionTicks: 10, HeartbeatTicks: 1}
 	require.NoError(t, o.setDefaults())
-	n, err := newNode(r.id, peers, log, o.raftConfig(), s.net.send)
+	n, err := newNode(r.id, peers, false, log, o.raftConfig(), s.net.send)
 	require.NoError(t, err)
 	r.log, r.n, r.up = log, n, true
 	s.checked[r.id] = 0
