@@ -225,6 +225,10 @@ type Deps struct {
 	// Cluster, when not nil, is this node's view of its cluster (GET
 	// /v1/cluster). Nil: a single node.
 	Cluster func(context.Context) (Cluster, error)
+	// Members changes a cluster's membership (POST /v1/cluster/learners,
+	// POST /v1/cluster/members/{id}/promote, DELETE
+	// /v1/cluster/members/{id}). Nil: a single node (409 not-a-cluster).
+	Members ClusterMembers
 	// Limits are the default abuse limits of every account (limits.go);
 	// zero fields are unlimited. With Auth nil every caller is one
 	// account.

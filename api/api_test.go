@@ -406,7 +406,8 @@ func setup(t *testing.T, opts ...func(*api.Deps)) *testBundle {
 		Cluster: func(context.Context) (api.Cluster, error) {
 			return api.Cluster{NodeID: 1, Role: "leader", Leader: 1, Serving: true, Term: 2, CommitIndex: 9, AppliedIndex: 9,
 				Peers: []api.ClusterPeer{{ID: 1, Address: "127.0.0.1:7101", Role: "leader", MatchIndex: 9}}}, fake.check()
-		}}
+		},
+		Members: fakeMembers{fake}}
 	for _, opt := range opts {
 		opt(&deps)
 	}
@@ -502,3 +503,16 @@ func TestRouting(t *testing.T) {
 		require.PanicsWithValue(t, http.ErrAbortHandler, func() { b.do(t, http.MethodGet, "/v1/topics", "") })
 	})
 }
+
+// fakeMembers answers the membership changes with the fake's error.
+type fakeMembers struct{ f *fakeBroker }
+
+func (m fakeMembers) view() (api.Cluster, error) {
+	return api.Cluster{NodeID: 1, Role: "leader", Leader: 1, Serving: true, Peers: []api.ClusterPeer{{ID: 1, Address: "127.0.0.1:7101", Role: "leader"}}}, m.f.check()
+}
+
+func (m fakeMembers) AddLearner(context.Context, uint64, string) (api.Cluster, error) {
+	return m.view()
+}
+func (m fakeMembers) Promote(context.Context, uint64) (api.Cluster, error) { return m.view() }
+func (m fakeMembers) Remove(context.Context, uint64) (api.Cluster, error)  { return m.view() }

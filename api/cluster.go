@@ -1,9 +1,15 @@
 package api
 
 import (
+	"context"
+	"fmt"
+	"net"
 	"net/http"
+	"strconv"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/mqgate/mqgate/server/broker"
 )
 
 // Cluster is a node's view of its cluster (GET /v1/cluster). A single
@@ -41,6 +47,7 @@ type ClusterPeer struct {
 func (h *handler) registerClusterRoutes(r chi.Router) {
 	// GET /v1/cluster — this node's view of the cluster.
 	r.Get("/cluster", h.getCluster)
+	h.registerMemberRoutes(r)
 }
 
 // getCluster reports this node's view of its cluster.
@@ -62,6 +69,135 @@ func (h *handler) getCluster(w http.ResponseWriter, r *http.Request) {
 			WriteError(w, r, err)
 			return
 		}
+	}
+	writeJSON(w, r, http.StatusOK, out)
+}
+
+// ClusterMembers changes the membership of a cluster through Raft, on its
+// leader: each call returns once the change is applied.
+type ClusterMembers interface {
+	AddLearner(ctx context.Context, id uint64, address string) (Cluster, error)
+	Promote(ctx context.Context, id uint64) (Cluster, error)
+	Remove(ctx context.Context, id uint64) (Cluster, error)
+}
+
+// AddLearnerRequest names a new replica: its id (unused in the cluster
+// so far) and the host:port of its peer port.
+type AddLearnerRequest struct {
+	ID      uint64 `json:"id" example:"4" minimum:"1"`
+	Address string `json:"address" example:"127.0.0.1:7104" maxLength:"255"`
+} //	@name	AddLearnerRequest
+
+// registerMemberRoutes registers the membership changes.
+func (h *handler) registerMemberRoutes(r chi.Router) {
+	// POST /v1/cluster/learners — add a replica as a learner.
+	r.Post("/cluster/learners", h.addLearner)
+	// POST /v1/cluster/members/{id}/promote — make a learner a voter.
+	r.Post("/cluster/members/{id}/promote", h.promoteMember)
+	// DELETE /v1/cluster/members/{id} — remove a replica.
+	r.Delete("/cluster/members/{id}", h.removeMember)
+}
+
+// addLearner adds a replica as a learner.
+//
+//	@Summary		Add a replica as a learner
+//	@Description	Adds a replica, started empty with `--join`, as a learner: it receives the log but does not vote. Promote it once it caught up (its matchIndex in GET /v1/cluster reaches the leader's). Answered once the change is applied on the leader; the answer is the leader's view of the cluster.
+//	@ID				addLearner
+//	@Tags			broker
+//	@Accept			json
+//	@Produce		json
+//	@Produce		application/problem+json
+//	@Param			request	body		AddLearnerRequest	true	"The new replica"
+//	@Success		200		{object}	Cluster
+//	@Failure		400		{object}	Problem	"malformed-request"
+//	@Failure		409		{object}	Problem	"not-a-cluster, membership-conflict"
+//	@Failure		503		{object}	Problem	"no-leader, write-outcome-unknown, shutting-down"
+//	@Router			/cluster/learners [post]
+func (h *handler) addLearner(w http.ResponseWriter, r *http.Request) {
+	var req AddLearnerRequest
+	if err := readJSON(r, &req, false); err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	if req.ID == 0 {
+		WriteError(w, r, fmt.Errorf("%w: id must be above 0", ErrMalformedRequest))
+		return
+	}
+	if len(req.Address) > 255 {
+		WriteError(w, r, fmt.Errorf("%w: address longer than 255 bytes", ErrMalformedRequest))
+		return
+	}
+	if _, _, err := net.SplitHostPort(req.Address); err != nil {
+		WriteError(w, r, fmt.Errorf("%w: address %s is not host:port", ErrMalformedRequest, broker.QuoteValue(req.Address)))
+		return
+	}
+	h.membership(w, r, func(m ClusterMembers) (Cluster, error) { return m.AddLearner(r.Context(), req.ID, req.Address) })
+}
+
+// promoteMember makes a learner a voter.
+//
+//	@Summary		Promote a learner to a voter
+//	@Description	Makes a learner a voter. Answered once the change is applied on the leader.
+//	@ID				promoteMember
+//	@Tags			broker
+//	@Produce		json
+//	@Produce		application/problem+json
+//	@Param			id	path		integer	true	"The replica's id"
+//	@Success		200	{object}	Cluster
+//	@Failure		400	{object}	Problem	"malformed-request"
+//	@Failure		409	{object}	Problem	"not-a-cluster, membership-conflict"
+//	@Failure		503	{object}	Problem	"no-leader, write-outcome-unknown, shutting-down"
+//	@Router			/cluster/members/{id}/promote [post]
+func (h *handler) promoteMember(w http.ResponseWriter, r *http.Request) {
+	id, err := memberID(r)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	h.membership(w, r, func(m ClusterMembers) (Cluster, error) { return m.Promote(r.Context(), id) })
+}
+
+// removeMember removes a replica.
+//
+//	@Summary		Remove a replica
+//	@Description	Removes a replica (voter or learner) from the cluster, e.g. one whose disk died. Removing the leader first hands its role to another voter: the answer is then 503 no-leader, and the same request, retried, removes it from the new leader.
+//	@ID				removeMember
+//	@Tags			broker
+//	@Produce		json
+//	@Produce		application/problem+json
+//	@Param			id	path		integer	true	"The replica's id"
+//	@Success		200	{object}	Cluster
+//	@Failure		400	{object}	Problem	"malformed-request"
+//	@Failure		409	{object}	Problem	"not-a-cluster, membership-conflict"
+//	@Failure		503	{object}	Problem	"no-leader, write-outcome-unknown, shutting-down"
+//	@Router			/cluster/members/{id} [delete]
+func (h *handler) removeMember(w http.ResponseWriter, r *http.Request) {
+	id, err := memberID(r)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	h.membership(w, r, func(m ClusterMembers) (Cluster, error) { return m.Remove(r.Context(), id) })
+}
+
+func memberID(r *http.Request) (uint64, error) {
+	raw := chi.URLParam(r, "id")
+	id, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil || id == 0 {
+		return 0, fmt.Errorf("%w: replica id %s is not an integer above 0", ErrMalformedRequest, broker.QuoteValue(raw))
+	}
+	return id, nil
+}
+
+func (h *handler) membership(w http.ResponseWriter, r *http.Request, change func(ClusterMembers) (Cluster, error)) {
+	if h.deps.Members == nil {
+		WriteError(w, r, ErrNotClustered)
+		return
+	}
+	out, err := change(h.deps.Members)
+	if err != nil {
+		WriteError(w, r, err)
+		return
 	}
 	writeJSON(w, r, http.StatusOK, out)
 }

@@ -36,6 +36,12 @@ var (
 	ErrRateLimited = errors.New("rate limit exceeded")
 	// ErrNotReady: the process cannot take traffic yet (readiness probe).
 	ErrNotReady = errors.New("not ready")
+	// ErrNotClustered: a membership change asked of a single node.
+	ErrNotClustered = errors.New("not a cluster: this node runs alone (no --node-id and --peers)")
+	// ErrMembership: a membership change that does not fit the cluster's
+	// configuration (a learner that is already a member, a promotion of a
+	// replica that is not a learner, a removal of one that is not there).
+	ErrMembership = errors.New("membership change refused")
 	// ErrPushLoop: a send carries HeaderPushHop — it is a push delivery,
 	// whose message must not be stored again (loop.go).
 	ErrPushLoop = errors.New("push loop")
@@ -158,6 +164,8 @@ var (
 	kindHTTPVersion     = problemKind{http.StatusHTTPVersionNotSupported, "http-version-not-supported", "HTTP version not supported", 0}
 	kindDiskFull        = problemKind{http.StatusInsufficientStorage, "disk-full", "Disk full", 5}
 	kindQuota           = problemKind{http.StatusConflict, "quota-exceeded", "Quota exceeded", 0}
+	kindNotClustered    = problemKind{http.StatusConflict, "not-a-cluster", "Not a cluster", 0}
+	kindMembership      = problemKind{http.StatusConflict, "membership-conflict", "Membership change refused", 0}
 	// 508 (RFC 5842): the server stopped an operation that would loop.
 	kindPushLoop = problemKind{http.StatusLoopDetected, "push-loop", "Push loop detected", 0}
 )
@@ -211,6 +219,8 @@ var sentinelKinds = []struct {
 	{ErrHTTPVersion, kindHTTPVersion},
 	{broker.ErrDiskFull, kindDiskFull},
 	{broker.ErrQuotaExceeded, kindQuota},
+	{ErrNotClustered, kindNotClustered},
+	{ErrMembership, kindMembership},
 	{ErrPushLoop, kindPushLoop},
 	{context.Canceled, kindClientClosed},
 	{context.DeadlineExceeded, kindTimeout},

@@ -43,6 +43,8 @@ func TestErrorMapping(t *testing.T) {
 		{broker.ErrFlushTimeout, 503, "flush-timeout", "1"},
 		{broker.ErrOutcomeUnknown, 503, "write-outcome-unknown", "1"},
 		{broker.ErrNotLeader, 503, "no-leader", "1"},
+		{api.ErrNotClustered, 409, "not-a-cluster", ""},
+		{api.ErrMembership, 409, "membership-conflict", ""},
 		{broker.ErrDiskFull, 507, "disk-full", "5"},
 		{api.ErrMalformedRequest, 400, "malformed-request", ""},
 		{api.ErrUnsupportedMediaType, 415, "unsupported-media-type", ""},

@@ -126,6 +126,158 @@ const docTemplate = `{
                 }
             }
         },
+        "/cluster/learners": {
+            "post": {
+                "description": "Adds a replica, started empty with ` + "`" + `--join` + "`" + `, as a learner: it receives the log but does not vote. Promote it once it caught up (its matchIndex in GET /v1/cluster reaches the leader's). Answered once the change is applied on the leader; the answer is the leader's view of the cluster.",
+                "consumes": [
+                    "application/json"
+                ],
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "broker"
+                ],
+                "summary": "Add a replica as a learner",
+                "operationId": "addLearner",
+                "parameters": [
+                    {
+                        "description": "The new replica",
+                        "name": "request",
+                        "in": "body",
+                        "required": true,
+                        "schema": {
+                            "$ref": "#/definitions/AddLearnerRequest"
+                        }
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/Cluster"
+                        }
+                    },
+                    "400": {
+                        "description": "malformed-request",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "not-a-cluster, membership-conflict",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "no-leader, write-outcome-unknown, shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
+        "/cluster/members/{id}": {
+            "delete": {
+                "description": "Removes a replica (voter or learner) from the cluster, e.g. one whose disk died. Removing the leader first hands its role to another voter: the answer is then 503 no-leader, and the same request, retried, removes it from the new leader.",
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "broker"
+                ],
+                "summary": "Remove a replica",
+                "operationId": "removeMember",
+                "parameters": [
+                    {
+                        "type": "integer",
+                        "description": "The replica's id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/Cluster"
+                        }
+                    },
+                    "400": {
+                        "description": "malformed-request",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "not-a-cluster, membership-conflict",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "no-leader, write-outcome-unknown, shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
+        "/cluster/members/{id}/promote": {
+            "post": {
+                "description": "Makes a learner a voter. Answered once the change is applied on the leader.",
+                "produces": [
+                    "application/json",
+                    "application/problem+json"
+                ],
+                "tags": [
+                    "broker"
+                ],
+                "summary": "Promote a learner to a voter",
+                "operationId": "promoteMember",
+                "parameters": [
+                    {
+                        "type": "integer",
+                        "description": "The replica's id",
+                        "name": "id",
+                        "in": "path",
+                        "required": true
+                    }
+                ],
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "schema": {
+                            "$ref": "#/definitions/Cluster"
+                        }
+                    },
+                    "400": {
+                        "description": "malformed-request",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "409": {
+                        "description": "not-a-cluster, membership-conflict",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    },
+                    "503": {
+                        "description": "no-leader, write-outcome-unknown, shutting-down",
+                        "schema": {
+                            "$ref": "#/definitions/Problem"
+                        }
+                    }
+                }
+            }
+        },
         "/groups": {
             "get": {
                 "produces": [
@@ -3115,6 +3267,25 @@ const docTemplate = `{
                     "items": {
                         "type": "string"
                     }
+                }
+            }
+        },
+        "AddLearnerRequest": {
+            "type": "object",
+            "required": [
+                "address",
+                "id"
+            ],
+            "properties": {
+                "address": {
+                    "type": "string",
+                    "maxLength": 255,
+                    "example": "127.0.0.1:7104"
+                },
+                "id": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "example": 4
                 }
             }
         },

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server/broker"
@@ -66,7 +67,9 @@ type clusterNode struct {
 	cfg     Config
 	rootLog zerolog.Logger // the process logger (the broker's servers name their components)
 	log     zerolog.Logger
-	peers   map[uint64]string
+
+	addrMu sync.RWMutex
+	peers  map[uint64]string // every replica's peer address: --peers, then the membership changes applied
 
 	shard     *shard.Shard
 	transport *peer.Transport
@@ -160,8 +163,8 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 	slices.Sort(ids)
 	if n.shard, err = shard.Open(shard.Options{ID: cfg.NodeID, Peers: ids,
 		Log:       raftlog.Options{Store: so, Logger: log},
-		Transport: n.transport, TickInterval: cfg.RaftTick, Owned: true,
-		Logger: log}); err != nil {
+		Transport: n.transport, TickInterval: cfg.RaftTick, Owned: true, Join: cfg.Join,
+		OnConfChange: n.confChanged, Logger: log}); err != nil {
 		return nil, repairHint(fmt.Errorf("open replica: %w", err), cfg.DataDir)
 	}
 	cleanup = append(cleanup, n.shard.Close)
@@ -208,7 +211,7 @@ func (n *clusterNode) openFollower(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	inner.clusterView = n.view
+	inner.clusterView, inner.members = n.view, n
 	return inner, nil
 }
 
@@ -325,7 +328,7 @@ func (n *clusterNode) readyz(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, r, fmt.Errorf("%w: the replica stopped: %v", api.ErrNotReady, n.shard.Err()))
 		return
 	case st.Leader == 0:
-		api.WriteError(w, r, fmt.Errorf("%w: no leader: this replica cannot reach a quorum of %d", api.ErrNotReady, len(n.peers)/2+1))
+		api.WriteError(w, r, fmt.Errorf("%w: no leader: this replica cannot reach a quorum of %d", api.ErrNotReady, len(st.Voters)/2+1))
 		return
 	case st.Leader == n.cfg.NodeID && !n.serving.Load():
 		api.WriteError(w, r, fmt.Errorf("%w: leading, applying the log before serving", api.ErrNotReady))
@@ -337,7 +340,7 @@ func (n *clusterNode) readyz(w http.ResponseWriter, r *http.Request) {
 // forward hands a request to the leader's peer port.
 func (n *clusterNode) forward(w http.ResponseWriter, r *http.Request) {
 	lead := n.shard.Status().Leader
-	addr, ok := n.peers[lead]
+	addr, ok := n.peerAddr(lead)
 	if lead == 0 || lead == n.cfg.NodeID || !ok {
 		api.WriteError(w, r, broker.ErrNotLeader)
 		return
@@ -410,7 +413,7 @@ func (n *clusterNode) view(ctx context.Context) (api.Cluster, error) {
 	}
 	st := n.shard.Status()
 	out := api.Cluster{NodeID: n.cfg.NodeID, Role: st.Role, Leader: st.Leader, Serving: n.serving.Load(),
-		Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex}
+		Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, Peers: []api.ClusterPeer{}}
 	progress := map[uint64]shard.PeerProgress{}
 	if st.Role == "leader" {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -419,20 +422,22 @@ func (n *clusterNode) view(ctx context.Context) (api.Cluster, error) {
 		}
 		cancel()
 	}
-	ids := make([]uint64, 0, len(n.peers))
-	for id := range n.peers {
-		ids = append(ids, id)
-	}
+	ids := append(slices.Clone(st.Voters), st.Learners...)
 	slices.Sort(ids)
+	learners := map[uint64]bool{}
+	for _, id := range st.Learners {
+		learners[id] = true
+	}
 	for _, id := range ids {
-		p := api.ClusterPeer{ID: id, Address: n.peers[id], Role: "follower"}
+		addr, _ := n.peerAddr(id)
+		p := api.ClusterPeer{ID: id, Address: addr, Role: "follower"}
+		if learners[id] {
+			p.Role = "learner"
+		}
 		if id == st.Leader {
 			p.Role = "leader"
 		}
 		if pr, ok := progress[id]; ok {
-			if pr.Learner {
-				p.Role = "learner"
-			}
 			p.MatchIndex = pr.MatchIndex
 			p.LagBytes = max(pr.LagBytes, 0)
 		}
@@ -461,4 +466,111 @@ func (n *clusterNode) close(ctx context.Context) error {
 	}
 	_ = n.listener.Close()
 	return errors.Join(errs...)
+}
+
+// peerAddr is replica id's peer address.
+func (n *clusterNode) peerAddr(id uint64) (string, bool) {
+	n.addrMu.RLock()
+	defer n.addrMu.RUnlock()
+	a, ok := n.peers[id]
+	return a, ok
+}
+
+// confChanged follows a configuration change applied by the shard (on
+// its loop: it must not block): a new replica's address (the change's
+// Context) goes to the transport; a removed one's goes away.
+func (n *clusterNode) confChanged(cc *pb.ConfChangeV2) {
+	addr := string(cc.GetContext())
+	for _, c := range cc.GetChanges() {
+		id := c.GetNodeId()
+		switch c.GetType() {
+		case pb.ConfChangeAddNode, pb.ConfChangeAddLearnerNode:
+			if _, _, err := net.SplitHostPort(addr); err != nil {
+				continue // a promotion names no address
+			}
+			n.addrMu.Lock()
+			n.peers[id] = addr
+			n.addrMu.Unlock()
+			if id != n.cfg.NodeID {
+				n.transport.AddPeer(id, addr)
+			}
+		case pb.ConfChangeRemoveNode:
+			n.addrMu.Lock()
+			delete(n.peers, id)
+			n.addrMu.Unlock()
+			if id != n.cfg.NodeID {
+				n.transport.RemovePeer(id)
+			} else {
+				n.log.Warn().Msg("this replica was removed from the cluster: it no longer takes part")
+			}
+		}
+	}
+}
+
+// membershipTimeout bounds a membership change.
+const membershipTimeout = 10 * time.Second
+
+// AddLearner adds replica id, reached at address, as a learner.
+func (n *clusterNode) AddLearner(ctx context.Context, id uint64, address string) (api.Cluster, error) {
+	st := n.shard.Status()
+	if slices.Contains(st.Voters, id) || slices.Contains(st.Learners, id) {
+		return api.Cluster{}, fmt.Errorf("%w: replica %d is already a member", api.ErrMembership, id)
+	}
+	return n.change(ctx, pb.ConfChangeAddLearnerNode, id, address)
+}
+
+// Promote makes learner id a voter.
+func (n *clusterNode) Promote(ctx context.Context, id uint64) (api.Cluster, error) {
+	if !slices.Contains(n.shard.Status().Learners, id) {
+		return api.Cluster{}, fmt.Errorf("%w: replica %d is not a learner", api.ErrMembership, id)
+	}
+	return n.change(ctx, pb.ConfChangeAddNode, id, "")
+}
+
+// Remove removes replica id; the leader first hands its role to the
+// voter most caught up (the caller retries against the new leader).
+func (n *clusterNode) Remove(ctx context.Context, id uint64) (api.Cluster, error) {
+	st := n.shard.Status()
+	if !slices.Contains(st.Voters, id) && !slices.Contains(st.Learners, id) {
+		return api.Cluster{}, fmt.Errorf("%w: replica %d is not a member", api.ErrMembership, id)
+	}
+	if slices.Contains(st.Voters, id) && len(st.Voters) == 1 {
+		return api.Cluster{}, fmt.Errorf("%w: replica %d is the only voter", api.ErrMembership, id)
+	}
+	if id == n.cfg.NodeID {
+		var to uint64
+		var best uint64
+		for _, p := range n.shard.Progress(ctx) {
+			if p.ID != id && !p.Learner && p.MatchIndex >= best {
+				to, best = p.ID, p.MatchIndex
+			}
+		}
+		if to == 0 {
+			return api.Cluster{}, fmt.Errorf("%w: no other voter to hand the leadership to", api.ErrMembership)
+		}
+		if err := n.shard.TransferLeadership(ctx, to); err != nil {
+			return api.Cluster{}, err
+		}
+		return api.Cluster{}, fmt.Errorf("%w: replica %d leads; it is handing its role to %d: retry", broker.ErrNotLeader, id, to)
+	}
+	return n.change(ctx, pb.ConfChangeRemoveNode, id, "")
+}
+
+func (n *clusterNode) change(ctx context.Context, typ pb.ConfChangeType, id uint64, address string) (api.Cluster, error) {
+	cctx, cancel := context.WithTimeout(ctx, membershipTimeout)
+	defer cancel()
+	cc := &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: typ.Enum(), NodeId: &id}}}
+	if address != "" {
+		cc.Context = []byte(address)
+	}
+	switch err := n.shard.ChangeConf(cctx, cc); {
+	case errors.Is(err, shard.ErrNotLeader):
+		return api.Cluster{}, fmt.Errorf("%w: %v", broker.ErrNotLeader, err)
+	case errors.Is(err, shard.ErrUnknownOutcome):
+		return api.Cluster{}, fmt.Errorf("%w: %v", broker.ErrOutcomeUnknown, err)
+	case err != nil:
+		return api.Cluster{}, err
+	}
+	n.log.Info().Stringer("change", typ).Uint64("replica", id).Str("address", address).Msg("membership changed")
+	return n.view(ctx)
 }

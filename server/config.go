@@ -64,6 +64,10 @@ type Config struct {
 	// ClusterSecret, when set, must be presented by every peer request
 	// (the peer port is cleartext: keep it on a private network).
 	ClusterSecret string `name:"cluster-secret" help:"Shared secret every request to the peer port must carry (the peer port is cleartext HTTP/2: keep it on a private network); prefer the environment variable." env:"MQGATE_CLUSTER_SECRET"`
+	// Join starts a new replica with an empty data dir that waits to be
+	// added (POST /v1/cluster/learners on the cluster) instead of
+	// starting a cluster with Peers.
+	Join bool `name:"join" help:"Start an empty replica that waits to be added to a running cluster as a learner (mqgate cluster add-learner) instead of starting a new cluster with --peers." env:"MQGATE_JOIN"`
 	// RaftTick is Raft's tick: a leader heartbeats every tick, a follower
 	// campaigns after 10 ticks without one.
 	RaftTick time.Duration `name:"raft-tick" help:"Raft's tick: heartbeats every tick, an election after 10 ticks without a leader." env:"MQGATE_RAFT_TICK" default:"${raft_tick}"`

@@ -160,6 +160,12 @@ func endpointsBrokerStatus(t *testing.T, e *e2eServer) {
 	require.Equal(t, "standalone", cl.Role)
 	require.Empty(t, cl.Peers)
 	require.Zero(t, cl.Leader)
+	// Membership changes need a cluster.
+	servertest.WantProblem(t, e.JSON(t, http.MethodPost, "/v1/cluster/learners", api.AddLearnerRequest{ID: 4, Address: "127.0.0.1:7104"}),
+		http.StatusConflict, "not-a-cluster")
+	servertest.WantProblem(t, e.Do(t, http.MethodPost, "/v1/cluster/members/4/promote", "", nil, nil), http.StatusConflict, "not-a-cluster")
+	servertest.WantProblem(t, e.Do(t, http.MethodDelete, "/v1/cluster/members/4", "", nil, nil), http.StatusConflict, "not-a-cluster")
+	servertest.WantProblem(t, e.Do(t, http.MethodDelete, "/v1/cluster/members/x", "", nil, nil), http.StatusBadRequest, "malformed-request")
 	var stats api.Stats
 	servertest.Decode(t, e.Get(t, "/v1/stats"), http.StatusOK, &stats)
 	require.Positive(t, stats.SentTotal)

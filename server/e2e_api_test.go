@@ -57,6 +57,10 @@ func TestE2EEndpoints(t *testing.T) {
 		noClientError := map[string]bool{"GET /v1/topics": true, "GET /v1/groups": true, "GET /v1/broker/status": true,
 			"POST /v1/broker/receipt-keys/rotate": true, "GET /v1/stats": true,
 			"GET /v1/cluster": true}
+		// Membership changes answer 2xx on a cluster only (409
+		// not-a-cluster here; TestClusterReplacesADeadNode calls them).
+		clusterOnly := map[string]bool{"POST /v1/cluster/learners": true, "POST /v1/cluster/members/{id}/promote": true,
+			"DELETE /v1/cluster/members/{id}": true}
 		ops := 0
 		for path, methods := range spec.Paths {
 			for method := range methods {
@@ -69,11 +73,11 @@ func TestE2EEndpoints(t *testing.T) {
 					success = success || m[1][0] == '2'
 					clientError = clientError || m[1][0] == '4'
 				}
-				require.True(t, success, "%s was never answered 2xx", op)
+				require.True(t, success || clusterOnly[op], "%s was never answered 2xx", op)
 				require.True(t, clientError || noClientError[op], "%s was never answered 4xx", op)
 			}
 		}
-		require.Equal(t, 44, ops, "operations in docs/openapi.json: a new one needs its calls above")
+		require.Equal(t, 47, ops, "operations in docs/openapi.json: a new one needs its calls above")
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -175,4 +176,91 @@ func TestClusterServesFromAnyNode(t *testing.T) {
 	}, 20*time.Second, 20*time.Millisecond)
 	servertest.WantProblem(t, c.nodes[other].Do(t, http.MethodPost, "/v1/topics/orders/messages", "application/json", body,
 		basic("producer", producerSecret)), http.StatusServiceUnavailable, "no-leader")
+}
+
+// TestClusterReplacesADeadNode: a replica whose disk died is replaced
+// under writes, through the API any node serves: a new empty replica
+// started with --join is added as a learner, catches up, is promoted and
+// the dead one removed; the cluster then needs the new replica for its
+// majority, and still has every message it acknowledged.
+func TestClusterReplacesADeadNode(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	lead := c.leader(t, nil)
+	dead := (lead + 1) % 3
+	keep := (lead + 2) % 3
+	var ids []string
+	send := func(via int, tag string, n int) {
+		for k := range n {
+			var res api.SendResponse
+			servertest.Decode(t, c.nodes[via].Do(t, http.MethodPost, "/v1/topics/orders/messages", "application/json",
+				[]byte(fmt.Sprintf(`{"body":"%s-%d"}`, tag, k)), nil), http.StatusOK, &res)
+			ids = append(ids, res.Results[0].MessageID)
+		}
+	}
+	send(keep, "before", 10)
+
+	// The dead replica's disk is gone.
+	deadDir := c.nodes[dead].Cfg.DataDir
+	c.nodes[dead].Close(t)
+	c.nodes[dead] = nil
+	require.NoError(t, os.RemoveAll(deadDir))
+	send(keep, "degraded", 5)
+
+	// A new replica, 4, joins.
+	addr4 := freeAddrs(t, 1)[0]
+	cfg := servertest.Config(t, t.TempDir())
+	cfg.NodeID, cfg.Join, cfg.RaftTick = 4, true, 20*time.Millisecond
+	cfg.Peers = c.nodes[keep].Cfg.Peers + ",4=" + addr4
+	c.nodes = append(c.nodes, openE2E(t, cfg))
+	joined := c.view(t, 3, nil)
+	require.Empty(t, joined.Peers, "a joining replica is in no configuration yet")
+
+	var v api.Cluster
+	servertest.Decode(t, c.nodes[keep].JSON(t, http.MethodPost, "/v1/cluster/learners", api.AddLearnerRequest{ID: 4, Address: addr4}), http.StatusOK, &v)
+	require.Len(t, v.Peers, 4)
+	servertest.WantProblem(t, c.nodes[keep].JSON(t, http.MethodPost, "/v1/cluster/learners", api.AddLearnerRequest{ID: 4, Address: addr4}),
+		http.StatusConflict, "membership-conflict")
+	require.Eventually(t, func() bool {
+		lv := c.view(t, lead, nil)
+		for _, p := range lv.Peers {
+			if p.ID == 4 {
+				return p.Role == "learner" && p.MatchIndex == lv.CommitIndex
+			}
+		}
+		return false
+	}, 20*time.Second, 10*time.Millisecond)
+	servertest.Decode(t, c.nodes[3].Do(t, http.MethodPost, "/v1/cluster/members/4/promote", "", nil, nil), http.StatusOK, &v)
+	servertest.Decode(t, c.nodes[3].Do(t, http.MethodDelete, fmt.Sprintf("/v1/cluster/members/%d", dead+1), "", nil, nil), http.StatusOK, &v)
+	require.Len(t, v.Peers, 3)
+	for _, p := range v.Peers {
+		require.NotEqual(t, uint64(dead+1), p.ID)
+		require.NotEqual(t, "learner", p.Role)
+	}
+	send(3, "replaced", 5)
+
+	// The new replica is now part of every majority: with the other
+	// follower gone, the leader and it still commit.
+	c.nodes[keep].Close(t)
+	c.nodes[keep] = nil
+	send(lead, "needs-4", 3)
+	for _, id := range ids {
+		r := c.nodes[3].Do(t, http.MethodGet, "/v1/messages/"+id, "", nil, nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s: %s", id, r.String())
+	}
+
+	// Removing the leader: it hands its role to 4 first (503 no-leader),
+	// and the same request, retried, removes it.
+	removeLead := fmt.Sprintf("/v1/cluster/members/%d", lead+1)
+	servertest.WantProblem(t, c.nodes[3].Do(t, http.MethodDelete, removeLead, "", nil, nil), http.StatusServiceUnavailable, "no-leader")
+	require.Eventually(t, func() bool {
+		r := c.nodes[3].Do(t, http.MethodDelete, removeLead, "", nil, nil)
+		return r.Status == http.StatusOK
+	}, 20*time.Second, 20*time.Millisecond)
+	v = c.view(t, 3, nil)
+	require.Equal(t, uint64(4), v.Leader)
+	require.Len(t, v.Peers, 2, "4 and the follower closed above")
+	for _, p := range v.Peers {
+		require.NotEqual(t, uint64(lead+1), p.ID)
+	}
 }

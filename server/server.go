@@ -73,6 +73,7 @@ type Server struct {
 	brokerRef   *broker.Broker
 	cluster     *clusterNode
 	clusterView func(context.Context) (api.Cluster, error)
+	members     api.ClusterMembers
 	mirror      *pgmirror.Mirror // nil in embedded mode
 	pushMu      sync.Mutex
 	push        *push.Dispatcher // webhook delivery while the broker leads; nil in servers built by newServer alone
@@ -445,6 +446,7 @@ func (s *Server) routes() http.Handler {
 		SQS:            s.sqsCatalog(),
 		Mirror:         s.mirrorStat,
 		Cluster:        s.clusterInfo,
+		Members:        s.clusterMembers(),
 		Limits: api.AccountLimits{
 			RequestsPerSecond: s.cfg.RequestsPerSecond,
 			MessagesPerSecond: s.cfg.MessagesPerSecond,
@@ -909,4 +911,42 @@ func (s *Server) clusterInfo(ctx context.Context) (api.Cluster, error) {
 		return api.Cluster{Role: "standalone", Peers: []api.ClusterPeer{}}, nil
 	}
 	return s.clusterView(ctx)
+}
+
+// clusterMembers is the membership API of a replica's server (nil on a
+// single node). It reads s.members when a request comes: the replica sets
+// it after the server is built.
+func (s *Server) clusterMembers() api.ClusterMembers { return lateMembers{s} }
+
+type lateMembers struct{ s *Server }
+
+func (l lateMembers) members() (api.ClusterMembers, error) {
+	if l.s.members == nil {
+		return nil, api.ErrNotClustered
+	}
+	return l.s.members, nil
+}
+
+func (l lateMembers) AddLearner(ctx context.Context, id uint64, address string) (api.Cluster, error) {
+	m, err := l.members()
+	if err != nil {
+		return api.Cluster{}, err
+	}
+	return m.AddLearner(ctx, id, address)
+}
+
+func (l lateMembers) Promote(ctx context.Context, id uint64) (api.Cluster, error) {
+	m, err := l.members()
+	if err != nil {
+		return api.Cluster{}, err
+	}
+	return m.Promote(ctx, id)
+}
+
+func (l lateMembers) Remove(ctx context.Context, id uint64) (api.Cluster, error) {
+	m, err := l.members()
+	if err != nil {
+		return api.Cluster{}, err
+	}
+	return m.Remove(ctx, id)
 }

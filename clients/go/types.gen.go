@@ -658,6 +658,15 @@ type AckRequest struct {
 	Receipts []string `json:"receipts"`
 }
 
+// AddLearnerRequest defines model for AddLearnerRequest.
+type AddLearnerRequest struct {
+	// Address Example: 127.0.0.1:7104
+	Address string `json:"address"`
+
+	// Id Example: 4
+	Id int64 `json:"id"`
+}
+
 // Attempt defines model for Attempt.
 type Attempt struct {
 	// At Example: 2026-11-29T10:00:10.000Z
@@ -3166,6 +3175,9 @@ type PushMessageParams struct {
 	// XMqgateStoredAt When the message was stored, RFC 3339 (binary mode).
 	XMqgateStoredAt *time.Time `json:"X-Mqgate-Stored-At,omitempty"`
 }
+
+// AddLearnerJSONRequestBody defines body for AddLearner for application/json ContentType.
+type AddLearnerJSONRequestBody = AddLearnerRequest
 
 // PatchGroupJSONRequestBody defines body for PatchGroup for application/json ContentType.
 type PatchGroupJSONRequestBody = GroupPatch
