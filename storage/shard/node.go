@@ -308,6 +308,13 @@ func (n *node) processReadies(during func(persisting func() error) error) (int, 
 		switch {
 		case during != nil && n.pipelined(rd, leader):
 			n.overlapped++
+			// A leader's messages (appends, heartbeats) go before its own
+			// entries are persisted, so the followers' flushes run beside
+			// its own (raft's section 10.2.1; etcd's server does the
+			// same): it counts itself toward the commit only once its
+			// own entries are durable (at Advance).
+			n.send(rd.Messages)
+			rd.Messages = nil
 			var early bool
 			early, err = n.commitEarly(rd)
 			if err == nil {
