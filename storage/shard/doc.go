@@ -100,17 +100,20 @@
 // leader's first entry (LeadIndex) and the owner applied the log;
 // without it, as soon as the replica leads.
 //
-// # Left for the network transport and the broker
+// # Membership
 //
-// Transport is an interface: the in-memory one of the tests is seeded
-// and lossy; the peer transport (HTTP/2 h2c on the peer port, batching,
-// snapshot stream) comes with the cluster flags. The broker still writes
-// to its store directly: its Put becoming Shard.Put, its system records
-// (offsets, acks, retry and dead-letter copies, timers) going through the
-// same path, leader-only services gated on leadership, ReadIndex before
-// pulls, request forwarding — all come with the broker's integration. Not
-// here yet either: AsyncStorageWrites (the leader's flush overlapping
-// replication), membership changes, snapshots and log compaction (no
-// leader sends a snapshot, since nothing compacts), refusing to vote
-// after damage below the commit point (raftlog refuses to open).
+// ChangeConf proposes one configuration change (add a learner, promote
+// it, remove a replica) and returns once it is applied here;
+// OnConfChange tells the owner of each change as it is applied (again at
+// start-up for every one in the log), with the new replica's peer address
+// in the change's Context. A replica opened with Join and an empty log
+// waits to be added instead of starting a group.
+//
+// # Not here yet
+//
+// AsyncStorageWrites (the leader already sends its appends before its
+// own flush); snapshots and log compaction (no leader sends a snapshot,
+// since nothing compacts: a replica that falls behind a retention cut
+// cannot catch up); refusing to vote after damage below the commit point
+// (raftlog refuses to open instead); ReportUnreachable to raft.
 package shard
