@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,4 +105,103 @@ func TestReadmeCommandLineRunsAsPasted(t *testing.T) {
 	require.Equal(t, 1, strings.Count(string(dead), "\n"), "%s", dead)
 	require.Contains(t, string(dead), `"body":"not json"`)
 	t.Logf("output:\n%s", out)
+}
+
+// TestReadmeClusterRunsAsPasted runs the README's cluster commands as
+// written — the three that start a cluster, then the four that add a
+// fourth replica, promote it and remove the third — against the real
+// binary (`go run ./cmd/mqgate` becomes this test binary, the ports free
+// ones), each curl with -f: every command must succeed.
+func TestReadmeClusterRunsAsPasted(t *testing.T) {
+	t.Parallel()
+	for _, tool := range []string{"bash", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is needed (.ci/run installs it)", tool)
+			}
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	section := regexp.MustCompile("(?s)## Three replicas.*?\n## ").Find(readme)
+	require.NotNil(t, section)
+	blocks := regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllSubmatch(section, -1)
+	require.Len(t, blocks, 2, "the start block and the replacement block")
+	start, replace := string(blocks[0][1]), string(blocks[1][1])
+	require.Equal(t, 3, strings.Count(start, "go run ./cmd/mqgate serve"))
+
+	// The ports of the README, free ones in their place.
+	ports := map[string]string{}
+	for _, p := range regexp.MustCompile(`(?:127\.0\.0\.1|localhost):(\d+)`).FindAllStringSubmatch(start+replace, -1) {
+		if _, ok := ports[p[1]]; !ok {
+			_, port, _ := net.SplitHostPort(freeAddr(t))
+			ports[p[1]] = port
+		}
+	}
+	rewrite := func(s string) string {
+		return regexp.MustCompile(`(127\.0\.0\.1|localhost):(\d+)`).ReplaceAllStringFunc(s, func(m string) string {
+			host, port, _ := net.SplitHostPort(m)
+			return net.JoinHostPort(host, ports[port])
+		})
+	}
+	// `go run ./cmd/mqgate ARGS` runs this test binary as mqgate.
+	// (Every such line runs in the background: the function's exec makes
+	// the job the server itself, which the cleanup kills.)
+	race := strings.TrimPrefix(noRaceExitSleep(), "GORACE=")
+	prelude := fmt.Sprintf(`go() { [ "$1" = run ] && [ "$2" = ./cmd/mqgate ] || return 1; shift 2; local IFS=$'\x1f'; %s="$*" GORACE=%q exec %q -test.run='^$' >>"server-$RANDOM.log" 2>&1; }
+curl() { command curl --fail-with-body -sS --retry 20 --retry-all-errors --retry-delay 1 "$@"; }
+`, e2eArgsEnv, race, os.Args[0])
+	background := func(block string) string {
+		var out []string
+		for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+			if strings.HasPrefix(line, "go run ") {
+				line += " &"
+			}
+			out = append(out, line)
+		}
+		return strings.Join(out, "\n")
+	}
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		k := exec.Command("bash", "-c", "kill -9 $(cat pids 2>/dev/null) 2>/dev/null; true")
+		k.Dir = dir
+		_ = k.Run()
+	})
+	leaderUp := fmt.Sprintf(`for i in $(seq 1 300); do command curl -sf localhost:%s/v1/cluster | grep -q '"leader"' && break; sleep 0.1; done
+`, ports["8081"])
+	script := prelude + rewrite(background(start)) + "\necho $(jobs -p) >> pids\n" + leaderUp +
+		rewrite(background(replace)) + "\necho $(jobs -p) >> pids\n"
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the cluster commands did not finish in 2 minutes:\n%s", out.String())
+	}
+	require.NoError(t, err, "%s", out.String())
+	// The fourth replica is a voter, the third gone.
+	require.Contains(t, out.String(), `"id":4`)
+	resp, err := http.Get("http://127.0.0.1:" + ports["8082"] + "/v1/cluster")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var v struct {
+		Peers []struct {
+			ID   uint64 `json:"id"`
+			Role string `json:"role"`
+		} `json:"peers"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&v))
+	var ids []uint64
+	for _, p := range v.Peers {
+		ids = append(ids, p.ID)
+		require.NotEqual(t, "learner", p.Role)
+	}
+	require.ElementsMatch(t, []uint64{1, 2, 4}, ids, out.String())
 }
