@@ -165,7 +165,7 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Log:       raftlog.Options{Store: so, Logger: log},
 		Transport: n.transport, TickInterval: cfg.RaftTick, Owned: true, Join: cfg.Join,
 		OnConfChange: n.confChanged, Logger: log}); err != nil {
-		return nil, repairHint(fmt.Errorf("open replica: %w", err), cfg.DataDir)
+		return nil, replicaHint(fmt.Errorf("open replica: %w", err), cfg.DataDir, cfg.NodeID)
 	}
 	cleanup = append(cleanup, n.shard.Close)
 	n.listener = listener

@@ -3,9 +3,11 @@ package server_test
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server"
 	"github.com/mqgate/mqgate/server/servertest"
+	"github.com/mqgate/mqgate/storage"
 )
 
 // freeAddrs reserves n loopback addresses (listen on port 0, close).
@@ -263,4 +266,48 @@ func TestClusterReplacesADeadNode(t *testing.T) {
 	for _, p := range v.Peers {
 		require.NotEqual(t, uint64(lead+1), p.ID)
 	}
+}
+
+// TestClusterDamagedReplicaDoesNotStart: a replica whose CommitLog is
+// damaged below what it acknowledged refuses to start — so it never votes
+// with a log shorter than the one it promised — and says how to rebuild
+// it; `mqgate repair`, which would cut the log, refuses a replica.
+func TestClusterDamagedReplicaDoesNotStart(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	lead := c.leader(t, nil)
+	f := (lead + 1) % 3
+	for k := range 50 {
+		r := c.nodes[lead].Do(t, http.MethodPost, "/v1/topics/orders/messages", "application/json",
+			[]byte(fmt.Sprintf(`{"body":"m-%d-%s"}`, k, strings.Repeat("x", 200))), nil)
+		require.Equal(t, http.StatusOK, r.Status, r.String())
+	}
+	require.Eventually(t, func() bool {
+		lv, fv := c.view(t, lead, nil), c.view(t, f, nil)
+		return fv.AppliedIndex == lv.CommitIndex
+	}, 10*time.Second, 10*time.Millisecond)
+	cfg := c.nodes[f].Cfg
+	c.nodes[f].Close(t)
+	c.nodes[f] = nil
+	seg := filepath.Join(cfg.DataDir, "commitlog", fmt.Sprintf("%020d", 0))
+	file, err := os.OpenFile(seg, os.O_RDWR, 0)
+	require.NoError(t, err)
+	b := make([]byte, 1)
+	_, err = file.ReadAt(b, 4000)
+	require.NoError(t, err)
+	b[0] ^= 0xff
+	_, err = file.WriteAt(b, 4000)
+	require.NoError(t, err)
+	require.NoError(t, file.Close())
+
+	_, err = server.Open(t.Context(), cfg)
+	require.ErrorIs(t, err, storage.ErrCorrupt)
+	require.ErrorContains(t, err, "never votes")
+	require.ErrorContains(t, err, "--join")
+	_, err = server.Repair(server.RepairConfig{DataDir: cfg.DataDir, LogOutput: io.Discard})
+	require.ErrorContains(t, err, "rebuilt from the others, never repaired")
+
+	// The other two go on.
+	r := c.nodes[(lead+2)%3].Do(t, http.MethodPost, "/v1/topics/orders/messages", "application/json", []byte(`{"body":"after"}`), nil)
+	require.Equal(t, http.StatusOK, r.Status, r.String())
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/rs/zerolog"
 
@@ -39,6 +40,13 @@ func Repair(cfg RepairConfig) (RepairReport, error) {
 	if cfg.DataDir == "" {
 		return RepairReport{}, fmt.Errorf("%w: --data-dir is empty", ErrInvalidConfig)
 	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "raft")); err == nil {
+		// A repair keeps what is intact and cuts the rest: on a replica
+		// that would drop entries it acknowledged, and let it vote with a
+		// log shorter than the one it promised.
+		return RepairReport{}, fmt.Errorf("%w: %s is a replica of a cluster (it has raft/): a damaged replica is rebuilt from the others, never repaired — %s",
+			ErrInvalidConfig, cfg.DataDir, rebuildSteps(cfg.DataDir, 0))
+	}
 	opts := DefaultConfig().Storage
 	opts.Dir = cfg.DataDir
 	opts.SegmentSize = cfg.SegmentSize
@@ -55,4 +63,24 @@ func repairHint(err error, dataDir string) error {
 		return err
 	}
 	return fmt.Errorf("%w\nthe intact data can be kept: run 'mqgate repair --data-dir %s' to see what a repair keeps and loses (it changes nothing without --apply)", err, dataDir)
+}
+
+// replicaHint is repairHint for a replica of a cluster: a damaged replica
+// refuses to start (so it never votes) and is rebuilt, not repaired.
+func replicaHint(err error, dataDir string, nodeID uint64) error {
+	if !errors.Is(err, storage.ErrCorrupt) {
+		return err
+	}
+	return fmt.Errorf("%w\nthis replica's log is damaged, maybe below what it acknowledged: it does not start, so it never votes. %s", err, rebuildSteps(dataDir, nodeID))
+}
+
+// rebuildSteps says how a damaged replica is replaced (the README's
+// "Replacing a node").
+func rebuildSteps(dataDir string, nodeID uint64) string {
+	id := "ID"
+	if nodeID != 0 {
+		id = fmt.Sprint(nodeID)
+	}
+	return fmt.Sprintf("rebuild it: remove it on any running node (DELETE /v1/cluster/members/%s, or mqgate cluster remove %s), "+
+		"move %s aside, start an empty replica with a new --node-id and --join, add it (POST /v1/cluster/learners) and promote it once it caught up", id, id, dataDir)
 }

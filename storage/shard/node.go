@@ -268,6 +268,7 @@ func (n *node) fail(err error) {
 	if n.failed == nil {
 		n.failed = err
 	}
+	n.stopServing() // the store's writers learn it too
 	n.abandon(fmt.Errorf("%w: %w", ErrUnknownOutcome, err))
 }
 
@@ -298,13 +299,16 @@ func (n *node) processReadies(during func(persisting func() error) error) (int, 
 	k := 0
 	for n.rn.HasReady() {
 		leader := n.rn.BasicStatus().RaftState == raft.StateLeader
-		rd := n.rn.Ready()
+		rd, err := n.ready()
+		if err != nil {
+			n.fail(err)
+			return k, err
+		}
 		if rd.SoftState != nil && rd.SoftState.RaftState != raft.StateLeader {
 			// Deposed: the fence goes up before anything of this Ready is
 			// persisted (it may cut the tail the writers are waiting on).
 			n.stopServing()
 		}
-		var err error
 		switch {
 		case during != nil && n.pipelined(rd, leader):
 			n.overlapped++
@@ -621,4 +625,26 @@ func (n *node) proposeConf(cc *pb.ConfChangeV2, done chan struct{}) error {
 	}
 	n.confWaits[string(data)] = append(n.confWaits[string(data)], done)
 	return nil
+}
+
+// ErrDamaged: the replica's log cannot be read below its commit point (a
+// frame fails its checksum): it stops — it must not vote or lead with a
+// log shorter than the one it acknowledged — and is rebuilt from the
+// others.
+var ErrDamaged = errors.New("shard: the log is damaged below the commit point")
+
+// ready is RawNode.Ready, whose storage errors (a committed entry that
+// cannot be read back) raft raises as panics: they come back as an error
+// that stops the node.
+func (n *node) ready() (rd raft.Ready, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if e, ok := r.(error); ok {
+				err = fmt.Errorf("%w: %w", ErrDamaged, e)
+			} else {
+				err = fmt.Errorf("%w: %v", ErrDamaged, r)
+			}
+		}
+	}()
+	return n.rn.Ready(), nil
 }

@@ -473,10 +473,12 @@ func (s *Shard) stepLogged(m *pb.Message) {
 
 // stopLoop answers everything still waiting once the loop stops.
 func (s *Shard) stopLoop(cause error) {
+	s.node.stopServing()
 	s.node.abandon(fmt.Errorf("%w: %w", ErrUnknownOutcome, cause))
 	s.statusMu.Lock()
 	s.err = cause
 	s.statusMu.Unlock()
+	s.publish()
 	for {
 		select {
 		case p := <-s.propc:
