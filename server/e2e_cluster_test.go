@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -12,10 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server"
+	"github.com/mqgate/mqgate/server/pgmirror/pgtest"
 	"github.com/mqgate/mqgate/server/servertest"
 	"github.com/mqgate/mqgate/storage"
 )
@@ -310,4 +314,58 @@ func TestClusterDamagedReplicaDoesNotStart(t *testing.T) {
 	// The other two go on.
 	r := c.nodes[(lead+2)%3].Do(t, http.MethodPost, "/v1/topics/orders/messages", "application/json", []byte(`{"body":"after"}`), nil)
 	require.Equal(t, http.StatusOK, r.Status, r.String())
+}
+
+// TestClusterMirrorCarriesAcrossFailover: the PostgreSQL mirror runs on
+// the leader only, and its cursor (queue offsets of the progress records,
+// the same on every replica) carries to the next leader: acks made under
+// two leaders end up in consumer_offsets as one consumed topic.
+func TestClusterMirrorCarriesAcrossFailover(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	c := startCluster(t, mirrorConfig(url), func(cfg *server.Config) { cfg.AutoCreate = true })
+	lead := c.leader(t, nil)
+	const n = 20
+	for k := range n {
+		r := c.nodes[lead].Do(t, http.MethodPost, "/v1/topics/mirrored/messages", "application/json", []byte(fmt.Sprintf(`{"body":"m%d"}`, k)), nil)
+		require.Equal(t, http.StatusOK, r.Status, r.String())
+	}
+	got := 0
+	consume := func(via, want int) {
+		require.Eventually(t, func() bool {
+			var p api.PullResponse
+			r := c.nodes[via].Do(t, http.MethodPost, "/v1/groups/mg/topics/mirrored/pull?max=4&waitMs=200", "", nil, nil)
+			if r.Status != http.StatusOK {
+				return false
+			}
+			require.NoError(t, json.Unmarshal(r.Body, &p))
+			for _, m := range p.Messages {
+				a := c.nodes[via].Do(t, http.MethodPost, "/v1/groups/mg/ack", "application/json", []byte(`{"receipts":["`+m.Receipt+`"]}`), nil)
+				if a.Status == http.StatusOK {
+					got++
+				}
+			}
+			return got >= want
+		}, 20*time.Second, 10*time.Millisecond)
+	}
+	consume(lead, n/2)
+	c.nodes[lead].Close(t)
+	c.nodes[lead] = nil
+	next := c.leader(t, nil, lead)
+	consume(next, n)
+
+	// The mirror of the new leader catches up: every queue of the topic is
+	// consumed to its end in PostgreSQL.
+	require.Eventually(t, func() bool {
+		st := mirrorStats(t, c.nodes[next].Server)
+		return st.Enabled && st.Healthy && st.BehindRecords == 0
+	}, 20*time.Second, 20*time.Millisecond)
+	conn, err := pgx.Connect(t.Context(), url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	require.Eventually(t, func() bool {
+		var total int64
+		err := conn.QueryRow(t.Context(), `SELECT coalesce(sum(committed_offset), 0) FROM consumer_offsets WHERE group_name = 'mg' AND topic = 'mirrored' AND queue_id >= 0`).Scan(&total)
+		return err == nil && total == n
+	}, 20*time.Second, 50*time.Millisecond)
 }
