@@ -54,6 +54,7 @@ func TestHandlerServesConsole(t *testing.T) {
 		"/app.css":                      "text/css",
 		"/live.js":                      "javascript",
 		"/sqs.js":                       "javascript",
+		"/cluster.js":                   "javascript",
 		"/api.js":                       "javascript",
 		"/vendor/mqgate-client.js":      "javascript",
 		"/vendor/openapi-fetch.mjs":     "javascript",
@@ -77,7 +78,7 @@ func TestConsoleIsSelfContained(t *testing.T) {
 	t.Parallel()
 	index := serve(t, "/").Body.String()
 	names, script := consoleScripts(t)
-	require.Equal(t, []string{"api.js", "vendor/uPlot.iife.min.js", "lib.js", "dlq-timers.js", "live.js", "views.js", "sqs.js", "app.js"}, names,
+	require.Equal(t, []string{"api.js", "vendor/uPlot.iife.min.js", "lib.js", "dlq-timers.js", "live.js", "views.js", "sqs.js", "cluster.js", "app.js"}, names,
 		"the API client (a module: deferred, run in document order) and the helpers load before the views")
 	for name, text := range map[string]string{"index.html": index, "scripts": script} {
 		require.NotRegexp(t, regexp.MustCompile(`(src|href)="(https?:)?//`), text, name)
@@ -99,15 +100,16 @@ func TestConsoleNeverParsesHTML(t *testing.T) {
 }
 
 // TestConsoleMatchesAPI: the dead-letter view, the timers view, the SQS
-// view and the delay scheduler table read fields and call paths that the
-// API spec defines.
+// view, the cluster view and the delay scheduler table read fields and
+// call paths that the API spec defines.
 func TestConsoleMatchesAPI(t *testing.T) {
 	t.Parallel()
 	index := serve(t, "/").Body.String()
 	_, script := consoleScripts(t)
 	for _, id := range []string{`data-tab="dlq"`, `id="dlq-form"`, `id="dlq-list"`, `id="dlq-problem"`, `id="delay-levels"`, `id="scheduler"`,
 		`data-tab="timers"`, `id="timers-form"`, `id="timer-list"`, `id="timers-problem"`,
-		`data-tab="sqs"`, `id="sqs-form"`, `id="sqs-prefix"`, `id="sqs-result"`} {
+		`data-tab="sqs"`, `id="sqs-form"`, `id="sqs-prefix"`, `id="sqs-result"`,
+		`data-tab="cluster"`, `id="cluster-facts"`, `id="cluster-peers"`, `id="cluster-problem"`, `id="cluster-standalone"`} {
 		require.Contains(t, index, id)
 	}
 
@@ -138,6 +140,8 @@ func TestConsoleMatchesAPI(t *testing.T) {
 		"SQSQueueList":      {"enabled", "endpoint", "queues"},
 		"SQSQueue": {"name", "fifo", "topic", "group", "url", "arn", "deadLetterQueue", "maxReceiveCount",
 			"deadLetterSourceQueues", "attributes", "tags", "createdAt", "lastModifiedAt"},
+		"Cluster":     {"nodeId", "role", "leader", "serving", "term", "commitIndex", "appliedIndex", "peers"},
+		"ClusterPeer": {"id", "address", "role", "matchIndex", "lagBytes"},
 	} {
 		props := spec.Components.Schemas[schema].Properties
 		for _, f := range fields {
@@ -153,6 +157,7 @@ func TestConsoleMatchesAPI(t *testing.T) {
 		"/timers":                         {"get"},
 		"/timers/{id}":                    {"get", "put", "delete"},
 		"/sqs/queues":                     {"get"},
+		"/cluster":                        {"get"},
 	} {
 		for _, method := range methods {
 			require.Contains(t, spec.Paths[path], method, path)
@@ -161,7 +166,7 @@ func TestConsoleMatchesAPI(t *testing.T) {
 	for _, call := range []string{`client.GET("/broker/status")`, `client.GET("/groups/{group}/dlq"`, `client.POST("/groups/{group}/dlq/resend"`,
 		`client.DELETE("/groups/{group}/dlq/{messageId}"`, `client.GET("/groups/{group}/dlq/{messageId}"`,
 		`client.GET("/timers"`, `client.GET("/timers/{id}"`, `client.PUT("/timers/{id}"`, `client.DELETE("/timers/{id}"`,
-		`client.GET("/sqs/queues"`} {
+		`client.GET("/sqs/queues"`, `client.GET("/cluster")`} {
 		require.Contains(t, script, call)
 	}
 	// Every call of api.js is an operation of the spec (tsc checks its

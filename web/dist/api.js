@@ -135,6 +135,8 @@ export const mq = {
 
   // broker
   brokerStatus: () => call(client.GET("/broker/status")),
+  /** cluster is this node's view of its cluster (never forwarded: the node the console is served from answers). */
+  cluster: () => call(client.GET("/cluster")),
   stats: () => call(client.GET("/stats")),
   /**
    * statsStream opens GET /stats/stream: the body's stream of server-sent
