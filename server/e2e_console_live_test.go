@@ -2,12 +2,12 @@ package server_test
 
 // The console as an operator uses it, in Debian's chromium (playwright-core,
 // see e2e_console_test.go): every view opens with no JS error and no
-// horizontal overflow at 1366 and 390 px; the live overview's numbers and
-// charts move after traffic without a reload; create topic → send → watch
-// the lag rise → consume → watch it fall → nack to the DLQ → open the
-// message's delivery history → resend it from the DLQ view, asserting on
-// what the page shows. Screenshots of each view go to
-// $MQGATE_CONSOLE_SCREENSHOTS when set.
+// horizontal overflow at 1366 and 390 px (the cluster view with its
+// standalone note); the live overview's numbers and charts move after
+// traffic without a reload; create topic → send → watch the lag rise →
+// consume → watch it fall → nack to the DLQ → open the message's delivery
+// history → resend it from the DLQ view, asserting on what the page shows.
+// Screenshots of each view go to $MQGATE_CONSOLE_SCREENSHOTS when set.
 
 import (
 	"context"
@@ -26,7 +26,7 @@ const consoleLiveScript = `
 const { chromium } = require("playwright-core");
 const fs = require("fs");
 const [base, shots] = process.argv.slice(2);
-const tabs = ["overview", "topics", "groups", "dlq", "timers", "send", "consume", "messages", "sqs"];
+const tabs = ["overview", "topics", "groups", "dlq", "timers", "send", "consume", "messages", "sqs", "cluster"];
 (async () => {
   const browser = await chromium.launch({
     executablePath: "/usr/bin/chromium",
@@ -46,11 +46,17 @@ const tabs = ["overview", "topics", "groups", "dlq", "timers", "send", "consume"
       for (const tab of tabs) {
         await page.click("button[data-tab=" + tab + "]");
         await page.waitForTimeout(400);
+        // A single node's cluster view: the standalone note, no replicas.
+        if (tab === "cluster") {
+          await page.waitForFunction(() => document.getElementById("cluster-facts").dataset.role === "standalone", null, { timeout: 10000 });
+          step("clusterStandalone" + w, await page.evaluate(() => [!document.getElementById("cluster-standalone").classList.contains("hidden"),
+            document.getElementById("cluster-replicas").classList.contains("hidden"), document.getElementById("cluster-facts").textContent]));
+        }
         const widths = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
         if (widths[0] > widths[1]) out.overflow[w + "px " + tab] = widths[0];
         // This server has no --sqs-listen: its SQS view is the off state
         // (sqs-<width>.png is e2e_console_sqs_test.go's, with queues).
-        if (shots) await page.screenshot({ path: shots + "/" + (tab === "sqs" ? "sqs-off" : tab) + "-" + w + ".png", fullPage: true });
+        if (shots) await page.screenshot({ path: shots + "/" + (tab === "sqs" ? "sqs-off" : tab === "cluster" ? "cluster-standalone" : tab) + "-" + w + ".png", fullPage: true });
       }
       await page.close();
     }
@@ -308,6 +314,10 @@ func TestE2EConsoleLive(t *testing.T) {
 	require.Empty(t, out.Overflow, "views wider than the viewport (px of scrollWidth)")
 
 	s := out.Steps
+	for _, w := range []string{"1366", "390"} {
+		require.Equal(t, []any{true, true, "This nodesingle nodeRolestandalone"}, s["clusterStandalone"+w],
+			"%s px: a single node's cluster view is its standalone note, without replicas", w)
+	}
 	require.Equal(t, "3", s["lagAfterSends"], "the lag card after three sends")
 	require.Equal(t, "3", s["sentCard"])
 	require.Greater(t, s["pointsAfterSends"].(float64), s["pointsAtStart"].(float64), "the charts got new points without a reload")

@@ -53,7 +53,7 @@ function clusterCard(k, v, title) {
  * @param {ClusterView} v
  */
 function clusterServes(v) {
-  if (v.serving) return "yes (leads, log applied)";
+  if (v.serving) return "yes (leader, log applied)";
   if (v.leader === v.nodeId) return "not yet (applying its log)";
   if (v.leader) return "forwards to node " + v.leader;
   return "no (no leader)";
