@@ -142,6 +142,7 @@ func TestCLITablesGolden(t *testing.T) {
 	show("group-reset-offset", "group", "reset-offset", "billing", "--timestamp", "2020-01-01T00:00:00Z")
 	show("group-skip-backlog", "group", "skip-backlog", "billing")
 	show("broker-status", "broker", "status")
+	show("cluster-status", "cluster", "status")
 	show("group-delete", "group", "delete", "audit-readers")
 	show("topic-delete", "topic", "delete", "audit")
 

@@ -1,7 +1,7 @@
 // Command mqgate is the mqgate process: an HTTP/REST message gateway over a
 // RocketMQ-style store. `mqgate` (or `mqgate serve`) serves; `mqgate
 // healthcheck` probes a running server (the Docker HEALTHCHECK); `mqgate
-// version` prints the build; `mqgate topic|group|msg|dlq|timer|broker …`
+// version` prints the build; `mqgate topic|group|msg|dlq|timer|broker|cluster …`
 // administer a running server over its HTTP API, through the generated Go
 // client (admin*.go), and `mqgate completion bash|zsh|fish` prints the
 // shell completion script. Every flag has an MQGATE_* environment twin.
@@ -49,6 +49,7 @@ type cli struct {
 	DLQ        dlqCmd        `cmd:"" name:"dlq" group:"admin" help:"A group's dead letters: list, get, resend, discard, export (NDJSON)."`
 	Timer      timerCmd      `cmd:"" group:"admin" help:"Pending timers: list, get, cancel, reschedule."`
 	Broker     brokerCmd     `cmd:"" group:"admin" help:"The broker: status."`
+	Cluster    clusterCmd    `cmd:"" group:"admin" help:"The cluster as the node of --server sees it: status."`
 	Completion completionCmd `cmd:"" help:"Print the shell completion script: source <(mqgate completion bash)."`
 }
 

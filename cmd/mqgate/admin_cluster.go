@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	mqgate "github.com/mqgate/mqgate/clients/go"
+)
+
+// clusterCmd is the cluster's state as one node sees it (mqadmin's
+// clusterList for a Raft group: DLedger's roles, term and indexes).
+type clusterCmd struct {
+	adminFlags `embed:""`
+
+	Status clusterStatusCmd `cmd:"" help:"This node's view of its cluster: its id and role, the leader, term, commit and applied index, every replica (match index and lag on the leader). The node of --server answers itself; a single node is standalone."`
+}
+
+type clusterStatusCmd struct{}
+
+func (clusterStatusCmd) Run(ctx context.Context, a *admin) error {
+	ctx, cancel := a.ctx(ctx, 0)
+	defer cancel()
+	res, err := apiCall(a.c.GetClusterWithResponse(ctx))
+	if err != nil {
+		return err
+	}
+	s := res.JSON200
+	return a.out.print(res.Body, func(t *table) { clusterTable(t, s) })
+}
+
+// clusterTable is the view as one table: the node's state as key/value
+// rows, then, after a blank row, its replicas under a header of their
+// own. A single node has only the first part and says so.
+func clusterTable(t *table, s *mqgate.Cluster) {
+	if s.Role == mqgate.ClusterRoleStandalone {
+		t.kv("role", string(s.Role))
+		t.kv("replicas", "none: a single node, started without --node-id and --peers")
+		return
+	}
+	addresses := map[int64]string{}
+	for _, p := range s.Peers {
+		addresses[p.Id] = p.Address
+	}
+	t.kv("nodeId", s.NodeId)
+	t.kv("role", string(s.Role))
+	switch {
+	case s.Leader == nil:
+		t.kv("leader", "none (an election is under way)")
+	case *s.Leader == s.NodeId:
+		t.kv("leader", fmt.Sprintf("%d (this node)", *s.Leader))
+	default:
+		t.kv("leader", fmt.Sprintf("%d (%s)", *s.Leader, addresses[*s.Leader]))
+	}
+	t.kv("serving", s.Serving)
+	t.kv("term", s.Term)
+	t.kv("commitIndex", s.CommitIndex)
+	t.kv("appliedIndex", s.AppliedIndex)
+	t.row()
+	t.row("ID", "ADDRESS", "ROLE", "MATCH-INDEX", "LAG-BYTES", "THIS-NODE")
+	// Match index and lag are the leader's knowledge: the API leaves
+	// them out elsewhere, and "-" says unknown, not zero (on the leader a
+	// zero is left out too, and is a zero).
+	known := s.Role == mqgate.ClusterRoleLeader
+	for _, p := range s.Peers {
+		match, lag := "-", "-"
+		if known {
+			match, lag = cell(deref(p.MatchIndex)), cell(deref(p.LagBytes))
+		}
+		self := ""
+		if p.Id == s.NodeId {
+			self = "yes"
+		}
+		t.row(cell(p.Id), p.Address, string(p.Role), match, lag, self)
+	}
+}
+
+// deref is *p, or zero for nil.
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/mqgate/mqgate/api"
+	"github.com/mqgate/mqgate/server/servertest"
+)
+
+// clusterParts splits `cluster status`'s table into its key/value rows
+// and its replicas' rows.
+func clusterParts(t *testing.T, out string) (map[string]string, []map[string]string) {
+	t.Helper()
+	head, replicas, ok := strings.Cut(out, "\n\n")
+	require.True(t, ok, "a blank line between the node and its replicas:\n%s", out)
+	return kvRows(head), rows(t, replicas)
+}
+
+// startCluster opens n replicas of one cluster in this process (ids 1…n,
+// Raft's tick 50 ms) on fresh data dirs and free loopback ports; Cleanup
+// closes them.
+func startCluster(t *testing.T, n int) []*servertest.Server {
+	t.Helper()
+	peers := make([]string, n)
+	for i := range peers {
+		peers[i] = fmt.Sprintf("%d=%s", i+1, freeAddr(t))
+	}
+	nodes := make([]*servertest.Server, n)
+	for i := range nodes {
+		cfg := servertest.Config(t, t.TempDir())
+		cfg.NodeID = uint64(i + 1)
+		cfg.Peers = strings.Join(peers, ",")
+		cfg.RaftTick = 50 * time.Millisecond
+		cfg.ShutdownTimeout = 5 * time.Second
+		nodes[i] = servertest.Open(t, cfg)
+	}
+	return nodes
+}
+
+// servingLeader waits until the open nodes (all but the id gone, 0 for
+// none) agree on a leader other than gone that serves; it returns its id.
+func servingLeader(t *testing.T, nodes []*servertest.Server, gone int64) int64 {
+	t.Helper()
+	var leader int64
+	servertest.Eventually(t, 15*time.Second, func() (bool, string) {
+		leader = 0
+		var agreed int64
+		var views []string
+		for i, e := range nodes {
+			if int64(i+1) == gone {
+				continue
+			}
+			var cl api.Cluster
+			servertest.Decode(t, e.Get(t, "/v1/cluster"), http.StatusOK, &cl)
+			views = append(views, fmt.Sprintf("node %d: %s, leader %d, serving %v", cl.NodeID, cl.Role, cl.Leader, cl.Serving))
+			l := int64(cl.Leader)
+			if l == 0 || l == gone || (agreed != 0 && l != agreed) {
+				return false, strings.Join(views, "; ")
+			}
+			agreed = l
+			if cl.Serving {
+				leader = l
+			}
+		}
+		return leader != 0, strings.Join(views, "; ")
+	})
+	return leader
+}
+
+// TestCLIClusterStatus: `mqgate cluster status` against a single node
+// (standalone) and against each replica of an in-process cluster of three,
+// before and after its leader is closed, in the three outputs.
+func TestCLIClusterStatus(t *testing.T) {
+	t.Parallel()
+	t.Run("Standalone", func(t *testing.T) {
+		t.Parallel()
+		cli := cliOf(t, servertest.Start(t))
+		kv := kvRows(cli.ok("cluster", "status"))
+		require.Equal(t, "standalone", kv["role"])
+		require.Contains(t, kv["replicas"], "a single node")
+		var cl api.Cluster
+		cli.json(&cl, "cluster", "status")
+		require.Equal(t, "standalone", cl.Role)
+		require.Empty(t, cl.Peers)
+		var y map[string]any
+		require.NoError(t, yaml.Unmarshal([]byte(cli.ok("cluster", "status", "-o", "yaml")), &y))
+		require.Equal(t, "standalone", y["role"])
+	})
+
+	t.Run("ThreeReplicas", func(t *testing.T) {
+		t.Parallel()
+		nodes := startCluster(t, 3)
+		leader := servingLeader(t, nodes, 0)
+		peers := strings.Split(nodes[0].Cfg.Peers, ",")
+		address := func(id int64) string { return strings.TrimPrefix(peers[id-1], fmt.Sprintf("%d=", id)) }
+
+		for i, e := range nodes {
+			id := int64(i + 1)
+			cli := cliOf(t, e)
+			kv, replicas := clusterParts(t, cli.ok("cluster", "status"))
+			role := "follower"
+			wantLeader := fmt.Sprintf("%d (%s)", leader, address(leader))
+			if id == leader {
+				role, wantLeader = "leader", fmt.Sprintf("%d (this node)", leader)
+			}
+			require.Equal(t, fmt.Sprint(id), kv["nodeId"], "node %d", id)
+			require.Equal(t, role, kv["role"], "node %d", id)
+			require.Equal(t, wantLeader, kv["leader"], "node %d", id)
+			require.Equal(t, map[bool]string{true: "yes", false: "no"}[id == leader], kv["serving"], "node %d", id)
+			require.NotEqual(t, "0", kv["term"], "node %d", id)
+			require.Len(t, replicas, 3, "node %d", id)
+			for j, r := range replicas {
+				rid := int64(j + 1)
+				require.Equal(t, fmt.Sprint(rid), r["ID"])
+				require.Equal(t, address(rid), r["ADDRESS"])
+				require.Equal(t, map[bool]string{true: "yes", false: ""}[rid == id], r["THIS-NODE"])
+				require.Equal(t, map[bool]string{true: "leader", false: "follower"}[rid == leader], r["ROLE"], "node %d's view of %d", id, rid)
+				if id == leader {
+					// Every replica has at least the entry of the leader's term.
+					require.NotEqual(t, "-", r["MATCH-INDEX"], "the leader knows %d's match index", rid)
+					require.NotEqual(t, "0", r["MATCH-INDEX"], "the leader knows %d's match index", rid)
+					require.Regexp(t, `^\d+$`, r["LAG-BYTES"])
+				} else {
+					require.Equal(t, "-", r["MATCH-INDEX"], "a follower knows no match index")
+					require.Equal(t, "-", r["LAG-BYTES"])
+				}
+			}
+			var cl api.Cluster
+			cli.json(&cl, "cluster", "status")
+			require.Equal(t, uint64(id), cl.NodeID)
+			require.Equal(t, uint64(leader), cl.Leader)
+			require.Len(t, cl.Peers, 3)
+			if id != 1 {
+				continue // -o yaml once: it is the same answer
+			}
+			var y struct {
+				NodeID uint64 `yaml:"nodeId"`
+				Leader uint64 `yaml:"leader"`
+				Peers  []struct {
+					Address string `yaml:"address"`
+				} `yaml:"peers"`
+			}
+			require.NoError(t, yaml.Unmarshal([]byte(cli.ok("cluster", "status", "-o", "yaml")), &y))
+			require.Equal(t, uint64(id), y.NodeID)
+			require.Equal(t, uint64(leader), y.Leader)
+			require.Len(t, y.Peers, 3)
+		}
+
+		// The leader goes: each survivor names the new one (by --server,
+		// no forwarding: a node answers for itself).
+		nodes[leader-1].Close(t)
+		next := servingLeader(t, nodes, leader)
+		require.NotEqual(t, leader, next)
+		for i, e := range nodes {
+			id := int64(i + 1)
+			if id == leader {
+				continue
+			}
+			kv, replicas := clusterParts(t, cliOf(t, e).ok("cluster", "status"))
+			require.Equal(t, fmt.Sprint(next), strings.Fields(kv["leader"])[0], "node %d after the leader closed", id)
+			require.Equal(t, "follower", replicas[leader-1]["ROLE"], "the closed replica is still listed")
+			require.Equal(t, "leader", replicas[next-1]["ROLE"])
+		}
+		// The closed node's own port refuses.
+		cliOf(t, nodes[leader-1]).fails(1, []string{"connection refused"}, "cluster", "status")
+	})
+}
