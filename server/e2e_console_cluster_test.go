@@ -5,8 +5,10 @@ package server_test
 // with server.Open: the view of a follower shows the three replicas and
 // the leader, the leader's own view their match index and lag; then the
 // leader is closed and the same page, without a reload, shows the leader
-// the two survivors elected. No JS error, nothing wider than the screen at
-// 1366 and 390 px. Screenshots go to $MQGATE_CONSOLE_SCREENSHOTS when set.
+// the two survivors elected, while the closed leader's page shows its
+// error instead of the view it had. No JS error, nothing wider than the
+// screen at 1366 and 390 px. Screenshots go to
+// $MQGATE_CONSOLE_SCREENSHOTS when set.
 // (The standalone note of a single node is checked by
 // e2e_console_live_test.go.)
 
@@ -71,7 +73,7 @@ const nextLine = () => new Promise((resolve) => { lines.once("line", resolve); l
       document.getElementById("cluster-facts").dataset.leader, null, { timeout: 15000 });
     return page;
   };
-  let page;
+  let page, lead;
   try {
     // 1. A follower's view, at both widths, and the leader's own.
     const phone = await open(follower, 390, 844, "follower 390px");
@@ -79,11 +81,10 @@ const nextLine = () => new Promise((resolve) => { lines.once("line", resolve); l
     step("phone", await view(phone));
     if (shots) await phone.screenshot({ path: shots + "/cluster-follower-390.png", fullPage: true });
     await phone.close();
-    const lead = await open(leader, 1366, 900, "leader 1366px");
+    lead = await open(leader, 1366, 900, "leader 1366px");
     await overflow(lead, "1366px leader");
     step("leader", await view(lead));
     if (shots) await lead.screenshot({ path: shots + "/cluster-leader-1366.png", fullPage: true });
-    await lead.close();
     page = await open(follower, 1366, 900, "follower 1366px");
     await overflow(page, "1366px follower");
     const before = await view(page);
@@ -108,6 +109,11 @@ const nextLine = () => new Promise((resolve) => { lines.once("line", resolve); l
       return l && l !== o;
     }, old, { timeout: 20000 });
     step("after", await view(page));
+    // The closed leader's own console: its error replaces the view.
+    await lead.waitForFunction(() => !document.getElementById("cluster-problem").classList.contains("hidden"), null, { timeout: 10000 });
+    step("gone", await view(lead));
+    step("goneProblem", await lead.evaluate(() => document.getElementById("cluster-problem").textContent));
+    if (shots) await lead.screenshot({ path: shots + "/cluster-unreachable-1366.png", fullPage: true });
     step("reloaded", (await page.evaluate(() => performance.getEntriesByType("navigation").length)) !== out.steps.loads);
     await overflow(page, "1366px after failover");
     if (shots) await page.screenshot({ path: shots + "/cluster-failover-1366.png", fullPage: true });
@@ -143,11 +149,13 @@ type clusterReport struct {
 	JSErrors []string       `json:"jsErrors"`
 	Overflow map[string]int `json:"overflow"`
 	Steps    struct {
-		Phone    clusterView `json:"phone"`
-		Leader   clusterView `json:"leader"`
-		Before   clusterView `json:"before"`
-		After    clusterView `json:"after"`
-		Reloaded bool        `json:"reloaded"`
+		Phone       clusterView `json:"phone"`
+		Leader      clusterView `json:"leader"`
+		Before      clusterView `json:"before"`
+		After       clusterView `json:"after"`
+		Gone        clusterView `json:"gone"`
+		GoneProblem string      `json:"goneProblem"`
+		Reloaded    bool        `json:"reloaded"`
 	} `json:"steps"`
 	Error string `json:"error"`
 }
@@ -311,5 +319,12 @@ func TestE2EConsoleCluster(t *testing.T) {
 	require.False(t, after.ProblemShown)
 	require.Greater(t, after.Polls, before.Polls)
 	require.False(t, second.Steps.Reloaded, "the view followed without a reload")
+	gone := second.Steps.Gone
+	require.True(t, gone.ProblemShown, "the closed leader's console shows its error")
+	require.Contains(t, second.Steps.GoneProblem, "Failed to fetch")
+	require.NotContains(t, second.Steps.GoneProblem, "null", "a problem without code or request id shows no \"null\"")
+	require.Empty(t, gone.Cards, "an error replaces the view it makes stale")
+	require.Empty(t, gone.Rows)
+	require.Empty(t, gone.Leader)
 	require.NoError(t, run.Wait())
 }

@@ -117,6 +117,7 @@ function clusterProblem(err) {
   fillTable(/** @type {HTMLTableElement} */ (clusterElement("cluster-peers")), []);
   clusterElement("cluster-note").textContent = "";
   clusterElement("cluster-standalone").classList.add("hidden");
+  clusterElement("cluster-replicas").classList.add("hidden");
   const box = clusterElement("cluster-problem");
   if (signInNeeded(err)) { box.classList.add("hidden"); return; }
   box.replaceChildren(...problemView(err));

@@ -171,8 +171,11 @@ function problemView(err) {
   const p = (err && err.problem) || {};
   const head = (p.title || (err && err.status ? "HTTP " + err.status : "Error")) + (err && err.status ? " (" + err.status + ")" : "");
   const extra = [p.code ? "code " + p.code : "", p.requestId ? "request " + p.requestId : ""].filter(Boolean).join(" · ");
-  return [el("strong", {}, head), el("div", { class: "detail" }, p.detail || (err && !err.problem ? err.message || String(err) : "")),
-    extra ? el("div", { class: "meta" }, extra) : null];
+  // Elements only: callers spread it into replaceChildren, which would
+  // show a null as the text "null".
+  const out = [el("strong", {}, head), el("div", { class: "detail" }, p.detail || (err && !err.problem ? err.message || String(err) : ""))];
+  if (extra) out.push(el("div", { class: "meta" }, extra));
+  return out;
 }
 
 function fillTable(table, rows) {
