@@ -62,6 +62,7 @@ const (
 	DefaultMaxProposals     = 1024
 	DefaultMaxSizePerMsg    = 1 << 20
 	DefaultMaxInflightMsgs  = 256
+	DefaultMaxInflightBytes = 8 << 20
 	DefaultMaxUncommitted   = 64 << 20
 	defaultInboxMessages    = 4096
 	defaultProposalsPending = 4096
@@ -96,8 +97,12 @@ type Options struct {
 	MaxProposals int
 	// MaxSizePerMsg (1 MiB), MaxInflightMsgs (256) and
 	// MaxUncommittedEntriesSize (64 MiB) are raft's flow control.
-	MaxSizePerMsg             uint64
-	MaxInflightMsgs           int
+	MaxSizePerMsg   uint64
+	MaxInflightMsgs int
+	// MaxInflightBytes (8 MiB) bounds the entry bytes in flight to one
+	// follower: a replica catching up is fed in steps, so reading its
+	// entries never holds the loop (and its heartbeats) for long.
+	MaxInflightBytes          uint64
 	MaxUncommittedEntriesSize uint64
 	// Logger gets the shard's lines; RaftLogger raft's (nil: discarded).
 	Logger     zerolog.Logger
@@ -142,6 +147,9 @@ func (o *Options) setDefaults() error {
 	if o.MaxInflightMsgs <= 0 {
 		o.MaxInflightMsgs = DefaultMaxInflightMsgs
 	}
+	if o.MaxInflightBytes == 0 {
+		o.MaxInflightBytes = DefaultMaxInflightBytes
+	}
 	if o.MaxUncommittedEntriesSize == 0 {
 		o.MaxUncommittedEntriesSize = DefaultMaxUncommitted
 	}
@@ -157,7 +165,7 @@ func (o *Options) setDefaults() error {
 func (o *Options) raftConfig() raft.Config {
 	return raft.Config{
 		ElectionTick: o.ElectionTicks, HeartbeatTick: o.HeartbeatTicks,
-		MaxSizePerMsg: o.MaxSizePerMsg, MaxInflightMsgs: o.MaxInflightMsgs,
+		MaxSizePerMsg: o.MaxSizePerMsg, MaxInflightMsgs: o.MaxInflightMsgs, MaxInflightBytes: o.MaxInflightBytes,
 		MaxUncommittedEntriesSize: o.MaxUncommittedEntriesSize,
 		CheckQuorum:               true, PreVote: true, DisableProposalForwarding: true,
 		Logger: o.RaftLogger,
