@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	mqgate "github.com/mqgate/mqgate/clients/go"
 )
@@ -13,6 +15,65 @@ type clusterCmd struct {
 	adminFlags `embed:""`
 
 	Status clusterStatusCmd `cmd:"" help:"This node's view of its cluster: its id and role, the leader, term, commit and applied index, every replica (match index and lag on the leader). The node of --server answers itself; a single node is standalone."`
+
+	AddLearner clusterAddLearnerCmd `cmd:"" name:"add-learner" help:"Add a replica (started empty with --join) as a learner: it receives the log without voting. Promote it once its match index reaches the commit index."`
+	Promote    clusterPromoteCmd    `cmd:"" help:"Make a learner a voter."`
+	Remove     clusterRemoveCmd     `cmd:"" help:"Remove a replica, e.g. one whose disk died. Removing the leader hands its role to another voter first; the command retries until the new leader has removed it."`
+}
+
+type clusterAddLearnerCmd struct {
+	ID      int64  `arg:"" name:"id" help:"The new replica's id (unused in the cluster so far)."`
+	Address string `arg:"" name:"address" help:"The host:port of the new replica's peer port."`
+}
+
+func (c clusterAddLearnerCmd) Run(ctx context.Context, a *admin) error {
+	ctx, cancel := a.ctx(ctx, 0)
+	defer cancel()
+	res, err := apiCall(a.c.AddLearnerWithResponse(ctx, mqgate.AddLearnerJSONRequestBody{Id: c.ID, Address: c.Address}))
+	if err != nil {
+		return err
+	}
+	return a.out.print(res.Body, func(t *table) { clusterTable(t, res.JSON200) })
+}
+
+type clusterPromoteCmd struct {
+	ID int `arg:"" name:"id" help:"The learner's id."`
+}
+
+func (c clusterPromoteCmd) Run(ctx context.Context, a *admin) error {
+	ctx, cancel := a.ctx(ctx, 0)
+	defer cancel()
+	res, err := apiCall(a.c.PromoteMemberWithResponse(ctx, c.ID))
+	if err != nil {
+		return err
+	}
+	return a.out.print(res.Body, func(t *table) { clusterTable(t, res.JSON200) })
+}
+
+type clusterRemoveCmd struct {
+	ID int `arg:"" name:"id" help:"The replica's id."`
+}
+
+// Run removes the replica; while its leader hands its role over (503
+// no-leader) it asks again, up to the command's timeout.
+func (c clusterRemoveCmd) Run(ctx context.Context, a *admin) error {
+	ctx, cancel := a.ctx(ctx, 0)
+	defer cancel()
+	for {
+		res, err := apiCall(a.c.RemoveMemberWithResponse(ctx, c.ID))
+		if err == nil {
+			return a.out.print(res.Body, func(t *table) { clusterTable(t, res.JSON200) })
+		}
+		var ce cliError
+		if !errors.As(err, &ce) || ce.e.Code != "no-leader" {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 type clusterStatusCmd struct{}

@@ -172,3 +172,53 @@ func TestCLIClusterStatus(t *testing.T) {
 		cliOf(t, nodes[leader-1]).fails(1, []string{"connection refused"}, "cluster", "status")
 	})
 }
+
+// TestCLIClusterMembership: a dead replica replaced with the CLI — a new
+// one started with --join is added as a learner, promoted, and the dead
+// one removed; removing the leader waits while it hands its role over.
+// A single node refuses (not a cluster).
+func TestCLIClusterMembership(t *testing.T) {
+	t.Parallel()
+	cliOf(t, servertest.Start(t)).fails(1, []string{"not a cluster"}, "cluster", "add-learner", "4", "127.0.0.1:7104")
+
+	nodes := startCluster(t, 3)
+	leader := servingLeader(t, nodes, 0)
+	dead := leader%3 + 1 // a follower
+	nodes[dead-1].Close(t)
+
+	addr4 := freeAddr(t)
+	cfg := servertest.Config(t, t.TempDir())
+	cfg.NodeID, cfg.Join, cfg.RaftTick = 4, true, 50*time.Millisecond
+	cfg.Peers = nodes[0].Cfg.Peers + ",4=" + addr4
+	cfg.ShutdownTimeout = 5 * time.Second
+	nodes = append(nodes, servertest.Open(t, cfg))
+	via := cliOf(t, nodes[leader-1])
+
+	_, replicas := clusterParts(t, via.ok("cluster", "add-learner", "4", addr4))
+	require.Len(t, replicas, 4)
+	require.Equal(t, "learner", replicas[3]["ROLE"])
+	via.fails(1, []string{"already a member"}, "cluster", "add-learner", "4", addr4)
+	servertest.Eventually(t, 15*time.Second, func() (bool, string) {
+		var cl api.Cluster
+		servertest.Decode(t, nodes[leader-1].Get(t, "/v1/cluster"), http.StatusOK, &cl)
+		return cl.Peers[3].MatchIndex == cl.CommitIndex, fmt.Sprintf("%+v", cl.Peers)
+	})
+	via.ok("cluster", "promote", "4")
+	_, replicas = clusterParts(t, via.ok("cluster", "remove", fmt.Sprint(dead)))
+	require.Len(t, replicas, 3)
+	for _, r := range replicas {
+		require.NotEqual(t, fmt.Sprint(dead), r["ID"])
+		require.NotEqual(t, "learner", r["ROLE"])
+	}
+
+	// Removing the leader: the command waits for the hand-over.
+	other := int64(1)
+	for other == leader || other == dead {
+		other++
+	}
+	_, replicas = clusterParts(t, cliOf(t, nodes[other-1]).ok("cluster", "remove", fmt.Sprint(leader), "--timeout", "30s"))
+	require.Len(t, replicas, 2)
+	for _, r := range replicas {
+		require.NotEqual(t, fmt.Sprint(leader), r["ID"])
+	}
+}
