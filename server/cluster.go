@@ -146,8 +146,13 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 			others[id] = addr
 		}
 	}
+	var reportTo atomic.Pointer[shard.Shard] // the transport starts before the shard
 	if n.transport, err = peer.NewTransport(peer.Options{ID: cfg.NodeID, Peers: others, Secret: cfg.ClusterSecret,
-		Logger: log}); err != nil {
+		Logger: log, Unreachable: func(id uint64) {
+			if s := reportTo.Load(); s != nil {
+				s.ReportUnreachable(id)
+			}
+		}}); err != nil {
 		return nil, err
 	}
 	cleanup = append(cleanup, n.transport.Close)
@@ -168,6 +173,7 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, replicaHint(fmt.Errorf("open replica: %w", err), cfg.DataDir, cfg.NodeID)
 	}
 	cleanup = append(cleanup, n.shard.Close)
+	reportTo.Store(n.shard)
 	n.listener = listener
 	if tf != nil {
 		n.listener = tls.NewListener(listener, tf.serverConfig())

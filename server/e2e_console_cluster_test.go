@@ -17,7 +17,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,6 +28,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/api"
+	"github.com/mqgate/mqgate/server"
 	"github.com/mqgate/mqgate/server/servertest"
 )
 
@@ -160,34 +160,18 @@ type clusterReport struct {
 	Error string `json:"error"`
 }
 
-// freeAddr is a loopback address free a moment ago (a peer port must be
-// known to every replica before any of them listens).
-func freeAddr(t *testing.T) string {
+// startConsoleCluster opens the three replicas of startCluster (Raft's
+// tick 50 ms) and waits until one of them serves as the leader; it
+// returns them and the leader's index. Cleanup closes them.
+func startConsoleCluster(t *testing.T) ([]*servertest.Server, int) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
-// startCluster opens n replicas of one cluster in this process (ids 1…n,
-// Raft's tick 50 ms) and waits until one of them serves as the leader;
-// it returns them and the leader's index. Cleanup closes them.
-func startCluster(t *testing.T, n int) ([]*servertest.Server, int) {
-	t.Helper()
-	peers := make([]string, n)
-	for i := range peers {
-		peers[i] = fmt.Sprintf("%d=%s", i+1, freeAddr(t))
-	}
-	nodes := make([]*servertest.Server, n)
-	for i := range nodes {
-		cfg := servertest.Config(t, t.TempDir())
-		cfg.NodeID = uint64(i + 1)
-		cfg.Peers = strings.Join(peers, ",")
+	c := startCluster(t, func(cfg *server.Config) {
 		cfg.RaftTick = 50 * time.Millisecond
 		cfg.ShutdownTimeout = 5 * time.Second
-		nodes[i] = servertest.Open(t, cfg)
+	})
+	nodes := make([]*servertest.Server, len(c.nodes))
+	for i, e := range c.nodes {
+		nodes[i] = e.Server
 	}
 	return nodes, waitLeader(t, nodes, 0)
 }
@@ -229,7 +213,7 @@ func TestE2EConsoleCluster(t *testing.T) {
 	defer cancel()
 	dir, node := installPlaywright(t, ctx)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "cluster.js"), []byte(consoleClusterScript), 0o644))
-	nodes, li := startCluster(t, 3)
+	nodes, li := startConsoleCluster(t)
 	oldLeader := uint64(li + 1)
 	fi := (li + 1) % len(nodes) // a follower: it survives
 

@@ -115,5 +115,5 @@
 // own flush); snapshots and log compaction (no leader sends a snapshot,
 // since nothing compacts: a replica that falls behind a retention cut
 // cannot catch up); refusing to vote after damage below the commit point
-// (raftlog refuses to open instead); ReportUnreachable to raft.
+// (raftlog refuses to open instead).
 package shard

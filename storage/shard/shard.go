@@ -210,6 +210,7 @@ type Shard struct {
 	progc     chan chan []PeerProgress
 	confc     chan confRequest
 	transferc chan uint64
+	unreachc  chan uint64
 	rolec     chan struct{} // capacity 1: Status().Gen changed
 	stopc     chan struct{}
 	donec     chan struct{}
@@ -251,7 +252,8 @@ func Open(opts Options) (*Shard, error) {
 		recvc: make(chan *pb.Message, defaultInboxMessages),
 		servc: make(chan serveRequest), rolec: make(chan struct{}, 1),
 		progc: make(chan chan []PeerProgress), confc: make(chan confRequest), transferc: make(chan uint64),
-		stopc: make(chan struct{}), donec: make(chan struct{}),
+		unreachc: make(chan uint64, 16),
+		stopc:    make(chan struct{}), donec: make(chan struct{}),
 		ticks: opts.Ticks,
 	}
 	n.autoUnfence = !opts.Owned
@@ -314,6 +316,8 @@ func (s *Shard) run() {
 			r.err <- n.proposeConf(r.cc, r.done)
 		case to := <-s.transferc:
 			n.rn.TransferLeader(to)
+		case id := <-s.unreachc:
+			n.rn.ReportUnreachable(id)
 		}
 	drain:
 		for k := 0; k < s.opts.MaxProposals; k++ {
@@ -453,6 +457,17 @@ func (s *Shard) ChangeConf(ctx context.Context, cc *pb.ConfChangeV2) error {
 		return fmt.Errorf("%w: %w", ErrUnknownOutcome, ctx.Err())
 	case <-s.donec:
 		return ErrStopped
+	}
+}
+
+// ReportUnreachable tells raft that a message to replica id was lost
+// (the transport's failed batch): the leader probes it instead of
+// streaming appends to it. It never blocks (a report that does not fit
+// is dropped: the next failure reports again).
+func (s *Shard) ReportUnreachable(id uint64) {
+	select {
+	case s.unreachc <- id:
+	default:
 	}
 }
 
