@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mqgate/mqgate/internal/worker"
 )
 
 // Config configures a workload. Zero values take the defaults in
@@ -252,7 +254,7 @@ func (w *workload) setup(ctx context.Context) error {
 			if err == nil {
 				break
 			}
-			if classify(status, err) == Fail || !sleep(ctx, 100*time.Millisecond) {
+			if classify(status, err) == Fail || !worker.Sleep(ctx, 100*time.Millisecond) {
 				return fmt.Errorf("clustercheck: set up %s: %w", p.path, err)
 			}
 		}
@@ -284,7 +286,7 @@ func (w *workload) produce(ctx context.Context, process int) {
 		node = w.sendUntilDone(ctx, process, node, key, msgs)
 		if perMessage > 0 {
 			next = next.Add(time.Duration(n) * perMessage)
-			if !sleep(ctx, time.Until(next)) {
+			if !worker.Sleep(ctx, time.Until(next)) {
 				return
 			}
 		}
@@ -326,7 +328,7 @@ func (w *workload) sendUntilDone(ctx context.Context, process, node int, key str
 				return node
 			}
 			node = (node + 1) % len(w.cfg.URLs)
-			if w.givenUp() || !sleep(reqs, backoff(attempt)) {
+			if w.givenUp() || !worker.Sleep(reqs, backoff(attempt)) {
 				return node
 			}
 			continue
@@ -386,7 +388,7 @@ func (w *workload) consume(ctx context.Context, process int, group string) {
 		msgs, ok := w.pull(reqs, process, node, group, w.cfg.PullWait)
 		if !ok {
 			node = (node + 1) % len(w.cfg.URLs)
-			sleep(ctx, 50*time.Millisecond)
+			worker.Sleep(ctx, 50*time.Millisecond)
 			continue
 		}
 		var acks, nacks []Message
@@ -420,7 +422,7 @@ func (w *workload) drain(ctx context.Context, process int, group string) {
 		msgs, ok := w.pull(ctx, process, node, group, min(w.cfg.PullWait, 500*time.Millisecond))
 		if !ok {
 			node = (node + 1) % len(w.cfg.URLs)
-			sleep(ctx, 50*time.Millisecond)
+			worker.Sleep(ctx, 50*time.Millisecond)
 			continue
 		}
 		if len(msgs) > 0 {
@@ -518,7 +520,7 @@ func (w *workload) settle(ctx context.Context, process, node int, group string, 
 				w.markSettled(group, msgs) // it may have acked
 			}
 			node = (node + 1) % len(w.cfg.URLs)
-			if typ == Fail || !sleep(ctx, backoff(attempt)) {
+			if typ == Fail || !worker.Sleep(ctx, backoff(attempt)) {
 				return node
 			}
 			continue
@@ -546,20 +548,5 @@ func (w *workload) markSettled(group string, msgs []Message) {
 	defer w.mu.Unlock()
 	for _, m := range msgs {
 		w.settled[group][m.Body] = true
-	}
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
