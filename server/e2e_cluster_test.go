@@ -369,3 +369,108 @@ func TestClusterMirrorCarriesAcrossFailover(t *testing.T) {
 		return err == nil && total == n
 	}, 20*time.Second, 50*time.Millisecond)
 }
+
+// copyDir copies the regular files of src into dst (a stopped store's
+// data dir: segments are sparse, so holes are copied as zeros).
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	require.NoError(t, filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o700)
+		}
+		if d.Name() == "LOCK" {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, 0o600)
+	}))
+}
+
+// TestClusterAdoptsASingleNodeDataDir: a single node's data dir becomes
+// a cluster's by starting it with --node-id and --peers, with copies of
+// it (taken while it is stopped) on the other replicas: its log is the
+// prefix of the Raft log on every one. Every message stays readable by
+// its id through any node, a consumer group goes on where it was, and
+// new writes are replicated.
+func TestClusterAdoptsASingleNodeDataDir(t *testing.T) {
+	t.Parallel()
+	single := startE2E(t, func(cfg *server.Config) {
+		cfg.SegmentSize, cfg.MaxMessageSize, cfg.MaxRequestSize = 1<<20, 256<<10, 512<<10
+	})
+	var ids []string
+	for k := range 30 {
+		var res api.SendResponse
+		servertest.Decode(t, single.Do(t, http.MethodPost, "/v1/topics/orders/messages", "application/json",
+			[]byte(fmt.Sprintf(`{"body":"single-%d-%s"}`, k, strings.Repeat("y", 100_000))), nil), http.StatusOK, &res)
+		ids = append(ids, res.Results[0].MessageID)
+	}
+	// A group consumes ten of them first.
+	acked := map[string]bool{}
+	for len(acked) < 10 {
+		for _, m := range single.PullN(t, "billing", "orders", 10-len(acked), 30_000, 5*time.Second) {
+			single.Ack(t, "billing", m.Receipt)
+			acked[m.MessageID] = true
+		}
+	}
+	dir := single.Cfg.DataDir
+	single.Close(t)
+
+	peers := freeAddrs(t, 3)
+	var spec []string
+	for i, p := range peers {
+		spec = append(spec, fmt.Sprintf("%d=%s", i+1, p))
+	}
+	var nodes []*e2eServer
+	for i := range 3 {
+		d := dir
+		if i > 0 {
+			d = t.TempDir()
+			copyDir(t, dir, d)
+		}
+		cfg := servertest.Config(t, d)
+		cfg.SegmentSize, cfg.MaxMessageSize, cfg.MaxRequestSize = 1<<20, 256<<10, 512<<10
+		cfg.NodeID, cfg.Peers, cfg.RaftTick = uint64(i+1), strings.Join(spec, ","), 20*time.Millisecond
+		nodes = append(nodes, openE2E(t, cfg))
+	}
+	c := &e2eCluster{nodes: nodes, peers: peers}
+	lead := c.leader(t, nil)
+	for i := range nodes {
+		for _, id := range ids {
+			r := nodes[i].Do(t, http.MethodGet, "/v1/messages/"+id, "", nil, nil)
+			require.Equal(t, http.StatusOK, r.Status, "node %d, %s: %s", i+1, id, r.String())
+		}
+	}
+	// The group goes on: the other twenty, and a new message.
+	var res api.SendResponse
+	servertest.Decode(t, nodes[(lead+1)%3].Do(t, http.MethodPost, "/v1/topics/orders/messages", "application/json", []byte(`{"body":"replicated"}`), nil),
+		http.StatusOK, &res)
+	got := map[string]bool{}
+	require.Eventually(t, func() bool {
+		var p api.PullResponse
+		r := nodes[(lead+2)%3].Do(t, http.MethodPost, "/v1/groups/billing/topics/orders/pull?max=16&waitMs=200", "", nil, nil)
+		if r.Status != http.StatusOK {
+			return false
+		}
+		require.NoError(t, json.Unmarshal(r.Body, &p))
+		for _, m := range p.Messages {
+			got[m.MessageID] = true
+		}
+		return len(got) >= 21
+	}, 20*time.Second, 10*time.Millisecond)
+	require.Len(t, got, 21, "the twenty not consumed and the new one")
+	require.True(t, got[res.Results[0].MessageID])
+	for id := range acked {
+		require.False(t, got[id], "%s was acknowledged before the adoption", id)
+	}
+}
