@@ -95,7 +95,7 @@ func TestClusterKill9TheLeaderUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and spawns three servers")
 	}
-	runFor, kills := 10*time.Second, 4 // faults: kill -9 and SIGSTOP in turn
+	runFor, kills := 7*time.Second, 2 // faults: kill -9 and SIGSTOP in turn
 	if os.Getenv("LONG") != "" {
 		runFor, kills = 120*time.Second, 40
 	}

@@ -29,7 +29,7 @@ func TestKill9UnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and spawns the server")
 	}
-	runFor, kills := 5*time.Second, 2
+	runFor, kills := 4*time.Second, 1
 	if os.Getenv("LONG") != "" {
 		runFor, kills = 40*time.Second, 10
 	}
