@@ -64,7 +64,10 @@ func TestE2EDamagedMessageIsNotDelivered(t *testing.T) {
 	require.Len(t, status.Quarantine.Records, 1)
 	q := status.Quarantine.Records[0]
 	require.Equal(t, offset, q.Offset)
-	require.Equal(t, "read", q.Stage)
+	// The pulls' read or the background scrubber, whichever reaches the
+	// record first, quarantines it (under load the scrubber sometimes
+	// does).
+	require.Contains(t, []string{"read", "scrub"}, q.Stage)
 	require.Contains(t, q.Reason, "CRC-32C mismatch")
 	require.Contains(t, q.Reason, fmt.Sprintf("record at %d", offset))
 	require.True(t, status.Scrub.Enabled)
