@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -122,7 +123,7 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	n := &clusterNode{cfg: cfg, rootLog: log, log: log.With().Str("component", "cluster").Uint64("node", cfg.NodeID).Logger(),
-		peers: peers, done: make(chan struct{})}
+		peers: maps.Clone(peers), done: make(chan struct{})}
 	var cleanup []func() error
 	defer func() {
 		if err != nil {
