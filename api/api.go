@@ -41,6 +41,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -213,6 +214,11 @@ type Deps struct {
 	// Draining, when it returns true, makes every request answer 503
 	// shutting-down with Retry-After. Default: never.
 	Draining func() bool
+	// DrainError is what a draining server answers (default
+	// broker.ErrShuttingDown, 503 shutting-down). A replica's broker that
+	// stops leading drains with broker.ErrNotLeader (503 no-leader): the
+	// node is not going away, the next leader serves the retry.
+	DrainError error
 	// Auth, when not nil, authenticates every request and checks its
 	// route's permission (auth.go). Nil: authentication off.
 	Auth Authenticator
@@ -254,6 +260,9 @@ func (d Deps) withDefaults() Deps {
 	}
 	if d.Draining == nil {
 		d.Draining = func() bool { return false }
+	}
+	if d.DrainError == nil {
+		d.DrainError = fmt.Errorf("%w: the server is draining; retry on another instance or later", broker.ErrShuttingDown)
 	}
 	return d
 }

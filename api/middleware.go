@@ -20,12 +20,12 @@ import (
 	"github.com/mqgate/mqgate/server/broker"
 )
 
-// drainGate answers 503 shutting-down (with Retry-After) while the server
-// drains.
+// drainGate answers Deps.DrainError (a 503 with Retry-After) while the
+// server drains.
 func (h *handler) drainGate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h.deps.Draining() {
-			WriteError(w, r, fmt.Errorf("%w: the server is draining; retry on another instance or later", broker.ErrShuttingDown))
+			WriteError(w, r, h.deps.DrainError)
 			return
 		}
 		next.ServeHTTP(w, r)

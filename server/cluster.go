@@ -196,7 +196,7 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 		}
 	}()
 
-	outer := newServerOn(cfg, log, inner.broker, n.listener, inner.security, nil)
+	outer := newServerOn(cfg, log, inner.broker, n.listener, inner.security, nil, nil)
 	outer.cluster = n
 	// The front's own routes are tracked (trackConn: the connection
 	// wrapper tells a handler's answers from net/http's own); the broker's

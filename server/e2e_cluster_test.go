@@ -53,13 +53,36 @@ func startCluster(t *testing.T, opts ...func(*server.Config)) *e2eCluster {
 	}
 	for i := range 3 {
 		cfg := servertest.Config(t, t.TempDir())
-		cfg.NodeID, cfg.Peers, cfg.RaftTick = uint64(i+1), strings.Join(spec, ","), 20*time.Millisecond
+		cfg.NodeID, cfg.Peers, cfg.RaftTick = uint64(i+1), strings.Join(spec, ","), 50*time.Millisecond
 		for _, o := range opts {
 			o(&cfg)
 		}
 		c.nodes = append(c.nodes, openE2E(t, cfg))
 	}
 	return c
+}
+
+// do is a request to node i, retried while the answer is 503 no-leader
+// (nothing was written: between leaders, or a leader change under a
+// loaded machine), as a client would; any other answer is returned.
+func (c *e2eCluster) do(t *testing.T, i int, method, path, contentType string, body []byte, header http.Header) servertest.Resp {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := c.nodes[i].Do(t, method, path, contentType, body, header)
+		if r.Status != http.StatusServiceUnavailable || !strings.Contains(string(r.Body), `"code":"no-leader"`) || time.Now().After(deadline) {
+			return r
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// json is do with a JSON body.
+func (c *e2eCluster) json(t *testing.T, i int, method, path string, in any) servertest.Resp {
+	t.Helper()
+	b, err := json.Marshal(in)
+	require.NoError(t, err)
+	return c.do(t, i, method, path, "application/json", b, nil)
 }
 
 // view is GET /v1/cluster on node i.
@@ -132,14 +155,14 @@ func TestClusterServesFromAnyNode(t *testing.T) {
 
 	// A producer through one follower, a consumer through the other.
 	body := []byte(`{"body":"through a follower"}`)
-	sent := c.nodes[f1].Do(t, http.MethodPost, "/v1/topics/orders/messages", "application/json", body, basic("producer", producerSecret))
+	sent := c.do(t, f1, http.MethodPost, "/v1/topics/orders/messages", "application/json", body, basic("producer", producerSecret))
 	require.Equal(t, http.StatusOK, sent.Status, sent.String())
 	var pulled api.PullResponse
-	servertest.Decode(t, c.nodes[f2].Do(t, http.MethodPost, "/v1/groups/billing/topics/orders/pull?max=4&waitMs=2000", "", nil,
+	servertest.Decode(t, c.do(t, f2, http.MethodPost, "/v1/groups/billing/topics/orders/pull?max=4&waitMs=2000", "", nil,
 		basic("consumer", consumerSecret)), http.StatusOK, &pulled)
 	require.Len(t, pulled.Messages, 1)
 	require.Equal(t, "through a follower", pulled.Messages[0].Body)
-	ack := c.nodes[f1].Do(t, http.MethodPost, "/v1/groups/billing/ack", "application/json",
+	ack := c.do(t, f1, http.MethodPost, "/v1/groups/billing/ack", "application/json",
 		[]byte(`{"receipts":["`+pulled.Messages[0].Receipt+`"]}`), basic("consumer", consumerSecret))
 	require.Equal(t, http.StatusOK, ack.Status, ack.String())
 
@@ -171,7 +194,7 @@ func TestClusterServesFromAnyNode(t *testing.T) {
 	if other == next {
 		other = f2
 	}
-	found := c.nodes[other].Do(t, http.MethodGet, "/v1/messages/"+pulled.Messages[0].MessageID, "", nil, admin)
+	found := c.do(t, other, http.MethodGet, "/v1/messages/"+pulled.Messages[0].MessageID, "", nil, admin)
 	require.Equal(t, http.StatusOK, found.Status, found.String())
 
 	// One replica left: no quorum.
@@ -200,7 +223,7 @@ func TestClusterReplacesADeadNode(t *testing.T) {
 	send := func(via int, tag string, n int) {
 		for k := range n {
 			var res api.SendResponse
-			servertest.Decode(t, c.nodes[via].Do(t, http.MethodPost, "/v1/topics/orders/messages", "application/json",
+			servertest.Decode(t, c.do(t, via, http.MethodPost, "/v1/topics/orders/messages", "application/json",
 				[]byte(fmt.Sprintf(`{"body":"%s-%d"}`, tag, k)), nil), http.StatusOK, &res)
 			ids = append(ids, res.Results[0].MessageID)
 		}
@@ -217,14 +240,14 @@ func TestClusterReplacesADeadNode(t *testing.T) {
 	// A new replica, 4, joins.
 	addr4 := freeAddrs(t, 1)[0]
 	cfg := servertest.Config(t, t.TempDir())
-	cfg.NodeID, cfg.Join, cfg.RaftTick = 4, true, 20*time.Millisecond
+	cfg.NodeID, cfg.Join, cfg.RaftTick = 4, true, 50*time.Millisecond
 	cfg.Peers = c.nodes[keep].Cfg.Peers + ",4=" + addr4
 	c.nodes = append(c.nodes, openE2E(t, cfg))
 	joined := c.view(t, 3, nil)
 	require.Empty(t, joined.Peers, "a joining replica is in no configuration yet")
 
 	var v api.Cluster
-	servertest.Decode(t, c.nodes[keep].JSON(t, http.MethodPost, "/v1/cluster/learners", api.AddLearnerRequest{ID: 4, Address: addr4}), http.StatusOK, &v)
+	servertest.Decode(t, c.json(t, keep, http.MethodPost, "/v1/cluster/learners", api.AddLearnerRequest{ID: 4, Address: addr4}), http.StatusOK, &v)
 	require.Len(t, v.Peers, 4)
 	servertest.WantProblem(t, c.nodes[keep].JSON(t, http.MethodPost, "/v1/cluster/learners", api.AddLearnerRequest{ID: 4, Address: addr4}),
 		http.StatusConflict, "membership-conflict")
@@ -237,8 +260,8 @@ func TestClusterReplacesADeadNode(t *testing.T) {
 		}
 		return false
 	}, 20*time.Second, 10*time.Millisecond)
-	servertest.Decode(t, c.nodes[3].Do(t, http.MethodPost, "/v1/cluster/members/4/promote", "", nil, nil), http.StatusOK, &v)
-	servertest.Decode(t, c.nodes[3].Do(t, http.MethodDelete, fmt.Sprintf("/v1/cluster/members/%d", dead+1), "", nil, nil), http.StatusOK, &v)
+	servertest.Decode(t, c.do(t, 3, http.MethodPost, "/v1/cluster/members/4/promote", "", nil, nil), http.StatusOK, &v)
+	servertest.Decode(t, c.do(t, 3, http.MethodDelete, fmt.Sprintf("/v1/cluster/members/%d", dead+1), "", nil, nil), http.StatusOK, &v)
 	require.Len(t, v.Peers, 3)
 	for _, p := range v.Peers {
 		require.NotEqual(t, uint64(dead+1), p.ID)
@@ -252,7 +275,7 @@ func TestClusterReplacesADeadNode(t *testing.T) {
 	c.nodes[keep] = nil
 	send(lead, "needs-4", 3)
 	for _, id := range ids {
-		r := c.nodes[3].Do(t, http.MethodGet, "/v1/messages/"+id, "", nil, nil)
+		r := c.do(t, 3, http.MethodGet, "/v1/messages/"+id, "", nil, nil)
 		require.Equal(t, http.StatusOK, r.Status, "%s: %s", id, r.String())
 	}
 
@@ -282,7 +305,7 @@ func TestClusterDamagedReplicaDoesNotStart(t *testing.T) {
 	lead := c.leader(t, nil)
 	f := (lead + 1) % 3
 	for k := range 50 {
-		r := c.nodes[lead].Do(t, http.MethodPost, "/v1/topics/orders/messages", "application/json",
+		r := c.do(t, lead, http.MethodPost, "/v1/topics/orders/messages", "application/json",
 			[]byte(fmt.Sprintf(`{"body":"m-%d-%s"}`, k, strings.Repeat("x", 200))), nil)
 		require.Equal(t, http.StatusOK, r.Status, r.String())
 	}
@@ -312,7 +335,7 @@ func TestClusterDamagedReplicaDoesNotStart(t *testing.T) {
 	require.ErrorContains(t, err, "rebuilt from the others, never repaired")
 
 	// The other two go on.
-	r := c.nodes[(lead+2)%3].Do(t, http.MethodPost, "/v1/topics/orders/messages", "application/json", []byte(`{"body":"after"}`), nil)
+	r := c.do(t, (lead+2)%3, http.MethodPost, "/v1/topics/orders/messages", "application/json", []byte(`{"body":"after"}`), nil)
 	require.Equal(t, http.StatusOK, r.Status, r.String())
 }
 
@@ -327,20 +350,20 @@ func TestClusterMirrorCarriesAcrossFailover(t *testing.T) {
 	lead := c.leader(t, nil)
 	const n = 20
 	for k := range n {
-		r := c.nodes[lead].Do(t, http.MethodPost, "/v1/topics/mirrored/messages", "application/json", []byte(fmt.Sprintf(`{"body":"m%d"}`, k)), nil)
+		r := c.do(t, lead, http.MethodPost, "/v1/topics/mirrored/messages", "application/json", []byte(fmt.Sprintf(`{"body":"m%d"}`, k)), nil)
 		require.Equal(t, http.StatusOK, r.Status, r.String())
 	}
 	got := 0
 	consume := func(via, want int) {
 		require.Eventually(t, func() bool {
 			var p api.PullResponse
-			r := c.nodes[via].Do(t, http.MethodPost, "/v1/groups/mg/topics/mirrored/pull?max=4&waitMs=200", "", nil, nil)
+			r := c.do(t, via, http.MethodPost, "/v1/groups/mg/topics/mirrored/pull?max=4&waitMs=200", "", nil, nil)
 			if r.Status != http.StatusOK {
 				return false
 			}
 			require.NoError(t, json.Unmarshal(r.Body, &p))
 			for _, m := range p.Messages {
-				a := c.nodes[via].Do(t, http.MethodPost, "/v1/groups/mg/ack", "application/json", []byte(`{"receipts":["`+m.Receipt+`"]}`), nil)
+				a := c.do(t, via, http.MethodPost, "/v1/groups/mg/ack", "application/json", []byte(`{"receipts":["`+m.Receipt+`"]}`), nil)
 				if a.Status == http.StatusOK {
 					got++
 				}
@@ -440,7 +463,7 @@ func TestClusterAdoptsASingleNodeDataDir(t *testing.T) {
 		}
 		cfg := servertest.Config(t, d)
 		cfg.SegmentSize, cfg.MaxMessageSize, cfg.MaxRequestSize = 1<<20, 256<<10, 512<<10
-		cfg.NodeID, cfg.Peers, cfg.RaftTick = uint64(i+1), strings.Join(spec, ","), 20*time.Millisecond
+		cfg.NodeID, cfg.Peers, cfg.RaftTick = uint64(i+1), strings.Join(spec, ","), 50*time.Millisecond
 		nodes = append(nodes, openE2E(t, cfg))
 	}
 	c := &e2eCluster{nodes: nodes, peers: peers}

@@ -108,6 +108,9 @@ type Server struct {
 
 	// state is stateRunning, stateDraining or stateClosed.
 	state atomic.Int32
+	// drainErr, when not nil, is what requests get while the server
+	// drains (default: 503 shutting-down).
+	drainErr error
 	// pollCtx ends waiting long polls when cancelPolls is called.
 	pollCtx     context.Context
 	cancelPolls context.CancelFunc
@@ -244,7 +247,13 @@ func openServer(ctx context.Context, cfg Config, log zerolog.Logger, parts repli
 	if mirror != nil {
 		be = mirroredBroker{Broker: b, mirror: mirror}
 	}
-	s := newServerOn(cfg, log, be, listener, sec, tf)
+	var drainErr error
+	if parts.follower {
+		// A replica's broker: it drains when the replica stops leading,
+		// and the next leader serves the retry.
+		drainErr = fmt.Errorf("%w: this replica stopped leading", broker.ErrNotLeader)
+	}
+	s := newServerOn(cfg, log, be, listener, sec, tf, drainErr)
 	s.brokerRef = b
 	if adminListener != nil {
 		s.serveAdminOn(adminListener)
@@ -307,14 +316,14 @@ func newServer(cfg Config, log zerolog.Logger, b backend) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	return newServerOn(cfg, log, b, listener, nil, nil), nil
+	return newServerOn(cfg, log, b, listener, nil, nil, nil), nil
 }
 
 // newServerOn wires an opened broker into a server on listener, with
 // authentication sec (nil: off) and TLS tf (nil: off; listener is then a
 // tls.Listener).
-func newServerOn(cfg Config, log zerolog.Logger, b backend, listener net.Listener, sec *security, tf *tlsFiles) *Server {
-	s := &Server{cfg: cfg, rootLog: log, log: log.With().Str("component", "server").Logger(), security: sec, tls: tf}
+func newServerOn(cfg Config, log zerolog.Logger, b backend, listener net.Listener, sec *security, tf *tlsFiles, drainErr error) *Server {
+	s := &Server{cfg: cfg, rootLog: log, log: log.With().Str("component", "server").Logger(), security: sec, tls: tf, drainErr: drainErr}
 	tr, err := newTracing(cfg) // cannot fail on a validated config (the endpoint is a URL)
 	if err != nil {
 		s.log.Error().Err(err).Msg("no OpenTelemetry export")
@@ -442,6 +451,7 @@ func (s *Server) routes() http.Handler {
 		WriteTimeout:   s.cfg.WriteTimeout,
 		PollContext:    s.pollCtx,
 		Draining:       func() bool { return s.state.Load() != stateRunning },
+		DrainError:     s.drainErr,
 		Auth:           s.authenticator(),
 		SQS:            s.sqsCatalog(),
 		Mirror:         s.mirrorStat,
