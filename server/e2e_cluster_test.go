@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,20 +63,36 @@ func startCluster(t *testing.T, opts ...func(*server.Config)) *e2eCluster {
 	return c
 }
 
-// do is a request to node i, retried while the answer is 503 no-leader
-// (nothing was written: between leaders, or a leader change under a
-// loaded machine), as a client would; any other answer is returned.
+// do is a request to node i, retried as a careful client would: while
+// the answer is 503 no-leader (nothing was written: between leaders, or a
+// leader change on a loaded machine), and, for a send, which do gives an
+// Idempotency-Key, while it is 503 write-outcome-unknown. Any other
+// answer is returned.
 func (c *e2eCluster) do(t *testing.T, i int, method, path, contentType string, body []byte, header http.Header) servertest.Resp {
 	t.Helper()
+	if method == http.MethodPost && strings.HasSuffix(path, "/messages") {
+		header = header.Clone()
+		if header == nil {
+			header = http.Header{}
+		}
+		if header.Get("Idempotency-Key") == "" {
+			header.Set("Idempotency-Key", fmt.Sprintf("e2e-%d", sendKeys.Add(1)))
+		}
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		r := c.nodes[i].Do(t, method, path, contentType, body, header)
-		if r.Status != http.StatusServiceUnavailable || !strings.Contains(string(r.Body), `"code":"no-leader"`) || time.Now().After(deadline) {
+		retry := r.Status == http.StatusServiceUnavailable && (strings.Contains(string(r.Body), `"code":"no-leader"`) ||
+			header.Get("Idempotency-Key") != "" && strings.Contains(string(r.Body), `"code":"write-outcome-unknown"`))
+		if !retry || time.Now().After(deadline) {
 			return r
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// sendKeys numbers the Idempotency-Keys do gives sends.
+var sendKeys atomic.Int64
 
 // json is do with a JSON body.
 func (c *e2eCluster) json(t *testing.T, i int, method, path string, in any) servertest.Resp {

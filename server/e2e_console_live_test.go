@@ -107,6 +107,8 @@ const tabs = ["overview", "topics", "groups", "dlq", "timers", "send", "consume"
     step("chartCanvases", await page.evaluate(() => document.querySelectorAll(".chart canvas").length));
     step("liveTopicRow", await page.evaluate(() => [...document.querySelector("#live-topics tbody tr").cells].slice(0, 2).map((c) => c.textContent).join(" ")));
     step("consumerRow", await page.evaluate(() => document.querySelector("#overview-consumers tbody tr").textContent));
+    // The topics table is the tab loader's (its requests, not the stream).
+    await page.waitForFunction(() => document.querySelector("#overview-topics tbody").textContent.includes("live"), null, { timeout: 15000 });
     step("maxOffsetRow", await page.evaluate(() => [...document.querySelectorAll("#overview-topics tbody tr")].map((r) => r.textContent).join("|")));
     step("liveMode", await page.evaluate(() => document.getElementById("live").dataset.mode));
     step("mirrorCard", await cardText("PostgreSQL mirror"));

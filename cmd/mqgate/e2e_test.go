@@ -36,6 +36,10 @@ func init() {
 		main()
 		os.Exit(0)
 	}
+	// Every run of the binary this test process starts inherits this: a
+	// -race build otherwise sleeps a second at exit, and the tests run
+	// the CLI hundreds of times.
+	_ = os.Setenv("GORACE", strings.TrimPrefix(noRaceExitSleep(), "GORACE="))
 }
 
 // e2eLevels are servertest's delay levels (RocketMQ's 18 compressed to
