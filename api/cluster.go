@@ -137,7 +137,7 @@ func (h *handler) addLearner(w http.ResponseWriter, r *http.Request) {
 // promoteMember makes a learner a voter.
 //
 //	@Summary		Promote a learner to a voter
-//	@Description	Makes a learner a voter. Answered once the change is applied on the leader.
+//	@Description	Makes a learner a voter. Answered once the change is applied on the leader. A learner that has not caught up with the leader's log (more than 8 MiB behind its commit point) is refused with 409 learner-behind and Retry-After: a voter that far behind could leave the cluster without a majority able to commit.
 //	@ID				promoteMember
 //	@Tags			broker
 //	@Produce		json
@@ -145,7 +145,7 @@ func (h *handler) addLearner(w http.ResponseWriter, r *http.Request) {
 //	@Param			id	path		integer	true	"The replica's id"
 //	@Success		200	{object}	Cluster
 //	@Failure		400	{object}	Problem	"malformed-request"
-//	@Failure		409	{object}	Problem	"not-a-cluster, membership-conflict"
+//	@Failure		409	{object}	Problem	"not-a-cluster, membership-conflict, learner-behind"
 //	@Failure		503	{object}	Problem	"no-leader, write-outcome-unknown, shutting-down"
 //	@Router			/cluster/members/{id}/promote [post]
 func (h *handler) promoteMember(w http.ResponseWriter, r *http.Request) {

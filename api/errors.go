@@ -42,6 +42,10 @@ var (
 	// configuration (a learner that is already a member, a promotion of a
 	// replica that is not a learner, a removal of one that is not there).
 	ErrMembership = errors.New("membership change refused")
+	// ErrLearnerBehind: a promotion of a learner that has not caught up
+	// with the leader's log yet (a voter that far behind would leave the
+	// cluster without a majority that can commit until it catches up).
+	ErrLearnerBehind = errors.New("learner not caught up")
 	// ErrPushLoop: a send carries HeaderPushHop — it is a push delivery,
 	// whose message must not be stored again (loop.go).
 	ErrPushLoop = errors.New("push loop")
@@ -166,6 +170,7 @@ var (
 	kindQuota           = problemKind{http.StatusConflict, "quota-exceeded", "Quota exceeded", 0}
 	kindNotClustered    = problemKind{http.StatusConflict, "not-a-cluster", "Not a cluster", 0}
 	kindMembership      = problemKind{http.StatusConflict, "membership-conflict", "Membership change refused", 0}
+	kindLearnerBehind   = problemKind{http.StatusConflict, "learner-behind", "Learner not caught up: promote it later", 1}
 	// 508 (RFC 5842): the server stopped an operation that would loop.
 	kindPushLoop = problemKind{http.StatusLoopDetected, "push-loop", "Push loop detected", 0}
 )
@@ -220,6 +225,7 @@ var sentinelKinds = []struct {
 	{broker.ErrDiskFull, kindDiskFull},
 	{broker.ErrQuotaExceeded, kindQuota},
 	{ErrNotClustered, kindNotClustered},
+	{ErrLearnerBehind, kindLearnerBehind},
 	{ErrMembership, kindMembership},
 	{ErrPushLoop, kindPushLoop},
 	{context.Canceled, kindClientClosed},

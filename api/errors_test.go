@@ -45,6 +45,7 @@ func TestErrorMapping(t *testing.T) {
 		{broker.ErrNotLeader, 503, "no-leader", "1"},
 		{api.ErrNotClustered, 409, "not-a-cluster", ""},
 		{api.ErrMembership, 409, "membership-conflict", ""},
+		{api.ErrLearnerBehind, 409, "learner-behind", "1"},
 		{broker.ErrDiskFull, 507, "disk-full", "5"},
 		{api.ErrMalformedRequest, 400, "malformed-request", ""},
 		{api.ErrUnsupportedMediaType, 415, "unsupported-media-type", ""},

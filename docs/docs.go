@@ -231,7 +231,7 @@ const docTemplate = `{
         },
         "/cluster/members/{id}/promote": {
             "post": {
-                "description": "Makes a learner a voter. Answered once the change is applied on the leader.",
+                "description": "Makes a learner a voter. Answered once the change is applied on the leader. A learner that has not caught up with the leader's log (more than 8 MiB behind its commit point) is refused with 409 learner-behind and Retry-After: a voter that far behind could leave the cluster without a majority able to commit.",
                 "produces": [
                     "application/json",
                     "application/problem+json"
@@ -264,7 +264,7 @@ const docTemplate = `{
                         }
                     },
                     "409": {
-                        "description": "not-a-cluster, membership-conflict",
+                        "description": "not-a-cluster, membership-conflict, learner-behind",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }

@@ -526,10 +526,30 @@ func (n *clusterNode) AddLearner(ctx context.Context, id uint64, address string)
 	return n.change(ctx, pb.ConfChangeAddLearnerNode, id, address)
 }
 
-// Promote makes learner id a voter.
+// promoteMaxLag is how far behind the leader's log (CommitLog bytes) a
+// learner may be to be promoted: one window of in-flight appends. One
+// that has acknowledged nothing yet (match index 0) is never promoted.
+const promoteMaxLag = 8 << 20
+
+// Promote makes learner id a voter, once it caught up with the leader's
+// log: a voter far behind would count in every majority while it cannot
+// acknowledge anything new (etcd refuses such a promotion too).
 func (n *clusterNode) Promote(ctx context.Context, id uint64) (api.Cluster, error) {
 	if !slices.Contains(n.shard.Status().Learners, id) {
 		return api.Cluster{}, fmt.Errorf("%w: replica %d is not a learner", api.ErrMembership, id)
+	}
+	for _, p := range n.shard.Progress(ctx) {
+		if p.ID != id {
+			continue
+		}
+		if p.MatchIndex == 0 || p.LagBytes < 0 || p.LagBytes > promoteMaxLag {
+			lag := "an unknown amount"
+			if p.MatchIndex > 0 && p.LagBytes >= 0 {
+				lag = fmt.Sprintf("%d bytes", p.LagBytes)
+			}
+			return api.Cluster{}, fmt.Errorf("%w: replica %d is %s behind the leader's log (at most %d to be promoted); retry once it caught up",
+				api.ErrLearnerBehind, id, lag, promoteMaxLag)
+		}
 	}
 	return n.change(ctx, pb.ConfChangeAddNode, id, "")
 }

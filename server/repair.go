@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -74,13 +75,46 @@ func replicaHint(err error, dataDir string, nodeID uint64) error {
 	return fmt.Errorf("%w\nthis replica's log is damaged, maybe below what it acknowledged: it does not start, so it never votes. %s", err, rebuildSteps(dataDir, nodeID))
 }
 
-// rebuildSteps says how a damaged replica is replaced (the README's
+// rebuildSteps says how a damaged replica is rebuilt (the README's
 // "Replacing a node").
 func rebuildSteps(dataDir string, nodeID uint64) string {
 	id := "ID"
 	if nodeID != 0 {
 		id = fmt.Sprint(nodeID)
 	}
-	return fmt.Sprintf("rebuild it: remove it on any running node (DELETE /v1/cluster/members/%s, or mqgate cluster remove %s), "+
-		"move %s aside, start an empty replica with a new --node-id and --join, add it (POST /v1/cluster/learners) and promote it once it caught up", id, id, dataDir)
+	return fmt.Sprintf("rebuild it from the others: with it stopped, 'mqgate replica rebuild --data-dir %s --node-id %s --peers ... --server <another replica's URL>' "+
+		"moves the data dir aside and adds it back as a learner; start it with --join, then 'mqgate cluster promote %s --wait 10m'", dataDir, id, id)
+}
+
+// PeerAddress is the peer address of replica nodeID in peers (--peers
+// as serve takes it).
+func PeerAddress(peers string, nodeID uint64) (string, error) {
+	m, err := Config{NodeID: nodeID, Peers: peers}.peerMap()
+	if err != nil {
+		return "", err
+	}
+	return m[nodeID], nil
+}
+
+// SetReplicaAside moves a stopped replica's data dir aside (to
+// dataDir.damaged-<UTC time>) and leaves it empty, for `mqgate replica
+// rebuild`: the replica then starts with --join and receives the log from
+// the others. It refuses a data dir a running server holds, and one that
+// holds a single node's store (no raft/): that is repaired, not rebuilt.
+// aside is "" when there was nothing to move (a missing or empty dir).
+func SetReplicaAside(dataDir string, now time.Time) (aside string, err error) {
+	if dataDir == "" {
+		return "", fmt.Errorf("%w: --data-dir is empty", ErrInvalidConfig)
+	}
+	entries, err := os.ReadDir(dataDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	if len(entries) == 0 || len(entries) == 1 && entries[0].Name() == "LOCK" {
+		return "", os.MkdirAll(dataDir, 0o700)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "raft")); err != nil {
+		return "", fmt.Errorf("%w: %s holds no replica (no raft/): a single node's store is repaired (mqgate repair), not rebuilt", ErrInvalidConfig, dataDir)
+	}
+	return storage.SetAside(dataDir, ".damaged-"+now.UTC().Format("20060102T150405Z"))
 }

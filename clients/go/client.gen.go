@@ -148,7 +148,7 @@ type ClientInterface interface {
 
 	// PromoteMember Promote a learner to a voter
 	//
-	// Makes a learner a voter. Answered once the change is applied on the leader.
+	// Makes a learner a voter. Answered once the change is applied on the leader. A learner that has not caught up with the leader's log (more than 8 MiB behind its commit point) is refused with 409 learner-behind and Retry-After: a voter that far behind could leave the cluster without a majority able to commit.
 	//
 	// Permission with an ACL file: admin.
 	//
@@ -895,7 +895,7 @@ func (c *Client) RemoveMember(ctx context.Context, id int, reqEditors ...Request
 
 // PromoteMember Promote a learner to a voter
 //
-// Makes a learner a voter. Answered once the change is applied on the leader.
+// Makes a learner a voter. Answered once the change is applied on the leader. A learner that has not caught up with the leader's log (more than 8 MiB behind its commit point) is refused with 409 learner-behind and Retry-After: a voter that far behind could leave the cluster without a majority able to commit.
 //
 // Permission with an ACL file: admin.
 //
@@ -4644,7 +4644,7 @@ type ClientWithResponsesInterface interface {
 
 	// PromoteMemberWithResponse Promote a learner to a voter
 	//
-	// Makes a learner a voter. Answered once the change is applied on the leader.
+	// Makes a learner a voter. Answered once the change is applied on the leader. A learner that has not caught up with the leader's log (more than 8 MiB behind its commit point) is refused with 409 learner-behind and Retry-After: a voter that far behind could leave the cluster without a majority able to commit.
 	//
 	// Permission with an ACL file: admin.
 	//
@@ -10849,7 +10849,7 @@ func (c *ClientWithResponses) RemoveMemberWithResponse(ctx context.Context, id i
 
 // PromoteMemberWithResponse Promote a learner to a voter
 //
-// Makes a learner a voter. Answered once the change is applied on the leader.
+// Makes a learner a voter. Answered once the change is applied on the leader. A learner that has not caught up with the leader's log (more than 8 MiB behind its commit point) is refused with 409 learner-behind and Retry-After: a voter that far behind could leave the cluster without a majority able to commit.
 //
 // Permission with an ACL file: admin.
 //

@@ -7,8 +7,9 @@
 // v2.8.2), and @hey-api/openapi-ts (heyapi/, pinned in
 // package-lock.json).
 //
-// matrix_test.go, part of `go test ./...` and so of `make test`,
-// generates each client from the spec as it is into a temporary copy
+// matrix_test.go, part of `go test ./...` and so of `make test`
+// (the oapi-codegen row without the overlay only with LONG=1: clients/go
+// runs the same generator in every run), generates each client from the spec as it is into a temporary copy
 // (generated code is never committed), builds it with a small program,
 // and runs the program against a real server on loopback: it sends a
 // message, pulls it (receipt and leaseUntil must be there), extends the

@@ -37,6 +37,7 @@ type adminFlags struct {
 // admin is what a subcommand runs with: the client and the printer.
 type admin struct {
 	c       *mqgate.ClientWithResponses
+	server  string // --server
 	out     *printer
 	timeout time.Duration
 }
@@ -77,7 +78,7 @@ func (f *adminFlags) ProvideAdmin() (*admin, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &admin{c: c, out: &printer{format: f.Output, w: os.Stdout}, timeout: f.Timeout}, nil
+	return &admin{c: c, server: f.Server, out: &printer{format: f.Output, w: os.Stdout}, timeout: f.Timeout}, nil
 }
 
 // ctx bounds one request by the --timeout, plus extra (a long poll's wait).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	mqgate "github.com/mqgate/mqgate/clients/go"
@@ -37,17 +38,24 @@ func (c clusterAddLearnerCmd) Run(ctx context.Context, a *admin) error {
 }
 
 type clusterPromoteCmd struct {
-	ID int `arg:"" name:"id" help:"The learner's id."`
+	ID   int           `arg:"" name:"id" help:"The learner's id."`
+	Wait time.Duration `help:"While the learner is still catching up (409 learner-behind) or there is no leader, ask again for up to this long (0: ask once)." default:"0s"`
 }
 
 func (c clusterPromoteCmd) Run(ctx context.Context, a *admin) error {
-	ctx, cancel := a.ctx(ctx, 0)
+	ctx, cancel := a.ctx(ctx, c.Wait)
 	defer cancel()
-	res, err := apiCall(a.c.PromoteMemberWithResponse(ctx, c.ID))
-	if err != nil {
-		return err
+	codes := []string{}
+	if c.Wait > 0 {
+		codes = []string{"learner-behind", "no-leader"}
 	}
-	return a.out.print(res.Body, func(t *table) { clusterTable(t, res.JSON200) })
+	return retrying(ctx, codes, func() error {
+		res, err := apiCall(a.c.PromoteMemberWithResponse(ctx, c.ID))
+		if err != nil {
+			return err
+		}
+		return a.out.print(res.Body, func(t *table) { clusterTable(t, res.JSON200) })
+	})
 }
 
 type clusterRemoveCmd struct {
@@ -59,13 +67,22 @@ type clusterRemoveCmd struct {
 func (c clusterRemoveCmd) Run(ctx context.Context, a *admin) error {
 	ctx, cancel := a.ctx(ctx, 0)
 	defer cancel()
-	for {
+	return retrying(ctx, []string{"no-leader"}, func() error {
 		res, err := apiCall(a.c.RemoveMemberWithResponse(ctx, c.ID))
-		if err == nil {
-			return a.out.print(res.Body, func(t *table) { clusterTable(t, res.JSON200) })
+		if err != nil {
+			return err
 		}
+		return a.out.print(res.Body, func(t *table) { clusterTable(t, res.JSON200) })
+	})
+}
+
+// retrying calls call until it returns anything but an API error with one
+// of codes, or ctx ends (the last error is returned).
+func retrying(ctx context.Context, codes []string, call func() error) error {
+	for {
+		err := call()
 		var ce cliError
-		if !errors.As(err, &ce) || ce.e.Code != "no-leader" {
+		if err == nil || !errors.As(err, &ce) || !slices.Contains(codes, ce.e.Code) {
 			return err
 		}
 		select {

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/mqgate/mqgate/api"
+	"github.com/mqgate/mqgate/server"
 	"github.com/mqgate/mqgate/server/servertest"
 )
 
@@ -221,4 +224,83 @@ func TestCLIClusterMembership(t *testing.T) {
 	for _, r := range replicas {
 		require.NotEqual(t, fmt.Sprint(leader), r["ID"])
 	}
+}
+
+// TestCLIReplicaRebuild: a replica whose log is damaged refuses to start;
+// `mqgate replica rebuild`, run against another replica, refuses while
+// the replica's server runs and when --server is the replica itself,
+// then moves its data dir aside (kept, damage included), removes the
+// voter and adds it back as a learner. A promotion before it caught up
+// is refused (learner-behind); started again with --join, it catches up,
+// `cluster promote --wait` promotes it, and the cluster then needs it for
+// every majority: with the third replica gone, writes still commit.
+func TestCLIReplicaRebuild(t *testing.T) {
+	t.Parallel()
+	nodes := startCluster(t, 3)
+	leader := servingLeader(t, nodes, 0)
+	f := leader%3 + 1 // the replica rebuilt, a follower
+	third := 6 - leader - f
+	lead := nodes[leader-1]
+	for k := range 60 {
+		lead.Send(t, "orders", api.SendMessage{Body: fmt.Sprintf("m-%d-%s", k, strings.Repeat("x", 300))})
+	}
+	fcfg := nodes[f-1].Cfg
+	rebuild := []string{"replica", "rebuild", "--data-dir", fcfg.DataDir, "--node-id", fmt.Sprint(f), "--peers", fcfg.Peers}
+	cliOf(t, lead).fails(1, []string{"stop the server first"}, rebuild...)
+	cliOf(t, nodes[f-1]).fails(1, []string{fmt.Sprintf("is replica %d itself", f)}, rebuild...)
+
+	servertest.Eventually(t, 10*time.Second, func() (bool, string) {
+		var lv, fv api.Cluster
+		servertest.Decode(t, lead.Get(t, "/v1/cluster"), http.StatusOK, &lv)
+		servertest.Decode(t, nodes[f-1].Get(t, "/v1/cluster"), http.StatusOK, &fv)
+		return fv.AppliedIndex == lv.CommitIndex, "the follower applies the log"
+	})
+	nodes[f-1].Close(t)
+	seg := filepath.Join(fcfg.DataDir, "commitlog", fmt.Sprintf("%020d", 0))
+	file, err := os.OpenFile(seg, os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = file.WriteAt([]byte{0xff, 0xff, 0xff, 0xff}, 4000)
+	require.NoError(t, err)
+	require.NoError(t, file.Close())
+	_, err = server.Open(t.Context(), fcfg)
+	require.ErrorContains(t, err, "mqgate replica rebuild")
+
+	var r cliResult
+	servertest.Eventually(t, 10*time.Second, func() (bool, string) {
+		// A child process another test forks may hold the closed
+		// server's lock until it execs.
+		r = runCLI(t, []string{"MQGATE_SERVER=" + lead.Base}, "", rebuild...)
+		return r.code == 0 || !strings.Contains(r.stderr, "stop the server first"), r.stderr
+	})
+	require.Equal(t, 0, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	require.Contains(t, r.stderr, fmt.Sprintf("removed voter %d", f))
+	require.Contains(t, r.stderr, fmt.Sprintf("added %d as a learner", f))
+	_, replicas := clusterParts(t, r.stdout)
+	require.Equal(t, "learner", replicas[f-1]["ROLE"])
+	aside, err := filepath.Glob(fcfg.DataDir + ".damaged-*")
+	require.NoError(t, err)
+	require.Len(t, aside, 1, "the damaged dir is kept")
+	require.FileExists(t, filepath.Join(aside[0], "commitlog", fmt.Sprintf("%020d", 0)))
+	entries, err := os.ReadDir(fcfg.DataDir)
+	require.NoError(t, err)
+	require.Empty(t, entries)
+
+	via := cliOf(t, lead)
+	via.fails(1, []string{"behind the leader's log", "learner-behind"}, "cluster", "promote", fmt.Sprint(f))
+	fcfg.Join = true
+	nodes[f-1] = servertest.Open(t, fcfg)
+	_, replicas = clusterParts(t, via.ok("cluster", "promote", fmt.Sprint(f), "--wait", "30s"))
+	for _, r := range replicas {
+		require.NotEqual(t, "learner", r["ROLE"])
+	}
+
+	nodes[third-1].Close(t)
+	sent := lead.Send(t, "orders", api.SendMessage{Body: "needs the rebuilt replica"})
+	servertest.Eventually(t, 10*time.Second, func() (bool, string) {
+		var fv api.Cluster
+		servertest.Decode(t, nodes[f-1].Get(t, "/v1/cluster"), http.StatusOK, &fv)
+		return fv.AppliedIndex >= fv.CommitIndex && fv.CommitIndex > 0, fmt.Sprintf("%+v", fv)
+	})
+	got := nodes[f-1].Message(t, sent.MessageID)
+	require.Equal(t, "needs the rebuilt replica", got.Body)
 }

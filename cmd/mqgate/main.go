@@ -49,7 +49,8 @@ type cli struct {
 	DLQ        dlqCmd        `cmd:"" name:"dlq" group:"admin" help:"A group's dead letters: list, get, resend, discard, export (NDJSON)."`
 	Timer      timerCmd      `cmd:"" group:"admin" help:"Pending timers: list, get, cancel, reschedule."`
 	Broker     brokerCmd     `cmd:"" group:"admin" help:"The broker: status."`
-	Cluster    clusterCmd    `cmd:"" group:"admin" help:"The cluster as the node of --server sees it: status."`
+	Cluster    clusterCmd    `cmd:"" group:"admin" help:"The cluster as the node of --server sees it: status; add-learner, promote, remove."`
+	Replica    replicaCmd    `cmd:"" group:"admin" help:"This replica, stopped, against another node of its cluster (--server): rebuild."`
 	Completion completionCmd `cmd:"" help:"Print the shell completion script: source <(mqgate completion bash)."`
 }
 

@@ -123,7 +123,7 @@ export interface paths {
         put?: never;
         /**
          * Promote a learner to a voter
-         * @description Makes a learner a voter. Answered once the change is applied on the leader.
+         * @description Makes a learner a voter. Answered once the change is applied on the leader. A learner that has not caught up with the leader's log (more than 8 MiB behind its commit point) is refused with 409 learner-behind and Retry-After: a voter that far behind could leave the cluster without a majority able to commit.
          *
          *     Permission with an ACL file: admin.
          */
@@ -3821,7 +3821,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description not-a-cluster, membership-conflict */
+            /** @description not-a-cluster, membership-conflict, learner-behind */
             409: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
