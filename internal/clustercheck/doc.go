@@ -48,6 +48,14 @@
 //   - write unavailability: for every recorded fault, the time from the
 //     fault to the first ok send completed after it.
 //
+// # Faults
+//
+// The tests inject them into real processes: kill -9 and a restart,
+// SIGSTOP and SIGCONT (a stale leader), and partitions through Proxy, a
+// TCP proxy per directed peer link (each replica dials every other one
+// through its own proxy, so each direction of each pair is cut alone:
+// one-way partitions as well as isolation).
+//
 // The workload (Run) sends with an Idempotency-Key and retries a send with
 // the same key, rotating over the endpoints, until it is ok or definitely
 // failed; its consumers long-poll, ack most messages, nack some and ack
