@@ -4,12 +4,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,10 +77,13 @@ type clusterNode struct {
 
 	shard     *shard.Shard
 	transport *peer.Transport
-	peerSrv   *http.Server
-	peerLn    net.Listener
-	fwd       *http.Client
-	listener  net.Listener // the client listener (the outer server's)
+	// peerScheme is the peer port's: https with --peer-tls-*, else http
+	// (h2c).
+	peerScheme string
+	peerSrv    *http.Server
+	peerLn     net.Listener
+	fwd        *http.Client
+	listener   net.Listener // the client listener (the outer server's)
 
 	forwardTracked, readyTracked http.Handler // the front's own routes
 
@@ -122,6 +128,10 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	serverTLS, clientTLS, err := peerTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
 	n := &clusterNode{cfg: cfg, rootLog: log, log: log.With().Str("component", "cluster").Uint64("node", cfg.NodeID).Logger(),
 		peers: maps.Clone(peers), done: make(chan struct{})}
 	var cleanup []func() error
@@ -141,6 +151,10 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("listen on %s (peer port): %w", peers[cfg.NodeID], err)
 	}
 	cleanup = append(cleanup, n.peerLn.Close)
+	if serverTLS != nil {
+		n.peerLn = tls.NewListener(n.peerLn, serverTLS)
+	}
+	n.peerScheme = peer.Scheme(clientTLS)
 	others := map[uint64]string{}
 	for id, addr := range peers {
 		if id != cfg.NodeID {
@@ -148,7 +162,7 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 		}
 	}
 	var reportTo atomic.Pointer[shard.Shard] // the transport starts before the shard
-	if n.transport, err = peer.NewTransport(peer.Options{ID: cfg.NodeID, Peers: others, Secret: cfg.ClusterSecret,
+	if n.transport, err = peer.NewTransport(peer.Options{ID: cfg.NodeID, Peers: others, Secret: cfg.ClusterSecret, TLS: clientTLS,
 		Logger: log, Unreachable: func(id uint64) {
 			if s := reportTo.Load(); s != nil {
 				s.ReportUnreachable(id)
@@ -185,11 +199,12 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	n.current.Store(inner)
 
-	n.fwd = peer.Client(cfg.ClusterSecret)
+	n.fwd = peer.Client(cfg.ClusterSecret, clientTLS)
 	mux := http.NewServeMux()
 	mux.Handle(peer.MessagesPath, peer.Handler(n.shard.Step, peer.HandlerOptions{ID: cfg.NodeID, Secret: cfg.ClusterSecret, Logger: log}))
 	mux.HandleFunc(forwardPrefix+"/", n.serveForwarded)
-	n.peerSrv = peer.NewServer(peers[cfg.NodeID], mux)
+	n.peerSrv = peer.NewServer(peers[cfg.NodeID], mux, serverTLS)
+	n.peerSrv.ErrorLog = stdlog.New(log.With().Str("component", "net/http").Str("listener", "peer").Logger(), "", 0)
 	go func() {
 		if err := n.peerSrv.Serve(n.peerLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error().Err(err).Msg("peer port stopped")
@@ -359,7 +374,7 @@ func (n *clusterNode) forward(w http.ResponseWriter, r *http.Request) {
 	sent := false
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", addr
+			pr.Out.URL.Scheme, pr.Out.URL.Host = n.peerScheme, addr
 			pr.Out.URL.Path = forwardPrefix + pr.In.URL.Path
 			pr.Out.URL.RawPath = ""
 			pr.Out.Host = pr.In.Host
@@ -600,4 +615,25 @@ func (n *clusterNode) change(ctx context.Context, typ pb.ConfChangeType, id uint
 	}
 	n.log.Info().Stringer("change", typ).Uint64("replica", id).Str("address", address).Msg("membership changed")
 	return n.view(ctx)
+}
+
+// peerTLS loads --peer-tls-*: the peer port's server and client
+// configurations (nil, nil without them).
+func peerTLS(cfg Config) (server, client *tls.Config, err error) {
+	if cfg.PeerTLSCertFile == "" {
+		return nil, nil, nil
+	}
+	pair, err := tls.LoadX509KeyPair(cfg.PeerTLSCertFile, cfg.PeerTLSKeyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: peer tls key pair %s, %s: %w", ErrInvalidConfig, cfg.PeerTLSCertFile, cfg.PeerTLSKeyFile, err)
+	}
+	pem, err := os.ReadFile(cfg.PeerTLSCAFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: peer tls ca file: %w", ErrInvalidConfig, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, nil, fmt.Errorf("%w: peer tls ca file %s holds no PEM certificate", ErrInvalidConfig, cfg.PeerTLSCAFile)
+	}
+	return peer.ServerTLS(pair, pool), peer.ClientTLS(pair, pool), nil
 }

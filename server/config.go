@@ -64,6 +64,12 @@ type Config struct {
 	// ClusterSecret, when set, must be presented by every peer request
 	// (the peer port is cleartext: keep it on a private network).
 	ClusterSecret string `name:"cluster-secret" help:"Shared secret every request to the peer port must carry (the peer port is cleartext HTTP/2: keep it on a private network); prefer the environment variable." env:"MQGATE_CLUSTER_SECRET"`
+	// PeerTLSCertFile, PeerTLSKeyFile and PeerTLSCAFile turn on mutual
+	// TLS on the peer port (peer.ServerTLS): every replica presents a
+	// key pair the CA signed and accepts only peers that do.
+	PeerTLSCertFile string `name:"peer-tls-cert-file" help:"PEM certificate of this replica on the peer port (mutual TLS, with --peer-tls-key-file and --peer-tls-ca-file): signed by the cluster's CA, for server and client authentication, naming this replica's peer host." env:"MQGATE_PEER_TLS_CERT_FILE" type:"existingfile"`
+	PeerTLSKeyFile  string `name:"peer-tls-key-file" help:"PEM private key of --peer-tls-cert-file." env:"MQGATE_PEER_TLS_KEY_FILE" type:"existingfile"`
+	PeerTLSCAFile   string `name:"peer-tls-ca-file" help:"PEM bundle of the CA that signs every replica's peer certificate; peers without such a certificate are refused." env:"MQGATE_PEER_TLS_CA_FILE" type:"existingfile"`
 	// Join starts a new replica with an empty data dir that waits to be
 	// added (POST /v1/cluster/learners on the cluster) instead of
 	// starting a cluster with Peers.
@@ -480,6 +486,11 @@ func (c Config) Validate() error {
 			bad("raft-tick %s: between 1ms and 10s", c.RaftTick)
 		}
 	}
+	if n := countSet(c.PeerTLSCertFile, c.PeerTLSKeyFile, c.PeerTLSCAFile); n != 0 && n != 3 {
+		bad("--peer-tls-cert-file, --peer-tls-key-file and --peer-tls-ca-file go together")
+	} else if n == 3 && c.NodeID == 0 {
+		bad("--peer-tls-* need --node-id and --peers (a single node has no peer port)")
+	}
 	if c.AdminListen != "" {
 		if _, _, err := net.SplitHostPort(c.AdminListen); err != nil {
 			bad("admin-listen %q: %v", c.AdminListen, err)
@@ -801,6 +812,17 @@ const (
 	DefaultLease = broker.DefaultLease
 	MaxLease     = time.Duration(api.MaxInvisibleMs) * time.Millisecond
 )
+
+// countSet counts the non-empty strings.
+func countSet(ss ...string) int {
+	n := 0
+	for _, s := range ss {
+		if s != "" {
+			n++
+		}
+	}
+	return n
+}
 
 // peerMap parses Peers: every replica's id and peer address, NodeID's
 // among them.

@@ -3,9 +3,17 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -513,4 +521,80 @@ func TestClusterAdoptsASingleNodeDataDir(t *testing.T) {
 	for id := range acked {
 		require.False(t, got[id], "%s was acknowledged before the adoption", id)
 	}
+}
+
+// issuePeer makes a replica's peer certificate: for server and client
+// authentication, naming 127.0.0.1.
+func (ca *testCA) issuePeer(t *testing.T, dir, name string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	ca.serial++
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(ca.serial),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	require.NoError(t, err)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	require.NoError(t, err)
+	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	writeFile(t, certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	writeFile(t, keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}))
+	return certFile, keyFile
+}
+
+// TestClusterPeerTLS: with --peer-tls-*, the replicas speak mutual TLS on
+// the peer port: they elect a leader, replicate, and forward a client's
+// request to the leader over it. The peer port refuses cleartext, a
+// client without a certificate, and one whose certificate another CA
+// signed; a replica given a half of the flags does not start.
+func TestClusterPeerTLS(t *testing.T) {
+	t.Parallel()
+	ca := newTestCA(t, "mqgate cluster CA")
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.crt")
+	writeFile(t, caFile, ca.pemCrt)
+	node := 0
+	c := startCluster(t, func(cfg *server.Config) {
+		node++
+		cfg.PeerTLSCertFile, cfg.PeerTLSKeyFile = ca.issuePeer(t, dir, fmt.Sprintf("replica-%d", node))
+		cfg.PeerTLSCAFile = caFile
+		cfg.ClusterSecret = "cluster-secret-0001"
+	})
+	lead := c.leader(t, nil)
+	f := (lead + 1) % 3
+	var res api.SendResponse
+	servertest.Decode(t, c.do(t, f, http.MethodPost, "/v1/topics/orders/messages", "application/json", []byte(`{"body":"over tls"}`), nil), http.StatusOK, &res)
+	got := c.do(t, (lead+2)%3, http.MethodGet, "/v1/messages/"+res.Results[0].MessageID, "", nil, nil)
+	require.Equal(t, http.StatusOK, got.Status, got.String())
+	require.Contains(t, string(got.Body), "over tls")
+	for _, p := range c.view(t, lead, nil).Peers {
+		require.Positive(t, p.MatchIndex, "replica %d replicates over TLS", p.ID)
+	}
+
+	peerURL := "https://" + c.peers[f] + "/raft/v1/messages"
+	plain := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	if resp, err := plain.Post("http://"+c.peers[f]+"/raft/v1/messages", "application/octet-stream", nil); err == nil {
+		resp.Body.Close()
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "cleartext on the TLS port")
+	}
+	client := func(certs ...tls.Certificate) *http.Client {
+		return &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
+			TLSClientConfig: &tls.Config{RootCAs: ca.pool(), Certificates: certs}}}
+	}
+	_, err := client().Post(peerURL, "application/octet-stream", nil)
+	require.Error(t, err, "a peer without a certificate is refused at the handshake")
+	stranger := newTestCA(t, "another CA").issue(t, "stranger", true)
+	_, err = client(stranger.pair).Post(peerURL, "application/octet-stream", nil)
+	require.Error(t, err, "a certificate another CA signed is refused")
+
+	half := c.nodes[f].Cfg
+	half.PeerTLSCAFile = ""
+	require.ErrorContains(t, half.Validate(), "go together")
 }

@@ -79,11 +79,14 @@
 // replica — elect themselves, append entries — so a cluster always sets
 // one. The secret authenticates the sender as a member of the cluster,
 // not as a particular node: the messages' From fields are trusted.
-// Nothing is encrypted: h2c is cleartext, so the secret and every
-// message can be read, and replayed, by whoever sees the traffic. The
-// peer port belongs on a private network or behind a TLS tunnel (a
-// service mesh, stunnel, WireGuard); TLS on the peer port itself is left
-// for later.
+// Without TLS nothing is encrypted: h2c is cleartext, so the secret and
+// every message can be read, and replayed, by whoever sees the traffic;
+// such a peer port belongs on a private network or behind a tunnel. With
+// ServerTLS and ClientTLS (the server's --peer-tls-* flags) the peer port
+// speaks mutual TLS 1.3 with HTTP/2: every replica presents a certificate
+// the cluster's CA signed and refuses a peer that does not, so only
+// holders of such a key pair can step messages into a replica, and the
+// secret, when set as well, travels encrypted.
 //
 // Client's requests carry the same header, replacing an Authorization
 // header the request had: a server that forwards a client's request to

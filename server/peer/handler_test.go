@@ -26,7 +26,7 @@ func post(t *testing.T, c *http.Client, addr string, body []byte) (int, string) 
 }
 
 func client(t *testing.T, secret string) *http.Client {
-	c := peer.Client(secret)
+	c := peer.Client(secret, nil)
 	t.Cleanup(c.CloseIdleConnections)
 	return c
 }

@@ -33,7 +33,7 @@ func startServer(t testing.TB, addr string, h http.Handler) *server {
 	}
 	ln, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
-	s := &server{addr: ln.Addr().String(), srv: peer.NewServer(addr, h), done: make(chan struct{})}
+	s := &server{addr: ln.Addr().String(), srv: peer.NewServer(addr, h, nil), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		_ = s.srv.Serve(ln)

@@ -3,6 +3,8 @@ package peer
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"net/http"
 	"strings"
@@ -22,19 +24,26 @@ const (
 	pingTimeout = 5 * time.Second
 )
 
-// NewServer is the peer port's server: HTTP/2 without TLS (h2c, prior
-// knowledge, as Client and the Transport speak it) and HTTP/1.1 beside it
-// (for tools), serving h. h is typically a mux holding Handler at
-// MessagesPath and the routes that forward client requests to the
-// leader. The caller runs Serve(listener) and Shutdown/Close.
-func NewServer(addr string, h http.Handler) *http.Server {
+// NewServer is the peer port's server, serving h: HTTP/2 without TLS
+// (h2c, prior knowledge, as Client and the Transport speak it) and
+// HTTP/1.1 beside it (for tools); with tlsConf (ServerTLS), HTTP/2 and
+// HTTP/1.1 over TLS only, the caller serving a tls.NewListener(ln,
+// tlsConf). h is typically a mux holding Handler at MessagesPath and the
+// routes that forward client requests to the leader. The caller runs
+// Serve(listener) and Shutdown/Close.
+func NewServer(addr string, h http.Handler, tlsConf *tls.Config) *http.Server {
 	var p http.Protocols
 	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
+	if tlsConf != nil {
+		p.SetHTTP2(true)
+	} else {
+		p.SetUnencryptedHTTP2(true)
+	}
 	return &http.Server{
 		Addr:              addr,
 		Handler:           h,
 		Protocols:         &p,
+		TLSConfig:         tlsConf,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       5 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
@@ -48,16 +57,57 @@ func NewServer(addr string, h http.Handler) *http.Server {
 	}
 }
 
-// newH2CTransport speaks HTTP/2 without TLS only (prior knowledge): one
-// long-lived connection per peer carries every request, multiplexed.
-func newH2CTransport() *http.Transport {
+// ServerTLS and ClientTLS are the peer port's mutual TLS: every replica
+// holds a key pair its cluster's CA signed (for server and client
+// authentication, naming its peer address) and trusts that CA only; a
+// peer without a certificate the CA signed is refused at the handshake.
+// TLS 1.3, HTTP/2.
+func ServerTLS(pair tls.Certificate, ca *x509.CertPool) *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		NextProtos:   []string{"h2", "http/1.1"},
+		Certificates: []tls.Certificate{pair},
+		ClientCAs:    ca,
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+	}
+}
+
+// ClientTLS: see ServerTLS.
+func ClientTLS(pair tls.Certificate, ca *x509.CertPool) *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		NextProtos:   []string{"h2"},
+		Certificates: []tls.Certificate{pair},
+		RootCAs:      ca,
+	}
+}
+
+// Scheme is the scheme of the peer port's URLs: "https" with TLS, else
+// "http" (h2c).
+func Scheme(tlsConf *tls.Config) string {
+	if tlsConf != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// newTransport speaks HTTP/2 only, without TLS (prior knowledge) or,
+// with tlsConf (ClientTLS), over TLS: one long-lived connection per peer
+// carries every request, multiplexed.
+func newTransport(tlsConf *tls.Config) *http.Transport {
 	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
+	if tlsConf != nil {
+		p.SetHTTP2(true)
+	} else {
+		p.SetUnencryptedHTTP2(true)
+	}
 	d := &net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}
 	return &http.Transport{
-		Protocols:       &p,
-		DialContext:     d.DialContext,
-		IdleConnTimeout: 5 * time.Minute,
+		Protocols:           &p,
+		DialContext:         d.DialContext,
+		TLSClientConfig:     tlsConf,
+		TLSHandshakeTimeout: 3 * time.Second,
+		IdleConnTimeout:     5 * time.Minute,
 		HTTP2: &http.HTTP2Config{
 			MaxReceiveBufferPerStream:     receiveBufferPerStream,
 			MaxReceiveBufferPerConnection: receiveBufferPerConn,
@@ -68,15 +118,16 @@ func newH2CTransport() *http.Transport {
 	}
 }
 
-// Client is an HTTP client for the peer port: h2c to "http://host:port"
-// URLs, with "Authorization: Bearer <secret>" on every request when
-// secret is not empty (it replaces an Authorization header the request
-// had: a forwarder that must carry a caller's credentials moves them to a
-// header of its own first). The server reuses it to forward requests to
-// the leader's peer address. Its connections stay open until
-// CloseIdleConnections.
-func Client(secret string) *http.Client {
-	return &http.Client{Transport: bearer{secret: secret, next: newH2CTransport()}}
+// Client is an HTTP client for the peer port: HTTP/2 to
+// "http://host:port" URLs (h2c), or to "https://host:port" ones with
+// tlsConf (ClientTLS), with "Authorization: Bearer <secret>" on every
+// request when secret is not empty (it replaces an Authorization header
+// the request had: a forwarder that must carry a caller's credentials
+// moves them to a header of its own first). The server reuses it to
+// forward requests to the leader's peer address. Its connections stay
+// open until CloseIdleConnections.
+func Client(secret string, tlsConf *tls.Config) *http.Client {
+	return &http.Client{Transport: bearer{secret: secret, next: newTransport(tlsConf)}}
 }
 
 // bearer adds the peer secret to each request.
@@ -94,7 +145,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // CloseIdleConnections lets http.Client.CloseIdleConnections reach the
-// h2c transport.
+// transport.
 func (b bearer) CloseIdleConnections() { b.next.CloseIdleConnections() }
 
 // Authorized reports whether r carries "Authorization: Bearer <secret>";

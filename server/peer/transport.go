@@ -3,6 +3,7 @@ package peer
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -59,9 +60,13 @@ type Options struct {
 	// requests (doubling, jittered); what Send queues meanwhile waits in
 	// the queue (and is dropped when it overflows).
 	BackoffMin, BackoffMax time.Duration
-	// Client sends the requests (nil: Client(Secret)'s transport, owned
-	// and closed by the Transport). A Client given here must speak h2c to
-	// the peers and add the secret itself; Close leaves it open.
+	// TLS, when set (ClientTLS), makes the peers' URLs https and the
+	// transport the Transport makes speak TLS.
+	TLS *tls.Config
+	// Client sends the requests (nil: Client(Secret, TLS)'s transport,
+	// owned and closed by the Transport). A Client given here must speak
+	// HTTP/2 to the peers (over TLS when TLS is set) and add the secret
+	// itself; Close leaves it open.
 	Client *http.Client
 }
 
@@ -134,7 +139,7 @@ func NewTransport(opts Options) (*Transport, error) {
 	}
 	t := &Transport{opts: opts, client: opts.Client, peers: map[uint64]*peer{}}
 	if t.client == nil {
-		t.owned = newH2CTransport()
+		t.owned = newTransport(opts.TLS)
 		t.client = &http.Client{Transport: bearer{secret: opts.Secret, next: t.owned}}
 	}
 	t.opts.Logger = t.opts.Logger.With().Str("component", "peer").Uint64("node", opts.ID).Logger()
@@ -263,7 +268,7 @@ func (t *Transport) startPeer(id uint64, addr string) *peer {
 	ctx, cancel := context.WithCancel(context.Background())
 	log := t.opts.Logger.With().Uint64("peer", id).Str("addr", addr).Logger()
 	p := &peer{
-		t: t, id: id, addr: addr, url: "http://" + addr + MessagesPath,
+		t: t, id: id, addr: addr, url: Scheme(t.opts.TLS) + "://" + addr + MessagesPath,
 		queue:  make(chan *pb.Message, t.opts.QueueMessages),
 		cancel: cancel, done: make(chan struct{}),
 		log: log.Sample(&zerolog.BurstSampler{Burst: 1, Period: 5 * time.Second}),
