@@ -127,9 +127,11 @@ func TestSlowlorisAndSlowBodies(t *testing.T) {
 	require.Less(t, maxClose, 5*time.Second, "closed after ReadHeaderTimeout/ReadTimeout, not left open")
 	t.Logf("slowloris: %d slow-header + %d slow-body connections; normal client p99 %v baseline, %v under attack; slowest close %v",
 		slowHeaders, slowBodies, baseline, underAttack, maxClose)
-	// The bound is 2x baseline; on this shared 2-core machine a
-	// floor absorbs scheduler noise on a millisecond baseline.
-	require.Less(t, underAttack, max(2*baseline, 50*time.Millisecond), "the normal client is not starved")
+	// The bound is 2x baseline, with a floor that absorbs scheduler noise
+	// on a millisecond baseline when the whole suite shares 2 cores (59 ms
+	// seen once): a starved client would wait out the slow connections'
+	// timeouts, seconds.
+	require.Less(t, underAttack, max(2*baseline, 250*time.Millisecond), "the normal client is not starved")
 	client.CloseIdleConnections()
 	servertest.Eventually(t, 5*time.Second, func() (bool, string) {
 		n := openFDs(t)
