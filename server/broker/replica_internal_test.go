@@ -39,19 +39,25 @@ import (
 // run past every lease, retry and timer) and none is delivered after its
 // ack.
 func TestALiveFollowerIsTheBroker(t *testing.T) {
-	seeds := uint64(32)
+	// Quick: many short runs (a restart and a promotion in each), a few
+	// long ones; LONG=1: a thousand long ones.
+	runs := []struct{ seeds, steps int }{{224, 24}, {8, 150}}
 	if os.Getenv("LONG") != "" {
-		seeds = 1000
+		runs = []struct{ seeds, steps int }{{1000, 300}}
 	}
-	for seed := uint64(1); seed <= seeds; seed++ {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			t.Parallel()
-			liveFollowerRun(t, seed)
-		})
+	seed := uint64(0)
+	for _, r := range runs {
+		for range r.seeds {
+			seed++
+			t.Run(fmt.Sprintf("seed%d-steps%d", seed, r.steps), func(t *testing.T) {
+				t.Parallel()
+				liveFollowerRun(t, seed, r.steps)
+			})
+		}
 	}
 }
 
-func liveFollowerRun(t *testing.T, seed uint64) {
+func liveFollowerRun(t *testing.T, seed uint64, steps int) {
 	ctx := context.Background()
 	fc := clockwork.NewFakeClockAt(time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC))
 	open := func(follower bool) *Broker { return openReplica(t, replicaOptions(fc, follower)) }
@@ -109,10 +115,6 @@ func liveFollowerRun(t *testing.T, seed uint64) {
 			}
 		}
 		return res
-	}
-	steps := 150
-	if os.Getenv("LONG") != "" {
-		steps = 300
 	}
 	promoteAt := steps/3 + rng.IntN(steps/2)
 	restartAt := rng.IntN(steps) // the follower stops and starts again from its own files
@@ -569,11 +571,28 @@ func replicaOptions(fc clockwork.Clock, follower bool) Options {
 // the test ends.
 func openReplica(t *testing.T, opts Options) *Broker {
 	t.Helper()
-	opts.DataDir = t.TempDir()
+	opts.DataDir = memDir(t)
 	b, err := Open(context.Background(), opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	return b
+}
+
+// memDir is a fresh directory on tmpfs (/dev/shm) when there is one,
+// else t.TempDir(): these tests compare states, not what survives a
+// crash, and a store's files (a ConsumeQueue file and its directory per
+// queue, each synced) cost most of a short run on a disk.
+func memDir(t *testing.T) string {
+	t.Helper()
+	if st, err := os.Stat("/dev/shm"); err != nil || !st.IsDir() {
+		return t.TempDir()
+	}
+	dir, err := os.MkdirTemp("/dev/shm", "mqgate-replica-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
 }
 
 // ship copies the leader's flushed frames the follower lacks into the
