@@ -27,21 +27,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/api"
+	"github.com/mqgate/mqgate/internal/testnet"
 	"github.com/mqgate/mqgate/server"
 	"github.com/mqgate/mqgate/server/pgmirror/pgtest"
 	"github.com/mqgate/mqgate/server/servertest"
 	"github.com/mqgate/mqgate/storage"
 )
 
-// freeAddrs reserves n loopback addresses (listen on port 0, close).
+// freeAddrs reserves n loopback addresses for servers started later.
 func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
 	out := make([]string, n)
 	for i := range out {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		out[i] = ln.Addr().String()
-		require.NoError(t, ln.Close())
+		out[i] = testnet.FreeAddr(t)
 	}
 	return out
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mqgate/mqgate/internal/testnet"
 	"github.com/mqgate/mqgate/server/pgmirror/pgtest"
 	"github.com/mqgate/mqgate/server/servertest"
 )
@@ -55,13 +55,9 @@ type proc struct {
 	log  *bytes.Buffer
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freeAddr is a loopback address for a server started later
+// (testnet.FreeAddr: a port no outgoing connection takes meanwhile).
+func freeAddr(t *testing.T) string { return testnet.FreeAddr(t) }
 
 // startServer runs `mqgate serve` on dir and waits until /readyz is 200.
 func startServer(t *testing.T, dir, addr string, extra ...string) *proc {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/internal/clustercheck"
+	"github.com/mqgate/mqgate/internal/testnet"
 )
 
 // TestKill9UnderLoad runs the workload against the real binary (built
@@ -100,13 +100,9 @@ func buildServer(t *testing.T) string {
 	return bin
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freeAddr is a loopback address for a server started later
+// (testnet.FreeAddr: a port no outgoing connection takes meanwhile).
+func freeAddr(t *testing.T) string { return testnet.FreeAddr(t) }
 
 // server is one run of the binary.
 type server struct {
