@@ -84,6 +84,16 @@ type issued struct {
 // client certificate with subject CN cn.
 func (ca *testCA) issue(t testing.TB, cn string, client bool) issued {
 	t.Helper()
+	if client {
+		return ca.issueWith(t, cn, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil, nil)
+	}
+	return ca.issueWith(t, cn, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, []net.IP{net.IPv4(127, 0, 0, 1)}, []string{"localhost"})
+}
+
+// issueWith makes a certificate for a fresh key with subject CN cn, the
+// extended key usages eku, and the names ips and dns.
+func (ca *testCA) issueWith(t testing.TB, cn string, eku []x509.ExtKeyUsage, ips []net.IP, dns []string) issued {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	ca.serial++
@@ -93,14 +103,16 @@ func (ca *testCA) issue(t testing.TB, cn string, client bool) issued {
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  eku,
+		IPAddresses:  ips,
+		DNSNames:     dns,
 	}
-	if client {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	} else {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-		tmpl.DNSNames = []string{"localhost"}
-	}
+	return ca.sign(t, tmpl, key)
+}
+
+// sign issues tmpl for key.
+func (ca *testCA) sign(t testing.TB, tmpl *x509.Certificate, key *ecdsa.PrivateKey) issued {
+	t.Helper()
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	require.NoError(t, err)
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)

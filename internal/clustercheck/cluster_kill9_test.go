@@ -148,13 +148,23 @@ func TestClusterKill9TheLeaderUnderLoad(t *testing.T) {
 			}
 		}
 	})
+	runChecked(t, ctx, rs, h, "clustercheck", runFor, kills, func() error { wg.Wait(); return killErr })
+}
+
+// runChecked runs the workload against the replicas until ctx ends, waits
+// for the test's fault injector (wait returns its error), then checks the
+// history: no anomaly, at least 50 ok sends a second, and writes
+// recovered after each of the faults.
+func runChecked(t *testing.T, ctx context.Context, rs []*replica, h *clustercheck.History, topic string,
+	runFor time.Duration, faults int, wait func() error) {
+	t.Helper()
 	urls := make([]string, len(rs))
 	for i, r := range rs {
 		urls[i] = "http://" + r.addr
 	}
 	hist, err := clustercheck.Run(ctx, clustercheck.Config{
 		URLs:      urls,
-		Topic:     "clustercheck",
+		Topic:     topic,
 		Groups:    []string{"g1", "g2"},
 		Producers: 4,
 		Consumers: 2,
@@ -162,8 +172,7 @@ func TestClusterKill9TheLeaderUnderLoad(t *testing.T) {
 		History:   h,
 		Logf:      t.Logf,
 	})
-	wg.Wait()
-	require.NoError(t, killErr)
+	require.NoError(t, wait())
 	require.NoError(t, err)
 	r := clustercheck.Check(hist)
 	t.Log("\n" + r.String())
@@ -174,7 +183,7 @@ func TestClusterKill9TheLeaderUnderLoad(t *testing.T) {
 	}
 	require.True(t, r.OK(), "the history shows an anomaly")
 	require.Greater(t, r.SendsOK, int(runFor.Seconds())*50)
-	require.Len(t, r.Unavailability, kills)
+	require.Len(t, r.Unavailability, faults)
 	for _, u := range r.Unavailability {
 		require.True(t, u.Recovered, "no ok send after %s", u.Fault.Name)
 	}

@@ -122,34 +122,5 @@ func TestClusterPartitionsUnderLoad(t *testing.T) {
 			}
 		}
 	})
-	urls := make([]string, len(rs))
-	for i, r := range rs {
-		urls[i] = "http://" + r.addr
-	}
-	hist, err := clustercheck.Run(ctx, clustercheck.Config{
-		URLs:      urls,
-		Topic:     "partitioned",
-		Groups:    []string{"g1", "g2"},
-		Producers: 4,
-		Consumers: 2,
-		Rate:      300,
-		History:   h,
-		Logf:      t.Logf,
-	})
-	wg.Wait()
-	require.NoError(t, faultErr)
-	require.NoError(t, err)
-	r := clustercheck.Check(hist)
-	t.Log("\n" + r.String())
-	if !r.OK() {
-		for _, rep := range rs {
-			t.Logf("replica %d log tail:\n%s", rep.id, rep.srv.logTail(20))
-		}
-	}
-	require.True(t, r.OK(), "the history shows an anomaly")
-	require.Greater(t, r.SendsOK, int(runFor.Seconds())*50)
-	require.Len(t, r.Unavailability, faults)
-	for _, u := range r.Unavailability {
-		require.True(t, u.Recovered, "no ok send after %s", u.Fault.Name)
-	}
+	runChecked(t, ctx, rs, h, "partitioned", runFor, faults, func() error { wg.Wait(); return faultErr })
 }
