@@ -47,7 +47,6 @@ lint=$!
 if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ "$(df -Pk /dev/shm 2>/dev/null | awk 'NR==2 {print $4}')" -ge $((8 * 1024 * 1024)) ] 2>/dev/null; then
 	export TMPDIR
 	TMPDIR=$(mktemp -d /dev/shm/mqgate-test.XXXXXX)
-	chmod 1777 "$TMPDIR" # as /tmp: the throwaway PostgreSQL's user (postgres) makes its dirs in it
 	trap 'rm -rf "$tmp" "$TMPDIR"' EXIT
 	echo "== the tests' temporary files on tmpfs: $TMPDIR"
 fi
