@@ -110,7 +110,9 @@ func (b *Broker) forEachReceiptThen(group string, receipts []string, isAck bool,
 		case l.sendingBack:
 			results[i].Status, results[i].Error = ReceiptExpired, "the delivery failed (nack or lease expiry); its retry copy takes over"
 		case l.settling && isAck:
-			results[i].Status = ReceiptOK // the same ack is already on its way to disk
+			// The same ack is on its way to disk: ok once it got there
+			// (Ack waits for it, after this lock is released).
+			results[i].Status, results[i].settling = ReceiptOK, l.settle
 		case l.settling:
 			results[i].Status, results[i].Error = ReceiptExpired, "the message is being acknowledged"
 		default:
@@ -157,7 +159,7 @@ func (b *Broker) Ack(ctx context.Context, group string, receipts []string) ([]Re
 	results := b.forEachReceipt(group, receipts, true, func(ref leaseRef, _ time.Time) ReceiptStatus {
 		// The lease stays, marked, until the ack is durable and applied: a
 		// repeated ack meanwhile answers ok instead of expired.
-		ref.lease.settling = true
+		ref.lease.settling, ref.lease.settle = true, &settleState{done: make(chan struct{})}
 		settling = append(settling, ref)
 		rec.Entries = append(rec.Entries, b.ackEntry(ref.key, ref.r.Offset))
 		return ReceiptOK
@@ -173,6 +175,8 @@ func (b *Broker) Ack(ctx context.Context, group string, receipts []string) ([]Re
 			}
 			ps := b.existingPopState(ref.r.Group, ref.r.Topic)
 			if ps == nil {
+				ref.lease.settle.err = err
+				close(ref.lease.settle.done)
 				continue
 			}
 			ps.mu.Lock()
@@ -183,12 +187,32 @@ func (b *Broker) Ack(ctx context.Context, group string, receipts []string) ([]Re
 			held.release(ref.cursor, ref.lease.key, ref.r.Offset)
 		}
 		ref.lease.settling = false // on failure the lease is as it was
+		ref.lease.settle.err = err
+		close(ref.lease.settle.done)
 	}
 	if held != nil {
 		held.mu.Unlock()
 	}
 	if err != nil {
 		return nil, err
+	}
+	// A repeated ack is ok only once the ack it repeats is durable (on a
+	// replica: committed); if that one failed, so does this request (the
+	// lease is as it was: the client acks again).
+	for i := range results {
+		st := results[i].settling
+		if st == nil {
+			continue
+		}
+		results[i].settling = nil
+		select {
+		case <-st.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if st.err != nil {
+			return nil, st.err
+		}
 	}
 	b.metrics.addGroup(b.metrics.acked, group, len(rec.Entries))
 	return results, nil

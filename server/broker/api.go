@@ -154,6 +154,9 @@ type ReceiptResult struct {
 	// out (the time of the change when it made the message visible again);
 	// zero otherwise.
 	LeaseUntil time.Time
+	// settling, on an ack of a lease another ack is settling, is that
+	// ack's outcome: the answer waits for it (Ack).
+	settling *settleState
 }
 
 // NackItem asks for one leased message to be retried later.

@@ -48,13 +48,23 @@ type cursor struct {
 	deferred map[string][]int64
 }
 
+// settleState is the outcome of one ack settling a lease: err (nil: the
+// ack is durable) is set before done is closed.
+type settleState struct {
+	done chan struct{}
+	err  error
+}
+
 type lease struct {
 	epoch    uint64
 	deadline time.Time
 	client   string // who holds the lease (X-Mqgate-Client-Id), for the attempt history
 	// settling: an ack of this lease is being made durable. A repeated ack
-	// answers ok; nothing else may touch the lease meanwhile.
+	// waits for it (settle: done closed, err its error) and answers ok
+	// only once it is durable — committed, on a replica — and fails with
+	// its error otherwise; nothing else may touch the lease meanwhile.
 	settling bool
+	settle   *settleState
 	// sendingBack: the delivery failed and its retry (or dead-letter) copy
 	// is being written; the lease stays in flight meanwhile, so the same
 	// copy is not offered again, and its receipts are expired.
