@@ -77,6 +77,13 @@ type clusterNode struct {
 
 	shard     *shard.Shard
 	transport *peer.Transport
+	// leaderSeen is the leader last noted (noteLeader); leaderGone is
+	// closed when it changes: requests forwarded to it are abandoned
+	// then (a retryable 503) rather than left hanging on a replica that
+	// may be cut off.
+	leaderMu   sync.Mutex
+	leaderSeen uint64
+	leaderGone chan struct{}
 	// peerScheme is the peer port's: https with --peer-tls-*, else http
 	// (h2c).
 	peerScheme string
@@ -253,6 +260,7 @@ func (n *clusterNode) run() {
 		case <-n.shard.RoleChanged():
 		case <-tick.C:
 		}
+		n.noteLeader(n.shard.Status().Leader)
 		n.mu.Lock()
 		if !n.closed {
 			n.turn()
@@ -359,9 +367,39 @@ func (n *clusterNode) readyz(w http.ResponseWriter, r *http.Request) {
 	n.current.Load().readyz(w, r)
 }
 
-// forward hands a request to the leader's peer port.
+// noteLeader records the leader this replica knows now; a change closes
+// the previous one's leaderGone. It returns the channel of lead.
+func (n *clusterNode) noteLeader(lead uint64) <-chan struct{} {
+	n.leaderMu.Lock()
+	defer n.leaderMu.Unlock()
+	if n.leaderGone == nil {
+		n.leaderGone = make(chan struct{})
+	}
+	if lead != n.leaderSeen {
+		close(n.leaderGone)
+		n.leaderSeen, n.leaderGone = lead, make(chan struct{})
+	}
+	return n.leaderGone
+}
+
+// forward hands a request to the leader's peer port. When this replica
+// learns of another leader meanwhile, the request is abandoned: a write
+// gets 503 write-outcome-unknown, anything else 503 no-leader, and the
+// client's retry reaches the new leader instead of hanging on an old one
+// that may be cut off.
 func (n *clusterNode) forward(w http.ResponseWriter, r *http.Request) {
 	lead := n.shard.Status().Leader
+	gone := n.noteLeader(lead)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-gone:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	r = r.WithContext(ctx)
 	addr, ok := n.peerAddr(lead)
 	if lead == 0 || lead == n.cfg.NodeID || !ok {
 		api.WriteError(w, r, broker.ErrNotLeader)
