@@ -156,10 +156,14 @@ func (b *Broker) Ack(ctx context.Context, group string, receipts []string) ([]Re
 	}
 	rec := offset.Record{Entries: make([]offset.Entry, 0, len(receipts))}
 	settling := make([]leaseRef, 0, len(receipts))
+	var settle *settleState // the outcome of this ack's one record, shared by its leases
 	results := b.forEachReceipt(group, receipts, true, func(ref leaseRef, _ time.Time) ReceiptStatus {
 		// The lease stays, marked, until the ack is durable and applied: a
-		// repeated ack meanwhile answers ok instead of expired.
-		ref.lease.settling, ref.lease.settle = true, &settleState{done: make(chan struct{})}
+		// repeated ack meanwhile waits for this one's outcome.
+		if settle == nil {
+			settle = &settleState{done: make(chan struct{})}
+		}
+		ref.lease.settling, ref.lease.settle = true, settle
 		settling = append(settling, ref)
 		rec.Entries = append(rec.Entries, b.ackEntry(ref.key, ref.r.Offset))
 		return ReceiptOK
@@ -175,8 +179,6 @@ func (b *Broker) Ack(ctx context.Context, group string, receipts []string) ([]Re
 			}
 			ps := b.existingPopState(ref.r.Group, ref.r.Topic)
 			if ps == nil {
-				ref.lease.settle.err = err
-				close(ref.lease.settle.done)
 				continue
 			}
 			ps.mu.Lock()
@@ -187,11 +189,13 @@ func (b *Broker) Ack(ctx context.Context, group string, receipts []string) ([]Re
 			held.release(ref.cursor, ref.lease.key, ref.r.Offset)
 		}
 		ref.lease.settling = false // on failure the lease is as it was
-		ref.lease.settle.err = err
-		close(ref.lease.settle.done)
 	}
 	if held != nil {
 		held.mu.Unlock()
+	}
+	if settle != nil {
+		settle.err = err
+		close(settle.done)
 	}
 	if err != nil {
 		return nil, err

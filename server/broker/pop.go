@@ -48,8 +48,9 @@ type cursor struct {
 	deferred map[string][]int64
 }
 
-// settleState is the outcome of one ack settling a lease: err (nil: the
-// ack is durable) is set before done is closed.
+// settleState is the outcome of one ack settling leases (one record for
+// all of them): err (nil: the ack is durable) is set before done is
+// closed.
 type settleState struct {
 	done chan struct{}
 	err  error
