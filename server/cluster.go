@@ -77,13 +77,14 @@ type clusterNode struct {
 
 	shard     *shard.Shard
 	transport *peer.Transport
-	// leaderSeen is the leader last noted (noteLeader); leaderGone is
-	// closed when it changes: requests forwarded to it are abandoned
-	// then (a retryable 503) rather than left hanging on a replica that
-	// may be cut off.
-	leaderMu   sync.Mutex
-	leaderSeen uint64
-	leaderGone chan struct{}
+	// leaderSeen is the leader last noted (noteLeader); leaderCtx ends
+	// when it changes: requests forwarded to it are abandoned then (a
+	// retryable 503) rather than left hanging on a replica that may be
+	// cut off.
+	leaderMu     sync.Mutex
+	leaderSeen   uint64
+	leaderCtx    context.Context
+	leaderCancel context.CancelFunc
 	// peerScheme is the peer port's: https with --peer-tls-*, else http
 	// (h2c).
 	peerScheme string
@@ -367,19 +368,19 @@ func (n *clusterNode) readyz(w http.ResponseWriter, r *http.Request) {
 	n.current.Load().readyz(w, r)
 }
 
-// noteLeader records the leader this replica knows now; a change closes
-// the previous one's leaderGone. It returns the channel of lead.
-func (n *clusterNode) noteLeader(lead uint64) <-chan struct{} {
+// noteLeader records the leader this replica knows now; a change ends
+// the previous one's context. It returns the context of lead.
+func (n *clusterNode) noteLeader(lead uint64) context.Context {
 	n.leaderMu.Lock()
 	defer n.leaderMu.Unlock()
-	if n.leaderGone == nil {
-		n.leaderGone = make(chan struct{})
+	if n.leaderCtx == nil || lead != n.leaderSeen {
+		if n.leaderCancel != nil {
+			n.leaderCancel()
+		}
+		n.leaderSeen = lead
+		n.leaderCtx, n.leaderCancel = context.WithCancel(context.Background())
 	}
-	if lead != n.leaderSeen {
-		close(n.leaderGone)
-		n.leaderSeen, n.leaderGone = lead, make(chan struct{})
-	}
-	return n.leaderGone
+	return n.leaderCtx
 }
 
 // forward hands a request to the leader's peer port. When this replica
@@ -389,16 +390,9 @@ func (n *clusterNode) noteLeader(lead uint64) <-chan struct{} {
 // that may be cut off.
 func (n *clusterNode) forward(w http.ResponseWriter, r *http.Request) {
 	lead := n.shard.Status().Leader
-	gone := n.noteLeader(lead)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	go func() {
-		select {
-		case <-gone:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	defer context.AfterFunc(n.noteLeader(lead), cancel)()
 	r = r.WithContext(ctx)
 	addr, ok := n.peerAddr(lead)
 	if lead == 0 || lead == n.cfg.NodeID || !ok {
