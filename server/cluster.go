@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	stdlog "log"
@@ -12,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -659,13 +657,9 @@ func peerTLS(cfg Config) (server, client *tls.Config, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: peer tls key pair %s, %s: %w", ErrInvalidConfig, cfg.PeerTLSCertFile, cfg.PeerTLSKeyFile, err)
 	}
-	pem, err := os.ReadFile(cfg.PeerTLSCAFile)
+	pool, err := loadCAPool("peer tls ca file", cfg.PeerTLSCAFile)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: peer tls ca file: %w", ErrInvalidConfig, err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, nil, fmt.Errorf("%w: peer tls ca file %s holds no PEM certificate", ErrInvalidConfig, cfg.PeerTLSCAFile)
+		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return peer.ServerTLS(pair, pool), peer.ClientTLS(pair, pool), nil
 }

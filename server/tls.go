@@ -146,13 +146,9 @@ func (f *tlsFiles) load() (*tls.Config, time.Time, error) {
 		Certificates: []tls.Certificate{pair},
 	}
 	if f.caFile != "" {
-		pem, err := os.ReadFile(f.caFile)
+		pool, err := loadCAPool("tls client ca file", f.caFile)
 		if err != nil {
-			return nil, time.Time{}, fmt.Errorf("tls client ca file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, time.Time{}, fmt.Errorf("tls client ca file %s holds no PEM certificate", f.caFile)
+			return nil, time.Time{}, err
 		}
 		conf.ClientCAs = pool
 		// Requested, not required: clients without a certificate sign in
@@ -231,4 +227,18 @@ func tlsRecordLooksLikeHTTP(hdr [5]byte) bool {
 		return true
 	}
 	return false
+}
+
+// loadCAPool reads a PEM bundle of CA certificates (what names the flag,
+// for errors).
+func loadCAPool(what, path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s %s holds no PEM certificate", what, path)
+	}
+	return pool, nil
 }
