@@ -407,7 +407,7 @@ func (b *Broker) lifeItems(life traceLife) ([]trace.Item, bool, error) {
 		give(f)
 		if life.txnID == "" {
 			items = append(items, trace.Item{Kind: trace.Stored, At: f.StoreTimestamp, Copy: -1, MessageID: messageID(f),
-				Topic: f.Topic, QueueID: f.QueueID, QueueOffset: f.QueueOffset, HasPosition: true})
+				Topic: f.Topic, QueueID: f.QueueID, QueueOffset: f.QueueOffset, HasPosition: true, Pos: f.PhysicalOffset})
 		}
 	}
 	if life.txnID != "" {
@@ -477,9 +477,9 @@ func (b *Broker) lifeItems(life traceLife) ([]trace.Item, bool, error) {
 			}
 			addAttempts(c, group)
 			it := trace.Item{Kind: trace.Retried, At: c.StoreTimestamp, Copy: -1, Group: group, MessageID: failedCopy(c.StoreTimestamp),
-				RelatedID: parkedID, Until: dueMsOf(c), Reconsume: c.ReconsumeTimes}
+				RelatedID: parkedID, Until: dueMsOf(c), Reconsume: c.ReconsumeTimes, Pos: c.PhysicalOffset}
 			if c.Property(propTimerID) != "" {
-				it.At = c.BornTimestamp
+				it.At, it.Pos = c.BornTimestamp, 0
 				it.MessageID = failedCopy(it.At)
 			}
 			if r := retryOf[key]; r != nil {
@@ -496,7 +496,7 @@ func (b *Broker) lifeItems(life traceLife) ([]trace.Item, bool, error) {
 			if !strings.HasPrefix(u, "sched:") && !strings.HasPrefix(u, "timer:") {
 				group := strings.TrimPrefix(c.Topic, retryPrefix)
 				items = append(items, trace.Item{Kind: trace.Resent, At: c.StoreTimestamp, Copy: -1, Group: group,
-					MessageID: messageID(c), RelatedID: lastLetter})
+					MessageID: messageID(c), RelatedID: lastLetter, Pos: c.PhysicalOffset})
 			}
 			give(c)
 		case strings.HasPrefix(c.Topic, dlqPrefix):
@@ -507,12 +507,12 @@ func (b *Broker) lifeItems(life traceLife) ([]trace.Item, bool, error) {
 			}
 			letters[did] = true
 			addAttempts(c, group)
-			at := c.StoreTimestamp
-			if ms, err := strconv.ParseInt(c.Property(propDLQDeadAt), 10, 64); err == nil {
-				at = ms
+			at, pos := c.StoreTimestamp, c.PhysicalOffset
+			if ms, err := strconv.ParseInt(c.Property(propDLQDeadAt), 10, 64); err == nil && ms != at {
+				at, pos = ms, 0 // a letter retention carried: its own record is gone
 			}
 			items = append(items, trace.Item{Kind: trace.DeadLettered, At: at, Copy: -1, Group: group, MessageID: failedCopy(at),
-				RelatedID: did, Text: c.Property(propDLQReason), Reconsume: c.ReconsumeTimes})
+				RelatedID: did, Text: c.Property(propDLQReason), Reconsume: c.ReconsumeTimes, Pos: pos})
 			lastLetter = did
 			if st, ok := b.dlqStatus.get(group, did); ok && st.Status == DLQDiscarded {
 				items = append(items, trace.Item{Kind: trace.Discarded, At: st.At.UnixMilli(), Copy: -1, Group: group, MessageID: did, RelatedID: did})
@@ -616,13 +616,19 @@ func dedupeTrace(items []trace.Item) []trace.Item {
 	return out
 }
 
-// traceLess orders events: by time, and within a millisecond by what
+// traceLess orders events: by time; within a millisecond by the log
+// position of the records they were read from when both say it (the
+// order they happened in: a resend, its delivery and its ack can share a
+// millisecond), and otherwise by what
 // comes first in a life; deliveries, their pushes and releases (which
 // hold a contiguous range of ranks) by their lease epoch, which grows with
 // every delivery.
 func traceLess(a, c trace.Item) bool {
 	if a.At != c.At {
 		return a.At < c.At
+	}
+	if a.Pos > 0 && c.Pos > 0 && a.Pos != c.Pos {
+		return a.Pos < c.Pos
 	}
 	if leaseEvent(a.Kind) && leaseEvent(c.Kind) && a.Epoch != c.Epoch {
 		return a.Epoch < c.Epoch

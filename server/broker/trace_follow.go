@@ -279,10 +279,10 @@ func (b *Broker) followTrace() (more bool, err error) {
 				if !ok {
 					continue
 				}
-				it := trace.Item{Kind: trace.Delivered, At: e.At, Copy: phys, Group: e.Key.Group, Client: e.Client, Epoch: li.Epoch, Until: li.Deadline}
+				it := trace.Item{Kind: trace.Delivered, At: e.At, Copy: phys, Group: e.Key.Group, Client: e.Client, Epoch: li.Epoch, Until: li.Deadline, Pos: m.PhysicalOffset}
 				switch {
 				case li.State == leaseReleased || li.State == leaseWaiting && li.Failures == 0:
-					it = trace.Item{Kind: trace.Released, At: e.At, Copy: phys, Group: e.Key.Group, Client: e.Client, Epoch: li.Epoch}
+					it = trace.Item{Kind: trace.Released, At: e.At, Copy: phys, Group: e.Key.Group, Client: e.Client, Epoch: li.Epoch, Pos: m.PhysicalOffset}
 				case li.State == leaseWaiting:
 					it.Kind, it.InPlace, it.Count = trace.Retried, true, int64(li.Failures)
 				}
@@ -304,7 +304,7 @@ func (b *Broker) followTrace() (more bool, err error) {
 			}
 			for _, off := range e.Offsets {
 				if phys, ok := b.traceCopy(e.Key, off); ok {
-					items = append(items, trace.Item{Kind: trace.Acked, At: m.StoreTimestamp, Copy: phys, Group: e.Key.Group})
+					items = append(items, trace.Item{Kind: trace.Acked, At: m.StoreTimestamp, Copy: phys, Group: e.Key.Group, Pos: m.PhysicalOffset})
 				}
 			}
 		}

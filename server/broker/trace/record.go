@@ -23,6 +23,8 @@ import (
 //	    | 8 topic, queueId uvarint, queueOffset uvarint | 9 messageId
 //	    | 10 relatedId | 11 count uvarint | 12 reconsume uvarint
 //	    | 13 inPlace (no value: an ordered message's retry in place)
+//	    | 14 pos uvarint (CommitLog offset of the record the event was
+//	      read from: orders events of one millisecond in log order)
 //
 // leaseNext and offsetNext are the queue offsets of rmq_sys_LEASE and
 // rmq_sys_OFFSET up to which the follower's events are in this record or
@@ -104,7 +106,8 @@ type Item struct {
 	RelatedID   string
 	Count       int64
 	Reconsume   int32
-	InPlace     bool // an ordered message's retry in place
+	InPlace     bool  // an ordered message's retry in place
+	Pos         int64 // CommitLog offset of the record that says it happened; 0 not known
 }
 
 // Record is the body of one rmq_sys_TRACE message.
@@ -117,7 +120,7 @@ const (
 	recordVersion = 1
 	MaxString     = 2048
 	maxStrings    = 1 << 14
-	maxFieldBit   = 13
+	maxFieldBit   = 14
 )
 
 var ErrBadRecord = errors.New("trace: malformed trace record")
@@ -137,6 +140,7 @@ const (
 	tfCount
 	tfReconsume
 	tfInPlace
+	tfPos
 )
 
 func (it *Item) fields() uint64 {
@@ -160,6 +164,7 @@ func (it *Item) fields() uint64 {
 	set(it.Count != 0, tfCount)
 	set(it.Reconsume != 0, tfReconsume)
 	set(it.InPlace, tfInPlace)
+	set(it.Pos > 0, tfPos)
 	return f
 }
 
@@ -234,6 +239,9 @@ func Encode(r Record) []byte {
 		}
 		if f&tfReconsume != 0 {
 			ev = binary.AppendUvarint(ev, uint64(it.Reconsume))
+		}
+		if f&tfPos != 0 {
+			ev = binary.AppendUvarint(ev, uint64(it.Pos))
 		}
 	}
 	out := []byte{recordVersion}
@@ -400,6 +408,11 @@ func Decode(b []byte) (Record, error) {
 			it.Reconsume = int32(r.bounded(1<<31 - 1))
 		}
 		it.InPlace = f&tfInPlace != 0
+		if f&tfPos != 0 {
+			if it.Pos = int64(r.bounded(1 << 62)); it.Pos == 0 {
+				r.bad = true
+			}
+		}
 		if r.bad {
 			return bad("event " + strconv.Itoa(i))
 		}

@@ -16,7 +16,7 @@ func sampleTraceRecord() Record {
 		{Kind: Delivered, At: at + 1, Copy: 0x100, Group: "g", Client: "worker-1", Epoch: 1 << 62, Until: at + 30_001},
 		{Kind: Pushed, At: at + 2, Copy: 0x100, Group: "g", Epoch: 1 << 62, Status: 503, Text: "5xx"},
 		{Kind: Nacked, At: at + 3, Copy: -1, Group: "g", Client: "worker-1", Text: "busy", HasLevel: true, Level: -1, DelayMs: 1500},
-		{Kind: Retried, At: at + 4, Copy: 0x100, Group: "g", Epoch: 9, Until: at + 10, InPlace: true, Count: 2},
+		{Kind: Retried, At: at + 4, Copy: 0x100, Group: "g", Epoch: 9, Until: at + 10, InPlace: true, Count: 2, Pos: 0x1f00},
 		{Kind: Retried, At: at + 5, Copy: -1, Group: "g", RelatedID: "7F00000100001F900000000000000900", Reconsume: 3, Until: at + 60_000},
 		{Kind: Acked, At: at - 7, Copy: 0x900, Group: "g"},
 		{Kind: RolledBack, At: at, Copy: -1, Text: "max-checks", MessageID: "7F00000100001F900000000000000100", RelatedID: "7F00000100001F900000000000000100"},
