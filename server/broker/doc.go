@@ -118,7 +118,10 @@
 //	                          uvarint, 6 level varint, 7 delayMs uvarint,
 //	                          8 topic (index) | queueId uvarint | queueOffset
 //	                          uvarint, 11 count uvarint, 12 reconsume uvarint,
-//	                          13 inPlace (no value)
+//	                          13 inPlace (no value), 14 pos uvarint (the
+//	                          CommitLog offset of the record the event was
+//	                          read from: a trace orders the events of one
+//	                          millisecond by it; older records lack it)
 //	                      kind: 1 stored, 2 delivered, 3 released, 4 acked,
 //	                      5 nacked, 6 lease-expired, 7 retried, 8
 //	                      dead-lettered, 9 resent, 10 discarded, 11
