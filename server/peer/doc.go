@@ -12,27 +12,47 @@
 //
 // # Wire format
 //
-// One request carries a batch: POST /raft/v1/messages (MessagesPath),
-// Content-Type application/x-mqgate-raft, answered 204 No Content. The
-// body is
+// Messages travel in the body of POST /raft/v1/messages (MessagesPath),
+// framed as
 //
 //	magic    4 bytes  "MQRF"
 //	version  1 byte   1
-//	then, once per message, at least one:
+//	then, once per message:
 //	length   uvarint  the message's size in bytes, 1 or more, minimally encoded
 //	message  length   a raftpb.Message in protobuf (proto.Marshal)
 //
-// and nothing after the last message. The decoder is strict: an unknown
-// magic or version, a length that is cut short, overflows, is not the
-// shortest encoding, is 0 or runs past the end, trailing bytes, a message
+// The decoder is strict: an unknown magic or version, a length that is
+// cut short, overflows, is not the shortest encoding or is 0, a message
 // that does not unmarshal, or one this node must not take — addressed to
 // another node, from 0, from itself or from one of raft's local ids, or
 // of a type replicas do not exchange (MsgProp: proposals are never
-// forwarded; the local types such as MsgHup) — make the whole batch a
-// 400, and nothing of it is stepped. A body over HandlerOptions.MaxBodyBytes
-// (64 MiB) is a 413. A new framing takes a new version byte, and a node
-// refuses what it does not know, so replicas are upgraded with the same
-// version on both ends.
+// forwarded; the local types such as MsgHup) — is refused. A new framing
+// takes a new version byte, and a node refuses what it does not know, so
+// replicas are upgraded with the same version on both ends.
+//
+// # Streams
+//
+// The Transport keeps one stream open to each peer: a request with
+// Content-Type application/x-mqgate-raft-stream (StreamContentType),
+// over HTTP/2 only (an HTTP/1.1 one is a 505). The handler checks the
+// secret, answers 200 at once and then reads the body as it arrives,
+// stepping each message when it has read it; the body never ends while
+// the stream is in use. A message that does not frame, decode or pass the
+// checks above ends the stream: the handler writes why into its answer
+// and ends it (the messages before it were stepped), and the sender
+// opens a new stream. No message may be larger than
+// HandlerOptions.MaxBodyBytes (64 MiB). One request per batch of messages
+// cost the leader about a third of its CPU at a few thousand replicated
+// sends a second (an HTTP/2 request each way per append and per answer:
+// headers, a stream, a handler goroutine, a 204); a stream costs a DATA
+// frame.
+//
+// A request with Content-Type application/x-mqgate-raft (ContentType) is
+// a batch instead: its body is one framing as above with at least one
+// message and nothing after the last, at most MaxBodyBytes (else a 413);
+// it is stepped whole or, when anything in it is refused, not at all
+// (400), and answered 204. Tools and tests send batches; the Transport
+// does not.
 //
 // # Sending: queues, batches, drops and backoff
 //
@@ -45,22 +65,32 @@
 // resends unacknowledged appends and heartbeats on its own timers. The
 // peer's goroutine takes everything queued, encodes it into one batch of
 // at most Options.MaxBatchBytes (8 MiB; a single larger message goes
-// alone) and posts it on the connection it keeps to the peer: HTTP/2
-// multiplexes over one long-lived TCP connection, pinged when silent so a
-// vanished peer is noticed. Large messages (MsgApp with many entries,
-// MsgSnap) take the same path; raft's MaxSizePerMsg keeps appends to
-// about 1 MiB, and a message larger than the receiver's body limit
-// cannot pass (a streamed snapshot transfer is for later).
+// alone) and writes it into the peer's stream, on the connection it keeps
+// to the peer: HTTP/2 over one long-lived TCP connection, pinged when
+// silent so a vanished peer is noticed. A message counts as sent
+// (Stats.Sent) once written into a stream the peer accepted (its 200),
+// not once stepped: a stream that breaks loses what was in flight, and
+// raft resends it. Large messages (MsgApp with many entries, MsgSnap)
+// take the same path; raft's MaxSizePerMsg keeps appends to about 1 MiB.
 //
-// A batch that fails (the peer down, refusing, timing out after
-// Options.RequestTimeout, or answering anything but 204) is dropped whole
-// and counted (Stats.Errors, Stats.Failed), logged at debug at most once
-// every few seconds per peer, and reported through Options.Unreachable
-// so the shard can tell raft (ReportUnreachable: the leader then probes
-// the peer instead of streaming to it). The goroutine then waits —
-// BackoffMin (50 ms) doubling to BackoffMax (1 s), jittered — before the
-// next batch, and what Send queues meanwhile waits in the queue until it
-// overflows. A success resets the wait.
+// A stream that fails — the peer down or refusing (no 200 within
+// Options.RequestTimeout), a write the peer does not take within
+// RequestTimeout (it stopped reading: flow control holds the write), the
+// peer ending the stream — is cancelled; the batch being written is
+// dropped and counted (Stats.Errors, Stats.Failed), logged at debug at
+// most once every few seconds per peer, and reported through
+// Options.Unreachable so the shard can tell raft (ReportUnreachable: the
+// leader then probes the peer instead of streaming to it). The goroutine
+// then waits — BackoffMin (50 ms) doubling to BackoffMax (1 s), jittered —
+// before it opens the next stream, and what Send queues meanwhile waits
+// in the queue until it overflows. A success resets the wait. A stream
+// found ended while idle (the peer restarted) is replaced without a
+// loss or a wait.
+//
+// Cancelling a request does not wake net/http's HTTP/2 client while it
+// waits for flow control to write a request body once the answer has
+// come; closing the answer's body does, so a stream's cancellation
+// closes it (context.AfterFunc).
 //
 // Messages are marshalled in the peer's goroutine, after Send returned:
 // the caller must not change them afterwards, which raft never does.

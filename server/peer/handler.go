@@ -27,12 +27,13 @@ type HandlerOptions struct {
 	Logger zerolog.Logger
 }
 
-// Handler serves POST MessagesPath: it checks the secret, reads the body
-// (bounded), decodes the batch strictly and hands each message to step
-// (Shard.Step, which does not block), then answers 204. A batch that
+// Handler serves POST MessagesPath: it checks the secret, then serves a
+// stream (StreamContentType: serveStream) or a batch. A batch's body is
+// read (bounded), decoded strictly and each message handed to step
+// (Shard.Step, which does not block), then answered 204; a batch that
 // does not decode, or holds a message this node must not take (another
-// node's, a type replicas do not exchange), is a 400 and nothing of it is
-// stepped. Errors are text/plain.
+// node's, a type replicas do not exchange), is a 400 and nothing of it
+// is stepped. Errors are text/plain.
 func Handler(step func(*pb.Message), opts HandlerOptions) http.Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
@@ -49,6 +50,10 @@ func Handler(step func(*pb.Message), opts HandlerOptions) http.Handler {
 			log.Debug().Str("remote", r.RemoteAddr).Msg("raft batch refused: bad or missing peer secret")
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mqgate-peer"`)
 			http.Error(w, "the peer secret is missing or wrong", http.StatusUnauthorized)
+			return
+		}
+		if r.Header.Get("Content-Type") == StreamContentType {
+			serveStream(w, r, step, opts, log)
 			return
 		}
 		if r.ContentLength > opts.MaxBodyBytes {
@@ -76,6 +81,40 @@ func Handler(step func(*pb.Message), opts HandlerOptions) http.Handler {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+}
+
+// serveStream serves a stream (doc.go, "Streams"): over HTTP/2 only, it
+// answers 200 at once, then steps each message as it arrives, until the
+// body ends (the sender closed the stream) or a message does not frame,
+// decode or pass checkMessage — then it writes why into the response and
+// ends it, and the sender opens a new stream. The messages before a bad
+// one were stepped. No message may be larger than MaxBodyBytes.
+func serveStream(w http.ResponseWriter, r *http.Request, step func(*pb.Message), opts HandlerOptions, log zerolog.Logger) {
+	if r.ProtoMajor < 2 {
+		http.Error(w, "a stream needs HTTP/2", http.StatusHTTPVersionNotSupported)
+		return
+	}
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	sr := newStreamReader(r.Body, opts.ID, opts.MaxBodyBytes)
+	err := sr.header()
+	for err == nil {
+		var m *pb.Message
+		if m, err = sr.next(); err == nil {
+			step(m)
+		}
+	}
+	if errors.Is(err, io.EOF) || r.Context().Err() != nil {
+		return // the sender ended the stream, or went away
+	}
+	if errors.Is(err, ErrMalformed) {
+		log.Debug().Err(err).Str("remote", r.RemoteAddr).Msg("raft stream refused")
+	}
+	_, _ = io.WriteString(w, err.Error())
 }
 
 func tooLarge(w http.ResponseWriter, limit int64) {

@@ -51,10 +51,11 @@ type Options struct {
 	// snapshot data) bound each peer's queue; Send drops what does not fit.
 	QueueMessages int
 	QueueBytes    int64
-	// MaxBatchBytes (8 MiB) bounds one request's body; a single message
-	// larger than it goes alone.
+	// MaxBatchBytes (8 MiB) bounds one write into a stream; a single
+	// message larger than it goes alone.
 	MaxBatchBytes int
-	// RequestTimeout (10 s) bounds one request, dial included.
+	// RequestTimeout (10 s) bounds the opening of a stream (dial
+	// included, up to the peer's 200) and each write into it.
 	RequestTimeout time.Duration
 	// BackoffMin (50 ms) and BackoffMax (1 s) space a failing peer's
 	// requests (doubling, jittered); what Send queues meanwhile waits in
@@ -98,12 +99,12 @@ func (o *Options) setDefaults() error {
 // Stats are a transport's counters since it started (peers removed
 // since included).
 type Stats struct {
-	Sent    uint64 // messages in batches a peer answered 204
-	Batches uint64 // requests a peer answered 204
+	Sent    uint64 // messages written into a stream the peer accepted
+	Batches uint64 // writes of those
 	Dropped uint64 // messages Send found no room for in their peer's queue
 	Unknown uint64 // messages to an id with no peer (or after Close)
-	Failed  uint64 // messages in failed requests, or that did not marshal
-	Errors  uint64 // failed requests
+	Failed  uint64 // messages lost with a failed stream, or that did not marshal
+	Errors  uint64 // failed streams (and streams that did not open)
 }
 
 type counters struct {
@@ -115,9 +116,10 @@ func (c *counters) stats() Stats {
 		Unknown: c.unknown.Load(), Failed: c.failed.Load(), Errors: c.errors.Load()}
 }
 
-// Transport sends a replica's Raft messages to its peers over h2c
+// Transport sends a replica's Raft messages to its peers over HTTP/2
 // (shard.Transport): one bounded queue and one goroutine per peer, which
-// sends what is queued in batches (doc.go).
+// writes what is queued in batches into a stream it keeps open to the
+// peer (doc.go).
 type Transport struct {
 	opts   Options
 	client *http.Client
@@ -243,7 +245,7 @@ func (t *Transport) PeerStats(id uint64) Stats {
 	return Stats{}
 }
 
-// Close stops every peer's goroutine (a request under way is
+// Close stops every peer's goroutine (its stream is
 // cancelled; queued messages are dropped) and closes the connections
 // the transport opened. Idempotent; Send after Close drops everything.
 func (t *Transport) Close() error {
@@ -329,15 +331,34 @@ func (p *peer) stop() {
 	<-p.done
 }
 
-// run sends what is queued, one batch at a time, until ctx ends: after a
-// failed batch it waits (backoff) before the next.
+// run sends what is queued, one batch at a time, on a stream it keeps
+// open to the peer, until ctx ends: when a stream fails (or does not
+// open) what was being written is lost and counted, and the next stream
+// is opened after a wait (backoff).
 func (p *peer) run(ctx context.Context) {
 	defer close(p.done)
 	bo := worker.NewBackoff(p.t.opts.BackoffMin, p.t.opts.BackoffMax)
 	var (
 		buf  []byte
-		next *pb.Message // taken from the queue, did not fit the last batch
+		next *pb.Message // taken from the queue, not written yet
+		s    *stream
 	)
+	defer func() {
+		if s != nil {
+			s.close()
+		}
+	}()
+	fail := func(err error, n int) bool {
+		p.own.errors.Add(1)
+		p.t.total.errors.Add(1)
+		p.own.failed.Add(uint64(n))
+		p.t.total.failed.Add(uint64(n))
+		p.log.Debug().Err(err).Int("messages", n).Int("failures", bo.Failures()+1).Msg("raft stream to peer failed")
+		if f := p.t.opts.Unreachable; f != nil {
+			f(p.id)
+		}
+		return worker.Sleep(ctx, bo.Next())
+	}
 	for {
 		if next == nil {
 			select {
@@ -346,47 +367,164 @@ func (p *peer) run(ctx context.Context) {
 			case next = <-p.queue:
 			}
 		}
+		if s != nil && s.ended() {
+			s.close() // ended while idle (the peer restarted): nothing lost
+			s = nil
+		}
+		if s == nil {
+			var err error
+			if s, err = p.open(ctx); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				p.queued.Add(-msgWeight(next))
+				next = nil
+				if !fail(err, 1) {
+					return
+				}
+				continue
+			}
+		}
 		var n int
 		buf, n, next = p.fill(buf[:0], next)
 		if n == 0 {
 			continue
 		}
-		err := p.post(ctx, buf)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			p.own.errors.Add(1)
-			p.t.total.errors.Add(1)
-			p.own.failed.Add(uint64(n))
-			p.t.total.failed.Add(uint64(n))
-			p.log.Debug().Err(err).Int("messages", n).Int("failures", bo.Failures()+1).Msg("raft batch to peer failed")
-			if f := p.t.opts.Unreachable; f != nil {
-				f(p.id)
-			}
-			if !worker.Sleep(ctx, bo.Next()) {
+		if err := s.write(buf, p.t.opts.RequestTimeout); err != nil {
+			if ctx.Err() != nil {
 				return
 			}
-		} else {
-			if k := bo.Reset(); k > 0 {
-				p.t.opts.Logger.Debug().Uint64("peer", p.id).Int("failures", k).Msg("peer reachable again")
+			err = s.close()
+			s = nil
+			if !fail(err, n) {
+				return
 			}
-			p.own.sent.Add(uint64(n))
-			p.t.total.sent.Add(uint64(n))
-			p.own.batches.Add(1)
-			p.t.total.batches.Add(1)
+			continue
 		}
+		if k := bo.Reset(); k > 0 {
+			p.t.opts.Logger.Debug().Uint64("peer", p.id).Int("failures", k).Msg("peer reachable again")
+		}
+		p.own.sent.Add(uint64(n))
+		p.t.total.sent.Add(uint64(n))
+		p.own.batches.Add(1)
+		p.t.total.batches.Add(1)
 		if cap(buf) > 4*p.t.opts.MaxBatchBytes { // a huge lone message: do not keep its buffer
 			buf = nil
 		}
 	}
 }
 
+// stream is one open stream to a peer: a POST whose body is the pipe the
+// peer's goroutine writes batches into.
+type stream struct {
+	pw     *io.PipeWriter
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the request is over; err says why
+	err    error
+}
+
+// open starts a stream and waits (RequestTimeout at most) for the peer's
+// 200, which says the secret was right and the peer reads the stream;
+// then writes the header.
+func (p *peer) open(ctx context.Context) (*stream, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	pr, pw := io.Pipe()
+	req, err := http.NewRequestWithContext(sctx, http.MethodPost, p.url, pr)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	req.Header.Set("Content-Type", StreamContentType)
+	s := &stream{pw: pw, cancel: cancel, done: make(chan struct{})}
+	ready := make(chan error, 1)
+	go func() {
+		defer close(s.done)
+		resp, err := p.t.client.Do(req)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+			_ = resp.Body.Close()
+			err = fmt.Errorf("peer answered %s: %s", resp.Status, bytes.TrimSpace(msg))
+		}
+		ready <- err
+		if err == nil {
+			// Cancelling the request does not reach a body write that waits
+			// for flow control once the answer has come (net/http's HTTP/2
+			// client); closing the answer's body aborts the whole stream.
+			stop := context.AfterFunc(sctx, func() { _ = resp.Body.Close() })
+			defer stop()
+			// The peer ends its answer when it ends the stream; what it
+			// wrote says why.
+			msg, rerr := io.ReadAll(io.LimitReader(resp.Body, 256))
+			_ = resp.Body.Close()
+			switch {
+			case rerr != nil:
+				err = fmt.Errorf("stream: %w", rerr)
+			case len(msg) > 0:
+				err = fmt.Errorf("peer ended the stream: %s", bytes.TrimSpace(msg))
+			default:
+				err = errors.New("peer ended the stream")
+			}
+		}
+		s.err = err
+		pr.CloseWithError(err)
+	}()
+	timer := time.NewTimer(p.t.opts.RequestTimeout)
+	defer timer.Stop()
+	select {
+	case err = <-ready:
+	case <-timer.C:
+		err = fmt.Errorf("peer did not answer within %s", p.t.opts.RequestTimeout)
+	}
+	if err == nil {
+		err = s.write(appendHeader(nil), p.t.opts.RequestTimeout)
+	}
+	if err != nil {
+		if cerr := s.close(); cerr != nil && !errors.Is(cerr, context.Canceled) {
+			err = cerr
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// write writes b into the stream; a write the peer has not taken within
+// timeout (flow control: the peer stopped reading) cancels the stream.
+func (s *stream) write(b []byte, timeout time.Duration) error {
+	late := fmt.Errorf("write not taken within %s", timeout)
+	t := time.AfterFunc(timeout, func() {
+		_ = s.pw.CloseWithError(late) // a Write blocked in the pipe returns
+		s.cancel()
+	})
+	_, err := s.pw.Write(b)
+	if !t.Stop() {
+		err = late
+	}
+	return err
+}
+
+// ended reports whether the request is over.
+func (s *stream) ended() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// close ends the stream (cancelling it: what is in flight may be lost)
+// and returns why it ended.
+func (s *stream) close() error {
+	s.cancel()
+	_ = s.pw.Close()
+	<-s.done
+	return s.err
+}
+
 // fill encodes first and what else is queued into a batch, up to
 // MaxBatchBytes; it returns the batch, how many messages it holds, and
 // the message taken from the queue that did not fit (nil if none).
 func (p *peer) fill(buf []byte, first *pb.Message) ([]byte, int, *pb.Message) {
-	buf = appendHeader(buf)
 	n := 0
 	m := first
 	for {
@@ -412,26 +550,4 @@ func (p *peer) fill(buf []byte, first *pb.Message) ([]byte, int, *pb.Message) {
 			return buf, n, nil
 		}
 	}
-}
-
-// post sends one batch; anything but a 204 is an error.
-func (p *peer) post(ctx context.Context, body []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, p.t.opts.RequestTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", ContentType)
-	resp, err := p.t.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-		return fmt.Errorf("peer answered %s: %s", resp.Status, bytes.TrimSpace(msg))
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return nil
 }

@@ -1,9 +1,11 @@
 package peer
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -16,6 +18,10 @@ const (
 	MessagesPath = "/raft/v1/messages"
 	// ContentType names the framing below.
 	ContentType = "application/x-mqgate-raft"
+	// StreamContentType marks a stream: the same framing, read message by
+	// message as it arrives, in the body of one long-lived request (doc.go,
+	// "Streams").
+	StreamContentType = "application/x-mqgate-raft-stream"
 
 	magic      = "MQRF"
 	version    = 1
@@ -99,8 +105,8 @@ func uvarintLen(v uint64) int {
 }
 
 // decodeBatch decodes a batch addressed to node to: the framing
-// (splitFrames), each message (protobuf), and what a peer may send
-// (checkMessage). Any failure fails the whole batch.
+// (splitFrames), each message (decodeMessage). Any failure fails the
+// whole batch.
 func decodeBatch(body []byte, to uint64) ([]*pb.Message, error) {
 	frames, err := splitFrames(body)
 	if err != nil {
@@ -108,16 +114,107 @@ func decodeBatch(body []byte, to uint64) ([]*pb.Message, error) {
 	}
 	msgs := make([]*pb.Message, len(frames))
 	for i, f := range frames {
-		m := &pb.Message{}
-		if err := proto.Unmarshal(f, m); err != nil {
+		if msgs[i], err = decodeMessage(f, to); err != nil {
 			return nil, fmt.Errorf("%w: message %d: %w", ErrMalformed, i, err)
 		}
-		if err := checkMessage(m, to); err != nil {
-			return nil, fmt.Errorf("%w: message %d: %w", ErrMalformed, i, err)
-		}
-		msgs[i] = m
 	}
 	return msgs, nil
+}
+
+// decodeMessage decodes one message's bytes (protobuf; the message keeps
+// no reference to them) and checks that a peer may send it to node to
+// (checkMessage).
+func decodeMessage(b []byte, to uint64) (*pb.Message, error) {
+	m := &pb.Message{}
+	if err := proto.Unmarshal(b, m); err != nil {
+		return nil, err
+	}
+	if err := checkMessage(m, to); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// streamReader reads a stream's body: the header, then one message at a
+// time as it arrives, with splitFrames' rules for each length (minimally
+// encoded, 1 or more) and a bound on each message's size.
+type streamReader struct {
+	br    *bufio.Reader
+	to    uint64
+	limit uint64
+	buf   []byte
+	n     int // messages read
+}
+
+func newStreamReader(r io.Reader, to uint64, limit int64) *streamReader {
+	return &streamReader{br: bufio.NewReaderSize(r, 64<<10), to: to, limit: uint64(max(limit, 1))}
+}
+
+// header reads and checks the magic and version.
+func (s *streamReader) header() error {
+	var h [headerSize]byte
+	if _, err := io.ReadFull(s.br, h[:]); err != nil {
+		return fmt.Errorf("%w: stream header: %w", ErrMalformed, err)
+	}
+	if string(h[:len(magic)]) != magic {
+		return fmt.Errorf("%w: bad magic %q", ErrMalformed, h[:len(magic)])
+	}
+	if h[len(magic)] != version {
+		return fmt.Errorf("%w: version %d, want %d", ErrMalformed, h[len(magic)], version)
+	}
+	return nil
+}
+
+// next returns the next message; io.EOF when the stream ended cleanly
+// (between two messages), ErrMalformed (wrapped) for bytes that do not
+// frame or decode, or the reader's error.
+func (s *streamReader) next() (*pb.Message, error) {
+	var n uint64
+	k := 0
+	for shift := uint(0); ; shift += 7 {
+		c, err := s.br.ReadByte()
+		if err != nil {
+			if err == io.EOF && k > 0 {
+				return nil, fmt.Errorf("%w: length of message %d cut short", ErrMalformed, s.n)
+			}
+			return nil, err
+		}
+		k++
+		if k == binary.MaxVarintLen64 && c > 1 {
+			return nil, fmt.Errorf("%w: length of message %d overflows", ErrMalformed, s.n)
+		}
+		n |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			break
+		}
+	}
+	switch {
+	case k != uvarintLen(n):
+		return nil, fmt.Errorf("%w: length of message %d is not minimally encoded", ErrMalformed, s.n)
+	case n == 0:
+		return nil, fmt.Errorf("%w: message %d is empty", ErrMalformed, s.n)
+	case n > s.limit:
+		return nil, fmt.Errorf("%w: message %d of %d bytes is over the limit of %d", ErrMalformed, s.n, n, s.limit)
+	}
+	if uint64(cap(s.buf)) < n {
+		s.buf = make([]byte, n)
+	}
+	b := s.buf[:n]
+	if _, err := io.ReadFull(s.br, b); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return nil, fmt.Errorf("%w: message %d cut short", ErrMalformed, s.n)
+		}
+		return nil, err
+	}
+	if cap(s.buf) > 1<<20 {
+		s.buf = nil // a huge lone message: do not keep its buffer
+	}
+	m, err := decodeMessage(b, s.to)
+	if err != nil {
+		return nil, fmt.Errorf("%w: message %d: %w", ErrMalformed, s.n, err)
+	}
+	s.n++
+	return m, nil
 }
 
 // remoteType: the message types one replica sends another. The rest
