@@ -62,6 +62,9 @@ var forbidden = map[string][]string{
 	// A leaf: the SQL92 filter language imports nothing of the module.
 	"server/broker/trace":  {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
 	"server/broker/filter": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
+	// The receipt family (the receipt codec, the keyring and its key
+	// record) is a leaf too: the broker holds the ring and proposes keys.
+	"server/broker/receipt": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
 	// The Raft messages' network transport knows raftpb, not the shard
 	// (its tests run real shards): nothing of storage or of the server.
 	"server/peer": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal/loadgen"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/receipt"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
@@ -17,7 +18,7 @@ type leaseRef struct {
 	index  int // position in the request
 	cursor *cursor
 	lease  *lease
-	r      receipt
+	r      receipt.Receipt
 	key    offset.Key
 }
 
@@ -43,12 +44,12 @@ func (b *Broker) forEachReceiptThen(group string, receipts []string, isAck bool,
 	results := make([]ReceiptResult, len(receipts))
 	now := b.clock.Now()
 	// Decode (and check the HMAC of) every receipt before taking any lock.
-	decoded := make([]receipt, len(receipts))
+	decoded := make([]receipt.Receipt, len(receipts))
 	valid := make([]bool, len(receipts))
 	var instances map[string]struct{}
 	for i, raw := range receipts {
 		results[i].Receipt = raw
-		r, err := b.receipts().decode(raw)
+		r, err := b.receipts().Decode(raw)
 		base, client := "", ""
 		if err == nil {
 			base, client = splitInstance(r.Group)

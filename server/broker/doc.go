@@ -21,11 +21,12 @@
 // SCHEDULE_TOPIC_XXXX; clients cannot send to them):
 //
 //	rmq_sys_META          registry changes (metalog.go). Queue 0. Body: a JSON
-//	                      array of {"kind","name","topic","group","tomb"}, kind
-//	                      one of topic, topic-deleted, tombstone, group,
-//	                      group-deleted; each record holds the whole new state
-//	                      of one topic, tombstone or group, so replaying it is
-//	                      idempotent. A group is its GroupConfig (api.go)
+//	                      array of {"kind","name","topic","group","tomb","key"},
+//	                      kind one of topic, topic-deleted, tombstone, group,
+//	                      group-deleted, receipt-key (key: a receipt key,
+//	                      package receipt); each record holds the whole new
+//	                      state of one topic, tombstone, group or key, so
+//	                      replaying it is idempotent. A group is its GroupConfig (api.go)
 //	                      under its Go field names, ConsumeFrom ("last" or an
 //	                      RFC 3339 time; absent = first), RetryPolicy
 //	                      ({"Backoff","Initial","Max","Jitter"}, durations in
@@ -195,7 +196,7 @@
 //	receipt-keys.json         the snapshot of the receipt keyring (JSON: version,
 //	                          metaOffset, keys [{"id","secret","createdMs"}]),
 //	                          whose records are rmq_sys_META "receipt-key"
-//	                          (receiptkeys.go); lost, the keys are replayed from
+//	                          (package receipt); lost, the keys are replayed from
 //	                          the log. Should the log hold no key of a data dir
 //	                          that holds records, a new key is made and logged as
 //	                          an error: outstanding receipts become invalid.
@@ -255,7 +256,7 @@
 //
 // # Receipts
 //
-// A receipt is the opaque handle of one lease (receipt.go): base64url
+// A receipt is the opaque handle of one lease (package receipt): base64url
 // without padding of
 //
 //	version u8 (3) | keyId u16 | epoch u64 | queueId i32 | offset i64
@@ -264,7 +265,7 @@
 // big-endian, where mac is the AES-128-CMAC (RFC 4493) of everything
 // before it under the first 16 bytes of HMAC-SHA256(secret, "mqgate
 // receipt v2 AES-128-CMAC"), secret being key keyId's of the receipt
-// keyring (receiptkeys.go: in the log, so every copy of the log verifies
+// keyring (package receipt: in the log, so every copy of the log verifies
 // the same receipts; the newest key signs, the eight newest verify;
 // POST /v1/broker/receipt-keys/rotate adds one). Version 2 receipts (no
 // keyId, the same MAC) and version 1 receipts (HMAC-SHA256 truncated to

@@ -117,7 +117,7 @@ func TestLeaseEpochNeverGoesBack(t *testing.T) {
 	got, err := b.Pull(ctx, PullRequest{Group: "g", Topic: "ep", MaxMessages: 1, Wait: time.Second, Invisible: time.Hour})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
-	r, err := b.receipts().decode(got[0].Receipt)
+	r, err := b.receipts().Decode(got[0].Receipt)
 	require.NoError(t, err)
 	require.Greater(t, r.Epoch, ahead)
 	require.NoError(t, b.Close(ctx))
@@ -131,7 +131,7 @@ func TestLeaseEpochNeverGoesBack(t *testing.T) {
 		more, err := b.Pull(ctx, PullRequest{Group: "g", Topic: "ep", MaxMessages: 1, Wait: time.Second, Invisible: time.Hour})
 		require.NoError(t, err)
 		if len(more) == 1 {
-			r2, err := b.receipts().decode(more[0].Receipt)
+			r2, err := b.receipts().Decode(more[0].Receipt)
 			require.NoError(t, err)
 			require.Greater(t, r2.Epoch, r.Epoch)
 			r = r2

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
+
+	"github.com/mqgate/mqgate/server/broker/receipt"
 )
 
 // registry holds topic and group configuration (RocketMQ's topics.json and
@@ -33,9 +35,9 @@ type registry struct {
 	tombs   map[string]topicTombstone
 	groups  map[string]GroupConfig
 	covered int64 // the snapshots hold every rmq_sys_META record below this queue offset
-	// ring is the receipt keyring (receiptkeys.go), applied from the
-	// same records; replaced whole, read without r.mu.
-	ring atomic.Pointer[receiptRing]
+	// ring is the receipt keyring (package receipt; receiptkeys.go),
+	// applied from the same records; replaced whole, read without r.mu.
+	ring atomic.Pointer[receipt.Ring]
 	// quotas bound what puts may create (quota.go); set once at open.
 	quotas Quotas
 	// meet writes the start offsets of the topics a group change

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/mqgate/mqgate/server/broker/receipt"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 )
@@ -36,7 +37,8 @@ const (
 	metaTombstone    = "tombstone"     // Name's tombstone is Tomb (nil: dropped)
 	metaGroupPut     = "group"         // Group is the group's configuration
 	metaGroupDeleted = "group-deleted" // Name was deleted
-	// metaReceiptKey (receiptkeys.go): Key is a receipt key
+	// metaReceiptKey: Key is a receipt key (package receipt, receiptkeys.go).
+	metaReceiptKey = receipt.MetaKind
 )
 
 // metaRecord is one registry change. The body of an rmq_sys_META message
@@ -47,7 +49,7 @@ type metaRecord struct {
 	Topic *TopicConfig    `json:"topic,omitempty"`
 	Group *GroupConfig    `json:"group,omitempty"`
 	Tomb  *topicTombstone `json:"tomb,omitempty"`
-	Key   *receiptKey     `json:"key,omitempty"`
+	Key   *receipt.Key    `json:"key,omitempty"`
 }
 
 // maxMetaRecordBytes bounds the body of one rmq_sys_META message written by
@@ -98,7 +100,7 @@ func (r *registry) apply(rec metaRecord) error {
 		if rec.Key == nil {
 			return fmt.Errorf("meta record %s without a key", rec.Kind)
 		}
-		ring, err := r.ring.Load().withKey(*rec.Key)
+		ring, err := r.ring.Load().WithKey(*rec.Key)
 		if err != nil {
 			return err
 		}
@@ -161,9 +163,9 @@ type topicsSnapshot struct {
 
 // receiptKeysSnapshot is config/receipt-keys.json (receiptkeys.go).
 type receiptKeysSnapshot struct {
-	Version    int          `json:"version"`
-	MetaOffset int64        `json:"metaOffset"`
-	Keys       []receiptKey `json:"keys"`
+	Version    int           `json:"version"`
+	MetaOffset int64         `json:"metaOffset"`
+	Keys       []receipt.Key `json:"keys"`
 }
 
 // groupsSnapshot is config/groups.json.
@@ -187,10 +189,7 @@ func (r *registry) saveSnapshotsLocked() {
 		e.Deleted = &tomb
 		entries[name] = e
 	}
-	var keys []receiptKey
-	if rr := r.ring.Load(); rr != nil {
-		keys = rr.keys
-	}
+	keys := r.ring.Load().Keys()
 	errs := errors.Join(
 		r.save(topicsFile, topicsSnapshot{Version: snapshotVersion, MetaOffset: r.covered, Topics: entries}),
 		r.save(groupsFile, groupsSnapshot{Version: snapshotVersion, MetaOffset: r.covered, Groups: r.groups}),
@@ -263,10 +262,10 @@ func (r *registry) load(scan metaScan) error {
 		r.groups[name] = g
 	}
 	var keys receiptKeysSnapshot
-	var noLegacyKeys []receiptKey
+	var noLegacyKeys []receipt.Key
 	keysAt := r.readSnapshot(receiptKeysFile, &keys, &noLegacyKeys)
 	for _, k := range keys.Keys {
-		ring, err := r.ring.Load().withKey(k)
+		ring, err := r.ring.Load().WithKey(k)
 		if err != nil {
 			r.logger.Warn().Err(err).Msg("skipping a receipt key of the snapshot; the CommitLog has it")
 			keysAt = 0
@@ -351,10 +350,8 @@ func (r *registry) carryLocked(class storage.Class) error {
 	for _, g := range r.groups {
 		recs = append(recs, metaRecord{Kind: metaGroupPut, Group: &g})
 	}
-	if rr := r.ring.Load(); rr != nil {
-		for _, k := range rr.keys {
-			recs = append(recs, metaRecord{Kind: metaReceiptKey, Key: &k})
-		}
+	for _, k := range r.ring.Load().Keys() {
+		recs = append(recs, metaRecord{Kind: metaReceiptKey, Key: &k})
 	}
 	if len(recs) == 0 {
 		return nil

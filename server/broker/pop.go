@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/server/broker/filter"
+	"github.com/mqgate/mqgate/server/broker/receipt"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
@@ -688,7 +689,7 @@ func (b *Broker) grant(key offset.Key, l *lease, m *message.Message, now time.Ti
 	if l.key != "" || l.failures > 0 {
 		rm.ReconsumeTimes = m.ReconsumeTimes + l.failures // retried in place: postponements do not count
 	}
-	rm.Receipt = b.receipts().encode(receipt{Group: key.Group, Topic: key.Topic, QueueID: key.QueueID, Offset: m.QueueOffset, Epoch: l.epoch})
+	rm.Receipt = b.receipts().Encode(receipt.Receipt{Group: key.Group, Topic: key.Topic, QueueID: key.QueueID, Offset: m.QueueOffset, Epoch: l.epoch})
 	rm.LeaseUntil = l.deadline
 	return rm
 }

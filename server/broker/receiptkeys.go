@@ -2,98 +2,33 @@ package broker
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 
 	"github.com/rs/zerolog"
+
+	"github.com/mqgate/mqgate/server/broker/receipt"
 )
 
-// The receipt keyring is part of the registry and lives where the rest of
-// it does: each key is an rmq_sys_META record of kind "receipt-key" with
-// its id, its secret and when it was made, so every copy of the log — a
-// replica's, a restored backup's — verifies the same receipts, and losing
-// config/ loses no key. The secret and the time are chosen by the request
-// that proposes the key (the first open, a rotation); applying the record
-// only adds it. The newest key signs; the maxReceiptKeys newest verify, so
-// a receipt outlives up to maxReceiptKeys-1 rotations (a lease is at most
-// 12 h). config/receipt-keys.json is the keyring's snapshot, as
-// topics.json is the topics'.
+// The receipt family (package receipt: the receipt codec, the keyring,
+// the key record) is glued to the broker here: the keyring lives in the
+// registry (registry.ring, applied from the rmq_sys_META records of kind
+// receipt.MetaKind by registry.apply), its snapshot is
+// config/receipt-keys.json beside topics.json (metalog.go), and the
+// requests below propose key records. The secret and the time of a key are
+// chosen by the request that proposes it (the first open, a rotation);
+// applying the record only adds it.
 
 const (
-	metaReceiptKey  = "receipt-key" // Key is a receipt key
 	receiptKeysFile = "receipt-keys.json"
-	// maxReceiptKeys is how many of the newest keys verify receipts.
-	maxReceiptKeys = 8
-	// receiptSecretLen is the size of a new key's secret.
-	receiptSecretLen = 32
+	// receiptKeyFile held the key before the keyring, under the broker's
+	// meta directory; it is adopted as key receipt.LegacyKeyID.
+	receiptKeyFile = "receipt.key"
 )
 
-// receiptKey is one key of the keyring.
-type receiptKey struct {
-	ID        uint16 `json:"id"`
-	Secret    []byte `json:"secret"`
-	CreatedMs int64  `json:"createdMs"`
-}
-
-// receiptRing is the keyring as applied: immutable, replaced whole.
-type receiptRing struct {
-	keys   []receiptKey // by id, at most maxReceiptKeys
-	signer *receiptCodec
-	byID   map[uint16]*receiptCodec
-}
-
-// withKey returns the ring with k added (or replaced) and only the
-// maxReceiptKeys newest keys kept.
-func (rr *receiptRing) withKey(k receiptKey) (*receiptRing, error) {
-	var keys []receiptKey
-	if rr != nil {
-		keys = slices.DeleteFunc(slices.Clone(rr.keys), func(o receiptKey) bool { return o.ID == k.ID })
-	}
-	keys = append(keys, k)
-	slices.SortFunc(keys, func(a, b receiptKey) int { return int(a.ID) - int(b.ID) })
-	if len(keys) > maxReceiptKeys {
-		keys = keys[len(keys)-maxReceiptKeys:]
-	}
-	next := &receiptRing{keys: keys, byID: make(map[uint16]*receiptCodec, len(keys))}
-	for _, key := range keys {
-		c, err := newReceiptCodec(key.ID, key.Secret)
-		if err != nil {
-			return nil, err
-		}
-		next.byID[key.ID] = c
-		next.signer = c
-	}
-	return next, nil
-}
-
-// nextID is the id a new key takes.
-func (rr *receiptRing) nextID() uint16 {
-	if rr == nil || len(rr.keys) == 0 {
-		return 1
-	}
-	return rr.keys[len(rr.keys)-1].ID + 1
-}
-
-// encode signs r with the newest key.
-func (rr *receiptRing) encode(r receipt) string { return rr.signer.encode(r) }
-
-// decode checks a receipt against the key it names (version 3) or key 1
-// (versions 1 and 2, from before the keyring).
-func (rr *receiptRing) decode(s string) (receipt, error) {
-	r, _, err := decodeReceipt(s, func(version byte, id uint16) *receiptCodec {
-		if version != receiptVersionKeyed {
-			id = 1
-		}
-		return rr.byID[id]
-	})
-	return r, err
-}
-
 // receipts returns the keyring the broker signs and checks with.
-func (b *Broker) receipts() *receiptRing { return b.registry.ring.Load() }
+func (b *Broker) receipts() *receipt.Ring { return b.registry.ring.Load() }
 
 // ensureReceiptKey gives a registry without a key its first one: the
 // receipt.key of a data dir from before the keyring (so its receipts still
@@ -105,16 +40,15 @@ func (r *registry) ensureReceiptKey(used bool, nowMs int64, log zerolog.Logger) 
 	if r.ring.Load() != nil {
 		return nil
 	}
-	key := receiptKey{ID: 1, CreatedMs: nowMs}
+	key := receipt.Key{ID: receipt.LegacyKeyID, CreatedMs: nowMs}
 	legacy, err := r.files.ReadMeta(receiptKeyFile)
 	switch {
-	case err == nil && len(legacy) >= 16:
+	case err == nil && len(legacy) >= receipt.MinSecretLen:
 		key.Secret = legacy
 	case err != nil && !errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("read %s: %w", receiptKeyFile, err)
 	default:
-		key.Secret = make([]byte, receiptSecretLen)
-		if _, err := rand.Read(key.Secret); err != nil {
+		if key.Secret, err = receipt.NewSecret(); err != nil {
 			return err
 		}
 		if used {
@@ -134,17 +68,18 @@ func (r *registry) ensureReceiptKey(used bool, nowMs int64, log zerolog.Logger) 
 }
 
 // RotateReceiptKey adds a new receipt key to the keyring and makes it the
-// one that signs. Receipts signed by the previous maxReceiptKeys-1 keys
+// one that signs. Receipts signed by the previous receipt.MaxKeys-1 keys
 // stay valid. It returns the new key's id.
 func (b *Broker) RotateReceiptKey(ctx context.Context) (int, error) {
-	key := receiptKey{CreatedMs: b.clock.Now().UnixMilli(), Secret: make([]byte, receiptSecretLen)}
-	if _, err := rand.Read(key.Secret); err != nil {
+	secret, err := receipt.NewSecret()
+	if err != nil {
 		return 0, err
 	}
+	key := receipt.Key{CreatedMs: b.clock.Now().UnixMilli(), Secret: secret}
 	r := b.registry
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	key.ID = r.ring.Load().nextID()
+	key.ID = r.ring.Load().NextID()
 	if key.ID == 0 {
 		return 0, fmt.Errorf("%w: the receipt keyring has used every key id", ErrInvalidArgument)
 	}
@@ -158,9 +93,9 @@ func (b *Broker) RotateReceiptKey(ctx context.Context) (int, error) {
 // ReceiptKeys lists the ids of the keys that verify receipts, oldest
 // first; the last one signs.
 func (b *Broker) ReceiptKeys() []int {
-	rr := b.receipts()
-	out := make([]int, len(rr.keys))
-	for i, k := range rr.keys {
+	keys := b.receipts().Keys()
+	out := make([]int, len(keys))
+	for i, k := range keys {
 		out[i] = int(k.ID)
 	}
 	return out

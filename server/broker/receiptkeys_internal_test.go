@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/server/broker/receipt"
 )
 
 // TestReceiptKeyAdoptedFromAnOlderDataDir: a data dir from before the
@@ -23,7 +25,7 @@ func TestReceiptKeyAdoptedFromAnOlderDataDir(t *testing.T) {
 	b := openLeaseBroker(t, dir)
 	defer b.Close(ctx)
 	require.Equal(t, []int{1}, b.ReceiptKeys())
-	legacy, err := newReceiptCodec(1, secret)
+	legacy, err := receipt.NewCodec(receipt.LegacyKeyID, secret)
 	require.NoError(t, err)
 
 	_, err = b.Send(ctx, "old", []SendMessage{{Body: []byte("a")}, {Body: []byte("b")}})
@@ -33,10 +35,10 @@ func TestReceiptKeyAdoptedFromAnOlderDataDir(t *testing.T) {
 	require.Len(t, got, 2)
 	var olds []string
 	for i, m := range got {
-		r, v, err := legacy.decodeVersion(m.Receipt)
+		r, v, err := legacy.DecodeVersion(m.Receipt)
 		require.NoError(t, err, "a new receipt verifies under the adopted key")
-		require.Equal(t, byte(receiptVersionKeyed), v)
-		olds = append(olds, legacy.encodeVersion(r, []byte{receiptVersionCMAC, receiptVersionHMAC}[i]))
+		require.Equal(t, byte(receipt.VersionKeyed), v)
+		olds = append(olds, legacy.EncodeVersion(r, []byte{receipt.VersionCMAC, receipt.VersionHMAC}[i]))
 	}
 	res, err := b.Ack(ctx, "g", olds)
 	require.NoError(t, err)

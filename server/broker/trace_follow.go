@@ -317,7 +317,7 @@ func (b *Broker) followTrace() (more bool, err error) {
 	t.pending = nil
 	t.mu.Unlock()
 	for _, p := range pushes {
-		r, derr := b.receipts().decode(p.receipt)
+		r, derr := b.receipts().Decode(p.receipt)
 		if derr != nil {
 			continue
 		}

@@ -1,4 +1,4 @@
-package broker
+package receipt
 
 import (
 	"bytes"
@@ -8,9 +8,9 @@ import (
 )
 
 // testCodec is a receipt codec over a fixed key.
-func testCodec(t testing.TB, key string) *receiptCodec {
+func testCodec(t testing.TB, key string) *Codec {
 	t.Helper()
-	c, err := newReceiptCodec(7, []byte(key))
+	c, err := NewCodec(7, []byte(key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,18 +22,18 @@ func testCodec(t testing.TB, key string) *receiptCodec {
 // its version) and re-encodes, in that version, to the same text.
 func FuzzDecodeReceipt(f *testing.F) {
 	codec := testCodec(f, "0123456789abcdef0123456789abcdef")
-	for _, v := range []byte{receiptVersionKeyed, receiptVersionCMAC, receiptVersionHMAC} {
-		f.Add(codec.encodeVersion(receipt{Group: "g", Topic: "t", QueueID: 3, Offset: 42, Epoch: 7}, v))
-		f.Add(codec.encodeVersion(receipt{Group: "", Topic: "", QueueID: -1}, v))
+	for _, v := range []byte{VersionKeyed, VersionCMAC, VersionHMAC} {
+		f.Add(codec.EncodeVersion(Receipt{Group: "g", Topic: "t", QueueID: 3, Offset: 42, Epoch: 7}, v))
+		f.Add(codec.EncodeVersion(Receipt{Group: "", Topic: "", QueueID: -1}, v))
 	}
 	f.Add("")
 	f.Add("AAAA")
 	f.Fuzz(func(t *testing.T, s string) {
-		r, v, err := codec.decodeVersion(s)
+		r, v, err := codec.DecodeVersion(s)
 		if err != nil {
 			return
 		}
-		if again := codec.encodeVersion(r, v); again != s {
+		if again := codec.EncodeVersion(r, v); again != s {
 			t.Fatalf("decoded receipt re-encodes differently: %q vs %q", again, s)
 		}
 	})
@@ -42,10 +42,10 @@ func FuzzDecodeReceipt(f *testing.F) {
 func TestReceiptTamperingIsDetected(t *testing.T) {
 	codec := testCodec(t, "0123456789abcdef0123456789abcdef")
 	other := testCodec(t, "fedcba9876543210fedcba9876543210")
-	want := receipt{Group: "g", Topic: "t", QueueID: 1, Offset: 9, Epoch: 5}
-	for _, v := range []byte{receiptVersionKeyed, receiptVersionCMAC, receiptVersionHMAC} {
-		s := codec.encodeVersion(want, v)
-		r, got, err := codec.decodeVersion(s)
+	want := Receipt{Group: "g", Topic: "t", QueueID: 1, Offset: 9, Epoch: 5}
+	for _, v := range []byte{VersionKeyed, VersionCMAC, VersionHMAC} {
+		s := codec.EncodeVersion(want, v)
+		r, got, err := codec.DecodeVersion(s)
 		if err != nil || r != want || got != v {
 			t.Fatalf("version %d round trip: %+v %d %v", v, r, got, err)
 		}
@@ -64,12 +64,12 @@ func TestReceiptTamperingIsDetected(t *testing.T) {
 	// A receipt relabelled with the other version does not verify: the
 	// version byte is under the MAC, and the other version's MAC is
 	// another function.
-	for _, v := range []byte{receiptVersionCMAC, receiptVersionHMAC} {
-		raw, err := base64.RawURLEncoding.DecodeString(codec.encodeVersion(want, v))
+	for _, v := range []byte{VersionCMAC, VersionHMAC} {
+		raw, err := base64.RawURLEncoding.DecodeString(codec.EncodeVersion(want, v))
 		if err != nil {
 			t.Fatal(err)
 		}
-		raw[0] = receiptVersionCMAC + receiptVersionHMAC - v
+		raw[0] = VersionCMAC + VersionHMAC - v
 		if _, err := codec.decode(base64.RawURLEncoding.EncodeToString(raw)); err == nil {
 			t.Fatalf("a version %d receipt relabelled as version %d was accepted", v, raw[0])
 		}
@@ -81,15 +81,15 @@ func TestReceiptTamperingIsDetected(t *testing.T) {
 // another key id does not verify, even with the same secret.
 func TestReceiptsWrittenAreVersion3(t *testing.T) {
 	codec := testCodec(t, "0123456789abcdef0123456789abcdef")
-	r := receipt{Group: "orders-group", Topic: "orders", QueueID: 7, Offset: 1 << 40, Epoch: 1<<63 + 5}
-	_, v, err := codec.decodeVersion(codec.encode(r))
-	if err != nil || v != receiptVersionKeyed {
+	r := Receipt{Group: "orders-group", Topic: "orders", QueueID: 7, Offset: 1 << 40, Epoch: 1<<63 + 5}
+	_, v, err := codec.DecodeVersion(codec.encode(r))
+	if err != nil || v != VersionKeyed {
 		t.Fatalf("version %d, %v", v, err)
 	}
-	if n := len(codec.encode(r)); n != base64.RawURLEncoding.EncodedLen(receiptFixedLen+receiptKeyIDLen+len(r.Group)+len(r.Topic)) {
+	if n := len(codec.encode(r)); n != base64.RawURLEncoding.EncodedLen(fixedLen+keyIDLen+len(r.Group)+len(r.Topic)) {
 		t.Fatalf("receipt text of %d characters", n)
 	}
-	sameSecret, err := newReceiptCodec(8, []byte("0123456789abcdef0123456789abcdef"))
+	sameSecret, err := NewCodec(8, []byte("0123456789abcdef0123456789abcdef"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,13 +137,13 @@ func TestCMACVectors(t *testing.T) {
 // acked one).
 func BenchmarkReceipt(b *testing.B) {
 	codec := testCodec(b, "0123456789abcdef0123456789abcdef")
-	r := receipt{Group: "pb", Topic: "pull1", QueueID: 3, Offset: 123456, Epoch: 1<<62 + 9}
-	for _, v := range []byte{receiptVersionHMAC, receiptVersionCMAC} {
-		s := codec.encodeVersion(r, v)
+	r := Receipt{Group: "pb", Topic: "pull1", QueueID: 3, Offset: 123456, Epoch: 1<<62 + 9}
+	for _, v := range []byte{VersionHMAC, VersionCMAC} {
+		s := codec.EncodeVersion(r, v)
 		b.Run("encode/v"+string('0'+v), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				_ = codec.encodeVersion(r, v)
+				_ = codec.EncodeVersion(r, v)
 			}
 		})
 		b.Run("decode/v"+string('0'+v), func(b *testing.B) {
