@@ -65,6 +65,8 @@ var forbidden = map[string][]string{
 	// The receipt family (the receipt codec, the keyring and its key
 	// record) is a leaf too: the broker holds the ring and proposes keys.
 	"server/broker/receipt": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
+	// So is what has moved of the retry family (the retry policy).
+	"server/broker/retry": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
 	// The Raft messages' network transport knows raftpb, not the shard
 	// (its tests run real shards): nothing of storage or of the server.
 	"server/peer": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal/loadgen"},

@@ -348,7 +348,7 @@ func (b *Broker) ChangeLease(ctx context.Context, group string, items []LeaseIte
 
 // Nack gives leased messages back as failed: each goes to the group's
 // retry topic through the delay-level scheduler or a timer (the item's
-// level or delay, else the group's retry policy: retrypolicy.go), or to
+// level or delay, else the group's retry policy: package retry), or to
 // the dead-letter queue when the item says -1 or the message has used up
 // the group's retryMaxTimes.
 func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]ReceiptResult, error) {

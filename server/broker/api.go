@@ -233,7 +233,7 @@ type GroupConfig struct {
 	// stored at or after it), kept in UTC.
 	ConsumeFrom string `json:",omitempty"`
 	// RetryPolicy picks the delay of a retry that neither a nack's
-	// delayLevel nor its delay chose (retrypolicy.go); nil = the delay
+	// delayLevel nor its delay chose (package retry); nil = the delay
 	// ladder (level 3 + reconsumeTimes).
 	RetryPolicy *RetryPolicy `json:",omitempty"`
 	// InstanceIdle is how long a consumer instance of a broadcasting
@@ -247,19 +247,6 @@ type GroupConfig struct {
 	Push *PushConfig `json:",omitempty"`
 	// CreatedAt is when the group was created.
 	CreatedAt time.Time
-}
-
-// RetryPolicy is a group's backoff between failed deliveries (retrypolicy.go).
-type RetryPolicy struct {
-	// Backoff is BackoffExponential or BackoffFixed (a policy of
-	// BackoffLevels is stored as nil).
-	Backoff string
-	// Initial is the first retry's delay (and every retry's, fixed).
-	Initial time.Duration
-	// Max caps the delay before jitter (default and at most MaxRetryDelay).
-	Max time.Duration
-	// Jitter (0..1) spreads each delay over ±Jitter of itself.
-	Jitter float64 `json:",omitempty"`
 }
 
 // PushConfig is a group's webhook (push) endpoint. The gateway POSTs each

@@ -30,9 +30,10 @@
 //	                      under its Go field names, ConsumeFrom ("last" or an
 //	                      RFC 3339 time; absent = first), RetryPolicy
 //	                      ({"Backoff","Initial","Max","Jitter"}, durations in
-//	                      nanoseconds; absent = the ladder) and InstanceIdle
-//	                      (nanoseconds; absent = 24 h) included; each of
-//	                      its Subscriptions is {"Topic","TagExpression","SQL"},
+//	                      nanoseconds; absent = the ladder; package retry)
+//	                      and InstanceIdle (nanoseconds; absent = 24 h)
+//	                      included; each of its Subscriptions is
+//	                      {"Topic","TagExpression","SQL"},
 //	                      SQL (the SQL92 property filter, package filter)
 //	                      left out when empty.
 //	rmq_sys_OFFSET        consumer progress: acks, commits (resets, and the

@@ -91,7 +91,7 @@ func (ps *popState) wakeChan() <-chan struct{} {
 
 // failInPlace records a failed delivery of an ordered lease: it waits for
 // its delay level or delay (neither: the group's retry policy, by
-// failures so far; retrypolicy.go) and keeps its key, or — level -1, or
+// failures so far; package retry) and keeps its key, or — level -1, or
 // retryMaxTimes used up — it is dead (the caller sends it to the DLQ).
 // The epoch changes, so the failed delivery's receipt is stale.
 func (b *Broker) failInPlace(l *lease, v queueView, level int, delay time.Duration, now time.Time, a Attempt) (dead bool) {

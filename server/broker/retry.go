@@ -15,7 +15,7 @@ import (
 // The consume-failure path (ARCHITECTURE.md, the life of a message; RocketMQ's sendMessageBack and
 // asyncConsumerSendMsgBack). A failed delivery — a nack, or a lease that
 // expired — becomes a new message: to %RETRY%<group> through the delay
-// scheduler or a timer (retrypolicy.go) with reconsumeTimes+1, or to
+// scheduler or a timer (package retry) with reconsumeTimes+1, or to
 // %DLQ%<group> once the message has used up the group's retryMaxTimes (or
 // the nack said -1). The copy and the ack of the failed delivery are
 // appended in one batch (one flush).
@@ -178,7 +178,7 @@ func (b *Broker) retryCopy(cfg GroupConfig, m *message.Message, it sendBack, now
 		return out
 	}
 	if delay > 0 {
-		// On a timer (retrypolicy.go): a new timer, so none of the
+		// On a timer (package retry): a new timer, so none of the
 		// properties a timer delivery left on m (UNIQ_KEY "timer:<id>").
 		out.DeleteProperty(message.PropertyUniqKey)
 		out.DeleteProperty(propTimerID)

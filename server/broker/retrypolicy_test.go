@@ -1,6 +1,6 @@
 package broker_test
 
-// Retries beyond the ladder (retrypolicy.go): a nack's delayMs and the
+// Retries beyond the ladder (package retry): a nack's delayMs and the
 // group's retry policies, on the timer machinery, with the retry copy's
 // semantics (reconsumeTimes, origin, attempt history, the DLQ after
 // retryMaxTimes). Every delay is checked from below strictly (never

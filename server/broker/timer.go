@@ -419,7 +419,7 @@ func (b *Broker) CancelTimer(ctx context.Context, id string) error {
 	}
 	if dest := m.Property(message.PropertyRealTopic); strings.HasPrefix(dest, retryPrefix) {
 		// Cancelling would drop the message for the group without a
-		// dead letter (retrypolicy.go).
+		// dead letter (package retry).
 		return fmt.Errorf("%w: timer %s is a retry waiting for %s: reschedule it, or nack its redelivery with delayLevel -1",
 			ErrInvalidArgument, id, dest)
 	}
