@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -208,7 +209,7 @@ func copyLive(t *testing.T, src, dst string) {
 		}
 		rel, _ := filepath.Rel(src, p)
 		if strings.HasPrefix(rel, "config") {
-			copyFile(t, p, filepath.Join(dst, rel))
+			copyIfPresent(t, p, filepath.Join(dst, rel))
 		} else {
 			rest = append(rest, rel)
 		}
@@ -219,14 +220,21 @@ func copyLive(t *testing.T, src, dst string) {
 		return !strings.HasPrefix(rest[i], "commitlog") && strings.HasPrefix(rest[j], "commitlog")
 	})
 	for _, rel := range rest {
-		copyFile(t, filepath.Join(src, rel), filepath.Join(dst, rel))
+		copyIfPresent(t, filepath.Join(src, rel), filepath.Join(dst, rel))
 	}
 }
 
-func copyFile(t *testing.T, from, to string) {
+// copyIfPresent copies a file of a live directory, unless it is gone: a
+// temporary file (scrub.json.tmp, a snapshot's .tmp) renamed away between
+// the walk and the copy, as a crash at that moment would not find it either.
+func copyIfPresent(t *testing.T, from, to string) {
 	t.Helper()
 	data, err := os.ReadFile(from)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
 	require.NoError(t, err)
 	require.NoError(t, os.MkdirAll(filepath.Dir(to), 0o700))
 	require.NoError(t, os.WriteFile(to, data, 0o600))
 }
+
