@@ -237,4 +237,3 @@ func copyIfPresent(t *testing.T, from, to string) {
 	require.NoError(t, os.MkdirAll(filepath.Dir(to), 0o700))
 	require.NoError(t, os.WriteFile(to, data, 0o600))
 }
-
