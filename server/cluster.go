@@ -24,6 +24,7 @@ import (
 	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/server/broker"
 	"github.com/mqgate/mqgate/server/peer"
+	"github.com/mqgate/mqgate/server/sqs"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/raftlog"
 	"github.com/mqgate/mqgate/storage/shard"
@@ -61,6 +62,10 @@ const (
 	forwardedByHeader     = "X-Mqgate-Forwarded-By"
 	forwardedClientHeader = "X-Mqgate-Forwarded-Client"
 	forwardPrefix         = "/forward"
+	// forwardSQSPrefix prefixes SQS calls forwarded to the leader's
+	// --sqs-listen handler (the peer port; the path after it, which a
+	// SigV4 signature covers, is the client's).
+	forwardSQSPrefix = "/forward-sqs"
 )
 
 // clusterNode is one replica: the shard, the peer port, the current
@@ -90,6 +95,7 @@ type clusterNode struct {
 	peerLn     net.Listener
 	fwd        *http.Client
 	listener   net.Listener // the client listener (the outer server's)
+	sqsAddr    string       // the --sqs-listen address bound ("" without it)
 
 	forwardTracked, readyTracked http.Handler // the front's own routes
 
@@ -199,6 +205,30 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if tf != nil {
 		n.listener = tls.NewListener(listener, tf.serverConfig())
 	}
+	// --admin-listen and --sqs-listen belong to the front, like --listen:
+	// they serve the current broker's server's handlers (the SQS calls on
+	// a follower forwarded to the leader).
+	var adminLn, sqsLn net.Listener
+	for _, l := range []struct {
+		addr, what string
+		ln         *net.Listener
+	}{{cfg.AdminListen, "admin", &adminLn}, {cfg.SQSListen, "sqs", &sqsLn}} {
+		if l.addr == "" {
+			continue
+		}
+		ln, err := net.Listen("tcp", l.addr)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s (%s): %w", l.addr, l.what, err)
+		}
+		cleanup = append(cleanup, ln.Close)
+		if tf != nil {
+			ln = tls.NewListener(ln, tf.serverConfig())
+		}
+		*l.ln = ln
+	}
+	if sqsLn != nil {
+		n.sqsAddr = sqsLn.Addr().String()
+	}
 	inner, err := n.openFollower(ctx)
 	if err != nil {
 		return nil, err
@@ -209,6 +239,7 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 	mux := http.NewServeMux()
 	mux.Handle(peer.MessagesPath, peer.Handler(n.shard.Step, peer.HandlerOptions{ID: cfg.NodeID, Secret: cfg.ClusterSecret, Logger: log}))
 	mux.HandleFunc(forwardPrefix+"/", n.serveForwarded)
+	mux.HandleFunc(forwardSQSPrefix+"/", n.serveForwarded)
 	n.peerSrv = peer.NewServer(peers[cfg.NodeID], mux, serverTLS)
 	n.peerSrv.ErrorLog = stdlog.New(log.With().Str("component", "net/http").Str("listener", "peer").Logger(), "", 0)
 	go func() {
@@ -219,6 +250,12 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 
 	outer := newServerOn(cfg, log, inner.broker, n.listener, inner.security, nil, nil)
 	outer.cluster = n
+	if adminLn != nil {
+		outer.serveAdminOn(adminLn, http.HandlerFunc(n.adminFront))
+	}
+	if sqsLn != nil {
+		outer.serveSQSOn(sqsLn, http.HandlerFunc(n.sqsFront))
+	}
 	// The front's own routes are tracked (trackConn: the connection
 	// wrapper tells a handler's answers from net/http's own); the broker's
 	// server's handler tracks itself (twice, the body would wrap itself).
@@ -235,7 +272,7 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 func (n *clusterNode) openFollower(ctx context.Context) (*Server, error) {
 	cfg := n.cfg
 	cfg.ShutdownDelay = 0 // the front drains, not this server
-	inner, err := openServer(ctx, cfg, n.rootLog, replicaParts{listener: n.listener, store: n.shard.Store(), follower: true})
+	inner, err := openServer(ctx, cfg, n.rootLog, replicaParts{listener: n.listener, store: n.shard.Store(), follower: true, sqsAddr: n.sqsAddr})
 	if err != nil {
 		return nil, err
 	}
@@ -387,6 +424,12 @@ func (n *clusterNode) noteLeader(lead uint64) context.Context {
 // client's retry reaches the new leader instead of hanging on an old one
 // that may be cut off.
 func (n *clusterNode) forward(w http.ResponseWriter, r *http.Request) {
+	n.forwardTo(w, r, forwardPrefix, api.WriteError)
+}
+
+// forwardTo forwards r to the leader's peer port under prefix; failures
+// are answered with fail (the API's problems, or SQS errors).
+func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, prefix string, fail func(http.ResponseWriter, *http.Request, error)) {
 	lead := n.shard.Status().Leader
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -394,18 +437,18 @@ func (n *clusterNode) forward(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(ctx)
 	addr, ok := n.peerAddr(lead)
 	if lead == 0 || lead == n.cfg.NodeID || !ok {
-		api.WriteError(w, r, broker.ErrNotLeader)
+		fail(w, r, broker.ErrNotLeader)
 		return
 	}
 	if r.Header.Get(forwardedByHeader) != "" {
-		api.WriteError(w, r, broker.ErrNotLeader) // never twice
+		fail(w, r, broker.ErrNotLeader) // never twice
 		return
 	}
 	sent := false
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme, pr.Out.URL.Host = n.peerScheme, addr
-			pr.Out.URL.Path = forwardPrefix + pr.In.URL.Path
+			pr.Out.URL.Path = prefix + pr.In.URL.Path
 			pr.Out.URL.RawPath = ""
 			pr.Out.Host = pr.In.Host
 			if a := pr.In.Header.Get("Authorization"); a != "" {
@@ -422,10 +465,10 @@ func (n *clusterNode) forward(w http.ResponseWriter, r *http.Request) {
 		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
 			n.log.Debug().Err(err).Uint64("leader", lead).Str("path", req.URL.Path).Msg("forwarding failed")
 			if sent && req.Method != http.MethodGet && req.Method != http.MethodHead {
-				api.WriteError(w, r, broker.ErrOutcomeUnknown)
+				fail(w, r, broker.ErrOutcomeUnknown)
 				return
 			}
-			api.WriteError(w, r, broker.ErrNotLeader)
+			fail(w, r, broker.ErrNotLeader)
 		},
 	}
 	proxy.ServeHTTP(w, r)
@@ -449,6 +492,16 @@ func (n *clusterNode) serveForwarded(w http.ResponseWriter, r *http.Request) {
 		}
 		r.Header.Del(forwardedClientHeader)
 	}
+	if p, ok := strings.CutPrefix(r.URL.Path, forwardSQSPrefix+"/"); ok {
+		r.URL.Path, r.URL.RawPath = "/"+p, ""
+		cur := n.current.Load()
+		if !n.serving.Load() || cur.sqsHandler == nil {
+			sqs.WriteUnavailable(w, r, broker.ErrNotLeader.Error())
+			return
+		}
+		cur.sqsHandler.ServeHTTP(w, r)
+		return
+	}
 	r.URL.Path = strings.TrimPrefix(r.URL.Path, forwardPrefix)
 	r.URL.RawPath = ""
 	if !n.serving.Load() {
@@ -456,6 +509,29 @@ func (n *clusterNode) serveForwarded(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n.current.Load().http.Handler.ServeHTTP(w, r)
+}
+
+// adminFront serves --admin-listen: /readyz is the replica's (as on
+// --listen), the rest the current broker's server's.
+func (n *clusterNode) adminFront(w http.ResponseWriter, r *http.Request) {
+	cur := n.current.Load()
+	if r.URL.Path == "/readyz" {
+		cur.hosts().check(http.HandlerFunc(n.readyz)).ServeHTTP(w, r)
+		return
+	}
+	cur.adminH.ServeHTTP(w, r)
+}
+
+// sqsFront serves --sqs-listen: the leader's SQS handler, here when this
+// replica serves, else over the peer port (SQS errors, never a problem).
+func (n *clusterNode) sqsFront(w http.ResponseWriter, r *http.Request) {
+	if cur := n.current.Load(); n.serving.Load() && cur.sqsHandler != nil {
+		cur.sqsHandler.ServeHTTP(w, r)
+		return
+	}
+	n.forwardTo(w, r, forwardSQSPrefix, func(w http.ResponseWriter, r *http.Request, err error) {
+		sqs.WriteUnavailable(w, r, err.Error())
+	})
 }
 
 // view is GET /v1/cluster's answer.

@@ -479,9 +479,6 @@ func (c Config) Validate() error {
 		if _, err := c.peerMap(); err != nil {
 			bad("%v", err)
 		}
-		if c.AdminListen != "" || c.SQSListen != "" {
-			bad("--admin-listen and --sqs-listen are not served by a replica of a cluster yet")
-		}
 		if c.RaftTick < time.Millisecond || c.RaftTick > 10*time.Second {
 			bad("raft-tick %s: between 1ms and 10s", c.RaftTick)
 		}

@@ -100,6 +100,10 @@ type Server struct {
 	sqsHandler  *sqs.Handler
 	sqsServed   chan error
 	sqsStarted  atomic.Bool
+	// adminH is adminHandler's (a replica's front serves it); sqsAddr is
+	// the front's --sqs-listen address on a replica.
+	adminH  http.Handler
+	sqsAddr string
 
 	// pushConfig is where push endpoints may point (the deny flags and
 	// this server's own listener), for the dispatcher and for the check
@@ -178,6 +182,10 @@ type replicaParts struct {
 	listener net.Listener
 	store    *storage.Store
 	follower bool // open the broker as a follower (broker.Options.NoPromote)
+	// sqsAddr is the front's --sqs-listen address: the front serves
+	// --admin-listen and --sqs-listen with this server's handlers
+	// (adminHandler, sqsHandler), which never listen themselves.
+	sqsAddr string
 }
 
 func openServer(ctx context.Context, cfg Config, log zerolog.Logger, parts replicaParts) (*Server, error) {
@@ -199,7 +207,7 @@ func openServer(ctx context.Context, cfg Config, log zerolog.Logger, parts repli
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	var adminListener net.Listener
-	if cfg.AdminListen != "" {
+	if cfg.AdminListen != "" && parts.store == nil {
 		if adminListener, err = net.Listen("tcp", cfg.AdminListen); err != nil {
 			return nil, errors.Join(fmt.Errorf("listen on %s (admin): %w", cfg.AdminListen, err), listener.Close())
 		}
@@ -219,7 +227,7 @@ func openServer(ctx context.Context, cfg Config, log zerolog.Logger, parts repli
 		}
 	}()
 	var sqsListener net.Listener
-	if cfg.SQSListen != "" {
+	if cfg.SQSListen != "" && parts.store == nil {
 		if sqsListener, err = net.Listen("tcp", cfg.SQSListen); err != nil {
 			return nil, errors.Join(fmt.Errorf("listen on %s (sqs): %w", cfg.SQSListen, err), listener.Close())
 		}
@@ -255,11 +263,16 @@ func openServer(ctx context.Context, cfg Config, log zerolog.Logger, parts repli
 	}
 	s := newServerOn(cfg, log, be, listener, sec, tf, drainErr)
 	s.brokerRef = b
+	s.adminH = s.adminHandler()
 	if adminListener != nil {
-		s.serveAdminOn(adminListener)
+		s.serveAdminOn(adminListener, s.adminH)
 	}
-	if sqsListener != nil {
-		s.serveSQSOn(sqsListener)
+	if cfg.SQSListen != "" {
+		s.sqsHandler = s.newSQSHandler()
+		if sqsListener != nil {
+			s.serveSQSOn(sqsListener, s.sqsHandler)
+		}
+		s.sqsAddr = parts.sqsAddr
 		b.OnLeader("sqs redrive", s.sqsHandler.StartRedrive)
 	}
 	s.registry.MustRegister(newBrokerCollector(b), newDispatchCollector(b), newTraceCollector(b))
@@ -547,9 +560,23 @@ func (s *Server) Addr() string { return s.listener.Addr().String() }
 func (s *Server) Registry() *prometheus.Registry { return s.registry }
 
 // serveAdminOn prepares the --admin-listen server on l: /livez, /readyz,
-// /metrics and (with --pprof) /debug/pprof/, without authentication.
-// Serve serves it.
-func (s *Server) serveAdminOn(l net.Listener) {
+// /metrics and (with --pprof) /debug/pprof/, without authentication
+// (adminHandler). Serve serves it.
+func (s *Server) serveAdminOn(l net.Listener, h http.Handler) {
+	s.adminListener = l
+	s.adminServed = make(chan error, 1)
+	s.admin = &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		ErrorLog:          stdlog.New(s.rootLog.With().Str("component", "net/http").Str("listener", "admin").Logger(), "", 0),
+	}
+	s.log.Info().Str("admin_addr", l.Addr().String()).Msg("/metrics and /debug/pprof are served on the admin address, without authentication")
+}
+
+// adminHandler is what --admin-listen serves: /livez, /readyz, /metrics
+// and (with --pprof) /debug/pprof/.
+func (s *Server) adminHandler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.hosts().check) // unauthenticated: no page may read it by rebinding
 	r.Get("/livez", livez)
@@ -558,21 +585,12 @@ func (s *Server) serveAdminOn(l net.Listener) {
 		r.Use(problemErrors)
 		s.adminRoutes(r)
 	})
-	s.adminListener = l
-	s.adminServed = make(chan error, 1)
-	s.admin = &http.Server{
-		Handler:           r,
-		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
-		IdleTimeout:       s.cfg.IdleTimeout,
-		ErrorLog:          stdlog.New(s.rootLog.With().Str("component", "net/http").Str("listener", "admin").Logger(), "", 0),
-	}
-	s.log.Info().Str("admin_addr", l.Addr().String()).Msg("/metrics and /debug/pprof are served on the admin address, without authentication")
+	return r
 }
 
-// serveSQSOn prepares the --sqs-listen server on l (package server/sqs).
-func (s *Server) serveSQSOn(l net.Listener) {
-	s.sqsListener = l
-	s.sqsServed = make(chan error, 1)
+// newSQSHandler is the SQS API over this server's broker (package
+// server/sqs).
+func (s *Server) newSQSHandler() *sqs.Handler {
 	opts := sqs.Options{
 		Broker:         s.broker,
 		Logger:         s.rootLog,
@@ -586,8 +604,13 @@ func (s *Server) serveSQSOn(l net.Listener) {
 		opts.ACL = s.security.file // requests must be signed (SigV4)
 		opts.Failures = s.security.guard
 	}
-	h := sqs.New(opts)
-	s.sqsHandler = h
+	return sqs.New(opts)
+}
+
+// serveSQSOn prepares the --sqs-listen server on l, serving h.
+func (s *Server) serveSQSOn(l net.Listener, h http.Handler) {
+	s.sqsListener = l
+	s.sqsServed = make(chan error, 1)
 	s.sqs = &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
@@ -639,10 +662,11 @@ func (c sqsCatalog) SQSQueues(ctx context.Context, prefix string) (string, []api
 	return endpoint, out, nil
 }
 
-// SQSAddr is the --sqs-listen address bound ("" without one).
+// SQSAddr is the --sqs-listen address bound ("" without one): a
+// replica's broker's server gives the front's.
 func (s *Server) SQSAddr() string {
 	if s.sqsListener == nil {
-		return ""
+		return s.sqsAddr
 	}
 	return s.sqsListener.Addr().String()
 }
@@ -650,11 +674,16 @@ func (s *Server) SQSAddr() string {
 // closeSQS stops the SQS server (nil without one).
 func (s *Server) closeSQS(ctx context.Context) error {
 	if s.sqs == nil {
+		if s.sqsHandler != nil {
+			s.sqsHandler.Close() // a replica's: the front serves it
+		}
 		return nil
 	}
 	err := s.sqs.Shutdown(ctx)
 	_ = s.sqsListener.Close() // when Serve never ran
-	s.sqsHandler.Close()      // its redrive mover, before the broker closes
+	if s.sqsHandler != nil {
+		s.sqsHandler.Close() // its redrive mover, before the broker closes
+	}
 	if s.sqsStarted.Load() {
 		if serveErr := <-s.sqsServed; serveErr != nil {
 			err = errors.Join(err, serveErr)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // jsonContentType is the JSON 1.0 protocol's content type.
@@ -68,4 +69,13 @@ func containsHash(s string) bool {
 		}
 	}
 	return false
+}
+
+// WriteUnavailable answers r with the SQS error ServiceUnavailable (503,
+// which the AWS SDKs retry) in r's protocol, saying why: what a replica
+// of a cluster answers when it cannot hand a call to the leader.
+func WriteUnavailable(w http.ResponseWriter, r *http.Request, why string) {
+	e := errUnavailable("%s", why)
+	e.retryAfter = time.Second
+	writeError(w, &request{query: r.Header.Get("X-Amz-Target") == ""}, e, newRequestID())
 }
