@@ -140,9 +140,13 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	serverTLS, clientTLS, err := peerTLS(cfg)
+	ptls, err := openPeerTLS(cfg, log)
 	if err != nil {
 		return nil, err
+	}
+	var certs *peer.Certs
+	if ptls != nil {
+		certs = ptls.certs
 	}
 	n := &clusterNode{cfg: cfg, rootLog: log, log: log.With().Str("component", "cluster").Uint64("node", cfg.NodeID).Logger(),
 		peers: maps.Clone(peers), done: make(chan struct{})}
@@ -163,10 +167,11 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("listen on %s (peer port): %w", peers[cfg.NodeID], err)
 	}
 	cleanup = append(cleanup, n.peerLn.Close)
-	if serverTLS != nil {
-		n.peerLn = tls.NewListener(n.peerLn, serverTLS)
+	n.peerScheme = "http"
+	if certs != nil {
+		n.peerLn = tls.NewListener(n.peerLn, certs.ServerTLS())
+		n.peerScheme = "https"
 	}
-	n.peerScheme = peer.Scheme(clientTLS)
 	others := map[uint64]string{}
 	for id, addr := range peers {
 		if id != cfg.NodeID {
@@ -174,7 +179,7 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 		}
 	}
 	var reportTo atomic.Pointer[shard.Shard] // the transport starts before the shard
-	if n.transport, err = peer.NewTransport(peer.Options{ID: cfg.NodeID, Peers: others, Secret: cfg.ClusterSecret, TLS: clientTLS,
+	if n.transport, err = peer.NewTransport(peer.Options{ID: cfg.NodeID, Peers: others, Secret: cfg.ClusterSecret, Certs: certs,
 		Logger: log, Unreachable: func(id uint64) {
 			if s := reportTo.Load(); s != nil {
 				s.ReportUnreachable(id)
@@ -235,11 +240,18 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	n.current.Store(inner)
 
-	n.fwd = peer.Client(cfg.ClusterSecret, clientTLS)
+	n.fwd = peer.Client(cfg.ClusterSecret, nil)
+	if certs != nil {
+		n.fwd = peer.ClientCerts(cfg.ClusterSecret, certs)
+	}
 	mux := http.NewServeMux()
 	mux.Handle(peer.MessagesPath, peer.Handler(n.shard.Step, peer.HandlerOptions{ID: cfg.NodeID, Secret: cfg.ClusterSecret, Logger: log}))
 	mux.HandleFunc(forwardPrefix+"/", n.serveForwarded)
 	mux.HandleFunc(forwardSQSPrefix+"/", n.serveForwarded)
+	var serverTLS *tls.Config
+	if certs != nil {
+		serverTLS = certs.ServerTLS()
+	}
 	n.peerSrv = peer.NewServer(peers[cfg.NodeID], mux, serverTLS)
 	n.peerSrv.ErrorLog = stdlog.New(log.With().Str("component", "net/http").Str("listener", "peer").Logger(), "", 0)
 	go func() {
@@ -724,18 +736,3 @@ func (n *clusterNode) change(ctx context.Context, typ pb.ConfChangeType, id uint
 }
 
 // peerTLS loads --peer-tls-*: the peer port's server and client
-// configurations (nil, nil without them).
-func peerTLS(cfg Config) (server, client *tls.Config, err error) {
-	if cfg.PeerTLSCertFile == "" {
-		return nil, nil, nil
-	}
-	pair, err := tls.LoadX509KeyPair(cfg.PeerTLSCertFile, cfg.PeerTLSKeyFile)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: peer tls key pair %s, %s: %w", ErrInvalidConfig, cfg.PeerTLSCertFile, cfg.PeerTLSKeyFile, err)
-	}
-	pool, err := loadCAPool("peer tls ca file", cfg.PeerTLSCAFile)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	return peer.ServerTLS(pair, pool), peer.ClientTLS(pair, pool), nil
-}

@@ -66,7 +66,8 @@ type Config struct {
 	ClusterSecret string `name:"cluster-secret" help:"Shared secret every request to the peer port must carry (the peer port is cleartext HTTP/2: keep it on a private network); prefer the environment variable." env:"MQGATE_CLUSTER_SECRET"`
 	// PeerTLSCertFile, PeerTLSKeyFile and PeerTLSCAFile turn on mutual
 	// TLS on the peer port (peer.ServerTLS): every replica presents a
-	// key pair the CA signed and accepts only peers that do.
+	// key pair the CA signed and accepts only peers that do; re-read when
+	// the files change (openPeerTLS).
 	PeerTLSCertFile string `name:"peer-tls-cert-file" help:"PEM certificate of this replica on the peer port (mutual TLS, with --peer-tls-key-file and --peer-tls-ca-file): signed by the cluster's CA, for server and client authentication, naming this replica's peer host." env:"MQGATE_PEER_TLS_CERT_FILE" type:"existingfile"`
 	PeerTLSKeyFile  string `name:"peer-tls-key-file" help:"PEM private key of --peer-tls-cert-file." env:"MQGATE_PEER_TLS_KEY_FILE" type:"existingfile"`
 	PeerTLSCAFile   string `name:"peer-tls-ca-file" help:"PEM bundle of the CA that signs every replica's peer certificate; peers without such a certificate are refused." env:"MQGATE_PEER_TLS_CA_FILE" type:"existingfile"`

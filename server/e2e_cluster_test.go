@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -574,4 +575,88 @@ func TestClusterPeerTLS(t *testing.T) {
 	half := c.nodes[f].Cfg
 	half.PeerTLSCAFile = ""
 	require.ErrorContains(t, half.Validate(), "go together")
+}
+
+// TestClusterPeerTLSRotation: the peer port's key pairs and CA bundle are
+// re-read when their files change, without a restart: the cluster moves
+// from one CA to another (the bundle holds both, every replica gets a
+// certificate of the new CA, the bundle drops the old one). Afterwards
+// each peer port serves its new certificate and refuses the old CA's,
+// and a replica restarted then (so every connection to it is new, and it
+// trusts the new CA only) is replicated to: the others dial it with their
+// rotated certificates.
+func TestClusterPeerTLSRotation(t *testing.T) {
+	t.Parallel()
+	oldCA, newCA := newTestCA(t, "old cluster CA"), newTestCA(t, "new cluster CA")
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.crt")
+	writeFile(t, caFile, oldCA.pemCrt)
+	node := 0
+	c := startCluster(t, func(cfg *server.Config) {
+		node++
+		cfg.PeerTLSCertFile, cfg.PeerTLSKeyFile = oldCA.issuePeer(t, dir, fmt.Sprintf("replica-%d", node))
+		cfg.PeerTLSCAFile = caFile
+		cfg.TLSReloadInterval = 10 * time.Millisecond
+	})
+	lead := c.leader(t, nil)
+	send := func(via int, body string) string {
+		var res api.SendResponse
+		servertest.Decode(t, c.do(t, via, http.MethodPost, "/v1/topics/orders/messages", "application/json", []byte(`{"body":"`+body+`"}`), nil), http.StatusOK, &res)
+		return res.Results[0].MessageID
+	}
+	send((lead+1)%3, "before")
+
+	writeFile(t, caFile, append(append([]byte{}, oldCA.pemCrt...), newCA.pemCrt...))
+	for i := range c.nodes {
+		newCA.issuePeer(t, dir, fmt.Sprintf("replica-%d", i+1)) // over the files the replica reads
+	}
+	time.Sleep(50 * time.Millisecond)
+	send((lead+1)%3, "during")
+	writeFile(t, caFile, newCA.pemCrt)
+	time.Sleep(50 * time.Millisecond)
+
+	oldClient, newClient := oldCA.issue(t, "old", true), newCA.issue(t, "new", true)
+	dial := func(i int, cert tls.Certificate) (*tls.Conn, error) {
+		return tls.Dial("tcp", c.peers[i], &tls.Config{RootCAs: newCA.pool(), Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"}})
+	}
+	for i := range c.nodes {
+		require.Eventually(t, func() bool {
+			conn, err := dial(i, newClient.pair)
+			if err != nil {
+				return false
+			}
+			defer conn.Close()
+			return conn.ConnectionState().PeerCertificates[0].Issuer.CommonName == "new cluster CA"
+		}, 10*time.Second, 20*time.Millisecond, "replica %d serves its new certificate", i+1)
+		require.Eventually(t, func() bool {
+			conn, err := dial(i, oldClient.pair)
+			if err != nil {
+				return true
+			}
+			defer conn.Close()
+			// TLS 1.3: the server's refusal of a client certificate comes with
+			// the first read.
+			_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+			_, err = conn.Read(make([]byte, 1))
+			return err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
+		}, 10*time.Second, 20*time.Millisecond, "replica %d refuses the old CA's certificates", i+1)
+	}
+
+	f := (lead + 2) % 3
+	cfg := c.nodes[f].Cfg
+	c.nodes[f].Close(t)
+	c.nodes[f] = openE2E(t, cfg)
+	lead = c.leader(t, nil)
+	id := send(lead, "after")
+	require.Eventually(t, func() bool {
+		v := c.view(t, lead, nil)
+		for _, p := range v.Peers {
+			if p.ID == uint64(f+1) {
+				return p.MatchIndex >= v.CommitIndex
+			}
+		}
+		return false
+	}, 20*time.Second, 20*time.Millisecond, "the restarted replica is replicated to over the rotated certificates")
+	got := c.do(t, f, http.MethodGet, "/v1/messages/"+id, "", nil, nil)
+	require.Equal(t, http.StatusOK, got.Status, got.String())
 }

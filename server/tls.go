@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/mqgate/mqgate/server/peer"
 )
 
 // TLS, when --tls-cert-file and --tls-key-file are given:
@@ -44,6 +46,13 @@ type tlsFiles struct {
 	certFile, keyFile, caFile string
 	interval                  time.Duration
 	log                       zerolog.Logger
+	// what names the files in errors ("tls", "peer tls"); build makes a
+	// handshake configuration of a key pair and the CA pool (nil without
+	// caFile): clientTLSConfig unless set. certs, when set, gets every
+	// version put in force (the peer port's, package peer).
+	what  string
+	build func(tls.Certificate, *x509.CertPool) *tls.Config
+	certs *peer.Certs
 
 	// current is the configuration handshakes get.
 	current atomic.Pointer[tls.Config]
@@ -88,18 +97,54 @@ func openTLS(cfg Config, log zerolog.Logger) (*tlsFiles, error) {
 		caFile:   cfg.TLSClientCAFile,
 		interval: cfg.TLSReloadInterval,
 		log:      log.With().Str("component", "tls").Logger(),
+		what:     "tls",
 	}
+	if err := f.open(); err != nil {
+		return nil, err
+	}
+	f.log.Info().Str("cert_file", f.certFile).Str("client_ca_file", f.caFile).Time("not_after", f.notAfter).
+		Msg("TLS on: serving https")
+	return f, nil
+}
+
+// open loads the files and puts them in force.
+func (f *tlsFiles) open() error {
 	if f.interval <= 0 {
 		f.interval = tlsReloadInterval
 	}
 	stamps := f.stat()
-	conf, notAfter, err := f.load()
+	v, err := f.load()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	f.install(conf, notAfter, stamps, time.Now())
-	f.log.Info().Str("cert_file", f.certFile).Str("client_ca_file", f.caFile).Time("not_after", notAfter).
-		Msg("TLS on: serving https")
+	f.install(v, stamps, time.Now())
+	return nil
+}
+
+// openPeerTLS loads the peer port's key pair and CA bundle of cfg (nil
+// without --peer-tls-*), re-read when the files change as --tls-* are:
+// the peer listener's handshakes and the dials to the peers (package
+// peer's Certs) use the version in force.
+func openPeerTLS(cfg Config, log zerolog.Logger) (*tlsFiles, error) {
+	if cfg.PeerTLSCertFile == "" {
+		return nil, nil
+	}
+	f := &tlsFiles{
+		certFile: cfg.PeerTLSCertFile,
+		keyFile:  cfg.PeerTLSKeyFile,
+		caFile:   cfg.PeerTLSCAFile,
+		interval: cfg.TLSReloadInterval,
+		log:      log.With().Str("component", "peer-tls").Logger(),
+		what:     "peer tls",
+		build:    peer.ServerTLS,
+		certs:    &peer.Certs{},
+	}
+	f.certs.OnHandshake(func() { f.maybeReload(time.Now()) })
+	if err := f.open(); err != nil {
+		return nil, err
+	}
+	f.log.Info().Str("cert_file", f.certFile).Str("ca_file", f.caFile).Time("not_after", f.notAfter).
+		Msg("mutual TLS on the peer port")
 	return f, nil
 }
 
@@ -131,38 +176,61 @@ func (f *tlsFiles) stat() [3]tlsStamp {
 }
 
 // load reads the files into a handshake configuration.
-func (f *tlsFiles) load() (*tls.Config, time.Time, error) {
+func (f *tlsFiles) load() (tlsVersion, error) {
 	pair, err := tls.LoadX509KeyPair(f.certFile, f.keyFile)
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("tls key pair %s, %s: %w", f.certFile, f.keyFile, err)
+		return tlsVersion{}, fmt.Errorf("%s key pair %s, %s: %w", f.what, f.certFile, f.keyFile, err)
 	}
 	if info, err := os.Stat(f.keyFile); err == nil && info.Mode().Perm()&0o077 != 0 {
 		f.log.Warn().Str("key_file", f.keyFile).Str("mode", info.Mode().Perm().String()).
 			Msg("the TLS private key file may be read by group or others: chmod 600 it")
 	}
+	var pool *x509.CertPool
+	if f.caFile != "" {
+		if pool, err = loadCAPool(f.what+" ca file", f.caFile); err != nil {
+			return tlsVersion{}, err
+		}
+	}
+	build := f.build
+	if build == nil {
+		build = clientTLSConfig
+	}
+	return tlsVersion{conf: build(pair, pool), pair: pair, pool: pool, notAfter: pair.Leaf.NotAfter}, nil
+}
+
+// tlsVersion is one version of the files, loaded.
+type tlsVersion struct {
+	conf     *tls.Config
+	pair     tls.Certificate
+	pool     *x509.CertPool
+	notAfter time.Time
+}
+
+// clientTLSConfig is the configuration of --listen's (and the admin and
+// SQS addresses') handshakes: pair, and with a client CA pool,
+// certificates of that CA requested (not required: Basic and bearer
+// clients work as before; one that presents a certificate must present
+// a valid one, for client authentication).
+func clientTLSConfig(pair tls.Certificate, pool *x509.CertPool) *tls.Config {
 	conf := &tls.Config{
 		MinVersion:   tls.VersionTLS12,
 		NextProtos:   []string{"http/1.1"},
 		Certificates: []tls.Certificate{pair},
 	}
-	if f.caFile != "" {
-		pool, err := loadCAPool("tls client ca file", f.caFile)
-		if err != nil {
-			return nil, time.Time{}, err
-		}
+	if pool != nil {
 		conf.ClientCAs = pool
-		// Requested, not required: clients without a certificate sign in
-		// with Basic or a bearer token. One that presents a certificate
-		// must present a valid one (for client authentication).
 		conf.ClientAuth = tls.VerifyClientCertIfGiven
 	}
-	return conf, pair.Leaf.NotAfter, nil
+	return conf
 }
 
-// install puts conf in force.
-func (f *tlsFiles) install(conf *tls.Config, notAfter time.Time, stamps [3]tlsStamp, now time.Time) {
-	f.current.Store(conf)
-	f.stamps, f.loadedAt, f.notAfter, f.lastErr, f.checked = stamps, now, notAfter, nil, now
+// install puts v in force.
+func (f *tlsFiles) install(v tlsVersion, stamps [3]tlsStamp, now time.Time) {
+	f.current.Store(v.conf)
+	if f.certs != nil {
+		f.certs.Set(v.pair, v.pool)
+	}
+	f.stamps, f.loadedAt, f.notAfter, f.lastErr, f.checked = stamps, now, v.notAfter, nil, now
 }
 
 // maybeReload re-reads the files when their stat changed, at most once
@@ -182,7 +250,7 @@ func (f *tlsFiles) maybeReload(now time.Time) {
 	if !changed {
 		return
 	}
-	conf, notAfter, err := f.load()
+	v, err := f.load()
 	if err != nil {
 		if f.lastErr == nil || f.lastErr.Error() != err.Error() {
 			f.log.Error().Err(err).Time("in_force_since", f.loadedAt).
@@ -191,8 +259,8 @@ func (f *tlsFiles) maybeReload(now time.Time) {
 		f.lastErr = err
 		return
 	}
-	f.install(conf, notAfter, stamps, now)
-	f.log.Info().Time("not_after", notAfter).Msg("TLS key pair reloaded")
+	f.install(v, stamps, now)
+	f.log.Info().Time("not_after", v.notAfter).Msg("TLS key pair reloaded")
 }
 
 // degraded says why the newest files are not in force, or that the

@@ -116,7 +116,12 @@
 // speaks mutual TLS 1.3 with HTTP/2: every replica presents a certificate
 // the cluster's CA signed and refuses a peer that does not, so only
 // holders of such a key pair can step messages into a replica, and the
-// secret, when set as well, travels encrypted.
+// secret, when set as well, travels encrypted. A Certs holds the key pair
+// and CA pool in force and can be replaced while the port serves (the
+// server re-reads the files when they change): the peer listener's
+// handshakes (Certs.ServerTLS) and the dials of a Transport or
+// ClientCerts (Options.Certs) look them up each time, so new connections
+// use a rotated certificate or bundle and open ones keep theirs.
 //
 // Client's requests carry the same header, replacing an Authorization
 // header the request had: a server that forwards a client's request to

@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
@@ -92,18 +93,24 @@ func Scheme(tlsConf *tls.Config) string {
 }
 
 // newTransport speaks HTTP/2 only, without TLS (prior knowledge) or,
-// with tlsConf (ClientTLS), over TLS: one long-lived connection per peer
-// carries every request, multiplexed.
-func newTransport(tlsConf *tls.Config) *http.Transport {
+// with tlsConf (ClientTLS) or certs (the pair and pool in force at each
+// dial), over TLS: one long-lived connection per peer carries every
+// request, multiplexed.
+func newTransport(tlsConf *tls.Config, certs *Certs) *http.Transport {
 	var p http.Protocols
-	if tlsConf != nil {
+	if tlsConf != nil || certs != nil {
 		p.SetHTTP2(true)
 	} else {
 		p.SetUnencryptedHTTP2(true)
 	}
 	d := &net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}
+	var dialTLS func(context.Context, string, string) (net.Conn, error)
+	if certs != nil {
+		dialTLS = certs.dialTLS(d)
+	}
 	return &http.Transport{
 		Protocols:           &p,
+		DialTLSContext:      dialTLS,
 		DialContext:         d.DialContext,
 		TLSClientConfig:     tlsConf,
 		TLSHandshakeTimeout: 3 * time.Second,
@@ -127,7 +134,13 @@ func newTransport(tlsConf *tls.Config) *http.Transport {
 // forward requests to the leader's peer address. Its connections stay
 // open until CloseIdleConnections.
 func Client(secret string, tlsConf *tls.Config) *http.Client {
-	return &http.Client{Transport: bearer{secret: secret, next: newTransport(tlsConf)}}
+	return &http.Client{Transport: bearer{secret: secret, next: newTransport(tlsConf, nil)}}
+}
+
+// ClientCerts is Client over TLS with the key pair and CA pool certs
+// holds at each dial ("https://host:port" URLs).
+func ClientCerts(secret string, certs *Certs) *http.Client {
+	return &http.Client{Transport: bearer{secret: secret, next: newTransport(nil, certs)}}
 }
 
 // bearer adds the peer secret to each request.

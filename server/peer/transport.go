@@ -64,6 +64,9 @@ type Options struct {
 	// TLS, when set (ClientTLS), makes the peers' URLs https and the
 	// transport the Transport makes speak TLS.
 	TLS *tls.Config
+	// Certs, when set, is TLS with the key pair and CA pool it holds at
+	// each dial (a rotation reaches the connections opened after it).
+	Certs *Certs
 	// Client sends the requests (nil: Client(Secret, TLS)'s transport,
 	// owned and closed by the Transport). A Client given here must speak
 	// HTTP/2 to the peers (over TLS when TLS is set) and add the secret
@@ -141,7 +144,7 @@ func NewTransport(opts Options) (*Transport, error) {
 	}
 	t := &Transport{opts: opts, client: opts.Client, peers: map[uint64]*peer{}}
 	if t.client == nil {
-		t.owned = newTransport(opts.TLS)
+		t.owned = newTransport(opts.TLS, opts.Certs)
 		t.client = &http.Client{Transport: bearer{secret: opts.Secret, next: t.owned}}
 	}
 	t.opts.Logger = t.opts.Logger.With().Str("component", "peer").Uint64("node", opts.ID).Logger()
@@ -265,12 +268,20 @@ func (t *Transport) Close() error {
 	return nil
 }
 
+// scheme is the peers' URL scheme.
+func (t *Transport) scheme() string {
+	if t.opts.Certs != nil {
+		return "https"
+	}
+	return Scheme(t.opts.TLS)
+}
+
 // startPeer makes a peer and starts its goroutine (t.mu held).
 func (t *Transport) startPeer(id uint64, addr string) *peer {
 	ctx, cancel := context.WithCancel(context.Background())
 	log := t.opts.Logger.With().Uint64("peer", id).Str("addr", addr).Logger()
 	p := &peer{
-		t: t, id: id, addr: addr, url: Scheme(t.opts.TLS) + "://" + addr + MessagesPath,
+		t: t, id: id, addr: addr, url: t.scheme() + "://" + addr + MessagesPath,
 		queue:  make(chan *pb.Message, t.opts.QueueMessages),
 		cancel: cancel, done: make(chan struct{}),
 		log: log.Sample(&zerolog.BurstSampler{Burst: 1, Period: 5 * time.Second}),
