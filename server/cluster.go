@@ -735,4 +735,3 @@ func (n *clusterNode) change(ctx context.Context, typ pb.ConfChangeType, id uint
 	return n.view(ctx)
 }
 
-// peerTLS loads --peer-tls-*: the peer port's server and client

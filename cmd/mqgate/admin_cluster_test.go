@@ -276,6 +276,7 @@ func TestCLIReplicaRebuild(t *testing.T) {
 	require.Contains(t, r.stderr, fmt.Sprintf("removed voter %d", f))
 	require.Contains(t, r.stderr, fmt.Sprintf("added %d as a learner", f))
 	_, replicas := clusterParts(t, r.stdout)
+	require.Len(t, replicas, 3, "the view the rebuild prints holds the learner it added:\n%s", r.stdout)
 	require.Equal(t, "learner", replicas[f-1]["ROLE"])
 	aside, err := filepath.Glob(fcfg.DataDir + ".damaged-*")
 	require.NoError(t, err)

@@ -93,7 +93,20 @@ func TestReplaceAReplica(t *testing.T) {
 			}
 			cctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
-			return l.ChangeConf(cctx, &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: typ.Enum(), NodeId: &id}}}) == nil
+			if l.ChangeConf(cctx, &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: typ.Enum(), NodeId: &id}}}) != nil {
+				return false
+			}
+			// ChangeConf returns once Status shows the change.
+			st := l.Status()
+			switch typ {
+			case pb.ConfChangeAddLearnerNode:
+				require.Contains(t, st.Learners, id)
+			case pb.ConfChangeAddNode:
+				require.Contains(t, st.Voters, id)
+			case pb.ConfChangeRemoveNode:
+				require.NotContains(t, append(st.Voters, st.Learners...), id)
+			}
+			return true
 		}, 10*time.Second, 5*time.Millisecond)
 	}
 	change(pb.ConfChangeAddLearnerNode, 4)

@@ -57,10 +57,12 @@ type node struct {
 	conf     *pb.ConfState
 	// onConf is called with each configuration change applied (the
 	// transport learns addresses from it); confWaits are the callers
-	// waiting for a change, by its encoded bytes.
-	onConf    func(*pb.ConfChangeV2)
-	confWaits map[string][]chan struct{}
-	failed    error // a persist error: the node stops taking work
+	// waiting for a change, by its encoded bytes; confApplied those whose
+	// change is applied, answered at the next publish.
+	onConf      func(*pb.ConfChangeV2)
+	confWaits   map[string][]chan struct{}
+	confApplied []chan struct{}
+	failed      error // a persist error: the node stops taking work
 	// persisting: a Ready is being persisted beside propose (pipelined);
 	// cutAt (≥ 0) is where the frames of a proposal refused meanwhile
 	// start, cut once the persist is done.
@@ -514,9 +516,9 @@ func (n *node) apply(e *pb.Entry) error {
 		if n.onConf != nil {
 			n.onConf(&cc)
 		}
-		for _, w := range n.confWaits[string(e.GetData())] {
-			close(w)
-		}
+		// Answered once Status shows the change (Shard.publish): a caller
+		// that reads Status after ChangeConf sees the configuration it made.
+		n.confApplied = append(n.confApplied, n.confWaits[string(e.GetData())]...)
 		delete(n.confWaits, string(e.GetData()))
 	}
 	if p, ok := n.placed[e.GetIndex()]; ok {

@@ -519,6 +519,10 @@ func (s *Shard) publish() {
 	changed := s.status.Gen != st.Gen
 	s.status = st
 	s.statusMu.Unlock()
+	for _, w := range s.node.confApplied {
+		close(w)
+	}
+	s.node.confApplied = nil
 	if changed {
 		select {
 		case s.rolec <- struct{}{}:
