@@ -734,4 +734,3 @@ func (n *clusterNode) change(ctx context.Context, typ pb.ConfChangeType, id uint
 	n.log.Info().Stringer("change", typ).Uint64("replica", id).Str("address", address).Msg("membership changed")
 	return n.view(ctx)
 }
-
