@@ -508,6 +508,10 @@ var FlushBuckets = commitlog.FlushBuckets
 // FlushRecordBuckets are the upper bounds of Stats.FlushRecordCounts.
 var FlushRecordBuckets = commitlog.FlushRecordBuckets
 
+// MinPhysicalOffset is the CommitLog offset of the oldest byte it holds
+// (what retention left).
+func (s *Store) MinPhysicalOffset() int64 { return s.commitLog.MinOffset() }
+
 // Stats reports the store's extent.
 func (s *Store) Stats() Stats {
 	segs := s.commitLog.Segments()

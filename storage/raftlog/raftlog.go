@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 	"go.etcd.io/raft/v3"
@@ -81,6 +82,9 @@ type Storage struct {
 	fs    vfs.FS
 	dir   string // <data>/raft
 	log   zerolog.Logger
+	// behindLogged is when Snapshot last warned of a replica it cannot
+	// bring past a retention cut (once a minute at most).
+	behindLogged time.Time
 
 	mu    sync.Mutex
 	meta  meta
@@ -545,10 +549,30 @@ func (s *Storage) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 // (DecodeSnapshotData). The messages themselves are the log: a replica
 // that needs a snapshot first gets the CommitLog up to that offset by
 // frame streams.
+//
+// Raft asks for it only to send it to a replica that needs entries the
+// log no longer holds. When no snapshot can bring such a replica past
+// them — none was taken (index 0), or retention deleted the CommitLog
+// from the offset it names on — Snapshot answers
+// raft.ErrSnapshotTemporarilyUnavailable: raft then leaves that replica
+// behind and asks again later (an empty snapshot would make it panic, and
+// take the leader down with it). Snapshots that outlive retention cuts
+// are not here yet: such a replica cannot catch up, and says so in the
+// leader's log.
 func (s *Storage) Snapshot() (*pb.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.snapshotLocked(), nil
+	snap := s.snapshotLocked()
+	if snap.GetMetadata().GetIndex() == 0 || s.meta.snap.offset < s.store.MinPhysicalOffset() {
+		if now := time.Now(); now.Sub(s.behindLogged) >= time.Minute {
+			s.behindLogged = now
+			s.log.Warn().Uint64("snapshot_index", snap.GetMetadata().GetIndex()).Int64("snapshot_offset", s.meta.snap.offset).
+				Int64("commitlog_min", s.store.MinPhysicalOffset()).
+				Msg("a replica needs Raft entries that retention deleted; it cannot catch up (snapshots past a retention cut are not supported yet)")
+		}
+		return nil, raft.ErrSnapshotTemporarilyUnavailable
+	}
+	return snap, nil
 }
 
 func (s *Storage) snapshotLocked() *pb.Snapshot {

@@ -114,6 +114,9 @@
 // AsyncStorageWrites (the leader already sends its appends before its
 // own flush); snapshots and log compaction (no leader sends a snapshot,
 // since nothing compacts: a replica that falls behind a retention cut
-// cannot catch up); refusing to vote after damage below the commit point
+// cannot catch up — raftlog's Snapshot answers
+// ErrSnapshotTemporarilyUnavailable, so raft leaves it behind instead of
+// panicking on an empty snapshot, and the leader logs a warning once a
+// minute; TestFollowerBehindRetention); refusing to vote after damage below the commit point
 // (raftlog refuses to open instead).
 package shard
