@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/txn"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
@@ -391,7 +392,7 @@ func (b *Broker) GetMessage(ctx context.Context, id string) (ReceivedMessage, er
 	}
 	if m.Topic == txnHalfTopic {
 		// A transaction's id: its committed message, once committed.
-		m, err = b.store.FindByUniqKey(m.Property(message.PropertyRealTopic), txnKey(txnIDOf(m)))
+		m, err = b.store.FindByUniqKey(m.Property(message.PropertyRealTopic), txn.Key(txn.IDOf(m)))
 		if err != nil {
 			return ReceivedMessage{}, fmt.Errorf("%w: %s (a transaction not committed)", ErrMessageNotFound, id)
 		}

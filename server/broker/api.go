@@ -8,6 +8,8 @@ package broker
 
 import (
 	"time"
+
+	"github.com/mqgate/mqgate/server/broker/txn"
 )
 
 // SendMessage is one message handed to Broker.Send.
@@ -526,20 +528,20 @@ type DelayLevelStatus struct {
 // Transaction states.
 const (
 	TxnPending    = "pending"
-	TxnCommitted  = "committed"
-	TxnRolledBack = "rolled-back"
+	TxnCommitted  = txn.Committed
+	TxnRolledBack = txn.RolledBack
 )
 
 // Why a transaction was rolled back.
 const (
 	// TxnReasonProducer: the producer (or an operator) asked for it.
-	TxnReasonProducer = "producer"
+	TxnReasonProducer = txn.ReasonProducer
 	// TxnReasonMaxChecks: every check was handed out and none answered.
-	TxnReasonMaxChecks = "max-checks"
+	TxnReasonMaxChecks = txn.ReasonMaxChecks
 	// TxnReasonTopicDeleted: its topic was deleted before the commit.
-	TxnReasonTopicDeleted = "topic-deleted"
+	TxnReasonTopicDeleted = txn.ReasonTopicDeleted
 	// TxnReasonLost: its half message was lost (a damaged CommitLog).
-	TxnReasonLost = "lost"
+	TxnReasonLost = txn.ReasonLost
 )
 
 // Transaction is one transactional (half) message and how it stands.

@@ -221,8 +221,8 @@ type Broker struct {
 	metrics   counters
 	dlqStatus dlqStatuses
 	timers    timerSet
-	txns      txnSet // unresolved transactions (txnstate.go)
-	ladder    ladder // undelivered schedule entries, for progress (ladder.go)
+	txns      txnState // unresolved transactions (txnstate.go, package txn)
+	ladder    ladder   // undelivered schedule entries, for progress (ladder.go)
 	// carriedBelow: dead letters below this CommitLog offset have been
 	// carried forward (their originals are about to be deleted).
 	carriedBelow atomic.Int64

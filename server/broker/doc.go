@@ -74,7 +74,8 @@
 //	rmq_sys_TIMER_STATUS  timer settlements. Body: a JSON array of
 //	                      {"id","status","at","seq","topic"}, status delivered
 //	                      or cancelled.
-//	rmq_sys_TRANS_HALF    half messages of unresolved transactions (txn.go),
+//	rmq_sys_TRANS_HALF    half messages of unresolved transactions (txn.go;
+//	                      the records' codecs and their apply: package txn),
 //	                      RocketMQ's RMQ_SYS_TRANS_HALF_TOPIC. Queue 0. A
 //	                      record is the message itself with its destination
 //	                      in REAL_TOPIC / REAL_QID, its producer group in
@@ -203,14 +204,15 @@
 //	                          an error: outstanding receipts become invalid.
 //	receipt.key               written by versions before the keyring: adopted as
 //	                          key 1 at the first start after an upgrade.
-//	transactions.snapshot     the unresolved transactions (JSON: version, the
-//	                          queue offsets and last records of rmq_sys_TRANS_HALF
-//	                          and rmq_sys_TRANS_OP it covers, and per transaction
-//	                          its id, latest half record, topic, queue, producer
-//	                          group, checkAfterMs, send time, checks and next
-//	                          check); retention keeps the records from its
-//	                          position on. Missing, damaged or not matching the
-//	                          queues, the state is rebuilt from them.
+//	transactions.snapshot     the unresolved transactions (package txn; JSON:
+//	                          version, the queue offsets and last records of
+//	                          rmq_sys_TRANS_HALF and rmq_sys_TRANS_OP it covers,
+//	                          and per transaction its id, latest half record,
+//	                          topic, queue, producer group, checkAfterMs, send
+//	                          time, checks and next check); retention keeps the
+//	                          records from its position on. Missing, damaged or
+//	                          not matching the queues, the state is rebuilt
+//	                          from them.
 //
 // The timer index (<data>/timers, package timerindex) is derived state:
 // rebuilt from rmq_sys_TIMER and rmq_sys_TIMER_STATUS when missing or

@@ -20,8 +20,8 @@ type TxnRecovery = txnRecovery
 
 // TxnRecovered reports how the transaction state was opened.
 func (b *Broker) TxnRecovered() TxnRecovery {
-	b.txns.mu.Lock()
-	defer b.txns.mu.Unlock()
+	b.txns.Lock()
+	defer b.txns.Unlock()
 	return b.txns.recovered
 }
 

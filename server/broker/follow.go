@@ -113,9 +113,9 @@ func (b *Broker) applyLogLocked(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.txns.mu.Lock()
+	b.txns.Lock()
 	err = b.followTxns()
-	b.txns.mu.Unlock()
+	b.txns.Unlock()
 	return err
 }
 

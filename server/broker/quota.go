@@ -30,7 +30,7 @@ type Quotas struct {
 	MaxPendingTimers int
 	// MaxTransactionsPerProducerGroup bounds one producer group's
 	// unresolved transactions, MaxPendingTransactions all of them (each
-	// is held in memory until it ends; txnstate.go).
+	// is held in memory until it ends: package txn's State).
 	MaxTransactionsPerProducerGroup int
 	MaxPendingTransactions          int
 	// MaxInstancesPerGroup bounds the consumer instances (client ids) a

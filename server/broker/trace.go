@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/server/broker/trace"
+	"github.com/mqgate/mqgate/server/broker/txn"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/schedule"
@@ -208,7 +209,7 @@ func (b *Broker) traceTarget(mid message.ID) (*message.Message, error) {
 			keys = append(keys, [2]string{topic, "dlq:" + id})
 		}
 	}
-	keys = append(keys, [2]string{timerTopic, timerKey(id)}, [2]string{txnHalfTopic, txnKey(id)})
+	keys = append(keys, [2]string{timerTopic, timerKey(id)}, [2]string{txnHalfTopic, txn.Key(id)})
 	for _, k := range keys {
 		c, err := b.store.FindByUniqKey(k[0], k[1])
 		if err == nil {
@@ -298,13 +299,13 @@ func (b *Broker) lifeFromRoot(life *traceLife, r *message.Message) error {
 	uniq := r.Property(message.PropertyUniqKey)
 	switch {
 	case r.Topic == txnHalfTopic:
-		life.txnID = txnIDOf(r)
+		life.txnID = txn.IDOf(r)
 		life.parked, life.origin = r, life.txnID
-		life.first, err = b.findUniq(r.Property(message.PropertyRealTopic), txnKey(life.txnID))
+		life.first, err = b.findUniq(r.Property(message.PropertyRealTopic), txn.Key(life.txnID))
 	case r.Property(propTxnID) != "":
 		life.txnID = r.Property(propTxnID)
 		life.first, life.origin = r, life.txnID
-		life.parked, err = b.findUniq(txnHalfTopic, txnKey(life.txnID))
+		life.parked, err = b.findUniq(txnHalfTopic, txn.Key(life.txnID))
 		if err == nil && life.parked == nil {
 			if tid, perr := message.ParseID(life.txnID); perr == nil {
 				if h, lerr := b.store.LookupID(tid); lerr == nil && h.Topic == txnHalfTopic {
@@ -411,12 +412,12 @@ func (b *Broker) lifeItems(life traceLife) ([]trace.Item, bool, error) {
 		}
 	}
 	if life.txnID != "" {
-		op, err := b.findUniq(txnOpTopic, txnKey(life.txnID))
+		op, err := b.findUniq(txnOpTopic, txn.Key(life.txnID))
 		if err != nil {
 			return nil, false, err
 		}
 		if op != nil {
-			if rec, derr := decodeTxnOp(op.Body); derr == nil && rec.State != txnChecked {
+			if rec, derr := txn.DecodeOp(op.Body); derr == nil && rec.State != txn.Checked {
 				it := trace.Item{Kind: trace.Committed, At: rec.At.UnixMilli(), Copy: -1, MessageID: life.txnID, RelatedID: life.txnID}
 				if rec.State == TxnRolledBack {
 					it.Kind, it.Text = trace.RolledBack, rec.Reason

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/txn"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 )
@@ -29,15 +30,16 @@ import (
 // transaction is found by id through the store's key index: that is how a
 // repeated commit or rollback learns how a finished transaction ended.
 //
-// The unresolved transactions are held in memory (txnstate.go), bounded
-// by the quotas on them: derived from the two queues as the timer index
-// is (every half record is a birth or a copy, every op record a change),
-// snapshotted to <data>/config/transactions.snapshot with the queue
-// positions it covers, and rebuilt from the queues when the snapshot is
-// missing or does not match them. Retention keeps the records the
-// snapshot does not cover, and carries unresolved half messages past
-// itself (a copy naming the transaction, with its check count and next
-// check), so an unresolved transaction is never lost to retention.
+// The unresolved transactions are held in memory (package txn's State,
+// followed in txnstate.go), bounded by the quotas on them: derived from
+// the two queues as the timer index is (every half record is a birth or a
+// copy, every op record a change), snapshotted to
+// <data>/config/transactions.snapshot with the queue positions it covers,
+// and rebuilt from the queues when the snapshot is missing or does not
+// match them. Retention keeps the records the snapshot does not cover, and
+// carries unresolved half messages past itself (a copy naming the
+// transaction, with its check count and next check), so an unresolved
+// transaction is never lost to retention.
 //
 // Checks: a transaction's first check falls due CheckAfterMs after the
 // send, each later one max(CheckAfterMs, TransactionCheckInterval) after
@@ -46,35 +48,26 @@ import (
 // TransactionMaxChecks times and is due again is rolled back by the
 // transaction loop (reason max-checks) and counted.
 
+// The family's topics and half-message properties (package txn).
 const (
-	txnHalfTopic = systemPrefix + "TRANS_HALF"
-	txnOpTopic   = systemPrefix + "TRANS_OP"
+	txnHalfTopic = txn.HalfTopic
+	txnOpTopic   = txn.OpTopic
 
-	// propTxnID names the transaction a half-message copy or a committed
-	// message belongs to.
-	propTxnID = "TRAN_ID"
-	// propTxnGroup is a half message's producer group.
-	propTxnGroup = "TRAN_PGROUP"
-	// propTxnCheckAfter is a half message's checkAfterMs.
-	propTxnCheckAfter = "TRAN_CHECK_AFTER_MS"
-	// propTxnChecks and propTxnNextCheck, on a copy carried past
-	// retention, are the checks handed out so far and the next due time
-	// (unix ms).
-	propTxnChecks    = "TRAN_CHECK_TIMES"
-	propTxnNextCheck = "TRAN_NEXT_CHECK_MS"
-
-	// txnChecked is the op state of a check handed out.
-	txnChecked = "checked"
+	propTxnID         = txn.PropID
+	propTxnGroup      = txn.PropGroup
+	propTxnCheckAfter = txn.PropCheckAfter
+	propTxnChecks     = txn.PropChecks
+	propTxnNextCheck  = txn.PropNextCheck
 )
 
 // Transaction limits and defaults.
 const (
 	// DefaultCheckAfter is a transactional send's checkAfterMs when it
 	// gives none (RocketMQ's transactionTimeOut).
-	DefaultCheckAfter = 6 * time.Second
+	DefaultCheckAfter = txn.DefaultCheckAfter
 	// MinCheckAfter and MaxCheckAfter bound checkAfterMs.
-	MinCheckAfter = 100 * time.Millisecond
-	MaxCheckAfter = 24 * time.Hour
+	MinCheckAfter = txn.MinCheckAfter
+	MaxCheckAfter = txn.MaxCheckAfter
 	// DefaultTransactionMaxChecks is Options.TransactionMaxChecks when
 	// zero (RocketMQ's transactionCheckMax).
 	DefaultTransactionMaxChecks = 15
@@ -89,17 +82,11 @@ const (
 	MaxTransactionCheckWait = 30 * time.Second
 )
 
-// txnKey is the UNIQ_KEY of a transaction's op records, carried copies
-// and committed message.
-func txnKey(id string) string { return "txn:" + id }
-
-// txnIDOf is the transaction a half record (or a committed message)
-// belongs to.
-func txnIDOf(m *message.Message) string {
-	if id := m.Property(propTxnID); id != "" {
-		return id
-	}
-	return message.NewID(m.StoreHost, m.PhysicalOffset).String()
+// txnView describes pending transaction t; the caller holds the state's
+// lock or t's op lock.
+func txnView(t *txn.Txn) Transaction {
+	return Transaction{ID: t.ID(), State: TxnPending, ProducerGroup: t.Group(), Topic: t.Topic(), QueueID: t.Queue(), QueueOffset: -1,
+		CheckTimes: t.Checks(), NextCheckAt: t.Next().UTC(), CreatedAt: t.Born().UTC()}
 }
 
 // TransactionFinishedError is ErrTransactionFinished with how the
@@ -159,22 +146,22 @@ func asHalf(m *message.Message, in *SendMessage) {
 
 // committedCopy is the message a commit of t delivers: the half message
 // on its topic and queue, named by the transaction id.
-func committedCopy(half *message.Message, t *txn) *message.Message {
-	out := copyOf(half, t.topic, message.PropertyRealTopic, message.PropertyRealQueueID, propTxnGroup,
+func committedCopy(half *message.Message, t *txn.Txn) *message.Message {
+	out := copyOf(half, t.Topic(), message.PropertyRealTopic, message.PropertyRealQueueID, propTxnGroup,
 		propTxnCheckAfter, propTxnChecks, propTxnNextCheck)
-	out.QueueID = t.queue
-	out.SetProperty(propTxnID, t.id)
-	out.SetProperty(message.PropertyUniqKey, txnKey(t.id))
+	out.QueueID = t.Queue()
+	out.SetProperty(propTxnID, t.ID())
+	out.SetProperty(message.PropertyUniqKey, txn.Key(t.ID()))
 	return out
 }
 
 // halfCopy is a copy of half record m carrying t past retention.
-func halfCopy(m *message.Message, t *txn) *message.Message {
+func halfCopy(m *message.Message, t *txn.Txn) *message.Message {
 	c := copyOf(m, txnHalfTopic)
-	c.SetProperty(propTxnID, t.id)
-	c.SetProperty(message.PropertyUniqKey, txnKey(t.id))
-	c.SetProperty(propTxnChecks, strconv.Itoa(t.checks))
-	c.SetProperty(propTxnNextCheck, strconv.FormatInt(t.next.UnixMilli(), 10))
+	c.SetProperty(propTxnID, t.ID())
+	c.SetProperty(message.PropertyUniqKey, txn.Key(t.ID()))
+	c.SetProperty(propTxnChecks, strconv.Itoa(t.Checks()))
+	c.SetProperty(propTxnNextCheck, strconv.FormatInt(t.Next().UnixMilli(), 10))
 	return c
 }
 
@@ -185,7 +172,7 @@ func dedupResult(m *message.Message) SendResult {
 	switch {
 	case m.Topic == txnHalfTopic:
 		qid, _ := strconv.ParseInt(m.Property(message.PropertyRealQueueID), 10, 32)
-		r = SendResult{MessageID: txnIDOf(m), QueueID: int32(qid), QueueOffset: -1}
+		r = SendResult{MessageID: txn.IDOf(m), QueueID: int32(qid), QueueOffset: -1}
 		r.TransactionID = r.MessageID
 	case m.Property(propTxnID) != "":
 		r.MessageID = m.Property(propTxnID)
@@ -249,7 +236,7 @@ func (b *Broker) endTransaction(ctx context.Context, id string, commit bool) (Tr
 	if t == nil {
 		return b.finishedTxn(ctx, id, commit)
 	}
-	defer t.op.Unlock()
+	defer t.UnlockOp()
 	if commit {
 		return b.commitTxn(t)
 	}
@@ -274,21 +261,21 @@ func (b *Broker) finishedView(ctx context.Context, id string) (Transaction, erro
 	if err := b.awaitDispatch(ctx); err != nil {
 		return Transaction{}, err
 	}
-	m, err := b.store.FindByUniqKey(txnOpTopic, txnKey(id))
+	m, err := b.store.FindByUniqKey(txnOpTopic, txn.Key(id))
 	if errors.Is(err, storage.ErrNotFound) {
 		return Transaction{}, fmt.Errorf("%w: %s (never sent, or finished before retention removed its records)", ErrTransactionNotFound, id)
 	}
 	if err != nil {
 		return Transaction{}, mapStoreErr(err)
 	}
-	rec, err := decodeTxnOp(m.Body)
+	rec, err := txn.DecodeOp(m.Body)
 	if err != nil || rec.ID != id || (rec.State != TxnCommitted && rec.State != TxnRolledBack) {
 		return Transaction{}, fmt.Errorf("%w: %s (its last record does not say how it ended)", ErrTransactionNotFound, id)
 	}
 	v := Transaction{ID: id, State: rec.State, Reason: rec.Reason, ProducerGroup: rec.ProducerGroup, Topic: rec.Topic,
 		QueueID: rec.QueueID, QueueOffset: -1, CheckTimes: rec.CheckTimes, CreatedAt: time.UnixMilli(rec.BornMs).UTC(), FinishedAt: rec.At}
 	if v.State == TxnCommitted {
-		if c, err := b.store.FindByUniqKey(rec.Topic, txnKey(id)); err == nil {
+		if c, err := b.store.FindByUniqKey(rec.Topic, txn.Key(id)); err == nil {
 			v.QueueID, v.QueueOffset = c.QueueID, c.QueueOffset
 		}
 	}
@@ -306,24 +293,24 @@ func (b *Broker) GetTransaction(ctx context.Context, id string) (Transaction, er
 	if err := b.lockTxns(ctx); err != nil {
 		return Transaction{}, err
 	}
-	t := x.pending[id]
+	t := x.Get(id)
 	var v Transaction
 	if t != nil {
-		v = t.view()
+		v = txnView(t)
 	}
-	x.mu.Unlock()
+	x.Unlock()
 	if t != nil {
 		return v, nil
 	}
 	return b.finishedView(ctx, id)
 }
 
-// commitTxn delivers t's message; the caller holds t.op.
-func (b *Broker) commitTxn(t *txn) (Transaction, error) {
-	half, err := b.store.Lookup(t.phys)
+// commitTxn delivers t's message; the caller holds t's op lock.
+func (b *Broker) commitTxn(t *txn.Txn) (Transaction, error) {
+	half, err := b.store.Lookup(t.Phys())
 	if err != nil {
 		if isGone(err) || errors.Is(err, storage.ErrCorrupt) {
-			b.log.Error().Err(err).Str("transaction", t.id).Msg("half message lost; the transaction is rolled back")
+			b.log.Error().Err(err).Str("transaction", t.ID()).Msg("half message lost; the transaction is rolled back")
 			return b.rolledBackInstead(t, TxnReasonLost)
 		}
 		return Transaction{}, mapStoreErr(err)
@@ -334,7 +321,7 @@ func (b *Broker) commitTxn(t *txn) (Transaction, error) {
 		return b.rolledBackInstead(t, TxnReasonTopicDeleted)
 	}
 	now := b.clock.Now()
-	op := t.finalOp(TxnCommitted, "", now)
+	op := t.FinalOp(TxnCommitted, "", now)
 	if done, err := b.committedBefore(t); err != nil {
 		return Transaction{}, err
 	} else if done != nil {
@@ -347,16 +334,16 @@ func (b *Broker) commitTxn(t *txn) (Transaction, error) {
 	}
 	out := committedCopy(half, t)
 	res := make([]storage.PutResult, 2)
-	if err := b.store.PutClass(storage.ClassSend, []*message.Message{out, txnOpMessage(op, now)}, res); err != nil {
-		t.unsure = true // the message may be stored: look for it before the next attempt
+	if err := b.store.PutClass(storage.ClassSend, []*message.Message{out, txn.OpMessage(op, now)}, res); err != nil {
+		t.SetUnsure() // the message may be stored: look for it before the next attempt
 		return Transaction{}, mapStoreErr(err)
 	}
 	return b.settledCommit(t, op, res[0].QueueID, res[0].QueueOffset)
 }
 
 // settledCommit applies a commit's records and describes the outcome.
-func (b *Broker) settledCommit(t *txn, op txnOpRecord, queue int32, offset int64) (Transaction, error) {
-	v := t.view()
+func (b *Broker) settledCommit(t *txn.Txn, op txn.OpRecord, queue int32, offset int64) (Transaction, error) {
+	v := txnView(t)
 	v.State, v.FinishedAt, v.NextCheckAt = TxnCommitted, op.At, time.Time{}
 	v.QueueID, v.QueueOffset = queue, offset
 	b.txns.count(func(s *TransactionStats) { s.Committed++ })
@@ -366,11 +353,11 @@ func (b *Broker) settledCommit(t *txn, op txnOpRecord, queue int32, offset int64
 // committedBefore looks for the committed message of a transaction whose
 // earlier commit may have been stored without its op record (it existed
 // before this start, or a commit of it failed with an unknown outcome).
-func (b *Broker) committedBefore(t *txn) (*message.Message, error) {
-	if !t.unsure && t.idOffset >= b.txns.startOffset {
+func (b *Broker) committedBefore(t *txn.Txn) (*message.Message, error) {
+	if !t.Unsure() && t.IDOffset() >= b.txns.startOffset {
 		return nil, nil
 	}
-	m, err := b.store.FindByUniqKey(t.topic, txnKey(t.id))
+	m, err := b.store.FindByUniqKey(t.Topic(), txn.Key(t.ID()))
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil, nil
 	}
@@ -381,16 +368,16 @@ func (b *Broker) committedBefore(t *txn) (*message.Message, error) {
 }
 
 // txnTopicGone reports whether t's topic was deleted since its send.
-func (b *Broker) txnTopicGone(t *txn) bool {
-	if _, ok := b.registry.topic(t.topic); !ok {
+func (b *Broker) txnTopicGone(t *txn.Txn) bool {
+	if _, ok := b.registry.topic(t.Topic()); !ok {
 		return true
 	}
-	return t.idOffset < b.retryFloor(t.topic)
+	return t.IDOffset() < b.retryFloor(t.Topic())
 }
 
 // rolledBackInstead rolls t back for reason and reports it as finished
 // the other way (a commit that could not deliver).
-func (b *Broker) rolledBackInstead(t *txn, reason string) (Transaction, error) {
+func (b *Broker) rolledBackInstead(t *txn.Txn, reason string) (Transaction, error) {
 	v, err := b.rollbackTxn(t, reason)
 	if err != nil {
 		return Transaction{}, err
@@ -398,12 +385,12 @@ func (b *Broker) rolledBackInstead(t *txn, reason string) (Transaction, error) {
 	return Transaction{}, &TransactionFinishedError{Transaction: v}
 }
 
-// rollbackTxn discards t's message; the caller holds t.op.
-func (b *Broker) rollbackTxn(t *txn, reason string) (Transaction, error) {
+// rollbackTxn discards t's message; the caller holds t's op lock.
+func (b *Broker) rollbackTxn(t *txn.Txn, reason string) (Transaction, error) {
 	if done, err := b.committedBefore(t); err != nil {
 		return Transaction{}, err
 	} else if done != nil {
-		op := t.finalOp(TxnCommitted, "", b.clock.Now())
+		op := t.FinalOp(TxnCommitted, "", b.clock.Now())
 		if err := b.putTxnOps(storage.ClassSystem, nil, op); err != nil {
 			return Transaction{}, err
 		}
@@ -413,11 +400,11 @@ func (b *Broker) rollbackTxn(t *txn, reason string) (Transaction, error) {
 		}
 		return Transaction{}, &TransactionFinishedError{Transaction: v}
 	}
-	op := t.finalOp(TxnRolledBack, reason, b.clock.Now())
+	op := t.FinalOp(TxnRolledBack, reason, b.clock.Now())
 	if err := b.putTxnOps(storage.ClassSystem, nil, op); err != nil {
 		return Transaction{}, err
 	}
-	v := t.view()
+	v := txnView(t)
 	v.State, v.Reason, v.FinishedAt, v.NextCheckAt = TxnRolledBack, reason, op.At, time.Time{}
 	b.txns.count(func(s *TransactionStats) {
 		s.RolledBack++
@@ -429,11 +416,11 @@ func (b *Broker) rollbackTxn(t *txn, reason string) (Transaction, error) {
 }
 
 // putTxnOps appends op records (after extra messages) in one batch.
-func (b *Broker) putTxnOps(class storage.Class, extra []*message.Message, ops ...txnOpRecord) error {
+func (b *Broker) putTxnOps(class storage.Class, extra []*message.Message, ops ...txn.OpRecord) error {
 	now := b.clock.Now()
 	msgs := extra
 	for _, op := range ops {
-		msgs = append(msgs, txnOpMessage(op, now))
+		msgs = append(msgs, txn.OpMessage(op, now))
 	}
 	if len(msgs) == 0 {
 		return nil
@@ -446,9 +433,9 @@ func (b *Broker) putTxnOps(class storage.Class, extra []*message.Message, ops ..
 
 // halfView renders a half message as a pull would, named by its
 // transaction.
-func halfView(m *message.Message, t *txn) ReceivedMessage {
+func halfView(m *message.Message, t *txn.Txn) ReceivedMessage {
 	rm := toReceived(m)
-	rm.MessageID, rm.Topic, rm.QueueID, rm.QueueOffset = t.id, t.topic, t.queue, -1
+	rm.MessageID, rm.Topic, rm.QueueID, rm.QueueOffset = t.ID(), t.Topic(), t.Queue(), -1
 	return rm
 }
 
@@ -472,15 +459,13 @@ func (b *Broker) PullTransactionChecks(ctx context.Context, group string, limit 
 	timer := b.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	x := &b.txns
-	x.mu.Lock()
-	g := x.group(group)
-	g.waiters++
-	x.mu.Unlock()
+	x.Lock()
+	x.Wait(group)
+	x.Unlock()
 	defer func() {
-		x.mu.Lock()
-		g.waiters--
-		x.dropIfIdle(group)
-		x.mu.Unlock()
+		x.Lock()
+		x.Unwait(group)
+		x.Unlock()
 	}()
 	for {
 		checks, changed, next, err := b.handOutChecks(ctx, group, limit, b.clock.Now())
@@ -516,43 +501,41 @@ func (b *Broker) handOutChecks(ctx context.Context, group string, limit int, now
 	if err := b.lockTxns(ctx); err != nil {
 		return nil, nil, time.Time{}, err
 	}
-	g := x.group(group)
-	taken, busy := x.takeDue(&g.heap, limit, now)
-	changed, next := g.changed, g.heap.nextDue()
+	taken, busy, changed, next := x.TakeDue(group, limit, now)
 	if busy {
 		next = now.Add(txnBusyRetry)
 	}
-	x.mu.Unlock()
+	x.Unlock()
 	if len(taken) == 0 {
 		return nil, changed, next, nil
 	}
 	defer func() {
 		for _, t := range taken {
-			t.op.Unlock()
+			t.UnlockOp()
 		}
 	}()
-	var ops []txnOpRecord
+	var ops []txn.OpRecord
 	var checks []TransactionCheck
 	rolledBack := 0
 	b.topicGate.RLock()
 	for _, t := range taken {
-		half, err := b.store.Lookup(t.phys)
+		half, err := b.store.Lookup(t.Phys())
 		switch {
 		case err != nil && (isGone(err) || errors.Is(err, storage.ErrCorrupt)):
-			b.log.Error().Err(err).Str("transaction", t.id).Msg("half message lost; the transaction is rolled back")
-			ops = append(ops, t.finalOp(TxnRolledBack, TxnReasonLost, now))
+			b.log.Error().Err(err).Str("transaction", t.ID()).Msg("half message lost; the transaction is rolled back")
+			ops = append(ops, t.FinalOp(TxnRolledBack, TxnReasonLost, now))
 			rolledBack++
 		case err != nil:
 			b.topicGate.RUnlock()
 			b.putBack(taken)
 			return nil, nil, time.Time{}, mapStoreErr(err)
 		case b.txnTopicGone(t):
-			ops = append(ops, t.finalOp(TxnRolledBack, TxnReasonTopicDeleted, now))
+			ops = append(ops, t.FinalOp(TxnRolledBack, TxnReasonTopicDeleted, now))
 			rolledBack++
 		default:
-			op := t.checkOp(now, b.txnCheckInterval(t))
+			op := t.CheckOp(now, b.txnCheckInterval(t))
 			ops = append(ops, op)
-			v := t.view()
+			v := txnView(t)
 			v.CheckTimes, v.NextCheckAt = op.CheckTimes, time.UnixMilli(op.NextCheckMs).UTC()
 			checks = append(checks, TransactionCheck{Transaction: v, Message: halfView(half, t)})
 		}
@@ -569,27 +552,23 @@ func (b *Broker) handOutChecks(ctx context.Context, group string, limit int, now
 	if err := b.settleTxns(); err != nil {
 		return nil, nil, time.Time{}, err
 	}
-	x.nudge() // a check count may have reached the maximum
+	x.Nudge() // a check count may have reached the maximum
 	return checks, nil, time.Time{}, nil
 }
 
 // txnCheckInterval is how long after a handed-out check of t the next
 // falls due.
-func (b *Broker) txnCheckInterval(t *txn) time.Duration {
-	return max(t.checkAfter, b.opts.TransactionCheckInterval)
+func (b *Broker) txnCheckInterval(t *txn.Txn) time.Duration {
+	return max(t.CheckAfter(), b.opts.TransactionCheckInterval)
 }
 
 // putBack returns taken transactions whose write failed to their heaps
 // (due again).
-func (b *Broker) putBack(taken []*txn) {
+func (b *Broker) putBack(taken []*txn.Txn) {
 	x := &b.txns
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	for _, t := range taken {
-		if x.pending[t.id] == t {
-			x.place(t)
-		}
-	}
+	x.Lock()
+	defer x.Unlock()
+	x.PutBack(taken)
 }
 
 // rollBackExhausted rolls back the transactions whose every check went
@@ -599,23 +578,22 @@ func (b *Broker) rollBackExhausted(now time.Time) (time.Time, error) {
 	if err := b.lockTxns(b.closingCtx); err != nil {
 		return time.Time{}, err
 	}
-	taken, busy := x.takeDue(&x.exhausted, timerBatch, now)
-	next := x.exhausted.nextDue()
+	taken, busy, next := x.TakeExhausted(timerBatch, now)
 	if busy || len(taken) == timerBatch {
 		next = now.Add(txnBusyRetry)
 	}
-	x.mu.Unlock()
+	x.Unlock()
 	if len(taken) == 0 {
 		return next, nil
 	}
 	defer func() {
 		for _, t := range taken {
-			t.op.Unlock()
+			t.UnlockOp()
 		}
 	}()
-	ops := make([]txnOpRecord, 0, len(taken))
+	ops := make([]txn.OpRecord, 0, len(taken))
 	for _, t := range taken {
-		ops = append(ops, t.finalOp(TxnRolledBack, TxnReasonMaxChecks, now))
+		ops = append(ops, t.FinalOp(TxnRolledBack, TxnReasonMaxChecks, now))
 	}
 	if err := b.putTxnOps(storage.ClassSystem, nil, ops...); err != nil {
 		b.putBack(taken)
@@ -626,7 +604,7 @@ func (b *Broker) rollBackExhausted(now time.Time) (time.Time, error) {
 		s.MaxChecksRolledBack += uint64(len(taken))
 	})
 	for _, t := range taken {
-		b.log.Warn().Str("transaction", t.id).Str("producerGroup", t.group).Int("checks", t.checks).
+		b.log.Warn().Str("transaction", t.ID()).Str("producerGroup", t.Group()).Int("checks", t.Checks()).
 			Msg("transaction rolled back: no answer to its checks")
 	}
 	return next, b.settleTxns()
@@ -640,24 +618,24 @@ func (b *Broker) rollbackTopicTxns(topic string) error {
 	if err := b.lockTxns(b.closingCtx); err != nil {
 		return err
 	}
-	var taken []*txn
-	for _, t := range x.pending {
-		if t.topic == topic && t.op.TryLock() {
+	var taken []*txn.Txn
+	x.Each(func(t *txn.Txn) {
+		if t.Topic() == topic && t.TryLockOp() {
 			taken = append(taken, t)
 		}
-	}
-	x.mu.Unlock()
+	})
+	x.Unlock()
 	defer func() {
 		for _, t := range taken {
-			t.op.Unlock()
+			t.UnlockOp()
 		}
 	}()
 	now := b.clock.Now()
 	for len(taken) > 0 {
 		n := min(len(taken), timerBatch)
-		ops := make([]txnOpRecord, 0, n)
+		ops := make([]txn.OpRecord, 0, n)
 		for _, t := range taken[:n] {
-			ops = append(ops, t.finalOp(TxnRolledBack, TxnReasonTopicDeleted, now))
+			ops = append(ops, t.FinalOp(TxnRolledBack, TxnReasonTopicDeleted, now))
 		}
 		if err := b.putTxnOps(storage.ClassSystem, nil, ops...); err != nil {
 			return err
@@ -667,7 +645,7 @@ func (b *Broker) rollbackTopicTxns(topic string) error {
 			return err
 		}
 		for _, t := range taken[:n] {
-			t.op.Unlock()
+			t.UnlockOp()
 		}
 		taken = taken[n:]
 	}
@@ -678,12 +656,12 @@ func (b *Broker) rollbackTopicTxns(topic string) error {
 // transactions since start.
 func (b *Broker) TransactionStatus() TransactionStats {
 	x := &b.txns
-	x.mu.Lock()
-	defer x.mu.Unlock()
+	x.Lock()
+	defer x.Unlock()
 	if err := b.followTxns(); err != nil {
 		b.log.Error().Err(err).Msg("transactions not up to date")
 	}
 	st := x.stats
-	st.Pending = len(x.pending)
+	st.Pending = x.Len()
 	return st
 }
