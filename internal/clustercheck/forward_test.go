@@ -84,7 +84,9 @@ func TestForwardAbandonedWhenTheLeaderChanges(t *testing.T) {
 	require.Equal(t, http.StatusOK, got.status, "%+v", got)
 
 	pull := make(chan answer, 1)
-	go func() { pull <- request(http.MethodPost, base+"/v1/groups/g/topics/idle/pull", `{"maxMessages":1,"waitMs":30000}`, nil) }()
+	go func() {
+		pull <- request(http.MethodPost, base+"/v1/groups/g/topics/idle/pull", `{"maxMessages":1,"waitMs":30000}`, nil)
+	}()
 	time.Sleep(300 * time.Millisecond) // the pull waits on the leader
 	require.NoError(t, lead.srv.cmd.Process.Signal(syscall.SIGSTOP))
 	frozen := time.Now()
