@@ -176,7 +176,7 @@ func TestClusterServesFromAnyNode(t *testing.T) {
 	sent := c.do(t, f1, http.MethodPost, "/v1/topics/orders/messages", "application/json", body, basic("producer", producerSecret))
 	require.Equal(t, http.StatusOK, sent.Status, sent.String())
 	var pulled api.PullResponse
-	servertest.Decode(t, c.do(t, f2, http.MethodPost, "/v1/groups/billing/topics/orders/pull?max=4&waitMs=2000", "", nil,
+	servertest.Decode(t, c.do(t, f2, http.MethodPost, "/v1/groups/billing/topics/orders/pull", "application/json", []byte(`{"maxMessages":4,"waitMs":2000}`),
 		basic("consumer", consumerSecret)), http.StatusOK, &pulled)
 	require.Len(t, pulled.Messages, 1)
 	require.Equal(t, "through a follower", pulled.Messages[0].Body)
@@ -375,7 +375,7 @@ func TestClusterMirrorCarriesAcrossFailover(t *testing.T) {
 	consume := func(via, want int) {
 		require.Eventually(t, func() bool {
 			var p api.PullResponse
-			r := c.do(t, via, http.MethodPost, "/v1/groups/mg/topics/mirrored/pull?max=4&waitMs=200", "", nil, nil)
+			r := c.do(t, via, http.MethodPost, "/v1/groups/mg/topics/mirrored/pull", "application/json", []byte(`{"maxMessages":4,"waitMs":200}`), nil)
 			if r.Status != http.StatusOK {
 				return false
 			}
@@ -499,7 +499,7 @@ func TestClusterAdoptsASingleNodeDataDir(t *testing.T) {
 	got := map[string]bool{}
 	require.Eventually(t, func() bool {
 		var p api.PullResponse
-		r := nodes[(lead+2)%3].Do(t, http.MethodPost, "/v1/groups/billing/topics/orders/pull?max=16&waitMs=200", "", nil, nil)
+		r := nodes[(lead+2)%3].Do(t, http.MethodPost, "/v1/groups/billing/topics/orders/pull", "application/json", []byte(`{"maxMessages":16,"waitMs":200}`), nil)
 		if r.Status != http.StatusOK {
 			return false
 		}
