@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -76,6 +77,27 @@ func bodyLimit(n int64) func(http.Handler) http.Handler {
 // requireJSON refuses with 415 a request whose body is not declared as JSON
 // (application/json or application/*+json). A request without a body and
 // without a Content-Type passes.
+// optionsInBody refuses a query string on a route that reads its options
+// from the JSON body only: `pull?waitMs=20000` would otherwise answer at
+// once, its waitMs never read — a trap for a first curl.
+func optionsInBody(route, example string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.RawQuery != "" {
+				names := make([]string, 0, 4)
+				for name := range r.URL.Query() {
+					names = append(names, name)
+				}
+				slices.Sort(names)
+				WriteError(w, r, invalidArgument("%s reads its options from the JSON body (e.g. %s), not from the query string: %s", route, example,
+					broker.QuoteValue(strings.Join(names, ", "))))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
 func requireJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ct := r.Header.Get("Content-Type")

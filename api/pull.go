@@ -109,7 +109,7 @@ type PullResponse struct {
 // registerPullRoutes registers the pull route.
 func (h *handler) registerPullRoutes(r chi.Router) {
 	// POST /v1/groups/{group}/topics/{topic}/pull — lease messages (long poll).
-	r.With(bodyLimit(smallBodyLimit), requireJSON).Post("/groups/{group}/topics/{topic}/pull", h.pull)
+	r.With(bodyLimit(smallBodyLimit), requireJSON, optionsInBody("pull", `{"maxMessages":16,"waitMs":20000}`)).Post("/groups/{group}/topics/{topic}/pull", h.pull)
 }
 
 // pull leases messages of a topic for a group, long-polling when none is
@@ -132,7 +132,7 @@ func (h *handler) registerPullRoutes(r chi.Router) {
 //	@Param			request	body		PullRequest	false	"Pull options"
 //	@Param			X-Mqgate-Client-Id	header	string	false	"The calling consumer (1 to 128 printable ASCII characters without spaces), recorded in leases and attempt histories; required by a broadcasting group, where it names the consumer instance"	maxLength(128)
 //	@Success		200		{object}	PullResponse
-//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument, invalid-sql, malformed-request, value-too-long, client-id-required (a broadcasting group's pull without X-Mqgate-Client-Id)"
+//	@Failure		400		{object}	Problem	"invalid-name, invalid-argument (also a query string: the options go in the body), invalid-sql, malformed-request, value-too-long, client-id-required (a broadcasting group's pull without X-Mqgate-Client-Id)"
 //	@Failure		404		{object}	Problem	"topic-not-found, group-not-found"
 //	@Failure		409		{object}	Problem	"quota-exceeded (groups: the pull creates the group; instancesPerGroup: a broadcasting group's new consumer instance)"
 //	@Failure		413		{object}	Problem	"body-too-large"

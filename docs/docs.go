@@ -1603,7 +1603,7 @@ const docTemplate = `{
                         }
                     },
                     "400": {
-                        "description": "invalid-name, invalid-argument, invalid-sql, malformed-request, value-too-long, client-id-required (a broadcasting group's pull without X-Mqgate-Client-Id)",
+                        "description": "invalid-name, invalid-argument (also a query string: the options go in the body), invalid-sql, malformed-request, value-too-long, client-id-required (a broadcasting group's pull without X-Mqgate-Client-Id)",
                         "schema": {
                             "$ref": "#/definitions/Problem"
                         }

@@ -44,6 +44,15 @@ func TestE2ELongPoll(t *testing.T) {
 		require.Equal(t, []string{"ok"}, e.Ack(t, "g", got[0].Receipt))
 		p := servertest.WantProblem(t, e.JSON(t, http.MethodPost, "/v1/groups/g/topics/idle/pull", api.PullRequest{WaitMs: api.MaxWaitMs + 1}), http.StatusBadRequest, "invalid-argument")
 		require.Contains(t, p.Detail, "waitMs")
+
+		// Options in the query string are refused, not ignored: the pull
+		// would otherwise answer at once with its waitMs never read.
+		start = time.Now()
+		p = servertest.WantProblem(t, e.Do(t, http.MethodPost, "/v1/groups/g/topics/idle/pull?waitMs=20000&maxMessages=4", "", nil, nil),
+			http.StatusBadRequest, "invalid-argument")
+		require.Less(t, time.Since(start), time.Second)
+		require.Contains(t, p.Detail, "JSON body")
+		require.Contains(t, p.Detail, `"maxMessages, waitMs"`)
 	})
 
 	t.Run("SendWakesPoll", func(t *testing.T) {

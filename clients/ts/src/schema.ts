@@ -6168,7 +6168,7 @@ export interface operations {
                     "application/json": components["schemas"]["PullResponse"];
                 };
             };
-            /** @description invalid-name, invalid-argument, invalid-sql, malformed-request, value-too-long, client-id-required (a broadcasting group's pull without X-Mqgate-Client-Id) */
+            /** @description invalid-name, invalid-argument (also a query string: the options go in the body), invalid-sql, malformed-request, value-too-long, client-id-required (a broadcasting group's pull without X-Mqgate-Client-Id) */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
