@@ -32,7 +32,11 @@ type Report struct {
 	Unexpected          int // deliveries
 	IllegalDuplicates   int // deliveries
 	InconsistentOffsets int
-	Duplicates          Duplicates // legitimate, over all groups
+	// OrderViolations counts pairs of messages of one sharding key, the
+	// first sent ok before the second was sent (or before it in one
+	// batch), that the log holds on different queues or out of order.
+	OrderViolations int
+	Duplicates      Duplicates // legitimate, over all groups
 
 	Unavailability []Window // one per fault, in time order
 	// UnavailableP50, P99 and Max summarise Unavailability.
@@ -86,7 +90,7 @@ type Window struct {
 // must never show: a lost or unexpected message, an illegal duplicate, an
 // inconsistent offset.
 func (r Report) OK() bool {
-	return r.Lost == 0 && r.Unexpected == 0 && r.IllegalDuplicates == 0 && r.InconsistentOffsets == 0
+	return r.Lost == 0 && r.Unexpected == 0 && r.IllegalDuplicates == 0 && r.InconsistentOffsets == 0 && r.OrderViolations == 0
 }
 
 // op is an operation: its invoke and its completion (Info with the
@@ -179,6 +183,7 @@ func Check(h *History) Report {
 		}
 	}
 	c.offsets()
+	c.keyOrder(ops)
 	for _, g := range sortedKeys(c.groups) {
 		gr := c.group(g)
 		r.Groups = append(r.Groups, gr)
@@ -257,6 +262,61 @@ func (c *checker) send(o op) {
 			c.sendBodies[m.Body].info = true
 		}
 	}
+}
+
+// keyOrder checks the order of each sharding key's messages: within an
+// ok send, in batch order; between two ok sends of the key, the first
+// ended before the second was invoked, every message of the first before
+// every message of the second — on the same queue, at a smaller offset.
+// Sends whose outcome is unknown are passed over (they may lie anywhere).
+func (c *checker) keyOrder(ops []op) {
+	type sent struct {
+		start, end time.Time
+		msgs       []Message
+	}
+	byKey := map[string][]sent{}
+	for _, o := range ops {
+		if o.invoke.Kind != Send || o.done.Type != OK {
+			continue
+		}
+		var keyed []Message
+		for _, m := range o.done.Messages {
+			if m.ShardingKey != "" {
+				keyed = append(keyed, m)
+			}
+		}
+		for i := 1; i < len(keyed); i++ {
+			c.orderPair(keyed[i-1], keyed[i], "in one batch")
+		}
+		if len(keyed) > 0 && keyed[0].ShardingKey == keyed[len(keyed)-1].ShardingKey {
+			k := keyed[0].ShardingKey
+			byKey[k] = append(byKey[k], sent{o.invoke.Start, o.done.End, keyed})
+		}
+	}
+	for _, k := range sortedKeys(byKey) {
+		sends := byKey[k]
+		slices.SortStableFunc(sends, func(a, b sent) int { return a.start.Compare(b.start) })
+		for i := 1; i < len(sends); i++ {
+			a, b := sends[i-1], sends[i]
+			if !b.start.Before(a.end) { // a ended before (or as) b was invoked
+				c.orderPair(a.msgs[len(a.msgs)-1], b.msgs[0], "sent after it")
+			}
+		}
+	}
+}
+
+// orderPair counts a violation unless a (of b's key) is stored before b
+// on the same queue.
+func (c *checker) orderPair(a, b Message, how string) {
+	if a.ShardingKey != b.ShardingKey {
+		return
+	}
+	if a.QueueID == b.QueueID && a.QueueOffset < b.QueueOffset {
+		return
+	}
+	c.r.OrderViolations++
+	c.example("per-key order", "key %s: %s at queue %d offset %d, then %s (%s) at queue %d offset %d",
+		a.ShardingKey, a.Body, a.QueueID, a.QueueOffset, b.Body, how, b.QueueID, b.QueueOffset)
 }
 
 func (c *checker) pull(o op) {
@@ -544,6 +604,7 @@ func (r Report) String() string {
 	fmt.Fprintf(w, "unexpected\t%d\n", r.Unexpected)
 	fmt.Fprintf(w, "illegal duplicates\t%d\n", r.IllegalDuplicates)
 	fmt.Fprintf(w, "inconsistent offsets\t%d\n", r.InconsistentOffsets)
+	fmt.Fprintf(w, "per-key order violations\t%d\n", r.OrderViolations)
 	fmt.Fprintf(w, "legitimate duplicates\t%d\t(nack %d, lease expiry %d, unknown ack %d, other %d)\n", r.Duplicates.Total(),
 		r.Duplicates.Nack, r.Duplicates.LeaseExpiry, r.Duplicates.UnknownAck, r.Duplicates.Other)
 	if len(r.Unavailability) > 0 {

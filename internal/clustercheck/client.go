@@ -90,11 +90,13 @@ func classify(status int, err error) Type {
 // Wire shapes of the gateway's JSON (docs/openapi.json).
 type (
 	wireSend struct {
-		Body     string      `json:"body,omitempty"`
-		Messages *[]wireBody `json:"messages,omitempty"`
+		Body        string      `json:"body,omitempty"`
+		ShardingKey string      `json:"shardingKey,omitempty"`
+		Messages    *[]wireBody `json:"messages,omitempty"`
 	}
 	wireBody struct {
-		Body string `json:"body"`
+		Body        string `json:"body"`
+		ShardingKey string `json:"shardingKey,omitempty"`
 	}
 	wireSendResponse struct {
 		Results []struct {

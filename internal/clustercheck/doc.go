@@ -45,6 +45,11 @@
 //     or under one message id, a delivery whose position differs from its
 //     send result's, a body stored twice (two different send results, or a
 //     delivered original at two positions: a broken idempotency check);
+//   - per-key order: the messages of one sharding key (the workload gives
+//     each producer its own) on one queue in the order they were sent —
+//     within an ok batch, and between two ok sends the first of which
+//     ended before the second was invoked; a send whose outcome is unknown
+//     is passed over;
 //   - write unavailability: for every recorded fault, the time from the
 //     fault to the first ok send completed after it.
 //

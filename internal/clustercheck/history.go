@@ -36,6 +36,7 @@ const (
 // its ok completion each receipt's status.
 type Message struct {
 	Body           string    `json:"body"`
+	ShardingKey    string    `json:"shardingKey,omitempty"` // a send's: its messages keep their order
 	MessageID      string    `json:"messageId,omitempty"`
 	OriginID       string    `json:"originMessageId,omitempty"` // a retry copy's first copy
 	Topic          string    `json:"topic,omitempty"`

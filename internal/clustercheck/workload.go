@@ -280,6 +280,9 @@ func (w *workload) produce(ctx context.Context, process int) {
 		msgs := make([]Message, n)
 		for i := range msgs {
 			msgs[i].Body = fmt.Sprintf("%s-p%d-%d", w.runID, process, seq)
+			// One sharding key per producer: its messages go to one queue
+			// in the order it sends them (Check's per-key order).
+			msgs[i].ShardingKey = fmt.Sprintf("%s-p%d", w.runID, process)
 			seq++
 		}
 		key := fmt.Sprintf("%s-p%d-r%d", w.runID, process, req)
@@ -300,11 +303,11 @@ func (w *workload) produce(ctx context.Context, process int) {
 func (w *workload) sendUntilDone(ctx context.Context, process, node int, key string, msgs []Message) int {
 	req := wireSend{}
 	if len(msgs) == 1 {
-		req.Body = msgs[0].Body
+		req.Body, req.ShardingKey = msgs[0].Body, msgs[0].ShardingKey
 	} else {
 		bodies := make([]wireBody, len(msgs))
 		for i, m := range msgs {
-			bodies[i].Body = m.Body
+			bodies[i] = wireBody{Body: m.Body, ShardingKey: m.ShardingKey}
 		}
 		req.Messages = &bodies
 	}
@@ -335,7 +338,7 @@ func (w *workload) sendUntilDone(ctx context.Context, process, node int, key str
 		}
 		done := make([]Message, len(msgs))
 		for i, r := range out.Results {
-			done[i] = Message{Body: msgs[i].Body, MessageID: r.MessageID, Topic: w.cfg.Topic, QueueID: r.QueueID, QueueOffset: r.QueueOffset}
+			done[i] = Message{Body: msgs[i].Body, ShardingKey: msgs[i].ShardingKey, MessageID: r.MessageID, Topic: w.cfg.Topic, QueueID: r.QueueID, QueueOffset: r.QueueOffset}
 		}
 		o.Complete(OK, done, status, nil)
 		w.mu.Lock()
