@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mqgate/mqgate/internal/worker"
+	"github.com/mqgate/mqgate/server/broker/dlq"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
@@ -219,7 +220,7 @@ type Broker struct {
 
 	dedup     dedupTable
 	metrics   counters
-	dlqStatus dlqStatuses
+	dlqStatus dlq.Table // dead letters' statuses (dlq.go, package dlq)
 	timers    timerSet
 	txns      txnState // unresolved transactions (txnstate.go, package txn)
 	ladder    ladder   // undelivered schedule entries, for progress (ladder.go)
@@ -759,7 +760,7 @@ var systemProperties = map[string]struct{}{
 	message.PropertyRetryTopic: {}, message.PropertyOriginMessageID: {}, message.PropertyRealTopic: {},
 	message.PropertyRealQueueID: {}, message.PropertyDelayLevel: {}, message.PropertyMaxReconsumeTimes: {},
 	message.PropertyDeliverTimeMs: {}, message.PropertyShardingKey: {}, message.PropertyDedupID: {},
-	propAttempts: {}, propDLQReason: {}, propDLQID: {}, propDLQDeadAt: {}, propTimerID: {}, propTimerPrev: {}, propOrderSeq: {},
+	propAttempts: {}, dlq.PropReason: {}, dlq.PropID: {}, dlq.PropDeadAt: {}, propTimerID: {}, propTimerPrev: {}, propOrderSeq: {},
 	propTxnID: {}, propTxnGroup: {}, propTxnCheckAfter: {}, propTxnChecks: {}, propTxnNextCheck: {},
 	propInstance: {},
 }

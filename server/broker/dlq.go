@@ -2,14 +2,11 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/dlq"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 )
@@ -18,16 +15,18 @@ import (
 // of %DLQ%<group> (queue 0); they are never delivered to pulls. Each can be
 // resent — delivered again to that group, through its retry topic, as from
 // its original topic — or discarded; those status changes are
-// records in the system topic rmq_sys_DLQ, replayed at start-up.
+// records in the system topic rmq_sys_DLQ, replayed at start-up. Their
+// records, properties, status table and listing filter are package dlq's;
+// what reads and writes them through the store is here.
 
 // dlqStatusTopic carries dead-letter status changes.
-const dlqStatusTopic = systemPrefix + "DLQ"
+const dlqStatusTopic = dlq.StatusTopic
 
 // Dead-letter statuses.
 const (
-	DLQDead      = "dead"
-	DLQResent    = "resent"
-	DLQDiscarded = "discarded"
+	DLQDead      = dlq.Dead
+	DLQResent    = dlq.Resent
+	DLQDiscarded = dlq.Discarded
 )
 
 // DeadLetter is one message in a group's dead-letter queue.
@@ -49,61 +48,7 @@ type DeadLetter struct {
 }
 
 // DLQFilter selects dead letters; zero fields match everything.
-type DLQFilter struct {
-	OriginalTopic  string
-	From, To       time.Time // DeadAt range, inclusive
-	ReasonContains string
-	Status         string // "" = any
-}
-
-func (f DLQFilter) match(d DeadLetter) bool {
-	switch {
-	case f.OriginalTopic != "" && d.OriginalTopic != f.OriginalTopic:
-	case !f.From.IsZero() && d.DeadAt.Before(f.From):
-	case !f.To.IsZero() && d.DeadAt.After(f.To):
-	case f.ReasonContains != "" && !strings.Contains(strings.ToLower(d.Reason), strings.ToLower(f.ReasonContains)):
-	case f.Status != "" && d.Status != f.Status:
-	default:
-		return true
-	}
-	return false
-}
-
-// dlqStatusRecord is one status change of a dead letter (the body of an
-// rmq_sys_DLQ record is a JSON array of them).
-type dlqStatusRecord struct {
-	Group     string    `json:"group"`
-	MessageID string    `json:"messageId"`
-	Status    string    `json:"status"`
-	At        time.Time `json:"at"`
-}
-
-type dlqStatuses struct {
-	// change orders status changes: a resend or discard holds it from
-	// reading a letter's status to applying the record it wrote, so two
-	// racing requests never both decide on the same old status, and the
-	// records reach the log in the order they are applied (the order a
-	// follower applies them in). Lock order: topicGate, change, mu.
-	change sync.Mutex
-	mu     sync.RWMutex
-	m      map[string]dlqStatusRecord // group + "/" + messageId
-}
-
-func (s *dlqStatuses) get(group, id string) (dlqStatusRecord, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	r, ok := s.m[group+"/"+id]
-	return r, ok
-}
-
-func (s *dlqStatuses) set(r dlqStatusRecord) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = make(map[string]dlqStatusRecord)
-	}
-	s.m[r.Group+"/"+r.MessageID] = r
-}
+type DLQFilter = dlq.Filter
 
 // replayDLQStatuses rebuilds the status table from rmq_sys_DLQ.
 func (b *Broker) replayDLQStatuses(ctx context.Context) (err error) {
@@ -114,56 +59,40 @@ func (b *Broker) replayDLQStatuses(ctx context.Context) (err error) {
 // applyDLQStatus applies one rmq_sys_DLQ record (at open and while
 // following).
 func (b *Broker) applyDLQStatus(m *message.Message) {
-	var recs []dlqStatusRecord
-	if err := json.Unmarshal(m.Body, &recs); err != nil {
+	recs, err := dlq.DecodeStatuses(m.Body)
+	if err != nil {
 		b.log.Error().Err(err).Int64("queueOffset", m.QueueOffset).Msg("skipping undecodable dead-letter status")
 		return
 	}
-	for _, r := range recs {
-		b.dlqStatus.set(r)
-	}
+	b.dlqStatus.Apply(recs...)
 }
 
 // Dead letters outlive CommitLog retention: before retention deletes a
 // segment, every dead letter still "dead" in it is re-appended to its DLQ
-// (carryDeadLetters). The copy keeps the letter's identity in DLQ_ID (and,
-// for lookups, UNIQ_KEY "dlq:<id>") and its original death time, so a
-// dead letter's id, listing and history do not change when it moves.
-const (
-	propDLQID     = "DLQ_ID"
-	propDLQDeadAt = "DLQ_DEAD_AT"
-)
-
-// stableID is the id a dead letter is known by: the id of its first copy.
-func stableID(m *message.Message) string {
-	if id := m.Property(propDLQID); id != "" {
-		return id
-	}
-	return message.NewID(m.StoreHost, m.PhysicalOffset).String()
-}
+// (carryDeadLetters). The copy keeps the letter's identity (dlq.PropID,
+// and for lookups UNIQ_KEY dlq.Key) and its original death time
+// (dlq.PropDeadAt), so a dead letter's id, listing and history do not
+// change when it moves.
 
 func (b *Broker) deadLetter(group string, m *message.Message, withBody bool) DeadLetter {
 	d := DeadLetter{
-		MessageID:       stableID(m),
+		MessageID:       dlq.StableID(m),
 		OriginMessageID: m.Property(message.PropertyOriginMessageID),
 		OriginalTopic:   m.Property(message.PropertyRetryTopic),
 		ReconsumeTimes:  m.ReconsumeTimes,
-		Reason:          m.Property(propDLQReason),
-		DeadAt:          time.UnixMilli(m.StoreTimestamp).UTC(),
+		Reason:          m.Property(dlq.PropReason),
+		DeadAt:          dlq.DeadAt(m),
 		Status:          DLQDead,
 		Attempts:        parseAttempts(m.Property(propAttempts)),
 		Tag:             m.Tag(),
 		Keys:            m.Keys(),
-	}
-	if ms, err := strconv.ParseInt(m.Property(propDLQDeadAt), 10, 64); err == nil {
-		d.DeadAt = time.UnixMilli(ms).UTC()
 	}
 	if len(d.Attempts) > 0 {
 		d.FirstFailedAt = d.Attempts[0].At
 	} else {
 		d.FirstFailedAt = d.DeadAt
 	}
-	if r, ok := b.dlqStatus.get(group, d.MessageID); ok {
+	if r, ok := b.dlqStatus.Get(group, d.MessageID); ok {
 		d.Status, d.StatusAt = r.Status, r.At
 	}
 	d.Properties = toReceived(m).Properties
@@ -178,8 +107,6 @@ func (b *Broker) deadLetter(group string, m *message.Message, withBody bool) Dea
 	return d
 }
 
-const maxDLQPage = 500
-
 // ListDeadLetters lists a group's dead letters matching f, oldest first,
 // starting at cursor ("" = the beginning); next is the cursor of the next
 // page ("" = no more).
@@ -187,14 +114,12 @@ func (b *Broker) ListDeadLetters(ctx context.Context, group string, f DLQFilter,
 	if _, err := b.GetGroup(ctx, group); err != nil {
 		return nil, "", err
 	}
-	if limit <= 0 || limit > maxDLQPage {
-		limit = 100
-	}
+	limit = dlq.PageLimit(limit)
 	topic := DLQTopic(group)
 	from := b.store.MinOffset(topic, 0)
 	if cursor != "" {
-		c, err := strconv.ParseInt(cursor, 10, 64)
-		if err != nil || c < 0 {
+		c, ok := dlq.ParseCursor(cursor)
+		if !ok {
 			return nil, "", fmt.Errorf("%w: bad cursor %s", ErrInvalidArgument, QuoteValue(cursor))
 		}
 		from = max(from, c)
@@ -221,7 +146,7 @@ func (b *Broker) ListDeadLetters(ctx context.Context, group string, f DLQFilter,
 				continue // a copy further on replaces it (retention is about to delete it)
 			}
 			d := b.deadLetter(group, m, false)
-			if !f.match(d) {
+			if !f.Match(d.OriginalTopic, d.DeadAt, d.Reason, d.Status) {
 				continue
 			}
 			out = append(out, d)
@@ -235,7 +160,7 @@ func (b *Broker) ListDeadLetters(ctx context.Context, group string, f DLQFilter,
 	if from >= top {
 		return out, "", nil
 	}
-	return out, strconv.FormatInt(from, 10), nil
+	return out, dlq.FormatCursor(from), nil
 }
 
 // GetDeadLetter returns one dead letter with its body.
@@ -257,14 +182,14 @@ func (b *Broker) lookupDeadLetter(ctx context.Context, group, id string) (*messa
 	}
 	id = mid.String()
 	m, err := b.store.LookupID(mid)
-	if err == nil && m.Topic == DLQTopic(group) && stableID(m) == id && m.PhysicalOffset >= b.carriedBelow.Load() {
+	if err == nil && m.Topic == DLQTopic(group) && dlq.StableID(m) == id && m.PhysicalOffset >= b.carriedBelow.Load() {
 		return m, nil
 	}
 	if err != nil && !errors.Is(err, storage.ErrCorrupt) && !errors.Is(err, storage.ErrOffsetTooSmall) && !errors.Is(err, storage.ErrNotFound) {
 		return nil, mapStoreErr(err)
 	}
 	// Not (or no longer) at its first place: retention carried it forward.
-	m, err = b.store.FindByUniqKey(DLQTopic(group), "dlq:"+id)
+	m, err = b.store.FindByUniqKey(DLQTopic(group), dlq.Key(id))
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %s is not a dead letter of %s", ErrMessageNotFound, id, group)
 	}
@@ -318,7 +243,7 @@ func (b *Broker) ResendDeadLetters(ctx context.Context, group string, ids []stri
 		filter.Status = DLQDead
 		cursor := ""
 		for len(letters) < maxResendByID {
-			page, next, err := b.ListDeadLetters(ctx, group, filter, cursor, maxDLQPage)
+			page, next, err := b.ListDeadLetters(ctx, group, filter, cursor, dlq.MaxPage)
 			if err != nil {
 				return res, err
 			}
@@ -360,14 +285,14 @@ func (b *Broker) ResendDeadLetters(ctx context.Context, group string, ids []stri
 func (b *Broker) resendChunk(ctx context.Context, group string, letters []*message.Message, res *ResendResult) error {
 	b.topicGate.RLock() // see topicdelete.go
 	defer b.topicGate.RUnlock()
-	b.dlqStatus.change.Lock()
-	defer b.dlqStatus.change.Unlock()
+	b.dlqStatus.LockChange()
+	defer b.dlqStatus.UnlockChange()
 	now := b.clock.Now()
 	var msgs []*message.Message
-	var recs []dlqStatusRecord
+	var recs []dlq.StatusRecord
 	for _, m := range letters {
-		id := stableID(m)
-		if st, ok := b.dlqStatus.get(group, id); ok && st.Status != DLQDead {
+		id := dlq.StableID(m)
+		if b.dlqStatus.Status(group, id) != DLQDead {
 			res.Skipped = append(res.Skipped, id)
 			continue
 		}
@@ -375,12 +300,12 @@ func (b *Broker) resendChunk(ctx context.Context, group string, letters []*messa
 		if _, err := b.GetTopic(ctx, topic); err != nil {
 			return fmt.Errorf("resend %s: %w", id, err)
 		}
-		out := copyOf(m, RetryTopic(group), propAttempts, propDLQReason, propDLQID, propDLQDeadAt, message.PropertyUniqKey,
+		out := copyOf(m, RetryTopic(group), propAttempts, dlq.PropReason, dlq.PropID, dlq.PropDeadAt, message.PropertyUniqKey,
 			message.PropertyMaxReconsumeTimes, propOrderSeq)
 		out.SetProperty(message.PropertyRetryTopic, topic)
 		out.ReconsumeTimes = 0 // a fresh attempt count
 		msgs = append(msgs, out)
-		recs = append(recs, dlqStatusRecord{Group: group, MessageID: id, Status: DLQResent, At: now.UTC()})
+		recs = append(recs, dlq.StatusRecord{Group: group, MessageID: id, Status: DLQResent, At: now.UTC()})
 		res.Resent = append(res.Resent, id)
 	}
 	if len(recs) == 0 {
@@ -391,12 +316,12 @@ func (b *Broker) resendChunk(ctx context.Context, group string, letters []*messa
 
 // appendDLQStatus makes status changes durable, in one batch with extra
 // messages (the resent copies), then applies them.
-func (b *Broker) appendDLQStatus(recs []dlqStatusRecord, extra []*message.Message) error {
-	body, err := json.Marshal(recs)
+func (b *Broker) appendDLQStatus(recs []dlq.StatusRecord, extra []*message.Message) error {
+	rec, err := dlq.StatusMessage(recs, b.clock.Now())
 	if err != nil {
 		return err
 	}
-	msgs := append(extra, &message.Message{Topic: dlqStatusTopic, Body: body, BornTimestamp: b.clock.Now().UnixMilli()})
+	msgs := append(extra, rec)
 	// A status alone keeps a promise (system headroom); resent copies are
 	// new deliveries, refused at the send ceiling like sends.
 	class := storage.ClassSystem
@@ -406,9 +331,7 @@ func (b *Broker) appendDLQStatus(recs []dlqStatusRecord, extra []*message.Messag
 	if err := b.store.PutClass(class, msgs, make([]storage.PutResult, len(msgs))); err != nil {
 		return mapStoreErr(err)
 	}
-	for _, r := range recs {
-		b.dlqStatus.set(r)
-	}
+	b.dlqStatus.Apply(recs...)
 	return nil
 }
 
@@ -421,10 +344,10 @@ func (b *Broker) DiscardDeadLetter(ctx context.Context, group, id string) error 
 	if err != nil {
 		return err
 	}
-	id = stableID(m)
-	b.dlqStatus.change.Lock()
-	defer b.dlqStatus.change.Unlock()
-	return b.appendDLQStatus([]dlqStatusRecord{{Group: group, MessageID: id, Status: DLQDiscarded, At: b.clock.Now().UTC()}}, nil)
+	id = dlq.StableID(m)
+	b.dlqStatus.LockChange()
+	defer b.dlqStatus.UnlockChange()
+	return b.appendDLQStatus([]dlq.StatusRecord{{Group: group, MessageID: id, Status: DLQDiscarded, At: b.clock.Now().UTC()}}, nil)
 }
 
 // carryDeadLetters runs before retention deletes the CommitLog below cut:
@@ -433,7 +356,7 @@ func (b *Broker) DiscardDeadLetter(ctx context.Context, group, id string) error 
 func (b *Broker) carryDeadLetters(cut int64) error {
 	carried := 0
 	for _, topic := range b.store.Topics() {
-		group, ok := strings.CutPrefix(topic, dlqPrefix)
+		group, ok := dlq.GroupOf(topic)
 		if !ok {
 			continue
 		}
@@ -449,16 +372,11 @@ func (b *Broker) carryDeadLetters(cut int64) error {
 					done = true
 					break
 				}
-				id := stableID(m)
-				if st, ok := b.dlqStatus.get(group, id); ok && st.Status != DLQDead {
+				if b.dlqStatus.Status(group, dlq.StableID(m)) != DLQDead {
 					continue
 				}
 				c := copyOf(m, topic)
-				c.SetProperty(propDLQID, id)
-				if c.Property(propDLQDeadAt) == "" {
-					c.SetProperty(propDLQDeadAt, strconv.FormatInt(m.StoreTimestamp, 10))
-				}
-				c.SetProperty(message.PropertyUniqKey, "dlq:"+id)
+				dlq.MarkCarried(c, m)
 				copies = append(copies, c)
 				b.noteCarried(m)
 			}

@@ -60,9 +60,10 @@
 //	                      lease changed to 0). Of one offset the newest epoch
 //	                      wins, of one epoch the later record; acks, nacks and
 //	                      expiries end a lease in rmq_sys_OFFSET instead.
-//	rmq_sys_DLQ           dead-letter status changes. Body: JSON
-//	                      {"group","messageId","status","at"}, status dead,
-//	                      resent or discarded.
+//	rmq_sys_DLQ           dead-letter status changes. Body: a JSON array of
+//	                      {"group","messageId","status","at"}, status
+//	                      resent or discarded (dead: no record), one
+//	                      array per resend chunk or discard (package dlq).
 //	rmq_sys_TIMER         timers (delayMs / deliverAt, and retries waiting on a
 //	                      timer, whose destination is %RETRY%<group>: a nack's
 //	                      delayMs, a RetryPolicy). A record is the message
@@ -146,7 +147,8 @@
 //	                      ladder (queue = level - 1), RocketMQ's layout, moved
 //	                      to their real topic when due (package schedule).
 //	%RETRY%<group>        a group's redeliveries, queue 0.
-//	%DLQ%<group>          a group's dead letters, queue 0; never pulled.
+//	%DLQ%<group>          a group's dead letters, queue 0; never pulled
+//	                      (package dlq).
 //
 // Properties the broker owns (a client cannot set them; broker.go's
 // systemProperties refuses them on send):
@@ -158,7 +160,8 @@
 //	              "omitted" entry with their count (limits.go).
 //	DLQ_REASON    the last failure reason of a dead letter (at most 2 KiB).
 //	DLQ_ID        the id a dead letter keeps when retention carries it.
-//	DLQ_DEAD_AT   its original death time (Unix ms).
+//	DLQ_DEAD_AT   its original death time (Unix ms). The DLQ_ properties
+//	              are package dlq's.
 //	TIMER_ID      the timer a copy belongs to.
 //	TIMER_PREV    the timer-queue offset of the record a copy supersedes.
 //	ORDER_SEQ     the queue offset of a dead-lettered orderly message.

@@ -2,10 +2,10 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/dlq"
 	"github.com/mqgate/mqgate/storage/offset"
 )
 
@@ -62,7 +62,7 @@ func (b *Broker) DeadLetterArrivals(ctx context.Context, group string, from int6
 }
 
 // DLQStatusChange is one dead letter resent or discarded.
-type DLQStatusChange = dlqStatusRecord
+type DLQStatusChange = dlq.StatusRecord
 
 // DeadLetterStatusChanges reads dead-letter status changes by stream
 // offset [from, from+max), in order.
@@ -76,8 +76,8 @@ func (b *Broker) DeadLetterStatusChanges(ctx context.Context, from int64, max in
 	}
 	var out []DLQStatusChange
 	for _, m := range res.Messages {
-		var recs []dlqStatusRecord
-		if err := json.Unmarshal(m.Body, &recs); err != nil {
+		recs, err := dlq.DecodeStatuses(m.Body)
+		if err != nil {
 			continue
 		}
 		out = append(out, recs...)

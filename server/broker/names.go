@@ -3,6 +3,8 @@ package broker
 import (
 	"fmt"
 	"strings"
+
+	"github.com/mqgate/mqgate/server/broker/dlq"
 )
 
 // Naming rules (RocketMQ TopicValidator): topics up to 127 and
@@ -13,7 +15,7 @@ const (
 	maxGroupLen = 120
 
 	retryPrefix  = "%RETRY%"
-	dlqPrefix    = "%DLQ%"
+	dlqPrefix    = dlq.TopicPrefix
 	systemPrefix = "rmq_sys_"
 
 	// offsetTopic carries ack and offset-commit records (package offset).
@@ -56,7 +58,7 @@ func ValidateGroupName(name string) error { return validateName("group", name, m
 func RetryTopic(group string) string { return retryPrefix + group }
 
 // DLQTopic is the dead-letter topic of a group.
-func DLQTopic(group string) string { return dlqPrefix + group }
+func DLQTopic(group string) string { return dlq.Topic(group) }
 
 // bookkeeping reports whether topic holds the broker's own records
 // (progress, registry, dead-letter and timer statuses, leases): never shown as

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/dlq"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
@@ -22,8 +23,8 @@ import (
 
 // Broker-owned properties carried by retries and dead letters.
 const (
-	propAttempts  = "ATTEMPTS"   // JSON attempt history
-	propDLQReason = "DLQ_REASON" // last failure reason of a dead letter
+	propAttempts  = "ATTEMPTS"     // JSON attempt history
+	propDLQReason = dlq.PropReason // last failure reason of a dead letter
 )
 
 // Attempt is one failed delivery in a message's history (bounded: see

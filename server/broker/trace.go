@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/dlq"
 	"github.com/mqgate/mqgate/server/broker/trace"
 	"github.com/mqgate/mqgate/server/broker/txn"
 	"github.com/mqgate/mqgate/storage"
@@ -206,7 +207,7 @@ func (b *Broker) traceTarget(mid message.ID) (*message.Message, error) {
 	var keys [][2]string
 	for _, topic := range b.store.Topics() {
 		if strings.HasPrefix(topic, dlqPrefix) {
-			keys = append(keys, [2]string{topic, "dlq:" + id})
+			keys = append(keys, [2]string{topic, dlq.Key(id)})
 		}
 	}
 	keys = append(keys, [2]string{timerTopic, timerKey(id)}, [2]string{txnHalfTopic, txn.Key(id)})
@@ -502,20 +503,20 @@ func (b *Broker) lifeItems(life traceLife) ([]trace.Item, bool, error) {
 			give(c)
 		case strings.HasPrefix(c.Topic, dlqPrefix):
 			group := strings.TrimPrefix(c.Topic, dlqPrefix)
-			did := stableID(c)
+			did := dlq.StableID(c)
 			if letters[did] {
 				continue // carried forward: the same letter
 			}
 			letters[did] = true
 			addAttempts(c, group)
 			at, pos := c.StoreTimestamp, c.PhysicalOffset
-			if ms, err := strconv.ParseInt(c.Property(propDLQDeadAt), 10, 64); err == nil && ms != at {
+			if ms, err := strconv.ParseInt(c.Property(dlq.PropDeadAt), 10, 64); err == nil && ms != at {
 				at, pos = ms, 0 // a letter retention carried: its own record is gone
 			}
 			items = append(items, trace.Item{Kind: trace.DeadLettered, At: at, Copy: -1, Group: group, MessageID: failedCopy(at),
-				RelatedID: did, Text: c.Property(propDLQReason), Reconsume: c.ReconsumeTimes, Pos: pos})
+				RelatedID: did, Text: c.Property(dlq.PropReason), Reconsume: c.ReconsumeTimes, Pos: pos})
 			lastLetter = did
-			if st, ok := b.dlqStatus.get(group, did); ok && st.Status == DLQDiscarded {
+			if st, ok := b.dlqStatus.Get(group, did); ok && st.Status == DLQDiscarded {
 				items = append(items, trace.Item{Kind: trace.Discarded, At: st.At.UnixMilli(), Copy: -1, Group: group, MessageID: did, RelatedID: did})
 			}
 		}
