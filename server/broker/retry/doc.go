@@ -2,8 +2,9 @@
 // retry policy — how long a failed delivery waits before its next attempt
 // — and the validation of a group's policy and of a nack's delay. The
 // failure path itself (nack, lease expiry, the retry and dead-letter
-// copies, their records) still lives in server/broker (retry.go, dlq.go,
-// orderly.go) until the family moves whole (ARCHITECTURE.md, "The broker
+// copies, their records) still lives in server/broker (retry.go,
+// orderly.go; the dead letters' statuses and properties are package dlq's)
+// until the family moves whole (ARCHITECTURE.md, "The broker
 // as a state machine": the row of server/broker/retry).
 //
 // It imports nothing of the module, and server/broker imports it
