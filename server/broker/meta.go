@@ -34,6 +34,13 @@ type registry struct {
 	topics  map[string]TopicConfig
 	tombs   map[string]topicTombstone
 	groups  map[string]GroupConfig
+	// goneAt is when this process last deleted each group (memory only):
+	// a group re-created under the name gets a later CreatedAt, so the
+	// deleted namesake's leases, all stamped at or before its deletion,
+	// never pass for the new group's (owedLeases compares the two
+	// times), even when the deletion and the re-creation fall in one
+	// millisecond. After a restart the restart itself separates them.
+	goneAt  map[string]time.Time
 	covered int64 // the snapshots hold every rmq_sys_META record below this queue offset
 	// ring is the receipt keyring (package receipt; receiptkeys.go),
 	// applied from the same records; replaced whole, read without r.mu.
@@ -231,6 +238,9 @@ func (r *registry) putGroup(g GroupConfig, ifAbsent bool) (GroupConfig, bool, er
 		g.CreatedAt = old.CreatedAt
 	} else {
 		g.CreatedAt = r.clock.Now().UTC().Truncate(time.Millisecond)
+		if gone, ok := r.goneAt[g.Name]; ok && !g.CreatedAt.After(gone) {
+			g.CreatedAt = gone.Add(time.Millisecond)
+		}
 	}
 	if err := r.checkGroupLocked(old, exists, g); err != nil {
 		return old, false, err
@@ -296,6 +306,10 @@ func (r *registry) deleteGroup(name string) (bool, error) {
 	if err := r.commitLocked(metaRecord{Kind: metaGroupDeleted, Name: name}); err != nil {
 		return false, err
 	}
+	if r.goneAt == nil {
+		r.goneAt = map[string]time.Time{}
+	}
+	r.goneAt[name] = r.clock.Now().UTC().Truncate(time.Millisecond)
 	return true, nil
 }
 
