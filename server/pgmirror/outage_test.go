@@ -159,6 +159,10 @@ func startAheadSampler(t *testing.T, url string, b *broker.Broker, groups ...str
 				continue // PostgreSQL is down
 			}
 			s.samples.Add(1)
+			// A progress record is readable by the mirror once flushed, a
+			// moment before the broker applies it: wait for the appends in
+			// flight, as GET /v1/groups/{g}/progress does (server/mirror.go).
+			b.AwaitApplied()
 			for _, g := range groups {
 				qs, err := b.Progress(context.Background(), g)
 				if err != nil {
