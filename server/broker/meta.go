@@ -26,14 +26,14 @@ import (
 // has no queues. Maps are replaced, never changed in place, so a reader
 // may keep one it got.
 type registry struct {
-	files   metaFiles
-	log     metaLog
-	logger  zerolog.Logger
-	clock   clockwork.Clock // stamps CreatedAt
-	mu      sync.RWMutex
-	topics  map[string]TopicConfig
-	tombs   map[string]topicTombstone
-	groups  map[string]GroupConfig
+	files  metaFiles
+	log    metaLog
+	logger zerolog.Logger
+	clock  clockwork.Clock // stamps CreatedAt
+	mu     sync.RWMutex
+	topics map[string]TopicConfig
+	tombs  map[string]topicTombstone
+	groups map[string]GroupConfig
 	// goneAt is when this process last deleted each group (memory only):
 	// a group re-created under the name gets a later CreatedAt, so the
 	// deleted namesake's leases, all stamped at or before its deletion,
