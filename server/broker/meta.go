@@ -40,6 +40,7 @@ type registry struct {
 	// never pass for the new group's (owedLeases compares the two
 	// times), even when the deletion and the re-creation fall in one
 	// millisecond. After a restart the restart itself separates them.
+	// Read and written under mu, never handed out (so changed in place).
 	goneAt  map[string]time.Time
 	covered int64 // the snapshots hold every rmq_sys_META record below this queue offset
 	// ring is the receipt keyring (package receipt; receiptkeys.go),
