@@ -127,6 +127,10 @@ func (r *registry) putTopic(t TopicConfig, ifAbsent bool) (TopicConfig, bool, er
 			return t, false, err
 		}
 		t.CreatedAt = r.clock.Now().UTC().Truncate(time.Millisecond)
+		if tomb, ok := r.tombs[t.Name]; ok && !t.CreatedAt.After(tomb.DeletedAt) {
+			// After its deleted namesake, as for groups (goneAt).
+			t.CreatedAt = tomb.DeletedAt.Add(time.Millisecond)
+		}
 		return t, true, r.storeTopicLocked(t)
 	}
 	t, err := r.replaceTopicLocked(old, t)
