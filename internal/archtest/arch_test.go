@@ -77,6 +77,9 @@ var forbidden = map[string][]string{
 	// the listing's filter and cursor): storage/message (excepted below)
 	// and nothing else; the broker reads and writes the topics.
 	"server/broker/dlq": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
+	// The broker's rule for quoting a client's value in an error message,
+	// shared by the family packages (a leaf: nothing of the module).
+	"server/broker/quote": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
 	// The Raft messages' network transport knows raftpb, not the shard
 	// (its tests run real shards): nothing of storage or of the server.
 	"server/peer": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal/loadgen"},
@@ -85,8 +88,9 @@ var forbidden = map[string][]string{
 // excepted lists, per package of forbidden, the packages under one of its
 // bans that it may import all the same (prefix match, as there).
 var excepted = map[string][]string{
-	"server/broker/txn": {"storage/message"},
-	"server/broker/dlq": {"storage/message"},
+	"server/broker/txn":   {"storage/message", "server/broker/quote"},
+	"server/broker/dlq":   {"storage/message"},
+	"server/broker/retry": {"server/broker/quote"},
 }
 
 // testOnly are helper packages no production package may import (one

@@ -9,6 +9,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/mqgate/mqgate/server/broker/quote"
 	"github.com/mqgate/mqgate/storage/message"
 )
 
@@ -132,25 +133,11 @@ func prefixField(err error, prefix string) error {
 
 // QuoteValue quotes a client's value for an error message, cut to 64
 // bytes so that a huge value is never echoed back whole.
-func QuoteValue(s string) string {
-	const max = 64
-	if len(s) <= max {
-		return fmt.Sprintf("%q", s)
-	}
-	return fmt.Sprintf("%q… (%d bytes)", cutUTF8(s, max), len(s))
-}
+func QuoteValue(s string) string { return quote.Value(s) }
 
 // cutUTF8 returns the longest prefix of s of at most n bytes that does not
 // split a UTF-8 sequence.
-func cutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
+func cutUTF8(s string, n int) string { return quote.CutUTF8(s, n) }
 
 // truncateText cuts s to at most n bytes, ending in a marker that says how
 // long it was.

@@ -7,7 +7,7 @@
 // until the family moves whole (ARCHITECTURE.md, "The broker
 // as a state machine": the row of server/broker/retry).
 //
-// It imports nothing of the module, and server/broker imports it
+// It imports nothing of the module but server/broker/quote, and server/broker imports it
 // (retrypolicy.go there: broker.RetryPolicy is an alias of Policy, the
 // errors become broker.ErrInvalidArgument, the number of delay levels is
 // the broker's, and the jitter is drawn there).

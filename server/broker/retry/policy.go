@@ -4,7 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
+
+	"github.com/mqgate/mqgate/server/broker/quote"
 )
 
 // Backoff kinds of a Policy.
@@ -51,7 +52,7 @@ func Normalize(p *Policy) (*Policy, error) {
 		return nil, nil
 	case BackoffExponential, BackoffFixed:
 	default:
-		return nil, fmt.Errorf("retryPolicy.backoff %s must be %q, %q or %q", quote(out.Backoff), BackoffLevels, BackoffExponential, BackoffFixed)
+		return nil, fmt.Errorf("retryPolicy.backoff %s must be %q, %q or %q", quote.Value(out.Backoff), BackoffLevels, BackoffExponential, BackoffFixed)
 	}
 	maxMs := MaxDelay.Milliseconds()
 	switch {
@@ -119,19 +120,4 @@ func (p *Policy) Delay(reconsume int32, unit func() float64) time.Duration {
 		d += time.Duration(float64(d) * p.Jitter * (2*unit() - 1))
 	}
 	return max(time.Millisecond, min(d, MaxDelay))
-}
-
-// quote quotes a client's value for an error message, cut to 64 bytes so
-// that a huge value is never echoed back whole (broker.QuoteValue's rule,
-// which this leaf cannot import).
-func quote(s string) string {
-	const max = 64
-	if len(s) <= max {
-		return fmt.Sprintf("%q", s)
-	}
-	n := max
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return fmt.Sprintf("%q… (%d bytes)", s[:n], len(s))
 }

@@ -5,7 +5,7 @@
 //
 // It is a package of the broker's split by record family (ARCHITECTURE.md,
 // "The broker as a state machine"; receipt and retry moved before it). It
-// imports storage/message of the module and nothing else, and
+// imports storage/message and server/broker/quote of the module and nothing else, and
 // server/broker imports it. What needs the broker stays there: following
 // the two queues through the store into the State and the snapshot file
 // (txnstate.go, txnrecords.go), the requests — a transactional send, commit,

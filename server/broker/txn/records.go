@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
+	"github.com/mqgate/mqgate/server/broker/quote"
 	"github.com/mqgate/mqgate/storage/message"
 )
 
@@ -146,12 +146,12 @@ func DecodeOp(body []byte) (OpRecord, error) {
 	if mid, err := message.ParseID(rec.ID); err != nil {
 		return rec, fmt.Errorf("transaction op record: id: %w", err)
 	} else if rec.ID != mid.String() {
-		return rec, fmt.Errorf("transaction op record: id %s is not in its canonical form", quote(rec.ID))
+		return rec, fmt.Errorf("transaction op record: id %s is not in its canonical form", quote.Value(rec.ID))
 	}
 	switch rec.State {
 	case Checked, Committed, RolledBack:
 	default:
-		return rec, fmt.Errorf("transaction op record: state %s", quote(rec.State))
+		return rec, fmt.Errorf("transaction op record: state %s", quote.Value(rec.State))
 	}
 	if rec.CheckTimes < 0 {
 		return rec, fmt.Errorf("transaction op record: checkTimes %d", rec.CheckTimes)
@@ -169,19 +169,4 @@ func OpMessage(rec OpRecord, now time.Time) *message.Message {
 	m := &message.Message{Topic: OpTopic, Body: body, BornTimestamp: now.UnixMilli()}
 	m.SetProperty(message.PropertyUniqKey, Key(rec.ID))
 	return m
-}
-
-// quote quotes a value for an error message, cut to 64 bytes so that a
-// huge value is never echoed back whole (broker.QuoteValue's rule, which
-// this package cannot import).
-func quote(s string) string {
-	const max = 64
-	if len(s) <= max {
-		return fmt.Sprintf("%q", s)
-	}
-	n := max
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return fmt.Sprintf("%q… (%d bytes)", s[:n], len(s))
 }

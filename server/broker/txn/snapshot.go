@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/quote"
 	"github.com/mqgate/mqgate/storage/message"
 )
 
@@ -106,7 +107,7 @@ func DecodeSnapshot(data []byte, names Names) (Snapshot, error) {
 			return bad("txns[%d]: id: %v", i, err)
 		}
 		if r.ID != mid.String() {
-			return bad("txns[%d]: id %s is not in its canonical form", i, quote(r.ID))
+			return bad("txns[%d]: id %s is not in its canonical form", i, quote.Value(r.ID))
 		}
 		if _, dup := seen[r.ID]; dup {
 			return bad("txns[%d]: %s twice", i, r.ID)
@@ -116,7 +117,7 @@ func DecodeSnapshot(data []byte, names Names) (Snapshot, error) {
 		case r.Seq < 0 || r.Seq >= p.Half || r.Phys < 0:
 			return bad("txns[%d]: record %d at %d outside the position", i, r.Seq, r.Phys)
 		case names.Topic(r.Topic) != nil || names.Group(r.Group) != nil:
-			return bad("txns[%d]: topic %s or group %s", i, quote(r.Topic), quote(r.Group))
+			return bad("txns[%d]: topic %s or group %s", i, quote.Value(r.Topic), quote.Value(r.Group))
 		case r.QueueID < 0 || r.QueueID > names.MaxQueueID || r.CheckAfterMs <= 0 || r.CheckAfterMs > MaxCheckAfter.Milliseconds() || r.Checks < 0:
 			return bad("txns[%d]: queue %d, checkAfterMs %d, checks %d", i, r.QueueID, r.CheckAfterMs, r.Checks)
 		}
