@@ -46,6 +46,24 @@ func (r *replica) start(t *testing.T, bin string) error {
 	return nil
 }
 
+// startThree builds the server and starts three replicas of one cluster
+// on fresh directories and free ports (peer links direct).
+func startThree(t *testing.T) (bin string, rs []*replica) {
+	t.Helper()
+	bin = buildServer(t)
+	rs = make([]*replica, 3)
+	var peers []string
+	for i := range rs {
+		rs[i] = &replica{id: i + 1, dir: t.TempDir(), addr: freeAddr(t)}
+		peers = append(peers, fmt.Sprintf("%d=%s", i+1, freeAddr(t)))
+	}
+	for _, r := range rs {
+		r.peers = strings.Join(peers, ",")
+		require.NoError(t, r.start(t, bin))
+	}
+	return bin, rs
+}
+
 // clusterView is the part of GET /v1/cluster the test reads.
 type clusterView struct {
 	NodeID  int  `json:"nodeId"`
@@ -99,17 +117,7 @@ func TestClusterKill9TheLeaderUnderLoad(t *testing.T) {
 	if os.Getenv("LONG") != "" {
 		runFor, kills = 120*time.Second, 40
 	}
-	bin := buildServer(t)
-	rs := make([]*replica, 3)
-	var peers []string
-	for i := range rs {
-		rs[i] = &replica{id: i + 1, dir: t.TempDir(), addr: freeAddr(t)}
-		peers = append(peers, fmt.Sprintf("%d=%s", i+1, freeAddr(t)))
-	}
-	for _, r := range rs {
-		r.peers = strings.Join(peers, ",")
-		require.NoError(t, r.start(t, bin))
-	}
+	bin, rs := startThree(t)
 	_, err := servingLeader(rs, 30*time.Second)
 	require.NoError(t, err)
 

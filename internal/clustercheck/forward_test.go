@@ -3,7 +3,6 @@ package clustercheck_test
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -58,17 +57,7 @@ func TestForwardAbandonedWhenTheLeaderChanges(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and spawns three servers")
 	}
-	bin := buildServer(t)
-	rs := make([]*replica, 3)
-	var peers []string
-	for i := range rs {
-		rs[i] = &replica{id: i + 1, dir: t.TempDir(), addr: freeAddr(t)}
-		peers = append(peers, fmt.Sprintf("%d=%s", i+1, freeAddr(t)))
-	}
-	for _, r := range rs {
-		r.peers = strings.Join(peers, ",")
-		require.NoError(t, r.start(t, bin))
-	}
+	_, rs := startThree(t)
 	lead, err := servingLeader(rs, 30*time.Second)
 	require.NoError(t, err)
 	var f *replica

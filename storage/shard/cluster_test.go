@@ -60,6 +60,25 @@ func (c *cluster) open(id uint64) *Shard {
 	return s
 }
 
+// startThree opens replicas 1, 2 and 3 on fresh directories over a
+// localNet; the map is the test's to update (a replica reopened), and
+// Cleanup closes what it holds then.
+func startThree(t *testing.T) (*cluster, map[uint64]*Shard) {
+	t.Helper()
+	c := &cluster{t: t, net: &localNet{peers: map[uint64]*Shard{}, down: map[uint64]bool{}},
+		dirs: map[uint64]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()}, ticks: map[uint64]chan time.Time{}}
+	shards := map[uint64]*Shard{}
+	for id := uint64(1); id <= 3; id++ {
+		shards[id] = c.open(id)
+	}
+	t.Cleanup(func() {
+		for _, s := range shards {
+			_ = s.Close()
+		}
+	})
+	return c, shards
+}
+
 // tickUntil ticks every live replica, one tick at a time, until cond.
 func (c *cluster) tickUntil(cond func() bool) {
 	c.t.Helper()
@@ -100,17 +119,7 @@ func (c *cluster) leader() *Shard {
 // the old one reopened from its files catches up.
 func TestThreeShards(t *testing.T) {
 	t.Parallel()
-	c := &cluster{t: t, net: &localNet{peers: map[uint64]*Shard{}, down: map[uint64]bool{}},
-		dirs: map[uint64]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()}, ticks: map[uint64]chan time.Time{}}
-	shards := map[uint64]*Shard{}
-	for id := uint64(1); id <= 3; id++ {
-		shards[id] = c.open(id)
-	}
-	defer func() {
-		for _, s := range shards {
-			_ = s.Close()
-		}
-	}()
+	c, shards := startThree(t)
 	c.tickUntil(func() bool { return c.leader() != nil })
 	lead := c.leader()
 	var follower *Shard

@@ -3,7 +3,6 @@ package shard
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -19,17 +18,7 @@ import (
 // stays behind, and says so.
 func TestFollowerBehindRetention(t *testing.T) {
 	t.Parallel()
-	c := &cluster{t: t, net: &localNet{peers: map[uint64]*Shard{}, down: map[uint64]bool{}},
-		dirs: map[uint64]string{1: t.TempDir(), 2: t.TempDir(), 3: t.TempDir()}, ticks: map[uint64]chan time.Time{}}
-	shards := map[uint64]*Shard{}
-	for id := uint64(1); id <= 3; id++ {
-		shards[id] = c.open(id)
-	}
-	defer func() {
-		for _, s := range shards {
-			_ = s.Close()
-		}
-	}()
+	c, shards := startThree(t)
 	c.tickUntil(func() bool { return c.leader() != nil })
 	lead := c.leader()
 	ctx := context.Background()
