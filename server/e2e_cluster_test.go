@@ -527,6 +527,24 @@ func (ca *testCA) issuePeer(t *testing.T, dir, name string) (certFile, keyFile s
 	return certFile, keyFile
 }
 
+// startTLSCluster starts a cluster whose replicas speak mutual TLS on the
+// peer port: replica N's key pair is replica-N.crt/.key in dir, ca signed
+// it, and caFile holds ca's certificate; opt sets the rest.
+func startTLSCluster(t *testing.T, ca *testCA, opt func(*server.Config)) (c *e2eCluster, dir, caFile string) {
+	t.Helper()
+	dir = t.TempDir()
+	caFile = filepath.Join(dir, "ca.crt")
+	writeFile(t, caFile, ca.pemCrt)
+	node := 0
+	c = startCluster(t, func(cfg *server.Config) {
+		node++
+		cfg.PeerTLSCertFile, cfg.PeerTLSKeyFile = ca.issuePeer(t, dir, fmt.Sprintf("replica-%d", node))
+		cfg.PeerTLSCAFile = caFile
+		opt(cfg)
+	})
+	return c, dir, caFile
+}
+
 // TestClusterPeerTLS: with --peer-tls-*, the replicas speak mutual TLS on
 // the peer port: they elect a leader, replicate, and forward a client's
 // request to the leader over it. The peer port refuses cleartext, a
@@ -535,16 +553,7 @@ func (ca *testCA) issuePeer(t *testing.T, dir, name string) (certFile, keyFile s
 func TestClusterPeerTLS(t *testing.T) {
 	t.Parallel()
 	ca := newTestCA(t, "mqgate cluster CA")
-	dir := t.TempDir()
-	caFile := filepath.Join(dir, "ca.crt")
-	writeFile(t, caFile, ca.pemCrt)
-	node := 0
-	c := startCluster(t, func(cfg *server.Config) {
-		node++
-		cfg.PeerTLSCertFile, cfg.PeerTLSKeyFile = ca.issuePeer(t, dir, fmt.Sprintf("replica-%d", node))
-		cfg.PeerTLSCAFile = caFile
-		cfg.ClusterSecret = "cluster-secret-0001"
-	})
+	c, _, _ := startTLSCluster(t, ca, func(cfg *server.Config) { cfg.ClusterSecret = "cluster-secret-0001" })
 	lead := c.leader(t, nil)
 	f := (lead + 1) % 3
 	var res api.SendResponse
@@ -588,16 +597,7 @@ func TestClusterPeerTLS(t *testing.T) {
 func TestClusterPeerTLSRotation(t *testing.T) {
 	t.Parallel()
 	oldCA, newCA := newTestCA(t, "old cluster CA"), newTestCA(t, "new cluster CA")
-	dir := t.TempDir()
-	caFile := filepath.Join(dir, "ca.crt")
-	writeFile(t, caFile, oldCA.pemCrt)
-	node := 0
-	c := startCluster(t, func(cfg *server.Config) {
-		node++
-		cfg.PeerTLSCertFile, cfg.PeerTLSKeyFile = oldCA.issuePeer(t, dir, fmt.Sprintf("replica-%d", node))
-		cfg.PeerTLSCAFile = caFile
-		cfg.TLSReloadInterval = 10 * time.Millisecond
-	})
+	c, dir, caFile := startTLSCluster(t, oldCA, func(cfg *server.Config) { cfg.TLSReloadInterval = 10 * time.Millisecond })
 	lead := c.leader(t, nil)
 	send := func(via int, body string) string {
 		var res api.SendResponse

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/message"
 )
 
 // localNet delivers messages between Shards of one process straight into
@@ -79,6 +80,26 @@ func startThree(t *testing.T) (*cluster, map[uint64]*Shard) {
 	return c, shards
 }
 
+// put puts ms through s, ticking the replicas until it answers, and
+// requires it ok.
+func (c *cluster) put(s *Shard, ms []*message.Message) []storage.PutResult {
+	c.t.Helper()
+	res := make([]storage.PutResult, len(ms))
+	done := make(chan error, 1)
+	go func() { done <- s.Put(context.Background(), storage.ClassSend, ms, res) }()
+	var err error
+	c.tickUntil(func() bool {
+		select {
+		case err = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	require.NoError(c.t, err)
+	return res
+}
+
 // tickUntil ticks every live replica, one tick at a time, until cond.
 func (c *cluster) tickUntil(cond func() bool) {
 	c.t.Helper()
@@ -137,21 +158,7 @@ func TestThreeShards(t *testing.T) {
 	var acked []storage.PutResult
 	put := func(s *Shard, tag string, n int) {
 		for k := 0; k < n; k++ {
-			ms := batch(tag, 1+k%3)
-			res := make([]storage.PutResult, len(ms))
-			done := make(chan error, 1)
-			go func() { done <- s.Put(ctx, storage.ClassSend, ms, res) }()
-			var err error
-			c.tickUntil(func() bool {
-				select {
-				case err = <-done:
-					return true
-				default:
-					return false
-				}
-			})
-			require.NoError(t, err)
-			acked = append(acked, res...)
+			acked = append(acked, c.put(s, batch(tag, 1+k%3))...)
 		}
 	}
 	put(lead, "first", 20)

@@ -1,12 +1,9 @@
 package shard
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/mqgate/mqgate/storage"
 )
 
 // TestFollowerBehindRetention: a follower that was away while retention
@@ -21,23 +18,9 @@ func TestFollowerBehindRetention(t *testing.T) {
 	c, shards := startThree(t)
 	c.tickUntil(func() bool { return c.leader() != nil })
 	lead := c.leader()
-	ctx := context.Background()
 	put := func(tag string, n int) {
 		for k := 0; k < n; k++ {
-			ms := batch(tag, 8)
-			res := make([]storage.PutResult, len(ms))
-			done := make(chan error, 1)
-			go func() { done <- lead.Put(ctx, storage.ClassSend, ms, res) }()
-			var err error
-			c.tickUntil(func() bool {
-				select {
-				case err = <-done:
-					return true
-				default:
-					return false
-				}
-			})
-			require.NoError(t, err)
+			c.put(lead, batch(tag, 8))
 		}
 	}
 	put("before", 2)
