@@ -405,7 +405,9 @@ func (p *peer) run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			err = s.close()
+			if cause := s.close(); errors.Is(err, io.ErrClosedPipe) && cause != nil {
+				err = cause // the request ended first: say why, not "closed pipe"
+			}
 			s = nil
 			if !fail(err, n) {
 				return
