@@ -1,7 +1,9 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 
@@ -37,6 +39,48 @@ func (s *Store) WriteMeta(name string, data []byte) error {
 		return err
 	}
 	return vfs.WriteFileAtomic(s.opts.FS, s.MetaPath(name), data, 0o600)
+}
+
+// ownMeta names the metadata files that describe this store's files
+// rather than the log's content (the scrubber's position, quarantined
+// ranges, repaired ranges): a copy of the store for another replica
+// leaves them out.
+var ownMeta = map[string]bool{scrubFile: true, quarantineFile: true, repairFile: true}
+
+// MetaFiles reads every metadata file a copy of the store carries to
+// another replica: the files of <dir>/config except the store's own
+// (scrub position, quarantine, repairs) and unfinished replacements.
+func (s *Store) MetaFiles() (map[string][]byte, error) {
+	des, err := s.opts.FS.ReadDir(filepath.Join(s.opts.Dir, "config"))
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string][]byte{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]byte, len(des))
+	for _, de := range des {
+		name := de.Name()
+		if !de.Type().IsRegular() || !CopiedMeta(name) {
+			continue
+		}
+		b, err := s.ReadMeta(name)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // replaced meanwhile by a rename: the new one is read if listed
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[name] = b
+	}
+	return out, nil
+}
+
+// CopiedMeta reports whether name is a metadata file a copy of the store
+// carries (MetaFiles): a valid name, not a temporary file, not one of the
+// store's own.
+func CopiedMeta(name string) bool {
+	return metaName.MatchString(name) && !ownMeta[name] && filepath.Ext(name) != ".tmp"
 }
 
 // FS is the file system the store writes through (Options.FS): its user

@@ -39,6 +39,12 @@ type Options struct {
 	// id" in doc.go); zero picks a random one. A store whose log holds
 	// records keeps the id they carry.
 	StoreID message.Host
+	// StartOffset is where the CommitLog of a store that has none yet
+	// begins (its first segment's base): a replica that starts from a copy
+	// of another's log after retention deleted its beginning (package
+	// shard's copies) starts there, as that log does. Ignored once the
+	// store holds segments.
+	StartOffset int64
 	// HoldDispatch makes the dispatcher go no further than a limit its
 	// owner sets (SetDispatchLimit; DispatchLimit until then), at Open and
 	// Close too: a replica's ConsumeQueues then follow the Raft commit

@@ -512,6 +512,9 @@ var FlushRecordBuckets = commitlog.FlushRecordBuckets
 // (what retention left).
 func (s *Store) MinPhysicalOffset() int64 { return s.commitLog.MinOffset() }
 
+// SegmentSize is the size of the CommitLog segments the store creates.
+func (s *Store) SegmentSize() int64 { return s.commitLog.SegmentSize() }
+
 // Stats reports the store's extent.
 func (s *Store) Stats() Stats {
 	segs := s.commitLog.Segments()

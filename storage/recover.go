@@ -44,6 +44,7 @@ func (s *Store) open() error {
 	clOpts := commitlog.Options{
 		Dir:           filepath.Join(dir, "commitlog"),
 		SegmentSize:   s.opts.SegmentSize,
+		StartOffset:   s.opts.StartOffset,
 		Reserve:       s.opts.DiskSystemReserve,
 		FlushMode:     s.opts.FlushMode,
 		FlushInterval: s.opts.FlushInterval,

@@ -26,6 +26,16 @@ func (s *Store) ReadFrames(offset int64, maxBytes int, dst []byte) ([]byte, int6
 	return b, next, s.mapAppendErr(err)
 }
 
+// ReadFramesTo is ReadFrames that goes no further than to (a frame
+// boundary, such as the end of a Raft entry).
+func (s *Store) ReadFramesTo(offset, to int64, maxBytes int, dst []byte) ([]byte, int64, error) {
+	if s.closed.Load() {
+		return dst, offset, ErrClosed
+	}
+	b, next, err := s.commitLog.ReadFramesTo(offset, to, maxBytes, dst)
+	return b, next, s.mapAppendErr(err)
+}
+
 // AppendFrames appends a frame stream that starts at WriteOffset() and
 // waits, in sync mode, until it is durable. A stream that fails its checks
 // is refused whole (ErrCorrupt). A store that follows takes no Put of its

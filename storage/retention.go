@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/mqgate/mqgate/storage/consumequeue"
@@ -92,12 +93,42 @@ func (s *Store) PauseRetention() {
 	s.retentionMu.Unlock()
 }
 
+// HoldRetention keeps every CommitLog segment until release is called: no
+// retention pass runs meanwhile, and a cut applied (ApplyRetentionCut)
+// waits and is applied by the last release. A copy of the store for
+// another replica (package shard) holds it, so that the segments it has
+// yet to read are not deleted under it. Holds nest; release is
+// idempotent.
+func (s *Store) HoldRetention() (release func()) {
+	s.retentionMu.Lock()
+	s.retentionHolds++
+	s.retentionMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.retentionMu.Lock()
+			defer s.retentionMu.Unlock()
+			if s.retentionHolds--; s.retentionHolds > 0 || s.heldCut == 0 {
+				return
+			}
+			cut := s.heldCut
+			s.heldCut = 0
+			if s.closed.Load() {
+				return
+			}
+			if _, err := s.applyCutLocked(cut); err != nil {
+				s.log.Error().Err(err).Int64("below", cut).Msg("a retention cut held by a copy failed when applied")
+			}
+		})
+	}
+}
+
 // retentionPass runs one scheduled pass unless retention is paused or
 // still awaits its policy; ran is false when it did not run.
 func (s *Store) retentionPass(now time.Time) (res RetentionResult, ran bool, err error) {
 	s.retentionMu.Lock()
 	defer s.retentionMu.Unlock()
-	if s.retentionPaused || (s.opts.AwaitRetentionPolicy && s.retentionPolicy.Load() == nil) {
+	if s.retentionPaused || s.retentionHolds > 0 || (s.opts.AwaitRetentionPolicy && s.retentionPolicy.Load() == nil) {
 		return res, false, nil
 	}
 	res, err = s.runRetention(now)
@@ -217,6 +248,16 @@ func (s *Store) ApplyRetentionCut(cut int64) (int, error) {
 	}
 	s.retentionMu.Lock()
 	defer s.retentionMu.Unlock()
+	if s.retentionHolds > 0 {
+		s.heldCut = max(s.heldCut, cut)
+		return 0, nil
+	}
+	return s.applyCutLocked(cut)
+}
+
+// applyCutLocked is ApplyRetentionCut's deletion; the caller holds
+// retentionMu.
+func (s *Store) applyCutLocked(cut int64) (int, error) {
 	cut = min(cut, s.dispatched.Load())
 	if cut <= s.commitLog.MinOffset() {
 		return 0, nil

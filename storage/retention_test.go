@@ -292,3 +292,50 @@ func TestRetentionAwaitsItsPolicy(t *testing.T) {
 	require.Eventually(t, func() bool { return s.Stats().Segments < grown }, 5*time.Second, 5*time.Millisecond,
 		"retention did not resume")
 }
+
+// TestHoldRetention: while a copy holds retention no pass runs and a cut
+// applied waits; the last release applies the highest cut held. A store
+// whose CommitLog was never written, opened with StartOffset, starts its
+// log there.
+func TestHoldRetention(t *testing.T) {
+	t.Parallel()
+	s, _, _ := retentionStore(t, 60, func(o *storage.Options) {
+		o.RetentionInterval = 5 * time.Millisecond
+		o.FileReservedTime = time.Hour
+	})
+	segments := s.Stats().Segments
+	require.Greater(t, segments, 3)
+	first, second := s.HoldRetention(), s.HoldRetention()
+	cut := s.Dispatched()
+	n, err := s.ApplyRetentionCut(cut / 2)
+	require.NoError(t, err)
+	require.Zero(t, n, "a cut waits while held")
+	_, err = s.ApplyRetentionCut(cut)
+	require.NoError(t, err)
+	first()
+	first() // idempotent
+	require.Equal(t, segments, s.Stats().Segments, "still held once")
+	require.Zero(t, s.MinPhysicalOffset())
+	second()
+	require.Greater(t, s.MinPhysicalOffset(), cut/2, "the highest held cut was applied by the last release")
+	require.Less(t, s.Stats().Segments, segments)
+
+	passes, _, _ := retentionStore(t, 60, func(o *storage.Options) {
+		o.RetentionInterval = 5 * time.Millisecond
+		o.FileReservedTime = time.Millisecond
+		o.AwaitRetentionPolicy = true
+	})
+	segments = passes.Stats().Segments
+	release := passes.HoldRetention()
+	passes.SetRetentionPolicy(&recordingPolicy{floors: storage.RetentionFloors{Keep: storage.NoFloor, Retained: storage.NoFloor}})
+	time.Sleep(100 * time.Millisecond) // twenty passes' worth
+	require.Equal(t, segments, passes.Stats().Segments, "no pass runs while held")
+	release()
+	require.Eventually(t, func() bool { return passes.Stats().Segments < segments }, 5*time.Second, 5*time.Millisecond)
+
+	opts := storagetest.SmallOptions(t.TempDir())
+	opts.StartOffset = 5 * opts.SegmentSize
+	fresh := storagetest.MustOpen(t, opts)
+	require.Equal(t, opts.StartOffset, fresh.WriteOffset())
+	require.Equal(t, opts.StartOffset, fresh.MinPhysicalOffset())
+}

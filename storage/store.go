@@ -83,6 +83,8 @@ type Store struct {
 	retentionPolicy atomic.Pointer[RetentionPolicy]
 	retentionMu     sync.Mutex   // held by a scheduled retention pass
 	retentionPaused bool         // PauseRetention; under retentionMu
+	retentionHolds  int          // HoldRetention's holds; under retentionMu
+	heldCut         int64        // the highest cut applied while held; under retentionMu
 	heldLogged      atomic.Int64 // unix ns of the last "pressure, nothing deletable" warning
 	encoders        sync.Pool
 

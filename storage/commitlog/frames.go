@@ -22,7 +22,19 @@ import (
 // stream and the offset after its last frame (offset when there is
 // nothing durable to send yet).
 func (l *Log) ReadFrames(offset int64, maxBytes int, dst []byte) ([]byte, int64, error) {
-	limit := l.Flushed()
+	return l.readFrames(offset, l.Flushed(), false, maxBytes, dst)
+}
+
+// ReadFramesTo is ReadFrames that goes no further than to (a frame
+// boundary): the stream ends before a frame that would pass it, a Blank
+// frame included.
+func (l *Log) ReadFramesTo(offset, to int64, maxBytes int, dst []byte) ([]byte, int64, error) {
+	return l.readFrames(offset, min(to, l.Flushed()), true, maxBytes, dst)
+}
+
+// readFrames is ReadFrames up to limit; bounded: a Blank frame must end
+// at or below it too.
+func (l *Log) readFrames(offset, limit int64, bounded bool, maxBytes int, dst []byte) ([]byte, int64, error) {
 	for offset < limit {
 		s, err := l.pin(offset)
 		if err != nil {
@@ -43,6 +55,9 @@ func (l *Log) ReadFrames(offset int64, maxBytes int, dst []byte) ([]byte, int64,
 			dst = append(dst, b[:size]...)
 			offset += int64(size)
 		case status == frameRecord: // not durable yet
+			s.mu.RUnlock()
+			return dst, offset, nil
+		case bounded && (status == frameBlank || status == frameShort) && s.end() > limit:
 			s.mu.RUnlock()
 			return dst, offset, nil
 		case status == frameBlank:

@@ -119,6 +119,11 @@ type Options struct {
 	// from the first segment. A RecoverFrom that does not hold a valid frame
 	// (or lies past the last segment) falls back to a full scan.
 	RecoverFrom int64
+	// StartOffset is where a log that has no segment yet begins (the
+	// base of its first segment). A replica that starts
+	// from a copy of another's log after retention deleted its beginning
+	// starts there. Ignored once segments exist.
+	StartOffset int64
 	// HighWater is the log offset below which data was durable (the
 	// checkpointed flushed offset). An invalid frame below it is
 	// corruption, not a torn tail.
@@ -187,6 +192,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("%w: negative Reserve %d", ErrInvalidArgument, o.Reserve)
 	case o.FlushInterval < 0:
 		return fmt.Errorf("%w: negative FlushInterval %v", ErrInvalidArgument, o.FlushInterval)
+	case o.StartOffset < 0:
+		return fmt.Errorf("%w: negative StartOffset %d", ErrInvalidArgument, o.StartOffset)
 	case o.RecoverFrom < 0 || o.HighWater < 0:
 		return fmt.Errorf("%w: negative RecoverFrom %d or HighWater %d", ErrInvalidArgument, o.RecoverFrom, o.HighWater)
 	}

@@ -62,7 +62,7 @@ func (l *Log) recover() (err error) {
 	rep := RecoveryReport{}
 	var w walkResult
 	if len(segs) == 0 {
-		w = walkResult{clean: true, reason: "no segments"}
+		w = walkResult{clean: true, reason: "no segments", from: o.StartOffset, end: o.StartOffset}
 		if mark := max(o.RecoverFrom, o.HighWater); mark > 0 {
 			w.from, w.end, w.clean, w.reason = mark, mark, false, "no segment files although the checkpoint is at "+strconv.FormatInt(mark, 10)
 			if !o.AllowCorrupt {

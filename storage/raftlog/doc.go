@@ -181,10 +181,12 @@
 // to as the log's first point and removes the index files wholly below
 // it; the CommitLog's segments go by retention, and CompactBelow compacts
 // to a retention cut). ApplySnapshot accepts a snapshot only when the
-// CommitLog already ends at the offset it names — a learner first gets
-// the CommitLog up to there as frame streams (Store.ReadFrames on a
-// peer, AppendFrames here) — and otherwise refuses with
-// ErrSnapshotNeedsLog, changing nothing.
+// CommitLog already ends at the offset it names — a replica that starts
+// from a copy of another's data first gets the CommitLog up to there as
+// frame streams (package shard's ReceiveCopy: Store.ReadFramesTo on the
+// source, AppendFrames here, into a store opened with StartOffset at the
+// source's first segment), and SnapshotAt makes the snapshot — and
+// otherwise refuses with ErrSnapshotNeedsLog, changing nothing.
 //
 // # Adopting a store
 //
@@ -192,5 +194,6 @@
 // written before (a single node's data directory) becomes the prefix the
 // first snapshot covers: compaction and snapshot point at index 0, term
 // 0, at the CommitLog's end, with every message of it visible. The other
-// replicas of a new group start from it by frame streams.
+// replicas of a new group start from a copy of it (the data directory
+// copied by hand, or package shard's copies).
 package raftlog

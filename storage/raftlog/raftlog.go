@@ -577,12 +577,18 @@ func (s *Storage) Snapshot() (*pb.Snapshot, error) {
 
 func (s *Storage) snapshotLocked() *pb.Snapshot {
 	m := s.meta.snap
+	return SnapshotAt(m.index, m.term, m.offset, s.meta.conf)
+}
+
+// SnapshotAt is the snapshot of index i (term t) with configuration cs
+// whose CommitLog continues at offset (doc.go, "Snapshots").
+func SnapshotAt(i, t uint64, offset int64, cs *pb.ConfState) *pb.Snapshot {
 	return &pb.Snapshot{
-		Data: encodeSnapData(m.offset),
+		Data: encodeSnapData(offset),
 		Metadata: &pb.SnapshotMetadata{
-			Index:     proto.Uint64(m.index),
-			Term:      proto.Uint64(m.term),
-			ConfState: proto.Clone(pb.EnsureConfState(s.meta.conf)).(*pb.ConfState),
+			Index:     proto.Uint64(i),
+			Term:      proto.Uint64(t),
+			ConfState: proto.Clone(pb.EnsureConfState(cs)).(*pb.ConfState),
 		},
 	}
 }

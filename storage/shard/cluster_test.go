@@ -48,10 +48,15 @@ type cluster struct {
 	ticks map[uint64]chan time.Time
 }
 
-func (c *cluster) open(id uint64) *Shard {
+func (c *cluster) open(id uint64) *Shard { return c.openWith(id, false) }
+
+// openJoin opens replica id (its directory in c.dirs) with Join.
+func (c *cluster) openJoin(id uint64) *Shard { return c.openWith(id, true) }
+
+func (c *cluster) openWith(id uint64, join bool) *Shard {
 	c.t.Helper()
 	ticks := make(chan time.Time)
-	s, err := Open(Options{ID: id, Peers: []uint64{1, 2, 3}, Log: testLogOptions(c.dirs[id]),
+	s, err := Open(Options{ID: id, Peers: []uint64{1, 2, 3}, Join: join, Log: testLogOptions(c.dirs[id]),
 		Transport: localTransport{net: c.net, from: id}, Ticks: ticks})
 	require.NoError(c.t, err)
 	c.net.mu.Lock()
@@ -119,6 +124,42 @@ func (c *cluster) tickUntil(cond func() bool) {
 		}
 		time.Sleep(time.Millisecond) // let the messages of this tick land; the condition is what the test waits for
 	}
+}
+
+// setDown cuts replica id off the network (its messages and ticks) or
+// brings it back.
+func (c *cluster) setDown(id uint64, down bool) {
+	c.net.mu.Lock()
+	c.net.down[id] = down
+	c.net.mu.Unlock()
+}
+
+// changeConf proposes one configuration change through the leader,
+// ticking until it is applied there.
+func (c *cluster) changeConf(typ pb.ConfChangeType, id uint64) {
+	c.t.Helper()
+	var err error
+	c.tickUntil(func() bool {
+		l := c.leader()
+		if l == nil {
+			return false
+		}
+		done := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			done <- l.ChangeConf(ctx, &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: typ.Enum(), NodeId: &id}}})
+		}()
+		c.tickUntil(func() bool {
+			select {
+			case err = <-done:
+				return true
+			default:
+				return false
+			}
+		})
+		return err == nil
+	})
 }
 
 func (c *cluster) leader() *Shard {

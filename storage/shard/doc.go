@@ -109,14 +109,33 @@
 // in the change's Context. A replica opened with Join and an empty log
 // waits to be added instead of starting a group.
 //
+// # Copies
+//
+// The Raft log cannot bring every replica up to date: a replica that was
+// away while retention deleted segments it had not received, a new
+// replica added after retention deleted the first segment, or one joining
+// a group that adopted a single node's log (whose entries start past
+// offset 0) asks for entries whose bytes are gone. raftlog's Snapshot
+// answers ErrSnapshotTemporarilyUnavailable for them, so raft leaves such
+// a replica behind instead of panicking on an empty snapshot, and the
+// leader logs a warning once a minute (TestFollowerBehindRetention).
+//
+// Such a replica starts from a copy (copy.go) instead: WriteCopy on any
+// replica writes its metadata files (the broker's snapshots, read
+// first), then its CommitLog from the first segment to an applied entry
+// at or past everything those files cover, as frame streams; retention is
+// held meanwhile. ReceiveCopy builds an empty data directory from it
+// whose Raft log is a snapshot at that entry (the CommitLog ends there,
+// starting where the source's starts; the configuration is the entry's;
+// no vote), so the replica opens like one that compacted its log there
+// and the leader sends it the entries after it. Every frame is checked
+// as AppendFrames checks a follower's; a copy cut short or damaged
+// leaves nothing (TestCopyCatchesUpPastRetention, FuzzReceiveCopy).
+//
 // # Not here yet
 //
 // AsyncStorageWrites (the leader already sends its appends before its
-// own flush); snapshots and log compaction (no leader sends a snapshot,
-// since nothing compacts: a replica that falls behind a retention cut
-// cannot catch up — raftlog's Snapshot answers
-// ErrSnapshotTemporarilyUnavailable, so raft leaves it behind instead of
-// panicking on an empty snapshot, and the leader logs a warning once a
-// minute; TestFollowerBehindRetention); refusing to vote after damage below the commit point
-// (raftlog refuses to open instead).
+// own flush); raft snapshots sent by the leader itself (a replica left
+// behind is rebuilt from a copy, by its operator); refusing to vote after
+// damage below the commit point (raftlog refuses to open instead).
 package shard

@@ -540,7 +540,7 @@ func (n *node) status() Status {
 		CommitIndex: n.commit, AppliedIndex: n.applied,
 		CommitOffset: n.log.CommitOffset(), Readies: n.readies, Proposals: n.proposals, Entries: n.entries,
 		Overlapped: n.overlapped, Gen: n.gen, LeadIndex: n.leadIndex, Serving: n.serving,
-		Voters: n.conf.GetVoters(), Learners: n.conf.GetLearners(),
+		Voters: n.conf.GetVoters(), Learners: n.conf.GetLearners(), conf: n.conf,
 	}
 }
 

@@ -195,6 +195,8 @@ type Status struct {
 	Serving   bool
 	// Voters and Learners are the configuration applied here.
 	Voters, Learners []uint64
+	// conf is that configuration whole, at AppliedIndex (a copy's).
+	conf *pb.ConfState
 }
 
 // Shard is one replica of a store whose writes go through Raft: it owns

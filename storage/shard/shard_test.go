@@ -14,7 +14,7 @@ import (
 	"github.com/mqgate/mqgate/storage/message"
 )
 
-func openSingle(t *testing.T, dir string) *Shard {
+func openSingle(t testing.TB, dir string) *Shard {
 	t.Helper()
 	s, err := Open(Options{ID: 1, Peers: []uint64{1}, Log: testLogOptions(dir), Ticks: make(chan time.Time)})
 	require.NoError(t, err)
