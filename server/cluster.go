@@ -198,8 +198,24 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
+	lo := raftlog.Options{Store: so, Logger: log}
+	if cfg.Join {
+		empty, err := shard.EmptyDataDir(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		if empty {
+			client := peer.Client(cfg.ClusterSecret, nil)
+			if certs != nil {
+				client = peer.ClientCerts(cfg.ClusterSecret, certs)
+			}
+			if err := fetchCopy(ctx, n.log, client, n.peerScheme, others, lo); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if n.shard, err = shard.Open(shard.Options{ID: cfg.NodeID, Peers: ids,
-		Log:       raftlog.Options{Store: so, Logger: log},
+		Log:       lo,
 		Transport: n.transport, TickInterval: cfg.RaftTick, Owned: true, Join: cfg.Join,
 		OnConfChange: n.confChanged, Logger: log}); err != nil {
 		return nil, replicaHint(fmt.Errorf("open replica: %w", err), cfg.DataDir, cfg.NodeID)
@@ -246,6 +262,7 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(peer.MessagesPath, peer.Handler(n.shard.Step, peer.HandlerOptions{ID: cfg.NodeID, Secret: cfg.ClusterSecret, Logger: log}))
+	mux.HandleFunc(peer.CopyPath, n.serveCopy)
 	mux.HandleFunc(forwardPrefix+"/", n.serveForwarded)
 	mux.HandleFunc(forwardSQSPrefix+"/", n.serveForwarded)
 	var serverTLS *tls.Config

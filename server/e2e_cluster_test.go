@@ -24,6 +24,7 @@ import (
 	"github.com/mqgate/mqgate/api"
 	"github.com/mqgate/mqgate/internal/testnet"
 	"github.com/mqgate/mqgate/server"
+	"github.com/mqgate/mqgate/server/peer"
 	"github.com/mqgate/mqgate/server/pgmirror/pgtest"
 	"github.com/mqgate/mqgate/server/servertest"
 	"github.com/mqgate/mqgate/storage"
@@ -202,6 +203,12 @@ func TestClusterServesFromAnyNode(t *testing.T) {
 		resp.Body.Close()
 		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, path)
 	}
+	for _, i := range []int{f1, lead} { // a copy of the data, too
+		resp, err := http.Get("http://" + c.peers[i] + peer.CopyPath)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	}
 
 	// The leader goes; the others elect another and keep what was sent.
 	c.nodes[lead].Close(t)
@@ -261,8 +268,13 @@ func TestClusterReplacesADeadNode(t *testing.T) {
 	cfg.NodeID, cfg.Join, cfg.RaftTick = 4, true, 50*time.Millisecond
 	cfg.Peers = c.nodes[keep].Cfg.Peers + ",4=" + addr4
 	c.nodes = append(c.nodes, openE2E(t, cfg))
+	// It started from a copy of the leader's data, so it knows the
+	// configuration, which does not hold it yet.
 	joined := c.view(t, 3, nil)
-	require.Empty(t, joined.Peers, "a joining replica is in no configuration yet")
+	require.Len(t, joined.Peers, 3)
+	for _, p := range joined.Peers {
+		require.NotEqual(t, uint64(4), p.ID, "a joining replica is in no configuration yet")
+	}
 
 	var v api.Cluster
 	servertest.Decode(t, c.json(t, keep, http.MethodPost, "/v1/cluster/learners", api.AddLearnerRequest{ID: 4, Address: addr4}), http.StatusOK, &v)
@@ -442,14 +454,13 @@ func copyDir(t *testing.T, src, dst string) {
 	}))
 }
 
-// TestClusterAdoptsASingleNodeDataDir: a single node's data dir becomes
-// a cluster's by starting it with --node-id and --peers, with copies of
-// it (taken while it is stopped) on the other replicas: its log is the
-// prefix of the Raft log on every one. Every message stays readable by
-// its id through any node, a consumer group goes on where it was, and
-// new writes are replicated.
-func TestClusterAdoptsASingleNodeDataDir(t *testing.T) {
-	t.Parallel()
+// adoptedCluster runs a single node with small segments, sends it 30
+// messages of 100 kB (several segments), has group billing consume ten,
+// and starts three replicas on copies of its data dir (the README's
+// "From a single node to a cluster"). It returns the ids and the acked
+// ones.
+func adoptedCluster(t *testing.T) (*e2eCluster, []string, map[string]bool) {
+	t.Helper()
 	single := startE2E(t, func(cfg *server.Config) {
 		cfg.SegmentSize, cfg.MaxMessageSize, cfg.MaxRequestSize = 1<<20, 256<<10, 512<<10
 	})
@@ -488,7 +499,19 @@ func TestClusterAdoptsASingleNodeDataDir(t *testing.T) {
 		cfg.NodeID, cfg.Peers, cfg.RaftTick = uint64(i+1), strings.Join(spec, ","), 50*time.Millisecond
 		nodes = append(nodes, openE2E(t, cfg))
 	}
-	c := &e2eCluster{nodes: nodes, peers: peers}
+	return &e2eCluster{nodes: nodes, peers: peers}, ids, acked
+}
+
+// TestClusterAdoptsASingleNodeDataDir: a single node's data dir becomes
+// a cluster's by starting it with --node-id and --peers, with copies of
+// it (taken while it is stopped) on the other replicas: its log is the
+// prefix of the Raft log on every one. Every message stays readable by
+// its id through any node, a consumer group goes on where it was, and
+// new writes are replicated.
+func TestClusterAdoptsASingleNodeDataDir(t *testing.T) {
+	t.Parallel()
+	c, ids, acked := adoptedCluster(t)
+	nodes := c.nodes
 	lead := c.leader(t, nil)
 	for i := range nodes {
 		for _, id := range ids {
@@ -515,6 +538,80 @@ func TestClusterAdoptsASingleNodeDataDir(t *testing.T) {
 	}, 20*time.Second, 10*time.Millisecond)
 	require.Len(t, got, 21, "the twenty not consumed and the new one")
 	require.True(t, got[res.Results[0].MessageID])
+	for id := range acked {
+		require.False(t, got[id], "%s was acknowledged before the adoption", id)
+	}
+}
+
+// TestClusterJoinsAnAdoptedCluster: a replica that joins a cluster made
+// from a single node's data dir cannot get that prefix from the Raft log
+// (its entries start past it); it starts from a copy of the leader's
+// data, fetched over the peer port (the follower it asks first redirects
+// it to the leader). Once promoted and left the only voter, it serves
+// every message of the prefix and the group's progress on its own.
+func TestClusterJoinsAnAdoptedCluster(t *testing.T) {
+	t.Parallel()
+	c, ids, acked := adoptedCluster(t)
+	lead := c.leader(t, nil)
+	// The copy route on the peer port: GET only; a follower sends the
+	// asker to the leader.
+	follower := (lead + 1) % 3
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Post("http://"+c.peers[follower]+peer.CopyPath, "text/plain", nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+	resp, err = noRedirect.Get("http://" + c.peers[follower] + peer.CopyPath)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusTemporaryRedirect, resp.StatusCode)
+	require.Equal(t, "http://"+c.peers[lead]+peer.CopyPath, resp.Header.Get("Location"))
+
+	addr4 := freeAddrs(t, 1)[0]
+	cfg := servertest.Config(t, t.TempDir())
+	cfg.SegmentSize, cfg.MaxMessageSize, cfg.MaxRequestSize = 1<<20, 256<<10, 512<<10
+	cfg.NodeID, cfg.Join, cfg.RaftTick = 4, true, 50*time.Millisecond
+	cfg.Peers = c.nodes[0].Cfg.Peers + ",4=" + addr4
+	c.nodes = append(c.nodes, openE2E(t, cfg))
+
+	var v api.Cluster
+	servertest.Decode(t, c.json(t, lead, http.MethodPost, "/v1/cluster/learners", api.AddLearnerRequest{ID: 4, Address: addr4}), http.StatusOK, &v)
+	require.Eventually(t, func() bool {
+		return c.do(t, 3, http.MethodPost, "/v1/cluster/members/4/promote", "", nil, nil).Status == http.StatusOK
+	}, 20*time.Second, 20*time.Millisecond)
+	// The others leave, the leader last: it hands its role to 4.
+	for i := range 3 {
+		if i == lead {
+			continue
+		}
+		servertest.Decode(t, c.do(t, 3, http.MethodDelete, fmt.Sprintf("/v1/cluster/members/%d", i+1), "", nil, nil), http.StatusOK, &v)
+	}
+	require.Eventually(t, func() bool {
+		return c.do(t, 3, http.MethodDelete, fmt.Sprintf("/v1/cluster/members/%d", lead+1), "", nil, nil).Status == http.StatusOK
+	}, 20*time.Second, 20*time.Millisecond)
+	for i := range 3 {
+		c.nodes[i].Close(t)
+		c.nodes[i] = nil
+	}
+	require.Eventually(t, func() bool { return c.view(t, 3, nil).Leader == 4 }, 20*time.Second, 10*time.Millisecond)
+	for _, id := range ids {
+		r := c.do(t, 3, http.MethodGet, "/v1/messages/"+id, "", nil, nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s: %s", id, r.String())
+	}
+	got := map[string]bool{}
+	require.Eventually(t, func() bool {
+		var p api.PullResponse
+		r := c.do(t, 3, http.MethodPost, "/v1/groups/billing/topics/orders/pull", "application/json", []byte(`{"maxMessages":16,"waitMs":200}`), nil)
+		if r.Status != http.StatusOK {
+			return false
+		}
+		require.NoError(t, json.Unmarshal(r.Body, &p))
+		for _, m := range p.Messages {
+			got[m.MessageID] = true
+		}
+		return len(got) >= 20
+	}, 20*time.Second, 10*time.Millisecond)
+	require.Len(t, got, 20, "the twenty not consumed before the adoption")
 	for id := range acked {
 		require.False(t, got[id], "%s was acknowledged before the adoption", id)
 	}

@@ -6,6 +6,11 @@
 // client for it (the server also forwards client requests to the
 // leader's peer address with it).
 //
+// The peer port also serves, outside this package, GET /raft/v1/copy
+// (CopyPath): a copy of the leader's data (package shard's copies, a tar
+// stream) that a joining replica starts from; and the client requests a
+// follower forwards to the leader (server's cluster.go).
+//
 // The package knows raftpb, not the shard: it imports nothing of the
 // module's storage, so it stays a leaf of the transport (its tests run
 // real shards).

@@ -16,6 +16,10 @@ import (
 const (
 	// MessagesPath is the route of the Raft messages on the peer port.
 	MessagesPath = "/raft/v1/messages"
+	// CopyPath is the route of a copy of the leader's data (GET; a tar
+	// stream, package shard's copies), which a joining replica starts
+	// from.
+	CopyPath = "/raft/v1/copy"
 	// ContentType names the framing below.
 	ContentType = "application/x-mqgate-raft"
 	// StreamContentType marks a stream: the same framing, read message by

@@ -556,9 +556,9 @@ func (s *Storage) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 // from the offset it names on — Snapshot answers
 // raft.ErrSnapshotTemporarilyUnavailable: raft then leaves that replica
 // behind and asks again later (an empty snapshot would make it panic, and
-// take the leader down with it). Snapshots that outlive retention cuts
-// are not here yet: such a replica cannot catch up, and says so in the
-// leader's log.
+// take the leader down with it). Such a replica is rebuilt from a copy
+// of another's data (package shard's copies); the leader's log says it
+// needs to be.
 func (s *Storage) Snapshot() (*pb.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -568,7 +568,7 @@ func (s *Storage) Snapshot() (*pb.Snapshot, error) {
 			s.behindLogged = now
 			s.log.Warn().Uint64("snapshot_index", snap.GetMetadata().GetIndex()).Int64("snapshot_offset", s.meta.snap.offset).
 				Int64("commitlog_min", s.store.MinPhysicalOffset()).
-				Msg("a replica needs Raft entries that retention deleted; it cannot catch up (snapshots past a retention cut are not supported yet)")
+				Msg("a replica needs Raft entries that retention deleted; it cannot catch up from the log: rebuild it (mqgate replica rebuild, then start it with --join: it starts from a copy of the leader's data)")
 		}
 		return nil, raft.ErrSnapshotTemporarilyUnavailable
 	}

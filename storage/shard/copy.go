@@ -90,6 +90,11 @@ type CopyEnd struct {
 // its header says. Nothing is left of the directory it was building.
 var ErrBadCopy = errors.New("shard: bad copy")
 
+// ErrCannotReceive: this replica cannot start from the copy (its data
+// directory is not empty, or its segment size is not the source's);
+// asking again would not help.
+var ErrCannotReceive = errors.New("shard: this replica cannot receive the copy")
+
 // WriteCopy writes a copy of this replica's data to w (the source side;
 // the format is above). Retention is held while it runs (the store keeps
 // every segment; a cut applied meanwhile waits until the copy is done). The
@@ -256,7 +261,7 @@ func ReceiveCopy(ctx context.Context, r io.Reader, opts raftlog.Options) (h Copy
 	}
 	so := opts.Store
 	if so.SegmentSize != 0 && so.SegmentSize != h.SegmentSize {
-		return h, fmt.Errorf("shard: the copy's segments are %d bytes, this replica's %d: every replica needs the same --segment-size", h.SegmentSize, so.SegmentSize)
+		return h, fmt.Errorf("%w: the copy's segments are %d bytes, this replica's %d: every replica needs the same --segment-size", ErrCannotReceive, h.SegmentSize, so.SegmentSize)
 	}
 	so.Dir, so.StartOffset, so.SegmentSize = tmp, h.First, h.SegmentSize
 	lo := opts
@@ -321,23 +326,37 @@ func ReceiveCopy(ctx context.Context, r io.Reader, opts raftlog.Options) (h Copy
 	return h, nil
 }
 
-// emptyOrMissing refuses a directory that holds anything.
-func emptyOrMissing(dir string) error {
+// EmptyDataDir reports whether dir holds no store: it is missing, empty,
+// or holds only the lock file a store leaves (LOCK).
+func EmptyDataDir(dir string) (bool, error) {
 	des, err := os.ReadDir(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return nil
+		return true, nil
 	case err != nil:
-		return err
-	case len(des) > 0:
-		return fmt.Errorf("shard: %s is not empty: a copy is only received into an empty data directory", dir)
+		return false, err
 	}
-	return nil
+	return len(des) == 0 || len(des) == 1 && des[0].Name() == lockFile, nil
+}
+
+// lockFile is the store's lock (storage's LockDir).
+const lockFile = "LOCK"
+
+// emptyOrMissing refuses a directory that holds a store, or anything.
+func emptyOrMissing(dir string) error {
+	empty, err := EmptyDataDir(dir)
+	if err == nil && !empty {
+		err = fmt.Errorf("%w: %s is not empty: a copy is only received into an empty data directory", ErrCannotReceive, dir)
+	}
+	return err
 }
 
 // rename moves the finished copy into place (over an empty directory)
 // and makes the move durable.
 func rename(tmp, dir string) error {
+	if err := os.Remove(filepath.Join(dir, lockFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
 	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
