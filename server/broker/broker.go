@@ -441,21 +441,27 @@ func (b *Broker) start() error {
 // snapshot writes the offsets snapshot, the leases snapshot and the
 // consumer instances' last-seen times.
 //
-// A leader of a replicated store writes none: its memory holds changes
-// whose records may not be committed yet, and could be cut if it is
-// deposed, so a snapshot of it could hold what the log never will. Its
-// followers' snapshots cover what they applied, which is committed; a
-// replica that led replays from the last one it wrote as a follower.
+// A leader of a replicated store writes no snapshot of changes whose
+// records may not be committed (they could be cut if it is deposed, and a
+// snapshot of them would hold what the log never will), yet it must
+// write snapshots: retention keeps every record no snapshot covers (the
+// Keep floor), so a leader that wrote none would keep its log whole. Its
+// offsets snapshot is taken under progressMu held exclusively, where
+// every progress record it appended is committed and applied (persist
+// applies after the commit), and only while its store is not fenced (a
+// fence is how a write ends with an unknown outcome, whose change is not
+// applied); its leases snapshot is written from the fold of the committed
+// lease records (lease_log.go), not from its pop states.
 func (b *Broker) snapshot() error {
-	if b.store.Replicated() && !b.follow.on.Load() {
-		return nil
-	}
 	return errors.Join(b.snapshotOffsets(), b.snapshotLeases(), b.snapshotInstances())
 }
 
 func (b *Broker) snapshotOffsets() error {
 	b.progressMu.Lock()
 	defer b.progressMu.Unlock()
+	if b.store.Replicated() && !b.follow.on.Load() && b.store.Fenced() {
+		return nil // deposed (or not yet serving): its memory may lack a committed change
+	}
 	var from int64
 	snap, err := b.progress.EncodeSnapshot(func() int64 {
 		from = b.store.MaxOffset(offsetTopic, 0)

@@ -182,6 +182,14 @@ func (b *Broker) takeOver(ctx context.Context) error {
 	if err := b.resumeTrace(); err != nil {
 		return err
 	}
+	if b.store.Replicated() {
+		// The fold goes on, of the committed records only: a replicated
+		// leader's lease snapshots are written from it (lease_log.go).
+		c := &b.leases.committed
+		c.mu.Lock()
+		c.live, c.next, c.top = f.live, f.leases, f.top
+		c.mu.Unlock()
+	}
 	f.live = nil
 	f.on.Store(false)
 	b.store.SetRetentionPolicy(retentionPolicy{b: b})

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"os"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -51,6 +52,20 @@ type leaseLogState struct {
 	keepFrom atomic.Int64
 	// recovered is what the last open restored (tests, the log).
 	recovered leaseRecovery
+	// committed is a replicated leader's fold of the committed lease
+	// records, which its snapshots are written from (its pop states hold
+	// grants whose records may never be committed).
+	committed committedLeases
+}
+
+// committedLeases is the fold a leader of a replicated store keeps of
+// the lease records once committed (dispatched): the follower's fold,
+// kept on at Promote, caught up and pruned at every snapshot.
+type committedLeases struct {
+	mu   sync.Mutex
+	live map[leaseAt]foldedLease // nil: not leading a replicated store
+	next int64                   // the next rmq_sys_LEASE queue offset to fold
+	top  uint64                  // the highest epoch folded
 }
 
 // leaseRecovery describes the restore at open.
@@ -482,6 +497,9 @@ func (b *Broker) snapshotLeases() error {
 	if b.follow.on.Load() {
 		return b.snapshotFoldedLeases()
 	}
+	if b.store.Replicated() {
+		return b.snapshotCommittedLeases()
+	}
 	from := b.store.MaxOffset(leaseTopic, 0)
 	if from == b.leases.snapFrom.Load() {
 		return nil
@@ -674,24 +692,45 @@ func (b *Broker) owedLeases(live map[leaseAt]foldedLease) []owedLease {
 	var owed []owedLease
 	for _, k := range keys {
 		f := live[k]
-		group, client := splitInstance(k.key.Group) // a broadcasting group's instance (broadcast.go)
-		g, ok := b.registry.group(group)
-		if !ok || f.at < g.CreatedAt.UnixMilli() {
-			continue // the group is gone (or this is a deleted namesake's lease)
-		}
-		if t, ok := b.registry.topic(k.key.Topic); !ok || f.at < t.CreatedAt.UnixMilli() {
+		v, ok := b.owedView(k, f)
+		if !ok {
 			continue
 		}
-		if _, gen, _ := b.progress.Get(k.key); gen != f.gen || b.progress.IsAcked(k.key, k.off) {
-			continue // done (acked, failed, skipped), or before a reset
-		}
-		v := viewOf(g, k.key.Topic, k.key.QueueID, nil, b.retryFloor(k.key.Topic)).forInstance(client)
-		if k.off < b.store.MinOffset(v.storeTopic, v.storeQueue) || k.off >= b.store.MaxOffset(v.storeTopic, v.storeQueue) {
-			continue // deleted by retention, or lost with the log's tail
+		if k.off >= b.store.MaxOffset(v.storeTopic, v.storeQueue) {
+			continue // lost with the log's tail
 		}
 		owed = append(owed, owedLease{at: k, lease: f, view: v})
 	}
 	return owed
+}
+
+// owed reports whether a folded lease may still be owed (owedView).
+func (b *Broker) owed(k leaseAt, f foldedLease) bool {
+	_, ok := b.owedView(k, f)
+	return ok
+}
+
+// owedView is the view a folded lease's offset is read through, and false
+// when the lease is owed no more: its group or topic is gone (or it is a
+// deleted namesake's), it is done for its group (acked, failed, skipped),
+// before a reset, or retention deleted its message.
+func (b *Broker) owedView(k leaseAt, f foldedLease) (queueView, bool) {
+	group, client := splitInstance(k.key.Group) // a broadcasting group's instance (broadcast.go)
+	g, ok := b.registry.group(group)
+	if !ok || f.at < g.CreatedAt.UnixMilli() {
+		return queueView{}, false // the group is gone (or this is a deleted namesake's lease)
+	}
+	if t, ok := b.registry.topic(k.key.Topic); !ok || f.at < t.CreatedAt.UnixMilli() {
+		return queueView{}, false
+	}
+	if _, gen, _ := b.progress.Get(k.key); gen != f.gen || b.progress.IsAcked(k.key, k.off) {
+		return queueView{}, false // done (acked, failed, skipped), or before a reset
+	}
+	v := viewOf(g, k.key.Topic, k.key.QueueID, nil, b.retryFloor(k.key.Topic)).forInstance(client)
+	if k.off < b.store.MinOffset(v.storeTopic, v.storeQueue) {
+		return queueView{}, false // deleted by retention
+	}
+	return v, true
 }
 
 // sentBack takes the leases of failed deliveries out of flight once their
@@ -739,10 +778,57 @@ func (b *Broker) snapshotFoldedLeases() error {
 	if from == b.leases.snapFrom.Load() {
 		return nil
 	}
+	b.pruneFold(f.live)
+	return b.writeLeaseSnapshot(from, f.top, foldRecord(f.live))
+}
+
+// snapshotCommittedLeases is snapshotLeases on a leader of a replicated
+// store: it folds the lease records committed since the last one into
+// the committed fold and writes the fold, never its pop states (a grant
+// is made in memory before its record is committed, and a deposed leader's
+// tail is cut).
+func (b *Broker) snapshotCommittedLeases() error {
+	c := &b.leases.committed
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.live == nil {
+		return nil // not promoted yet, or closing
+	}
+	next, err := b.replayQueue(b.closingCtx, leaseTopic, c.next, func(m *message.Message) {
+		if rec, err := decodeLeaseRecord(m.Body); err == nil {
+			c.top = max(c.top, foldLeases(c.live, rec))
+		}
+	})
+	c.next = next
+	if err != nil {
+		return err
+	}
+	if next == b.leases.snapFrom.Load() {
+		return nil
+	}
+	b.pruneFold(c.live)
+	return b.writeLeaseSnapshot(next, c.top, foldRecord(c.live))
+}
+
+// foldRecord is a fold as one lease record body (a snapshot's).
+func foldRecord(live map[leaseAt]foldedLease) leaseRecord {
 	var rec leaseRecord
-	for k, fl := range f.live {
+	for k, fl := range live {
 		rec.Entries = append(rec.Entries, leaseEntry{Key: k.key, Generation: fl.gen, At: fl.at, Client: fl.client,
 			Items: []leaseItem{fl.item}})
 	}
-	return b.writeLeaseSnapshot(from, f.top, rec)
+	return rec
+}
+
+// pruneFold drops from a fold the leases no open would put back
+// (owedLeases' rules): released, of a group or topic gone, done for their
+// group (acknowledged, failed, skipped, before a reset), or deleted by
+// retention. So a fold, and the snapshot written from it, hold the live
+// leases, not every lease ever granted.
+func (b *Broker) pruneFold(live map[leaseAt]foldedLease) {
+	for k, f := range live {
+		if f.item.State == leaseReleased || !b.owed(k, f) {
+			delete(live, k)
+		}
+	}
 }
