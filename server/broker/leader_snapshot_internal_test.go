@@ -80,7 +80,9 @@ func TestAReplicatedLeaderSnapshotsWhatIsCommitted(t *testing.T) {
 	// A lease whose record is not committed stays out of the snapshot.
 	_, err = b.Send(ctx, "orders", []SendMessage{{Body: []byte("held")}})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return st.MaxOffset("orders", 0)+st.MaxOffset("orders", 1)+st.MaxOffset("orders", 2)+st.MaxOffset("orders", 3) == 61 },
+	require.Eventually(t, func() bool {
+		return st.MaxOffset("orders", 0)+st.MaxOffset("orders", 1)+st.MaxOffset("orders", 2)+st.MaxOffset("orders", 3) == 61
+	},
 		5*time.Second, time.Millisecond)
 	held.Store(true)
 	before := st.WriteOffset()
