@@ -203,7 +203,7 @@ type Broker struct {
 	opts     Options
 	log      zerolog.Logger
 	store    *storage.Store
-	registry *registry
+	registry *registrar
 	progress *offset.Table
 	// progressMu orders appends of progress records against snapshots
 	// (see persist).

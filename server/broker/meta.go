@@ -1,51 +1,39 @@
 package broker
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
-	"github.com/mqgate/mqgate/server/broker/receipt"
+	"github.com/mqgate/mqgate/server/broker/registry"
 )
 
-// registry holds topic and group configuration (RocketMQ's topics.json and
-// subscriptionGroup.json). Each change is a record in the CommitLog before
-// it is visible (metalog.go), so a created topic survives any crash and
-// the loss of the files; config/topics.json and config/groups.json are
-// snapshots of the registry.
+// registrar runs the registry (package registry: topics, tombstones,
+// groups and the receipt keyring, RocketMQ's topics.json and
+// subscriptionGroup.json) on the broker's store. Each change is a record
+// in the CommitLog before it is visible (metalog.go), so a created topic
+// survives any crash and the loss of the files; config/topics.json and
+// config/groups.json are snapshots of the registry.
 //
-// The registry also keeps the deletion record (tombstone) of every deleted
-// topic name; in topics.json a name that was deleted (and possibly created
-// again since) has a "Deleted" member, and a name that is only a tombstone
-// has no queues. Maps are replaced, never changed in place, so a reader
-// may keep one it got.
-type registry struct {
+// The state keeps the deletion record (tombstone) of every deleted topic
+// name; in topics.json a name that was deleted (and possibly created again
+// since) has a "Deleted" member, and a name that is only a tombstone has no
+// queues. The state's maps are replaced, never changed in place, so a
+// reader may keep one it got.
+type registrar struct {
 	files  metaFiles
 	log    metaLog
 	logger zerolog.Logger
-	clock  clockwork.Clock // stamps CreatedAt
-	mu     sync.RWMutex
-	topics map[string]TopicConfig
-	tombs  map[string]topicTombstone
-	groups map[string]GroupConfig
-	// goneAt is when this process last deleted each group (memory only):
-	// a group re-created under the name gets a later CreatedAt, so the
-	// deleted namesake's leases, all stamped at or before its deletion,
-	// never pass for the new group's (owedLeases compares the two
-	// times), even when the deletion and the re-creation fall in one
-	// millisecond. After a restart the restart itself separates them.
-	// Read and written under mu, never handed out (so changed in place).
-	goneAt  map[string]time.Time
+	clock  clockwork.Clock // stamps CreatedAt and a group's deletion
+	// mu guards state (but its receipt keyring, read without it) and
+	// covered; a change holds it from its checks across its record's
+	// write to its apply.
+	mu      sync.RWMutex
+	state   *registry.State
 	covered int64 // the snapshots hold every rmq_sys_META record below this queue offset
-	// ring is the receipt keyring (package receipt; receiptkeys.go),
-	// applied from the same records; replaced whole, read without r.mu.
-	ring atomic.Pointer[receipt.Ring]
 	// quotas bound what puts may create (quota.go); set once at open.
 	quotas Quotas
 	// meet writes the start offsets of the topics a group change
@@ -54,25 +42,8 @@ type registry struct {
 	meet func(old GroupConfig, exists bool, g GroupConfig, topics map[string]TopicConfig) (undo func(), err error)
 }
 
-// topicTombstone records a topic's deletion (topicdelete.go): every message
-// of the deleted topic lies below CommitLogOffset, and every schedule entry
-// for it at delay level L below ScheduleOffsets[L-1].
-type topicTombstone struct {
-	DeletedAt       time.Time
-	CommitLogOffset int64
-	ScheduleOffsets []int64
-}
-
-// topicEntry is one member of topics.json.
-type topicEntry struct {
-	TopicConfig
-	Deleted *topicTombstone `json:",omitempty"`
-}
-
-const (
-	topicsFile = "topics.json"
-	groupsFile = "groups.json"
-)
+// topicTombstone records a topic's deletion (registry.Tombstone).
+type topicTombstone = registry.Tombstone
 
 // metaFiles is the part of the store that keeps small metadata files.
 type metaFiles interface {
@@ -82,43 +53,40 @@ type metaFiles interface {
 
 // openRegistry recovers the registry from its snapshot files and the meta
 // records of the CommitLog (metalog.go).
-func openRegistry(files metaFiles, log metaLog, scan metaScan, clock clockwork.Clock, logger zerolog.Logger) (*registry, error) {
-	r := &registry{files: files, log: log, logger: logger, clock: clock,
-		topics: map[string]TopicConfig{}, tombs: map[string]topicTombstone{}, groups: map[string]GroupConfig{}}
+func openRegistry(files metaFiles, log metaLog, scan metaScan, clock clockwork.Clock, logger zerolog.Logger) (*registrar, error) {
+	r := &registrar{files: files, log: log, logger: logger, clock: clock, state: registry.NewState()}
 	if err := r.load(scan); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-func (r *registry) save(name string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
+// save writes snapshot file name (encoded by the registry package).
+func (r *registrar) save(name string, data []byte, err error) error {
 	if err != nil {
 		return err
 	}
-	return r.files.WriteMeta(name, b)
+	return r.files.WriteMeta(name, data)
 }
 
-func (r *registry) topic(name string) (TopicConfig, bool) {
+func (r *registrar) topic(name string) (TopicConfig, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	t, ok := r.topics[name]
-	return t, ok
+	return r.state.Topic(name)
 }
 
-func (r *registry) group(name string) (GroupConfig, bool) {
+func (r *registrar) group(name string) (GroupConfig, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	g, ok := r.groups[name]
-	return g, ok
+	return r.state.Group(name)
 }
 
 // putTopic stores t; create reports whether it was new. ifAbsent leaves an
 // existing topic untouched (auto-create racing an explicit PUT).
-func (r *registry) putTopic(t TopicConfig, ifAbsent bool) (TopicConfig, bool, error) {
+func (r *registrar) putTopic(t TopicConfig, ifAbsent bool) (TopicConfig, bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	old, exists := r.topics[t.Name]
+	old, exists := r.state.Topic(t.Name)
 	if exists && ifAbsent {
 		return old, false, nil
 	}
@@ -126,11 +94,7 @@ func (r *registry) putTopic(t TopicConfig, ifAbsent bool) (TopicConfig, bool, er
 		if err := r.checkTopicLocked(TopicConfig{}, false, t); err != nil {
 			return t, false, err
 		}
-		t.CreatedAt = r.clock.Now().UTC().Truncate(time.Millisecond)
-		if tomb, ok := r.tombs[t.Name]; ok && !t.CreatedAt.After(tomb.DeletedAt) {
-			// After its deleted namesake, as for groups (goneAt).
-			t.CreatedAt = tomb.DeletedAt.Add(time.Millisecond)
-		}
+		t.CreatedAt = r.state.TopicCreatedAt(t.Name, r.clock.Now())
 		return t, true, r.storeTopicLocked(t)
 	}
 	t, err := r.replaceTopicLocked(old, t)
@@ -138,10 +102,10 @@ func (r *registry) putTopic(t TopicConfig, ifAbsent bool) (TopicConfig, bool, er
 }
 
 // updateTopic replaces an existing topic with fn's answer, under the lock.
-func (r *registry) updateTopic(name string, fn func(TopicConfig) (TopicConfig, error)) (TopicConfig, error) {
+func (r *registrar) updateTopic(name string, fn func(TopicConfig) (TopicConfig, error)) (TopicConfig, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	old, exists := r.topics[name]
+	old, exists := r.state.Topic(name)
 	if !exists {
 		return TopicConfig{}, fmt.Errorf("%w: %s", ErrTopicNotFound, name)
 	}
@@ -153,7 +117,7 @@ func (r *registry) updateTopic(name string, fn func(TopicConfig) (TopicConfig, e
 }
 
 // replaceTopicLocked stores t in place of old; the caller holds r.mu.
-func (r *registry) replaceTopicLocked(old, t TopicConfig) (TopicConfig, error) {
+func (r *registrar) replaceTopicLocked(old, t TopicConfig) (TopicConfig, error) {
 	t.Name, t.CreatedAt = old.Name, old.CreatedAt
 	if t.Queues < old.Queues {
 		return old, &shrinkError{from: old.Queues, to: t.Queues}
@@ -171,8 +135,8 @@ func (r *registry) replaceTopicLocked(old, t TopicConfig) (TopicConfig, error) {
 }
 
 // storeTopicLocked records t, then publishes it; the caller holds r.mu.
-func (r *registry) storeTopicLocked(t TopicConfig) error {
-	return r.commitLocked(metaRecord{Kind: metaTopicPut, Topic: &t})
+func (r *registrar) storeTopicLocked(t TopicConfig) error {
+	return r.commitLocked(registry.Record{Kind: registry.KindTopic, Topic: &t})
 }
 
 // shrinkError refuses to lower a topic's queue count (queue ids are
@@ -198,54 +162,50 @@ func (e *shrinkError) Is(target error) bool {
 }
 
 // deleteTopic removes a topic and records its tombstone, in one record.
-func (r *registry) deleteTopic(name string, tomb topicTombstone) (bool, error) {
+func (r *registrar) deleteTopic(name string, tomb topicTombstone) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.topics[name]; !ok {
+	if _, ok := r.state.Topic(name); !ok {
 		return false, nil
 	}
-	if err := r.commitLocked(metaRecord{Kind: metaTopicDeleted, Name: name, Tomb: &tomb}); err != nil {
+	if err := r.commitLocked(registry.Record{Kind: registry.KindTopicDeleted, Name: name, Tomb: &tomb}); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
 // setTombstone replaces (nil: drops) the tombstone of name.
-func (r *registry) setTombstone(name string, tomb *topicTombstone) error {
+func (r *registrar) setTombstone(name string, tomb *topicTombstone) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.commitLocked(metaRecord{Kind: metaTombstone, Name: name, Tomb: tomb})
+	return r.commitLocked(registry.Record{Kind: registry.KindTombstone, Name: name, Tomb: tomb})
 }
 
 // tombstone returns the deletion record of name, if it was ever deleted.
-func (r *registry) tombstone(name string) (topicTombstone, bool) {
+func (r *registrar) tombstone(name string) (topicTombstone, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	t, ok := r.tombs[name]
-	return t, ok
+	return r.state.Tombstone(name)
 }
 
 // tombstones returns every deletion record.
-func (r *registry) tombstones() map[string]topicTombstone {
+func (r *registrar) tombstones() map[string]topicTombstone {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.tombs
+	return r.state.Tombstones()
 }
 
-func (r *registry) putGroup(g GroupConfig, ifAbsent bool) (GroupConfig, bool, error) {
+func (r *registrar) putGroup(g GroupConfig, ifAbsent bool) (GroupConfig, bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	old, exists := r.groups[g.Name]
+	old, exists := r.state.Group(g.Name)
 	if exists && ifAbsent {
 		return old, false, nil
 	}
 	if exists {
 		g.CreatedAt = old.CreatedAt
 	} else {
-		g.CreatedAt = r.clock.Now().UTC().Truncate(time.Millisecond)
-		if gone, ok := r.goneAt[g.Name]; ok && !g.CreatedAt.After(gone) {
-			g.CreatedAt = gone.Add(time.Millisecond)
-		}
+		g.CreatedAt = r.state.GroupCreatedAt(g.Name, r.clock.Now())
 	}
 	if err := r.checkGroupLocked(old, exists, g); err != nil {
 		return old, false, err
@@ -257,10 +217,10 @@ func (r *registry) putGroup(g GroupConfig, ifAbsent bool) (GroupConfig, bool, er
 }
 
 // updateGroup replaces an existing group with fn's answer, under the lock.
-func (r *registry) updateGroup(name string, fn func(GroupConfig) (GroupConfig, error)) (GroupConfig, error) {
+func (r *registrar) updateGroup(name string, fn func(GroupConfig) (GroupConfig, error)) (GroupConfig, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	old, exists := r.groups[name]
+	old, exists := r.state.Group(name)
 	if !exists {
 		return GroupConfig{}, fmt.Errorf("%w: %s", ErrGroupNotFound, name)
 	}
@@ -280,11 +240,11 @@ func (r *registry) updateGroup(name string, fn func(GroupConfig) (GroupConfig, e
 
 // meetAndStoreLocked writes the start offsets of the topics g newly
 // subscribes to (meet), then stores g; the caller holds r.mu.
-func (r *registry) meetAndStoreLocked(old GroupConfig, exists bool, g GroupConfig) error {
+func (r *registrar) meetAndStoreLocked(old GroupConfig, exists bool, g GroupConfig) error {
 	var undo func()
 	if r.meet != nil {
 		var err error
-		if undo, err = r.meet(old, exists, g, r.topics); err != nil {
+		if undo, err = r.meet(old, exists, g, r.state.Topics()); err != nil {
 			return err
 		}
 	}
@@ -298,44 +258,43 @@ func (r *registry) meetAndStoreLocked(old GroupConfig, exists bool, g GroupConfi
 }
 
 // storeGroupLocked records g, then publishes it; the caller holds r.mu.
-func (r *registry) storeGroupLocked(g GroupConfig) error {
-	return r.commitLocked(metaRecord{Kind: metaGroupPut, Group: &g})
+func (r *registrar) storeGroupLocked(g GroupConfig) error {
+	return r.commitLocked(registry.Record{Kind: registry.KindGroup, Group: &g})
 }
 
-func (r *registry) deleteGroup(name string) (bool, error) {
+func (r *registrar) deleteGroup(name string) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.groups[name]; !ok {
+	if _, ok := r.state.Group(name); !ok {
 		return false, nil
 	}
-	if err := r.commitLocked(metaRecord{Kind: metaGroupDeleted, Name: name}); err != nil {
+	if err := r.commitLocked(registry.Record{Kind: registry.KindGroupDeleted, Name: name}); err != nil {
 		return false, err
 	}
-	if r.goneAt == nil {
-		r.goneAt = map[string]time.Time{}
-	}
-	r.goneAt[name] = r.clock.Now().UTC().Truncate(time.Millisecond)
+	r.state.NoteGroupGone(name, r.clock.Now())
 	return true, nil
 }
 
-func (r *registry) listTopics() []TopicConfig {
+func (r *registrar) listTopics() []TopicConfig {
 	r.mu.RLock()
-	out := make([]TopicConfig, 0, len(r.topics))
-	for _, t := range r.topics {
+	topics := r.state.Topics()
+	r.mu.RUnlock()
+	out := make([]TopicConfig, 0, len(topics))
+	for _, t := range topics {
 		out = append(out, t)
 	}
-	r.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
-func (r *registry) listGroups() []GroupConfig {
+func (r *registrar) listGroups() []GroupConfig {
 	r.mu.RLock()
-	out := make([]GroupConfig, 0, len(r.groups))
-	for _, g := range r.groups {
+	groups := r.state.Groups()
+	r.mu.RUnlock()
+	out := make([]GroupConfig, 0, len(groups))
+	for _, g := range groups {
 		out = append(out, g)
 	}
-	r.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }

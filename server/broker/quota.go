@@ -72,10 +72,10 @@ func over(quota, unit, flag string, limit, have, want int) error {
 
 // checkTopicLocked checks putting t in place of old (exists: false for a
 // new topic) against the quotas; the caller holds r.mu.
-func (r *registry) checkTopicLocked(old TopicConfig, exists bool, t TopicConfig) error {
-	q := r.quotas
+func (r *registrar) checkTopicLocked(old TopicConfig, exists bool, t TopicConfig) error {
+	q, topics := r.quotas, r.state.Topics()
 	if !exists {
-		if err := over("topics", "topics", "--max-topics", q.MaxTopics, len(r.topics), len(r.topics)+1); err != nil {
+		if err := over("topics", "topics", "--max-topics", q.MaxTopics, len(topics), len(topics)+1); err != nil {
 			return err
 		}
 	}
@@ -86,7 +86,7 @@ func (r *registry) checkTopicLocked(old TopicConfig, exists bool, t TopicConfig)
 		return err
 	}
 	total := 0
-	for _, each := range r.topics {
+	for _, each := range topics {
 		total += each.Queues
 	}
 	return over("queues", "queues", "--max-queues", q.MaxQueues, total, total-old.Queues+t.Queues)
@@ -94,10 +94,10 @@ func (r *registry) checkTopicLocked(old TopicConfig, exists bool, t TopicConfig)
 
 // checkGroupLocked checks putting g in place of old (exists: false for a
 // new group) against the quotas; the caller holds r.mu.
-func (r *registry) checkGroupLocked(old GroupConfig, exists bool, g GroupConfig) error {
-	q := r.quotas
+func (r *registrar) checkGroupLocked(old GroupConfig, exists bool, g GroupConfig) error {
+	q, groups := r.quotas, r.state.Groups()
 	if !exists {
-		if err := over("groups", "groups", "--max-groups", q.MaxGroups, len(r.groups), len(r.groups)+1); err != nil {
+		if err := over("groups", "groups", "--max-groups", q.MaxGroups, len(groups), len(groups)+1); err != nil {
 			return err
 		}
 	}
@@ -105,7 +105,7 @@ func (r *registry) checkGroupLocked(old GroupConfig, exists bool, g GroupConfig)
 		return nil
 	}
 	endpoints := 0
-	for _, each := range r.groups {
+	for _, each := range groups {
 		if each.Push != nil {
 			endpoints++
 		}

@@ -9,26 +9,24 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mqgate/mqgate/server/broker/receipt"
+	"github.com/mqgate/mqgate/server/broker/registry"
 )
 
 // The receipt family (package receipt: the receipt codec, the keyring,
 // the key record) is glued to the broker here: the keyring lives in the
-// registry (registry.ring, applied from the rmq_sys_META records of kind
-// receipt.MetaKind by registry.apply), its snapshot is
-// config/receipt-keys.json beside topics.json (metalog.go), and the
-// requests below propose key records. The secret and the time of a key are
+// registry (registry.State.Ring, applied from the rmq_sys_META records of
+// kind receipt.MetaKind by registry.State.Apply), its snapshot is
+// config/receipt-keys.json beside topics.json (package registry, written
+// and read by metalog.go), and the requests below propose key records. The secret and the time of a key are
 // chosen by the request that proposes it (the first open, a rotation);
 // applying the record only adds it.
 
-const (
-	receiptKeysFile = "receipt-keys.json"
-	// receiptKeyFile held the key before the keyring, under the broker's
-	// meta directory; it is adopted as key receipt.LegacyKeyID.
-	receiptKeyFile = "receipt.key"
-)
+// receiptKeyFile held the key before the keyring, under the broker's
+// meta directory; it is adopted as key receipt.LegacyKeyID.
+const receiptKeyFile = "receipt.key"
 
 // receipts returns the keyring the broker signs and checks with.
-func (b *Broker) receipts() *receipt.Ring { return b.registry.ring.Load() }
+func (b *Broker) receipts() *receipt.Ring { return b.registry.state.Ring() }
 
 // ensureReceiptKey gives a registry without a key its first one: the
 // receipt.key of a data dir from before the keyring (so its receipts still
@@ -36,8 +34,8 @@ func (b *Broker) receipts() *receipt.Ring { return b.registry.ring.Load() }
 // holds records: a keyring missing there was lost with its records and
 // snapshot (or receipt.key deleted before an upgrade), and the receipts
 // handed out before no longer verify, which is logged as an error.
-func (r *registry) ensureReceiptKey(used bool, nowMs int64, log zerolog.Logger) error {
-	if r.ring.Load() != nil {
+func (r *registrar) ensureReceiptKey(used bool, nowMs int64, log zerolog.Logger) error {
+	if r.state.Ring() != nil {
 		return nil
 	}
 	key := receipt.Key{ID: receipt.LegacyKeyID, CreatedMs: nowMs}
@@ -54,7 +52,7 @@ func (r *registry) ensureReceiptKey(used bool, nowMs int64, log zerolog.Logger) 
 		if used {
 			ev := log.Error()
 			if p, ok := r.files.(interface{ MetaPath(string) string }); ok {
-				ev = ev.Str("file", p.MetaPath(receiptKeysFile))
+				ev = ev.Str("file", p.MetaPath(registry.ReceiptKeysFile))
 			}
 			ev.Msg("the receipt keyring was missing from a data dir that holds messages (its records and config/receipt-keys.json, " +
 				"or config/receipt.key before an upgrade, were lost), and a new key was made: " +
@@ -64,7 +62,7 @@ func (r *registry) ensureReceiptKey(used bool, nowMs int64, log zerolog.Logger) 
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.commitLocked(metaRecord{Kind: metaReceiptKey, Key: &key})
+	return r.commitLocked(registry.Record{Kind: registry.KindReceiptKey, Key: &key})
 }
 
 // RotateReceiptKey adds a new receipt key to the keyring and makes it the
@@ -79,11 +77,11 @@ func (b *Broker) RotateReceiptKey(ctx context.Context) (int, error) {
 	r := b.registry
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	key.ID = r.ring.Load().NextID()
+	key.ID = r.state.Ring().NextID()
 	if key.ID == 0 {
 		return 0, fmt.Errorf("%w: the receipt keyring has used every key id", ErrInvalidArgument)
 	}
-	if err := r.commitLocked(metaRecord{Kind: metaReceiptKey, Key: &key}); err != nil {
+	if err := r.commitLocked(registry.Record{Kind: registry.KindReceiptKey, Key: &key}); err != nil {
 		return 0, err
 	}
 	b.log.Info().Int("keyId", int(key.ID)).Msg("receipt key rotated")

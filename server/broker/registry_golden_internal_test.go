@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/server/broker/receipt"
+	"github.com/mqgate/mqgate/server/broker/registry"
 	"github.com/mqgate/mqgate/storage"
 )
 
@@ -91,15 +92,14 @@ func goldenRegistryBroker(t *testing.T) (b *Broker, secrets []string, floor int6
 
 // goldenRegistryView is what applying records made: the topics, the
 // tombstones, the groups and the receipt keys.
-func goldenRegistryView(r *registry) (map[string]TopicConfig, map[string]topicTombstone, map[string]GroupConfig, []receipt.Key) {
-	return r.topics, r.tombs, r.groups, r.ring.Load().Keys()
+func goldenRegistryView(r *registrar) (map[string]TopicConfig, map[string]topicTombstone, map[string]GroupConfig, []receipt.Key) {
+	return r.state.Topics(), r.state.Tombstones(), r.state.Groups(), r.state.Ring().Keys()
 }
 
 // newGoldenRegistry is an empty registry that applies records and writes
 // its snapshots to files.
-func newGoldenRegistry(files metaFiles) *registry {
-	return &registry{files: files, logger: zerolog.Nop(),
-		topics: map[string]TopicConfig{}, tombs: map[string]topicTombstone{}, groups: map[string]GroupConfig{}}
+func newGoldenRegistry(files metaFiles) *registrar {
+	return &registrar{files: files, logger: zerolog.Nop(), state: registry.NewState()}
 }
 
 func TestGoldenRegistryRecords(t *testing.T) {
@@ -145,7 +145,7 @@ func TestGoldenRegistryRecords(t *testing.T) {
           0
         ]`
 	wantFiles := map[string]string{
-		topicsFile: `{
+		registry.TopicsFile: `{
   "version": 2,
   "metaOffset": 12,
   "topics": {
@@ -163,7 +163,7 @@ func TestGoldenRegistryRecords(t *testing.T) {
     }
   }
 }`,
-		groupsFile: `{
+		registry.GroupsFile: `{
   "version": 2,
   "metaOffset": 12,
   "groups": {
@@ -195,7 +195,7 @@ func TestGoldenRegistryRecords(t *testing.T) {
     }
   }
 }`,
-		receiptKeysFile: `{
+		registry.ReceiptKeysFile: `{
   "version": 2,
   "metaOffset": 12,
   "keys": [
@@ -212,7 +212,7 @@ func TestGoldenRegistryRecords(t *testing.T) {
   ]
 }`,
 	}
-	for _, n := range []string{topicsFile, groupsFile, receiptKeysFile} {
+	for _, n := range []string{registry.TopicsFile, registry.GroupsFile, registry.ReceiptKeysFile} {
 		data, err := b.store.ReadMeta(n)
 		require.NoError(t, err)
 		if string(data) != wantFiles[n] {
@@ -274,7 +274,7 @@ func (f goldenMetaFiles) WriteMeta(name string, data []byte) error {
 // goldenOpen opens a registry from files and the records bodies (at
 // queue offsets 0, 1, ...), returning the offset it replayed from and
 // the bodies it appended.
-func goldenOpen(t *testing.T, files goldenMetaFiles, bodies ...string) (r *registry, from int64, appended []string) {
+func goldenOpen(t *testing.T, files goldenMetaFiles, bodies ...string) (r *registrar, from int64, appended []string) {
 	t.Helper()
 	from = -1
 	log := func(_ storage.Class, bs [][]byte) (int64, error) {
@@ -299,7 +299,7 @@ func TestGoldenRegistrySnapshotsRead(t *testing.T) {
 	b, _, _ := goldenRegistryBroker(t)
 	wantTopics, wantTombs, wantGroups, wantKeys := goldenRegistryView(b.registry)
 	files := goldenMetaFiles{}
-	for _, n := range []string{topicsFile, groupsFile, receiptKeysFile} {
+	for _, n := range []string{registry.TopicsFile, registry.GroupsFile, registry.ReceiptKeysFile} {
 		data, err := b.store.ReadMeta(n)
 		require.NoError(t, err)
 		files[n] = data
@@ -320,25 +320,25 @@ func TestGoldenRegistrySnapshotsRead(t *testing.T) {
 
 	// One file behind, or unreadable: every record from its offset on is
 	// applied again, and the snapshots are rewritten.
-	files[groupsFile] = []byte(strings.Replace(string(written[groupsFile]), `"metaOffset": 12`, `"metaOffset": 11`, 1))
+	files[registry.GroupsFile] = []byte(strings.Replace(string(written[registry.GroupsFile]), `"metaOffset": 12`, `"metaOffset": 11`, 1))
 	records := slices.Repeat([]string{"[]"}, 11)
 	records = append(records, `[{"kind":"group","group":{"Name":"new","CreatedAt":"2023-11-14T22:13:21Z"}}]`)
 	r, from, _ = goldenOpen(t, files, records...)
 	require.Equal(t, int64(11), from)
 	_, _, groups, _ = goldenRegistryView(r)
 	require.Equal(t, []string{"g", "hook", "new"}, slices.Sorted(maps.Keys(groups)))
-	require.Contains(t, string(files[groupsFile]), `"new": {`)
-	require.Contains(t, string(files[topicsFile]), `"metaOffset": 12,`)
-	files[receiptKeysFile] = []byte("{garbage")
+	require.Contains(t, string(files[registry.GroupsFile]), `"new": {`)
+	require.Contains(t, string(files[registry.TopicsFile]), `"metaOffset": 12,`)
+	files[registry.ReceiptKeysFile] = []byte("{garbage")
 	r, from, _ = goldenOpen(t, files, records...)
 	require.Equal(t, int64(0), from)
 	_, _, _, keys = goldenRegistryView(r)
 	require.Empty(t, keys, "the keys are in the records, not in the unreadable file")
-	require.Equal(t, "{\n  \"version\": 2,\n  \"metaOffset\": 12,\n  \"keys\": null\n}", string(files[receiptKeysFile]), "rewritten")
+	require.Equal(t, "{\n  \"version\": 2,\n  \"metaOffset\": 12,\n  \"keys\": null\n}", string(files[registry.ReceiptKeysFile]), "rewritten")
 
 	// A key the ring refuses: skipped, and the records read from 0.
 	files = maps.Clone(written)
-	files[receiptKeysFile] = []byte(`{"version":2,"metaOffset":12,"keys":[{"id":1,"secret":"c2hvcnQ=","createdMs":1}]}`)
+	files[registry.ReceiptKeysFile] = []byte(`{"version":2,"metaOffset":12,"keys":[{"id":1,"secret":"c2hvcnQ=","createdMs":1}]}`)
 	_, from, _ = goldenOpen(t, files, slices.Repeat([]string{"[]"}, 12)...)
 	require.Equal(t, int64(0), from)
 
@@ -346,10 +346,10 @@ func TestGoldenRegistrySnapshotsRead(t *testing.T) {
 	// registry is carried into the log when it holds none (a data dir
 	// from before the records).
 	files = goldenMetaFiles{
-		topicsFile: []byte(`{"old":{"Name":"old","Queues":3,"RetentionHours":0,"Perm":"rw","CreatedAt":"2023-11-14T22:13:00Z"},` +
+		registry.TopicsFile: []byte(`{"old":{"Name":"old","Queues":3,"RetentionHours":0,"Perm":"rw","CreatedAt":"2023-11-14T22:13:00Z"},` +
 			`"again":{"Name":"again","Queues":2,"RetentionHours":0,"Perm":"rw","CreatedAt":"2023-11-14T22:13:02Z","Deleted":{"DeletedAt":"2023-11-14T22:13:01Z","CommitLogOffset":5,"ScheduleOffsets":null}},` +
 			`"gone":{"Name":"gone","Queues":0,"RetentionHours":0,"Perm":"","CreatedAt":"0001-01-01T00:00:00Z","Deleted":{"DeletedAt":"2023-11-14T22:13:01Z","CommitLogOffset":9,"ScheduleOffsets":[1]}}}`),
-		groupsFile: []byte(`{"g1":{"Name":"g1","ConsumeMode":"clustering","RetryMaxTimes":16,"CreatedAt":"2023-11-14T22:13:00Z"}}`),
+		registry.GroupsFile: []byte(`{"g1":{"Name":"g1","ConsumeMode":"clustering","RetryMaxTimes":16,"CreatedAt":"2023-11-14T22:13:00Z"}}`),
 	}
 	r, from, appended = goldenOpen(t, files)
 	require.Equal(t, int64(0), from)
@@ -386,16 +386,16 @@ func TestGoldenRegistrySnapshotsRead(t *testing.T) {
       "CreatedAt": "2023-11-14T22:13:00Z"
     }
   }
-}`, string(files[groupsFile]))
+}`, string(files[registry.GroupsFile]))
 	require.Equal(t, `{
   "version": 2,
   "metaOffset": 1,
   "keys": null
-}`, string(files[receiptKeysFile]))
+}`, string(files[registry.ReceiptKeysFile]))
 
 	// An unreadable file counts as empty. One that decodes in part keeps
 	// what decoded (as json.Unmarshal leaves it), covering no record.
-	files = goldenMetaFiles{topicsFile: []byte("{garbage"), groupsFile: []byte(`{"version":2,"metaOffset":5,"groups":{"g":{"Name":7}}}`)}
+	files = goldenMetaFiles{registry.TopicsFile: []byte("{garbage"), registry.GroupsFile: []byte(`{"version":2,"metaOffset":5,"groups":{"g":{"Name":7}}}`)}
 	r, from, appended = goldenOpen(t, files)
 	require.Equal(t, int64(0), from)
 	topics, tombs, groups, _ = goldenRegistryView(r)
@@ -403,7 +403,7 @@ func TestGoldenRegistrySnapshotsRead(t *testing.T) {
 	require.Empty(t, tombs)
 	require.Equal(t, map[string]GroupConfig{"g": {}}, groups)
 	require.Equal(t, []string{`[{"kind":"group","group":{"Name":"","ConsumeMode":"","Orderly":false,"RetryMaxTimes":0,"Invisible":0,"Subscriptions":null,"CreatedAt":"0001-01-01T00:00:00Z"}}]`}, appended)
-	files = goldenMetaFiles{topicsFile: []byte("{garbage"), groupsFile: []byte("[]")}
+	files = goldenMetaFiles{registry.TopicsFile: []byte("{garbage"), registry.GroupsFile: []byte("[]")}
 	r, from, appended = goldenOpen(t, files)
 	require.Equal(t, int64(0), from)
 	require.Empty(t, appended)
