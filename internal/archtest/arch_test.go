@@ -77,6 +77,12 @@ var forbidden = map[string][]string{
 	// the listing's filter and cursor): storage/message (excepted below)
 	// and nothing else; the broker reads and writes the topics.
 	"server/broker/dlq": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
+	// So does what has moved of the registry family (the META record codec,
+	// the state and its apply, the snapshot files' codec, the topic and
+	// group configurations): the receipt keyring, whose key records are
+	// META records, and a group's retry policy (both excepted below), and
+	// nothing else; the broker reads and writes the topic and the files.
+	"server/broker/registry": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
 	// The broker's rule for quoting a client's value in an error message,
 	// shared by the family packages (a leaf: nothing of the module).
 	"server/broker/quote": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
@@ -88,9 +94,10 @@ var forbidden = map[string][]string{
 // excepted lists, per package of forbidden, the packages under one of its
 // bans that it may import all the same (prefix match, as there).
 var excepted = map[string][]string{
-	"server/broker/txn":   {"storage/message", "server/broker/quote"},
-	"server/broker/dlq":   {"storage/message"},
-	"server/broker/retry": {"server/broker/quote"},
+	"server/broker/txn":      {"storage/message", "server/broker/quote"},
+	"server/broker/dlq":      {"storage/message"},
+	"server/broker/retry":    {"server/broker/quote"},
+	"server/broker/registry": {"server/broker/receipt", "server/broker/retry"},
 }
 
 // testOnly are helper packages no production package may import (one

@@ -20,14 +20,16 @@
 // System topics (the "rmq_sys_" prefix is reserved, as are "%" and
 // SCHEDULE_TOPIC_XXXX; clients cannot send to them):
 //
-//	rmq_sys_META          registry changes (metalog.go). Queue 0. Body: a JSON
-//	                      array of {"kind","name","topic","group","tomb","key"},
+//	rmq_sys_META          registry changes (package registry; metalog.go).
+//	                      Queue 0. Body: a JSON array of
+//	                      {"kind","name","topic","group","tomb","key"},
 //	                      kind one of topic, topic-deleted, tombstone, group,
 //	                      group-deleted, receipt-key (key: a receipt key,
 //	                      package receipt); each record holds the whole new
 //	                      state of one topic, tombstone, group or key, so
-//	                      replaying it is idempotent. A group is its GroupConfig (api.go)
-//	                      under its Go field names, ConsumeFrom ("last" or an
+//	                      replaying it is idempotent. A group is its
+//	                      GroupConfig (package registry) under its Go field
+//	                      names, ConsumeFrom ("last" or an
 //	                      RFC 3339 time; absent = first), RetryPolicy
 //	                      ({"Backoff","Initial","Max","Jitter"}, durations in
 //	                      nanoseconds; absent = the ladder; package retry)
@@ -181,9 +183,11 @@
 // "tmp, fsync, rename, fsync dir"):
 //
 //	topics.json, groups.json  snapshots of the registry, each naming the
-//	                          rmq_sys_META queue offset it is complete up to;
-//	                          missing or unreadable ones are rebuilt from the
-//	                          log. groups.json holds push secrets.
+//	                          rmq_sys_META queue offset it is complete up to
+//	                          (package registry: JSON, version, metaOffset,
+//	                          topics or groups by name); missing or unreadable
+//	                          ones are rebuilt from the log. groups.json holds
+//	                          push secrets.
 //	offsets.snapshot          package offset's snapshot of consumer progress
 //	                          and the rmq_sys_OFFSET offset it covers; lost,
 //	                          every retained offset record is replayed.
@@ -201,7 +205,8 @@
 //	receipt-keys.json         the snapshot of the receipt keyring (JSON: version,
 //	                          metaOffset, keys [{"id","secret","createdMs"}]),
 //	                          whose records are rmq_sys_META "receipt-key"
-//	                          (package receipt); lost, the keys are replayed from
+//	                          (package receipt; the file's codec is package
+//	                          registry's); lost, the keys are replayed from
 //	                          the log. Should the log hold no key of a data dir
 //	                          that holds records, a new key is made and logged as
 //	                          an error: outstanding receipts become invalid.
