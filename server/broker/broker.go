@@ -17,6 +17,7 @@ import (
 
 	"github.com/mqgate/mqgate/internal/worker"
 	"github.com/mqgate/mqgate/server/broker/dlq"
+	"github.com/mqgate/mqgate/server/broker/timer"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
@@ -766,7 +767,7 @@ var systemProperties = map[string]struct{}{
 	message.PropertyRetryTopic: {}, message.PropertyOriginMessageID: {}, message.PropertyRealTopic: {},
 	message.PropertyRealQueueID: {}, message.PropertyDelayLevel: {}, message.PropertyMaxReconsumeTimes: {},
 	message.PropertyDeliverTimeMs: {}, message.PropertyShardingKey: {}, message.PropertyDedupID: {},
-	propAttempts: {}, dlq.PropReason: {}, dlq.PropID: {}, dlq.PropDeadAt: {}, propTimerID: {}, propTimerPrev: {}, propOrderSeq: {},
+	propAttempts: {}, dlq.PropReason: {}, dlq.PropID: {}, dlq.PropDeadAt: {}, timer.PropID: {}, timer.PropPrev: {}, propOrderSeq: {},
 	propTxnID: {}, propTxnGroup: {}, propTxnCheckAfter: {}, propTxnChecks: {}, propTxnNextCheck: {},
 	propInstance: {},
 }

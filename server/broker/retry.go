@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/server/broker/dlq"
+	"github.com/mqgate/mqgate/server/broker/timer"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
@@ -182,11 +183,11 @@ func (b *Broker) retryCopy(cfg GroupConfig, m *message.Message, it sendBack, now
 		// On a timer (package retry): a new timer, so none of the
 		// properties a timer delivery left on m (UNIQ_KEY "timer:<id>").
 		out.DeleteProperty(message.PropertyUniqKey)
-		out.DeleteProperty(propTimerID)
-		out.DeleteProperty(propTimerPrev)
+		out.DeleteProperty(timer.PropID)
+		out.DeleteProperty(timer.PropPrev)
 		out.Topic = RetryTopic(cfg.Name)
 		out.QueueID = 0
-		asTimer(out, now.Add(delay))
+		timer.Wrap(out, now.Add(delay))
 		return out
 	}
 	out.Topic = message.ScheduleTopic
@@ -199,10 +200,9 @@ func (b *Broker) retryCopy(cfg GroupConfig, m *message.Message, it sendBack, now
 }
 
 // dueMs formats a due time in unix milliseconds, rounded up so that a
-// message is never delivered before its delay has fully passed.
-func dueMs(t time.Time) string {
-	return strconv.FormatInt((t.UnixNano()+int64(time.Millisecond)-1)/int64(time.Millisecond), 10)
-}
+// message is never delivered before its delay has fully passed (the
+// timers' rule: timer.FormatDue).
+func dueMs(t time.Time) string { return timer.FormatDue(t) }
 
 // delayed wraps a producer's message for the scheduler (send with a delay level).
 func (b *Broker) delayed(m *message.Message, level int, now time.Time) (*message.Message, error) {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/timer"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 )
@@ -194,7 +195,7 @@ func (b *Broker) buildMessage(cfg TopicConfig, in *SendMessage, now time.Time) (
 		return b.delayed(m, in.DelayLevel, now)
 	}
 	if !due.IsZero() {
-		asTimer(m, due)
+		timer.Wrap(m, due)
 	}
 	return m, nil
 }

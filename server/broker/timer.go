@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -11,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/timer"
 	"github.com/mqgate/mqgate/server/broker/timerindex"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
@@ -25,7 +25,10 @@ import (
 // UNIQ_KEY "timer:<id>", so the newest copy is found by id through the
 // store's key index) and the record it supersedes (TIMER_PREV, its offset
 // in the timer queue). A delivery or a cancellation appends a status
-// record (rmq_sys_TIMER_STATUS) naming the records it settles.
+// record (rmq_sys_TIMER_STATUS) naming the records it settles. The
+// records' codecs and what applying them makes are package timer's
+// (server/broker/timer/doc.go); what needs the store, the requests and the
+// delivery loop are here.
 //
 // The pending timers are not held in memory: the timer index (package
 // timerindex, files in <data>/timers) orders them by due time on disk and
@@ -48,19 +51,9 @@ import (
 // (re-appended), so a timer outlives the retention window.
 
 const (
-	timerTopic       = systemPrefix + "TIMER"
-	timerStatusTopic = systemPrefix + "TIMER_STATUS"
-	propTimerID      = "TIMER_ID"
-	// propTimerPrev, on a copy of a timer record, is the timer-queue
-	// offset of the record it supersedes.
-	propTimerPrev = "TIMER_PREV"
-
-	timerDelivered = "delivered"
-	timerCancelled = "cancelled"
+	timerTopic       = timer.Topic
+	timerStatusTopic = timer.StatusTopic
 )
-
-// timerKey is the UNIQ_KEY of a timer's copies and of its delivery.
-func timerKey(id string) string { return "timer:" + id }
 
 // Timer is one pending delayed message.
 type Timer struct {
@@ -75,8 +68,8 @@ type Timer struct {
 	ScheduledAt time.Time
 }
 
-// timerSet is the broker's timer state: the index and the records being
-// delivered.
+// timerSet is the broker's timer state: the index, and the State
+// (package timer) beside it.
 type timerSet struct {
 	// deliverMu is held by a delivery pass; a retention carry takes it
 	// for its last pass, when no delivery reads a record it carries.
@@ -84,17 +77,10 @@ type timerSet struct {
 
 	mu    sync.Mutex // guards what follows and orders timer operations
 	index *timerindex.Index
-	// inFlight holds the seqs of the records being delivered: false while
-	// the batch is written, true once it is stored and until the index
-	// has seen its status.
-	inFlight map[int64]bool
-	// unsure holds the seqs whose delivery failed with an unknown outcome:
-	// their topic is searched before they are delivered again.
-	unsure map[int64]struct{}
-	// legacy maps a timer id to its latest record among those written
-	// before the index existed (no TIMER_PREV): only such records add to
-	// it.
-	legacy map[string]legacyTimer
+	// state holds the records written before the index (by id), the
+	// earliest due time born since the timer loop last looked, and the
+	// records being delivered.
+	state *timer.State
 	// floor is the timer queue's minimum the index was last given.
 	floor int64
 	// startOffset is the CommitLog's end when the broker opened: a timer
@@ -104,24 +90,12 @@ type timerSet struct {
 	recovered timerRecovery
 	// followed counts the records followTimers has read.
 	followed struct{ births, statuses int64 }
-	// bornDue is the earliest due time (unix ms) of the records born
-	// since the timer loop last looked (math.MaxInt64: none): a new
-	// record can only bring the next due time forward.
-	bornDue int64
 
 	wake chan struct{} // buffered(1): something to deliver may have changed
 }
 
-type legacyTimer struct {
-	seq   int64
-	topic string
-}
-
 func (t *timerSet) init() {
-	t.bornDue = math.MaxInt64
-	t.inFlight = make(map[int64]bool)
-	t.unsure = make(map[int64]struct{})
-	t.legacy = make(map[string]legacyTimer)
+	t.state = timer.NewState()
 	t.wake = make(chan struct{}, 1)
 }
 
@@ -130,29 +104,6 @@ func (t *timerSet) nudge() {
 	case t.wake <- struct{}{}:
 	default:
 	}
-}
-
-// busy reports whether seq is being delivered.
-func (t *timerSet) busy(seq int64) bool {
-	_, ok := t.inFlight[seq]
-	return ok
-}
-
-// timerStatusRecord is one entry of a status record's JSON array.
-type timerStatusRecord struct {
-	ID     string    `json:"id"`
-	Status string    `json:"status"`
-	At     time.Time `json:"at"`
-	// Seq is the timer-queue offset of the record settled and Topic its
-	// destination (absent from records written before the timer index:
-	// those settle every record of ID).
-	Seq   *int64 `json:"seq,omitempty"`
-	Topic string `json:"topic,omitempty"`
-}
-
-func settle(m *message.Message, status string, at time.Time) timerStatusRecord {
-	seq := m.QueueOffset
-	return timerStatusRecord{ID: timerID(m), Status: status, At: at.UTC(), Seq: &seq, Topic: m.Property(message.PropertyRealTopic)}
 }
 
 // timerDue parses a send's delayMs / deliverAt into a due time; zero
@@ -180,47 +131,10 @@ func (b *Broker) timerDue(in *SendMessage, now time.Time) (time.Time, error) {
 	return due, nil
 }
 
-// asTimer wraps a message for the timer topic.
-func asTimer(m *message.Message, due time.Time) {
-	m.SetProperty(message.PropertyRealTopic, m.Topic)
-	m.SetProperty(message.PropertyRealQueueID, strconv.Itoa(int(m.QueueID)))
-	m.SetProperty(message.PropertyDeliverTimeMs, dueMs(due))
-	m.Topic, m.QueueID = timerTopic, 0
-}
-
-func timerID(m *message.Message) string {
-	if id := m.Property(propTimerID); id != "" {
-		return id
-	}
-	return message.NewID(m.StoreHost, m.PhysicalOffset).String()
-}
-
-// timerIDOffset is the CommitLog offset the timer's id names (its first
-// record's).
-func timerIDOffset(m *message.Message) int64 {
-	if id, err := message.ParseID(m.Property(propTimerID)); err == nil {
-		return id.Offset()
-	}
-	return m.PhysicalOffset
-}
-
-func dueOf(m *message.Message) time.Time {
-	return time.UnixMilli(dueMsOf(m))
-}
-
-func dueMsOf(m *message.Message) int64 {
-	ms, _ := strconv.ParseInt(m.Property(message.PropertyDeliverTimeMs), 10, 64)
-	return ms
-}
-
 // timerCopy is a new record of timer record m due at at, superseding m.
 func timerCopy(m *message.Message, at time.Time) *message.Message {
-	id := timerID(m)
 	c := copyOf(m, timerTopic)
-	c.SetProperty(propTimerID, id)
-	c.SetProperty(propTimerPrev, strconv.FormatInt(m.QueueOffset, 10))
-	c.SetProperty(message.PropertyUniqKey, timerKey(id))
-	c.SetProperty(message.PropertyDeliverTimeMs, dueMs(at))
+	timer.MarkCopy(c, m, at)
 	return c
 }
 
@@ -277,7 +191,7 @@ func isGone(err error) bool {
 // latestTimerRecord finds the newest record of timer id (pending or not):
 // its newest copy by UNIQ_KEY, else the first record, which the id names.
 func (b *Broker) latestTimerRecord(id message.ID) (*message.Message, error) {
-	m, err := b.store.FindByUniqKey(timerTopic, timerKey(id.String()))
+	m, err := b.store.FindByUniqKey(timerTopic, timer.Key(id.String()))
 	if err == nil {
 		return m, nil
 	}
@@ -285,7 +199,7 @@ func (b *Broker) latestTimerRecord(id message.ID) (*message.Message, error) {
 		return nil, mapStoreErr(err)
 	}
 	m, err = b.store.LookupID(id)
-	if isGone(err) || err == nil && (m.Topic != timerTopic || timerID(m) != id.String()) {
+	if isGone(err) || err == nil && (m.Topic != timerTopic || timer.ID(m) != id.String()) {
 		return nil, storage.ErrNotFound
 	}
 	if err != nil {
@@ -302,7 +216,7 @@ func (b *Broker) pendingTimer(id string) (*message.Message, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	m, err := b.latestTimerRecord(mid)
-	if err == nil && (!b.timers.index.Live(m.QueueOffset) || b.timers.busy(m.QueueOffset)) {
+	if err == nil && (!b.timers.index.Live(m.QueueOffset) || b.timers.state.Busy(m.QueueOffset)) {
 		err = storage.ErrNotFound
 	}
 	if errors.Is(err, storage.ErrNotFound) {
@@ -314,7 +228,7 @@ func (b *Broker) pendingTimer(id string) (*message.Message, error) {
 // timerView describes the timer whose latest record is m.
 func timerView(m *message.Message, withBody bool) Timer {
 	rm := toReceived(m)
-	t := Timer{ID: timerID(m), Topic: m.Property(message.PropertyRealTopic), DeliverAt: dueOf(m).UTC(),
+	t := Timer{ID: timer.ID(m), Topic: m.Property(message.PropertyRealTopic), DeliverAt: timer.Due(m).UTC(),
 		Tag: rm.Tag, Keys: rm.Keys, Properties: rm.Properties, ScheduledAt: time.UnixMilli(m.StoreTimestamp).UTC()}
 	if qid, err := strconv.ParseInt(m.Property(message.PropertyRealQueueID), 10, 32); err == nil {
 		t.QueueID = int32(qid)
@@ -350,7 +264,7 @@ func (b *Broker) ListTimers(ctx context.Context, topic string, cursor string, li
 		}
 		// After every record of the cursor's timer (a carry may have
 		// copied it since, under a new seq).
-		after = timerindex.Key{Due: dueMsOf(m), ID: timerIDOffset(m), Seq: math.MaxInt64}
+		after = timerindex.Key{Due: timer.DueMs(m), ID: timer.IDOffset(m), Seq: math.MaxInt64}
 	}
 	if err := b.lockTimers(ctx); err != nil {
 		return nil, "", err
@@ -359,7 +273,7 @@ func (b *Broker) ListTimers(ctx context.Context, topic string, cursor string, li
 	var found []timerindex.Entry
 	for {
 		last, done, err := t.index.Scan(after, topic, listStep, func(e timerindex.Entry) bool {
-			if !t.busy(e.Seq) {
+			if !t.state.Busy(e.Seq) {
 				found = append(found, e)
 			}
 			return len(found) <= limit
@@ -423,20 +337,19 @@ func (b *Broker) CancelTimer(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: timer %s is a retry waiting for %s: reschedule it, or nack its redelivery with delayLevel -1",
 			ErrInvalidArgument, id, dest)
 	}
-	if err := b.appendTimerStatus([]timerStatusRecord{settle(m, timerCancelled, b.clock.Now())}); err != nil {
+	if err := b.appendTimerStatus([]timer.StatusRecord{timer.Settle(m, timer.Cancelled, b.clock.Now())}); err != nil {
 		return err
 	}
 	return b.settleOwnWrite()
 }
 
 // appendTimerStatus makes timer status changes durable.
-func (b *Broker) appendTimerStatus(recs []timerStatusRecord) error {
-	body, err := json.Marshal(recs)
+func (b *Broker) appendTimerStatus(recs []timer.StatusRecord) error {
+	m, err := timer.StatusMessage(recs, b.clock.Now())
 	if err != nil {
 		return err
 	}
-	msgs := []*message.Message{{Topic: timerStatusTopic, Body: body, BornTimestamp: b.clock.Now().UnixMilli()}}
-	if err := b.store.PutClass(storage.ClassSystem, msgs, make([]storage.PutResult, 1)); err != nil {
+	if err := b.store.PutClass(storage.ClassSystem, []*message.Message{m}, make([]storage.PutResult, 1)); err != nil {
 		return mapStoreErr(err)
 	}
 	return nil
@@ -489,7 +402,7 @@ func (b *Broker) nextTimerLocked() (time.Time, error) {
 	t := &b.timers
 	var next time.Time
 	_, _, err := t.index.Scan(timerindex.MinKey, "", 0, func(e timerindex.Entry) bool {
-		if t.busy(e.Seq) {
+		if t.state.Busy(e.Seq) {
 			return true
 		}
 		next = time.UnixMilli(e.Due)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mqgate/mqgate/server/broker/timer"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 )
@@ -40,7 +41,7 @@ func TestTimersLegacyRecords(t *testing.T) {
 	}
 	oldCopy := func(m *message.Message, id string, due time.Time) *message.Message { // the old copyTimer
 		c := copyOf(m, timerTopic)
-		c.SetProperty(propTimerID, id)
+		c.SetProperty(timer.PropID, id)
 		c.SetProperty(message.PropertyDeliverTimeMs, dueMs(due))
 		_, err := b.store.Put(c)
 		require.NoError(t, err)
@@ -57,12 +58,12 @@ func TestTimersLegacyRecords(t *testing.T) {
 	m = oldCopy(m, moved, at.Add(3*time.Minute))
 	oldCopy(m, moved, at.Add(2*time.Minute))
 	cancelled, _ := send("cancelled", at.Add(4*time.Minute))
-	oldStatus(cancelled, timerCancelled)
+	oldStatus(cancelled, timer.Cancelled)
 	movedCancelled, m := send("moved-then-cancelled", at.Add(5*time.Minute))
 	oldCopy(m, movedCancelled, at.Add(6*time.Minute))
-	oldStatus(movedCancelled, timerCancelled)
+	oldStatus(movedCancelled, timer.Cancelled)
 	delivered, _ := send("delivered", at.Add(7*time.Minute))
-	oldStatus(delivered, timerDelivered)
+	oldStatus(delivered, timer.Delivered)
 
 	check := func(b *Broker) {
 		t.Helper()

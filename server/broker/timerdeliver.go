@@ -2,13 +2,12 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"math"
 	"strconv"
 	"time"
 
 	"github.com/mqgate/mqgate/internal/worker"
+	"github.com/mqgate/mqgate/server/broker/timer"
 	"github.com/mqgate/mqgate/server/broker/timerindex"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
@@ -43,14 +42,14 @@ func (b *Broker) timerLoop(ctx context.Context) {
 		case known:
 			// Only what was born since can come sooner (a kill makes the
 			// wait end early, harmlessly).
-			if t.bornDue != math.MaxInt64 && (next.IsZero() || t.bornDue < next.UnixMilli()) {
-				next = time.UnixMilli(t.bornDue)
+			if due, ok := t.state.TakeBornDue(); ok && (next.IsZero() || due < next.UnixMilli()) {
+				next = time.UnixMilli(due)
 			}
 		default:
 			next, err = b.nextTimerLocked()
 			known = err == nil
 		}
-		t.bornDue = math.MaxInt64
+		t.state.TakeBornDue()
 		t.mu.Unlock()
 		if err == nil {
 			readRetry.Reset()
@@ -111,15 +110,14 @@ func (b *Broker) deliverDueTimers(now time.Time) error {
 			if e.Due > now.UnixMilli() {
 				return false
 			}
-			if t.busy(e.Seq) {
+			if t.state.Busy(e.Seq) {
 				return true
 			}
-			_, unsure := t.unsure[e.Seq]
-			batch = append(batch, dueTimer{Entry: e, unsure: unsure})
+			batch = append(batch, dueTimer{Entry: e, unsure: t.state.Unsure(e.Seq)})
 			return len(batch) < timerBatch
 		})
 		for _, d := range batch {
-			t.inFlight[d.Seq] = false
+			t.state.Deliver(d.Seq)
 		}
 		t.mu.Unlock()
 		if err != nil {
@@ -151,16 +149,7 @@ func (b *Broker) settleDelivery(batch []dueTimer, stored bool) {
 		b.log.Error().Err(err).Msg("timer index not up to date after a delivery")
 	}
 	for _, d := range batch {
-		switch {
-		case !t.index.Live(d.Seq):
-			delete(t.inFlight, d.Seq)
-			delete(t.unsure, d.Seq)
-		case stored:
-			t.inFlight[d.Seq] = true
-		default:
-			delete(t.inFlight, d.Seq)
-			t.unsure[d.Seq] = struct{}{}
-		}
+		t.state.Delivered(d.Seq, t.index.Live(d.Seq), stored)
 	}
 }
 
@@ -169,32 +158,32 @@ func (b *Broker) deliverTimers(batch []dueTimer, now time.Time) error {
 	b.topicGate.RLock() // see topicdelete.go
 	defer b.topicGate.RUnlock()
 	msgs := make([]*message.Message, 0, len(batch)+1)
-	recs := make([]timerStatusRecord, 0, len(batch))
+	recs := make([]timer.StatusRecord, 0, len(batch))
 	for _, d := range batch {
 		m, err := b.queueRecord(timerTopic, d.Seq)
 		if isGone(err) {
 			b.log.Error().Int64("seq", d.Seq).Msg("timer record lost; it cannot be delivered")
 			seq := d.Seq
-			recs = append(recs, timerStatusRecord{Status: timerDelivered, At: now.UTC(), Seq: &seq, Topic: d.Topic})
+			recs = append(recs, timer.StatusRecord{Status: timer.Delivered, At: now.UTC(), Seq: &seq, Topic: d.Topic})
 			continue
 		}
 		if err != nil {
 			return mapStoreErr(err)
 		}
-		id := timerID(m)
+		id := timer.ID(m)
 		mid, err := message.ParseID(id)
 		if err == nil && mid.Offset() < b.retryFloor(originTopic(m)) {
 			// Its topic (a retry's original topic) was deleted after it
 			// was scheduled.
-			recs = append(recs, settle(m, timerCancelled, now))
+			recs = append(recs, timer.Settle(m, timer.Cancelled, now))
 			continue
 		}
-		recs = append(recs, settle(m, timerDelivered, now))
+		recs = append(recs, timer.Settle(m, timer.Delivered, now))
 		// A timer that existed before this process started may have been
 		// delivered by a batch a crash tore (its status lost): look for
 		// the delivery first, as after a failed write.
 		if d.unsure || err == nil && mid.Offset() < b.timers.startOffset {
-			done, err := b.store.FindByUniqKey(d.Topic, timerKey(id))
+			done, err := b.store.FindByUniqKey(d.Topic, timer.Key(id))
 			if err == nil && done != nil {
 				continue // delivered by a batch whose status a crash or an error lost
 			}
@@ -202,20 +191,19 @@ func (b *Broker) deliverTimers(batch []dueTimer, now time.Time) error {
 				return mapStoreErr(err)
 			}
 		}
-		out := copyOf(m, d.Topic, message.PropertyRealTopic, message.PropertyRealQueueID, message.PropertyDeliverTimeMs,
-			propTimerID, propTimerPrev, message.PropertyUniqKey)
-		out.SetProperty(message.PropertyUniqKey, timerKey(id))
+		out := copyOf(m, d.Topic, timer.DeliveryDrops...)
+		out.SetProperty(message.PropertyUniqKey, timer.Key(id))
 		if qid, err := strconv.ParseInt(m.Property(message.PropertyRealQueueID), 10, 32); err == nil {
 			out.QueueID = int32(qid)
 		}
 		msgs = append(msgs, out)
 		b.metrics.late(now.Sub(time.UnixMilli(d.Due)))
 	}
-	body, err := json.Marshal(recs)
+	status, err := timer.StatusMessage(recs, now)
 	if err != nil {
 		return err
 	}
-	msgs = append(msgs, &message.Message{Topic: timerStatusTopic, Body: body, BornTimestamp: now.UnixMilli()})
+	msgs = append(msgs, status)
 	if err := b.store.PutClass(storage.ClassSystem, msgs, make([]storage.PutResult, len(msgs))); err != nil {
 		return mapStoreErr(err)
 	}
@@ -263,7 +251,7 @@ func (b *Broker) carryBelow(cut int64) (int, error) {
 				break
 			}
 			from = seq + 1
-			if t.busy(seq) {
+			if t.state.Busy(seq) {
 				continue // being delivered
 			}
 			m, err := b.queueRecord(timerTopic, seq)
@@ -278,7 +266,7 @@ func (b *Broker) carryBelow(cut int64) (int, error) {
 				done = true
 				break
 			}
-			copies = append(copies, timerCopy(m, dueOf(m)))
+			copies = append(copies, timerCopy(m, timer.Due(m)))
 			b.noteCarried(m)
 		}
 		var err error

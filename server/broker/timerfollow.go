@@ -2,13 +2,12 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/timer"
 	"github.com/mqgate/mqgate/server/broker/timerindex"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
@@ -21,7 +20,10 @@ import (
 // record kills the record it settles. Records written before the index
 // existed name timers by id only (a copy with TIMER_ID but no TIMER_PREV,
 // a status without seq): they kill every earlier record of the timer,
-// found by its newest copy, its first record and the legacy map.
+// found by its newest copy, its first record and the legacy records the
+// timer.State remembers. The State turns each record into births and
+// kills (ApplyTimer, ApplyStatuses); followTimers reads the queues and
+// applies the result to the index.
 
 // timerIndexDir is the index's directory under the data dir.
 const timerIndexDir = "timers"
@@ -82,11 +84,7 @@ func (b *Broker) followTimersThen(step func() error) error {
 		b.applyTimers(timerindex.Update{Pos: pos, Floor: floor})
 	}
 	t.floor = max(t.floor, floor)
-	for seq, stored := range t.inFlight {
-		if stored && !x.Live(seq) {
-			delete(t.inFlight, seq) // its status is in the index
-		}
-	}
+	t.state.Landed(x.Live) // their statuses are in the index
 	return nil
 }
 
@@ -136,57 +134,37 @@ func (b *Broker) applyTimers(u timerindex.Update) {
 	}
 }
 
-// timerBirth adds timer record m to u.
+// timerBirth adds timer record m to u (timer.State.ApplyTimer).
 func (b *Broker) timerBirth(u *timerindex.Update, m *message.Message) {
-	topic := m.Property(message.PropertyRealTopic)
-	due := dueMsOf(m)
-	u.Births = append(u.Births, timerindex.Entry{Due: due, ID: timerIDOffset(m), Seq: m.QueueOffset, Topic: topic})
-	b.timers.bornDue = min(b.timers.bornDue, due)
-	if p := m.Property(propTimerPrev); p != "" {
-		if prev, err := strconv.ParseInt(p, 10, 64); err == nil {
-			u.Kills = append(u.Kills, timerindex.Kill{Seq: prev, Topic: topic})
-			return
-		}
-	}
-	if id := m.Property(propTimerID); id != "" {
-		// A copy written before the index existed.
-		b.killLegacy(u, id, m.QueueOffset)
-		b.timers.legacy[id] = legacyTimer{seq: m.QueueOffset, topic: topic}
-	}
+	b.timers.state.ApplyTimer(u, m, b.olderTimerRecords)
 }
 
-// timerKills adds the kills of status record m to u.
+// timerKills adds the kills of status record m to u
+// (timer.State.ApplyStatuses); an undecodable record is skipped.
 func (b *Broker) timerKills(u *timerindex.Update, m *message.Message) {
-	var recs []timerStatusRecord
-	if err := json.Unmarshal(m.Body, &recs); err != nil {
+	recs, err := timer.DecodeStatuses(m.Body)
+	if err != nil {
 		b.log.Error().Err(err).Int64("queueOffset", m.QueueOffset).Msg("skipping undecodable timer status record")
 		return
 	}
-	for _, r := range recs {
-		if r.Seq != nil {
-			u.Kills = append(u.Kills, timerindex.Kill{Seq: *r.Seq, Topic: r.Topic})
-			continue
-		}
-		b.killLegacy(u, r.ID, -1)
-	}
+	b.timers.state.ApplyStatuses(u, recs, b.olderTimerRecords)
 }
 
-// killLegacy kills the records of timer id below seq before (-1: all).
-func (b *Broker) killLegacy(u *timerindex.Update, id string, before int64) {
-	below := func(seq int64) bool { return before < 0 || seq < before }
-	if l, ok := b.timers.legacy[id]; ok && below(l.seq) {
-		u.Kills = append(u.Kills, timerindex.Kill{Seq: l.seq, Topic: l.topic})
-	}
+// olderTimerRecords finds the records of timer id in the store (a
+// timer.Older): its newest copy by UNIQ_KEY and its first record.
+func (b *Broker) olderTimerRecords(id string) []timerindex.Kill {
 	mid, err := message.ParseID(id)
 	if err != nil {
-		return
+		return nil
 	}
-	if c, err := b.store.FindByUniqKey(timerTopic, timerKey(id)); err == nil && below(c.QueueOffset) {
-		u.Kills = append(u.Kills, timerindex.Kill{Seq: c.QueueOffset, Topic: c.Property(message.PropertyRealTopic)})
+	var kills []timerindex.Kill
+	if c, err := b.store.FindByUniqKey(timerTopic, timer.Key(id)); err == nil {
+		kills = append(kills, timerindex.Kill{Seq: c.QueueOffset, Topic: c.Property(message.PropertyRealTopic)})
 	}
-	if first, err := b.store.LookupID(mid); err == nil && first.Topic == timerTopic && timerID(first) == id && below(first.QueueOffset) {
-		u.Kills = append(u.Kills, timerindex.Kill{Seq: first.QueueOffset, Topic: first.Property(message.PropertyRealTopic)})
+	if first, err := b.store.LookupID(mid); err == nil && first.Topic == timerTopic && timer.ID(first) == id {
+		kills = append(kills, timerindex.Kill{Seq: first.QueueOffset, Topic: first.Property(message.PropertyRealTopic)})
 	}
+	return kills
 }
 
 func (b *Broker) timerIndexOptions() timerindex.Options {
@@ -257,21 +235,21 @@ func (b *Broker) openTimers(ctx context.Context) error {
 }
 
 // migrateLegacyTimers supersedes every pending copy written before the
-// index existed (found only through the legacy map) by a copy of today's
-// form, which its id finds (UNIQ_KEY), then forgets the map. The caller
-// holds the timer lock.
+// index existed (found only through the records timer.State remembers,
+// Legacy) by a copy of today's form, which its id finds (UNIQ_KEY), then
+// forgets them. The caller holds the timer lock.
 func (b *Broker) migrateLegacyTimers() error {
 	t := &b.timers
 	var copies []*message.Message
-	for _, l := range t.legacy {
-		if !t.index.Live(l.seq) {
+	for _, seq := range t.state.Legacy() {
+		if !t.index.Live(seq) {
 			continue
 		}
-		m, err := b.queueRecord(timerTopic, l.seq)
+		m, err := b.queueRecord(timerTopic, seq)
 		if err != nil {
-			return fmt.Errorf("migrate timer record %d: %w", l.seq, err)
+			return fmt.Errorf("migrate timer record %d: %w", seq, err)
 		}
-		copies = append(copies, timerCopy(m, dueOf(m)))
+		copies = append(copies, timerCopy(m, timer.Due(m)))
 	}
 	for len(copies) > 0 {
 		n := min(len(copies), timerBatch)
@@ -283,7 +261,7 @@ func (b *Broker) migrateLegacyTimers() error {
 			return err
 		}
 	}
-	clear(t.legacy)
+	t.state.ForgetLegacy()
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/timer"
 	"github.com/mqgate/mqgate/server/broker/timerindex"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
@@ -156,7 +157,7 @@ func (b *Broker) cancelTopicTimers(name string) error {
 	for {
 		var seqs []int64
 		last, done, err := t.index.Scan(after, name, 0, func(e timerindex.Entry) bool {
-			if !t.busy(e.Seq) {
+			if !t.state.Busy(e.Seq) {
 				seqs = append(seqs, e.Seq)
 			}
 			return len(seqs) < resendChunk
@@ -165,13 +166,13 @@ func (b *Broker) cancelTopicTimers(name string) error {
 			return err
 		}
 		now := b.clock.Now()
-		recs := make([]timerStatusRecord, 0, len(seqs))
+		recs := make([]timer.StatusRecord, 0, len(seqs))
 		for _, seq := range seqs {
 			m, err := b.queueRecord(timerTopic, seq)
 			if err != nil {
 				return mapStoreErr(err)
 			}
-			recs = append(recs, settle(m, timerCancelled, now))
+			recs = append(recs, timer.Settle(m, timer.Cancelled, now))
 		}
 		if len(recs) > 0 {
 			if err := b.appendTimerStatus(recs); err != nil {

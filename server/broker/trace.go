@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/server/broker/dlq"
+	"github.com/mqgate/mqgate/server/broker/timer"
 	"github.com/mqgate/mqgate/server/broker/trace"
 	"github.com/mqgate/mqgate/server/broker/txn"
 	"github.com/mqgate/mqgate/storage"
@@ -210,7 +211,7 @@ func (b *Broker) traceTarget(mid message.ID) (*message.Message, error) {
 			keys = append(keys, [2]string{topic, dlq.Key(id)})
 		}
 	}
-	keys = append(keys, [2]string{timerTopic, timerKey(id)}, [2]string{txnHalfTopic, txn.Key(id)})
+	keys = append(keys, [2]string{timerTopic, timer.Key(id)}, [2]string{txnHalfTopic, txn.Key(id)})
 	for _, k := range keys {
 		c, err := b.store.FindByUniqKey(k[0], k[1])
 		if err == nil {
@@ -318,7 +319,7 @@ func (b *Broker) lifeFromRoot(life *traceLife, r *message.Message) error {
 		life.parked = r
 		key, own := schedule.UniqKey(r), messageID(r)
 		if r.Topic == timerTopic {
-			key, own = timerKey(timerID(r)), timerID(r)
+			key, own = timer.Key(timer.ID(r)), timer.ID(r)
 		}
 		life.first, err = b.findUniq(r.Property(message.PropertyRealTopic), key)
 		life.origin = own
@@ -393,12 +394,12 @@ func (b *Broker) lifeItems(life traceLife) ([]trace.Item, bool, error) {
 				it.At = p.BornTimestamp // a copy retention carried: its first store time is gone
 			}
 		case timerTopic:
-			it.MessageID, it.Until = timerID(p), dueMsOf(p)
-			if p.Property(propTimerID) != "" {
+			it.MessageID, it.Until = timer.ID(p), timer.DueMs(p)
+			if p.Property(timer.PropID) != "" {
 				it.At = p.BornTimestamp
 			}
 		default:
-			it.Until = dueMsOf(p)
+			it.Until = timer.DueMs(p)
 			if lv, err := strconv.Atoi(p.Property(message.PropertyDelayLevel)); err == nil {
 				it.Level, it.HasLevel = lv, true
 			}
@@ -470,8 +471,8 @@ func (b *Broker) lifeItems(life traceLife) ([]trace.Item, bool, error) {
 			group, _ := strings.CutPrefix(c.Property(message.PropertyRealTopic), retryPrefix)
 			key, parkedID := schedule.UniqKey(c), messageID(c)
 			if c.Topic == timerTopic {
-				parkedID = timerID(c)
-				key = timerKey(parkedID)
+				parkedID = timer.ID(c)
+				key = timer.Key(parkedID)
 				if timers[parkedID] {
 					continue // a copy of the same timer (carried, rescheduled)
 				}
@@ -479,8 +480,8 @@ func (b *Broker) lifeItems(life traceLife) ([]trace.Item, bool, error) {
 			}
 			addAttempts(c, group)
 			it := trace.Item{Kind: trace.Retried, At: c.StoreTimestamp, Copy: -1, Group: group, MessageID: failedCopy(c.StoreTimestamp),
-				RelatedID: parkedID, Until: dueMsOf(c), Reconsume: c.ReconsumeTimes, Pos: c.PhysicalOffset}
-			if c.Property(propTimerID) != "" {
+				RelatedID: parkedID, Until: timer.DueMs(c), Reconsume: c.ReconsumeTimes, Pos: c.PhysicalOffset}
+			if c.Property(timer.PropID) != "" {
 				it.At, it.Pos = c.BornTimestamp, 0
 				it.MessageID = failedCopy(it.At)
 			}
