@@ -66,17 +66,23 @@
 //	                      {"group","messageId","status","at"}, status
 //	                      resent or discarded (dead: no record), one
 //	                      array per resend chunk or discard (package dlq).
-//	rmq_sys_TIMER         timers (delayMs / deliverAt, and retries waiting on a
-//	                      timer, whose destination is %RETRY%<group>: a nack's
-//	                      delayMs, a RetryPolicy). A record is the message
-//	                      itself with its destination in REAL_TOPIC / REAL_QID
-//	                      and its due time in TIMER_DELIVER_MS; a reschedule or a
+//	rmq_sys_TIMER         timers: delayMs / deliverAt, and retries waiting on
+//	                      a timer, whose destination is %RETRY%<group> (a
+//	                      nack's delayMs, a RetryPolicy) (timer.go; the
+//	                      records' codecs and their apply: package timer).
+//	                      Queue 0. A record is the message itself with its
+//	                      destination in REAL_TOPIC / REAL_QID and its due
+//	                      time in TIMER_DELIVER_MS; a reschedule or a
 //	                      retention carry appends a copy naming the timer
 //	                      (TIMER_ID, UNIQ_KEY "timer:<id>") and the record it
 //	                      supersedes (TIMER_PREV, its queue offset).
-//	rmq_sys_TIMER_STATUS  timer settlements. Body: a JSON array of
-//	                      {"id","status","at","seq","topic"}, status delivered
-//	                      or cancelled.
+//	rmq_sys_TIMER_STATUS  timer settlements (package timer). Queue 0. Body: a
+//	                      JSON array of {"id","status","at","seq","topic"},
+//	                      status delivered or cancelled, seq the
+//	                      rmq_sys_TIMER queue offset of the record settled
+//	                      and topic its destination (records written before
+//	                      the timer index have neither and settle every
+//	                      record of the id).
 //	rmq_sys_TRANS_HALF    half messages of unresolved transactions (txn.go;
 //	                      the records' codecs and their apply: package txn),
 //	                      RocketMQ's RMQ_SYS_TRANS_HALF_TOPIC. Queue 0. A
@@ -166,6 +172,7 @@
 //	              are package dlq's.
 //	TIMER_ID      the timer a copy belongs to.
 //	TIMER_PREV    the timer-queue offset of the record a copy supersedes.
+//	              The TIMER_ properties are package timer's.
 //	ORDER_SEQ     the queue offset of a dead-lettered orderly message.
 //	TRAN_ID       the transaction of a half-message copy or a committed
 //	              message; a committed message is shown under it (its
@@ -223,8 +230,8 @@
 //	                          from them.
 //
 // The timer index (<data>/timers, package timerindex) is derived state:
-// rebuilt from rmq_sys_TIMER and rmq_sys_TIMER_STATUS when missing or
-// damaged.
+// rebuilt from rmq_sys_TIMER and rmq_sys_TIMER_STATUS (applied through
+// package timer's State) when missing or damaged.
 //
 // # Filters
 //

@@ -75,6 +75,9 @@
 // # Locks
 //
 // State has none: the broker's timer lock guards it together with the
-// index (every method is called under it). Its place among the broker's
-// locks is in ARCHITECTURE.md.
+// index (every method is called under it). The broker's delivery lock,
+// held by a delivery pass and by retention's last carry pass, comes
+// before the topic gate and the timer lock; the timer lock comes after
+// the gate and before the store. Their place among the broker's locks is
+// in ARCHITECTURE.md.
 package timer
