@@ -111,4 +111,5 @@ func TestAReplicatedLeaderSnapshotsWhatIsCommitted(t *testing.T) {
 	offsetsAfter, err := st.ReadMeta(offsetsSnapshot)
 	require.NoError(t, err)
 	require.Equal(t, offsetsBefore, offsetsAfter)
+	require.NoError(t, b.Close(ctx), "closing snapshots again, after its context is cancelled")
 }

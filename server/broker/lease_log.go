@@ -794,7 +794,9 @@ func (b *Broker) snapshotCommittedLeases() error {
 	if c.live == nil {
 		return nil // not promoted yet, or closing
 	}
-	next, err := b.replayQueue(b.closingCtx, leaseTopic, c.next, func(m *message.Message) {
+	// Not the closing context: Close snapshots after cancelling it. The
+	// records are local and a snapshot interval's worth.
+	next, err := b.replayQueue(context.Background(), leaseTopic, c.next, func(m *message.Message) {
 		if rec, err := decodeLeaseRecord(m.Body); err == nil {
 			c.top = max(c.top, foldLeases(c.live, rec))
 		}
