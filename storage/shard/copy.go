@@ -19,6 +19,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/commitlog"
 	"github.com/mqgate/mqgate/storage/raftlog"
 )
 
@@ -263,7 +264,9 @@ func ReceiveCopy(ctx context.Context, r io.Reader, opts raftlog.Options) (h Copy
 	if so.SegmentSize != 0 && so.SegmentSize != h.SegmentSize {
 		return h, fmt.Errorf("%w: the copy's segments are %d bytes, this replica's %d: every replica needs the same --segment-size", ErrCannotReceive, h.SegmentSize, so.SegmentSize)
 	}
-	so.Dir, so.StartOffset, so.SegmentSize = tmp, h.First, h.SegmentSize
+	// Built without a flush per chunk: the store's Close makes it durable,
+	// before the directory is renamed into place.
+	so.Dir, so.StartOffset, so.SegmentSize, so.FlushMode = tmp, h.First, h.SegmentSize, commitlog.FlushAsync
 	lo := opts
 	lo.Store = so
 	lg, err := raftlog.Open(lo)
