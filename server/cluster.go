@@ -99,6 +99,8 @@ type clusterNode struct {
 
 	forwardTracked, readyTracked http.Handler // the front's own routes
 
+	copies chan struct{} // the copies being sent (cluster_copy.go), at most maxCopies
+
 	current    atomic.Pointer[Server] // the server over the current broker
 	serving    atomic.Bool            // the current broker leads (promoted)
 	servingGen uint64                 // the shard's generation it leads in (owner loop only)
@@ -149,7 +151,7 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 		certs = ptls.certs
 	}
 	n := &clusterNode{cfg: cfg, rootLog: log, log: log.With().Str("component", "cluster").Uint64("node", cfg.NodeID).Logger(),
-		peers: maps.Clone(peers), done: make(chan struct{})}
+		peers: maps.Clone(peers), done: make(chan struct{}), copies: make(chan struct{}, maxCopies)}
 	var cleanup []func() error
 	defer func() {
 		if err != nil {

@@ -27,6 +27,10 @@ import (
 // would hand out a copy no leader can continue), and a replica rebuilt
 // with `mqgate replica rebuild` starts from one the same way.
 
+// maxCopies bounds the copies a leader sends at once (each reads its
+// whole log and holds its retention).
+const maxCopies = 2
+
 // copyStall is how long a copy may go without a byte before the
 // receiver gives it up and asks again.
 const copyStall = 30 * time.Second
@@ -53,6 +57,14 @@ func (n *clusterNode) serveCopy(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		http.Redirect(w, r, n.peerScheme+"://"+addr+peer.CopyPath, http.StatusTemporaryRedirect)
+		return
+	}
+	select {
+	case n.copies <- struct{}{}:
+		defer func() { <-n.copies }()
+	default:
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, fmt.Sprintf("%d copies are being sent: ask again", maxCopies), http.StatusServiceUnavailable)
 		return
 	}
 	cw := &copyWriter{w: w}
