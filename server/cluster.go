@@ -211,7 +211,9 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 			if certs != nil {
 				client = peer.ClientCerts(cfg.ClusterSecret, certs)
 			}
-			if err := fetchCopy(ctx, n.log, client, n.peerScheme, others, lo); err != nil {
+			err := fetchCopy(ctx, n.log, client, n.peerScheme, others, lo)
+			client.CloseIdleConnections()
+			if err != nil {
 				return nil, err
 			}
 		}
