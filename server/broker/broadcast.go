@@ -2,15 +2,14 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/instance"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
 )
@@ -21,7 +20,7 @@ import (
 // receives every message of the group's topics, with progress of its own:
 // pop pulls, acks, nacks and lease changes, and offset reads and commits,
 // all act on the instance's keys, the group "<group>@<client id>" of
-// package offset (instanceKey). Everything else is the machinery of a
+// package offset (instance.Key). Everything else is the machinery of a
 // group: the instance has its own pop states (cursors, leases in flight,
 // lease records), its progress records are the group records of
 // rmq_sys_OFFSET (durable before the answer, snapshotted, replayed), the
@@ -36,7 +35,7 @@ import (
 // ConsumeFrom ("" the queue's first retained offset, "last" its max
 // offset, a time the first message stored at or after it) and for the
 // topic's view of the group's retry topic its end, as commit records of a
-// generation taken from the clock (registrationGeneration), so a lease
+// generation taken from the clock (instance.Generation), so a lease
 // record of an earlier instance under the same client id never matches.
 // A topic the instance meets later gets its starts the same way; a queue
 // added to a topic later starts at its first message.
@@ -65,20 +64,27 @@ import (
 // The last-seen times are kept in config/instances.snapshot, written with
 // the offsets snapshot; without it (lost, damaged) an instance's idle time
 // counts from the start of the broker.
+//
+// The family's pure parts are package instance (server/broker/instance):
+// the naming rules, the set of known instances with its last-seen times and
+// the decisions over it (which are idle at a given time, the instance
+// limit), and the snapshot's codec. This file keeps what needs the broker:
+// the start offsets and the forget records, the pop states, the requests,
+// the sweep and the snapshot file.
 
 // ConsumeBroadcasting is the consume mode in which every consumer
 // instance gets every message.
 const ConsumeBroadcasting = "broadcasting"
 
-// Bounds of a group's InstanceIdle.
+// Bounds of a group's InstanceIdle (package instance's).
 const (
 	// DefaultInstanceIdle is how long a consumer instance of a
 	// broadcasting group may stay idle before it is forgotten, when the
 	// group does not say.
-	DefaultInstanceIdle = 24 * time.Hour
+	DefaultInstanceIdle = instance.DefaultIdle
 	// MinInstanceIdle and MaxInstanceIdle bound a group's InstanceIdle.
-	MinInstanceIdle = time.Second
-	MaxInstanceIdle = 366 * 24 * time.Hour
+	MinInstanceIdle = instance.MinIdle
+	MaxInstanceIdle = instance.MaxIdle
 )
 
 // instanceSweepInterval is how often idle instances are looked for.
@@ -86,88 +92,36 @@ const instanceSweepInterval = time.Second
 
 // propInstance names, on a broadcasting group's dead letter (and its
 // resend), the consumer instance it belongs to.
-const propInstance = "BROADCAST_INSTANCE"
+const propInstance = instance.Prop
 
 // instancesSnapshot is the file of the instances' last-seen times.
-const instancesSnapshot = "instances.snapshot"
+const instancesSnapshot = instance.SnapshotFile
 
 // instanceKey is the progress group of client's instance of group.
-func instanceKey(group, client string) string { return group + offset.InstanceSep + client }
+func instanceKey(group, client string) string { return instance.Key(group, client) }
 
 // splitInstance splits a progress group into the group and the client id
 // of an instance ("" for a group's own keys).
-func splitInstance(name string) (group, client string) {
-	if i := strings.Index(name, offset.InstanceSep); i >= 0 {
-		return name[:i], name[i+len(offset.InstanceSep):]
-	}
-	return name, ""
-}
+func splitInstance(name string) (group, client string) { return instance.Split(name) }
 
 // baseGroup is the group a progress group belongs to.
-func baseGroup(name string) string {
-	g, _ := splitInstance(name)
-	return g
-}
+func baseGroup(name string) string { return instance.Base(name) }
 
 // instanceIdle is g's idle time before an instance is forgotten.
-func instanceIdle(g GroupConfig) time.Duration {
-	if g.InstanceIdle > 0 {
-		return g.InstanceIdle
-	}
-	return DefaultInstanceIdle
-}
+func instanceIdle(g GroupConfig) time.Duration { return instance.Idle(g.InstanceIdle) }
 
 // checkInstanceIdle validates a group's InstanceIdle (0: the default).
 func checkInstanceIdle(d time.Duration) error {
-	if d != 0 && (d < MinInstanceIdle || d > MaxInstanceIdle) {
-		return fmt.Errorf("%w: instanceIdle must be %v..%v", ErrInvalidArgument, MinInstanceIdle, MaxInstanceIdle)
+	if err := instance.CheckIdle(d); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
 	return nil
 }
 
 // instanceSet is the known consumer instances of broadcasting groups.
 type instanceSet struct {
-	mu     sync.Mutex
-	groups map[string]map[string]*instance // group → client id → instance
-	dirty  bool                            // last-seen times changed since the snapshot
-}
-
-// instance is one known consumer instance.
-type instance struct {
-	lastSeen time.Time
-	active   int             // requests of the instance under way
-	met      map[string]bool // topics whose start offsets are written
-}
-
-func (s *instanceSet) get(group, client string) *instance {
-	return s.groups[group][client]
-}
-
-func (s *instanceSet) add(group, client string, in *instance) {
-	if s.groups == nil {
-		s.groups = make(map[string]map[string]*instance)
-	}
-	if s.groups[group] == nil {
-		s.groups[group] = make(map[string]*instance)
-	}
-	s.groups[group][client] = in
-	s.dirty = true
-}
-
-func (s *instanceSet) remove(group, client string) {
-	delete(s.groups[group], client)
-	if len(s.groups[group]) == 0 {
-		delete(s.groups, group)
-	}
-	s.dirty = true
-}
-
-// registrationGeneration is the generation of an instance's start
-// offsets: the clock in seconds, above every generation the key had, so
-// that what an earlier instance under the same client id left behind (a
-// lease record, a late ack) does not apply to this one.
-func registrationGeneration(now time.Time, had uint32) uint32 {
-	return max(uint32(now.Unix()), had+1)
+	mu  sync.Mutex
+	set instance.Set // guarded by mu
 }
 
 // enterInstance registers client as an instance of g when it is new (the
@@ -185,19 +139,19 @@ func (b *Broker) enterInstance(g GroupConfig, client string, topics ...TopicConf
 	s := &b.instances
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	in := s.get(g.Name, client)
+	in := s.set.Get(g.Name, client)
 	fresh := in == nil
 	if fresh {
-		have := len(s.groups[g.Name])
-		if err := over("instancesPerGroup", "consumer instances", "--max-instances-per-group", b.opts.Quotas.MaxInstancesPerGroup, have, have+1); err != nil {
-			return nil, err
+		limit := b.opts.Quotas.MaxInstancesPerGroup
+		if have, ok := s.set.Room(g.Name, limit); !ok {
+			return nil, &QuotaError{Quota: "instancesPerGroup", Unit: "consumer instances", Flag: "--max-instances-per-group", Limit: limit, Have: have, Want: have + 1}
 		}
-		in = &instance{met: map[string]bool{}}
+		in = instance.New(time.Time{})
 	}
 	var entries []offset.Entry
 	var met []string
 	for _, t := range topics {
-		if in.met[t.Name] {
+		if in.Met[t.Name] {
 			continue
 		}
 		es, err := b.instanceStarts(g, client, t, fresh)
@@ -215,19 +169,16 @@ func (b *Broker) enterInstance(g GroupConfig, client string, topics ...TopicConf
 		entries = entries[n:]
 	}
 	for _, t := range met {
-		in.met[t] = true
+		in.Met[t] = true
 	}
 	if fresh {
-		s.add(g.Name, client, in)
+		s.set.Add(g.Name, client, in)
 		b.log.Info().Str("group", g.Name).Str("client", client).Msg("consumer instance registered")
 	}
-	in.active++
-	in.lastSeen = b.clock.Now()
-	s.dirty = true
+	s.set.Enter(in, b.clock.Now())
 	return func() {
 		s.mu.Lock()
-		in.active--
-		in.lastSeen = b.clock.Now()
+		s.set.Leave(in, b.clock.Now())
 		s.mu.Unlock()
 	}, nil
 }
@@ -267,7 +218,7 @@ func (b *Broker) instanceStarts(g GroupConfig, client string, t TopicConfig, fre
 				return nil, mapStoreErr(err)
 			}
 		}
-		out = append(out, offset.Entry{Kind: offset.KindCommit, Key: key, Generation: registrationGeneration(b.clock.Now(), gen), Offset: start})
+		out = append(out, offset.Entry{Kind: offset.KindCommit, Key: key, Generation: instance.Generation(b.clock.Now(), gen), Offset: start})
 	}
 	return out, nil
 }
@@ -281,12 +232,7 @@ func (b *Broker) touchInstances(group string, clients map[string]struct{}) {
 	s := &b.instances
 	now := b.clock.Now()
 	s.mu.Lock()
-	for c := range clients {
-		if in := s.get(group, c); in != nil {
-			in.lastSeen = now
-			s.dirty = true
-		}
-	}
+	s.set.Touch(group, clients, now)
 	s.mu.Unlock()
 }
 
@@ -299,19 +245,14 @@ func (b *Broker) instanceKnown(name string) bool {
 	}
 	b.instances.mu.Lock()
 	defer b.instances.mu.Unlock()
-	return b.instances.get(group, client) != nil
+	return b.instances.set.Get(group, client) != nil
 }
 
 // instanceClients lists the client ids of group's known instances, sorted.
 func (b *Broker) instanceClients(group string) []string {
 	b.instances.mu.Lock()
-	out := make([]string, 0, len(b.instances.groups[group]))
-	for c := range b.instances.groups[group] {
-		out = append(out, c)
-	}
-	b.instances.mu.Unlock()
-	sort.Strings(out)
-	return out
+	defer b.instances.mu.Unlock()
+	return b.instances.set.Clients(group)
 }
 
 // forgetIdleInstances forgets every instance idle longer than its group's
@@ -320,20 +261,17 @@ func (b *Broker) forgetIdleInstances(now time.Time) {
 	s := &b.instances
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for group, clients := range s.groups {
+	idle := func(group string) time.Duration {
 		g, _ := b.registry.group(group)
-		idle := instanceIdle(g)
-		for client, in := range clients {
-			if in.active > 0 || now.Sub(in.lastSeen) < idle {
-				continue
-			}
-			if err := b.forgetInstanceLocked(group, client); err != nil {
-				b.log.Error().Err(err).Str("group", group).Str("client", client).Msg("forgetting an idle consumer instance failed; the next sweep tries again")
-				continue
-			}
-			b.log.Info().Str("group", group).Str("client", client).Time("lastSeen", in.lastSeen).Dur("idle", idle).
-				Msg("consumer instance forgotten after being idle")
+		return instanceIdle(g)
+	}
+	for _, r := range s.set.Idle(now, idle) {
+		if err := b.forgetInstanceLocked(r.Group, r.Client); err != nil {
+			b.log.Error().Err(err).Str("group", r.Group).Str("client", r.Client).Msg("forgetting an idle consumer instance failed; the next sweep tries again")
+			continue
 		}
+		b.log.Info().Str("group", r.Group).Str("client", r.Client).Time("lastSeen", r.LastSeen).Dur("idle", r.Idle).
+			Msg("consumer instance forgotten after being idle")
 	}
 }
 
@@ -360,7 +298,7 @@ func (b *Broker) forgetInstanceLocked(group, client string) error {
 		return err
 	}
 	b.dropped.forget(name)
-	b.instances.remove(group, client)
+	b.instances.set.Remove(group, client)
 	return nil
 }
 
@@ -387,15 +325,12 @@ func (v queueView) forInstance(client string) queueView {
 // registered instance has some) and their last-seen times from the
 // snapshot; without one an instance counts as seen now.
 func (b *Broker) openInstances() {
-	seen := map[string]time.Time{}
+	var seen map[string]time.Time
 	if raw, err := b.store.ReadMeta(instancesSnapshot); err == nil {
-		var snap instancesSnap
-		if err := json.Unmarshal(raw, &snap); err != nil || snap.Version != 1 {
+		if snap, err := instance.DecodeSnapshot(raw); err != nil {
 			b.log.Warn().Err(err).Msg("instances snapshot unreadable; every consumer instance's idle time counts from now")
 		} else {
-			for _, e := range snap.Instances {
-				seen[instanceKey(e.Group, e.Client)] = time.UnixMilli(e.LastSeenMs)
-			}
+			seen = snap.LastSeen()
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		b.log.Warn().Err(err).Msg("instances snapshot unreadable; every consumer instance's idle time counts from now")
@@ -405,32 +340,8 @@ func (b *Broker) openInstances() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, k := range b.progress.Keys() {
-		group, client := splitInstance(k.Group)
-		if client == "" {
-			continue
-		}
-		in := s.get(group, client)
-		if in == nil {
-			in = &instance{met: map[string]bool{}, lastSeen: now}
-			if at, ok := seen[k.Group]; ok && at.Before(now) {
-				in.lastSeen = at
-			}
-			s.add(group, client, in)
-		}
-		in.met[k.Topic] = true
+		s.set.Restore(k.Group, k.Topic, seen, now)
 	}
-}
-
-// instancesSnap is config/instances.snapshot.
-type instancesSnap struct {
-	Version   int            `json:"version"`
-	Instances []instanceSeen `json:"instances"`
-}
-
-type instanceSeen struct {
-	Group      string `json:"group"`
-	Client     string `json:"client"`
-	LastSeenMs int64  `json:"lastSeenMs"`
 }
 
 // snapshotInstances writes the instances' last-seen times when they
@@ -438,29 +349,18 @@ type instanceSeen struct {
 func (b *Broker) snapshotInstances() error {
 	s := &b.instances
 	s.mu.Lock()
-	if !s.dirty {
-		s.mu.Unlock()
+	snap, changed := s.set.Snapshot()
+	s.mu.Unlock()
+	if !changed {
 		return nil
 	}
-	snap := instancesSnap{Version: 1, Instances: []instanceSeen{}}
-	for group, clients := range s.groups {
-		for client, in := range clients {
-			snap.Instances = append(snap.Instances, instanceSeen{Group: group, Client: client, LastSeenMs: in.lastSeen.UnixMilli()})
-		}
-	}
-	s.dirty = false
-	s.mu.Unlock()
-	sort.Slice(snap.Instances, func(i, j int) bool {
-		a, c := snap.Instances[i], snap.Instances[j]
-		return a.Group < c.Group || (a.Group == c.Group && a.Client < c.Client)
-	})
-	raw, err := json.Marshal(snap)
+	raw, err := instance.EncodeSnapshot(snap)
 	if err == nil {
 		err = b.store.WriteMeta(instancesSnapshot, raw)
 	}
 	if err != nil {
 		s.mu.Lock()
-		s.dirty = true
+		s.set.MarkChanged()
 		s.mu.Unlock()
 	}
 	return err
@@ -471,10 +371,7 @@ func (b *Broker) snapshotInstances() error {
 func (b *Broker) dropGroupInstances(group string) {
 	s := &b.instances
 	s.mu.Lock()
-	if len(s.groups[group]) > 0 {
-		delete(s.groups, group)
-		s.dirty = true
-	}
+	s.set.DropGroup(group)
 	s.mu.Unlock()
 }
 
@@ -522,13 +419,13 @@ func (b *Broker) instanceProgress(g GroupConfig, client string) (ip InstanceProg
 	ip = InstanceProgress{ClientID: client, Queues: []QueueProgress{}}
 	topics := map[string]struct{}{}
 	b.instances.mu.Lock()
-	if in := b.instances.get(g.Name, client); in != nil {
+	if in := b.instances.set.Get(g.Name, client); in != nil {
 		known = true
-		ip.LastSeen, ip.Active = in.lastSeen.UTC(), in.active
-		if in.active == 0 {
-			ip.ForgetAt = in.lastSeen.Add(instanceIdle(g)).UTC()
+		ip.LastSeen, ip.Active = in.LastSeen.UTC(), in.Active
+		if at := in.ForgetAt(instanceIdle(g)); !at.IsZero() {
+			ip.ForgetAt = at.UTC()
 		}
-		for t := range in.met {
+		for t := range in.Met {
 			topics[t] = struct{}{}
 		}
 	}
