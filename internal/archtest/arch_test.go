@@ -89,6 +89,13 @@ var forbidden = map[string][]string{
 	// and kills): both excepted below; the broker reads and writes the
 	// topics and holds the index.
 	"server/broker/timer": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
+	// So does what has moved of the consumer-instance family (the naming
+	// rules of an instance's progress group, the set of known instances
+	// and the decisions over it, the instances snapshot's codec): it knows
+	// storage/offset, whose InstanceSep joins a group and a client id
+	// (excepted below), and nothing else; the broker writes the progress
+	// records and the file.
+	"server/broker/instance": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
 	// The broker's rule for quoting a client's value in an error message,
 	// shared by the family packages (a leaf: nothing of the module).
 	"server/broker/quote": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
@@ -105,6 +112,7 @@ var excepted = map[string][]string{
 	"server/broker/timer":    {"storage/message", "server/broker/timerindex"},
 	"server/broker/retry":    {"server/broker/quote"},
 	"server/broker/registry": {"server/broker/receipt", "server/broker/retry"},
+	"server/broker/instance": {"storage/offset"},
 }
 
 // testOnly are helper packages no production package may import (one

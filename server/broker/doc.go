@@ -46,7 +46,8 @@
 //	                      (storage/offset/doc.go), generations make replay
 //	                      idempotent. A broadcasting group's consumer
 //	                      instance's keys name the group "<group>@<client id>"
-//	                      (broadcast.go); so do its lease records and receipts.
+//	                      (package instance's Key; broadcast.go); so do its
+//	                      lease records and receipts.
 //	rmq_sys_LEASE         leases (lease_log.go): one record per pull naming the
 //	                      leases it granted, one per lease change, one per
 //	                      batch of ordered messages failed in place. Body,
@@ -179,7 +180,8 @@
 //	              messageId is the send's).
 //	BROADCAST_INSTANCE  the client id of the consumer instance a
 //	              broadcasting group's dead letter failed with (kept by
-//	              its resend, which only that instance's pulls take).
+//	              its resend, which only that instance's pulls take;
+//	              package instance's Prop).
 //	TRAN_PGROUP, TRAN_CHECK_AFTER_MS, TRAN_CHECK_TIMES, TRAN_NEXT_CHECK_MS
 //	              a half message's producer group, first-check delay, and
 //	              (on a carried copy) check count and next check.
@@ -205,10 +207,11 @@
 //	                          a lease record body holding every live lease;
 //	                          lost, every retained lease record is replayed.
 //	instances.snapshot        the last-seen times of broadcasting groups' consumer
-//	                          instances (JSON: version 1 and instances
-//	                          [{"group","client","lastSeenMs"}]), written with
-//	                          the offsets snapshot; lost or damaged, every
-//	                          instance's idle time counts from the open.
+//	                          instances (package instance: JSON, version 1 and
+//	                          instances [{"group","client","lastSeenMs"}]),
+//	                          written with the offsets snapshot; lost or
+//	                          damaged, every instance's idle time counts from
+//	                          the open.
 //	receipt-keys.json         the snapshot of the receipt keyring (JSON: version,
 //	                          metaOffset, keys [{"id","secret","createdMs"}]),
 //	                          whose records are rmq_sys_META "receipt-key"
@@ -263,7 +266,9 @@
 //
 // # Broadcasting
 //
-// A broadcasting group's consumer instances (broadcast.go) each get every
+// A broadcasting group's consumer instances (broadcast.go; the naming
+// rules, the set of known instances and its decisions, and the snapshot's
+// codec are package instance's: server/broker/instance/doc.go) each get every
 // message, with progress, pop states, leases and retries of their own
 // under the progress group "<group>@<client id>": registered by their
 // first pull, queue read or offset commit (start offsets by the group's
