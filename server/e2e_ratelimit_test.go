@@ -195,7 +195,11 @@ func TestE2ERateLimitAnonymous(t *testing.T) {
 
 // TestE2ERateLimitAccuracy: over two seconds of requests as fast as one
 // client sends them, an account limited to 50 per second gets its burst
-// (50) plus 50 per second, within 10 %.
+// (50) plus 50 per second: never more than 10 % above, and not more than
+// 10 % below unless the client itself stalled (a starved test process
+// sends nothing for a while, and a full bucket keeps no more than its
+// burst meanwhile; so the lower bound holds for a client that sent at
+// least twice what the limit allows with no gap of 100 ms).
 func TestE2ERateLimitAccuracy(t *testing.T) {
 	t.Parallel()
 	e := startAuthE2E(t, newACL(t, limitsACL("50")))
@@ -203,6 +207,8 @@ func TestE2ERateLimitAccuracy(t *testing.T) {
 	const span = 2 * time.Second
 	start := time.Now()
 	ok, refused := 0, 0
+	var stalled time.Duration // the longest time between two requests
+	last := start
 	for time.Since(start) < span {
 		switch r := e.Do(t, http.MethodGet, "/v1/topics/nothing", "", nil, slow); r.Status {
 		case http.StatusTooManyRequests:
@@ -210,10 +216,16 @@ func TestE2ERateLimitAccuracy(t *testing.T) {
 		default:
 			ok++
 		}
+		now := time.Now()
+		stalled, last = max(stalled, now.Sub(last)), now
 	}
 	elapsed := time.Since(start)
 	want := 50 + 50*elapsed.Seconds()
-	t.Logf("rate limit 50/s, burst 50: %d passed and %d refused in %s (expected %.0f passed)", ok, refused, elapsed.Round(time.Millisecond), want)
-	require.InDelta(t, want, float64(ok), want*0.1)
+	t.Logf("rate limit 50/s, burst 50: %d passed and %d refused in %s (expected %.0f passed; longest gap %s)",
+		ok, refused, elapsed.Round(time.Millisecond), want, stalled.Round(time.Millisecond))
+	require.LessOrEqual(t, float64(ok), want*1.1)
+	if stalled < 100*time.Millisecond && float64(ok+refused) >= 2*want { // it pushed well above the limit throughout
+		require.GreaterOrEqual(t, float64(ok), want*0.9)
+	}
 	require.Positive(t, refused)
 }
