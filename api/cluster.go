@@ -41,6 +41,11 @@ type ClusterPeer struct {
 	// index in the replica's log and the CommitLog bytes it lacks.
 	MatchIndex uint64 `json:"matchIndex,omitempty" example:"1204"`
 	LagBytes   int64  `json:"lagBytes,omitempty" example:"0"`
+	// NeedsRebuild, known on the leader only: what the replica lacks is
+	// no longer in the leader's log (retention deleted it), so it cannot
+	// catch up; rebuild it (mqgate replica rebuild, then start it with
+	// --join: it starts from a copy of the leader's data).
+	NeedsRebuild bool `json:"needsRebuild,omitempty" example:"false"`
 } //	@name	ClusterPeer
 
 // registerClusterRoutes registers the cluster view.
@@ -53,7 +58,7 @@ func (h *handler) registerClusterRoutes(r chi.Router) {
 // getCluster reports this node's view of its cluster.
 //
 //	@Summary		This node's view of the cluster
-//	@Description	The node's id and Raft role, the leader (absent while there is none), term, commit and applied index, and every replica with its peer address; on the leader each replica's match index and lag in bytes. Every node answers for itself (this request is never forwarded). A single node answers role `standalone`.
+//	@Description	The node's id and Raft role, the leader (absent while there is none), term, commit and applied index, and every replica with its peer address; on the leader each replica's match index, lag in bytes, and whether it needs a rebuild (retention deleted what it lacks). Every node answers for itself (this request is never forwarded). A single node answers role `standalone`.
 //	@ID				getCluster
 //	@Tags			broker
 //	@Produce		json

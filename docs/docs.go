@@ -100,7 +100,7 @@ const docTemplate = `{
         },
         "/cluster": {
             "get": {
-                "description": "The node's id and Raft role, the leader (absent while there is none), term, commit and applied index, and every replica with its peer address; on the leader each replica's match index and lag in bytes. Every node answers for itself (this request is never forwarded). A single node answers role ` + "`" + `standalone` + "`" + `.",
+                "description": "The node's id and Raft role, the leader (absent while there is none), term, commit and applied index, and every replica with its peer address; on the leader each replica's match index, lag in bytes, and whether it needs a rebuild (retention deleted what it lacks). Every node answers for itself (this request is never forwarded). A single node answers role ` + "`" + `standalone` + "`" + `.",
                 "produces": [
                     "application/json",
                     "application/problem+json"
@@ -3546,6 +3546,11 @@ const docTemplate = `{
                     "description": "MatchIndex and LagBytes are known on the leader only: the last\nindex in the replica's log and the CommitLog bytes it lacks.",
                     "type": "integer",
                     "example": 1204
+                },
+                "needsRebuild": {
+                    "description": "NeedsRebuild, known on the leader only: what the replica lacks is\nno longer in the leader's log (retention deleted it), so it cannot\ncatch up; rebuild it (mqgate replica rebuild, then start it with\n--join: it starts from a copy of the leader's data).",
+                    "type": "boolean",
+                    "example": false
                 },
                 "role": {
                     "description": "Role is the replica's role as this node knows it: leader, follower\nor learner.",

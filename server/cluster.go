@@ -601,6 +601,7 @@ func (n *clusterNode) view(ctx context.Context) (api.Cluster, error) {
 		if pr, ok := progress[id]; ok {
 			p.MatchIndex = pr.MatchIndex
 			p.LagBytes = max(pr.LagBytes, 0)
+			p.NeedsRebuild = pr.NeedsCopy
 		}
 		out.Peers = append(out.Peers, p)
 	}

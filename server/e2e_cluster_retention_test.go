@@ -105,6 +105,9 @@ func TestClusterCatchesUpPastRetention(t *testing.T) {
 	time.Sleep(time.Second)
 	require.Less(t, matchIndex(t, c.view(t, lead, nil), uint64(away+1)), c.view(t, lead, nil).CommitIndex,
 		"a replica behind a retention cut stays behind")
+	require.Eventually(t, func() bool { return peerOf(c.view(t, lead, nil), uint64(away+1)).NeedsRebuild }, 10*time.Second, 10*time.Millisecond,
+		"the leader's view says it needs a rebuild")
+	require.False(t, peerOf(c.view(t, lead, nil), 4).NeedsRebuild, "the replica that started from a copy does not")
 
 	// Rebuilt, it starts from a copy.
 	c.nodes[away].Close(t)
@@ -128,6 +131,9 @@ func TestClusterCatchesUpPastRetention(t *testing.T) {
 		require.Eventually(t, func() bool {
 			return c.do(t, lead, http.MethodPost, fmt.Sprintf("/v1/cluster/members/%d/promote", id), "", nil, nil).Status == http.StatusOK
 		}, 20*time.Second, 20*time.Millisecond)
+	}
+	for _, p := range c.view(t, lead, nil).Peers {
+		require.False(t, p.NeedsRebuild, "replica %d", p.ID)
 	}
 	// Byte for byte the leader's segments, from its first one on (the
 	// active one aside, which a write may still be filling).
@@ -182,10 +188,15 @@ func segmentNames(t *testing.T, dir string) []string {
 // matchIndex is how far the view's leader knows replica id holds its log.
 func matchIndex(t *testing.T, v api.Cluster, id uint64) uint64 {
 	t.Helper()
+	return peerOf(v, id).MatchIndex
+}
+
+// peerOf is replica id in the view (zero when it is not there).
+func peerOf(v api.Cluster, id uint64) api.ClusterPeer {
 	for _, p := range v.Peers {
 		if p.ID == id {
-			return p.MatchIndex
+			return p
 		}
 	}
-	return 0
+	return api.ClusterPeer{}
 }

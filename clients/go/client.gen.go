@@ -108,7 +108,7 @@ type ClientInterface interface {
 
 	// GetCluster This node's view of the cluster
 	//
-	// The node's id and Raft role, the leader (absent while there is none), term, commit and applied index, and every replica with its peer address; on the leader each replica's match index and lag in bytes. Every node answers for itself (this request is never forwarded). A single node answers role `standalone`.
+	// The node's id and Raft role, the leader (absent while there is none), term, commit and applied index, and every replica with its peer address; on the leader each replica's match index, lag in bytes, and whether it needs a rebuild (retention deleted what it lacks). Every node answers for itself (this request is never forwarded). A single node answers role `standalone`.
 	//
 	// Permission with an ACL file: admin.
 	//
@@ -815,7 +815,7 @@ func (c *Client) GetBrokerStatus(ctx context.Context, reqEditors ...RequestEdito
 
 // GetCluster This node's view of the cluster
 //
-// The node's id and Raft role, the leader (absent while there is none), term, commit and applied index, and every replica with its peer address; on the leader each replica's match index and lag in bytes. Every node answers for itself (this request is never forwarded). A single node answers role `standalone`.
+// The node's id and Raft role, the leader (absent while there is none), term, commit and applied index, and every replica with its peer address; on the leader each replica's match index, lag in bytes, and whether it needs a rebuild (retention deleted what it lacks). Every node answers for itself (this request is never forwarded). A single node answers role `standalone`.
 //
 // Permission with an ACL file: admin.
 //
@@ -4600,7 +4600,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetClusterWithResponse This node's view of the cluster
 	//
-	// The node's id and Raft role, the leader (absent while there is none), term, commit and applied index, and every replica with its peer address; on the leader each replica's match index and lag in bytes. Every node answers for itself (this request is never forwarded). A single node answers role `standalone`.
+	// The node's id and Raft role, the leader (absent while there is none), term, commit and applied index, and every replica with its peer address; on the leader each replica's match index, lag in bytes, and whether it needs a rebuild (retention deleted what it lacks). Every node answers for itself (this request is never forwarded). A single node answers role `standalone`.
 	//
 	// Permission with an ACL file: admin.
 	//
@@ -10781,7 +10781,7 @@ func (c *ClientWithResponses) GetBrokerStatusWithResponse(ctx context.Context, r
 
 // GetClusterWithResponse This node's view of the cluster
 //
-// The node's id and Raft role, the leader (absent while there is none), term, commit and applied index, and every replica with its peer address; on the leader each replica's match index and lag in bytes. Every node answers for itself (this request is never forwarded). A single node answers role `standalone`.
+// The node's id and Raft role, the leader (absent while there is none), term, commit and applied index, and every replica with its peer address; on the leader each replica's match index, lag in bytes, and whether it needs a rebuild (retention deleted what it lacks). Every node answers for itself (this request is never forwarded). A single node answers role `standalone`.
 //
 // Permission with an ACL file: admin.
 //

@@ -825,6 +825,14 @@ type ClusterPeer struct {
 	// Example: 1204
 	MatchIndex *int64 `json:"matchIndex,omitempty"`
 
+	// NeedsRebuild NeedsRebuild, known on the leader only: what the replica lacks is
+	// no longer in the leader's log (retention deleted it), so it cannot
+	// catch up; rebuild it (mqgate replica rebuild, then start it with
+	// --join: it starts from a copy of the leader's data).
+	//
+	// Example: false
+	NeedsRebuild *bool `json:"needsRebuild,omitempty"`
+
 	// Role Role is the replica's role as this node knows it: leader, follower
 	// or learner.
 	//

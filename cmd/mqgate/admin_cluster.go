@@ -148,7 +148,11 @@ func clusterTable(t *table, s *mqgate.Cluster) {
 		if p.Id == s.NodeId {
 			self = "yes"
 		}
-		t.row(cell(p.Id), p.Address, string(p.Role), match, lag, self)
+		role := string(p.Role)
+		if deref(p.NeedsRebuild) {
+			role += ", needs rebuild" // retention deleted what it lacks: mqgate replica rebuild
+		}
+		t.row(cell(p.Id), p.Address, role, match, lag, self)
 	}
 }
 

@@ -599,6 +599,11 @@ func (n *node) progress() []PeerProgress {
 		if off, ok := n.log.EndOffset(pr.Match); ok {
 			p.LagBytes = max(end-off, 0)
 		}
+		// Next-1 is where the leader looks to continue the replica's log
+		// (its last index, once a probe found it).
+		if off, ok := n.log.EndOffset(pr.Next - 1); ok && pr.Next > 0 && off < n.store.MinPhysicalOffset() {
+			p.NeedsCopy = true
+		}
 		out = append(out, p)
 	}
 	slices.SortFunc(out, func(a, b PeerProgress) int { return cmp.Compare(a.ID, b.ID) })

@@ -18,10 +18,10 @@ import (
 // TestFollowerBehindRetention: a follower that was away while retention
 // deleted the leader's first segments asks for entries whose bytes are
 // gone. The leader cannot send them (raft's log answers ErrCompacted), and
-// no snapshot can bring the follower past them yet (storage/shard/doc.go,
-// "Not here yet"): the leader must neither crash (raft panics on an empty
+// the log cannot bring the follower past them (a copy can: doc.go,
+// "Copies"): the leader must neither crash (raft panics on an empty
 // snapshot) nor stop committing with the other replica; the follower
-// stays behind, and says so.
+// stays behind, and the leader's progress says it needs a copy.
 func TestFollowerBehindRetention(t *testing.T) {
 	t.Parallel()
 	c, shards := startThree(t)
@@ -61,7 +61,10 @@ func TestFollowerBehindRetention(t *testing.T) {
 	lead = c.leader()
 	put("after", 3)
 	require.Less(t, shards[away].Status().AppliedIndex, lead.Status().CommitIndex,
-		"the follower cannot catch up past a retention cut (no snapshots yet)")
+		"the follower cannot catch up past a retention cut from the log")
+	for _, p := range lead.Progress(context.Background()) {
+		require.Equal(t, p.ID == away, p.NeedsCopy, "replica %d: only the one behind the cut needs a copy", p.ID)
+	}
 }
 
 // TestCopyCatchesUpPastRetention: what a replica cannot get from the Raft
@@ -166,6 +169,9 @@ func TestCopyCatchesUpPastRetention(t *testing.T) {
 		}
 	}
 	require.Contains(t, c.leader().Status().Learners, uint64(4))
+	for _, p := range c.leader().Progress(context.Background()) {
+		require.False(t, p.NeedsCopy, "replica %d", p.ID)
+	}
 }
 
 // copyTo writes a copy of src's data and receives it into dir.

@@ -404,6 +404,10 @@ type PeerProgress struct {
 	Learner    bool
 	MatchIndex uint64 // the last index known to be in its log
 	LagBytes   int64  // CommitLog bytes of the leader's log past MatchIndex (-1: unknown)
+	// NeedsCopy: the entries the replica lacks are no longer in the
+	// leader's log (retention deleted their bytes): the log cannot bring
+	// it up to date, only a copy can (doc.go, "Copies").
+	NeedsCopy bool
 }
 
 // Progress is the leader's view of every replica; nil on a replica that

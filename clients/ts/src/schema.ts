@@ -55,7 +55,7 @@ export interface paths {
         };
         /**
          * This node's view of the cluster
-         * @description The node's id and Raft role, the leader (absent while there is none), term, commit and applied index, and every replica with its peer address; on the leader each replica's match index and lag in bytes. Every node answers for itself (this request is never forwarded). A single node answers role `standalone`.
+         * @description The node's id and Raft role, the leader (absent while there is none), term, commit and applied index, and every replica with its peer address; on the leader each replica's match index, lag in bytes, and whether it needs a rebuild (retention deleted what it lacks). Every node answers for itself (this request is never forwarded). A single node answers role `standalone`.
          *
          *     Permission with an ACL file: admin.
          */
@@ -1045,6 +1045,14 @@ export interface components {
              * @example 1204
              */
             matchIndex?: number;
+            /**
+             * @description NeedsRebuild, known on the leader only: what the replica lacks is
+             *     no longer in the leader's log (retention deleted it), so it cannot
+             *     catch up; rebuild it (mqgate replica rebuild, then start it with
+             *     --join: it starts from a copy of the leader's data).
+             * @example false
+             */
+            needsRebuild?: boolean;
             /**
              * @description Role is the replica's role as this node knows it: leader, follower
              *     or learner.
