@@ -654,7 +654,7 @@ func startTLSCluster(t *testing.T, ca *testCA, opt func(*server.Config)) (c *e2e
 func TestClusterPeerTLS(t *testing.T) {
 	t.Parallel()
 	ca := newTestCA(t, "mqgate cluster CA")
-	c, _, _ := startTLSCluster(t, ca, func(cfg *server.Config) { cfg.ClusterSecret = "cluster-secret-0001" })
+	c, dir, caFile := startTLSCluster(t, ca, func(cfg *server.Config) { cfg.ClusterSecret = "cluster-secret-0001" })
 	lead := c.leader(t, nil)
 	f := (lead + 1) % 3
 	var res api.SendResponse
@@ -662,9 +662,28 @@ func TestClusterPeerTLS(t *testing.T) {
 	got := c.do(t, (lead+2)%3, http.MethodGet, "/v1/messages/"+res.Results[0].MessageID, "", nil, nil)
 	require.Equal(t, http.StatusOK, got.Status, got.String())
 	require.Contains(t, string(got.Body), "over tls")
-	for _, p := range c.view(t, lead, nil).Peers {
-		require.Positive(t, p.MatchIndex, "replica %d replicates over TLS", p.ID)
-	}
+
+	// A fourth replica joins over TLS: its copy of the leader's data comes
+	// through the peer port (redirected by the first replica it asks,
+	// when that one does not lead).
+	addr4 := freeAddrs(t, 1)[0]
+	cfg4 := servertest.Config(t, t.TempDir())
+	cfg4.NodeID, cfg4.Join, cfg4.RaftTick, cfg4.ClusterSecret = 4, true, 50*time.Millisecond, "cluster-secret-0001"
+	cfg4.Peers = c.nodes[0].Cfg.Peers + ",4=" + addr4
+	cfg4.PeerTLSCertFile, cfg4.PeerTLSKeyFile = ca.issuePeer(t, dir, "replica-4")
+	cfg4.PeerTLSCAFile = caFile
+	c.nodes = append(c.nodes, openE2E(t, cfg4))
+	var v api.Cluster
+	servertest.Decode(t, c.json(t, lead, http.MethodPost, "/v1/cluster/learners", api.AddLearnerRequest{ID: 4, Address: addr4}), http.StatusOK, &v)
+	require.Eventually(t, func() bool {
+		lv := c.view(t, lead, nil)
+		for _, p := range lv.Peers {
+			if p.MatchIndex != lv.CommitIndex {
+				return false
+			}
+		}
+		return len(lv.Peers) == 4
+	}, 20*time.Second, 10*time.Millisecond, "every replica, the one that joined too, replicates over TLS")
 
 	peerURL := "https://" + c.peers[f] + "/raft/v1/messages"
 	plain := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
