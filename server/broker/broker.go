@@ -17,6 +17,7 @@ import (
 
 	"github.com/mqgate/mqgate/internal/worker"
 	"github.com/mqgate/mqgate/server/broker/dlq"
+	leaselog "github.com/mqgate/mqgate/server/broker/lease"
 	"github.com/mqgate/mqgate/server/broker/timer"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
@@ -295,7 +296,7 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 	b.ladder.init(len(opts.DelayLevels))
 	b.epoch.Store(uint64(b.clock.Now().UnixNano()))
 	b.follow.on.Store(true)
-	b.follow.live = map[leaseAt]foldedLease{}
+	b.follow.fold = leaselog.NewFold()
 	if err := b.recover(ctx); err != nil {
 		if b.timers.index != nil {
 			_ = b.timers.index.Close()

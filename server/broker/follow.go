@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	leaselog "github.com/mqgate/mqgate/server/broker/lease"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
 )
@@ -41,10 +42,9 @@ type following struct {
 	offsets, leases, dlq int64
 	// cuts: the next rmq_sys_CUT record to apply (cut.go).
 	cuts int64
-	// live is the lease fold (lease_log.go): every lease on record, the
-	// newest epoch of each offset; top is the highest epoch seen.
-	live map[leaseAt]foldedLease
-	top  uint64
+	// fold is the lease fold (package lease): every lease on record, the
+	// newest epoch of each offset, and the highest epoch seen.
+	fold *leaselog.Fold
 }
 
 // Following reports whether the broker applies another broker's log
@@ -132,16 +132,15 @@ func (b *Broker) applyOffsetRecord(m *message.Message) bool {
 	return true
 }
 
-// foldLeaseRecord folds one rmq_sys_LEASE record into follow.live (at
+// foldLeaseRecord folds one rmq_sys_LEASE record into follow.fold (at
 // open and while following); the caller holds follow.mu or owns it alone.
 func (b *Broker) foldLeaseRecord(m *message.Message) bool {
-	rec, err := decodeLeaseRecord(m.Body)
+	rec, err := leaselog.DecodeRecord(m.Body)
 	if err != nil {
 		b.log.Error().Err(err).Int64("queueOffset", m.QueueOffset).Msg("skipping undecodable lease record")
 		return false
 	}
-	f := &b.follow
-	f.top = max(f.top, foldLeases(f.live, rec))
+	b.follow.fold.Apply(rec)
 	return true
 }
 
@@ -173,10 +172,10 @@ func (b *Broker) takeOver(ctx context.Context) error {
 		return err
 	}
 	b.openInstances()
-	if f.top >= b.epoch.Load() {
-		b.epoch.Store(f.top) // the next lease takes top+1
+	if top := f.fold.Top(); top >= b.epoch.Load() {
+		b.epoch.Store(top) // the next lease takes top+1
 	}
-	restored, expired := b.installLeases(f.live, b.clock.Now())
+	restored, expired := b.installLeases(f.fold, b.clock.Now())
 	b.leases.recovered.Leases, b.leases.recovered.Expired = restored, expired
 	b.log.Info().Int("leases", restored).Int("expired", expired).Msg("leases put back into their cursors")
 	if err := b.resumeTrace(); err != nil {
@@ -187,10 +186,10 @@ func (b *Broker) takeOver(ctx context.Context) error {
 		// leader's lease snapshots are written from it (lease_log.go).
 		c := &b.leases.committed
 		c.mu.Lock()
-		c.live, c.next, c.top = f.live, f.leases, f.top
+		c.fold, c.next = f.fold, f.leases
 		c.mu.Unlock()
 	}
-	f.live = nil
+	f.fold = nil
 	f.on.Store(false)
 	b.store.SetRetentionPolicy(retentionPolicy{b: b})
 	return nil

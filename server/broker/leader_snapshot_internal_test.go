@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	leaselog "github.com/mqgate/mqgate/server/broker/lease"
 	"github.com/mqgate/mqgate/storage"
 )
 
@@ -74,7 +75,7 @@ func TestAReplicatedLeaderSnapshotsWhatIsCommitted(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, f.Keep, max(firstProgress, firstLease), "the snapshots let retention go past the first progress and lease records")
 	b.leases.committed.mu.Lock()
-	require.Empty(t, b.leases.committed.live, "every lease was acknowledged: the fold keeps none")
+	require.Zero(t, b.leases.committed.fold.Len(), "every lease was acknowledged: the fold keeps none")
 	b.leases.committed.mu.Unlock()
 
 	// A lease whose record is not committed stays out of the snapshot.
@@ -95,7 +96,7 @@ func TestAReplicatedLeaderSnapshotsWhatIsCommitted(t *testing.T) {
 	require.NoError(t, b.snapshotLeases())
 	raw, err := st.ReadMeta(leasesSnapshot)
 	require.NoError(t, err)
-	_, _, rec, err := decodeLeaseSnapshot(raw)
+	_, _, rec, err := leaselog.DecodeSnapshot(raw)
 	require.NoError(t, err)
 	require.Empty(t, rec.Entries, "the uncommitted lease is not in the snapshot")
 

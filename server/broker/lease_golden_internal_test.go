@@ -236,13 +236,14 @@ const goldenLeaseFollowerSnapshot = "4d514c53 0001 048673ed 000000000000000a 179
 // order.
 func goldenLeaseFold(b *Broker) []string {
 	var out []string
-	for k, f := range b.follow.live {
+	for _, e := range b.follow.fold.Record().Entries {
+		f := e.Items[0]
 		out = append(out, fmt.Sprintf("%s/%s/%d@%d epoch=%x deadline=%d failures=%d state=%d gen=%d at=%d client=%q",
-			k.key.Group, k.key.Topic, k.key.QueueID, k.off, f.item.Epoch, f.item.Deadline, f.item.Failures, f.item.State, f.gen, f.at, f.client))
+			e.Key.Group, e.Key.Topic, e.Key.QueueID, f.Offset, f.Epoch, f.Deadline, f.Failures, f.State, e.Generation, e.At, e.Client))
 	}
 	sort.Strings(out)
 	return out
 }
 
 // goldenLeaseTop is the highest epoch b's follower fold has seen.
-func goldenLeaseTop(b *Broker) uint64 { return b.follow.top }
+func goldenLeaseTop(b *Broker) uint64 { return b.follow.fold.Top() }

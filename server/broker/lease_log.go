@@ -2,16 +2,13 @@ package broker
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"fmt"
-	"hash/crc32"
 	"os"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	leaselog "github.com/mqgate/mqgate/server/broker/lease"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
@@ -42,6 +39,12 @@ import (
 // an expired lease like any other (the retry path). The epoch counter
 // starts above every epoch seen, so a new lease never reuses an old
 // receipt's epoch.
+//
+// The record and snapshot codecs and the fold are package lease (imported
+// as leaselog: the pop state's lease type has the package's name); what
+// needs the broker is here: the notes taken under the pop states' locks
+// and their writes, the snapshot workers, and which folded leases are
+// still owed and their install into the cursors.
 
 // leaseLogState is the broker's side of the lease records.
 type leaseLogState struct {
@@ -63,9 +66,8 @@ type leaseLogState struct {
 // kept on at Promote, caught up and pruned at every snapshot.
 type committedLeases struct {
 	mu   sync.Mutex
-	live map[leaseAt]foldedLease // nil: not leading a replicated store
-	next int64                   // the next rmq_sys_LEASE queue offset to fold
-	top  uint64                  // the highest epoch folded
+	fold *leaselog.Fold // nil: not leading a replicated store
+	next int64          // the next rmq_sys_LEASE queue offset to fold
 }
 
 // leaseRecovery describes the restore at open.
@@ -76,256 +78,39 @@ type leaseRecovery struct {
 	FromSnap int // leases the snapshot held
 }
 
-// leaseTopic carries lease records.
-const leaseTopic = systemPrefix + "LEASE"
-
-// leasesSnapshot is the snapshot file of the live leases (config/).
-const leasesSnapshot = "leases.snapshot"
-
-// leaseState is what a lease item says of its offset. Part of the on-disk
-// format.
-type leaseState uint8
-
+// leaseTopic carries lease records; leasesSnapshot is the snapshot file of
+// the live leases (config/).
 const (
-	// leaseHeld: leased until the deadline.
-	leaseHeld leaseState = 1
-	// leaseWaiting: an ordered message failed in place, offered again at
-	// the deadline (orderly.go).
-	leaseWaiting leaseState = 2
-	// leaseReleased: made visible again (a lease changed to 0); no lease.
-	leaseReleased leaseState = 3
+	leaseTopic     = leaselog.Topic
+	leasesSnapshot = leaselog.SnapshotFile
 )
 
-// leaseItem is the state of one leased offset.
-type leaseItem struct {
-	Offset   int64
-	Epoch    uint64
-	Deadline int64 // Unix ms, rounded up
-	Failures uint16
-	State    leaseState
-}
-
-// leaseEntry is the lease items of one queue of one group, held by one
-// client.
-type leaseEntry struct {
-	Key        offset.Key // QueueID retryQueueID for the retry view
-	Generation uint32     // the key's progress generation when written
-	At         int64      // Unix ms when written
-	Client     string
-	Items      []leaseItem
-}
-
-// leaseRecord is the body of one rmq_sys_LEASE message.
-type leaseRecord struct{ Entries []leaseEntry }
-
-const (
-	leaseRecordVersion = 1
-	leaseItemSize      = 8 + 8 + 8 + 2 + 1
-	leaseEntryMin      = 1 + 1 + 4 + 4 + 8 + 1 + 4
-	leaseSnapMagic     = 0x4D514C53 // "MQLS"
-	leaseSnapVersion   = 1
-	leaseSnapHeader    = 4 + 2 + 4 + 8 + 8
-)
-
-var errBadLeaseRecord = errors.New("broker: malformed lease record")
-
-// encodeLeaseRecord encodes r (format in doc.go).
-func encodeLeaseRecord(r leaseRecord) ([]byte, error) {
-	size := 1 + 4
-	for _, e := range r.Entries {
-		if len(e.Key.Group) > 255 || len(e.Key.Topic) > 255 || len(e.Client) > 255 {
-			return nil, fmt.Errorf("%w: name too long", errBadLeaseRecord)
-		}
-		size += leaseEntryMin + len(e.Key.Group) + len(e.Key.Topic) + len(e.Client) + leaseItemSize*len(e.Items)
-	}
-	return appendLeaseRecord(make([]byte, 0, size), r), nil
-}
-
-func appendLeaseRecord(b []byte, r leaseRecord) []byte {
-	b = append(b, leaseRecordVersion)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(r.Entries)))
-	for _, e := range r.Entries {
-		b = append(b, byte(len(e.Key.Group)))
-		b = append(b, e.Key.Group...)
-		b = append(b, byte(len(e.Key.Topic)))
-		b = append(b, e.Key.Topic...)
-		b = binary.BigEndian.AppendUint32(b, uint32(e.Key.QueueID))
-		b = binary.BigEndian.AppendUint32(b, e.Generation)
-		b = binary.BigEndian.AppendUint64(b, uint64(e.At))
-		b = append(b, byte(len(e.Client)))
-		b = append(b, e.Client...)
-		b = binary.BigEndian.AppendUint32(b, uint32(len(e.Items)))
-		for _, it := range e.Items {
-			b = binary.BigEndian.AppendUint64(b, uint64(it.Offset))
-			b = binary.BigEndian.AppendUint64(b, it.Epoch)
-			b = binary.BigEndian.AppendUint64(b, uint64(it.Deadline))
-			b = binary.BigEndian.AppendUint16(b, it.Failures)
-			b = append(b, byte(it.State))
-		}
-	}
-	return b
-}
-
-// leaseReader reads big-endian fields, remembering the first overrun.
-type leaseReader struct {
-	b   []byte
-	bad bool
-}
-
-func (r *leaseReader) take(n int) []byte {
-	if r.bad || n < 0 || n > len(r.b) {
-		r.bad = true
-		return nil
-	}
-	out := r.b[:n]
-	r.b = r.b[n:]
-	return out
-}
-
-func (r *leaseReader) u8() uint8 {
-	if b := r.take(1); b != nil {
-		return b[0]
-	}
-	return 0
-}
-
-func (r *leaseReader) u16() uint16 {
-	if b := r.take(2); b != nil {
-		return binary.BigEndian.Uint16(b)
-	}
-	return 0
-}
-
-func (r *leaseReader) u32() uint32 {
-	if b := r.take(4); b != nil {
-		return binary.BigEndian.Uint32(b)
-	}
-	return 0
-}
-
-func (r *leaseReader) u64() uint64 {
-	if b := r.take(8); b != nil {
-		return binary.BigEndian.Uint64(b)
-	}
-	return 0
-}
-
-// decodeLeaseRecord decodes a record body. It never panics, allocates no
-// more than the input justifies, and refuses anything encodeLeaseRecord
-// would not produce.
-func decodeLeaseRecord(b []byte) (leaseRecord, error) {
-	r := &leaseReader{b: b}
-	if v := r.u8(); r.bad || v != leaseRecordVersion {
-		return leaseRecord{}, fmt.Errorf("%w: version", errBadLeaseRecord)
-	}
-	n := r.u32()
-	if r.bad || uint64(n) > uint64(len(r.b)/leaseEntryMin) {
-		return leaseRecord{}, fmt.Errorf("%w: entry count %d", errBadLeaseRecord, n)
-	}
-	rec := leaseRecord{Entries: make([]leaseEntry, 0, n)}
-	for i := uint32(0); i < n; i++ {
-		var e leaseEntry
-		e.Key.Group = string(r.take(int(r.u8())))
-		e.Key.Topic = string(r.take(int(r.u8())))
-		e.Key.QueueID = int32(r.u32())
-		e.Generation = r.u32()
-		e.At = int64(r.u64())
-		e.Client = string(r.take(int(r.u8())))
-		m := r.u32()
-		if r.bad || e.Key.QueueID < retryQueueID || e.Key.Group == "" || e.Key.Topic == "" ||
-			uint64(m) > uint64(len(r.b)/leaseItemSize) {
-			return leaseRecord{}, fmt.Errorf("%w: entry %d", errBadLeaseRecord, i)
-		}
-		e.Items = make([]leaseItem, m)
-		for j := range e.Items {
-			it := &e.Items[j]
-			it.Offset = int64(r.u64())
-			it.Epoch = r.u64()
-			it.Deadline = int64(r.u64())
-			it.Failures = r.u16()
-			it.State = leaseState(r.u8())
-			if r.bad || it.Offset < 0 || it.State < leaseHeld || it.State > leaseReleased {
-				return leaseRecord{}, fmt.Errorf("%w: entry %d item %d", errBadLeaseRecord, i, j)
-			}
-		}
-		rec.Entries = append(rec.Entries, e)
-	}
-	if len(r.b) != 0 {
-		return leaseRecord{}, fmt.Errorf("%w: %d trailing bytes", errBadLeaseRecord, len(r.b))
-	}
-	return rec, nil
-}
-
-var leaseCRC = crc32.MakeTable(crc32.Castagnoli)
-
-// encodeLeaseSnapshot is the snapshot file: magic, version, the CRC-32C of
-// what follows it, the rmq_sys_LEASE offset covered, the epoch counter,
-// and the live leases as one lease record body.
-func encodeLeaseSnapshot(sysOffset int64, epoch uint64, r leaseRecord) ([]byte, error) {
-	body, err := encodeLeaseRecord(r)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, 10, leaseSnapHeader+len(body))
-	binary.BigEndian.PutUint32(out[0:], leaseSnapMagic)
-	binary.BigEndian.PutUint16(out[4:], leaseSnapVersion)
-	out = binary.BigEndian.AppendUint64(out, uint64(sysOffset))
-	out = binary.BigEndian.AppendUint64(out, epoch)
-	out = append(out, body...)
-	binary.BigEndian.PutUint32(out[6:], crc32.Checksum(out[10:], leaseCRC))
-	return out, nil
-}
-
-// decodeLeaseSnapshot parses a snapshot file (errBadLeaseRecord when
-// damaged).
-func decodeLeaseSnapshot(b []byte) (sysOffset int64, epoch uint64, r leaseRecord, err error) {
-	if len(b) < leaseSnapHeader || binary.BigEndian.Uint32(b) != leaseSnapMagic ||
-		binary.BigEndian.Uint16(b[4:]) != leaseSnapVersion ||
-		binary.BigEndian.Uint32(b[6:]) != crc32.Checksum(b[10:], leaseCRC) {
-		return 0, 0, leaseRecord{}, fmt.Errorf("%w: snapshot header or checksum", errBadLeaseRecord)
-	}
-	sysOffset, epoch = int64(binary.BigEndian.Uint64(b[10:])), binary.BigEndian.Uint64(b[18:])
-	if sysOffset < 0 {
-		return 0, 0, leaseRecord{}, fmt.Errorf("%w: snapshot offset %d", errBadLeaseRecord, sysOffset)
-	}
-	r, err = decodeLeaseRecord(b[leaseSnapHeader:])
-	return sysOffset, epoch, r, err
-}
-
-// unixMilliCeil is t in Unix milliseconds, rounded up: a restored lease
-// never ends earlier than the one granted.
-func unixMilliCeil(t time.Time) int64 {
-	ns := t.UnixNano()
-	ms := ns / int64(time.Millisecond)
-	if ns%int64(time.Millisecond) > 0 {
-		ms++
-	}
-	return ms
-}
+// The lease records name the retry view by the broker's queue id.
+var _ = [1]struct{}{}[retryQueueID-leaselog.RetryQueueID]
 
 // leaseNotes gathers the lease changes made under one pop state's lock (or
 // by one ack-side request) into one record.
-type leaseNotes struct{ rec leaseRecord }
+type leaseNotes struct{ rec leaselog.Record }
 
 func (n *leaseNotes) empty() bool { return n == nil || len(n.rec.Entries) == 0 }
 
-func (n *leaseNotes) add(b *Broker, key offset.Key, client string, it leaseItem) {
+func (n *leaseNotes) add(b *Broker, key offset.Key, client string, it leaselog.Item) {
 	if k := len(n.rec.Entries); k > 0 {
-		if e := &n.rec.Entries[k-1]; e.Key == key && e.Client == client {
+		if e := &n.rec.Entries[k-1]; e.Key == leaselog.Key(key) && e.Client == client {
 			e.Items = append(e.Items, it)
 			return
 		}
 	}
 	_, gen, _ := b.progress.Get(key)
-	n.rec.Entries = append(n.rec.Entries, leaseEntry{Key: key, Generation: gen, At: b.clock.Now().UnixMilli(), Client: client, Items: []leaseItem{it}})
+	n.rec.Entries = append(n.rec.Entries, leaselog.Entry{Key: leaselog.Key(key), Generation: gen, At: b.clock.Now().UnixMilli(), Client: client, Items: []leaselog.Item{it}})
 }
 
 // itemOf is the record of l, the lease on off: held until its deadline,
 // or waiting until its retry time.
-func itemOf(off int64, l *lease) leaseItem {
-	it := leaseItem{Offset: off, Epoch: l.epoch, Deadline: unixMilliCeil(l.deadline), Failures: uint16(min(l.failures, 1<<16-1)), State: leaseHeld}
+func itemOf(off int64, l *lease) leaselog.Item {
+	it := leaselog.Item{Offset: off, Epoch: l.epoch, Deadline: leaselog.MilliCeil(l.deadline), Failures: uint16(min(l.failures, 1<<16-1)), State: leaselog.Held}
 	if l.waiting {
-		it.Deadline, it.State = unixMilliCeil(l.retryAt), leaseWaiting
+		it.Deadline, it.State = leaselog.MilliCeil(l.retryAt), leaselog.Waiting
 	}
 	return it
 }
@@ -337,7 +122,7 @@ func (n *leaseNotes) lease(b *Broker, key offset.Key, off int64, l *lease) {
 
 // released notes that the lease of epoch on off is given up (visible again).
 func (n *leaseNotes) released(b *Broker, key offset.Key, off int64, epoch uint64) {
-	n.add(b, key, "", leaseItem{Offset: off, Epoch: epoch, State: leaseReleased})
+	n.add(b, key, "", leaselog.Item{Offset: off, Epoch: epoch, State: leaselog.Released})
 }
 
 // noteGrants notes the leases of msgs, just granted on key's queue; the
@@ -420,7 +205,7 @@ func (b *Broker) appendLeasesStaged(n *leaseNotes) (func() error, error) {
 
 // leaseMessage is n's changes as one rmq_sys_LEASE message.
 func (b *Broker) leaseMessage(n *leaseNotes) (*message.Message, error) {
-	body, err := encodeLeaseRecord(n.rec)
+	body, err := leaselog.EncodeRecord(n.rec)
 	if err != nil {
 		return nil, err
 	}
@@ -473,7 +258,7 @@ func (b *Broker) grantsFailedLocked(ps *popState, n *leaseNotes) {
 		}
 		for _, it := range e.Items {
 			l := c.inflight[it.Offset]
-			if it.State != leaseHeld || l == nil || l.epoch != it.Epoch || l.settling || l.sendingBack {
+			if it.State != leaselog.Held || l == nil || l.epoch != it.Epoch || l.settling || l.sendingBack {
 				continue
 			}
 			if l.key != "" || l.failures > 0 {
@@ -511,7 +296,7 @@ func (b *Broker) snapshotLeases() error {
 		states[k] = ps
 	}
 	b.popsMu.Unlock()
-	var rec leaseRecord
+	var rec leaselog.Record
 	at := b.clock.Now().UnixMilli()
 	for k, ps := range states {
 		ps.mu.Lock()
@@ -527,7 +312,7 @@ func (b *Broker) snapshotLeases() error {
 				if !ok {
 					i = len(rec.Entries)
 					byClient[l.client] = i
-					rec.Entries = append(rec.Entries, leaseEntry{Key: key, Generation: gen, At: at, Client: l.client})
+					rec.Entries = append(rec.Entries, leaselog.Entry{Key: leaselog.Key(key), Generation: gen, At: at, Client: l.client})
 				}
 				rec.Entries[i].Items = append(rec.Entries[i].Items, itemOf(off, l))
 			}
@@ -539,8 +324,8 @@ func (b *Broker) snapshotLeases() error {
 
 // writeLeaseSnapshot writes config/leases.snapshot: rec, covering the
 // lease records below queue offset from, epochs up to epoch.
-func (b *Broker) writeLeaseSnapshot(from int64, epoch uint64, rec leaseRecord) error {
-	snap, err := encodeLeaseSnapshot(from, epoch, rec)
+func (b *Broker) writeLeaseSnapshot(from int64, epoch uint64, rec leaselog.Record) error {
+	snap, err := leaselog.EncodeSnapshot(from, epoch, rec)
 	if err != nil {
 		return err
 	}
@@ -552,37 +337,6 @@ func (b *Broker) writeLeaseSnapshot(from int64, epoch uint64, rec leaseRecord) e
 	return nil
 }
 
-// leaseAt is one offset of one key.
-type leaseAt struct {
-	key offset.Key
-	off int64
-}
-
-// foldedLease is the newest known state of one leased offset.
-type foldedLease struct {
-	item   leaseItem
-	gen    uint32
-	at     int64
-	client string
-}
-
-// foldLeases applies rec to live: the newest epoch of each offset wins; of
-// one epoch, the later record. It returns the highest epoch in rec.
-func foldLeases(live map[leaseAt]foldedLease, rec leaseRecord) uint64 {
-	var top uint64
-	for _, e := range rec.Entries {
-		for _, it := range e.Items {
-			top = max(top, it.Epoch)
-			k := leaseAt{e.Key, it.Offset}
-			if old, ok := live[k]; ok && old.item.Epoch > it.Epoch {
-				continue
-			}
-			live[k] = foldedLease{item: it, gen: e.Generation, at: e.At, client: e.Client}
-		}
-	}
-	return top
-}
-
 // restoreLeases, at open, folds the leases snapshot and the lease
 // records after it into the follower's fold (follow.go); Promote puts
 // the leases that survived into their cursors (installLeases) and raises
@@ -592,12 +346,14 @@ func (b *Broker) restoreLeases(ctx context.Context) error {
 	f := &b.follow
 	var from int64
 	if raw, err := b.store.ReadMeta(leasesSnapshot); err == nil {
-		off, epoch, rec, derr := decodeLeaseSnapshot(raw)
+		off, epoch, rec, derr := leaselog.DecodeSnapshot(raw)
 		if derr != nil {
 			b.log.Warn().Err(derr).Msg("lease snapshot unreadable; replaying every retained lease record")
 		} else {
-			from, f.top = off, max(epoch, foldLeases(f.live, rec))
-			b.leases.recovered.FromSnap = len(f.live)
+			from = off
+			f.fold.Apply(rec)
+			f.fold.Raise(epoch)
+			b.leases.recovered.FromSnap = f.fold.Len()
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
@@ -619,36 +375,37 @@ func (b *Broker) restoreLeases(ctx context.Context) error {
 	}
 	b.leases.keepFrom.Store(from)
 	b.leases.recovered.Records = replayed
-	b.log.Info().Int("records", replayed).Int("folded", len(f.live)).Dur("took", b.clock.Since(start)).
+	b.log.Info().Int("records", replayed).Int("folded", f.fold.Len()).Dur("took", b.clock.Since(start)).
 		Msg("lease records folded")
 	return nil
 }
 
 // installLeases puts every folded lease still owed into its cursor, in
 // offset order (an orderly key is held by its first restored lease).
-func (b *Broker) installLeases(live map[leaseAt]foldedLease, now time.Time) (restored, expired int) {
-	for _, o := range b.owedLeases(live) {
+func (b *Broker) installLeases(fold *leaselog.Fold, now time.Time) (restored, expired int) {
+	for _, o := range b.owedLeases(fold) {
 		k, f, v := o.at, o.lease, o.view
-		deadline := time.UnixMilli(f.item.Deadline)
-		l := &lease{epoch: f.item.Epoch, deadline: deadline, client: f.client, deliveries: 1, failures: int32(f.item.Failures)}
-		if f.item.State == leaseWaiting {
+		key := offset.Key(k.Key)
+		deadline := time.UnixMilli(f.Item.Deadline)
+		l := &lease{epoch: f.Item.Epoch, deadline: deadline, client: f.Client, deliveries: 1, failures: int32(f.Item.Failures)}
+		if f.Item.State == leaselog.Waiting {
 			l.waiting, l.retryAt = true, deadline
 		}
-		ps := b.popState(k.key.Group, k.key.Topic)
-		c := b.cursor(ps, k.key)
+		ps := b.popState(key.Group, key.Topic)
+		c := b.cursor(ps, key)
 		if v.orderly {
-			res, err := b.store.ReadQueue(v.storeTopic, v.storeQueue, k.off, 1, nil)
-			if err != nil || len(res.Messages) == 0 || res.Messages[0].QueueOffset != k.off {
+			res, err := b.store.ReadQueue(v.storeTopic, v.storeQueue, k.Off, 1, nil)
+			if err != nil || len(res.Messages) == 0 || res.Messages[0].QueueOffset != k.Off {
 				continue
 			}
 			if l.key = orderKey(v, res.Messages[0]); l.key != "" {
 				if c.keyBusy(l.key) {
 					continue // read again and deferred behind the key's earlier lease
 				}
-				c.hold(l.key, k.off)
+				c.hold(l.key, k.Off)
 			}
 		}
-		c.inflight[k.off] = l
+		c.inflight[k.Off] = l
 		restored++
 		if !l.waiting && !now.Before(deadline) {
 			expired++
@@ -660,8 +417,8 @@ func (b *Broker) installLeases(live map[leaseAt]foldedLease, now time.Time) (res
 // owedLease is a folded lease still owed to its holder, with the view its
 // offset is read through.
 type owedLease struct {
-	at    leaseAt
-	lease foldedLease
+	at    leaselog.At
+	lease leaselog.Folded
 	view  queueView
 }
 
@@ -669,34 +426,15 @@ type owedLease struct {
 // for its group (acknowledged, failed, skipped, below a reset, of a deleted
 // group or topic, deleted by retention or lost with the log's tail) — in
 // offset order per key.
-func (b *Broker) owedLeases(live map[leaseAt]foldedLease) []owedLease {
-	keys := make([]leaseAt, 0, len(live))
-	for k, f := range live {
-		if f.item.State != leaseReleased {
-			keys = append(keys, k)
-		}
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if a.key != b.key {
-			if a.key.Group != b.key.Group {
-				return a.key.Group < b.key.Group
-			}
-			if a.key.Topic != b.key.Topic {
-				return a.key.Topic < b.key.Topic
-			}
-			return a.key.QueueID < b.key.QueueID
-		}
-		return a.off < b.off
-	})
+func (b *Broker) owedLeases(fold *leaselog.Fold) []owedLease {
 	var owed []owedLease
-	for _, k := range keys {
-		f := live[k]
+	for _, k := range fold.Unreleased() {
+		f, _ := fold.Get(k)
 		v, ok := b.owedView(k, f)
 		if !ok {
 			continue
 		}
-		if k.off >= b.store.MaxOffset(v.storeTopic, v.storeQueue) {
+		if k.Off >= b.store.MaxOffset(v.storeTopic, v.storeQueue) {
 			continue // lost with the log's tail
 		}
 		owed = append(owed, owedLease{at: k, lease: f, view: v})
@@ -705,7 +443,7 @@ func (b *Broker) owedLeases(live map[leaseAt]foldedLease) []owedLease {
 }
 
 // owed reports whether a folded lease may still be owed (owedView).
-func (b *Broker) owed(k leaseAt, f foldedLease) bool {
+func (b *Broker) owed(k leaselog.At, f leaselog.Folded) bool {
 	_, ok := b.owedView(k, f)
 	return ok
 }
@@ -714,20 +452,21 @@ func (b *Broker) owed(k leaseAt, f foldedLease) bool {
 // when the lease is owed no more: its group or topic is gone (or it is a
 // deleted namesake's), it is done for its group (acked, failed, skipped),
 // before a reset, or retention deleted its message.
-func (b *Broker) owedView(k leaseAt, f foldedLease) (queueView, bool) {
-	group, client := splitInstance(k.key.Group) // a broadcasting group's instance (broadcast.go)
+func (b *Broker) owedView(k leaselog.At, f leaselog.Folded) (queueView, bool) {
+	key := offset.Key(k.Key)
+	group, client := splitInstance(key.Group) // a broadcasting group's instance (broadcast.go)
 	g, ok := b.registry.group(group)
-	if !ok || f.at < g.CreatedAt.UnixMilli() {
+	if !ok || f.At < g.CreatedAt.UnixMilli() {
 		return queueView{}, false // the group is gone (or this is a deleted namesake's lease)
 	}
-	if t, ok := b.registry.topic(k.key.Topic); !ok || f.at < t.CreatedAt.UnixMilli() {
+	if t, ok := b.registry.topic(key.Topic); !ok || f.At < t.CreatedAt.UnixMilli() {
 		return queueView{}, false
 	}
-	if _, gen, _ := b.progress.Get(k.key); gen != f.gen || b.progress.IsAcked(k.key, k.off) {
+	if _, gen, _ := b.progress.Get(key); gen != f.Gen || b.progress.IsAcked(key, k.Off) {
 		return queueView{}, false // done (acked, failed, skipped), or before a reset
 	}
-	v := viewOf(g, k.key.Topic, k.key.QueueID, nil, b.retryFloor(k.key.Topic)).forInstance(client)
-	if k.off < b.store.MinOffset(v.storeTopic, v.storeQueue) {
+	v := viewOf(g, key.Topic, key.QueueID, nil, b.retryFloor(key.Topic)).forInstance(client)
+	if k.Off < b.store.MinOffset(v.storeTopic, v.storeQueue) {
 		return queueView{}, false // deleted by retention
 	}
 	return v, true
@@ -778,8 +517,8 @@ func (b *Broker) snapshotFoldedLeases() error {
 	if from == b.leases.snapFrom.Load() {
 		return nil
 	}
-	b.pruneFold(f.live)
-	return b.writeLeaseSnapshot(from, f.top, foldRecord(f.live))
+	f.fold.Prune(b.owed)
+	return b.writeLeaseSnapshot(from, f.fold.Top(), f.fold.Record())
 }
 
 // snapshotCommittedLeases is snapshotLeases on a leader of a replicated
@@ -791,14 +530,14 @@ func (b *Broker) snapshotCommittedLeases() error {
 	c := &b.leases.committed
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.live == nil {
+	if c.fold == nil {
 		return nil // not promoted yet, or closing
 	}
 	// Not the closing context: Close snapshots after cancelling it. The
 	// records are local and a snapshot interval's worth.
 	next, err := b.replayQueue(context.Background(), leaseTopic, c.next, func(m *message.Message) {
-		if rec, err := decodeLeaseRecord(m.Body); err == nil {
-			c.top = max(c.top, foldLeases(c.live, rec))
+		if rec, err := leaselog.DecodeRecord(m.Body); err == nil {
+			c.fold.Apply(rec)
 		}
 	})
 	c.next = next
@@ -808,29 +547,6 @@ func (b *Broker) snapshotCommittedLeases() error {
 	if next == b.leases.snapFrom.Load() {
 		return nil
 	}
-	b.pruneFold(c.live)
-	return b.writeLeaseSnapshot(next, c.top, foldRecord(c.live))
-}
-
-// foldRecord is a fold as one lease record body (a snapshot's).
-func foldRecord(live map[leaseAt]foldedLease) leaseRecord {
-	var rec leaseRecord
-	for k, fl := range live {
-		rec.Entries = append(rec.Entries, leaseEntry{Key: k.key, Generation: fl.gen, At: fl.at, Client: fl.client,
-			Items: []leaseItem{fl.item}})
-	}
-	return rec
-}
-
-// pruneFold drops from a fold the leases no open would put back
-// (owedLeases' rules): released, of a group or topic gone, done for their
-// group (acknowledged, failed, skipped, before a reset), or deleted by
-// retention. So a fold, and the snapshot written from it, hold the live
-// leases, not every lease ever granted.
-func (b *Broker) pruneFold(live map[leaseAt]foldedLease) {
-	for k, f := range live {
-		if f.item.State == leaseReleased || !b.owed(k, f) {
-			delete(live, k)
-		}
-	}
+	c.fold.Prune(b.owed)
+	return b.writeLeaseSnapshot(next, c.fold.Top(), c.fold.Record())
 }

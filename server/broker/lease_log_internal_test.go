@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -15,85 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/storage"
-	"github.com/mqgate/mqgate/storage/offset"
 )
-
-func sampleLeaseRecord() leaseRecord {
-	return leaseRecord{Entries: []leaseEntry{
-		{Key: offset.Key{Group: "g", Topic: "t", QueueID: 3}, Generation: 2, At: 1700000000123, Client: "worker-1",
-			Items: []leaseItem{{Offset: 7, Epoch: 1 << 60, Deadline: 1700000060123, State: leaseHeld}, {Offset: 9, Epoch: 5, Deadline: 1, Failures: 2, State: leaseWaiting}}},
-		{Key: offset.Key{Group: "g", Topic: "t", QueueID: retryQueueID}, Items: []leaseItem{{Offset: 0, Epoch: 1, State: leaseReleased}}},
-	}}
-}
-
-func TestLeaseRecordRoundTrip(t *testing.T) {
-	rec := sampleLeaseRecord()
-	b, err := encodeLeaseRecord(rec)
-	require.NoError(t, err)
-	got, err := decodeLeaseRecord(b)
-	require.NoError(t, err)
-	require.Equal(t, rec, got)
-	for n := 0; n < len(b); n++ {
-		_, err := decodeLeaseRecord(b[:n])
-		require.ErrorIs(t, err, errBadLeaseRecord, "a record cut to %d bytes", n)
-	}
-	_, err = decodeLeaseRecord(append(b, 0))
-	require.ErrorIs(t, err, errBadLeaseRecord, "trailing byte")
-
-	snap, err := encodeLeaseSnapshot(42, 99, rec)
-	require.NoError(t, err)
-	off, epoch, srec, err := decodeLeaseSnapshot(snap)
-	require.NoError(t, err)
-	require.Equal(t, int64(42), off)
-	require.Equal(t, uint64(99), epoch)
-	require.Equal(t, rec, srec)
-	snap[len(snap)-1] ^= 1
-	_, _, _, err = decodeLeaseSnapshot(snap)
-	require.ErrorIs(t, err, errBadLeaseRecord, "a flipped bit fails the checksum")
-}
-
-// FuzzLeaseRecord: the decoder of lease records and snapshots (read back
-// from the CommitLog and config/) never panics, and what it accepts
-// encodes back to the same bytes.
-func FuzzLeaseRecord(f *testing.F) {
-	b, _ := encodeLeaseRecord(sampleLeaseRecord())
-	f.Add(b)
-	empty, _ := encodeLeaseRecord(leaseRecord{})
-	f.Add(empty)
-	snap, _ := encodeLeaseSnapshot(1, 2, sampleLeaseRecord())
-	f.Add(snap)
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if rec, err := decodeLeaseRecord(data); err == nil {
-			again, err := encodeLeaseRecord(rec)
-			if err != nil || !bytes.Equal(again, data) {
-				t.Fatalf("re-encoding %x gave %x, %v", data, again, err)
-			}
-		}
-		if off, epoch, rec, err := decodeLeaseSnapshot(data); err == nil {
-			again, err := encodeLeaseSnapshot(off, epoch, rec)
-			if err != nil || !bytes.Equal(again, data) {
-				t.Fatalf("re-encoding snapshot %x gave %x, %v", data, again, err)
-			}
-		}
-	})
-}
-
-func TestFoldLeases(t *testing.T) {
-	k := offset.Key{Group: "g", Topic: "t"}
-	live := map[leaseAt]foldedLease{}
-	rec := func(items ...leaseItem) leaseRecord {
-		return leaseRecord{Entries: []leaseEntry{{Key: k, Items: items}}}
-	}
-	require.Equal(t, uint64(5), foldLeases(live, rec(leaseItem{Offset: 1, Epoch: 5, Deadline: 10, State: leaseHeld})))
-	foldLeases(live, rec(leaseItem{Offset: 1, Epoch: 4, Deadline: 99, State: leaseHeld}))
-	require.Equal(t, int64(10), live[leaseAt{k, 1}].item.Deadline, "an older epoch never wins")
-	foldLeases(live, rec(leaseItem{Offset: 1, Epoch: 5, Deadline: 20, State: leaseHeld}))
-	require.Equal(t, int64(20), live[leaseAt{k, 1}].item.Deadline, "of one epoch the later record wins")
-	foldLeases(live, rec(leaseItem{Offset: 1, Epoch: 5, State: leaseReleased}))
-	require.Equal(t, leaseReleased, live[leaseAt{k, 1}].item.State)
-	foldLeases(live, rec(leaseItem{Offset: 1, Epoch: 6, Deadline: 30, State: leaseHeld}))
-	require.Equal(t, leaseHeld, live[leaseAt{k, 1}].item.State, "a newer lease after a release")
-}
 
 func openLeaseBroker(t *testing.T, dir string) *Broker {
 	t.Helper()

@@ -18,6 +18,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
+	leaselog "github.com/mqgate/mqgate/server/broker/lease"
 	"github.com/mqgate/mqgate/storage"
 )
 
@@ -331,9 +332,9 @@ func leaseDigest(b *Broker) []string {
 	var out []string
 	if b.Following() {
 		b.follow.mu.Lock()
-		for _, o := range b.owedLeases(b.follow.live) {
-			out = append(out, fmt.Sprintf("%s/%s/%d@%d e%d d%d w%v", o.at.key.Group, o.at.key.Topic, o.at.key.QueueID, o.at.off,
-				o.lease.item.Epoch, o.lease.item.Deadline, o.lease.item.State == leaseWaiting))
+		for _, o := range b.owedLeases(b.follow.fold) {
+			out = append(out, fmt.Sprintf("%s/%s/%d@%d e%d d%d w%v", o.at.Key.Group, o.at.Key.Topic, o.at.Key.QueueID, o.at.Off,
+				o.lease.Item.Epoch, o.lease.Item.Deadline, o.lease.Item.State == leaselog.Waiting))
 		}
 		b.follow.mu.Unlock()
 	} else {

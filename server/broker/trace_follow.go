@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/internal/worker"
+	leaselog "github.com/mqgate/mqgate/server/broker/lease"
 	"github.com/mqgate/mqgate/server/broker/trace"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
@@ -269,21 +270,21 @@ func (b *Broker) followTrace() (more bool, err error) {
 	var items []trace.Item
 	leaseFrom, offsetFrom := t.leaseNext, t.offsetNext
 	leaseNext, lmore, err := b.traceQueue(leaseTopic, leaseFrom, func(m *message.Message) {
-		rec, derr := decodeLeaseRecord(m.Body)
+		rec, derr := leaselog.DecodeRecord(m.Body)
 		if derr != nil {
 			return // logged by the lease replay at the next open
 		}
 		for _, e := range rec.Entries {
 			for _, li := range e.Items {
-				phys, ok := b.traceCopy(e.Key, li.Offset)
+				phys, ok := b.traceCopy(offset.Key(e.Key), li.Offset)
 				if !ok {
 					continue
 				}
 				it := trace.Item{Kind: trace.Delivered, At: e.At, Copy: phys, Group: e.Key.Group, Client: e.Client, Epoch: li.Epoch, Until: li.Deadline, Pos: m.PhysicalOffset}
 				switch {
-				case li.State == leaseReleased || li.State == leaseWaiting && li.Failures == 0:
+				case li.State == leaselog.Released || li.State == leaselog.Waiting && li.Failures == 0:
 					it = trace.Item{Kind: trace.Released, At: e.At, Copy: phys, Group: e.Key.Group, Client: e.Client, Epoch: li.Epoch, Pos: m.PhysicalOffset}
-				case li.State == leaseWaiting:
+				case li.State == leaselog.Waiting:
 					it.Kind, it.InPlace, it.Count = trace.Retried, true, int64(li.Failures)
 				}
 				items = append(items, it)
