@@ -48,10 +48,11 @@
 //	                      instance's keys name the group "<group>@<client id>"
 //	                      (package instance's Key; broadcast.go); so do its
 //	                      lease records and receipts.
-//	rmq_sys_LEASE         leases (lease_log.go): one record per pull naming the
-//	                      leases it granted, one per lease change, one per
-//	                      batch of ordered messages failed in place. Body,
-//	                      big-endian:
+//	rmq_sys_LEASE         leases (lease_log.go; the record's codec and the
+//	                      fold: package lease). Queue 0. One record per pull
+//	                      naming the leases it granted, one per lease change,
+//	                      one per batch of ordered messages failed in place.
+//	                      Body, big-endian:
 //	                        version u8 (1) | count u32 | count × entry
 //	                        entry: groupLen u8 | group | topicLen u8 | topic
 //	                          | queueId i32 (-1: the retry view) | generation u32
@@ -201,7 +202,7 @@
 //	                          and the rmq_sys_OFFSET offset it covers; lost,
 //	                          every retained offset record is replayed.
 //	leases.snapshot           the live leases and the rmq_sys_LEASE offset it
-//	                          covers: magic u32 0x4D514C53 ("MQLS") | version
+//	                          covers (package lease): magic u32 0x4D514C53 ("MQLS") | version
 //	                          u16 (1) | crc u32 (CRC-32C of the rest) |
 //	                          sysOffset i64 | epoch u64 (the epoch counter) |
 //	                          a lease record body holding every live lease;
