@@ -141,12 +141,15 @@ func TestNackLevels(t *testing.T) {
 func TestLeaseExtensionIsNotAnAttempt(t *testing.T) {
 	bd := setup(t)
 	bd.send(t, "ext", "x")
-	got := bd.pull(t, "g", "ext", 1, time.Second, 50*time.Millisecond)
+	// Margins for a loaded machine: each extension comes well within the
+	// lease before it (400 ms; 100 ms apart), and together they outlive the
+	// first lease.
+	got := bd.pull(t, "g", "ext", 1, time.Second, 400*time.Millisecond)
 	for i := 0; i < 5; i++ {
-		res, err := bd.b.ChangeLease(bd.ctx, "g", []broker.LeaseItem{{Receipt: got[0].Receipt, Invisible: 100 * time.Millisecond}})
+		res, err := bd.b.ChangeLease(bd.ctx, "g", []broker.LeaseItem{{Receipt: got[0].Receipt, Invisible: 400 * time.Millisecond}})
 		require.NoError(t, err)
 		require.Equal(t, broker.ReceiptOK, res[0].Status)
-		time.Sleep(40 * time.Millisecond) // time passes: five of these outlive the first 50 ms lease
+		time.Sleep(100 * time.Millisecond) // time passes: five of these outlive the first 400 ms lease
 	}
 	res, err := bd.b.Ack(bd.ctx, "g", []string{got[0].Receipt})
 	require.NoError(t, err)
