@@ -211,7 +211,7 @@ func openCluster(ctx context.Context, cfg Config) (_ *Server, err error) {
 			if certs != nil {
 				client = peer.ClientCerts(cfg.ClusterSecret, certs)
 			}
-			err := fetchCopy(ctx, n.log, client, n.peerScheme, others, lo)
+			err := fetchCopy(ctx, n.log, client, n.peerScheme, cfg.NodeID, others, lo)
 			client.CloseIdleConnections()
 			if err != nil {
 				return nil, err

@@ -96,7 +96,7 @@ func (c *copyWriter) Write(b []byte) (int, error) {
 // fetchCopy builds the data dir of opts from a copy of the leader's data,
 // asking the other replicas in turn (a follower redirects to the leader)
 // until one answers with a whole copy or ctx ends.
-func fetchCopy(ctx context.Context, log zerolog.Logger, client *http.Client, scheme string, others map[uint64]string, opts raftlog.Options) error {
+func fetchCopy(ctx context.Context, log zerolog.Logger, client *http.Client, scheme string, self uint64, others map[uint64]string, opts raftlog.Options) error {
 	ids := make([]uint64, 0, len(others))
 	for id := range others {
 		ids = append(ids, id)
@@ -109,7 +109,7 @@ func fetchCopy(ctx context.Context, log zerolog.Logger, client *http.Client, sch
 	for round := 0; ; round++ {
 		var errs []string
 		for _, id := range ids {
-			h, err := fetchCopyFrom(ctx, client, scheme+"://"+others[id]+peer.CopyPath, opts)
+			h, err := fetchCopyFrom(ctx, client, scheme+"://"+others[id]+peer.CopyPath, opts, self)
 			if err == nil {
 				log.Info().Uint64("from", h.Source).Uint64("index", h.Index).Int64("first", h.First).Int64("offset", h.Offset).
 					Msg("started from a copy of the leader's data; the leader sends the rest once this replica is added")
@@ -136,7 +136,7 @@ func fetchCopy(ctx context.Context, log zerolog.Logger, client *http.Client, sch
 }
 
 // fetchCopyFrom asks url for a copy and builds the data dir from it.
-func fetchCopyFrom(ctx context.Context, client *http.Client, url string, opts raftlog.Options) (shard.CopyHeader, error) {
+func fetchCopyFrom(ctx context.Context, client *http.Client, url string, opts raftlog.Options, self uint64) (shard.CopyHeader, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -156,7 +156,7 @@ func fetchCopyFrom(ctx context.Context, client *http.Client, url string, opts ra
 		cancel(fmt.Errorf("no byte of the copy for %s", copyStall))
 	})}
 	defer body.timer.Stop()
-	h, err := shard.ReceiveCopy(ctx, body, opts)
+	h, err := shard.ReceiveCopy(ctx, body, opts, self)
 	if err != nil {
 		if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", err, c)

@@ -368,6 +368,22 @@ func TestClusterDamagedReplicaDoesNotStart(t *testing.T) {
 	_, err = server.Repair(server.RepairConfig{DataDir: cfg.DataDir, LogOutput: io.Discard})
 	require.ErrorContains(t, err, "rebuilt from the others, never repaired")
 
+	// Its data dir emptied by hand and started with --join, without the
+	// rebuild's removal: it is still a voter, and a voter that lost the
+	// vote it may have cast must not start from a copy (it would vote
+	// again in the same term).
+	require.NoError(t, os.RemoveAll(cfg.DataDir))
+	wiped := cfg
+	wiped.Join = true
+	_, err = server.Open(t.Context(), wiped)
+	require.ErrorContains(t, err, "is a voter")
+	require.ErrorContains(t, err, "mqgate replica rebuild")
+	empty, err := os.ReadDir(filepath.Dir(cfg.DataDir))
+	require.NoError(t, err)
+	for _, de := range empty {
+		require.NotContains(t, de.Name(), ".copying", "nothing of the refused copy is left")
+	}
+
 	// The other two go on.
 	r := c.do(t, (lead+2)%3, http.MethodPost, "/v1/topics/orders/messages", "application/json", []byte(`{"body":"after"}`), nil)
 	require.Equal(t, http.StatusOK, r.Status, r.String())

@@ -204,7 +204,7 @@ func BenchmarkCopy(b *testing.B) {
 			_, err := src.WriteCopy(context.Background(), pw)
 			pw.CloseWithError(err)
 		}()
-		if _, err := ReceiveCopy(context.Background(), pr, benchStoreOptions(dir)); err != nil {
+		if _, err := ReceiveCopy(context.Background(), pr, benchStoreOptions(dir), 2); err != nil {
 			b.Fatal(err)
 		}
 		_ = pr.Close()

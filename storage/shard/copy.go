@@ -205,8 +205,12 @@ func (s *Shard) WriteCopy(ctx context.Context, w io.Writer) (CopyHeader, error) 
 // "<dir>.copying" (removed first, should an earlier attempt have left it),
 // and renamed into place once it is whole and durable; on any error
 // nothing of it is left. The store's options must be the replica's own:
-// its segment size must be the copy's.
-func ReceiveCopy(ctx context.Context, r io.Reader, opts raftlog.Options) (h CopyHeader, err error) {
+// its segment size must be the copy's. self is the receiving replica's id:
+// a copy whose configuration holds it as a voter is refused
+// (ErrCannotReceive), since a replica that lost its data lost the vote it
+// may have cast in the copy's term with it and must not vote until it is
+// promoted again; it is removed and added back as a learner first.
+func ReceiveCopy(ctx context.Context, r io.Reader, opts raftlog.Options, self uint64) (h CopyHeader, err error) {
 	dir := filepath.Clean(opts.Store.Dir)
 	if err := emptyOrMissing(dir); err != nil {
 		return h, err
@@ -259,6 +263,8 @@ func ReceiveCopy(ctx context.Context, r io.Reader, opts raftlog.Options) (h Copy
 		return h, fmt.Errorf("%w: point %d (term %d) at offset %d, log from %d", ErrBadCopy, h.Index, h.Term, h.Offset, h.First)
 	case proto.Unmarshal(h.Conf, conf) != nil || len(conf.GetVoters()) == 0:
 		return h, fmt.Errorf("%w: its configuration is unreadable or has no voter", ErrBadCopy)
+	case slices.Contains(conf.GetVoters(), self) || slices.Contains(conf.GetVotersOutgoing(), self):
+		return h, fmt.Errorf("%w: replica %d is a voter in the cluster's configuration; remove it and add it back as a learner first (mqgate replica rebuild)", ErrCannotReceive, self)
 	}
 	so := opts.Store
 	if so.SegmentSize != 0 && so.SegmentSize != h.SegmentSize {

@@ -37,7 +37,7 @@ func FuzzReceiveCopy(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		base := t.TempDir()
 		dir := filepath.Join(base, "data")
-		h, err := ReceiveCopy(context.Background(), bytes.NewReader(b), testLogOptions(dir))
+		h, err := ReceiveCopy(context.Background(), bytes.NewReader(b), testLogOptions(dir), 2)
 		if err != nil {
 			des, rerr := os.ReadDir(base)
 			require.NoError(t, rerr)

@@ -121,17 +121,31 @@ func TestCopyCatchesUpPastRetention(t *testing.T) {
 		"cut short": whole.Bytes()[:whole.Len()*2/3],
 		"damaged":   flipFrameByte(whole.Bytes()),
 	} {
-		_, err := ReceiveCopy(context.Background(), bytes.NewReader(b), testLogOptions(filepath.Join(bad, "data")))
+		_, err := ReceiveCopy(context.Background(), bytes.NewReader(b), testLogOptions(filepath.Join(bad, "data")), 4)
 		require.ErrorIs(t, err, ErrBadCopy, name)
 		des, err := os.ReadDir(bad)
 		require.NoError(t, err)
 		require.Empty(t, des, "%s: nothing is left", name)
 	}
 
-	// The away replica is rebuilt from a copy of the leader's data.
+	// The away replica is rebuilt from a copy of the leader's data: not as
+	// long as it is a voter (it lost the vote it may have cast), but once
+	// removed and added back as a learner.
 	require.NoError(t, shards[away].Close())
 	require.NoError(t, os.RemoveAll(c.dirs[away]))
-	h := copyTo(t, lead, c.dirs[away])
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := lead.WriteCopy(context.Background(), pw)
+		pw.CloseWithError(err)
+	}()
+	_, err = ReceiveCopy(context.Background(), pr, testLogOptions(c.dirs[away]), away)
+	require.ErrorIs(t, err, ErrCannotReceive)
+	require.ErrorContains(t, err, "is a voter")
+	_ = pr.Close()
+	delete(shards, away)
+	c.changeConf(pb.ConfChangeRemoveNode, away)
+	c.changeConf(pb.ConfChangeAddLearnerNode, away)
+	h := copyTo(t, lead, c.dirs[away], away)
 	require.Equal(t, first, h.First)
 	require.Equal(t, lead.Status().ID, h.Source)
 	shards[away] = c.open(away)
@@ -140,7 +154,7 @@ func TestCopyCatchesUpPastRetention(t *testing.T) {
 
 	// A new replica joins from a copy of the other follower's.
 	dir4 := t.TempDir()
-	copyTo(t, shards[other], dir4)
+	copyTo(t, shards[other], dir4, 4)
 	c.dirs[4] = dir4
 	joined := c.openJoin(4)
 	shards[4] = joined
@@ -175,14 +189,14 @@ func TestCopyCatchesUpPastRetention(t *testing.T) {
 }
 
 // copyTo writes a copy of src's data and receives it into dir.
-func copyTo(t *testing.T, src *Shard, dir string) CopyHeader {
+func copyTo(t *testing.T, src *Shard, dir string, self uint64) CopyHeader {
 	t.Helper()
 	pr, pw := io.Pipe()
 	go func() {
 		_, err := src.WriteCopy(context.Background(), pw)
 		pw.CloseWithError(err)
 	}()
-	h, err := ReceiveCopy(context.Background(), pr, testLogOptions(dir))
+	h, err := ReceiveCopy(context.Background(), pr, testLogOptions(dir), self)
 	require.NoError(t, err)
 	_ = pr.Close()
 	return h
