@@ -104,6 +104,26 @@ func (c *e2eCluster) json(t *testing.T, i int, method, path string, in any) serv
 	return c.do(t, i, method, path, "application/json", b, nil)
 }
 
+// pullAtLeast pulls group's messages of topic through node i (without
+// acknowledging them) until n distinct ones came, and returns them by id.
+func (c *e2eCluster) pullAtLeast(t *testing.T, i int, group, topic string, n int) map[string]api.PulledMessage {
+	t.Helper()
+	got := map[string]api.PulledMessage{}
+	require.Eventually(t, func() bool {
+		var p api.PullResponse
+		r := c.do(t, i, http.MethodPost, "/v1/groups/"+group+"/topics/"+topic+"/pull", "application/json", []byte(`{"maxMessages":16,"waitMs":200}`), nil)
+		if r.Status != http.StatusOK {
+			return false
+		}
+		require.NoError(t, json.Unmarshal(r.Body, &p))
+		for _, m := range p.Messages {
+			got[m.MessageID] = m
+		}
+		return len(got) >= n
+	}, 30*time.Second, 10*time.Millisecond, "%d messages of %s for %s", n, topic, group)
+	return got
+}
+
 // view is GET /v1/cluster on node i.
 func (c *e2eCluster) view(t *testing.T, i int, header http.Header) api.Cluster {
 	t.Helper()
@@ -539,23 +559,11 @@ func TestClusterAdoptsASingleNodeDataDir(t *testing.T) {
 	var res api.SendResponse
 	servertest.Decode(t, nodes[(lead+1)%3].Do(t, http.MethodPost, "/v1/topics/orders/messages", "application/json", []byte(`{"body":"replicated"}`), nil),
 		http.StatusOK, &res)
-	got := map[string]bool{}
-	require.Eventually(t, func() bool {
-		var p api.PullResponse
-		r := nodes[(lead+2)%3].Do(t, http.MethodPost, "/v1/groups/billing/topics/orders/pull", "application/json", []byte(`{"maxMessages":16,"waitMs":200}`), nil)
-		if r.Status != http.StatusOK {
-			return false
-		}
-		require.NoError(t, json.Unmarshal(r.Body, &p))
-		for _, m := range p.Messages {
-			got[m.MessageID] = true
-		}
-		return len(got) >= 21
-	}, 20*time.Second, 10*time.Millisecond)
+	got := c.pullAtLeast(t, (lead+2)%3, "billing", "orders", 21)
 	require.Len(t, got, 21, "the twenty not consumed and the new one")
-	require.True(t, got[res.Results[0].MessageID])
+	require.Contains(t, got, res.Results[0].MessageID)
 	for id := range acked {
-		require.False(t, got[id], "%s was acknowledged before the adoption", id)
+		require.NotContains(t, got, id, "%s was acknowledged before the adoption", id)
 	}
 }
 
@@ -614,22 +622,10 @@ func TestClusterJoinsAnAdoptedCluster(t *testing.T) {
 		r := c.do(t, 3, http.MethodGet, "/v1/messages/"+id, "", nil, nil)
 		require.Equal(t, http.StatusOK, r.Status, "%s: %s", id, r.String())
 	}
-	got := map[string]bool{}
-	require.Eventually(t, func() bool {
-		var p api.PullResponse
-		r := c.do(t, 3, http.MethodPost, "/v1/groups/billing/topics/orders/pull", "application/json", []byte(`{"maxMessages":16,"waitMs":200}`), nil)
-		if r.Status != http.StatusOK {
-			return false
-		}
-		require.NoError(t, json.Unmarshal(r.Body, &p))
-		for _, m := range p.Messages {
-			got[m.MessageID] = true
-		}
-		return len(got) >= 20
-	}, 20*time.Second, 10*time.Millisecond)
+	got := c.pullAtLeast(t, 3, "billing", "orders", 20)
 	require.Len(t, got, 20, "the twenty not consumed before the adoption")
 	for id := range acked {
-		require.False(t, got[id], "%s was acknowledged before the adoption", id)
+		require.NotContains(t, got, id, "%s was acknowledged before the adoption", id)
 	}
 }
 

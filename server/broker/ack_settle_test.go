@@ -2,7 +2,6 @@ package broker_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/mqgate/mqgate/server/broker"
 	"github.com/mqgate/mqgate/server/broker/brokertest"
 	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/storagetest"
 )
 
 // TestRepeatedAckWaitsForTheFirst: on a replicated store whose commit
@@ -32,24 +32,7 @@ func TestRepeatedAckWaitsForTheFirst(t *testing.T) {
 	opts.Store, opts.NoPromote = st, true
 	b := brokertest.Open(t, opts)
 
-	// The commit point follows the log, except while held.
-	var held atomic.Bool
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-			}
-			if !held.Load() {
-				st.SetDispatchLimit(st.WriteOffset())
-			}
-		}
-	}()
-	t.Cleanup(func() { close(stop); <-done })
+	held := storagetest.FollowWrites(t, st) // the commit point follows the log, except while held
 	require.NoError(t, b.Follow(ctx))
 	st.Unfence()
 	require.NoError(t, b.Promote(ctx))

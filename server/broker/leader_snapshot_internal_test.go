@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 
 	leaselog "github.com/mqgate/mqgate/server/broker/lease"
 	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/storagetest"
 )
 
 // TestAReplicatedLeaderSnapshotsWhatIsCommitted: the leader of a
@@ -35,23 +35,7 @@ func TestAReplicatedLeaderSnapshotsWhatIsCommitted(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close(ctx) })
 
-	// The commit point follows the log, except while held.
-	var held atomic.Bool
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-			}
-			if !held.Load() {
-				st.SetDispatchLimit(st.WriteOffset())
-			}
-		}
-	}()
-	t.Cleanup(func() { close(stop); <-done })
+	held := storagetest.FollowWrites(t, st) // the commit point follows the log, except while held
 	require.NoError(t, b.Follow(ctx))
 	st.Unfence()
 	require.NoError(t, b.Promote(ctx))

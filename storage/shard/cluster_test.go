@@ -90,8 +90,16 @@ func startThree(t *testing.T) (*cluster, map[uint64]*Shard) {
 func (c *cluster) put(s *Shard, ms []*message.Message) []storage.PutResult {
 	c.t.Helper()
 	res := make([]storage.PutResult, len(ms))
+	require.NoError(c.t, c.await(func() error { return s.Put(context.Background(), storage.ClassSend, ms, res) }))
+	return res
+}
+
+// await runs fn in a goroutine of its own, ticking the replicas until it
+// returns, and returns its error.
+func (c *cluster) await(fn func() error) error {
+	c.t.Helper()
 	done := make(chan error, 1)
-	go func() { done <- s.Put(context.Background(), storage.ClassSend, ms, res) }()
+	go func() { done <- fn() }()
 	var err error
 	c.tickUntil(func() bool {
 		select {
@@ -101,8 +109,7 @@ func (c *cluster) put(s *Shard, ms []*message.Message) []storage.PutResult {
 			return false
 		}
 	})
-	require.NoError(c.t, err)
-	return res
+	return err
 }
 
 // tickUntil ticks every live replica, one tick at a time, until cond.
@@ -138,27 +145,16 @@ func (c *cluster) setDown(id uint64, down bool) {
 // ticking until it is applied there.
 func (c *cluster) changeConf(typ pb.ConfChangeType, id uint64) {
 	c.t.Helper()
-	var err error
 	c.tickUntil(func() bool {
 		l := c.leader()
 		if l == nil {
 			return false
 		}
-		done := make(chan error, 1)
-		go func() {
+		return c.await(func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
-			done <- l.ChangeConf(ctx, &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: typ.Enum(), NodeId: &id}}})
-		}()
-		c.tickUntil(func() bool {
-			select {
-			case err = <-done:
-				return true
-			default:
-				return false
-			}
-		})
-		return err == nil
+			return l.ChangeConf(ctx, &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: typ.Enum(), NodeId: &id}}})
+		}) == nil
 	})
 }
 
