@@ -18,6 +18,7 @@ import (
 	"github.com/mqgate/mqgate/internal/worker"
 	"github.com/mqgate/mqgate/server/broker/dlq"
 	leaselog "github.com/mqgate/mqgate/server/broker/lease"
+	"github.com/mqgate/mqgate/server/broker/send"
 	"github.com/mqgate/mqgate/server/broker/timer"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
@@ -220,7 +221,7 @@ type Broker struct {
 	// copies (topicdelete.go).
 	topicGate sync.RWMutex
 
-	dedup     dedupTable
+	dedup     send.Table[SendResult]
 	metrics   counters
 	dlqStatus dlq.Table // dead letters' statuses (dlq.go, package dlq)
 	timers    timerSet
@@ -289,7 +290,7 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 		closing: make(chan struct{}),
 	}
 	b.closingCtx, b.cancelClosing = context.WithCancel(context.Background())
-	b.dedup.init()
+	b.dedup.Init()
 	b.metrics.init(opts.MetricsMaxLabelValues)
 	b.timers.init()
 	b.txns.init(opts.TransactionMaxChecks)
@@ -771,4 +772,10 @@ var systemProperties = map[string]struct{}{
 	propAttempts: {}, dlq.PropReason: {}, dlq.PropID: {}, dlq.PropDeadAt: {}, timer.PropID: {}, timer.PropPrev: {}, propOrderSeq: {},
 	propTxnID: {}, propTxnGroup: {}, propTxnCheckAfter: {}, propTxnChecks: {}, propTxnNextCheck: {},
 	propInstance: {},
+}
+
+// isSystemProperty reports whether name is one of systemProperties.
+func isSystemProperty(name string) bool {
+	_, sys := systemProperties[name]
+	return sys
 }

@@ -1,6 +1,10 @@
 package broker
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/mqgate/mqgate/server/broker/send"
+)
 
 // Sentinel errors. Wrap them with context (fmt.Errorf("%w: ...", Err…));
 // the HTTP layer classifies them with errors.Is and shows their text to
@@ -70,14 +74,15 @@ var (
 	ErrNotImplemented = errors.New("not implemented")
 )
 
-// Sentinels of the limits; LimitError unwraps to one of them.
+// Sentinels of the limits (the send family's: package send); LimitError
+// unwraps to one of them.
 var (
 	// ErrPropertiesTooLarge: a message's properties (with tag, keys,
 	// sharding key and dedup id) are over MaxUserPropertiesBytes or
 	// MaxProperties.
-	ErrPropertiesTooLarge = errors.New("properties too large")
+	ErrPropertiesTooLarge = send.ErrPropertiesTooLarge
 	// ErrValueTooLong: a field is longer than its limit.
-	ErrValueTooLong = errors.New("value too long")
+	ErrValueTooLong = send.ErrValueTooLong
 )
 
 // ErrQuotaExceeded: the request would pass one of the broker's quotas.

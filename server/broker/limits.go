@@ -4,49 +4,41 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/mqgate/mqgate/server/broker/quote"
-	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/server/broker/send"
 )
 
 // Limits on what a client may put in a message or a request. Send, Nack
 // and the transport check them before anything is written, and the store
 // checks the record format's own limits again on every append
 // (message.Validate), so no request can produce a record that a reader of
-// the CommitLog would refuse. They follow RocketMQ 5's proxy limits where
-// it has one (16 KiB of user properties, 128 of them).
-//
-// The budget: a record's properties region holds at most
-// message.MaxPropertiesSize (32 KiB). What the producer controls — its
-// properties plus the tag, keys, sharding key and dedup id, which travel
-// as properties — takes at most MaxUserPropertiesBytes of it; the rest is
-// reserved for what the broker adds over a message's life (retry and DLQ
-// bookkeeping, the bounded attempt history), which TestBrokerAdditionsFit
-// checks.
+// the CommitLog would refuse. A message's own limits are the send family's
+// (server/broker/send, which checks them: validateSend); what the producer
+// controls takes at most MaxUserPropertiesBytes of a record's properties,
+// the rest being reserved for what the broker adds over a message's life
+// (retry and DLQ bookkeeping, the bounded attempt history), which
+// TestBrokerAdditionsFit checks.
 const (
 	// MaxTagBytes bounds a tag.
-	MaxTagBytes = 255
+	MaxTagBytes = send.MaxTagBytes
 	// MaxKeys bounds the business keys of one message.
-	MaxKeys = 64
+	MaxKeys = send.MaxKeys
 	// MaxKeyBytes bounds one business key.
-	MaxKeyBytes = 255
+	MaxKeyBytes = send.MaxKeyBytes
 	// MaxShardingKeyBytes bounds a sharding key.
-	MaxShardingKeyBytes = 255
+	MaxShardingKeyBytes = send.MaxShardingKeyBytes
 	// MaxDedupIDBytes bounds a dedup id (and an Idempotency-Key).
-	MaxDedupIDBytes = 255
+	MaxDedupIDBytes = send.MaxDedupIDBytes
 	// MaxProperties bounds the user properties of one message.
-	MaxProperties = 128
+	MaxProperties = send.MaxProperties
 	// MaxPropertyNameBytes bounds one property name.
-	MaxPropertyNameBytes = 255
+	MaxPropertyNameBytes = send.MaxPropertyNameBytes
 	// MaxUserPropertiesBytes bounds everything the producer puts in a
-	// message besides its body, counted as stored: for each user property
-	// and for the tag, the keys (joined by spaces), the sharding key and
-	// the dedup id, 6 bytes plus the name and the value.
-	MaxUserPropertiesBytes = 16 << 10
+	// message besides its body, counted as stored (send.MaxUserPropertiesBytes).
+	MaxUserPropertiesBytes = send.MaxUserPropertiesBytes
 	// MaxReasonBytes bounds the reason of a nack. The broker keeps a
 	// shorter prefix of it (see the attempt history).
 	MaxReasonBytes = 16 << 10
@@ -64,7 +56,7 @@ const (
 	// DefaultPullMessages is a pull's maxMessages when it gives none.
 	DefaultPullMessages = 16
 	// MaxSendBatch is the most messages one send may carry.
-	MaxSendBatch = 256
+	MaxSendBatch = send.MaxBatch
 	// MaxBatchItems is the most receipts or items of one ack, nack, lease
 	// change or offset commit.
 	MaxBatchItems = 1024
@@ -89,46 +81,11 @@ const (
 // LimitError is a value over one of the limits above (or the message size
 // limit): it names the field, its size and the limit, and unwraps to
 // ErrTooLarge, ErrPropertiesTooLarge or ErrValueTooLong.
-type LimitError struct {
-	// Field names the offending field as the client sent it ("tag",
-	// "keys[2]", "properties", "messages[3].shardingKey").
-	Field string
-	// Size is the field's size in Unit.
-	Size int
-	// Limit is the most allowed, in Unit.
-	Limit int
-	// Unit is "bytes" unless it says otherwise ("properties", "keys").
-	Unit string
-	// Kind is the sentinel: ErrTooLarge, ErrPropertiesTooLarge or
-	// ErrValueTooLong.
-	Kind error
-}
-
-func (e *LimitError) Error() string {
-	unit := e.Unit
-	if unit == "" {
-		unit = "bytes"
-	}
-	return fmt.Sprintf("%v: %s is %d %s; the limit is %d %s", e.Kind, e.Field, e.Size, unit, e.Limit, unit)
-}
-
-// Unwrap returns the limit's sentinel.
-func (e *LimitError) Unwrap() error { return e.Kind }
+type LimitError = send.LimitError
 
 // limitErr builds a LimitError in bytes.
 func limitErr(kind error, field string, size, limit int) *LimitError {
-	return &LimitError{Field: field, Size: size, Limit: limit, Kind: kind}
-}
-
-// prefixField prefixes the field of a LimitError in err (a batch names its
-// message: "messages[3].").
-func prefixField(err error, prefix string) error {
-	var le *LimitError
-	if errors.As(err, &le) {
-		le.Field = prefix + le.Field
-		return err
-	}
-	return fmt.Errorf("%s%w", strings.TrimSuffix(prefix, "."), err)
+	return send.Limit(kind, field, size, limit)
 }
 
 // QuoteValue quotes a client's value for an error message, cut to 64
@@ -149,32 +106,10 @@ func truncateText(s string, n int) string {
 	return cutUTF8(s, max(n-len(marker), 0)) + marker
 }
 
-// checkLabel checks a tag, key or sharding key: valid UTF-8 without
-// control characters and, unless spaces is set, without white space.
-func checkLabel(field, v string, limit int, spaces bool) error {
-	if len(v) > limit {
-		return limitErr(ErrValueTooLong, field, len(v), limit)
-	}
-	if !utf8.ValidString(v) {
-		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidArgument, field)
-	}
-	for _, r := range v {
-		if unicode.IsControl(r) || (!spaces && unicode.IsSpace(r)) {
-			what := "white space or control characters"
-			if spaces {
-				what = "control characters"
-			}
-			return fmt.Errorf("%w: %s %s may not contain %s", ErrInvalidArgument, field, QuoteValue(v), what)
-		}
-	}
-	return nil
-}
-
-// propertyEntrySize is what one property takes in a record.
-func propertyEntrySize(name, value string) int { return 6 + len(name) + len(value) }
-
-// validateSend checks one message of a send against the limits; field
-// names are relative to the message ("tag", "keys[1]").
+// validateSend checks one message of a send against the limits (the body
+// here, the rest in package send, whose invalid arguments it wraps in
+// ErrInvalidArgument); field names are relative to the message ("tag",
+// "keys[1]").
 func (b *Broker) validateSend(in *SendMessage) error {
 	switch {
 	case len(in.Body) == 0:
@@ -182,69 +117,13 @@ func (b *Broker) validateSend(in *SendMessage) error {
 	case len(in.Body) > b.opts.MaxMessageSize:
 		return &LimitError{Field: "body", Size: len(in.Body), Limit: b.opts.MaxMessageSize, Kind: ErrTooLarge}
 	}
-	if in.Tag != "" {
-		if err := checkLabel("tag", in.Tag, MaxTagBytes, false); err != nil {
-			return err
-		}
-		if strings.Contains(in.Tag, "||") {
-			return fmt.Errorf("%w: tag %s may not contain '||' (it separates tags in a tag expression)", ErrInvalidArgument, QuoteValue(in.Tag))
-		}
+	err := send.Check(send.Message{Tag: in.Tag, Keys: in.Keys, ShardingKey: in.ShardingKey, DedupID: in.DedupID,
+		Properties: in.Properties}, isSystemProperty)
+	var le *LimitError
+	if err == nil || errors.As(err, &le) {
+		return err
 	}
-	if len(in.Keys) > MaxKeys {
-		return &LimitError{Field: "keys", Size: len(in.Keys), Limit: MaxKeys, Unit: "keys", Kind: ErrValueTooLong}
-	}
-	used := 0
-	keysLen := 0
-	for i, k := range in.Keys {
-		field := fmt.Sprintf("keys[%d]", i)
-		if k == "" {
-			return fmt.Errorf("%w: %s is empty", ErrInvalidArgument, field)
-		}
-		if err := checkLabel(field, k, MaxKeyBytes, false); err != nil {
-			return err
-		}
-		keysLen += len(k) + 1
-	}
-	if keysLen > 0 {
-		used += propertyEntrySize(message.PropertyKeys, "") + keysLen - 1
-	}
-	if in.ShardingKey != "" {
-		if err := checkLabel("shardingKey", in.ShardingKey, MaxShardingKeyBytes, true); err != nil {
-			return err
-		}
-		used += propertyEntrySize(message.PropertyShardingKey, in.ShardingKey)
-	}
-	if in.DedupID != "" {
-		if err := checkLabel("dedupId", in.DedupID, MaxDedupIDBytes, true); err != nil {
-			return err
-		}
-		used += propertyEntrySize(message.PropertyDedupID, in.DedupID)
-	}
-	if in.Tag != "" {
-		used += propertyEntrySize(message.PropertyTags, in.Tag)
-	}
-	if len(in.Properties) > MaxProperties {
-		return &LimitError{Field: "properties", Size: len(in.Properties), Limit: MaxProperties, Unit: "properties", Kind: ErrPropertiesTooLarge}
-	}
-	for k, v := range in.Properties {
-		if k == "" {
-			return fmt.Errorf("%w: a property name is empty", ErrInvalidArgument)
-		}
-		if err := checkLabel("property name "+QuoteValue(k), k, MaxPropertyNameBytes, false); err != nil {
-			return err
-		}
-		if _, sys := systemProperties[k]; sys {
-			return fmt.Errorf("%w: property %s is reserved for the broker", ErrInvalidArgument, k)
-		}
-		if !utf8.ValidString(v) {
-			return fmt.Errorf("%w: the value of property %s is not valid UTF-8", ErrInvalidArgument, QuoteValue(k))
-		}
-		used += propertyEntrySize(k, v)
-	}
-	if used > MaxUserPropertiesBytes {
-		return &LimitError{Field: "properties", Size: used, Limit: MaxUserPropertiesBytes, Kind: ErrPropertiesTooLarge}
-	}
-	return nil
+	return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 }
 
 // checkReason checks a nack reason.

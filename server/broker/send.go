@@ -2,14 +2,12 @@ package broker
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strconv"
-	"sync"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/send"
 	"github.com/mqgate/mqgate/server/broker/timer"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
@@ -49,7 +47,7 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []SendMessage) ([]
 	for i := range msgs {
 		if stored[i], err = b.buildMessage(cfg, &msgs[i], now); err != nil {
 			if len(msgs) > 1 {
-				return nil, prefixField(err, fmt.Sprintf("messages[%d].", i))
+				return nil, send.PrefixField(err, fmt.Sprintf("messages[%d].", i))
 			}
 			return nil, err
 		}
@@ -76,7 +74,7 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []SendMessage) ([]
 		// counts the transaction.
 		release, err := b.reserveTxn(msgs[0].ProducerGroup)
 		if err != nil {
-			b.dedup.settle(claims, results, err)
+			b.settleDedup(claims, results, err)
 			return nil, err
 		}
 		defer func() { release(txnStored, txnPhys) }()
@@ -121,7 +119,7 @@ func (b *Broker) Send(ctx context.Context, topic string, msgs []SendMessage) ([]
 			}
 		}
 	}
-	b.dedup.settle(claims, results, putErr)
+	b.settleDedup(claims, results, putErr)
 	if putErr != nil {
 		return nil, mapStoreErr(putErr)
 	}
@@ -180,12 +178,11 @@ func (b *Broker) buildMessage(cfg TopicConfig, in *SendMessage, now time.Time) (
 	if in.DedupID != "" {
 		m.SetProperty(message.PropertyDedupID, in.DedupID)
 	}
-	queues := uint32(cfg.Queues)
 	if in.ShardingKey != "" {
-		m.QueueID = b.shardQueue(in.ShardingKey, cfg.Queues)
+		m.QueueID = send.ShardQueue(in.ShardingKey, cfg.Queues)
 		m.SetProperty(message.PropertyShardingKey, in.ShardingKey)
 	} else {
-		m.QueueID = int32(b.rr.Add(1) % queues)
+		m.QueueID = send.RoundRobin(b.rr.Add(1), cfg.Queues)
 	}
 	if in.Transactional {
 		asHalf(m, in)
@@ -200,118 +197,51 @@ func (b *Broker) buildMessage(cfg TopicConfig, in *SendMessage, now time.Time) (
 	return m, nil
 }
 
-// shardQueue is the queue of a sharding key (MessageQueueSelector: hash mod queues).
-func (b *Broker) shardQueue(key string, queues int) int32 {
-	h := fnv.New32a()
-	h.Write([]byte(key))
-	return int32(h.Sum32() % uint32(queues))
-}
-
-// dedupTable remembers recent idempotency keys. An entry is pending while
-// its send is being written; concurrent sends with the same key get
-// ErrIdempotencyInFlight. After a restart the store's index answers for
-// keys the table no longer holds.
-type dedupTable struct {
-	mu      sync.Mutex
-	entries map[dedupKey]*dedupEntry
-}
-
-type dedupKey struct{ topic, id string }
-
-type dedupEntry struct {
-	pending bool
-	body    [sha256.Size]byte // the request body's hash: same key + other body = 422
-	result  SendResult
-	at      time.Time
-}
-
-type dedupClaim struct {
-	key   dedupKey
-	index int
-	entry *dedupEntry
-}
-
-func (d *dedupTable) init() { d.entries = make(map[dedupKey]*dedupEntry) }
-
-// claimDedup resolves every DedupID of the request: duplicates fill their
+// claimDedup resolves every DedupID of the request (the table of package
+// send, and the store for keys it no longer holds): duplicates fill their
 // result (Duplicate set); new keys are claimed as pending.
-func (b *Broker) claimDedup(topic string, msgs []SendMessage, results []SendResult, now time.Time) ([]dedupClaim, error) {
-	var claims []dedupClaim
+func (b *Broker) claimDedup(topic string, msgs []SendMessage, results []SendResult, now time.Time) ([]send.Claim[SendResult], error) {
+	var claims []send.Claim[SendResult]
 	d := &b.dedup
 	since := now.Add(-b.opts.DedupWindow)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	release := func() {
-		for _, c := range claims {
-			delete(d.entries, c.key)
-		}
-	}
+	d.Lock()
+	defer d.Unlock()
 	for i := range msgs {
 		id := msgs[i].DedupID
 		if id == "" {
 			continue
 		}
-		key := dedupKey{topic, id}
-		e, ok := d.entries[key]
-		if ok && e.at.Before(since) && !e.pending {
-			ok = false
-		}
-		if !ok {
+		key := send.Key{Topic: topic, ID: id}
+		verdict, result := d.Lookup(key, msgs[i].Body, since)
+		if verdict == send.Unknown {
 			// Not in memory: the key may predate a restart.
 			m, err := b.findDedup(topic, id, since.UnixMilli())
 			if err == nil {
-				e = &dedupEntry{body: sha256.Sum256(m.Body), at: time.UnixMilli(m.StoreTimestamp), result: dedupResult(m)}
-				d.entries[key] = e
-				ok = true
+				verdict, result = d.Found(key, msgs[i].Body, m.Body, time.UnixMilli(m.StoreTimestamp), dedupResult(m))
 			} else if !errors.Is(err, storage.ErrNotFound) {
-				release()
+				d.Release(claims)
 				return nil, mapStoreErr(err)
 			}
 		}
-		switch {
-		case !ok:
-			e = &dedupEntry{pending: true, body: sha256.Sum256(msgs[i].Body), at: now}
-			d.entries[key] = e
-			claims = append(claims, dedupClaim{key: key, index: i, entry: e})
-		case e.pending:
-			release()
+		switch verdict {
+		case send.Unknown:
+			claims = append(claims, d.Claim(key, msgs[i].Body, now, i))
+		case send.InFlight:
+			d.Release(claims)
 			return nil, fmt.Errorf("%w: %s", ErrIdempotencyInFlight, id)
-		case e.body != sha256.Sum256(msgs[i].Body):
-			release()
+		case send.Reused:
+			d.Release(claims)
 			return nil, fmt.Errorf("%w: %s", ErrIdempotencyKeyReused, id)
 		default:
-			results[i] = e.result
+			results[i] = result
 			results[i].Duplicate = true
 		}
 	}
 	return claims, nil
 }
 
-// settle records the outcome of claimed keys: on success they answer
+// settleDedup records the outcome of claimed keys: on success they answer
 // later duplicates; on failure they are released so a retry can store.
-func (d *dedupTable) settle(claims []dedupClaim, results []SendResult, err error) {
-	if len(claims) == 0 {
-		return
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, c := range claims {
-		if err != nil {
-			delete(d.entries, c.key)
-			continue
-		}
-		c.entry.pending = false
-		c.entry.result = results[c.index]
-	}
-}
-
-// expire forgets settled keys older than before.
-func (d *dedupTable) expire(before time.Time) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for k, e := range d.entries {
-		if !e.pending && e.at.Before(before) {
-			delete(d.entries, k)
-		}
-	}
+func (b *Broker) settleDedup(claims []send.Claim[SendResult], results []SendResult, err error) {
+	b.dedup.Settle(claims, func(i int) SendResult { return results[i] }, err)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mqgate/mqgate/server/broker/send"
 	"github.com/mqgate/mqgate/server/broker/timerindex"
 	"github.com/mqgate/mqgate/storage/message"
 )
@@ -70,7 +71,7 @@ func TestGoldenTimerRecords(t *testing.T) {
 		goldenTimerSend(t, b, "orders", 2, SendMessage{DelayMs: 180_000}),
 		goldenTimerSend(t, b, "gone", 3, SendMessage{DelayMs: 240_000}),
 	}
-	qid := b.shardQueue("s", 2)
+	qid := send.ShardQueue("s", 2)
 	recs := timerQueue(t, b, "rmq_sys_TIMER", 0)
 	require.Len(t, recs, 4)
 	for i, m := range recs {

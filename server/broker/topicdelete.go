@@ -108,13 +108,7 @@ func (b *Broker) dropTopicState(name string) {
 		}
 	}
 	b.popsMu.Unlock()
-	b.dedup.mu.Lock()
-	for k := range b.dedup.entries {
-		if k.topic == name && !b.dedup.entries[k].pending {
-			delete(b.dedup.entries, k)
-		}
-	}
-	b.dedup.mu.Unlock()
+	b.dedup.DropTopic(name)
 }
 
 // dropTopicProgress durably moves every group's committed offsets of the
