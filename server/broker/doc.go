@@ -161,7 +161,7 @@
 //	                      (package dlq).
 //
 // Properties the broker owns (a client cannot set them; broker.go's
-// systemProperties refuses them on send):
+// systemProperties refuses them on send, through package send's Check):
 //
 //	ATTEMPTS      JSON array of Attempt {"at","outcome","client","reason",
 //	              "delayLevel","delayMs","count"}: the failed deliveries of
@@ -330,8 +330,9 @@
 // The broker reads time from one clock, Options.Clock (a
 // clockwork.Clock, the wall clock by default), and hands it to its store
 // (StoreTimestamp), its delay scheduler and its periodic passes whose
-// effect depends on time: the lease reaper, the dedup window, the
-// instance sweep. Lease deadlines, timer and retry due times, born and
+// effect depends on time: the lease reaper, the dedup window (package
+// send's Table, whose decisions take the time from the send:
+// server/broker/send/doc.go), the instance sweep. Lease deadlines, timer and retry due times, born and
 // created times, transaction check times and lease epochs all come from
 // it, so tests run leases, the retry ladder, timers and transactions on
 // a clockwork.FakeClock (clock_test.go walks the whole 18-level ladder,
@@ -343,8 +344,8 @@
 // # What stays in memory
 //
 // Deliberately memory-only, on every replica: long-poll waiters,
-// in-flight idempotency claims (a claim becomes durable as the message's
-// record), metrics and rate limiters, the attempt history of an ordered
+// in-flight idempotency claims (package send's Table; a claim becomes
+// durable as the message's record), metrics and rate limiters, the attempt history of an ordered
 // message retried in place, the push dispatcher's connections. Per-replica
 // facts stay local: quarantine, the scrub position, checkpoints and the
 // snapshots of derived state (offsets.snapshot, leases, instances,
