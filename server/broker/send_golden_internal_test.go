@@ -149,17 +149,17 @@ func TestGoldenSendLimits(t *testing.T) {
 		})
 	}
 
-	// A batch names the message: a limit's field, or a prefix (which has
-	// no separator before the sentinel's text: pinned as it is).
+	// A batch names the message: a limit's field, or a prefix and a colon
+	// before the error's text.
 	batch := []SendMessage{{Body: body}, {Body: body, Tag: x(MaxTagBytes + 1)}}
 	_, err := b.Send(ctx, "gold", batch)
 	require.Equal(t, "value too long: messages[1].tag is 256 bytes; the limit is 255 bytes [ErrValueTooLong] limit{messages[1].tag 256 255 \"\"}", describeSendErr(err))
 	batch[1] = SendMessage{Body: body, Tag: "a b"}
 	_, err = b.Send(ctx, "gold", batch)
-	require.Equal(t, "messages[1]invalid argument: tag \"a b\" may not contain white space or control characters [ErrInvalidArgument]", describeSendErr(err))
+	require.Equal(t, "messages[1]: invalid argument: tag \"a b\" may not contain white space or control characters [ErrInvalidArgument]", describeSendErr(err))
 	batch[1] = SendMessage{}
 	_, err = b.Send(ctx, "gold", batch)
-	require.Equal(t, "messages[1]empty message body [ErrEmptyBody]", describeSendErr(err))
+	require.Equal(t, "messages[1]: empty message body [ErrEmptyBody]", describeSendErr(err))
 
 	// The batch's size.
 	_, err = b.Send(ctx, "gold", nil)

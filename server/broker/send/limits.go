@@ -93,14 +93,15 @@ func Limit(kind error, field string, size, limit int) *LimitError {
 
 // PrefixField prefixes the field of a LimitError in err (a batch names its
 // message: "messages[3]."); any other error gets the prefix without its
-// final dot, and without a separator, before its text.
+// final dot and a colon before its text ("messages[3]: empty message
+// body").
 func PrefixField(err error, prefix string) error {
 	var le *LimitError
 	if errors.As(err, &le) {
 		le.Field = prefix + le.Field
 		return err
 	}
-	return fmt.Errorf("%s%w", strings.TrimSuffix(prefix, "."), err)
+	return fmt.Errorf("%s: %w", strings.TrimSuffix(prefix, "."), err)
 }
 
 // Message is what Check reads of one message of a send.
