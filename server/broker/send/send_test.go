@@ -50,7 +50,7 @@ func TestPrefixField(t *testing.T) {
 		t.Fatal(got)
 	}
 	other := errors.New("x")
-	if err := PrefixField(other, "messages[3]."); err.Error() != "messages[3]x" || !errors.Is(err, other) {
+	if err := PrefixField(other, "messages[3]."); err.Error() != "messages[3]: x" || !errors.Is(err, other) {
 		t.Fatal(err)
 	}
 }
