@@ -167,7 +167,8 @@
 //	              "delayLevel","delayMs","count"}: the failed deliveries of
 //	              a retry or dead letter, bounded to the newest 32 entries in 8 KiB
 //	              with reasons cut to 512 bytes; older entries fold into one
-//	              "omitted" entry with their count (limits.go).
+//	              "omitted" entry with their count (package retry,
+//	              attempts.go).
 //	DLQ_REASON    the last failure reason of a dead letter (at most 2 KiB).
 //	DLQ_ID        the id a dead letter keeps when retention carries it.
 //	DLQ_DEAD_AT   its original death time (Unix ms). The DLQ_ properties

@@ -1,13 +1,13 @@
 package broker
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 	"unicode/utf8"
 
 	"github.com/mqgate/mqgate/server/broker/quote"
+	"github.com/mqgate/mqgate/server/broker/retry"
 	"github.com/mqgate/mqgate/server/broker/send"
 )
 
@@ -66,17 +66,10 @@ const (
 )
 
 // What the broker keeps of failures: the attempt history (property
-// ATTEMPTS) holds the newest attempts, each reason cut to
-// maxStoredReasonBytes, in at most maxAttemptsBytes; older attempts are
-// folded into one leading "omitted" entry with their count and the time of
-// the first failure. The dead-letter reason (DLQ_REASON) is cut to
-// maxDLQReasonBytes. Cuts end in a marker that says how long the text was.
-const (
-	maxAttemptsKept      = 32
-	maxAttemptsBytes     = 8 << 10
-	maxStoredReasonBytes = 512
-	maxDLQReasonBytes    = 2 << 10
-)
+// ATTEMPTS; its bounds are the retry family's, package retry) and the
+// dead-letter reason (DLQ_REASON), cut to maxDLQReasonBytes. Cuts end in
+// a marker that says how long the text was.
+const maxDLQReasonBytes = 2 << 10
 
 // LimitError is a value over one of the limits above (or the message size
 // limit): it names the field, its size and the limit, and unwraps to
@@ -97,14 +90,8 @@ func QuoteValue(s string) string { return quote.Value(s) }
 func cutUTF8(s string, n int) string { return quote.CutUTF8(s, n) }
 
 // truncateText cuts s to at most n bytes, ending in a marker that says how
-// long it was.
-func truncateText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	marker := fmt.Sprintf("… [truncated: %d bytes]", len(s))
-	return cutUTF8(s, max(n-len(marker), 0)) + marker
-}
+// long it was (retry.TruncateText).
+func truncateText(s string, n int) string { return retry.TruncateText(s, n) }
 
 // validateSend checks one message of a send against the limits (the body
 // here, the rest in package send, whose invalid arguments it wraps in
@@ -152,51 +139,19 @@ func CheckClientID(field, id string) error {
 }
 
 // Attempt outcomes.
+// An attempt's outcome (package retry).
 const (
-	outcomeNack    = "nack"
-	outcomeExpired = "expired"
-	// outcomeOmitted marks the leading history entry that stands for
-	// attempts no longer kept: Count of them, the first at At.
-	outcomeOmitted = "omitted"
+	outcomeNack    = retry.OutcomeNack
+	outcomeExpired = retry.OutcomeExpired
+	outcomeOmitted = retry.OutcomeOmitted
 )
 
 // newAttempt is a failed delivery as the history keeps it: reason and
 // client cut to their stored sizes.
 func newAttempt(at time.Time, outcome, client, reason string, level int) Attempt {
-	return Attempt{At: at.UTC(), Outcome: outcome, Client: cutUTF8(client, MaxClientIDBytes),
-		Reason: truncateText(reason, maxStoredReasonBytes), Level: level}
+	return retry.NewAttempt(at, outcome, client, reason, level, MaxClientIDBytes)
 }
 
-// boundAttempts keeps the newest attempts of history within
-// maxAttemptsKept entries and maxAttemptsBytes of JSON, folding the
-// older ones into a leading omitted entry, and returns the encoding.
-func boundAttempts(history []Attempt) string {
-	var omitted *Attempt
-	if len(history) > 0 && history[0].Outcome == outcomeOmitted {
-		o := history[0]
-		omitted, history = &o, history[1:]
-	}
-	fold := func(n int) {
-		if n == 0 {
-			return
-		}
-		if omitted == nil {
-			omitted = &Attempt{At: history[0].At, Outcome: outcomeOmitted}
-		}
-		omitted.Count += n
-		history = history[n:]
-	}
-	fold(max(len(history)-(maxAttemptsKept-1), 0))
-	for {
-		out := history
-		if omitted != nil {
-			omitted.Reason = fmt.Sprintf("%d earlier failures not kept", omitted.Count)
-			out = append([]Attempt{*omitted}, history...)
-		}
-		b, _ := json.Marshal(out)
-		if len(b) <= maxAttemptsBytes || len(history) == 0 {
-			return string(b)
-		}
-		fold(1)
-	}
-}
+// boundAttempts keeps the newest attempts of history within the history's
+// bounds and returns the encoding (retry.Bound).
+func boundAttempts(history []Attempt) string { return retry.Bound(history) }

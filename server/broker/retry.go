@@ -1,13 +1,13 @@
 package broker
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/mqgate/mqgate/server/broker/dlq"
+	"github.com/mqgate/mqgate/server/broker/retry"
 	"github.com/mqgate/mqgate/server/broker/timer"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
@@ -28,25 +28,11 @@ const (
 	propDLQReason = dlq.PropReason // last failure reason of a dead letter
 )
 
-// Attempt is one failed delivery in a message's history (bounded: see
-// boundAttempts in limits.go).
-type Attempt struct {
-	At      time.Time `json:"at"`
-	Outcome string    `json:"outcome"`          // "nack", "expired", or "omitted" for the entry standing for older attempts
-	Client  string    `json:"client,omitempty"` // the consumer (X-Mqgate-Client-Id) that failed it
-	Reason  string    `json:"reason,omitempty"`
-	Level   int       `json:"delayLevel"`        // the level asked for (-1 = straight to the DLQ, 0 = the group's policy)
-	DelayMs int64     `json:"delayMs,omitempty"` // the timer delay the retry waited (a nack's delayMs, or the policy's)
-	Count   int       `json:"count,omitempty"`   // for "omitted": how many attempts it stands for
-}
+// Attempt is one failed delivery in a message's attempt history (package
+// retry).
+type Attempt = retry.Attempt
 
-func parseAttempts(s string) []Attempt {
-	var out []Attempt
-	if s != "" {
-		_ = json.Unmarshal([]byte(s), &out) // a damaged history is dropped, not fatal
-	}
-	return out
-}
+func parseAttempts(s string) []Attempt { return retry.ParseAttempts(s) }
 
 // sendBack writes the retry (or dead-letter) copy of every failed delivery
 // plus one progress record acknowledging the originals, in one batch, and

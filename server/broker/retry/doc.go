@@ -1,6 +1,9 @@
 // Package retry is the retry family of the broker. Moved so far: the
 // retry policy — how long a failed delivery waits before its next attempt
-// — and the validation of a group's policy and of a nack's delay. The
+// — and the validation of a group's policy and of a nack's delay; and the
+// attempt history a retry copy or dead letter carries (property ATTEMPTS,
+// attempts.go: its codec and bounds; nothing there reads the clock, an
+// attempt's time is the request's). The
 // failure path itself (nack, lease expiry, the retry and dead-letter
 // copies, their records) still lives in server/broker (retry.go,
 // orderly.go; the dead letters' statuses and properties are package dlq's)
