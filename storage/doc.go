@@ -63,6 +63,12 @@
 // leader's byte for byte; its ConsumeQueues and index follow from its own
 // dispatcher; it takes the leader's store id and queue offsets from the
 // frames, so after a failover it mints what the leader would have.
+// A follower that starts from a copy of a store whose retention deleted
+// its first segments is opened with Options.StartOffset (its first
+// segment's base) before the frames are appended; the source holds its
+// retention meanwhile (HoldRetention: no pass runs, a cut applied waits
+// for the last release), and MetaFiles and ReadFramesTo give it the
+// metadata files and the frames up to the copy's point.
 //
 // # A Raft log's store (truncate.go)
 //
