@@ -97,11 +97,12 @@ var forbidden = map[string][]string{
 	// records and the file.
 	"server/broker/instance": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
 	// A leaf: what has moved of the lease family (the record and snapshot
-	// codecs, the fold and its apply) knows nothing of the module, not
-	// even storage/offset (its Key is offset.Key field for field, since
-	// storage/offset imports the storage engine's file helpers); the
-	// broker holds the leases, writes the records and decides which
-	// folded leases are still owed.
+	// codecs, the fold and its apply) knows nothing of the module but
+	// internal/wire (the big-endian reader of its records, excepted
+	// below), not even storage/offset (its Key is offset.Key field for
+	// field, since storage/offset imports the storage engine's file
+	// helpers); the broker holds the leases, writes the records and
+	// decides which folded leases are still owed.
 	"server/broker/lease": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
 	// So does what has moved of the send family (a message's limits and
 	// property rules, the queue of a sharding key, the dedup table): it
@@ -109,6 +110,9 @@ var forbidden = map[string][]string{
 	// server/broker/quote (both excepted below), and nothing else; the
 	// broker writes the messages and looks dedup ids up in the store.
 	"server/broker/send": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
+	// The big-endian reader of mqgate's binary records (a leaf: nothing of
+	// the module).
+	"internal/wire": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal/worker", "internal/loadgen", "internal/clustercheck", "internal/testnet", "tools"},
 	// The broker's rule for quoting a client's value in an error message,
 	// shared by the family packages (a leaf: nothing of the module).
 	"server/broker/quote": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
@@ -127,6 +131,7 @@ var excepted = map[string][]string{
 	"server/broker/registry": {"server/broker/receipt", "server/broker/retry"},
 	"server/broker/instance": {"storage/offset"},
 	"server/broker/send":     {"storage/message", "server/broker/quote"},
+	"server/broker/lease":    {"internal/wire"},
 }
 
 // testOnly are helper packages no production package may import (one

@@ -3,6 +3,8 @@ package offset
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/mqgate/mqgate/internal/wire"
 )
 
 // Kind is the kind of a record entry. Part of the on-disk format.
@@ -105,97 +107,54 @@ func EncodeRecord(r Record) ([]byte, error) {
 	return b, nil
 }
 
-type reader struct {
-	b   []byte
-	bad bool
-}
-
-func (r *reader) take(n int) []byte {
-	if r.bad || n > len(r.b) {
-		r.bad = true
-		return nil
-	}
-	out := r.b[:n]
-	r.b = r.b[n:]
-	return out
-}
-
-func (r *reader) u8() uint8 {
-	if b := r.take(1); b != nil {
-		return b[0]
-	}
-	return 0
-}
-
-func (r *reader) u16() uint16 {
-	if b := r.take(2); b != nil {
-		return binary.BigEndian.Uint16(b)
-	}
-	return 0
-}
-
-func (r *reader) u32() uint32 {
-	if b := r.take(4); b != nil {
-		return binary.BigEndian.Uint32(b)
-	}
-	return 0
-}
-
-func (r *reader) u64() uint64 {
-	if b := r.take(8); b != nil {
-		return binary.BigEndian.Uint64(b)
-	}
-	return 0
-}
-
 // DecodeRecord decodes a record body. It never panics and returns
 // ErrCorrupt for anything EncodeRecord would not produce.
 func DecodeRecord(b []byte) (Record, error) {
-	r := &reader{b: b}
-	if v := r.u8(); v != recordVersion {
+	r := &wire.Reader{B: b}
+	if v := r.U8(); v != recordVersion {
 		return Record{}, fmt.Errorf("%w: version %d", ErrCorrupt, v)
 	}
-	n := int(r.u16())
-	if r.bad || n > len(r.b)/11 { // the smallest entry (a forget of a one-byte group) is 11 bytes
+	n := int(r.U16())
+	if r.Bad || n > len(r.B)/11 { // the smallest entry (a forget of a one-byte group) is 11 bytes
 		return Record{}, fmt.Errorf("%w: entry count %d", ErrCorrupt, n)
 	}
 	rec := Record{Entries: make([]Entry, 0, n)}
 	for i := 0; i < n; i++ {
 		var e Entry
-		e.Kind = Kind(r.u8())
-		e.Key.Group = string(r.take(int(r.u8())))
-		e.Key.Topic = string(r.take(int(r.u8())))
-		e.Key.QueueID = int32(r.u32())
-		e.Generation = r.u32()
+		e.Kind = Kind(r.U8())
+		e.Key.Group = string(r.Take(int(r.U8())))
+		e.Key.Topic = string(r.Take(int(r.U8())))
+		e.Key.QueueID = int32(r.U32())
+		e.Generation = r.U32()
 		switch e.Kind {
 		case KindAck, KindFailed:
-			m := int(r.u16())
-			if r.bad || m*8 > len(r.b) {
+			m := int(r.U16())
+			if r.Bad || m*8 > len(r.B) {
 				return Record{}, fmt.Errorf("%w: entry %d", ErrCorrupt, i)
 			}
 			e.Offsets = make([]int64, m)
 			for j := range e.Offsets {
-				e.Offsets[j] = int64(r.u64())
+				e.Offsets[j] = int64(r.U64())
 			}
 		case KindCommit, KindAdvance:
-			e.Offset = int64(r.u64())
+			e.Offset = int64(r.U64())
 			if e.Offset < 0 {
-				r.bad = true
+				r.Bad = true
 			}
 		case KindForget:
 			if e.Key.Group == "" || e.Key.Topic != "" || e.Key.QueueID != 0 || e.Generation != 0 {
-				r.bad = true
+				r.Bad = true
 			}
 		default:
-			r.bad = true
+			r.Bad = true
 		}
-		if r.bad {
+		if r.Bad {
 			return Record{}, fmt.Errorf("%w: entry %d", ErrCorrupt, i)
 		}
 		rec.Entries = append(rec.Entries, e)
 	}
-	if len(r.b) != 0 {
-		return Record{}, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(r.b))
+	if len(r.B) != 0 {
+		return Record{}, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(r.B))
 	}
 	return rec, nil
 }

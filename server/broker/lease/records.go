@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/mqgate/mqgate/internal/wire"
 )
 
 // Topic carries the lease records (queue 0).
@@ -106,91 +108,48 @@ func appendRecord(b []byte, r Record) []byte {
 }
 
 // reader reads big-endian fields, remembering the first overrun.
-type reader struct {
-	b   []byte
-	bad bool
-}
-
-func (r *reader) take(n int) []byte {
-	if r.bad || n < 0 || n > len(r.b) {
-		r.bad = true
-		return nil
-	}
-	out := r.b[:n]
-	r.b = r.b[n:]
-	return out
-}
-
-func (r *reader) u8() uint8 {
-	if b := r.take(1); b != nil {
-		return b[0]
-	}
-	return 0
-}
-
-func (r *reader) u16() uint16 {
-	if b := r.take(2); b != nil {
-		return binary.BigEndian.Uint16(b)
-	}
-	return 0
-}
-
-func (r *reader) u32() uint32 {
-	if b := r.take(4); b != nil {
-		return binary.BigEndian.Uint32(b)
-	}
-	return 0
-}
-
-func (r *reader) u64() uint64 {
-	if b := r.take(8); b != nil {
-		return binary.BigEndian.Uint64(b)
-	}
-	return 0
-}
-
 // DecodeRecord decodes a record body. It never panics, allocates no more
 // than the input justifies, and refuses anything EncodeRecord would not
 // produce (ErrBadRecord).
 func DecodeRecord(b []byte) (Record, error) {
-	r := &reader{b: b}
-	if v := r.u8(); r.bad || v != recordVersion {
+	r := &wire.Reader{B: b}
+	if v := r.U8(); r.Bad || v != recordVersion {
 		return Record{}, fmt.Errorf("%w: version", ErrBadRecord)
 	}
-	n := r.u32()
-	if r.bad || uint64(n) > uint64(len(r.b)/entryMin) {
+	n := r.U32()
+	if r.Bad || uint64(n) > uint64(len(r.B)/entryMin) {
 		return Record{}, fmt.Errorf("%w: entry count %d", ErrBadRecord, n)
 	}
 	rec := Record{Entries: make([]Entry, 0, n)}
 	for i := uint32(0); i < n; i++ {
 		var e Entry
-		e.Key.Group = string(r.take(int(r.u8())))
-		e.Key.Topic = string(r.take(int(r.u8())))
-		e.Key.QueueID = int32(r.u32())
-		e.Generation = r.u32()
-		e.At = int64(r.u64())
-		e.Client = string(r.take(int(r.u8())))
-		m := r.u32()
-		if r.bad || e.Key.QueueID < RetryQueueID || e.Key.Group == "" || e.Key.Topic == "" ||
-			uint64(m) > uint64(len(r.b)/itemSize) {
+		e.Key.Group = string(r.Take(int(r.U8())))
+		e.Key.Topic = string(r.Take(int(r.U8())))
+		e.Key.QueueID = int32(r.U32())
+		e.Generation = r.U32()
+		e.At = int64(r.U64())
+		e.Client = string(r.Take(int(r.U8())))
+		m := r.U32()
+		if r.Bad || e.Key.QueueID < RetryQueueID || e.Key.Group == "" || e.Key.Topic == "" ||
+			uint64(m) > uint64(len(r.B)/itemSize) {
 			return Record{}, fmt.Errorf("%w: entry %d", ErrBadRecord, i)
 		}
 		e.Items = make([]Item, m)
 		for j := range e.Items {
 			it := &e.Items[j]
-			it.Offset = int64(r.u64())
-			it.Epoch = r.u64()
-			it.Deadline = int64(r.u64())
-			it.Failures = r.u16()
-			it.State = State(r.u8())
-			if r.bad || it.Offset < 0 || it.State < Held || it.State > Released {
+			it.Offset = int64(r.U64())
+			it.Epoch = r.U64()
+			it.Deadline = int64(r.U64())
+			it.Failures = r.U16()
+			it.State = State(r.U8())
+			if r.Bad || it.Offset < 0 || it.State < Held || it.State > Released {
 				return Record{}, fmt.Errorf("%w: entry %d item %d", ErrBadRecord, i, j)
 			}
 		}
 		rec.Entries = append(rec.Entries, e)
 	}
-	if len(r.b) != 0 {
-		return Record{}, fmt.Errorf("%w: %d trailing bytes", ErrBadRecord, len(r.b))
+	if len(r.B) != 0 {
+		return Record{}, fmt.Errorf("%w: %d trailing bytes", ErrBadRecord, len(r.B))
 	}
 	return rec, nil
 }
