@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -168,7 +167,6 @@ func fetchCopyFrom(ctx context.Context, client *http.Client, url string, opts ra
 
 // stallReader resets timer at every read that returns bytes.
 type stallReader struct {
-	mu    sync.Mutex
 	r     io.Reader
 	timer *time.Timer
 }
@@ -176,9 +174,7 @@ type stallReader struct {
 func (s *stallReader) Read(b []byte) (int, error) {
 	n, err := s.r.Read(b)
 	if n > 0 {
-		s.mu.Lock()
 		s.timer.Reset(copyStall)
-		s.mu.Unlock()
 	}
 	return n, err
 }

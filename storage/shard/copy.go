@@ -112,7 +112,7 @@ func (s *Shard) WriteCopy(ctx context.Context, w io.Writer) (CopyHeader, error) 
 	if err != nil {
 		return CopyHeader{}, err
 	}
-	h := CopyHeader{Version: CopyVersion, Source: s.opts.ID, SegmentSize: st.SegmentSize(), First: st.MinPhysicalOffset()}
+	h := CopyHeader{Version: CopyVersion, Source: s.opts.ID, SegmentSize: st.SegmentSize()}
 	var conf *pb.ConfState
 	for {
 		status := s.Status()
