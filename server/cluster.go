@@ -424,7 +424,7 @@ func (n *clusterNode) readyz(w http.ResponseWriter, r *http.Request) {
 	st := n.shard.Status()
 	switch {
 	case n.shard.Err() != nil:
-		api.WriteError(w, r, fmt.Errorf("%w: the replica stopped: %v", api.ErrNotReady, n.shard.Err()))
+		api.WriteError(w, r, fmt.Errorf("%w: %s", api.ErrNotReady, n.stopped(n.shard.Err())))
 		return
 	case st.Leader == 0:
 		api.WriteError(w, r, fmt.Errorf("%w: no leader: this replica cannot reach a quorum of %d", api.ErrNotReady, len(st.Voters)/2+1))
@@ -567,10 +567,19 @@ func (n *clusterNode) sqsFront(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// stopped says why the replica stopped, and for a damaged one how it is
+// rebuilt.
+func (n *clusterNode) stopped(err error) string {
+	if errors.Is(err, shard.ErrDamaged) {
+		return fmt.Sprintf("the replica stopped: %v; it no longer votes or leads: %s", err, rebuildSteps(n.cfg.DataDir, n.cfg.NodeID))
+	}
+	return fmt.Sprintf("the replica stopped: %v", err)
+}
+
 // view is GET /v1/cluster's answer.
 func (n *clusterNode) view(ctx context.Context) (api.Cluster, error) {
 	if err := n.shard.Err(); err != nil {
-		return api.Cluster{}, fmt.Errorf("%w: the replica stopped: %v", broker.ErrShuttingDown, err)
+		return api.Cluster{}, fmt.Errorf("%w: %s", broker.ErrShuttingDown, n.stopped(err))
 	}
 	st := n.shard.Status()
 	out := api.Cluster{NodeID: n.cfg.NodeID, Role: st.Role, Leader: st.Leader, Serving: n.serving.Load(),

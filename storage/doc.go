@@ -327,6 +327,11 @@
 //     running `mqgate repair` (see Repair) gives up the rest of that
 //     segment and keeps everything after it.
 //
+// A replica of a Raft group (Options.Replicated) does not go on past
+// damage: the first quarantine whose cause is damaged bytes also marks
+// the store damaged (damage.go), its owner stops the replica, and Open
+// refuses the store until it is rebuilt from the others.
+//
 // The scrubber (Options.ScrubRate, default 16 MiB/s; ScrubInterval, default
 // 24 h between pass starts) walks the CommitLog, oldest segment first, up
 // to the flushed offset (the sealed segments and the durable part of the

@@ -491,3 +491,75 @@ func TestScrubberRuns(t *testing.T) {
 	require.Equal(t, int64(1), st.BadFrames)
 	require.Equal(t, "scrub", s.Quarantined().Recent[0].Stage)
 }
+
+// TestAReplicaMarksItsDamage: on a replicated store the first damaged
+// frame found (here by the scrubber) marks the store damaged — Damage is
+// closed, config/damaged.json is written, the mark does not travel in a
+// copy's metadata files — and Open refuses the store from then on, with
+// ErrCorrupt, where a single node's store quarantines the frame and
+// opens. A record quarantined for what intact bytes say marks nothing
+// (the dispatcher's tests cover those records on a single node).
+func TestAReplicaMarksItsDamage(t *testing.T) {
+	t.Parallel()
+	opts := integrityOptions(t.TempDir())
+	opts.Replicated = true
+	s, err := storage.Open(opts)
+	require.NoError(t, err)
+	defer func() { _ = s.Close() }()
+	s.Unfence()
+	// A replicated store's writes wait for the commit point: its owner
+	// (here, this goroutine) raises it.
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+				s.SetDispatchLimit(s.WriteOffset())
+			}
+		}
+	}()
+	ms := putNumbered(t, s, "t", 0, 20, 3000)
+	close(stop)
+	s.SetDispatchLimit(s.WriteOffset())
+	waitDispatched(t, s, "t", 0, 20)
+	select {
+	case <-s.Damage():
+		t.Fatal("damaged before any damage")
+	default:
+	}
+	_, marked := s.Damaged()
+	require.False(t, marked)
+
+	damageBody(t, opts.Dir, ms[5])
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	_, err = storage.RunScrubForTest(s, t0, 1<<30)
+	require.NoError(t, err)
+	select {
+	case <-s.Damage():
+	default:
+		t.Fatal("the scrubber found the damage but the store is not marked")
+	}
+	rec, marked := s.Damaged()
+	require.True(t, marked)
+	require.Equal(t, ms[5].PhysicalOffset, rec.Offset)
+	require.Equal(t, "scrub", rec.Stage)
+	require.FileExists(t, filepath.Join(opts.Dir, "config", "damaged.json"))
+	files, err := s.MetaFiles()
+	require.NoError(t, err)
+	require.NotContains(t, files, "damaged.json", "the mark is this replica's own, not the log's")
+
+	require.NoError(t, s.Close())
+	_, err = storage.Open(opts)
+	require.ErrorIs(t, err, storage.ErrCorrupt)
+	require.ErrorContains(t, err, fmt.Sprintf("offset %d", ms[5].PhysicalOffset))
+	require.ErrorContains(t, err, "CRC-32C mismatch")
+
+	// The same data dir as a single node's store: the frame is
+	// quarantined, nothing refuses.
+	single := opts
+	single.Replicated = false
+	s2 := storagetest.MustOpen(t, single)
+	require.NoError(t, s2.Close())
+}

@@ -43,9 +43,9 @@ func (s *Store) WriteMeta(name string, data []byte) error {
 
 // ownMeta names the metadata files that describe this store's files
 // rather than the log's content (the scrubber's position, quarantined
-// ranges, repaired ranges): a copy of the store for another replica
+// ranges, repaired ranges, a replica's damage mark): a copy of the store for another replica
 // leaves them out.
-var ownMeta = map[string]bool{scrubFile: true, quarantineFile: true, repairFile: true}
+var ownMeta = map[string]bool{scrubFile: true, quarantineFile: true, repairFile: true, damageFile: true}
 
 // MetaFiles reads every metadata file a copy of the store carries to
 // another replica: the files of <dir>/config except the store's own

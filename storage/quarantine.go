@@ -115,9 +115,10 @@ func (s *Store) quarantine(offset int64, size int32, stage string, cause error) 
 	}
 	q.seen[offset] = struct{}{}
 	q.report.Count++
-	q.report.Recent = append(q.report.Recent, QuarantinedRecord{
+	rec := QuarantinedRecord{
 		Offset: offset, Size: size, Stage: stage, Reason: cause.Error(), At: time.Now().UTC().Truncate(time.Millisecond),
-	})
+	}
+	q.report.Recent = append(q.report.Recent, rec)
 	if n := len(q.report.Recent); n > maxQuarantineListed {
 		drop := q.report.Recent[:n-maxQuarantineListed]
 		for _, r := range drop {
@@ -131,6 +132,9 @@ func (s *Store) quarantine(offset int64, size int32, stage string, cause error) 
 		if err := q.save(b); err != nil {
 			s.log.Warn().Err(err).Msg("saving the quarantine list failed")
 		}
+	}
+	if s.opts.Replicated && isDamage(cause) {
+		s.markDamaged(rec)
 	}
 }
 

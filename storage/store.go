@@ -72,6 +72,7 @@ type Store struct {
 	disp        dispatcher   // owned by whoever dispatches (see dispatcher)
 	dispatched  atomic.Int64 // CommitLog offset the dispatcher has processed up to
 	quarantined quarantine   // records set aside (quarantine.go)
+	damage      damageMark   // a replica's first damage (damage.go)
 	lost        lostState    // ranges a repair gave up (lost.go); set at Open
 	repairs     repairs      // rebuilds of derived files (rebuild.go)
 	tableMu     sync.Mutex   // guards lastTable
@@ -139,6 +140,7 @@ func Open(opts Options) (*Store, error) {
 	s.repairs.bad = make(map[queueKey]badEntry)
 	s.repairs.wake = make(chan struct{}, 1)
 	s.dispatchCap.Store(math.MaxInt64)
+	s.damage.c = make(chan struct{})
 	if opts.Replicated {
 		opts.HoldDispatch = true
 		s.opts.HoldDispatch = true
@@ -147,7 +149,12 @@ func Open(opts Options) (*Store, error) {
 	if opts.HoldDispatch {
 		s.dispatchCap.Store(max(opts.DispatchLimit, 0))
 	}
-	err = s.open()
+	if opts.Replicated {
+		err = s.checkDamageMark()
+	}
+	if err == nil {
+		err = s.open()
+	}
 	if err == nil {
 		err = s.loadStoreID()
 	}

@@ -132,10 +132,22 @@
 // as AppendFrames checks a follower's; a copy cut short or damaged
 // leaves nothing (TestCopyCatchesUpPastRetention, FuzzReceiveCopy).
 //
+// # Damage
+//
+// A replica whose log is damaged must not vote or lead: it may lack what
+// it acknowledged. raftlog refuses to open one damaged below its commit
+// point; a committed entry that cannot be read back stops the loop
+// (ErrDamaged); and the store marks itself damaged when a reader, the
+// dispatcher or the scrubber finds a frame of its flushed log damaged
+// (storage's damage.go), which stops the loop too (stopDamaged): a leader
+// first hands its leadership to a voter holding its whole log, then
+// nothing is stepped again — no vote, no append — and Status says
+// "stopped". The mark keeps the store from opening until the replica is
+// rebuilt from a copy (TestADamagedReplicaStops).
+//
 // # Not here yet
 //
 // AsyncStorageWrites (the leader already sends its appends before its
 // own flush); raft snapshots sent by the leader itself (a replica left
-// behind is rebuilt from a copy, by its operator); refusing to vote after
-// damage below the commit point (raftlog refuses to open instead).
+// behind is rebuilt from a copy, by its operator).
 package shard

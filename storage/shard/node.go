@@ -634,11 +634,12 @@ func (n *node) proposeConf(cc *pb.ConfChangeV2, done chan struct{}) error {
 	return nil
 }
 
-// ErrDamaged: the replica's log cannot be read below its commit point (a
-// frame fails its checksum): it stops — it must not vote or lead with a
-// log shorter than the one it acknowledged — and is rebuilt from the
-// others.
-var ErrDamaged = errors.New("shard: the log is damaged below the commit point")
+// ErrDamaged: the replica's log is damaged — a committed entry cannot be
+// read back, or its store found a frame of its flushed log damaged
+// (storage's damage.go: the scrubber, a reader, the dispatcher): it stops
+// — it must not vote or lead with a log shorter than the one it
+// acknowledged — and is rebuilt from the others.
+var ErrDamaged = errors.New("shard: the log is damaged")
 
 // ready is RawNode.Ready, whose storage errors (a committed entry that
 // cannot be read back) raft raises as panics: they come back as an error

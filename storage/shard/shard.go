@@ -176,7 +176,7 @@ func (o *Options) raftConfig() raft.Config {
 type Status struct {
 	ID           uint64
 	Leader       uint64 // 0 while none is known
-	Role         string // leader, candidate, follower
+	Role         string // leader, candidate, follower; stopped once Err is set
 	Term         uint64
 	CommitIndex  uint64
 	AppliedIndex uint64
@@ -320,6 +320,9 @@ func (s *Shard) run() {
 			n.rn.TransferLeader(to)
 		case id := <-s.unreachc:
 			n.rn.ReportUnreachable(id)
+		case <-n.store.Damage():
+			s.stopDamaged()
+			return
 		}
 	drain:
 		for k := 0; k < s.opts.MaxProposals; k++ {
@@ -339,6 +342,42 @@ func (s *Shard) run() {
 		}
 		s.publish()
 	}
+}
+
+// stopDamaged stops a replica whose store found its log damaged: it must
+// not vote or lead with a log that may lack what it acknowledged. A
+// leader first hands its leadership to a voter that holds its whole log,
+// if one does (raft sends that voter TimeoutNow at once: it campaigns
+// without waiting for an election timeout, and the others elect it), so
+// writes move on within a round trip rather than an election timeout.
+// Then the loop stops: nothing here is stepped again — no vote, no
+// append, no proposal — and the store stays fenced.
+func (s *Shard) stopDamaged() {
+	n := s.node
+	rec, _ := n.store.Damaged()
+	cause := fmt.Errorf("%w: the record at CommitLog offset %d (found by %s: %s)", ErrDamaged, rec.Offset, rec.Stage, rec.Reason)
+	n.stopServing()
+	if st := n.rn.Status(); st.RaftState == raft.StateLeader {
+		last, _ := n.log.LastIndex()
+		var to uint64
+		for id, pr := range st.Progress {
+			if id != n.id && !pr.IsLearner && pr.Match == last {
+				to = id
+				break
+			}
+		}
+		if to != 0 {
+			n.rn.TransferLeader(to)
+			// Only the messages: nothing of this Ready is persisted or
+			// applied any more (Advance is never called).
+			if n.rn.HasReady() {
+				n.send(n.rn.Ready().Messages)
+			}
+		}
+		s.opts.Logger.Error().Uint64("node", n.id).Uint64("to", to).Msg("damaged leader hands over its leadership and stops")
+	}
+	s.opts.Logger.Error().Err(cause).Uint64("node", n.id).Msg("shard stopped: this replica's log is damaged; it no longer votes or leads")
+	s.stopLoop(cause)
 }
 
 // proposeWhilePersisting persists a leader's Ready in a goroutine of its
@@ -522,6 +561,12 @@ func (s *Shard) stopLoop(cause error) {
 func (s *Shard) publish() {
 	st := s.node.status()
 	s.statusMu.Lock()
+	if s.err != nil {
+		// Whatever raft last said, a stopped replica neither leads nor
+		// knows a leader; its owners hear of it as of a change of role.
+		st.Role, st.Leader, st.Serving = "stopped", 0, false
+		st.Gen++
+	}
 	changed := s.status.Gen != st.Gen
 	s.status = st
 	s.statusMu.Unlock()
