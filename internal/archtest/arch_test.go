@@ -67,11 +67,16 @@ var forbidden = map[string][]string{
 	"server/broker/receipt": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
 	// So is what has moved of the retry family (the retry policy).
 	"server/broker/retry": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
-	// What has moved of the transaction family (the op record and
-	// snapshot codecs, the state and its apply) knows storage/message (the
-	// half records, message ids: excepted below) and nothing else of the
-	// module: the broker follows the queues through the store into it.
-	"server/broker/txn": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
+	// The transaction family (its records, the state and its apply, and
+	// since the requests moved too: following the queues, the snapshot
+	// file, the requests, the roll-back loop, retention's carry) works on
+	// the store's facade (storage and its leaf packages; the server/broker
+	// row above keeps it off the engines) and asks the broker for the rest
+	// through its Config: never server/broker itself nor anything else of
+	// server (server/broker/quote excepted below), api or cmd, nor the
+	// replication layers under the store; of internal only internal/worker
+	// (excepted below).
+	"server/broker/txn": {"api", "server", "cmd", "web", "docs", "migrations", "internal", "storage/raftlog", "storage/shard"},
 	// So does what has moved of the dead-letter family (the status record
 	// codec, the status table and its apply, the dead letter's properties,
 	// the listing's filter and cursor): storage/message (excepted below)
@@ -124,7 +129,7 @@ var forbidden = map[string][]string{
 // excepted lists, per package of forbidden, the packages under one of its
 // bans that it may import all the same (prefix match, as there).
 var excepted = map[string][]string{
-	"server/broker/txn":      {"storage/message", "server/broker/quote"},
+	"server/broker/txn":      {"server/broker/quote", "internal/worker"},
 	"server/broker/dlq":      {"storage/message"},
 	"server/broker/timer":    {"storage/message", "server/broker/timerindex"},
 	"server/broker/retry":    {"server/broker/quote"},

@@ -448,7 +448,7 @@ type DelayLevelStatus struct {
 
 // Transaction states.
 const (
-	TxnPending    = "pending"
+	TxnPending    = txn.Pending
 	TxnCommitted  = txn.Committed
 	TxnRolledBack = txn.RolledBack
 )
@@ -465,30 +465,11 @@ const (
 	TxnReasonLost = txn.ReasonLost
 )
 
-// Transaction is one transactional (half) message and how it stands.
-type Transaction struct {
-	// ID is the transaction id: the send's message id.
-	ID string
-	// State is TxnPending, TxnCommitted or TxnRolledBack.
-	State string
-	// Reason says why a rolled-back transaction ended (TxnReason…).
-	Reason string
-	// ProducerGroup is the group asked about it.
-	ProducerGroup string
-	// Topic and QueueID are where the message goes when committed.
-	Topic   string
-	QueueID int32
-	// QueueOffset is the committed message's queue offset (-1 when not
-	// committed or not known).
-	QueueOffset int64
-	// CheckTimes counts the checks handed out.
-	CheckTimes int
-	// NextCheckAt is when the next check falls due (pending only).
-	NextCheckAt time.Time
-	// CreatedAt is when the half message was stored; FinishedAt when the
-	// transaction ended (zero while pending).
-	CreatedAt, FinishedAt time.Time
-}
+// Transaction is one transactional (half) message and how it stands
+// (package txn's View: ID, State — TxnPending, TxnCommitted or
+// TxnRolledBack —, Reason, ProducerGroup, Topic, QueueID, QueueOffset,
+// CheckTimes, NextCheckAt, CreatedAt, FinishedAt).
+type Transaction = txn.View
 
 // TransactionCheck is one check handed out to a producer group: the
 // transaction and its half message as a pull renders it (no receipt).
@@ -497,12 +478,7 @@ type TransactionCheck struct {
 	Message     ReceivedMessage
 }
 
-// TransactionStats counts transactions.
-type TransactionStats struct {
-	// Pending counts the unresolved transactions.
-	Pending int
-	// Committed, RolledBack and MaxChecksRolledBack count, since start,
-	// the commits, all rollbacks, and the rollbacks of transactions whose
-	// checks all went unanswered; ChecksHandedOut the checks given out.
-	Committed, RolledBack, MaxChecksRolledBack, ChecksHandedOut uint64
-}
+// TransactionStats counts transactions (package txn's Stats: Pending,
+// and since start Committed, RolledBack, MaxChecksRolledBack and
+// ChecksHandedOut).
+type TransactionStats = txn.Stats

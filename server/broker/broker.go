@@ -20,6 +20,7 @@ import (
 	leaselog "github.com/mqgate/mqgate/server/broker/lease"
 	"github.com/mqgate/mqgate/server/broker/send"
 	"github.com/mqgate/mqgate/server/broker/timer"
+	"github.com/mqgate/mqgate/server/broker/txn"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
@@ -225,8 +226,8 @@ type Broker struct {
 	metrics   counters
 	dlqStatus dlq.Table // dead letters' statuses (dlq.go, package dlq)
 	timers    timerSet
-	txns      txnState // unresolved transactions (txnstate.go, package txn)
-	ladder    ladder   // undelivered schedule entries, for progress (ladder.go)
+	txns      *txn.Service // the transaction family (txn.go, package txn)
+	ladder    ladder       // undelivered schedule entries, for progress (ladder.go)
 	// carriedBelow: dead letters below this CommitLog offset have been
 	// carried forward (their originals are about to be deleted).
 	carriedBelow atomic.Int64
@@ -293,7 +294,7 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 	b.dedup.Init()
 	b.metrics.init(opts.MetricsMaxLabelValues)
 	b.timers.init()
-	b.txns.init(opts.TransactionMaxChecks)
+	b.txns = b.newTxns()
 	b.ladder.init(len(opts.DelayLevels))
 	b.epoch.Store(uint64(b.clock.Now().UnixNano()))
 	b.follow.on.Store(true)

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/mqgate/mqgate/server/broker/send"
+	"github.com/mqgate/mqgate/server/broker/txn"
 )
 
 // Sentinel errors. Wrap them with context (fmt.Errorf("%w: ...", Err…));
@@ -88,12 +89,12 @@ var (
 // ErrQuotaExceeded: the request would pass one of the broker's quotas.
 var ErrQuotaExceeded = errors.New("quota exceeded")
 
-// Sentinels of transactions (txn.go).
+// Sentinels of transactions (package txn's).
 var (
 	// ErrTransactionNotFound: no transaction has that id (never sent, or
 	// finished so long ago that retention took its records).
-	ErrTransactionNotFound = errors.New("transaction not found")
+	ErrTransactionNotFound = txn.ErrNotFound
 	// ErrTransactionFinished: the transaction ended the other way; it
 	// always comes as a *TransactionFinishedError.
-	ErrTransactionFinished = errors.New("transaction already finished")
+	ErrTransactionFinished = txn.ErrFinished
 )

@@ -1,6 +1,9 @@
 package broker
 
-import "github.com/mqgate/mqgate/server/broker/timerindex"
+import (
+	"github.com/mqgate/mqgate/server/broker/timerindex"
+	"github.com/mqgate/mqgate/server/broker/txn"
+)
 
 // TimerRecovery is how the timer index was opened (tests).
 type TimerRecovery = timerRecovery
@@ -16,14 +19,10 @@ func (b *Broker) TimerRecovered() TimerRecovery {
 func (b *Broker) TimerIndexStats() timerindex.Stats { return b.timers.index.Stats() }
 
 // TxnRecovery is how the transaction state was opened (tests).
-type TxnRecovery = txnRecovery
+type TxnRecovery = txn.Recovery
 
 // TxnRecovered reports how the transaction state was opened.
-func (b *Broker) TxnRecovered() TxnRecovery {
-	b.txns.Lock()
-	defer b.txns.Unlock()
-	return b.txns.recovered
-}
+func (b *Broker) TxnRecovered() TxnRecovery { return b.txns.Recovered() }
 
 // TxnSnapshotFile is the transaction snapshot's name under <data>/config.
 const TxnSnapshotFile = txnSnapshotFile

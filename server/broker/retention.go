@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/txn"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
@@ -70,10 +71,10 @@ func (p retentionPolicy) Floors(now time.Time) (storage.RetentionFloors, error) 
 		return f, err
 	}
 	// The transaction records the transaction snapshot does not cover.
-	if err := low(&f.Keep, txnHalfTopic, 0, b.txns.snapHalf.Load()); err != nil {
+	if err := low(&f.Keep, txnHalfTopic, 0, b.txns.KeepFrom(txn.HalfQueue)); err != nil {
 		return f, err
 	}
-	if err := low(&f.Keep, txnOpTopic, 0, b.txns.snapOp.Load()); err != nil {
+	if err := low(&f.Keep, txnOpTopic, 0, b.txns.KeepFrom(txn.OpQueue)); err != nil {
 		return f, err
 	}
 	if err := low(&f.Keep, leaseTopic, 0, b.leases.keepFrom.Load()); err != nil {

@@ -63,22 +63,23 @@ func TestGoldenTxnHalfMessages(t *testing.T) {
 	// A half record as stored, and what applying it makes.
 	m.StoreHost = message.Host{127, 0, 0, 1, 0, 0, 0x1f, 0x90}
 	m.PhysicalOffset, m.QueueOffset = 0x100, 4
-	b := &Broker{}
-	b.txns.init(15)
-	b.applyHalf(m)
+	b := &Broker{txns: txn.New(txn.Config{MaxChecks: 15})}
+	if err := b.txns.ApplyHalf(txn.ReadHalf(m)); err != nil {
+		t.Fatal(err)
+	}
 	tx := b.txns.Get(goldenTxnID)
 	if tx == nil {
 		t.Fatalf("pending: %d", b.txns.Len())
 	}
 	born := time.UnixMilli(1_699_999_990_000)
-	if tx.IDOffset() != 0x100 || txnSeq(t, &b.txns, goldenTxnID) != 4 || tx.Phys() != 0x100 || tx.Topic() != "orders" || tx.Queue() != 2 || tx.Group() != "pg" ||
+	if tx.IDOffset() != 0x100 || txnSeq(t, b.txns, goldenTxnID) != 4 || tx.Phys() != 0x100 || tx.Topic() != "orders" || tx.Queue() != 2 || tx.Group() != "pg" ||
 		tx.CheckAfter() != 1500*time.Millisecond || !tx.Born().Equal(born) || tx.Checks() != 0 || !tx.Next().Equal(born.Add(1500*time.Millisecond)) {
 		t.Fatalf("applied: %+v", tx)
 	}
 
 	// Three checks handed out (before the move, set on the struct).
 	b.txns.ApplyOp(txn.OpRecord{ID: goldenTxnID, State: txn.Checked, CheckTimes: 3, NextCheckMs: 1_700_000_006_123})
-	c := halfCopy(m, tx)
+	c := txn.HalfCopy(m, tx)
 	want = map[string]string{"TAGS": "tag", "user": "v", "REAL_TOPIC": "orders", "REAL_QID": "2", "TRAN_PGROUP": "pg", "TRAN_CHECK_AFTER_MS": "1500",
 		"TRAN_ID": goldenTxnID, "UNIQ_KEY": "txn:" + goldenTxnID, "TRAN_CHECK_TIMES": "3", "TRAN_NEXT_CHECK_MS": "1700000006123"}
 	if c.Topic != "rmq_sys_TRANS_HALF" || c.QueueID != 0 || string(c.Body) != "b" || c.BornTimestamp != m.BornTimestamp || !maps.Equal(c.Properties, want) {
@@ -87,26 +88,27 @@ func TestGoldenTxnHalfMessages(t *testing.T) {
 	// The carried copy, applied to a state without the transaction (a
 	// rebuild from the queues after retention), restores it.
 	c.StoreHost, c.PhysicalOffset, c.QueueOffset = m.StoreHost, 0x900, 9
-	b2 := &Broker{}
-	b2.txns.init(15)
-	b2.applyHalf(c)
+	b2 := &Broker{txns: txn.New(txn.Config{MaxChecks: 15})}
+	if err := b2.txns.ApplyHalf(txn.ReadHalf(c)); err != nil {
+		t.Fatal(err)
+	}
 	if ty := b2.txns.Get(goldenTxnID); ty == nil || ty.IDOffset() != 0x100 || ty.Phys() != 0x900 || ty.Checks() != 3 || !ty.Next().Equal(tx.Next()) {
 		t.Fatalf("carried copy applied: %+v", ty)
 	}
 
-	out := committedCopy(m, tx)
+	out := txn.CommittedCopy(m, tx)
 	want = map[string]string{"TAGS": "tag", "user": "v", "TRAN_ID": goldenTxnID, "UNIQ_KEY": "txn:" + goldenTxnID}
 	if out.Topic != "orders" || out.QueueID != 2 || string(out.Body) != "b" || !maps.Equal(out.Properties, want) {
 		t.Fatalf("committed: %s/%d %v", out.Topic, out.QueueID, out.Properties)
 	}
-	if got := committedCopy(c, tx); !maps.Equal(got.Properties, want) {
+	if got := txn.CommittedCopy(c, tx); !maps.Equal(got.Properties, want) {
 		t.Fatalf("committed from a carried copy: %v", got.Properties)
 	}
 }
 
 // txnSeq is the queue offset of the latest half record of transaction id,
 // read from the state's snapshot.
-func txnSeq(t *testing.T, x *txnState, id string) int64 {
+func txnSeq(t *testing.T, x *txn.Service, id string) int64 {
 	t.Helper()
 	var s txn.Snapshot
 	if err := json.Unmarshal(x.EncodeSnapshot(), &s); err != nil {
