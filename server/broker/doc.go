@@ -85,8 +85,8 @@
 //	                      and topic its destination (records written before
 //	                      the timer index have neither and settle every
 //	                      record of the id).
-//	rmq_sys_TRANS_HALF    half messages of unresolved transactions (txn.go;
-//	                      the records' codecs and their apply: package txn),
+//	rmq_sys_TRANS_HALF    half messages of unresolved transactions (package
+//	                      txn: server/broker/txn/doc.go; the facade: txn.go),
 //	                      RocketMQ's RMQ_SYS_TRANS_HALF_TOPIC. Queue 0. A
 //	                      record is the message itself with its destination
 //	                      in REAL_TOPIC / REAL_QID, its producer group in
