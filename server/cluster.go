@@ -426,6 +426,9 @@ func (n *clusterNode) readyz(w http.ResponseWriter, r *http.Request) {
 	case n.shard.Err() != nil:
 		api.WriteError(w, r, fmt.Errorf("%w: %s", api.ErrNotReady, n.stopped(n.shard.Err())))
 		return
+	case st.NoSpace != nil:
+		api.WriteError(w, r, fmt.Errorf("%w: this replica cannot persist Raft entries for want of disk space (%v): it falls behind until space returns", api.ErrNotReady, st.NoSpace))
+		return
 	case st.Leader == 0:
 		api.WriteError(w, r, fmt.Errorf("%w: no leader: this replica cannot reach a quorum of %d", api.ErrNotReady, len(st.Voters)/2+1))
 		return

@@ -21,6 +21,10 @@
 //
 // With every Ready handled nothing proposed is outstanding, so the loop
 // then cuts any CommitLog bytes no entry took (raftlog's DropUnindexed).
+// A Ready that cannot be persisted for want of disk space is tried
+// again, whole, every quarter second (node.persist; Status.NoSpace says
+// why meanwhile) instead of stopping the replica: nothing of it is
+// acknowledged until it is persisted, so the replica only falls behind.
 // Puts that arrive while a Ready is persisted go into the next Ready
 // together: one fsync for all of them (group commit). On a leader whose
 // Ready holds only entries of its own term (its own proposals, which the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"syscall"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -63,6 +64,12 @@ type node struct {
 	confWaits   map[string][]chan struct{}
 	confApplied []chan struct{}
 	failed      error // a persist error: the node stops taking work
+	// waitRoom, if set, is called when persisting a Ready failed for want
+	// of disk space (noSpace), with that error: it returns nil once it is
+	// time to try the same Ready again, an error to give up (the node then
+	// fails as for any persist error); with a nil error, once a retry
+	// succeeded. It is called from whichever goroutine persists.
+	waitRoom func(err error) error
 	// persisting: a Ready is being persisted beside propose (pipelined);
 	// cutAt (≥ 0) is where the frames of a proposal refused meanwhile
 	// start, cut once the persist is done.
@@ -417,7 +424,46 @@ func (n *node) commitEarly(rd raft.Ready) (bool, error) {
 // persist writes what rd asks to be durable: a snapshot, the entries,
 // then (withHardState) the hard state. It touches the Raft log only
 // (never the node's fields), so it may run beside propose (pipelined).
+//
+// A Ready that cannot be persisted for want of disk space (noSpace) is
+// tried again, whole, once waitRoom says so, rather than stopping the
+// replica: until it is persisted nothing of it is acknowledged (no
+// message of it is sent, no Advance), so the replica only falls behind,
+// and catches up once space returns. Each step is safe to repeat after
+// such a failure: the CommitLog refuses an append it has no room for
+// before its first byte (commitlog.ErrNoSpace), the Raft index's slots
+// are written in place, an entry whose frames are already in the
+// CommitLog is verified there, and the hard state is a fixed-size file.
+// A failed flush is not such a failure (the CommitLog's write path is
+// dead after one: storage.ErrReadOnly), and stops the replica.
 func (n *node) persist(rd raft.Ready, withHardState bool) error {
+	waited := false
+	for {
+		err := n.persistOnce(rd, withHardState)
+		if err == nil || n.waitRoom == nil || !noSpace(err) {
+			if err == nil && waited {
+				_ = n.waitRoom(nil)
+			}
+			return err
+		}
+		waited = true
+		if werr := n.waitRoom(err); werr != nil {
+			return fmt.Errorf("%w (gave up waiting for disk space: %w)", err, werr)
+		}
+	}
+}
+
+// noSpace reports whether a persist failed for want of disk space only,
+// with nothing lost: worth trying again once space returns.
+func noSpace(err error) bool {
+	if errors.Is(err, storage.ErrReadOnly) || errors.Is(err, commitlog.ErrReadOnly) {
+		return false
+	}
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) ||
+		errors.Is(err, commitlog.ErrNoSpace) || errors.Is(err, storage.ErrDiskFull)
+}
+
+func (n *node) persistOnce(rd raft.Ready, withHardState bool) error {
 	if !raft.IsEmptySnap(rd.Snapshot) {
 		// Nothing compacts a shard's log yet, so no leader sends one;
 		// a snapshot is applied only where the CommitLog already is.

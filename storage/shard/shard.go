@@ -193,6 +193,10 @@ type Status struct {
 	Gen       uint64
 	LeadIndex uint64
 	Serving   bool
+	// NoSpace, when set, is why persisting Raft entries waits for disk
+	// space: the replica falls behind (it acknowledges nothing it has not
+	// persisted) and catches up once space returns.
+	NoSpace error
 	// Voters and Learners are the configuration applied here.
 	Voters, Learners []uint64
 	// conf is that configuration whole, at AppliedIndex (a copy's).
@@ -222,6 +226,7 @@ type Shard struct {
 	statusMu sync.Mutex
 	status   Status
 	err      error // why the loop stopped
+	noSpace  error // Status.NoSpace
 
 	closeOnce sync.Once
 	closeErr  error
@@ -260,6 +265,7 @@ func Open(opts Options) (*Shard, error) {
 	}
 	n.autoUnfence = !opts.Owned
 	n.onConf = opts.OnConfChange
+	n.waitRoom = s.waitRoom
 	if s.ticks == nil {
 		s.timer = time.NewTicker(opts.TickInterval)
 		s.ticks = s.timer.C
@@ -586,7 +592,39 @@ func (s *Shard) publish() {
 func (s *Shard) Status() Status {
 	s.statusMu.Lock()
 	defer s.statusMu.Unlock()
-	return s.status
+	st := s.status
+	st.NoSpace = s.noSpace
+	return st
+}
+
+// roomRetry is how often a persist that failed for want of disk space is
+// tried again.
+const roomRetry = 250 * time.Millisecond
+
+// waitRoom is the node's waitRoom: it notes the stall (Status.NoSpace;
+// logged once per stall) and waits roomRetry, or gives up when the shard
+// closes; a nil err ends the stall.
+func (s *Shard) waitRoom(err error) error {
+	s.statusMu.Lock()
+	was := s.noSpace
+	s.noSpace = err
+	s.statusMu.Unlock()
+	switch {
+	case err == nil:
+		s.opts.Logger.Info().Uint64("node", s.opts.ID).Msg("disk space returned: persisting Raft entries again")
+		return nil
+	case was == nil:
+		s.opts.Logger.Error().Err(err).Uint64("node", s.opts.ID).
+			Msg("no disk space to persist Raft entries: this replica falls behind until space returns")
+	}
+	t := time.NewTimer(roomRetry)
+	defer t.Stop()
+	select {
+	case <-s.stopc:
+		return ErrStopped
+	case <-t.C:
+		return nil
+	}
 }
 
 // Store is the replica's store: reads (ReadQueue, Lookup, …) see only
