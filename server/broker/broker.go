@@ -20,6 +20,7 @@ import (
 	leaselog "github.com/mqgate/mqgate/server/broker/lease"
 	"github.com/mqgate/mqgate/server/broker/send"
 	"github.com/mqgate/mqgate/server/broker/timer"
+	"github.com/mqgate/mqgate/server/broker/trace"
 	"github.com/mqgate/mqgate/server/broker/txn"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
@@ -235,7 +236,7 @@ type Broker struct {
 	// snapshot covers: retention keeps the records from there on.
 	snapshotFrom atomic.Int64
 	leases       leaseLogState // the leases snapshot and recovery (lease_log.go)
-	trace        traceState    // the message trace's follower (trace_follow.go)
+	trace        *trace.Tracer // the message trace: query, follower, carry (trace.go, package trace)
 	instances    instanceSet   // consumer instances of broadcasting groups (broadcast.go)
 	dropped      droppedCounts // unconsumed messages retention took, per key (retention.go)
 	scheduler    *schedule.Scheduler

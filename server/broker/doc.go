@@ -110,8 +110,9 @@
 //	                      send time). A commit stores, in one batch before its
 //	                      op record, the message on its topic and queue with
 //	                      TRAN_ID and UNIQ_KEY "txn:<id>".
-//	rmq_sys_TRACE         message trace events (trace.go, trace_follow.go),
-//	                      RocketMQ's RMQ_SYS_TRACE_TOPIC. Queue 0. Appended by
+//	rmq_sys_TRACE         message trace events (package trace: record.go,
+//	                      follow.go, carry.go), RocketMQ's
+//	                      RMQ_SYS_TRACE_TOPIC. Queue 0. Appended by
 //	                      the trace follower from the lease and progress
 //	                      records (deliveries, releases, in-place retries,
 //	                      acks) and from push outcomes, and by retention for
@@ -253,11 +254,12 @@
 //
 // # Message trace
 //
-// Trace (trace.go) lists a message's life from records written anyway: the
+// Trace (trace.go; the query, the follower and the carry are package
+// trace's: server/broker/trace/doc.go) lists a message's life from records written anyway: the
 // message and its copies (found by ORIGIN_MESSAGE_ID, which the store
 // indexes: storage FindByOrigin) with their attempt histories, the
 // transaction op records, the dead-letter statuses, and rmq_sys_TRACE,
-// where the follower (trace_follow.go) indexes by message copy what the
+// where the follower (package trace's follow.go) indexes by message copy what the
 // lease and progress records say (nothing is written for it on the send,
 // pull and ack paths) and push outcomes (a bounded buffer, drops counted).
 // Trace records come after the records they derive from, so they outlive

@@ -69,8 +69,8 @@ func (b *Broker) leaderRuns() []namedRun {
 		{"dedup window", every(time.Minute, func(_ context.Context, now time.Time) { b.dedup.Expire(now.Add(-b.opts.DedupWindow)) })},
 		{"instance sweep", every(instanceSweepInterval, func(_ context.Context, now time.Time) { b.forgetIdleInstances(now) })},
 	}
-	if !b.trace.off {
-		runs = append(runs, namedRun{"trace follower", service(b.traceLoop)})
+	if !b.trace.Off() {
+		runs = append(runs, namedRun{"trace follower", service(b.trace.Run)})
 	}
 	return runs
 }

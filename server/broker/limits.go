@@ -85,10 +85,6 @@ func limitErr(kind error, field string, size, limit int) *LimitError {
 // bytes so that a huge value is never echoed back whole.
 func QuoteValue(s string) string { return quote.Value(s) }
 
-// cutUTF8 returns the longest prefix of s of at most n bytes that does not
-// split a UTF-8 sequence.
-func cutUTF8(s string, n int) string { return quote.CutUTF8(s, n) }
-
 // truncateText cuts s to at most n bytes, ending in a marker that says how
 // long it was (retry.TruncateText).
 func truncateText(s string, n int) string { return retry.TruncateText(s, n) }

@@ -428,13 +428,13 @@ func Decode(b []byte) (Record, error) {
 func CopyKey(phys int64) string { return "c" + strconv.FormatInt(phys, 16) }
 
 // LifeKey is the index key of the events carried for the life of the
-// message whose origin id is id (the broker's carryTraces).
+// message whose origin id is id (Carry).
 func LifeKey(id string) string { return LifePrefix + strings.ToUpper(id) }
 
 // LifePrefix starts every LifeKey.
 const LifePrefix = "l"
 
 // LifeQueue is the queue of rmq_sys_TRACE that holds the records
-// carried under a life's key (the broker's carryTraces); the trace
+// carried under a life's key (Carry); the trace
 // follower's records are on queue 0.
 const LifeQueue int32 = 1
