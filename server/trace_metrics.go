@@ -11,8 +11,8 @@ type traceSource interface {
 	TraceStats() broker.TraceStats
 }
 
-// traceCollector exposes the message trace's follower (server/broker
-// trace_follow.go) at scrape time.
+// traceCollector exposes the message trace's follower (server/broker/trace,
+// follow.go) at scrape time.
 type traceCollector struct {
 	src                           traceSource
 	events, records, dropped, lag *prometheus.Desc
