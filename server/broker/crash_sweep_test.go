@@ -179,8 +179,10 @@ func TestBrokerCrashImageSweep(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := b.Ack(ctx, "g1", acks); err != nil {
-			t.Fatal(err)
+		if len(acks) > 0 { // none when the pull brought only the message nacked above
+			if _, err := b.Ack(ctx, "g1", acks); err != nil {
+				t.Fatal(err)
+			}
 		}
 		// Every delivery of these queues up to the pulled ones is settled.
 		done := map[int32]int64{}
