@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/server/broker/receipt"
-	"github.com/mqgate/mqgate/storage"
-	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
 )
 
@@ -221,76 +219,6 @@ func (b *Broker) Ack(ctx context.Context, group string, receipts []string) ([]Re
 	}
 	b.metrics.addGroup(b.metrics.acked, group, len(rec.Entries))
 	return results, nil
-}
-
-// progressMessage wraps a progress record as a system-topic message.
-func progressMessage(rec offset.Record, bornMs int64) (*message.Message, error) {
-	body, err := offset.EncodeRecord(rec)
-	if err != nil {
-		return nil, err
-	}
-	return &message.Message{Topic: offsetTopic, Body: body, BornTimestamp: bornMs}, nil
-}
-
-// ackEntry is the progress entry acknowledging off of key.
-func (b *Broker) ackEntry(key offset.Key, off int64) offset.Entry {
-	_, gen, _ := b.progress.Get(key)
-	return offset.Entry{Kind: offset.KindAck, Key: key, Generation: gen, Offsets: []int64{off}}
-}
-
-// persist appends rec (after the messages in extra, in one batch and one
-// flush) and only then applies it to the progress table: the table — and
-// so every snapshot of it — never holds a change the log might not. The
-// snapshot takes progressMu exclusively, so it never sees a record that is
-// appended but not yet applied either.
-func (b *Broker) persist(rec offset.Record, extra []*message.Message) error {
-	if len(rec.Entries) == 0 && len(extra) == 0 {
-		return nil
-	}
-	msgs := extra
-	if len(rec.Entries) > 0 {
-		m, err := progressMessage(rec, b.clock.Now().UnixMilli())
-		if err != nil {
-			return err
-		}
-		msgs = append(msgs, m)
-	}
-	b.progressMu.RLock()
-	defer b.progressMu.RUnlock()
-	// Progress, and the retry copies of failed deliveries, are system
-	// records: they go on above the send ceiling, from the headroom below
-	// the system ceiling (storage Class).
-	if err := b.store.PutClass(storage.ClassSystem, msgs, make([]storage.PutResult, len(msgs))); err != nil {
-		return mapStoreErr(err)
-	}
-	b.progress.Apply(rec)
-	return nil
-}
-
-// AwaitApplied returns once every progress record appended before the
-// call is applied to the progress table. A record is visible to readers of
-// the log (the PostgreSQL mirror) as soon as it is flushed, a moment
-// before persist applies it; a caller that compares what a reader saw
-// with Progress reads the reader first, then calls AwaitApplied, then
-// Progress, and so never sees the reader ahead of the table. It waits for
-// the appends in flight (at most one flush), as a snapshot does.
-func (b *Broker) AwaitApplied() {
-	b.progressMu.Lock()
-	//lint:ignore SA2001 the empty critical section is the barrier: it waits for the readers in persist
-	b.progressMu.Unlock()
-}
-
-// commit durably sets key's committed offset (a reset: a new generation;
-// everything from off on is consumed again).
-func (b *Broker) commit(key offset.Key, off int64) error {
-	_, gen, _ := b.progress.Get(key)
-	return b.persist(offset.Record{Entries: []offset.Entry{{Kind: offset.KindCommit, Key: key, Generation: gen + 1, Offset: off}}}, nil)
-}
-
-// advance durably raises key's committed offset to at least off (retention
-// deleted what lay below), keeping the acknowledgements above it.
-func (b *Broker) advance(key offset.Key, off int64) error {
-	return b.persist(offset.Record{Entries: []offset.Entry{{Kind: offset.KindAdvance, Key: key, Offset: off}}}, nil)
 }
 
 // ChangeLease extends or shortens leases (changeInvisibleTime). It never

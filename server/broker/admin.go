@@ -94,7 +94,7 @@ func (b *Broker) ListTopics(ctx context.Context) ([]TopicConfig, error) {
 
 // PutGroup creates or replaces a consumer group (idempotent). The topics
 // it subscribes to for the first time get their start offsets by its
-// ConsumeFrom (consumefrom.go).
+// ConsumeFrom (package progress: consumefrom.go).
 func (b *Broker) PutGroup(ctx context.Context, g GroupConfig) (GroupConfig, bool, error) {
 	g, err := b.normalizeGroup(g)
 	if err != nil {

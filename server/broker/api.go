@@ -9,6 +9,7 @@ package broker
 import (
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/progress"
 	"github.com/mqgate/mqgate/server/broker/registry"
 	"github.com/mqgate/mqgate/server/broker/txn"
 )
@@ -210,34 +211,8 @@ type OffsetCommit struct {
 	Offset int64
 }
 
-// QueueProgress is a group's position in one queue.
-type QueueProgress struct {
-	// Topic is the topic of the queue.
-	Topic string
-	// QueueID is the queue.
-	QueueID int32
-	// BrokerOffset is the queue's max offset (next offset to be written).
-	BrokerOffset int64
-	// ConsumerOffset is the group's committed offset.
-	ConsumerOffset int64
-	// Lag is BrokerOffset - ConsumerOffset; for the retry view (QueueID
-	// -1) the number of this topic's retries from ConsumerOffset on.
-	Lag int64
-	// LagIsLowerBound: Lag could not be counted completely (a retry view
-	// too long to scan); the true lag is higher.
-	LagIsLowerBound bool
-	// InFlight counts messages leased and not yet acked.
-	InFlight int
-	// LastStoredAt is the store time of the newest message in the queue.
-	LastStoredAt time.Time
-	// DroppedUnconsumed counts the messages of the queue retention removed
-	// before the group consumed them (expired, a shorter topic retention,
-	// or --disk-pressure-delete), since the broker started.
-	DroppedUnconsumed int64
-	// MirroredOffset is the committed offset as mirrored in PostgreSQL;
-	// nil in embedded mode or when the queue is not mirrored (yet).
-	MirroredOffset *int64
-}
+// QueueProgress is a group's position in one queue (package progress).
+type QueueProgress = progress.QueueProgress
 
 // InstanceProgress is one consumer instance of a broadcasting group
 // (broadcast.go) and its own progress.
@@ -257,36 +232,12 @@ type InstanceProgress struct {
 	Queues []QueueProgress
 }
 
-// GroupBacklog is what waits for a group besides the lag of its queues.
-type GroupBacklog struct {
-	// Retry lists, per delay level, the group's retries waiting in the
-	// delay ladder (levels with none are left out).
-	Retry []LevelBacklog
-	// RetryTimers counts the group's retries waiting on a timer (a
-	// nack's delayMs, an exponential or fixed retry policy), of every
-	// topic.
-	RetryTimers int64
-	// Delayed lists, per delay level, the delayed messages (sent with a
-	// delayLevel) of the topics the group consumes.
-	Delayed []LevelBacklog
-	// Timers counts the pending delayMs/deliverAt timers of those topics.
-	Timers int64
-	// Notes say what could not be counted and why.
-	Notes []string
-}
+// GroupBacklog is what waits for a group besides the lag of its queues
+// (package progress).
+type GroupBacklog = progress.GroupBacklog
 
-// LevelBacklog is what waits at one delay level.
-type LevelBacklog struct {
-	// Level is the delay level (1-based).
-	Level int
-	// Delay is the level's delay.
-	Delay time.Duration
-	// Count is how many messages wait there; nil when it is not known
-	// (GroupBacklog.Notes says why).
-	Count *int64
-	// AtLeast, when Count is nil, is what was counted so far.
-	AtLeast *int64
-}
+// LevelBacklog is what waits at one delay level (package progress).
+type LevelBacklog = progress.LevelBacklog
 
 // BrokerStatus is a snapshot of the broker's state (mqadmin brokerStatus).
 type BrokerStatus struct {

@@ -18,6 +18,7 @@ import (
 	"github.com/mqgate/mqgate/internal/worker"
 	"github.com/mqgate/mqgate/server/broker/dlq"
 	leaselog "github.com/mqgate/mqgate/server/broker/lease"
+	"github.com/mqgate/mqgate/server/broker/progress"
 	"github.com/mqgate/mqgate/server/broker/send"
 	"github.com/mqgate/mqgate/server/broker/timer"
 	"github.com/mqgate/mqgate/server/broker/trace"
@@ -210,9 +211,10 @@ type Broker struct {
 	store    *storage.Store
 	registry *registrar
 	progress *offset.Table
-	// progressMu orders appends of progress records against snapshots
-	// (see persist).
-	progressMu sync.RWMutex
+	// ledger writes the progress records and answers the progress
+	// queries (package progress); its lock orders appends of progress
+	// records against snapshots.
+	ledger *progress.Ledger
 
 	popsMu sync.Mutex
 	pops   map[popKey]*popState
@@ -336,6 +338,7 @@ func (b *Broker) recover(ctx context.Context) error {
 		return err
 	}
 	b.progress = table
+	b.ledger = b.newLedger(table)
 	b.snapshotFrom.Store(from)
 	start := b.clock.Now()
 	replayed := 0
@@ -451,19 +454,19 @@ func (b *Broker) start() error {
 // snapshot of them would hold what the log never will), yet it must
 // write snapshots: retention keeps every record no snapshot covers (the
 // Keep floor), so a leader that wrote none would keep its log whole. Its
-// offsets snapshot is taken under progressMu held exclusively, where
-// every progress record it appended is committed and applied (persist
-// applies after the commit), and only while its store is not fenced (a
-// fence is how a write ends with an unknown outcome, whose change is not
-// applied); its leases snapshot is written from the fold of the committed
+// offsets snapshot is taken under the progress ledger's lock held
+// exclusively, where every progress record it appended is committed and
+// applied (persist applies after the commit), and only while its store
+// is not fenced (a fence is how a write ends with an unknown outcome,
+// whose change is not applied); its leases snapshot is written from the fold of the committed
 // lease records (lease_log.go), not from its pop states.
 func (b *Broker) snapshot() error {
 	return errors.Join(b.snapshotOffsets(), b.snapshotLeases(), b.snapshotInstances())
 }
 
 func (b *Broker) snapshotOffsets() error {
-	b.progressMu.Lock()
-	defer b.progressMu.Unlock()
+	b.ledger.Lock()
+	defer b.ledger.Unlock()
 	if b.store.Replicated() && !b.follow.on.Load() && b.store.Fenced() {
 		return nil // deposed (or not yet serving): its memory may lack a committed change
 	}
@@ -471,7 +474,7 @@ func (b *Broker) snapshotOffsets() error {
 	snap, err := b.progress.EncodeSnapshot(func() int64 {
 		from = b.store.MaxOffset(offsetTopic, 0)
 		if b.follow.on.Load() {
-			from = b.follow.offsets // what the follower applied (under progressMu)
+			from = b.follow.offsets // what the follower applied (under the ledger's lock)
 		}
 		return from
 	})

@@ -1,6 +1,6 @@
 package broker_test
 
-// Where a group starts (consumefrom.go): first, last, or a time, set when
+// Where a group starts (package progress: consumefrom.go): first, last, or a time, set when
 // the group meets a topic by subscribing to it.
 
 import (

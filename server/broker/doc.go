@@ -38,10 +38,10 @@
 //	                      {"Topic","TagExpression","SQL"},
 //	                      SQL (the SQL92 property filter, package filter)
 //	                      left out when empty.
-//	rmq_sys_OFFSET        consumer progress: acks, commits (resets, and the
-//	                      start offsets of a group's ConsumeFrom,
-//	                      consumefrom.go), advances, failed deliveries and
-//	                      forgets (a deleted group, an idle consumer
+//	rmq_sys_OFFSET        consumer progress (written by package progress's
+//	                      Ledger): acks, commits (resets, and the start
+//	                      offsets of a group's ConsumeFrom), advances,
+//	                      failed deliveries and forgets (a deleted group, an idle consumer
 //	                      instance). Body: package offset's record encoding
 //	                      (storage/offset/doc.go), generations make replay
 //	                      idempotent. A broadcasting group's consumer

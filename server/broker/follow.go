@@ -38,7 +38,7 @@ type following struct {
 	on atomic.Bool
 	// offsets, leases, dlq: the next queue offsets of rmq_sys_OFFSET,
 	// rmq_sys_LEASE and rmq_sys_DLQ to apply. offsets is changed under
-	// progressMu too (the offsets snapshot reads it).
+	// the progress ledger's lock too (the offsets snapshot reads it).
 	offsets, leases, dlq int64
 	// cuts: the next rmq_sys_CUT record to apply (cut.go).
 	cuts int64
@@ -75,12 +75,12 @@ func (b *Broker) applyLogLocked(ctx context.Context) error {
 		return err
 	}
 
-	b.progressMu.Lock()
+	b.ledger.Lock()
 	next, err := b.replayQueue(ctx, offsetTopic, f.offsets, func(m *message.Message) {
 		b.applyOffsetRecord(m)
 	})
 	f.offsets = next
-	b.progressMu.Unlock()
+	b.ledger.Unlock()
 	if err != nil {
 		return err
 	}
@@ -120,8 +120,8 @@ func (b *Broker) applyLogLocked(ctx context.Context) error {
 }
 
 // applyOffsetRecord applies one rmq_sys_OFFSET record to the progress
-// table (at open and while following); the caller holds progressMu or
-// owns the table alone.
+// table (at open and while following); the caller holds the progress
+// ledger's lock or owns the table alone.
 func (b *Broker) applyOffsetRecord(m *message.Message) bool {
 	rec, err := offset.DecodeRecord(m.Body)
 	if err != nil {

@@ -37,7 +37,7 @@ type registrar struct {
 	// quotas bound what puts may create (quota.go); set once at open.
 	quotas Quotas
 	// meet writes the start offsets of the topics a group change
-	// subscribes to (consumefrom.go) before the group record; set once
+	// subscribes to (package progress: MeetTopics) before the group record; set once
 	// at open, nil in tests of the registry alone.
 	meet func(old GroupConfig, exists bool, g GroupConfig, topics map[string]TopicConfig) (undo func(), err error)
 }

@@ -4,19 +4,83 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
 	"time"
+
+	"github.com/mqgate/mqgate/server/broker/progress"
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/offset"
 )
 
-// Consumer progress (mqadmin consumerProgress): per queue what the group
-// has not consumed yet (Progress), and what waits for it outside its
-// queues — retries in the delay ladder and delayed messages of its topics
-// (Backlog). Together they are the group's whole lag.
+// The progress family (consumer groups' offsets and acks, rmq_sys_OFFSET)
+// lives in package progress (server/broker/progress/doc.go): writing its
+// records, the consume-from rules and the queries. What stays here is the
+// facade below and what needs the pop states' locks (ack.go: the receipt
+// loop, Ack, ChangeLease, Nack).
 
 // maxLagScan bounds the ConsumeQueue entries one retry view's lag count
-// examines (20 bytes each); beyond it the lag shown is a lower bound.
-const maxLagScan = 1 << 20
+// examines (package progress).
+const maxLagScan = progress.MaxLagScan
+
+// consumeFromLast is the ConsumeFrom that skips the backlog (package
+// progress).
+const consumeFromLast = progress.ConsumeFromLast
+
+// retryQueueID (pop.go) is package progress's RetryQueueID: this does
+// not compile otherwise.
+var _ [0]struct{} = [retryQueueID - progress.RetryQueueID]struct{}{}
+
+// newLedger is the progress ledger of table, wired to the broker.
+func (b *Broker) newLedger(table *offset.Table) *progress.Ledger {
+	return progress.NewLedger(table, progress.Config{
+		Store:           b.store,
+		Topic:           offsetTopic,
+		Now:             b.clock.Now,
+		StoreErr:        mapStoreErr,
+		InvalidArgument: ErrInvalidArgument,
+		MaxBatch:        MaxBatchItems,
+		Broker:          progressBroker{b},
+	})
+}
+
+// progressMessage wraps a progress record as a system-topic message.
+func progressMessage(rec offset.Record, bornMs int64) (*message.Message, error) {
+	return progress.Message(offsetTopic, rec, bornMs)
+}
+
+// ackEntry is the progress entry acknowledging off of key.
+func (b *Broker) ackEntry(key offset.Key, off int64) offset.Entry { return b.ledger.AckEntry(key, off) }
+
+// persist appends rec (after extra) and then applies it (package
+// progress: Ledger.Persist).
+func (b *Broker) persist(rec offset.Record, extra []*message.Message) error {
+	return b.ledger.Persist(rec, extra)
+}
+
+// commit durably sets key's committed offset (a new generation).
+func (b *Broker) commit(key offset.Key, off int64) error { return b.ledger.Commit(key, off) }
+
+// advance durably raises key's committed offset to at least off.
+func (b *Broker) advance(key offset.Key, off int64) error { return b.ledger.Advance(key, off) }
+
+// AwaitApplied returns once every progress record appended before the
+// call is applied to the progress table (package progress:
+// Ledger.AwaitApplied, which says when a caller needs it).
+func (b *Broker) AwaitApplied() { b.ledger.AwaitApplied() }
+
+// normalizeConsumeFrom validates a ConsumeFrom (package progress).
+func normalizeConsumeFrom(v string) (string, error) {
+	n, err := progress.NormalizeConsumeFrom(v)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	return n, nil
+}
+
+// meetTopics writes a group's start offsets per its ConsumeFrom (package
+// progress: Ledger.MeetTopics).
+func (b *Broker) meetTopics(old GroupConfig, exists bool, g GroupConfig, topics map[string]TopicConfig) (undo func(), err error) {
+	return b.ledger.MeetTopics(old, exists, g, topics)
+}
 
 // awaitDispatch waits (a second at most) until what was stored before the
 // call is in the ConsumeQueues: progress is read-your-writes, as pulls are.
@@ -34,115 +98,19 @@ func (b *Broker) awaitDispatch(ctx context.Context) error {
 
 // groupTopics lists the topics a group has progress in, subscribes to or
 // pops from.
-func (b *Broker) groupTopics(g GroupConfig) []string {
-	set := map[string]struct{}{}
-	for _, s := range g.Subscriptions {
-		set[s.Topic] = struct{}{}
-	}
-	for _, k := range b.progress.Keys() {
-		if k.Group == g.Name {
-			set[k.Topic] = struct{}{}
-		}
-	}
-	b.popsMu.Lock()
-	for k := range b.pops {
-		if k.group == g.Name {
-			set[k.topic] = struct{}{}
-		}
-	}
-	b.popsMu.Unlock()
-	out := make([]string, 0, len(set))
-	for t := range set {
-		out = append(out, t)
-	}
-	sort.Strings(out)
-	return out
-}
+func (b *Broker) groupTopics(g GroupConfig) []string { return b.ledger.GroupTopics(g) }
 
 // Progress reports, per queue, the broker's max offset, the group's
 // committed offset, the lag and the leases in flight (mqadmin
-// consumerProgress). Queue id -1 is the topic's view of the group's retry
-// topic %RETRY%<group>; it is listed once retries exist. Its offsets are
-// positions in %RETRY%<group>, which all topics of the group share, and its
-// lag counts this topic's retries only. A broadcasting group's consumer
-// instances have progress of their own (Instances); its own queues are
-// listed when it has offsets of its own or no instances.
+// consumerProgress; package progress: Ledger.Progress).
 func (b *Broker) Progress(ctx context.Context, group string) ([]QueueProgress, error) {
-	g, err := b.GetGroup(ctx, group)
-	if err != nil {
-		return nil, err
-	}
-	if err := b.awaitDispatch(ctx); err != nil {
-		return nil, err
-	}
-	if client := clientOf(ctx); client != "" && g.ConsumeMode == ConsumeBroadcasting {
-		return b.instanceOffsets(ctx, group, client)
-	}
-	var out []QueueProgress
-	if g.ConsumeMode == ConsumeBroadcasting && len(b.instanceClients(group)) > 0 && !b.hasOwnOffsets(group) {
-		return out, nil
-	}
-	for _, topic := range b.groupTopics(g) {
-		t, ok := b.registry.topic(topic)
-		if !ok {
-			continue
-		}
-		rows, err := b.queueRows(group, t)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, rows...)
-	}
-	return out, nil
+	return b.ledger.Progress(ctx, group)
 }
 
 // queueRows is the progress of one topic's queues (and its retry view)
 // under a progress group: a group's own, or an instance's.
 func (b *Broker) queueRows(group string, t TopicConfig) ([]QueueProgress, error) {
-	var out []QueueProgress
-	topic := t.Name
-	ps := b.existingPopState(group, topic)
-	for q := int32(retryQueueID); q < int32(t.Queues); q++ {
-		v := b.view(group, topic, q, nil)
-		committed, _, _ := b.progress.Get(v.key)
-		qp := QueueProgress{Topic: topic, QueueID: q, BrokerOffset: b.store.MaxOffset(v.storeTopic, v.storeQueue)}
-		qp.ConsumerOffset = max(committed, b.store.MinOffset(v.storeTopic, v.storeQueue))
-		qp.Lag = max(qp.BrokerOffset-qp.ConsumerOffset, 0)
-		qp.DroppedUnconsumed = b.dropped.get(v.key)
-		if ps != nil {
-			ps.mu.Lock()
-			if c := ps.queues[q]; c != nil {
-				qp.InFlight = len(c.inflight)
-			}
-			ps.mu.Unlock()
-		}
-		if q == retryQueueID && qp.Lag > 0 && v.inPlace {
-			// An instance's view takes only the resends naming it.
-			n, complete, err := b.countInstanceRetries(v, qp.ConsumerOffset, qp.BrokerOffset)
-			if err != nil {
-				return nil, err
-			}
-			qp.Lag, qp.LagIsLowerBound = n, !complete
-		}
-		if q == retryQueueID && (qp.BrokerOffset == 0 || v.inPlace && qp.Lag == 0) && qp.InFlight == 0 {
-			continue // no retries: keep the view out of the listing
-		}
-		if q == retryQueueID && qp.Lag > 0 && !v.inPlace {
-			// The retry topic holds every topic's retries: count this one's.
-			n, complete, err := b.store.CountQueue(v.storeTopic, v.storeQueue, qp.ConsumerOffset, qp.BrokerOffset, v.match, maxLagScan)
-			if err != nil {
-				return nil, mapStoreErr(err)
-			}
-			qp.Lag, qp.LagIsLowerBound = n, !complete
-		}
-		if qp.BrokerOffset > 0 {
-			if res, err := b.store.ReadQueue(v.storeTopic, v.storeQueue, qp.BrokerOffset-1, 1, nil); err == nil && len(res.Messages) == 1 {
-				qp.LastStoredAt = time.UnixMilli(res.Messages[0].StoreTimestamp).UTC()
-			}
-		}
-		out = append(out, qp)
-	}
-	return out, nil
+	return b.ledger.QueueRows(group, t)
 }
 
 // GetOffsets reports the group's committed offsets (the progress view).
@@ -150,61 +118,75 @@ func (b *Broker) GetOffsets(ctx context.Context, group string) ([]QueueProgress,
 	return b.Progress(ctx, group)
 }
 
-// Backlog reports what waits for the group besides its queues' lag: its
-// retries still in the delay ladder (entries of SCHEDULE_TOPIC_XXXX for
-// %RETRY%<group> the scheduler has not delivered) or on a timer, and the delayed
-// messages of the topics it consumes (delay levels and delayMs/deliverAt
-// timers). A count that cannot be known is nil, with a note.
+// Backlog reports what waits for the group besides its queues' lag
+// (package progress: Ledger.Backlog).
 func (b *Broker) Backlog(ctx context.Context, group string) (GroupBacklog, error) {
-	g, err := b.GetGroup(ctx, group)
-	if err != nil {
-		return GroupBacklog{}, err
-	}
-	if err := b.awaitDispatch(ctx); err != nil {
-		return GroupBacklog{}, err
-	}
-	topics := map[string]bool{}
-	for _, t := range b.groupTopics(g) {
-		if _, ok := b.registry.topic(t); ok {
-			topics[t] = true
+	return b.ledger.Backlog(ctx, group)
+}
+
+// progressBroker is what package progress's queries need of the broker.
+type progressBroker struct{ b *Broker }
+
+func (p progressBroker) Group(ctx context.Context, name string) (GroupConfig, error) {
+	return p.b.GetGroup(ctx, name)
+}
+
+func (p progressBroker) Topic(name string) (TopicConfig, bool)   { return p.b.registry.topic(name) }
+func (p progressBroker) AwaitDispatch(ctx context.Context) error { return p.b.awaitDispatch(ctx) }
+func (p progressBroker) Client(ctx context.Context) string       { return clientOf(ctx) }
+func (p progressBroker) Broadcasting(g GroupConfig) bool         { return g.ConsumeMode == ConsumeBroadcasting }
+func (p progressBroker) HasInstances(group string) bool          { return len(p.b.instanceClients(group)) > 0 }
+func (p progressBroker) HasOwnOffsets(group string) bool         { return p.b.hasOwnOffsets(group) }
+func (p progressBroker) Dropped(key offset.Key) int64            { return p.b.dropped.get(key) }
+func (p progressBroker) DelayLevels() []time.Duration            { return p.b.opts.DelayLevels }
+func (p progressBroker) PendingTimers(topic string) int          { return p.b.pendingFor(topic) }
+func (p progressBroker) RetryTopic(group string) string          { return RetryTopic(group) }
+
+func (p progressBroker) InstanceOffsets(ctx context.Context, group, client string) ([]QueueProgress, error) {
+	return p.b.instanceOffsets(ctx, group, client)
+}
+
+func (p progressBroker) PopTopics(group string) []string {
+	var out []string
+	p.b.popsMu.Lock()
+	for k := range p.b.pops {
+		if k.group == group {
+			out = append(out, k.topic)
 		}
 	}
-	retry := RetryTopic(group)
-	var out GroupBacklog
-	for _, kind := range []struct {
-		into *[]LevelBacklog
-		want func(ladderDest) bool
-		what string
-	}{
-		{&out.Retry, func(d ladderDest) bool { return d.topic == retry && topics[d.origin] }, "retries"},
-		{&out.Delayed, func(d ladderDest) bool { return d.origin == "" && topics[d.topic] }, "delayed messages"},
-	} {
-		var unknown []string
-		for _, c := range b.ladderCounts(kind.want) {
-			lb := LevelBacklog{Level: c.level, Delay: b.opts.DelayLevels[c.level-1]}
-			switch {
-			case c.known && c.count == 0:
-				continue
-			case c.known:
-				n := c.count
-				lb.Count = &n
-			default:
-				unknown = append(unknown, fmt.Sprint(c.level))
-				if c.count > 0 {
-					n := c.count
-					lb.AtLeast = &n
-				}
-			}
-			*kind.into = append(*kind.into, lb)
-		}
-		if len(unknown) > 0 {
-			out.Notes = append(out.Notes, fmt.Sprintf("%s waiting at delay level %s: still being counted (a large backlog is read once after a start); ask again",
-				kind.what, strings.Join(unknown, ", ")))
-		}
+	p.b.popsMu.Unlock()
+	return out
+}
+
+func (p progressBroker) View(group, topic string, queueID int32) progress.View {
+	v := p.b.view(group, topic, queueID, nil)
+	pv := progress.View{Key: v.key, StoreTopic: v.storeTopic, StoreQueue: v.storeQueue, Match: v.match, InPlace: v.inPlace}
+	if v.inPlace {
+		pv.CountRetries = func(from, to int64) (int64, bool, error) { return p.b.countInstanceRetries(v, from, to) }
 	}
-	for t := range topics {
-		out.Timers += int64(b.pendingFor(t))
+	return pv
+}
+
+func (p progressBroker) InFlight(group, topic string) func(int32) int {
+	ps := p.b.existingPopState(group, topic)
+	if ps == nil {
+		return nil
 	}
-	out.RetryTimers = int64(b.pendingFor(retry))
-	return out, nil
+	return func(q int32) int {
+		ps.mu.Lock()
+		defer ps.mu.Unlock()
+		if c := ps.queues[q]; c != nil {
+			return len(c.inflight)
+		}
+		return 0
+	}
+}
+
+func (p progressBroker) LadderCounts(want func(topic, origin string) bool) []progress.LevelCount {
+	counts := p.b.ladderCounts(func(d ladderDest) bool { return want(d.topic, d.origin) })
+	out := make([]progress.LevelCount, len(counts))
+	for i, c := range counts {
+		out[i] = progress.LevelCount{Level: c.level, Count: c.count, Known: c.known}
+	}
+	return out
 }

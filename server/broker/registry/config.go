@@ -58,7 +58,7 @@ type GroupConfig struct {
 	Subscriptions []Subscription
 	// ConsumeFrom is where the group starts in a queue of a topic it
 	// subscribes to and has no offset for, applied when the subscription
-	// is created (server/broker's consumefrom.go): "" (first: the queue's first offset),
+	// is created (server/broker/progress's consumefrom.go): "" (first: the queue's first offset),
 	// "last" (its max offset then) or an RFC 3339 time (the first message
 	// stored at or after it), kept in UTC.
 	ConsumeFrom string `json:",omitempty"`

@@ -17,7 +17,7 @@
 // open that reads the files and replays the records after them, the
 // follower's scan (metalog.go), the requests with their quota checks and
 // the start offsets a group's subscriptions write (meta.go, quota.go,
-// consumefrom.go), a topic's deletion (topicdelete.go), the receipt key
+// package progress), a topic's deletion (topicdelete.go), the receipt key
 // requests (receiptkeys.go) and retention's carry of the registry
 // (carryMeta).
 //

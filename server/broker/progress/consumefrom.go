@@ -1,10 +1,12 @@
-package broker
+package progress
 
 import (
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/quote"
+	"github.com/mqgate/mqgate/server/broker/registry"
 	"github.com/mqgate/mqgate/storage/offset"
 )
 
@@ -35,43 +37,45 @@ import (
 // group met them, or the group never asked for a start. Auto-created
 // groups start at the first offset.
 
-// consumeFromLast is the ConsumeFrom that skips the backlog.
-const consumeFromLast = "last"
+// ConsumeFromLast is the ConsumeFrom that skips the backlog.
+const ConsumeFromLast = "last"
 
-// normalizeConsumeFrom validates a ConsumeFrom: "first" becomes "" and a
-// time is kept in UTC (RFC 3339 with the fraction it had).
-func normalizeConsumeFrom(v string) (string, error) {
+// NormalizeConsumeFrom validates a ConsumeFrom: "first" becomes "" and a
+// time is kept in UTC (RFC 3339 with the fraction it had). Its error is
+// the text of an invalid argument (the broker wraps it in its
+// ErrInvalidArgument).
+func NormalizeConsumeFrom(v string) (string, error) {
 	switch v {
 	case "", "first":
 		return "", nil
-	case consumeFromLast:
+	case ConsumeFromLast:
 		return v, nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return "", fmt.Errorf(`%w: consumeFrom %s must be "first", "last" or an RFC 3339 time`, ErrInvalidArgument, QuoteValue(v))
+		return "", fmt.Errorf(`consumeFrom %s must be "first", "last" or an RFC 3339 time`, quote.Value(v))
 	}
 	return t.UTC().Format(time.RFC3339Nano), nil
 }
 
-// meetTopics writes the start offsets of the topics g subscribes to and
+// MeetTopics writes the start offsets of the topics g subscribes to and
 // old did not (all of them when the group is new), per g.ConsumeFrom; the
 // caller holds the registry's lock and passes its topics. undo forgets
 // them again when the group record that follows could not be written.
-func (b *Broker) meetTopics(old GroupConfig, exists bool, g GroupConfig, topics map[string]TopicConfig) (undo func(), err error) {
+func (l *Ledger) MeetTopics(old registry.GroupConfig, exists bool, g registry.GroupConfig, topics map[string]registry.TopicConfig) (undo func(), err error) {
 	if g.ConsumeFrom == "" {
 		return nil, nil
 	}
 	var at time.Time
-	if g.ConsumeFrom != consumeFromLast {
+	if g.ConsumeFrom != ConsumeFromLast {
 		at, err = time.Parse(time.RFC3339Nano, g.ConsumeFrom)
 		if err != nil {
-			return nil, fmt.Errorf("%w: consumeFrom: %w", ErrInvalidArgument, err)
+			return nil, fmt.Errorf("%w: consumeFrom: %w", l.cfg.InvalidArgument, err)
 		}
 	}
 	var met []string
 	for _, s := range g.Subscriptions {
-		had := exists && slices.ContainsFunc(old.Subscriptions, func(o Subscription) bool { return o.Topic == s.Topic })
+		had := exists && slices.ContainsFunc(old.Subscriptions, func(o registry.Subscription) bool { return o.Topic == s.Topic })
 		if !had && !slices.Contains(met, s.Topic) {
 			met = append(met, s.Topic)
 		}
@@ -84,24 +88,24 @@ func (b *Broker) meetTopics(old GroupConfig, exists bool, g GroupConfig, topics 
 		}
 		for q := int32(0); q < int32(t.Queues); q++ {
 			key := offset.Key{Group: g.Name, Topic: name, QueueID: q}
-			if _, _, known := b.progress.Get(key); known {
+			if _, _, known := l.table.Get(key); known {
 				continue
 			}
-			start := b.store.MaxOffset(name, q)
+			start := l.cfg.Store.MaxOffset(name, q)
 			if !at.IsZero() {
-				if start, err = b.store.SearchOffsetByTime(name, q, at.UnixMilli()); err != nil {
-					return nil, mapStoreErr(err)
+				if start, err = l.cfg.Store.SearchOffsetByTime(name, q, at.UnixMilli()); err != nil {
+					return nil, l.cfg.StoreErr(err)
 				}
 			}
 			entries = append(entries, offset.Entry{Kind: offset.KindCommit, Key: key, Generation: 1, Offset: start})
 		}
 	}
 	if !exists {
-		undo = func() { b.progress.Forget(g.Name) }
+		undo = func() { l.table.Forget(g.Name) }
 	}
 	for len(entries) > 0 {
-		n := min(len(entries), MaxBatchItems)
-		if err := b.persist(offset.Record{Entries: entries[:n]}, nil); err != nil {
+		n := min(len(entries), l.cfg.MaxBatch)
+		if err := l.Persist(offset.Record{Entries: entries[:n]}, nil); err != nil {
 			if undo != nil {
 				undo()
 			}
