@@ -122,6 +122,17 @@ var forbidden = map[string][]string{
 	// server/broker/quote (both excepted below), and nothing else; the
 	// broker writes the messages and looks dedup ids up in the store.
 	"server/broker/send": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
+	// The progress family holds its request logic, not only its records:
+	// the ledger that writes rmq_sys_OFFSET through the store, the
+	// consume-from rules, the progress and backlog queries. It may import
+	// the store and its leaf packages (no storage row bans them; the
+	// server/broker row still bans the engines' files; nor the
+	// replication layers under the store) and, of the server, only the
+	// family packages it reads (registry's configurations, quote:
+	// excepted below); never server/broker, whose pop states, registry,
+	// instances, ladder and timers it reaches through the interfaces it
+	// declares.
+	"server/broker/progress": {"api", "server", "cmd", "web", "docs", "migrations", "internal", "storage/raftlog", "storage/shard"},
 	// The big-endian reader of mqgate's binary records (a leaf: nothing of
 	// the module).
 	"internal/wire": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal/worker", "internal/loadgen", "internal/clustercheck", "internal/testnet", "tools"},
@@ -146,6 +157,7 @@ var excepted = map[string][]string{
 	"server/broker/lease":    {"internal/wire"},
 	"server/broker/trace": {"internal/worker", "server/broker/dlq", "server/broker/lease", "server/broker/quote",
 		"server/broker/receipt", "server/broker/retry", "server/broker/timer", "server/broker/txn"},
+	"server/broker/progress": {"server/broker/registry", "server/broker/quote"},
 }
 
 // testOnly are helper packages no production package may import (one
