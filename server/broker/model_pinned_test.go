@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/server/broker"
@@ -26,30 +27,31 @@ import (
 // hit it with a receipt whose lease was merely dropped by a restart, the
 // copy then redelivered and nacked to the DLQ, then a second restart.
 func TestModelStaleReceiptAfterRestart(t *testing.T) {
-	// Delay levels of half a second each (the first retry waits 1.5 s),
-	// so that the retry copy is not due before the pull that takes the
-	// expired lease, however slow the machine.
-	slow := func(o *broker.Options) {
-		for i := range o.DelayLevels {
-			o.DelayLevels[i] = time.Duration(i+1) * 500 * time.Millisecond
-		}
-	}
+	// On virtual time: the lease runs out and the retry copy comes due
+	// when the test moves the clock, not when the machine gets to it.
+	fc := clockwork.NewFakeClockAt(time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC))
 	dir := t.TempDir()
-	bd := &bundle{dir: dir, ctx: context.Background(), b: brokertest.MustOpen(t, dir, slow)}
-	bd.send(t, "stale", "x")
-	first := bd.pull(t, "g", "stale", 1, time.Second, 50*time.Millisecond)
+	open := func() *broker.Broker {
+		return brokertest.MustOpen(t, dir, func(o *broker.Options) { o.Clock = fc })
+	}
+	ctx := context.Background()
+	b := open()
+	_, err := b.Send(ctx, "stale", []broker.SendMessage{{Body: []byte("x")}})
+	require.NoError(t, err)
+	first := pullNow(t, b, "g", "stale", 50*time.Millisecond)
 	require.Len(t, first, 1)
-	time.Sleep(100 * time.Millisecond)                            // outlive the 50 ms lease
-	require.Empty(t, bd.pull(t, "g", "stale", 1, 0, time.Minute)) // takes the expired lease: the retry copy is scheduled
-	res, err := bd.b.Ack(bd.ctx, "g", receipts(first))
+	fc.Advance(100 * time.Millisecond)                         // outlive the 50 ms lease
+	require.Empty(t, pullNow(t, b, "g", "stale", time.Minute)) // takes the expired lease: the retry copy is scheduled, not yet due
+	res, err := b.Ack(ctx, "g", receipts(first))
 	require.NoError(t, err)
 	require.Equal(t, broker.ReceiptExpired, res[0].Status, "before the restart")
-	require.NoError(t, bd.b.Close(bd.ctx))
-	bd.b = brokertest.MustOpen(t, dir, slow)
-	res, err = bd.b.Ack(bd.ctx, "g", receipts(first))
+	require.NoError(t, b.Close(ctx))
+	b = open()
+	res, err = b.Ack(ctx, "g", receipts(first))
 	require.NoError(t, err)
-	again := bd.pull(t, "g", "stale", 1, 5*time.Second, time.Minute)
-	require.Len(t, again, 1, "the retry copy is delivered")
+	fc.Advance(time.Second) // the retry copy comes due
+	again := awaitPull(t, b, "g", "stale", time.Minute)
+	require.Equal(t, "x", string(again.Body), "the retry copy is delivered")
 	require.Equal(t, broker.ReceiptExpired, res[0].Status, "after the restart, the receipt of the failed delivery acked ok, yet the message was delivered again")
 }
 
