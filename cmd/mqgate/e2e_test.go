@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -553,7 +555,27 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 	ctx := context.Background()
 	_, err := call(ctx, http.MethodPut, p.url("/v1/topics/t18"), map[string]any{"queues": 2}, nil)
 	require.NoError(t, err)
+	_, err = call(ctx, http.MethodPut, p.url("/v1/topics/t18idle"), map[string]any{"queues": 1}, nil)
+	require.NoError(t, err)
 
+	// Requests being served, from the server's gauge (what a scrape
+	// itself adds is in the baseline).
+	inFlight := func() float64 {
+		resp, err := http.Get(p.url("/metrics"))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "mqgate_http_requests_in_flight "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				require.NoError(t, err)
+				return f
+			}
+		}
+		t.Fatal("no mqgate_http_requests_in_flight in /metrics")
+		return 0
+	}
+	baseline := inFlight()
 	var polls sync.WaitGroup
 	pollErrs := make(chan error, 100)
 	for i := 0; i < 100; i++ {
@@ -561,11 +583,24 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 		go func(i int) {
 			defer polls.Done()
 			var got pulled
-			_, err := call(ctx, http.MethodPost, p.url(fmt.Sprintf("/v1/groups/idle%d/topics/t18/pull", i)), map[string]any{"waitMs": 30000}, &got)
+			_, err := call(ctx, http.MethodPost, p.url(fmt.Sprintf("/v1/groups/idle%d/topics/t18idle/pull", i)), map[string]any{"waitMs": 30000}, &got)
 			if err != nil && !strings.Contains(err.Error(), "503") {
 				pollErrs <- err
 			}
 		}(i)
+	}
+	// Every long poll is parked in the server before the senders start
+	// (one still on its way in when the listener closes would get EOF, as
+	// from any server); nothing is sent to their topic, so they are still
+	// waiting at the SIGTERM.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		parked := inFlight() - baseline
+		if parked >= 100 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v of the 100 long polls parked after 20 s", parked)
+		}
 	}
 	var okMu sync.Mutex
 	var ok []string
