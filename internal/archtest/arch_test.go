@@ -95,12 +95,17 @@ var forbidden = map[string][]string{
 	// META records, and a group's retry policy (both excepted below), and
 	// nothing else; the broker reads and writes the topic and the files.
 	"server/broker/registry": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
-	// So does what has moved of the timer family (the record codecs, the
-	// state beside the timer index and its apply), with
-	// server/broker/timerindex (applying a record makes the index's births
-	// and kills): both excepted below; the broker reads and writes the
-	// topics and holds the index.
-	"server/broker/timer": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
+	// The timer family holds its request logic and its services too (the
+	// record codecs, the state beside the timer index and its apply,
+	// following the queues into the index, the requests, the delivery
+	// loop, the index's maintenance, retention's carry): it works on the
+	// store's facade (storage and its leaf packages; the server/broker row
+	// above keeps it off the engines; nor the replication layers under the
+	// store), holds the index (server/broker/timerindex) and uses
+	// internal/worker (both excepted below), and asks the broker for the
+	// rest through its Config: never server/broker itself nor anything
+	// else of server, api or cmd.
+	"server/broker/timer": {"api", "server", "cmd", "web", "docs", "migrations", "internal", "storage/raftlog", "storage/shard"},
 	// So does what has moved of the consumer-instance family (the naming
 	// rules of an instance's progress group, the set of known instances
 	// and the decisions over it, the instances snapshot's codec): it knows
@@ -149,7 +154,7 @@ var forbidden = map[string][]string{
 var excepted = map[string][]string{
 	"server/broker/txn":      {"server/broker/quote", "internal/worker"},
 	"server/broker/dlq":      {"storage/message"},
-	"server/broker/timer":    {"storage/message", "server/broker/timerindex"},
+	"server/broker/timer":    {"server/broker/timerindex", "internal/worker"},
 	"server/broker/retry":    {"server/broker/quote"},
 	"server/broker/registry": {"server/broker/receipt", "server/broker/retry"},
 	"server/broker/instance": {"storage/offset"},

@@ -227,10 +227,10 @@ type Broker struct {
 
 	dedup     send.Table[SendResult]
 	metrics   counters
-	dlqStatus dlq.Table // dead letters' statuses (dlq.go, package dlq)
-	timers    timerSet
-	txns      *txn.Service // the transaction family (txn.go, package txn)
-	ladder    ladder       // undelivered schedule entries, for progress (ladder.go)
+	dlqStatus dlq.Table      // dead letters' statuses (dlq.go, package dlq)
+	timers    *timer.Service // the timer family (timer.go, package timer)
+	txns      *txn.Service   // the transaction family (txn.go, package txn)
+	ladder    ladder         // undelivered schedule entries, for progress (ladder.go)
 	// carriedBelow: dead letters below this CommitLog offset have been
 	// carried forward (their originals are about to be deleted).
 	carriedBelow atomic.Int64
@@ -296,16 +296,14 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 	b.closingCtx, b.cancelClosing = context.WithCancel(context.Background())
 	b.dedup.Init()
 	b.metrics.init(opts.MetricsMaxLabelValues)
-	b.timers.init()
+	b.timers = b.newTimers()
 	b.txns = b.newTxns()
 	b.ladder.init(len(opts.DelayLevels))
 	b.epoch.Store(uint64(b.clock.Now().UnixNano()))
 	b.follow.on.Store(true)
 	b.follow.fold = leaselog.NewFold()
 	if err := b.recover(ctx); err != nil {
-		if b.timers.index != nil {
-			_ = b.timers.index.Close()
-		}
+		b.timers.Abandon()
 		b.cancelClosing()
 		_ = closeStore()
 		return nil, err
@@ -368,7 +366,7 @@ func (b *Broker) recover(ctx context.Context) error {
 	if b.follow.cuts, err = b.applyCuts(ctx, 0); err != nil {
 		return err
 	}
-	if err := b.openTimers(ctx); err != nil {
+	if err := b.timers.Open(ctx); err != nil {
 		return err
 	}
 	if err := b.openTxns(ctx); err != nil {
@@ -419,7 +417,7 @@ func (b *Broker) clampOffsets() error {
 // start starts what every replica runs (the timer index's maintenance,
 // the snapshots) and, unless NoPromote, promotes the broker (leader.go).
 func (b *Broker) start() error {
-	b.timerWorkers = []*worker.Service{worker.New(b.timerIndexLoop)}
+	b.timerWorkers = []*worker.Service{worker.New(b.timers.IndexLoop)}
 	for _, w := range b.timerWorkers {
 		w.Start(b.closingCtx)
 	}
@@ -510,7 +508,7 @@ func (b *Broker) Close(ctx context.Context) error {
 	}
 	var errs []error
 	errs = append(errs, b.scheduler.Stop())
-	errs = append(errs, b.closeTimers())
+	errs = append(errs, b.timers.Close())
 	errs = append(errs, b.closeTxns())
 	errs = append(errs, b.snapshot())
 	if b.opts.Store == nil {

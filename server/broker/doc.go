@@ -70,8 +70,8 @@
 //	                      array per resend chunk or discard (package dlq).
 //	rmq_sys_TIMER         timers: delayMs / deliverAt, and retries waiting on
 //	                      a timer, whose destination is %RETRY%<group> (a
-//	                      nack's delayMs, a RetryPolicy) (timer.go; the
-//	                      records' codecs and their apply: package timer).
+//	                      nack's delayMs, a RetryPolicy) (package timer:
+//	                      server/broker/timer/doc.go; the facade: timer.go).
 //	                      Queue 0. A record is the message itself with its
 //	                      destination in REAL_TOPIC / REAL_QID and its due
 //	                      time in TIMER_DELIVER_MS; a reschedule or a
@@ -237,7 +237,7 @@
 //
 // The timer index (<data>/timers, package timerindex) is derived state:
 // rebuilt from rmq_sys_TIMER and rmq_sys_TIMER_STATUS (applied through
-// package timer's State) when missing or damaged.
+// package timer's State, by its Service) when missing or damaged.
 //
 // # Filters
 //

@@ -1,22 +1,19 @@
 package broker
 
 import (
+	"github.com/mqgate/mqgate/server/broker/timer"
 	"github.com/mqgate/mqgate/server/broker/timerindex"
 	"github.com/mqgate/mqgate/server/broker/txn"
 )
 
 // TimerRecovery is how the timer index was opened (tests).
-type TimerRecovery = timerRecovery
+type TimerRecovery = timer.Recovery
 
 // TimerRecovered reports how the timer index was opened.
-func (b *Broker) TimerRecovered() TimerRecovery {
-	b.timers.mu.Lock()
-	defer b.timers.mu.Unlock()
-	return b.timers.recovered
-}
+func (b *Broker) TimerRecovered() TimerRecovery { return b.timers.Recovered() }
 
 // TimerIndexStats reports the timer index's size.
-func (b *Broker) TimerIndexStats() timerindex.Stats { return b.timers.index.Stats() }
+func (b *Broker) TimerIndexStats() timerindex.Stats { return b.timers.IndexStats() }
 
 // TxnRecovery is how the transaction state was opened (tests).
 type TxnRecovery = txn.Recovery

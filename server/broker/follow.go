@@ -107,9 +107,7 @@ func (b *Broker) applyLogLocked(ctx context.Context) error {
 		return err
 	}
 
-	b.timers.mu.Lock()
-	err = b.followTimers()
-	b.timers.mu.Unlock()
+	err = b.timers.Follow()
 	if err != nil {
 		return err
 	}

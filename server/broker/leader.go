@@ -63,7 +63,7 @@ func (b *Broker) leaderRuns() []namedRun {
 				}
 			}
 		}},
-		{"timer delivery", service(b.timerLoop)},
+		{"timer delivery", service(b.timers.Loop)},
 		{"transaction roll-back", service(b.txnLoop)},
 		{"lease reaper", every(200*time.Millisecond, func(context.Context, time.Time) { b.reapExpired() })},
 		{"dedup window", every(time.Minute, func(_ context.Context, now time.Time) { b.dedup.Expire(now.Add(-b.opts.DedupWindow)) })},

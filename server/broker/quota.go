@@ -116,9 +116,9 @@ func (r *registrar) checkGroupLocked(old GroupConfig, exists bool, g GroupConfig
 // checkTimers checks n more pending timers against the quota.
 func (b *Broker) checkTimers(n int) error {
 	limit := b.opts.Quotas.MaxPendingTimers
-	if n == 0 || limit <= 0 || b.timers.index == nil {
+	have, ok := b.timers.Pending()
+	if n == 0 || limit <= 0 || !ok {
 		return nil
 	}
-	have := int(b.timers.index.Count())
 	return over("pendingTimers", "pending timers", "--max-pending-timers", limit, have, have+n)
 }

@@ -90,7 +90,7 @@ func (b *Broker) writeSendBack(group string, items []sendBack) error {
 		case DLQTopic(group):
 			b.metrics.dlq(group)
 		case timerTopic:
-			b.timers.nudge()
+			b.timers.Nudge()
 			b.metrics.retry(group, 0) // level 0: on a timer
 		default:
 			lvl, _ := strconv.Atoi(m.Property(message.PropertyDelayLevel))

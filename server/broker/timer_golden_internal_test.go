@@ -141,7 +141,7 @@ func TestGoldenTimerRecords(t *testing.T) {
 	// A delivery: the messages on their topic and queue, and one status
 	// record of the batch.
 	deliverAt := at.Add(time.Hour)
-	require.NoError(t, b.deliverDueTimers(deliverAt))
+	require.NoError(t, b.timers.DeliverDue(deliverAt))
 	statuses = timerQueue(t, b, "rmq_sys_TIMER_STATUS", 2)
 	require.Len(t, statuses, 1)
 	wantBody := `[{"id":"` + ids[1] + `","status":"delivered","at":"2023-11-14T23:13:20.123Z","seq":5,"topic":"orders"},` +
@@ -167,12 +167,10 @@ func TestGoldenTimerRecords(t *testing.T) {
 	// also kills the record it supersedes), a kill per status entry.
 	all := timerQueue(t, b, "rmq_sys_TIMER", 0)
 	require.Len(t, all, 6)
-	// (Under the timer lock, as followTimers calls them.)
-	b.timers.mu.Lock()
-	defer b.timers.mu.Unlock()
+	// (Birth and Kills take the timer lock, which following holds.)
 	var u timerindex.Update
 	for _, m := range all {
-		b.timerBirth(&u, m)
+		b.timers.Birth(&u, m)
 	}
 	first := func(i int) int64 { return mustParseID(t, ids[i]).Offset() }
 	wantBirths := []timerindex.Entry{
@@ -187,7 +185,7 @@ func TestGoldenTimerRecords(t *testing.T) {
 	require.Equal(t, []timerindex.Kill{{Seq: 0, Topic: "orders"}, {Seq: 1, Topic: "orders"}}, u.Kills)
 	u = timerindex.Update{}
 	for _, m := range timerQueue(t, b, "rmq_sys_TIMER_STATUS", 0) {
-		b.timerKills(&u, m)
+		b.timers.Kills(&u, m)
 	}
 	require.Empty(t, u.Births)
 	require.Equal(t, []timerindex.Kill{{Seq: 2, Topic: "orders"}, {Seq: 3, Topic: "gone"}, {Seq: 5, Topic: "orders"}, {Seq: 4, Topic: "orders"}}, u.Kills)
@@ -195,17 +193,17 @@ func TestGoldenTimerRecords(t *testing.T) {
 	// An undecodable status record is skipped.
 	u = timerindex.Update{}
 	for _, body := range []string{`{"id":"x"}`, `[{"id":"x","status":"delivered","at":"not a time","seq":1}]`, `[{"seq":"1"}]`, ``} {
-		b.timerKills(&u, &message.Message{Topic: "rmq_sys_TIMER_STATUS", Body: []byte(body)})
+		b.timers.Kills(&u, &message.Message{Topic: "rmq_sys_TIMER_STATUS", Body: []byte(body)})
 	}
 	require.Empty(t, u.Kills)
 	// Whatever its status, an entry with a seq kills that seq.
-	b.timerKills(&u, &message.Message{Body: []byte(`[{"id":"","status":"whatever","at":"0001-01-01T00:00:00Z","seq":7},{"seq":-1,"topic":"t"}]`)})
+	b.timers.Kills(&u, &message.Message{Body: []byte(`[{"id":"","status":"whatever","at":"0001-01-01T00:00:00Z","seq":7},{"seq":-1,"topic":"t"}]`)})
 	require.Equal(t, []timerindex.Kill{{Seq: 7}, {Seq: -1, Topic: "t"}}, u.Kills)
 	// An entry without one (written before the index) kills every record
 	// of its timer: the newest copy, found by its UNIQ_KEY, and the first,
 	// which its id names.
 	u = timerindex.Update{}
-	b.timerKills(&u, &message.Message{Body: []byte(`[{"id":"` + ids[0] + `","status":"cancelled","at":"2023-11-14T22:13:20.123Z"},{"id":"not an id","status":"cancelled","at":"2023-11-14T22:13:20.123Z"}]`)})
+	b.timers.Kills(&u, &message.Message{Body: []byte(`[{"id":"` + ids[0] + `","status":"cancelled","at":"2023-11-14T22:13:20.123Z"},{"id":"not an id","status":"cancelled","at":"2023-11-14T22:13:20.123Z"}]`)})
 	require.Equal(t, []timerindex.Kill{{Seq: 4, Topic: "orders"}, {Seq: 0, Topic: "orders"}}, u.Kills)
 
 	// A copy written before the index (TIMER_ID, no TIMER_PREV) kills the
@@ -216,10 +214,10 @@ func TestGoldenTimerRecords(t *testing.T) {
 	old.SetProperty("TIMER_DELIVER_MS", "1700000400000")
 	old.QueueOffset = 10
 	u = timerindex.Update{}
-	b.timerBirth(&u, old)
+	b.timers.Birth(&u, old)
 	require.Equal(t, []timerindex.Entry{{Due: 1_700_000_400_000, ID: first(2), Seq: 10, Topic: "orders"}}, u.Births)
 	require.Equal(t, []timerindex.Kill{{Seq: 2, Topic: "orders"}}, u.Kills)
 	u = timerindex.Update{}
-	b.timerKills(&u, &message.Message{Body: []byte(`[{"id":"` + ids[2] + `","status":"delivered","at":"2023-11-14T22:13:20.123Z"}]`)})
+	b.timers.Kills(&u, &message.Message{Body: []byte(`[{"id":"` + ids[2] + `","status":"delivered","at":"2023-11-14T22:13:20.123Z"}]`)})
 	require.Equal(t, []timerindex.Kill{{Seq: 10, Topic: "orders"}, {Seq: 2, Topic: "orders"}}, u.Kills)
 }

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mqgate/mqgate/server/broker/timer"
-	"github.com/mqgate/mqgate/server/broker/timerindex"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
 	"github.com/mqgate/mqgate/storage/schedule"
@@ -35,7 +33,7 @@ import (
 //   - retries and delayed messages still in the delay ladder are dropped
 //     when they fall due (deliverSink), as are pending timers (cancelled
 //     at once; retries waiting on a timer are cancelled when they fall
-//     due, deliverTimers) and idempotency keys;
+//     due, package timer's delivery) and idempotency keys;
 //   - dead letters stay in their group's DLQ (an admin's record); resending
 //     one delivers it to the topic's current incarnation.
 //
@@ -88,7 +86,7 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 	if err := b.dropTopicProgress(name); err != nil {
 		return err
 	}
-	if err := b.cancelTopicTimers(name); err != nil {
+	if err := b.timers.CancelTopic(name); err != nil {
 		return err
 	}
 	if err := b.rollbackTopicTxns(name); err != nil {
@@ -136,51 +134,6 @@ func (b *Broker) dropTopicProgress(name string) error {
 		rec.Entries = rec.Entries[n:]
 	}
 	return nil
-}
-
-// cancelTopicTimers cancels the pending timers of the topic (one being
-// delivered right now is dropped by deliverTimers), a status record per
-// resendChunk of them.
-func (b *Broker) cancelTopicTimers(name string) error {
-	t := &b.timers
-	if err := b.lockTimers(b.closingCtx); err != nil {
-		return err
-	}
-	defer t.mu.Unlock()
-	after := timerindex.MinKey
-	for {
-		var seqs []int64
-		last, done, err := t.index.Scan(after, name, 0, func(e timerindex.Entry) bool {
-			if !t.state.Busy(e.Seq) {
-				seqs = append(seqs, e.Seq)
-			}
-			return len(seqs) < resendChunk
-		})
-		if err != nil {
-			return err
-		}
-		now := b.clock.Now()
-		recs := make([]timer.StatusRecord, 0, len(seqs))
-		for _, seq := range seqs {
-			m, err := b.queueRecord(timerTopic, seq)
-			if err != nil {
-				return mapStoreErr(err)
-			}
-			recs = append(recs, timer.Settle(m, timer.Cancelled, now))
-		}
-		if len(recs) > 0 {
-			if err := b.appendTimerStatus(recs); err != nil {
-				return err
-			}
-			if err := b.settleOwnWrite(); err != nil {
-				return err
-			}
-		}
-		if done || len(seqs) < resendChunk {
-			return nil
-		}
-		after = last
-	}
 }
 
 // originTopic is the topic a stored message belongs to: the original

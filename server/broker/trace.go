@@ -106,7 +106,8 @@ func (b *Broker) resumeTrace() error { return b.trace.Resume() }
 
 // Retention's carry of traces (retention.go; package trace's carry.go):
 // noteCarried is told of a copy retention carries (dlq.go,
-// timerdeliver.go), noteLivesBelow and carryTraces run before a cut.
+// package timer's carry through its Config.Carried), noteLivesBelow and
+// carryTraces run before a cut.
 func (b *Broker) noteCarried(m *message.Message) { b.trace.NoteCarried(m) }
 func (b *Broker) noteLivesBelow(cut int64) error { return b.trace.NoteLivesBelow(cut) }
 func (b *Broker) carryTraces(cut int64) error    { return b.trace.Carry(cut) }

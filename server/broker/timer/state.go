@@ -7,11 +7,11 @@ import (
 	"github.com/mqgate/mqgate/storage/message"
 )
 
-// State is what the broker keeps of the timers beside the index (which
+// State is what the Service keeps of the timers beside the index (which
 // holds the pending records): the records written before the index
 // existed, by timer id; the earliest due time born since the delivery
 // loop last looked; and the records being delivered. It has no lock: the
-// broker's timer lock guards it with the index.
+// Service's timer lock guards it with the index.
 type State struct {
 	// legacy maps a timer id to its latest record among those written
 	// before the index existed (no PropPrev): only such records add to

@@ -31,7 +31,7 @@
 // TraceStats and TracePushed, the Tracer's construction at open, its
 // Resume at Promote (server/broker's follow.go), starting Run among the
 // leader-only services (leader.go) and the calls of retention
-// (retention.go, dlq.go, timerdeliver.go) into NoteCarried,
+// (retention.go, dlq.go; timer.go's Config.Carried) into NoteCarried,
 // NoteLivesBelow and Carry. The broker turns ErrNoMessage into its
 // ErrMessageNotFound; every other error is already the broker's
 // (Broker.StoreErr).
