@@ -175,9 +175,10 @@ func TestGoldenTxnRequests(t *testing.T) {
 	require.Equal(t, 2, checks[0].Transaction.CheckTimes)
 	fc.Advance(time.Minute)
 	brokertest.Eventually(t, 10*time.Second, func() (bool, string) {
+		// The loop's pass writes the record, then counts it: wait for both.
 		tx, err := b.GetTransaction(ctx, c.TransactionID)
 		require.NoError(t, err)
-		return tx.State == broker.TxnRolledBack, tx.State
+		return tx.State == broker.TxnRolledBack && b.TransactionStatus().MaxChecksRolledBack == 1, tx.State
 	})
 	got, err = b.GetTransaction(ctx, c.TransactionID)
 	require.NoError(t, err)
