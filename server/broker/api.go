@@ -9,6 +9,7 @@ package broker
 import (
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/instance"
 	"github.com/mqgate/mqgate/server/broker/progress"
 	"github.com/mqgate/mqgate/server/broker/registry"
 	"github.com/mqgate/mqgate/server/broker/txn"
@@ -214,23 +215,9 @@ type OffsetCommit struct {
 // QueueProgress is a group's position in one queue (package progress).
 type QueueProgress = progress.QueueProgress
 
-// InstanceProgress is one consumer instance of a broadcasting group
-// (broadcast.go) and its own progress.
-type InstanceProgress struct {
-	// ClientID is the instance's X-Mqgate-Client-Id.
-	ClientID string
-	// LastSeen is when its last request ended (or started, while one is
-	// under way).
-	LastSeen time.Time
-	// Active counts its requests under way (long polls included).
-	Active int
-	// ForgetAt is when it is forgotten if it stays idle (zero while a
-	// request is under way).
-	ForgetAt time.Time
-	// Queues is its progress per queue, as Broker.Progress reports a
-	// group's.
-	Queues []QueueProgress
-}
+// InstanceProgress is one consumer instance of a broadcasting group and
+// its own progress (package instance).
+type InstanceProgress = instance.Progress
 
 // GroupBacklog is what waits for a group besides the lag of its queues
 // (package progress).

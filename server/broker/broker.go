@@ -17,6 +17,7 @@ import (
 
 	"github.com/mqgate/mqgate/internal/worker"
 	"github.com/mqgate/mqgate/server/broker/dlq"
+	"github.com/mqgate/mqgate/server/broker/instance"
 	leaselog "github.com/mqgate/mqgate/server/broker/lease"
 	"github.com/mqgate/mqgate/server/broker/progress"
 	"github.com/mqgate/mqgate/server/broker/send"
@@ -215,6 +216,9 @@ type Broker struct {
 	// queries (package progress); its lock orders appends of progress
 	// records against snapshots.
 	ledger *progress.Ledger
+	// instances are the broadcasting groups' consumer instances (package
+	// instance; broadcast.go); they write through the ledger.
+	instances *instance.Service
 
 	popsMu sync.Mutex
 	pops   map[popKey]*popState
@@ -239,7 +243,6 @@ type Broker struct {
 	snapshotFrom atomic.Int64
 	leases       leaseLogState // the leases snapshot and recovery (lease_log.go)
 	trace        *trace.Tracer // the message trace: query, follower, carry (trace.go, package trace)
-	instances    instanceSet   // consumer instances of broadcasting groups (broadcast.go)
 	dropped      droppedCounts // unconsumed messages retention took, per key (retention.go)
 	scheduler    *schedule.Scheduler
 
@@ -337,6 +340,7 @@ func (b *Broker) recover(ctx context.Context) error {
 	}
 	b.progress = table
 	b.ledger = b.newLedger(table)
+	b.instances = b.newInstances()
 	b.snapshotFrom.Store(from)
 	start := b.clock.Now()
 	replayed := 0

@@ -270,9 +270,9 @@
 //
 // # Broadcasting
 //
-// A broadcasting group's consumer instances (broadcast.go; the naming
-// rules, the set of known instances and its decisions, and the snapshot's
-// codec are package instance's: server/broker/instance/doc.go) each get every
+// A broadcasting group's consumer instances (package instance:
+// server/broker/instance/doc.go, with its registration, sweep, snapshot
+// file and queries; broadcast.go is the facade) each get every
 // message, with progress, pop states, leases and retries of their own
 // under the progress group "<group>@<client id>": registered by their
 // first pull, queue read or offset commit (start offsets by the group's

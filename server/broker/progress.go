@@ -21,10 +21,6 @@ import (
 // examines (package progress).
 const maxLagScan = progress.MaxLagScan
 
-// consumeFromLast is the ConsumeFrom that skips the backlog (package
-// progress).
-const consumeFromLast = progress.ConsumeFromLast
-
 // retryQueueID (pop.go) is package progress's RetryQueueID: this does
 // not compile otherwise.
 var _ [0]struct{} = [retryQueueID - progress.RetryQueueID]struct{}{}
@@ -105,12 +101,6 @@ func (b *Broker) groupTopics(g GroupConfig) []string { return b.ledger.GroupTopi
 // consumerProgress; package progress: Ledger.Progress).
 func (b *Broker) Progress(ctx context.Context, group string) ([]QueueProgress, error) {
 	return b.ledger.Progress(ctx, group)
-}
-
-// queueRows is the progress of one topic's queues (and its retry view)
-// under a progress group: a group's own, or an instance's.
-func (b *Broker) queueRows(group string, t TopicConfig) ([]QueueProgress, error) {
-	return b.ledger.QueueRows(group, t)
 }
 
 // GetOffsets reports the group's committed offsets (the progress view).

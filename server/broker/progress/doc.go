@@ -45,7 +45,8 @@
 //   - The writers of skips (markSkipped, pop.go and lease_log.go: an ack
 //     entry appended in one batch with the pull's lease record, under the
 //     pop state's lock), of a cursor's alignment (pop.go), of a group's
-//     forget (admin.go, broadcast.go), of a deleted topic's (topicdelete.go)
+//     forget (admin.go; an instance's and its start offsets: package
+//     instance), of a deleted topic's (topicdelete.go)
 //     and of failed deliveries (retry.go): they call the Ledger.
 //   - The table's recovery at open, the follower's apply and the offsets
 //     snapshot file (broker.go, follow.go): they take the Ledger's lock
