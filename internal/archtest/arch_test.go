@@ -106,13 +106,16 @@ var forbidden = map[string][]string{
 	// rest through its Config: never server/broker itself nor anything
 	// else of server, api or cmd.
 	"server/broker/timer": {"api", "server", "cmd", "web", "docs", "migrations", "internal", "storage/raftlog", "storage/shard"},
-	// So does what has moved of the consumer-instance family (the naming
-	// rules of an instance's progress group, the set of known instances
-	// and the decisions over it, the instances snapshot's codec): it knows
-	// storage/offset, whose InstanceSep joins a group and a client id
-	// (excepted below), and nothing else; the broker writes the progress
-	// records and the file.
-	"server/broker/instance": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
+	// The consumer-instance family holds its request logic and its leader
+	// service (registration with the start offsets, the sweep with its
+	// forget records, the snapshot file, the queries), not only its names,
+	// set and codec: it may import the store and its leaf packages (the
+	// server/broker row still bans the engines' files; nor the
+	// replication layers under the store) and, of the server, only the
+	// family packages it builds on (progress's Ledger, registry's
+	// configurations: excepted below); never server/broker, whose pop
+	// states and registry it reaches through instance.Broker.
+	"server/broker/instance": {"api", "server", "cmd", "web", "docs", "migrations", "internal", "storage/raftlog", "storage/shard"},
 	// A leaf: what has moved of the lease family (the record and snapshot
 	// codecs, the fold and its apply) knows nothing of the module but
 	// internal/wire (the big-endian reader of its records, excepted
@@ -157,7 +160,7 @@ var excepted = map[string][]string{
 	"server/broker/timer":    {"server/broker/timerindex", "internal/worker"},
 	"server/broker/retry":    {"server/broker/quote"},
 	"server/broker/registry": {"server/broker/receipt", "server/broker/retry"},
-	"server/broker/instance": {"storage/offset"},
+	"server/broker/instance": {"server/broker/progress", "server/broker/registry"},
 	"server/broker/send":     {"storage/message", "server/broker/quote"},
 	"server/broker/lease":    {"internal/wire"},
 	"server/broker/trace": {"internal/worker", "server/broker/dlq", "server/broker/lease", "server/broker/quote",
