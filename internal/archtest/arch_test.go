@@ -84,11 +84,6 @@ var forbidden = map[string][]string{
 	// replication layers under the store; of internal only internal/worker
 	// (excepted below).
 	"server/broker/txn": {"api", "server", "cmd", "web", "docs", "migrations", "internal", "storage/raftlog", "storage/shard"},
-	// So does what has moved of the dead-letter family (the status record
-	// codec, the status table and its apply, the dead letter's properties,
-	// the listing's filter and cursor): storage/message (excepted below)
-	// and nothing else; the broker reads and writes the topics.
-	"server/broker/dlq": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
 	// So does what has moved of the registry family (the META record codec,
 	// the state and its apply, the snapshot files' codec, the topic and
 	// group configurations): the receipt keyring, whose key records are
@@ -141,6 +136,16 @@ var forbidden = map[string][]string{
 	// instances, ladder and timers it reaches through the interfaces it
 	// declares.
 	"server/broker/progress": {"api", "server", "cmd", "web", "docs", "migrations", "internal", "storage/raftlog", "storage/shard"},
+	// The dead-letter family holds its requests too (following
+	// rmq_sys_DLQ into the status table, the view, list, get, resend with
+	// its pacer, discard, the projection feed, retention's carry): it
+	// works on the store's facade (storage and its leaf packages; the
+	// server/broker row above keeps it off the engines), never on the
+	// replication layers under the store; of the server it reads only
+	// what has moved of retry (a letter's attempt history) and quote
+	// (excepted below); what it needs of the broker comes in its Config,
+	// so never server/broker itself, api or cmd.
+	"server/broker/dlq": {"api", "server", "cmd", "web", "docs", "migrations", "internal", "storage/raftlog", "storage/shard"},
 	// The big-endian reader of mqgate's binary records (a leaf: nothing of
 	// the module).
 	"internal/wire": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal/worker", "internal/loadgen", "internal/clustercheck", "internal/testnet", "tools"},
@@ -156,7 +161,7 @@ var forbidden = map[string][]string{
 // bans that it may import all the same (prefix match, as there).
 var excepted = map[string][]string{
 	"server/broker/txn":      {"server/broker/quote", "internal/worker"},
-	"server/broker/dlq":      {"storage/message"},
+	"server/broker/dlq":      {"server/broker/retry", "server/broker/quote"},
 	"server/broker/timer":    {"server/broker/timerindex", "internal/worker"},
 	"server/broker/retry":    {"server/broker/quote"},
 	"server/broker/registry": {"server/broker/receipt", "server/broker/retry"},

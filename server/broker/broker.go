@@ -229,15 +229,14 @@ type Broker struct {
 	// copies (topicdelete.go).
 	topicGate sync.RWMutex
 
-	dedup     send.Table[SendResult]
-	metrics   counters
-	dlqStatus dlq.Table      // dead letters' statuses (dlq.go, package dlq)
-	timers    *timer.Service // the timer family (timer.go, package timer)
-	txns      *txn.Service   // the transaction family (txn.go, package txn)
-	ladder    ladder         // undelivered schedule entries, for progress (ladder.go)
-	// carriedBelow: dead letters below this CommitLog offset have been
-	// carried forward (their originals are about to be deleted).
-	carriedBelow atomic.Int64
+	dedup   send.Table[SendResult]
+	metrics counters
+	// deadLetters is the dead-letter family: statuses, requests, carry
+	// (dlq.go, package dlq).
+	deadLetters *dlq.Service
+	timers      *timer.Service // the timer family (timer.go, package timer)
+	txns        *txn.Service   // the transaction family (txn.go, package txn)
+	ladder      ladder         // undelivered schedule entries, for progress (ladder.go)
 	// snapshotFrom is the progress-record queue offset the last offsets
 	// snapshot covers: retention keeps the records from there on.
 	snapshotFrom atomic.Int64
@@ -301,6 +300,7 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 	b.metrics.init(opts.MetricsMaxLabelValues)
 	b.timers = b.newTimers()
 	b.txns = b.newTxns()
+	b.deadLetters = b.newDeadLetters()
 	b.ladder.init(len(opts.DelayLevels))
 	b.epoch.Store(uint64(b.clock.Now().UnixNano()))
 	b.follow.on.Store(true)

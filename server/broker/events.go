@@ -45,44 +45,18 @@ func (b *Broker) OffsetRecords(ctx context.Context, from int64, max int) (recs [
 func (b *Broker) OffsetRecordsMin() int64 { return b.store.MinOffset(offsetTopic, 0) }
 
 // DeadLetterArrivals reads a group's dead letters by DLQ queue offset
-// [from, from+max), without bodies.
+// [from, from+max), without bodies (package dlq's Arrivals).
 func (b *Broker) DeadLetterArrivals(ctx context.Context, group string, from int64, max int) ([]DeadLetter, int64, error) {
-	if err := b.store.AwaitDispatch(ctx); err != nil && !errors.Is(err, ctx.Err()) {
-		return nil, from, mapStoreErr(err)
-	}
-	res, err := b.store.ReadQueue(DLQTopic(group), 0, from, max, nil)
-	if err != nil {
-		return nil, from, mapStoreErr(err)
-	}
-	out := make([]DeadLetter, len(res.Messages))
-	for i, m := range res.Messages {
-		out[i] = b.deadLetter(group, m, false)
-	}
-	return out, res.Next, nil
+	return b.deadLetters.Arrivals(ctx, group, from, max)
 }
 
 // DLQStatusChange is one dead letter resent or discarded.
 type DLQStatusChange = dlq.StatusRecord
 
 // DeadLetterStatusChanges reads dead-letter status changes by stream
-// offset [from, from+max), in order.
+// offset [from, from+max), in order (package dlq's StatusChanges).
 func (b *Broker) DeadLetterStatusChanges(ctx context.Context, from int64, max int) ([]DLQStatusChange, int64, error) {
-	if err := b.store.AwaitDispatch(ctx); err != nil && !errors.Is(err, ctx.Err()) {
-		return nil, from, mapStoreErr(err)
-	}
-	res, err := b.store.ReadQueue(dlqStatusTopic, 0, from, max, nil)
-	if err != nil {
-		return nil, from, mapStoreErr(err)
-	}
-	var out []DLQStatusChange
-	for _, m := range res.Messages {
-		recs, err := dlq.DecodeStatuses(m.Body)
-		if err != nil {
-			continue
-		}
-		out = append(out, recs...)
-	}
-	return out, res.Next, nil
+	return b.deadLetters.StatusChanges(ctx, from, max)
 }
 
 // ProjectionSignals returns two channels, for a projection to wait on

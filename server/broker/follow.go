@@ -36,10 +36,11 @@ type following struct {
 	mu sync.Mutex
 	// on: the broker has not led since it opened; Follow applies the log.
 	on atomic.Bool
-	// offsets, leases, dlq: the next queue offsets of rmq_sys_OFFSET,
-	// rmq_sys_LEASE and rmq_sys_DLQ to apply. offsets is changed under
-	// the progress ledger's lock too (the offsets snapshot reads it).
-	offsets, leases, dlq int64
+	// offsets, leases: the next queue offsets of rmq_sys_OFFSET and
+	// rmq_sys_LEASE to apply (rmq_sys_DLQ's is package dlq's Service's).
+	// offsets is changed under the progress ledger's lock too (the
+	// offsets snapshot reads it).
+	offsets, leases int64
 	// cuts: the next rmq_sys_CUT record to apply (cut.go).
 	cuts int64
 	// fold is the lease fold (package lease): every lease on record, the
@@ -93,9 +94,7 @@ func (b *Broker) applyLogLocked(ctx context.Context) error {
 		return err
 	}
 
-	next, err = b.replayQueue(ctx, dlqStatusTopic, f.dlq, b.applyDLQStatus)
-	f.dlq = next
-	if err != nil {
+	if err := b.deadLetters.Follow(ctx); err != nil {
 		return err
 	}
 

@@ -123,7 +123,7 @@ func (traceBroker) ScheduleEntry(uniqKey string) (int, int64, bool) {
 	return scheduleEntry(uniqKey)
 }
 func (t traceBroker) DeadLetterStatus(group, id string) (dlq.StatusRecord, bool) {
-	return t.b.dlqStatus.Get(group, id)
+	return t.b.deadLetters.Table().Get(group, id)
 }
 func (t traceBroker) Receipt(text string) (receipt.Receipt, error) {
 	return t.b.receipts().Decode(text)

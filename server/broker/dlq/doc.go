@@ -1,20 +1,49 @@
 // Package dlq is the dead-letter family of the broker: the properties a
 // dead letter carries, the status records of rmq_sys_DLQ with their codec,
-// the status Table those records make, with its apply, and the filter and
-// cursor of a listing.
+// the status Table those records make, with its apply, the filter and
+// cursor of a listing, and, since its requests moved here too, the family
+// at work (Service): following rmq_sys_DLQ through the store into the
+// Table (Follow, Apply), the view of a dead letter (View, Letter), the
+// requests (List, Get, Lookup, Resend with its pacer, Discard), the
+// projection feed the PostgreSQL mirror reads (Arrivals, StatusChanges)
+// and retention's carry of dead letters (Carry). service.go is the table
+// of contents: what the package needs of the store (Store) and of the
+// broker (Config, Names), the Service.
 //
 // It is a package of the broker's split by record family (ARCHITECTURE.md,
-// "The broker as a state machine"; receipt, retry and txn moved before
-// it). It imports storage/message of the module and nothing else, and
-// server/broker imports it. What needs the broker stays there (dlq.go):
-// following rmq_sys_DLQ through the store into the Table (at open and on a
-// follower: replayDLQStatuses, follow.go), the requests — listing a
-// group's dead letters, getting one, resending and discarding them, with
-// the DeadLetter view they answer with (it holds the retry family's
-// attempt history and the broker's received-message properties) — the
-// resend pacer, retention's carry of dead letters (carryDeadLetters) and
-// the projection feed (events.go). The failure path that writes a dead
-// letter is the retry family's, still in server/broker (retry.go).
+// "The broker as a state machine"; receipt, retry, txn, trace and
+// progress moved before it).
+//
+// # Imports
+//
+// The storage facade (*storage.Store is its Store: the class of an
+// append, a read's result, the store's sentinels a lookup tells apart)
+// and storage/message; of the other families' packages retry (a letter's
+// attempt history, which the view shows) and quote (a refused cursor's
+// text). Never server/broker, any other package of server, api or cmd
+// (internal/archtest): what it needs of the broker comes in its Config —
+// the clock, the log, the broker's names (the retry topics' prefix, the
+// attempt history's and an orderly message's properties), its sentinels
+// (ErrInvalidArgument, ErrMessageNotFound) and the mapping of the store's
+// errors, and as funcs the registry's word on a group and on a topic
+// (GetGroup, GetTopic), the topic gate's read side, the base of every copy
+// the broker writes (copyOf), which properties are the broker's own, and
+// the message trace's note of a carried letter. server/broker fills it in
+// (dlq.go there).
+//
+// # What stays in server/broker and why
+//
+//   - The facade (dlq.go, events.go): the exported requests, which check
+//     that the broker is open and delegate; the public names as aliases
+//     (DeadLetter, DLQFilter, ResendResult, DLQStatusChange, the DLQ*
+//     statuses); the Config; the entry points the broker's other files
+//     call (the replay at open, carryDeadLetters for retention.go) and
+//     ProjectionSignals, which hands out the store's signals of two
+//     streams, progress's and this family's.
+//   - The follower's order (follow.go): the broker's follower calls
+//     Follow after the registry, progress and the leases, before the cuts.
+//   - The failure path that writes a dead letter: the retry family's,
+//     still in server/broker (retry.go).
 //
 // # Records
 //
@@ -40,11 +69,13 @@
 // # Apply
 //
 // Table.Apply applies decoded records in log order, the newest record of
-// a letter winning; a letter without one is Dead. The broker calls it for
-// every record at open and on a follower, and on the leader after
-// appending its own. It reads neither the clock nor anything else: a
-// change's time is chosen by the request that writes the record and
-// travels in it (At), so every copy of the log makes the same Table.
+// a letter winning; a letter without one is Dead. Follow applies every
+// record (Service.Apply: one that does not decode is logged and skipped)
+// at open and on a follower, from where it stopped; a request applies its
+// own records after appending them. Apply reads neither the clock nor
+// anything else: a change's time is chosen by the request that writes the
+// record and travels in it (At), so every copy of the log makes the same
+// Table.
 //
 // # Listing
 //
@@ -52,25 +83,48 @@
 // letters a Filter matches (Filter.Match: original topic, death time
 // range, a reason substring without regard to case, status), PageLimit at
 // a time. Its cursor (ParseCursor, FormatCursor) is the decimal queue
-// offset to go on from; the broker refuses one that does not parse as
-// ErrInvalidArgument.
+// offset to go on from; List refuses one that does not parse
+// (Config.InvalidArgument, the broker's ErrInvalidArgument).
+//
+// # Requests
+//
+// A listing and a lookup check the group (Config.Group). A resend names
+// its letters by id or by a Filter (then only Dead ones, at most 10 000),
+// and writes ResendChunk of them at a time, pausing 50 ms on the broker's
+// clock between chunks (the resend pacer: about 5 000 letters a second,
+// so a bulk resend cannot starve live traffic); each chunk, under the
+// topic gate's read side and the change lock, checks each letter's status
+// and original topic (Config.Topic), writes the letters' fresh copies to
+// the group's retry topic (RetryPrefix+group: delivered again to that
+// group only, RETRY_TOPIC the original topic, a reconsume count of 0,
+// without the DLQ_ properties, the attempt history, UNIQ_KEY,
+// MAX_RECONSUME_TIMES and ORDER_SEQ) in one batch with the chunk's status
+// record, through the store's send class (refused at the send ceiling
+// like sends), then applies the record. A discard writes its status
+// record alone, through the system class (a status keeps a promise).
 //
 // # Memory only
 //
 // The Table is rebuilt from rmq_sys_DLQ at every open (no snapshot file).
-// The broker keeps beside it how far it followed the topic, and the
+// The Service keeps beside it how far it followed the topic, and the
 // CommitLog offset below which every dead letter has been carried (a
-// listing skips the copies there).
+// listing and a lookup skip what lies there; Carry raises it).
 //
 // # Locks
 //
-// Table has two. Its change lock (LockChange) is held by a resend or a
-// discard from reading a letter's status to applying the record it wrote,
-// across the write, so that two racing requests never both decide on the
-// same old status and the records reach the log in the order they are
-// applied. It comes after the broker's topic gate (a resend holds the
-// gate) and before the registry (a resend checks the original topic under
-// it) and the store. The Table's own lock is taken inside each method
-// and nothing is taken under it. Their place among the broker's locks is
-// in ARCHITECTURE.md.
+// The Service adds none: Follow's position is its callers' (the broker's
+// open, then its follower under the follower's lock) and the carried mark
+// is atomic. Table has two. Its change lock (LockChange) is held by a
+// resend or a discard from reading a letter's status to applying the
+// record it wrote, across the write, so that two racing requests never
+// both decide on the same old status and the records reach the log in
+// the order they are applied. It comes after the broker's topic gate (a
+// resend holds the gate's read side, Config.Gate) and before the registry
+// (a resend checks the original topic under it, Config.Topic) and the
+// store. Carry takes neither, as before the move: retention calls it from
+// one goroutine, and a letter resent or discarded after Carry read its
+// status is carried all the same, its status record (keyed by the
+// letter's id) applying to the copy too. The Table's own lock is taken
+// inside each method and nothing is taken under it. Their place among
+// the broker's locks is in ARCHITECTURE.md.
 package dlq
