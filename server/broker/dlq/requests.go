@@ -134,15 +134,24 @@ type ResendResult struct {
 // ORIGIN_MESSAGE_ID kept): the ones named by ids, or, when ids is empty,
 // every dead one matching f. Other groups of the original topic do not
 // see them again. It writes ResendChunk letters at a time, pausing
-// resendPause on the clock between chunks.
+// resendPause on the clock between chunks. An id named more than once is
+// resent once; its other mentions are skipped (a chunk reads the
+// statuses before it writes, so they would otherwise be resent again).
 func (s *Service) Resend(ctx context.Context, group string, ids []string, f *Filter) (ResendResult, error) {
 	var res ResendResult
 	if len(ids) > maxResendByID {
 		return res, fmt.Errorf("%w: at most %d ids per resend", s.cfg.InvalidArgument, maxResendByID)
 	}
 	var letters []*message.Message
+	var again []string // ids named more than once: resent once, then skipped
 	if len(ids) > 0 {
+		named := make(map[string]bool, len(ids))
 		for _, id := range ids {
+			if named[id] {
+				again = append(again, id)
+				continue
+			}
+			named[id] = true
 			m, err := s.Lookup(ctx, group, id)
 			if err != nil {
 				return res, err
@@ -187,6 +196,7 @@ func (s *Service) Resend(ctx context.Context, group string, ids []string, f *Fil
 			return res, err
 		}
 	}
+	res.Skipped = append(res.Skipped, again...)
 	return res, nil
 }
 
