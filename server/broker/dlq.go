@@ -22,10 +22,6 @@ import (
 // dlqStatusTopic carries dead-letter status changes.
 const dlqStatusTopic = dlq.StatusTopic
 
-// resendChunk is the resend pacer's chunk (package dlq), the batch of a
-// topic's deletion of its timers too (topicdelete.go).
-const resendChunk = dlq.ResendChunk
-
 // Dead-letter statuses.
 const (
 	DLQDead      = dlq.Dead
