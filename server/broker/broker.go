@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -755,19 +754,9 @@ func messageID(m *message.Message) string {
 	return message.NewID(m.StoreHost, m.PhysicalOffset).String()
 }
 
-// copyOf is a new message on topic carrying m's body, flag, born time and
-// host, reconsume count and properties, less the named ones: the base of
-// every copy the broker writes (retries, dead letters carried past
-// retention, resends, timers and their deliveries).
+// copyOf is message.CopyTo: the base of every copy the broker writes.
 func copyOf(m *message.Message, topic string, drop ...string) *message.Message {
-	out := &message.Message{Topic: topic, Body: m.Body, Flag: m.Flag, BornTimestamp: m.BornTimestamp,
-		BornHost: m.BornHost, ReconsumeTimes: m.ReconsumeTimes}
-	for k, v := range m.Properties {
-		if !slices.Contains(drop, k) {
-			out.SetProperty(k, v)
-		}
-	}
-	return out
+	return m.CopyTo(topic, drop...)
 }
 
 // systemProperties are set by the broker; clients cannot set them.

@@ -2,6 +2,7 @@ package message
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -100,6 +101,22 @@ type Message struct {
 
 // Property returns the value of property k, or "" when it is absent.
 func (m *Message) Property(k string) string { return m.Properties[k] }
+
+// CopyTo is a new message on topic carrying m's body, flag, born time
+// and host, reconsume count and properties, less the named ones: the base
+// of every copy the broker writes (retries, dead letters carried past
+// retention, resends, transactions' halves and commits, timers and their
+// deliveries). The store assigns the rest when the copy is written.
+func (m *Message) CopyTo(topic string, drop ...string) *Message {
+	out := &Message{Topic: topic, Body: m.Body, Flag: m.Flag, BornTimestamp: m.BornTimestamp,
+		BornHost: m.BornHost, ReconsumeTimes: m.ReconsumeTimes}
+	for k, v := range m.Properties {
+		if !slices.Contains(drop, k) {
+			out.SetProperty(k, v)
+		}
+	}
+	return out
+}
 
 // SetProperty sets property k to v, allocating the map if needed.
 func (m *Message) SetProperty(k, v string) {

@@ -192,7 +192,7 @@ func (s *Service) deliver(due []dueTimer, now time.Time) error {
 				return s.cfg.StoreError(err)
 			}
 		}
-		out := copyRecord(m, d.Topic, DeliveryDrops...)
+		out := m.CopyTo(d.Topic, DeliveryDrops...)
 		out.SetProperty(message.PropertyUniqKey, Key(id))
 		if qid, err := strconv.ParseInt(m.Property(message.PropertyRealQueueID), 10, 32); err == nil {
 			out.QueueID = int32(qid)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -211,22 +210,9 @@ func isGone(err error) bool {
 	return errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrOffsetTooSmall) || errors.Is(err, storage.ErrOffsetOutOfRange)
 }
 
-// copyRecord is a copy of m for topic without the properties drop names
-// (the broker's copyOf: body, flag, born time and host, reconsume times).
-func copyRecord(m *message.Message, topic string, drop ...string) *message.Message {
-	out := &message.Message{Topic: topic, Body: m.Body, Flag: m.Flag, BornTimestamp: m.BornTimestamp,
-		BornHost: m.BornHost, ReconsumeTimes: m.ReconsumeTimes}
-	for k, v := range m.Properties {
-		if !slices.Contains(drop, k) {
-			out.SetProperty(k, v)
-		}
-	}
-	return out
-}
-
 // timerCopy is a new record of timer record m due at at, superseding m.
 func timerCopy(m *message.Message, at time.Time) *message.Message {
-	c := copyRecord(m, Topic)
+	c := m.CopyTo(Topic)
 	MarkCopy(c, m, at)
 	return c
 }

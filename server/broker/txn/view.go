@@ -3,7 +3,6 @@ package txn
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -115,7 +114,7 @@ func AsHalf(m *message.Message, group string, checkAfterMs int64) {
 // CommittedCopy is the message a commit of t delivers: the half message
 // on its topic and queue, named by the transaction id.
 func CommittedCopy(half *message.Message, t *Txn) *message.Message {
-	out := copyOf(half, t.Topic(), message.PropertyRealTopic, message.PropertyRealQueueID, PropGroup,
+	out := half.CopyTo(t.Topic(), message.PropertyRealTopic, message.PropertyRealQueueID, PropGroup,
 		PropCheckAfter, PropChecks, PropNextCheck)
 	out.QueueID = t.Queue()
 	out.SetProperty(PropID, t.ID())
@@ -125,24 +124,10 @@ func CommittedCopy(half *message.Message, t *Txn) *message.Message {
 
 // HalfCopy is a copy of half record m carrying t past retention.
 func HalfCopy(m *message.Message, t *Txn) *message.Message {
-	c := copyOf(m, HalfTopic)
+	c := m.CopyTo(HalfTopic)
 	c.SetProperty(PropID, t.ID())
 	c.SetProperty(message.PropertyUniqKey, Key(t.ID()))
 	c.SetProperty(PropChecks, strconv.Itoa(t.Checks()))
 	c.SetProperty(PropNextCheck, strconv.FormatInt(t.Next().UnixMilli(), 10))
 	return c
-}
-
-// copyOf is a new message on topic carrying m's body, flag, born time and
-// host, reconsume count and properties, less the named ones: what
-// server/broker's copyOf makes, the base of every copy the broker writes.
-func copyOf(m *message.Message, topic string, drop ...string) *message.Message {
-	out := &message.Message{Topic: topic, Body: m.Body, Flag: m.Flag, BornTimestamp: m.BornTimestamp,
-		BornHost: m.BornHost, ReconsumeTimes: m.ReconsumeTimes}
-	for k, v := range m.Properties {
-		if !slices.Contains(drop, k) {
-			out.SetProperty(k, v)
-		}
-	}
-	return out
 }
