@@ -74,14 +74,7 @@ func normalizeConsumeFrom(v string) (string, error) {
 
 // meetTopics writes a group's start offsets per its ConsumeFrom (package
 // progress: Ledger.MeetTopics).
-//
-// A broadcasting group gets none: its progress is its instances' (each
-// starts by the ConsumeFrom when it registers: package instance), and a
-// position of its own nobody advances would hold retention back forever.
 func (b *Broker) meetTopics(old GroupConfig, exists bool, g GroupConfig, topics map[string]TopicConfig) (undo func(), err error) {
-	if g.ConsumeMode == ConsumeBroadcasting {
-		return nil, nil
-	}
 	return b.ledger.MeetTopics(old, exists, g, topics)
 }
 

@@ -17,8 +17,8 @@ import (
 )
 
 // Broadcasting is the ConsumeMode of a group in which every consumer
-// instance gets every message (RocketMQ's MessageModel.BROADCASTING).
-const Broadcasting = "broadcasting"
+// instance gets every message (registry.Broadcasting).
+const Broadcasting = registry.Broadcasting
 
 // SweepInterval is how often the leader looks for idle instances (Sweep).
 const SweepInterval = time.Second

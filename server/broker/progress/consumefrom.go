@@ -62,8 +62,12 @@ func NormalizeConsumeFrom(v string) (string, error) {
 // old did not (all of them when the group is new), per g.ConsumeFrom; the
 // caller holds the registry's lock and passes its topics. undo forgets
 // them again when the group record that follows could not be written.
+//
+// A broadcasting group gets none: its progress is its instances' (each
+// starts by the ConsumeFrom when it registers: package instance), and a
+// position of its own that nobody advances would hold retention back.
 func (l *Ledger) MeetTopics(old registry.GroupConfig, exists bool, g registry.GroupConfig, topics map[string]registry.TopicConfig) (undo func(), err error) {
-	if g.ConsumeFrom == "" {
+	if g.ConsumeFrom == "" || g.ConsumeMode == registry.Broadcasting {
 		return nil, nil
 	}
 	var at time.Time

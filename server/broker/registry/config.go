@@ -40,11 +40,16 @@ type Subscription struct {
 	SQL string `json:",omitempty"`
 }
 
+// Broadcasting is the ConsumeMode of a group in which every consumer
+// instance gets every message (RocketMQ's MessageModel.BROADCASTING): its
+// progress is its instances' (package instance).
+const Broadcasting = "broadcasting"
+
 // GroupConfig describes a consumer group.
 type GroupConfig struct {
 	// Name is the group name.
 	Name string
-	// ConsumeMode is "clustering" (default) or "broadcasting".
+	// ConsumeMode is "clustering" (default) or Broadcasting.
 	ConsumeMode string
 	// Orderly makes the group deliver at most one message per sharding key
 	// at a time.
