@@ -19,16 +19,21 @@ import (
 )
 
 // TestClusterDamageFoundWhileRunning: a byte of a message in the
-// leader's CommitLog changes under it while it runs. The leader's next
-// read of it (a pull) finds the damage: the leader hands its leadership
-// to a follower and stops — it no longer votes, leads or serves, and its
+// leader's CommitLog changes under it while it runs. Its next read of it
+// (a pull), or its scrubber (a pass every 100 ms here, so that a
+// leadership moved on a loaded machine does not keep the damage unread),
+// finds the damage: the replica (a leader first hands its leadership to
+// a follower) stops — it no longer votes, leads or serves, and its
 // /readyz says why and how it is rebuilt. The others go on; the message
 // the damaged copy lost is intact on them and delivered. Restarted, the
 // damaged replica refuses to start; rebuilt from the others it serves
 // again.
 func TestClusterDamageFoundWhileRunning(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t)
+	c := startCluster(t, func(cfg *server.Config) {
+		cfg.ScrubRate = 64 << 20
+		cfg.Storage.ScrubInterval = 100 * time.Millisecond
+	})
 	lead := c.leader(t, nil)
 	body := func(k int) string { return fmt.Sprintf("dmg-%03d-%s", k, strings.Repeat("y", 300)) }
 	send := func(i, from, to int) {
@@ -60,7 +65,7 @@ func TestClusterDamageFoundWhileRunning(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 
-	// A pull on the leader reads the damaged record.
+	// A pull on the leader reads the damaged record (or its scrubber does).
 	c.nodes[lead].Do(t, http.MethodPost, "/v1/groups/scan/topics/orders/pull", "application/json", []byte(`{"maxMessages":32}`), nil)
 	require.Eventually(t, func() bool {
 		r := c.nodes[lead].Do(t, http.MethodGet, "/readyz", "", nil, nil)
