@@ -534,3 +534,30 @@ func (s *Store) Stats() Stats {
 	}
 	return st
 }
+
+// QueueReader is what RecordAt reads through: a Store, or a family's
+// narrower view of one.
+type QueueReader interface {
+	ReadQueue(topic string, queueID int32, offset int64, max int, match func(tagsCode int64) bool) (ReadResult, error)
+}
+
+// RecordAt reads the record at queue offset seq of queue 0 of a system
+// topic (whose records are read back by their position); a record no
+// longer there is ErrNotFound.
+func RecordAt(r QueueReader, topic string, seq int64) (*message.Message, error) {
+	res, err := r.ReadQueue(topic, 0, seq, 1, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Messages) == 0 || res.Messages[0].QueueOffset != seq {
+		return nil, fmt.Errorf("%w: %s/0 offset %d is gone", ErrNotFound, topic, seq)
+	}
+	return res.Messages[0], nil
+}
+
+// IsGone reports whether err says a record is not in its queue any more:
+// ErrNotFound, ErrOffsetTooSmall (retention deleted it) or
+// ErrOffsetOutOfRange.
+func IsGone(err error) bool {
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrOffsetTooSmall) || errors.Is(err, ErrOffsetOutOfRange)
+}

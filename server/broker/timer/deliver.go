@@ -161,8 +161,8 @@ func (s *Service) deliver(due []dueTimer, now time.Time) error {
 	msgs := make([]*message.Message, 0, len(due)+1)
 	recs := make([]StatusRecord, 0, len(due))
 	for _, d := range due {
-		m, err := s.queueRecord(Topic, d.Seq)
-		if isGone(err) {
+		m, err := storage.RecordAt(s.cfg.Store, Topic, d.Seq)
+		if storage.IsGone(err) {
 			s.cfg.Log.Error().Int64("seq", d.Seq).Msg("timer record lost; it cannot be delivered")
 			seq := d.Seq
 			recs = append(recs, StatusRecord{Status: Delivered, At: now.UTC(), Seq: &seq, Topic: d.Topic})
@@ -253,8 +253,8 @@ func (s *Service) carryBelow(cut int64) (int, error) {
 			if s.state.Busy(seq) {
 				continue // being delivered
 			}
-			m, err := s.queueRecord(Topic, seq)
-			if isGone(err) {
+			m, err := storage.RecordAt(s.cfg.Store, Topic, seq)
+			if storage.IsGone(err) {
 				continue
 			}
 			if err != nil {

@@ -245,7 +245,7 @@ func (s *Service) migrateLegacy() error {
 		if !s.index.Live(seq) {
 			continue
 		}
-		m, err := s.queueRecord(Topic, seq)
+		m, err := storage.RecordAt(s.cfg.Store, Topic, seq)
 		if err != nil {
 			return fmt.Errorf("migrate timer record %d: %w", seq, err)
 		}
@@ -283,8 +283,8 @@ func (s *Service) indexMatches(pos timerindex.Position) error {
 		if q.mark.Seq >= q.next {
 			return fmt.Errorf("the timer index's mark %d of %s is not below its position %d", q.mark.Seq, q.topic, q.next)
 		}
-		m, err := s.queueRecord(q.topic, q.mark.Seq)
-		if isGone(err) {
+		m, err := storage.RecordAt(s.cfg.Store, q.topic, q.mark.Seq)
+		if storage.IsGone(err) {
 			continue // retention took it
 		}
 		if err != nil {

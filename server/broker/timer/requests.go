@@ -74,7 +74,7 @@ func (s *Service) latestRecord(id message.ID) (*message.Message, error) {
 		return nil, s.cfg.StoreError(err)
 	}
 	m, err = s.cfg.Store.LookupID(id)
-	if isGone(err) || err == nil && (m.Topic != Topic || ID(m) != id.String()) {
+	if storage.IsGone(err) || err == nil && (m.Topic != Topic || ID(m) != id.String()) {
 		return nil, storage.ErrNotFound
 	}
 	if err != nil {
@@ -173,7 +173,7 @@ func (s *Service) List(ctx context.Context, topic string, cursor string, limit i
 	// short page with a cursor past the copy.
 	var out []View
 	for _, e := range found[:min(len(found), limit)] {
-		m, err := s.queueRecord(Topic, e.Seq)
+		m, err := storage.RecordAt(s.cfg.Store, Topic, e.Seq)
 		if err != nil {
 			continue // deleted by retention uncarried (counted as lost)
 		}
@@ -334,7 +334,7 @@ func (s *Service) CancelTopic(name string) error {
 		now := s.cfg.Clock.Now()
 		recs := make([]StatusRecord, 0, len(seqs))
 		for _, seq := range seqs {
-			m, err := s.queueRecord(Topic, seq)
+			m, err := storage.RecordAt(s.cfg.Store, Topic, seq)
 			if err != nil {
 				return s.cfg.StoreError(err)
 			}

@@ -2,8 +2,6 @@ package timer
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -192,22 +190,6 @@ func (s *Service) settleOwnWrite() error {
 		return s.cfg.StoreError(err)
 	}
 	return s.follow()
-}
-
-// queueRecord reads the record at seq of queue 0 of a system topic.
-func (s *Service) queueRecord(topic string, seq int64) (*message.Message, error) {
-	res, err := s.cfg.Store.ReadQueue(topic, 0, seq, 1, nil)
-	if err != nil {
-		return nil, err
-	}
-	if len(res.Messages) == 0 || res.Messages[0].QueueOffset != seq {
-		return nil, fmt.Errorf("%w: %s/0 offset %d is gone", storage.ErrNotFound, topic, seq)
-	}
-	return res.Messages[0], nil
-}
-
-func isGone(err error) bool {
-	return errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrOffsetTooSmall) || errors.Is(err, storage.ErrOffsetOutOfRange)
 }
 
 // timerCopy is a new record of timer record m due at at, superseding m.

@@ -60,7 +60,7 @@ func (s *Service) carryBatch(txns []*Txn, cut int64) (int, error) {
 	copies := make([]*message.Message, 0, len(live))
 	for _, t := range live {
 		m, err := s.cfg.Store.Lookup(t.Phys())
-		if gone(err) || errors.Is(err, storage.ErrCorrupt) {
+		if storage.IsGone(err) || errors.Is(err, storage.ErrCorrupt) {
 			s.cfg.Log.Error().Err(err).Str("transaction", t.ID()).Msg("half message lost before retention could carry it")
 			continue
 		}

@@ -100,7 +100,7 @@ func (s *Service) handOutChecks(ctx context.Context, group string, limit int, no
 	for _, t := range taken {
 		half, err := s.cfg.Store.Lookup(t.Phys())
 		switch {
-		case err != nil && (gone(err) || errors.Is(err, storage.ErrCorrupt)):
+		case err != nil && (storage.IsGone(err) || errors.Is(err, storage.ErrCorrupt)):
 			s.cfg.Log.Error().Err(err).Str("transaction", t.ID()).Msg("half message lost; the transaction is rolled back")
 			ops = append(ops, t.FinalOp(RolledBack, ReasonLost, now))
 			rolledBack++

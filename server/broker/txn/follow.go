@@ -102,8 +102,8 @@ func (s *Service) snapshotMatches(p Position) error {
 		if q.mark.Seq < 0 || q.mark.Seq < store.MinOffset(q.topic, 0) {
 			continue
 		}
-		m, err := queueRecord(store, q.topic, q.mark.Seq)
-		if gone(err) {
+		m, err := storage.RecordAt(store, q.topic, q.mark.Seq)
+		if storage.IsGone(err) {
 			continue
 		}
 		if err != nil {
@@ -114,23 +114,6 @@ func (s *Service) snapshotMatches(p Position) error {
 		}
 	}
 	return nil
-}
-
-// queueRecord reads the record at seq of queue 0 of a system topic.
-func queueRecord(store Store, topic string, seq int64) (*message.Message, error) {
-	res, err := store.ReadQueue(topic, 0, seq, 1, nil)
-	if err != nil {
-		return nil, err
-	}
-	if len(res.Messages) == 0 || res.Messages[0].QueueOffset != seq {
-		return nil, fmt.Errorf("%w: %s/0 offset %d is gone", storage.ErrNotFound, topic, seq)
-	}
-	return res.Messages[0], nil
-}
-
-// gone reports a store error saying the record is no longer there.
-func gone(err error) bool {
-	return errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrOffsetTooSmall) || errors.Is(err, storage.ErrOffsetOutOfRange)
 }
 
 // Open loads the snapshot (or starts from the queues' beginning) and

@@ -198,7 +198,7 @@ func (s *Service) Describe(ctx context.Context, id string) (View, error) {
 func (s *Service) commit(t *Txn) (View, error) {
 	half, err := s.cfg.Store.Lookup(t.Phys())
 	if err != nil {
-		if gone(err) || errors.Is(err, storage.ErrCorrupt) {
+		if storage.IsGone(err) || errors.Is(err, storage.ErrCorrupt) {
 			s.cfg.Log.Error().Err(err).Str("transaction", t.ID()).Msg("half message lost; the transaction is rolled back")
 			return s.rolledBackInstead(t, ReasonLost)
 		}
