@@ -38,8 +38,11 @@ type cliResult struct {
 // and the like) and stdin.
 func runCLI(t *testing.T, env []string, stdin string, args ...string) cliResult {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(cleanEnv(), append(env, e2eArgsEnv+"="+strings.Join(args, "\x1f"))...)
+	cmd := cliCommand(t, args...)
+	cmd.Env = append(cleanEnv(), env...)
+	if !raceEnabled {
+		cmd.Env = append(cmd.Env, e2eArgsEnv+"="+strings.Join(args, "\x1f"))
+	}
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -560,7 +563,7 @@ func TestCLICompletion(t *testing.T) {
 	cli := cliOf(t, srv)
 	for _, sh := range []string{"bash", "zsh", "fish"} {
 		script := cli.ok("completion", sh)
-		require.Contains(t, script, os.Args[0], sh)
+		require.Contains(t, script, cliBinary(t), sh)
 		require.Contains(t, script, "mqgate", sh)
 	}
 	cli.fails(80, []string{`"bash","zsh","fish"`}, "completion", "tcsh")

@@ -14,8 +14,7 @@ import (
 // combined output and exit error.
 func runMqgate(t *testing.T, stdin string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), e2eArgsEnv+"="+strings.Join(args, "\x1f"))
+	cmd := cliCommand(t, args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	return string(out), err

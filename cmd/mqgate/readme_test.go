@@ -66,8 +66,8 @@ func TestReadmeTourRunsAsPasted(t *testing.T) {
 }
 
 // TestReadmeCommandLineRunsAsPasted runs the README's "Command line"
-// block, as written, with `mqgate` the real binary (this test binary
-// re-executed) against a real server (only its URL changes), with bash -e.
+// block, as written, with `mqgate` the real binary (cliBinary) against a
+// real server (only its URL changes), with bash -e.
 func TestReadmeCommandLineRunsAsPasted(t *testing.T) {
 	t.Parallel()
 	for _, tool := range []string{"bash", "jq", "grep"} {
@@ -86,11 +86,14 @@ func TestReadmeCommandLineRunsAsPasted(t *testing.T) {
 	require.Contains(t, script, "http://127.0.0.1:8080")
 
 	srv := servertest.Start(t)
-	script = "mqgate() { local IFS=$'\\x1f'; " + e2eArgsEnv + "=\"$*\" \"$MQGATE_TEST_BINARY\" -test.run='^$'; }\n" +
-		strings.ReplaceAll(script, "http://127.0.0.1:8080", srv.Base)
+	mqgate := "mqgate() { \"$MQGATE_TEST_BINARY\" \"$@\"; }\n" // the CLI's build (cli_binary_test.go)
+	if !raceEnabled {
+		mqgate = "mqgate() { local IFS=$'\\x1f'; " + e2eArgsEnv + "=\"$*\" \"$MQGATE_TEST_BINARY\" -test.run='^$'; }\n"
+	}
+	script = mqgate + strings.ReplaceAll(script, "http://127.0.0.1:8080", srv.Base)
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = t.TempDir()
-	cmd.Env = append(cleanEnv(), "MQGATE_TEST_BINARY="+os.Args[0])
+	cmd.Env = append(cleanEnv(), "MQGATE_TEST_BINARY="+cliBinary(t))
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	text := string(out)

@@ -110,9 +110,7 @@ func goBuild(t *testing.T, dir string, flags ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "mqgate")
 	dir = filepath.Join(dir, "cmd", "mqgate")
-	if raceEnabled {
-		flags = append(flags, "-race") // the packages of this test binary's build, cached
-	}
+	cliBinary(t) // under -race, the CLI's build: the packages compiled without it, cached
 	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", bin, ".")...)
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
