@@ -600,7 +600,8 @@ func SnapshotAt(i, t uint64, offset int64, cs *pb.ConfState) *pb.Snapshot {
 // synced one; a change of the commit point alone is written without a
 // sync (etcd's MustSync: the commit point is the cluster's, learned again
 // after a crash; the entries are synced by Append) and can only be lost,
-// or win over the synced slot with the same term and vote.
+// or win over the synced slot with the same term and vote. The commit
+// point never moves back: a lower one than the last keeps the last.
 func (s *Storage) SetHardState(st *pb.HardState) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -608,6 +609,14 @@ func (s *Storage) SetHardState(st *pb.HardState) error {
 		return err
 	}
 	h := hardState{seq: s.hard.seq + 1, term: st.GetTerm(), vote: st.GetVote(), commit: st.GetCommit()}
+	if s.hasHS && h.commit < s.hard.commit {
+		// Raft never lowers its commit point; a hard state written
+		// after a later one (a leader answers Puts whose entries
+		// committed while it persisted a Ready: shard's commitBeside)
+		// keeps the later commit point, and the dispatcher's limit never
+		// moves back.
+		h.commit = s.hard.commit
+	}
 	sync := !s.hasHS || h.term != s.hard.term || h.vote != s.hard.vote
 	if err := s.writeHardSlot(h, sync); err != nil {
 		return err

@@ -37,7 +37,13 @@
 // entries persisted before (a leader counts itself once its own entries
 // are durable), so its hard state is written and its committed entries
 // applied before its new entries are flushed: a Put's answer does not
-// wait for the flush of the Puts proposed after it.
+// wait for the flush of the Puts proposed after it. The followers'
+// answers are stepped during that flush too, and when one moves the
+// commit point over entries persisted before it, the hard state is
+// written and their Puts answered at once (node.commitBeside): raft
+// hands a commit over only in the Ready after this flush, and a Put
+// whose entry a follower acknowledged just after the leader began the
+// next flush would otherwise wait for it.
 // CheckQuorum and PreVote are on; proposals are never forwarded (a
 // follower refuses a Put). The loop body is the unexported node type; the
 // simulation test drives it step by step without goroutines.
@@ -47,9 +53,14 @@
 // Put on the leader: the loop appends the batch to its own CommitLog
 // through the store's append path without waiting for the flush
 // (PutClassNoWait), so offsets, queue offsets and store time are decided
-// once, by the leader, in log order (DLedger's way); it reads back the
-// frames it just wrote (ReadFrameRange) and proposes them as the entry's
-// data. When the entry comes out of the next Ready, raftlog recognises
+// once, by the leader, in log order (DLedger's way). At the end of its
+// turn it reads back the frames written since the last proposal — every
+// Put it took in the turn, and its writers' appends — (ReadFrameRange)
+// and proposes them as one entry's data (node.proposeBatch; at most
+// 1 MiB of frames, then the next entry starts): one entry, one append
+// message to each follower and one answer from each, for all of them,
+// where an entry per Put cost a message and an answer per Put per
+// follower, and raft sends an append message for each proposal. When the entry comes out of the next Ready, raftlog recognises
 // its bytes already in the CommitLog at its place and only writes the
 // index entry and waits for the flush: no frame is written twice.
 // Followers append the same bytes through AppendFrames, so every

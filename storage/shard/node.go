@@ -48,8 +48,9 @@ type node struct {
 	log  *raftlog.Storage
 	send func([]*pb.Message)
 
-	unplaced []*proposal          // proposed, not yet seen in a Ready's entries (FIFO)
-	placed   map[uint64]*proposal // persisted at their index, not yet committed
+	batch    []*proposal            // written, not yet proposed (proposeBatch)
+	unplaced []*proposal            // proposed, not yet seen in a Ready's entries (FIFO)
+	placed   map[uint64][]*proposal // persisted at their index, not yet committed
 	lead     uint64
 	state    raft.StateType
 	term     uint64
@@ -75,6 +76,12 @@ type node struct {
 	// start, cut once the persist is done.
 	persisting bool
 	cutAt      int64
+	// durable is the last index persisted before the Ready being
+	// persisted beside (commitBeside answers no Put above it);
+	// besideErr a failure of commitBeside, returned once the persist is
+	// done.
+	durable   uint64
+	besideErr error
 
 	// The store's writers (doc.go, "Writers of the store"): while serving
 	// (leading, fence lifted) the loop proposes what they appended past
@@ -91,6 +98,7 @@ type node struct {
 	// counters, for tests and Status
 	readies, proposals, entries uint64
 	overlapped                  uint64 // Readies persisted beside proposals (pipelined)
+	beside                      uint64 // Puts answered by commitBeside
 }
 
 func newNode(id uint64, peers []uint64, join bool, log *raftlog.Storage, cfg raft.Config, send func([]*pb.Message)) (*node, error) {
@@ -121,7 +129,7 @@ func newNode(id uint64, peers []uint64, join bool, log *raftlog.Storage, cfg raf
 			return nil, fmt.Errorf("shard: bootstrap: %w", err)
 		}
 	}
-	n := &node{id: id, rn: rn, log: log, send: send, placed: map[uint64]*proposal{}, term: hs.GetTerm(), commit: hs.GetCommit(), cutAt: -1,
+	n := &node{id: id, rn: rn, log: log, send: send, placed: map[uint64][]*proposal{}, term: hs.GetTerm(), commit: hs.GetCommit(), cutAt: -1,
 		store: log.Store(), autoUnfence: true, conf: cs, confWaits: map[string][]chan struct{}{}}
 	n.store.Fence() // a replica writes nothing of its own until it leads
 	return n, nil
@@ -144,14 +152,16 @@ func (n *node) step(m *pb.Message) error {
 
 // propose writes p's messages to the leader's CommitLog — offsets,
 // queue offsets and store time decided here, once, in log order — and
-// proposes the frames it wrote as one entry. Anything that stops it
-// before raft took the entry cuts the frames again (this loop is the
+// adds p to the batch that proposeBatch proposes as one entry: the
+// loop writes every Put it takes in a turn, then proposes them
+// together (one entry, one append message to each follower and one
+// answer from it, rather than one of each per Put). Anything that stops
+// it before raft took the entry cuts the frames again (this loop is the
 // store's only writer, so they are the log's tail) and fails p with a
 // definite error.
 func (n *node) propose(p *proposal) {
 	if p == proposeWrittenSignal {
-		n.proposeWritten(nil)
-		return
+		return // proposed with the batch (processReadies)
 	}
 	defer close(p.taken)
 	if n.failed != nil {
@@ -175,32 +185,42 @@ func (n *node) propose(p *proposal) {
 		p.finish(err)
 		return
 	}
-	n.proposeWritten(p)
+	n.batch = append(n.batch, p)
+	if n.store.WriteOffset()-n.proposedEnd >= maxEntryBytes {
+		n.proposeBatch()
+	}
 }
 
+// maxEntryBytes bounds the frames of one batch's entry: past it the
+// batch is proposed at once, and the next Puts start another.
+const maxEntryBytes = 1 << 20
+
 // proposeWrittenSignal is the proposal the loop hands to propose when the
-// store's writers appended (the store's AppendSignal).
+// store's writers appended (the store's AppendSignal): their frames are
+// proposed with the batch, at the end of the loop's turn.
 var proposeWrittenSignal = &proposal{}
 
-// proposeWritten proposes, as one entry, the frames the store's writers
-// (this loop's Puts among them) appended past the last proposal: offsets,
-// queue offsets and store time were decided once, by the leader, in log
-// order. p, when not nil, is the Put whose frames the entry holds. A
-// proposal raft refuses cuts the frames again (under the fence, so no
-// writer is appending): their writers learn an unknown outcome, p that
-// it was dropped.
-func (n *node) proposeWritten(p *proposal) {
-	if n.failed != nil || !n.serving {
-		if p != nil {
-			p.finish(fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrStopped))
+// proposeBatch proposes, as one entry, the frames the store's writers
+// (the batch's Puts among them) appended past the last proposal:
+// offsets, queue offsets and store time were decided once, by the
+// leader, in log order. A proposal raft refuses cuts the frames again
+// (under the fence, so no writer is appending): their writers learn an
+// unknown outcome, the batch's Puts that they were dropped.
+func (n *node) proposeBatch() {
+	batch := n.batch
+	n.batch = nil
+	fail := func(err error) {
+		for _, p := range batch {
+			p.finish(err)
 		}
+	}
+	if n.failed != nil || !n.serving {
+		fail(fmt.Errorf("%w: %w", ErrUnknownOutcome, ErrStopped))
 		return
 	}
 	start, end := n.proposedEnd, n.store.WriteOffset()
 	if end <= start {
-		if p != nil {
-			p.finish(fmt.Errorf("shard: the put's frames are not past the last proposal (%d)", start))
-		}
+		fail(fmt.Errorf("shard: the put's frames are not past the last proposal (%d)", start))
 		return
 	}
 	data, err := n.store.ReadFrameRange(start, end, make([]byte, 0, end-start))
@@ -221,15 +241,14 @@ func (n *node) proposeWritten(p *proposal) {
 		} else if terr := n.store.TruncateFrom(start); terr != nil {
 			n.fail(fmt.Errorf("shard: cut the frames of a refused proposal at %d: %w", start, terr))
 		}
-		if p != nil {
-			p.finish(err)
-		}
+		fail(err)
 		return
 	}
 	n.proposals++
 	n.proposedEnd = end
-	if p != nil {
-		p.term, p.start, p.end = n.rn.BasicStatus().GetTerm(), start, end
+	term := n.rn.BasicStatus().GetTerm()
+	for _, p := range batch {
+		p.term, p.start, p.end = term, start, end
 		n.unplaced = append(n.unplaced, p)
 	}
 }
@@ -283,12 +302,18 @@ func (n *node) fail(err error) {
 
 // abandon answers every pending proposal with err.
 func (n *node) abandon(err error) {
+	for _, p := range n.batch {
+		p.finish(err)
+	}
+	n.batch = nil
 	for _, p := range n.unplaced {
 		p.finish(err)
 	}
 	n.unplaced = nil
-	for i, p := range n.placed {
-		p.finish(err)
+	for i, ps := range n.placed {
+		for _, p := range ps {
+			p.finish(err)
+		}
 		delete(n.placed, i)
 	}
 }
@@ -306,7 +331,13 @@ func (n *node) processReadies(during func(persisting func() error) error) (int, 
 		return 0, n.failed
 	}
 	k := 0
-	for n.rn.HasReady() {
+	for {
+		if len(n.batch) > 0 || (n.serving && n.store.WriteOffset() > n.proposedEnd) {
+			n.proposeBatch()
+		}
+		if !n.rn.HasReady() {
+			break
+		}
 		leader := n.rn.BasicStatus().RaftState == raft.StateLeader
 		rd, err := n.ready()
 		if err != nil {
@@ -521,8 +552,9 @@ func (n *node) finish(rd raft.Ready, applyCommitted bool) error {
 }
 
 // place gives the pending proposals their indexes: on the leader, the
-// normal entries with frames of its own term are its proposals, in the
-// order it proposed them, at the offsets it wrote them.
+// normal entries with frames of its own term are its batches of
+// proposals, in the order it proposed them, at the offsets it wrote
+// them.
 func (n *node) place(ents []*pb.Entry) {
 	for _, e := range ents {
 		if len(n.unplaced) == 0 {
@@ -536,9 +568,12 @@ func (n *node) place(ents []*pb.Entry) {
 		if err != nil || e.GetTerm() != p.term || start != p.start {
 			continue
 		}
-		p.index = e.GetIndex()
-		n.placed[p.index] = p
-		n.unplaced = n.unplaced[1:]
+		for len(n.unplaced) > 0 && n.unplaced[0].term == p.term && n.unplaced[0].start == start {
+			q := n.unplaced[0]
+			q.index = e.GetIndex()
+			n.placed[q.index] = append(n.placed[q.index], q)
+			n.unplaced = n.unplaced[1:]
+		}
 	}
 }
 
@@ -567,12 +602,14 @@ func (n *node) apply(e *pb.Entry) error {
 		n.confApplied = append(n.confApplied, n.confWaits[string(e.GetData())]...)
 		delete(n.confWaits, string(e.GetData()))
 	}
-	if p, ok := n.placed[e.GetIndex()]; ok {
+	if ps, ok := n.placed[e.GetIndex()]; ok {
 		delete(n.placed, e.GetIndex())
-		if e.GetTerm() == p.term {
-			p.finish(nil)
-		} else {
-			p.finish(fmt.Errorf("%w: another leader's entry was committed at index %d", ErrNotLeader, e.GetIndex()))
+		for _, p := range ps {
+			if e.GetTerm() == p.term {
+				p.finish(nil)
+			} else {
+				p.finish(fmt.Errorf("%w: another leader's entry was committed at index %d", ErrNotLeader, e.GetIndex()))
+			}
 		}
 	}
 	n.applied = e.GetIndex()
@@ -604,9 +641,15 @@ func roleName(s raft.StateType) string {
 // persistBeside runs persisting (a leader's Ready being persisted) in a
 // goroutine of its own while propose takes what next offers, until the
 // persist is done or a proposal was refused (its frames are then cut
-// after it). next returns nil when there is nothing more to take.
+// after it). next returns the persist's outcome with finished set once
+// it is done; otherwise a proposal to take, or nil when it handled
+// something else (a message stepped: commitBeside).
 func (n *node) persistBeside(persisting func() error, next func(done <-chan error) (*proposal, error, bool)) error {
 	n.persisting, n.cutAt = true, -1
+	n.durable, n.besideErr = 0, nil
+	if last, err := n.log.LastIndex(); err == nil {
+		n.durable = last
+	}
 	done := make(chan error, 1)
 	go func() { done <- persisting() }()
 	var err error
@@ -620,9 +663,14 @@ func (n *node) persistBeside(persisting func() error, next func(done <-chan erro
 			err = perr
 			break
 		}
-		n.propose(p)
+		if p != nil {
+			n.propose(p)
+		}
 	}
 	n.persisting = false
+	if err == nil && n.besideErr != nil {
+		err = n.besideErr
+	}
 	if n.cutAt >= 0 {
 		if terr := n.log.Store().TruncateFrom(n.cutAt); terr != nil && err == nil {
 			err = fmt.Errorf("shard: cut the frames of a refused proposal at %d: %w", n.cutAt, terr)
@@ -630,6 +678,47 @@ func (n *node) persistBeside(persisting func() error, next func(done <-chan erro
 		n.cutAt = -1
 	}
 	return err
+}
+
+// commitBeside runs after a message was stepped while a leader's Ready
+// is persisted (persistBeside): when the message moved the commit point
+// over entries persisted before that Ready (a follower's answer to an
+// earlier append), it writes the hard state — which raises the
+// dispatch limit — and answers their Puts, without waiting for the
+// flush of the entries being persisted. Raft hands the commit over in a
+// Ready only after that flush (no second Ready before Advance), and a
+// Put would otherwise wait for two flushes: the one its entry is in and
+// the next. Those entries are applied again in the next Ready (apply
+// finds no proposal left to answer); configuration changes are applied
+// only there. It changes nothing unless this replica still leads in the
+// term its proposals were made in.
+func (n *node) commitBeside() {
+	if n.besideErr != nil || n.failed != nil {
+		return
+	}
+	st := n.rn.BasicStatus()
+	if st.RaftState != raft.StateLeader {
+		return
+	}
+	c := min(st.GetCommit(), n.durable)
+	if c <= n.commit {
+		return
+	}
+	hs := &pb.HardState{Term: proto.Uint64(st.GetTerm()), Vote: proto.Uint64(st.GetVote()), Commit: proto.Uint64(c)}
+	if err := n.log.SetHardState(hs); err != nil {
+		n.besideErr = fmt.Errorf("shard: persist hard state: %w", err)
+		return
+	}
+	n.term, n.commit = st.GetTerm(), c
+	for i, ps := range n.placed {
+		if i <= c && ps[0].term == st.GetTerm() {
+			delete(n.placed, i)
+			for _, p := range ps {
+				p.finish(nil)
+				n.beside++
+			}
+		}
+	}
 }
 
 // progress is the leader's view of every replica (nil on a follower).

@@ -315,7 +315,8 @@ func (s *Shard) run() {
 		case p := <-s.propc:
 			n.propose(p)
 		case <-n.store.AppendSignal():
-			n.proposeWritten(nil)
+			// The writers' frames are proposed at the end of the turn
+			// (processReadies).
 		case r := <-s.servc:
 			r.done <- s.serve(r.gen)
 		case r := <-s.progc:
@@ -400,6 +401,12 @@ func (s *Shard) proposeWhilePersisting(persisting func() error) error {
 			return p, nil, false
 		case <-s.node.store.AppendSignal():
 			return proposeWrittenSignal, nil, false
+		case m := <-s.recvc:
+			// The followers' answers to earlier appends: the Puts they
+			// commit are answered now (commitBeside).
+			s.stepLogged(m)
+			s.node.commitBeside()
+			return nil, nil, false
 		}
 	})
 }

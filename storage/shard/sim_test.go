@@ -74,6 +74,21 @@ func (n *simNet) release() {
 	}
 }
 
+// dueFor takes the messages to one replica due by the step at.
+func (n *simNet) dueFor(to uint64, at int) []*pb.Message {
+	var out []*pb.Message
+	keep := n.queue[:0]
+	for _, f := range n.queue {
+		if f.at <= at && f.m.GetTo() == to {
+			out = append(out, f.m)
+		} else {
+			keep = append(keep, f)
+		}
+	}
+	n.queue = keep
+	return out
+}
+
 // due takes the messages due now, in a shuffled order.
 func (n *simNet) due() []*pb.Message {
 	var out []*pb.Message
@@ -124,6 +139,7 @@ type sim struct {
 	crashes    int
 	logStats   raftlog.Stats // of the replicas' Raft logs closed so far
 	overlapped uint64        // Readies persisted beside proposals, by the replicas closed so far
+	beside     uint64        // Puts answered by commitBeside, by the replicas closed so far
 }
 
 func (s *sim) addStats(st raftlog.Stats) {
@@ -172,6 +188,7 @@ func (s *sim) crash(r *simReplica) {
 	r.n.abandon(fmt.Errorf("%w: crashed", ErrUnknownOutcome))
 	s.addStats(r.log.Stats())
 	s.overlapped += r.n.overlapped
+	s.beside += r.n.beside
 	_ = r.log.Close()
 	dir := t.TempDir()
 	require.NoError(t, p.Materialize(images[0], dir))
@@ -222,14 +239,23 @@ func (s *sim) step(propose bool) {
 		}
 		var during func(func() error) error
 		if propose && s.rng.IntN(2) == 0 {
-			// Pipelined: a few more Puts while a Ready is persisted.
+			// Pipelined: a few more Puts while a Ready is persisted, and
+			// the messages to it that arrive meanwhile (the followers'
+			// answers: commitBeside), as the Shard's loop takes them.
 			during = func(persisting func() error) error {
-				more := s.rng.IntN(3)
+				more := s.rng.IntN(4)
 				return r.n.persistBeside(persisting, func(done <-chan error) (*proposal, error, bool) {
 					if more == 0 {
 						return nil, <-done, true
 					}
 					more--
+					if s.rng.IntN(2) == 0 {
+						for _, m := range s.net.dueFor(r.id, s.net.now+1) {
+							require.NoError(t, r.n.step(m))
+							r.n.commitBeside()
+						}
+						return nil, nil, false
+					}
 					return s.newProposal(), nil, false
 				})
 			}
@@ -443,14 +469,16 @@ func runSim(t *testing.T, seed uint64, steps int) raftlog.Stats {
 	require.True(t, s.converged(), "the replicas converge once the network heals")
 	require.Empty(t, s.pending, "every Put got an answer")
 	require.Positive(t, s.outcomes["ok"])
-	overlapped := s.overlapped
+	overlapped, beside := s.overlapped, s.beside
 	for _, r := range s.nodes {
 		s.addStats(r.log.Stats())
 		overlapped += r.n.overlapped
+		beside += r.n.beside
 	}
 	require.Positive(t, overlapped, "some Readies were persisted beside proposals")
-	t.Logf("seed %d: %d entries committed, outcomes %v, %d crashes, network sent %d dropped %d; Raft logs: %+v; %d Readies pipelined",
-		seed, len(s.committed), s.outcomes, s.crashes, s.net.sent, s.net.dropped, s.logStats, overlapped)
+	require.Positive(t, beside, "some Puts were answered while a later Ready was persisted")
+	t.Logf("seed %d: %d entries committed, outcomes %v, %d crashes, network sent %d dropped %d; Raft logs: %+v; %d Readies pipelined, %d Puts answered beside",
+		seed, len(s.committed), s.outcomes, s.crashes, s.net.sent, s.net.dropped, s.logStats, overlapped, beside)
 
 	// Every acknowledged message on every replica, the same everywhere.
 	for _, r := range s.nodes {
@@ -552,6 +580,7 @@ func TestDeposedLeaderGivesBackItsTail(t *testing.T) {
 	ms := batch("orphan", 2)
 	p := &proposal{class: storage.ClassSend, msgs: ms, res: make([]storage.PutResult, 2), taken: make(chan struct{}), done: make(chan error, 1)}
 	old.n.propose(p)
+	old.n.proposeBatch() // as the loop does at the end of the turn that took the Put
 	require.Greater(t, st.WriteOffset(), before, "the frames are written when proposed")
 
 	clear(s.net.cut)
