@@ -122,3 +122,39 @@ func mustLast(t *testing.T, s *Storage) uint64 {
 	require.NoError(t, err)
 	return i
 }
+
+// TestCommitPointNeverMovesBack: a hard state written after a later one
+// (a leader answers Puts committed while it persists a Ready, and the
+// Ready's own hard state lands after) keeps the later commit point, on
+// disk and in the dispatcher's limit; its term and vote are written.
+func TestCommitPointNeverMovesBack(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, err := Open(testOptions(dir))
+	require.NoError(t, err)
+	require.NoError(t, s.SetHardState(hs(1, 1, 0)))
+	var ents []*pb.Entry
+	for i := uint64(1); i <= 3; i++ {
+		data, _ := leaderWrite(t, s, fmt.Sprint("c", i), 1)
+		ents = append(ents, pbEntry(i, 1, pb.EntryNormal, data))
+	}
+	require.NoError(t, s.Append(ents))
+	require.NoError(t, s.SetHardState(hs(1, 1, 3)))
+	limit := s.Store().DispatchLimit()
+	require.Equal(t, s.Store().WriteOffset(), limit)
+
+	require.NoError(t, s.SetHardState(hs(1, 1, 2)))
+	got, _, err := s.InitialState()
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), got.GetCommit())
+	require.Equal(t, limit, s.Store().DispatchLimit(), "the dispatch limit stays")
+
+	require.NoError(t, s.SetHardState(hs(2, 2, 1))) // a new term: written, the commit point kept
+	require.NoError(t, s.Close())
+	s, err = Open(testOptions(dir))
+	require.NoError(t, err)
+	defer func() { _ = s.Close() }()
+	got, _, err = s.InitialState()
+	require.NoError(t, err)
+	require.Equal(t, []uint64{2, 2, 3}, []uint64{got.GetTerm(), got.GetVote(), got.GetCommit()})
+}
