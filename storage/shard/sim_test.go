@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -396,19 +397,30 @@ func (s *sim) partition(kind int) {
 // dispatched past the commit point, every acknowledged Put committed. At
 // the end: every acknowledged message is on every replica at its offset
 // with its id, body and queue offset, and the ConsumeQueues agree.
+// Quick: 8 seeds of 900 steps; LONG=1: 300 seeds of 2 000 steps;
+// SHARD_SIM_SEEDS=n sets the seeds.
 func TestSimulatedCluster(t *testing.T) {
 	t.Parallel()
-	seeds := uint64(3)
+	seeds, steps := uint64(8), 900
+	if os.Getenv("LONG") != "" {
+		seeds, steps = 300, 2000
+	}
 	if n, err := strconv.ParseUint(os.Getenv("SHARD_SIM_SEEDS"), 10, 64); err == nil && n > 0 {
 		seeds = n
 	}
+	var mu sync.Mutex
 	var total raftlog.Stats
-	for seed := uint64(1); seed <= seeds; seed++ {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			st := runSim(t, seed, 900)
-			total.Conflicts += st.Conflicts
-		})
-	}
+	t.Run("seeds", func(t *testing.T) {
+		for seed := uint64(1); seed <= seeds; seed++ {
+			t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+				t.Parallel()
+				st := runSim(t, seed, steps)
+				mu.Lock()
+				total.Conflicts += st.Conflicts
+				mu.Unlock()
+			})
+		}
+	})
 	// The paths that give back a deposed leader's writes ran.
 	require.Positive(t, total.Conflicts, "conflicting suffixes were cut")
 }
