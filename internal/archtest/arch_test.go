@@ -84,12 +84,20 @@ var forbidden = map[string][]string{
 	// replication layers under the store; of internal only internal/worker
 	// (excepted below).
 	"server/broker/txn": {"api", "server", "cmd", "web", "docs", "migrations", "internal", "storage/raftlog", "storage/shard"},
-	// So does what has moved of the registry family (the META record codec,
-	// the state and its apply, the snapshot files' codec, the topic and
-	// group configurations): the receipt keyring, whose key records are
-	// META records, and a group's retry policy (both excepted below), and
-	// nothing else; the broker reads and writes the topic and the files.
-	"server/broker/registry": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
+	// The registry family holds its requests too (the META record codec,
+	// the state and its apply, the snapshot files, the registry lock, the
+	// topic and group requests with their quotas, the replay at open and
+	// the follower's, retention's carry, the receipt key requests): it
+	// appends rmq_sys_META and writes the files through the store's facade
+	// (storage and its leaf packages; the server/broker row above keeps
+	// it off the engines), never the replication layers under the store;
+	// of the server it imports the receipt keyring, whose key records are
+	// META records, and a group's retry policy (both excepted below); what
+	// it needs of the broker (the replay of a system queue, the name
+	// rules, the other families' checks of a group, a group's start
+	// offsets, what a group's deletion drops) comes in its Config, so
+	// never server/broker itself, api or cmd.
+	"server/broker/registry": {"api", "server", "cmd", "web", "docs", "migrations", "internal", "storage/raftlog", "storage/shard"},
 	// The timer family holds its request logic and its services too (the
 	// record codecs, the state beside the timer index and its apply,
 	// following the queues into the index, the requests, the delivery

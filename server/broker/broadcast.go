@@ -225,11 +225,11 @@ func (b *Broker) ReadQueueFor(ctx context.Context, group, topic string, queueID 
 // instanceBroker is what package instance needs of the broker.
 type instanceBroker struct{ b *Broker }
 
-func (i instanceBroker) Group(name string) (GroupConfig, bool) { return i.b.registry.group(name) }
+func (i instanceBroker) Group(name string) (GroupConfig, bool) { return i.b.registry.Group(name) }
 func (i instanceBroker) Lookup(ctx context.Context, name string) (GroupConfig, error) {
 	return i.b.GetGroup(ctx, name)
 }
-func (i instanceBroker) Topic(name string) (TopicConfig, bool)   { return i.b.registry.topic(name) }
+func (i instanceBroker) Topic(name string) (TopicConfig, bool)   { return i.b.registry.Topic(name) }
 func (i instanceBroker) AwaitDispatch(ctx context.Context) error { return i.b.awaitDispatch(ctx) }
 func (i instanceBroker) CatchUp(ctx context.Context) error       { return i.b.catchUp(ctx) }
 func (i instanceBroker) ForgetDropped(progressGroup string)      { i.b.dropped.forget(progressGroup) }

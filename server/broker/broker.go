@@ -209,7 +209,7 @@ type Broker struct {
 	opts     Options
 	log      zerolog.Logger
 	store    *storage.Store
-	registry *registrar
+	registry registrar
 	progress *offset.Table
 	// ledger writes the progress records and answers the progress
 	// queries (package progress); its lock orders appends of progress
@@ -318,12 +318,9 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 
 func (b *Broker) recover(ctx context.Context) error {
 	var err error
-	scan := func(from int64, fn func(int64, []byte)) (int64, error) { return b.scanMeta(ctx, from, fn) }
-	if b.registry, err = openRegistry(b.store, b.appendMeta, scan, b.clock, b.log.With().Str("part", "registry").Logger()); err != nil {
+	if b.registry, err = b.openRegistry(ctx); err != nil {
 		return err
 	}
-	b.registry.quotas = b.opts.Quotas
-	b.registry.meet = b.meetTopics
 	table, from, err := offset.NewTable(), int64(0), error(nil)
 	if snap, rerr := b.store.ReadMeta(offsetsSnapshot); rerr == nil {
 		table, from, err = offset.DecodeSnapshot(snap)
@@ -352,7 +349,7 @@ func (b *Broker) recover(ctx context.Context) error {
 		return err
 	}
 	for _, k := range table.Keys() {
-		if _, ok := b.registry.group(baseGroup(k.Group)); !ok {
+		if _, ok := b.registry.Group(baseGroup(k.Group)); !ok {
 			table.Forget(k.Group) // a deleted group's (and its instances')
 		}
 	}

@@ -20,7 +20,8 @@
 // System topics (the "rmq_sys_" prefix is reserved, as are "%" and
 // SCHEDULE_TOPIC_XXXX; clients cannot send to them):
 //
-//	rmq_sys_META          registry changes (package registry; metalog.go).
+//	rmq_sys_META          registry changes (package registry:
+//	                      server/broker/registry/doc.go; the facade: meta.go).
 //	                      Queue 0. Body: a JSON array of
 //	                      {"kind","name","topic","group","tomb","key"},
 //	                      kind one of topic, topic-deleted, tombstone, group,

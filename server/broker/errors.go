@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 
+	"github.com/mqgate/mqgate/server/broker/registry"
 	"github.com/mqgate/mqgate/server/broker/send"
 	"github.com/mqgate/mqgate/server/broker/txn"
 )
@@ -63,7 +64,7 @@ var (
 	ErrDispatchStalled = errors.New("the store's dispatcher is stalled")
 	// ErrQueueShrink: an update would lower a topic's queue count (it
 	// always comes with ErrInvalidArgument).
-	ErrQueueShrink = errors.New("a topic's queue count cannot shrink")
+	ErrQueueShrink = registry.ErrQueueShrink
 	// ErrInvalidSQL: an SQL92 filter does not compile, or names a property
 	// of the broker (SQLError says where).
 	ErrInvalidSQL = errors.New("invalid SQL filter")
@@ -87,7 +88,7 @@ var (
 )
 
 // ErrQuotaExceeded: the request would pass one of the broker's quotas.
-var ErrQuotaExceeded = errors.New("quota exceeded")
+var ErrQuotaExceeded = registry.ErrQuotaExceeded
 
 // Sentinels of transactions (package txn's).
 var (

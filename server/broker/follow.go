@@ -70,9 +70,7 @@ func (b *Broker) Follow(ctx context.Context) error {
 // applyLogLocked is Follow's work; the caller holds follow.mu.
 func (b *Broker) applyLogLocked(ctx context.Context) error {
 	f := &b.follow
-	if err := b.registry.follow(func(from int64, fn func(int64, []byte)) (int64, error) {
-		return b.scanMeta(ctx, from, fn)
-	}); err != nil {
+	if err := b.registry.Follow(ctx); err != nil {
 		return err
 	}
 
@@ -159,7 +157,7 @@ func (b *Broker) takeOver(ctx context.Context) error {
 	if err := b.applyLogLocked(ctx); err != nil {
 		return err
 	}
-	if err := b.registry.ensureReceiptKey(b.store.WriteOffset() > 0, b.clock.Now().UnixMilli(), b.log); err != nil {
+	if err := b.registry.EnsureReceiptKey(b.store.WriteOffset() > 0, b.clock.Now().UnixMilli(), b.log); err != nil {
 		return err
 	}
 	if err := b.finishDeletions(); err != nil {

@@ -455,11 +455,11 @@ func (b *Broker) owed(k leaselog.At, f leaselog.Folded) bool {
 func (b *Broker) owedView(k leaselog.At, f leaselog.Folded) (queueView, bool) {
 	key := offset.Key(k.Key)
 	group, client := splitInstance(key.Group) // a broadcasting group's instance (broadcast.go)
-	g, ok := b.registry.group(group)
+	g, ok := b.registry.Group(group)
 	if !ok || f.At < g.CreatedAt.UnixMilli() {
 		return queueView{}, false // the group is gone (or this is a deleted namesake's lease)
 	}
-	if t, ok := b.registry.topic(key.Topic); !ok || f.At < t.CreatedAt.UnixMilli() {
+	if t, ok := b.registry.Topic(key.Topic); !ok || f.At < t.CreatedAt.UnixMilli() {
 		return queueView{}, false
 	}
 	if _, gen, _ := b.progress.Get(key); gen != f.Gen || b.progress.IsAcked(key, k.Off) {

@@ -1,300 +1,189 @@
 package broker
 
 import (
+	"context"
 	"fmt"
-	"sort"
-	"sync"
-
-	"github.com/jonboulle/clockwork"
-	"github.com/rs/zerolog"
 
 	"github.com/mqgate/mqgate/server/broker/registry"
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/offset"
 )
 
-// registrar runs the registry (package registry: topics, tombstones,
-// groups and the receipt keyring, RocketMQ's topics.json and
-// subscriptionGroup.json) on the broker's store. Each change is a record
-// in the CommitLog before it is visible (metalog.go), so a created topic
-// survives any crash and the loss of the files; config/topics.json and
-// config/groups.json are snapshots of the registry.
-//
-// The state keeps the deletion record (tombstone) of every deleted topic
-// name; in topics.json a name that was deleted (and possibly created again
-// since) has a "Deleted" member, and a name that is only a tombstone has no
-// queues. The state's maps are replaced, never changed in place, so a
-// reader may keep one it got.
-type registrar struct {
-	files  metaFiles
-	log    metaLog
-	logger zerolog.Logger
-	clock  clockwork.Clock // stamps CreatedAt and a group's deletion
-	// mu guards state (but its receipt keyring, read without it) and
-	// covered; a change holds it from its checks across its record's
-	// write to its apply.
-	mu      sync.RWMutex
-	state   *registry.State
-	covered int64 // the snapshots hold every rmq_sys_META record below this queue offset
-	// quotas bound what puts may create (quota.go); set once at open.
-	quotas Quotas
-	// meet writes the start offsets of the topics a group change
-	// subscribes to (package progress: MeetTopics) before the group record; set once
-	// at open, nil in tests of the registry alone.
-	meet func(old GroupConfig, exists bool, g GroupConfig, topics map[string]TopicConfig) (undo func(), err error)
-}
+// Topics and groups: the facade of the registry family,
+// server/broker/registry, which holds the META record codec, the State
+// and its apply, the snapshot files, the registry lock, the changes with
+// their quota checks, the replay at open and the follower's, retention's
+// carry of the registry, the receipt key requests and the topic and group
+// requests (server/broker/registry/doc.go). What stays here: the exported
+// requests, which delegate; the family's Config, filled in from the broker
+// (its store and clock, the replay of a system queue, the store errors'
+// mapping, the name rules, the other families' checks of a group — its
+// instance idle time, ConsumeFrom, retry policy, subscriptions' filters —,
+// the wait for dispatch, a group's start offsets, and what a group's
+// deletion drops beside its record: its pop states, instances and
+// progress); and a topic's deletion but its record (topicdelete.go).
+
+// metaTopic carries registry changes (package registry).
+const metaTopic = registry.Topic
 
 // topicTombstone records a topic's deletion (registry.Tombstone).
 type topicTombstone = registry.Tombstone
 
-// metaFiles is the part of the store that keeps small metadata files.
-type metaFiles interface {
-	ReadMeta(name string) ([]byte, error)
-	WriteMeta(name string, data []byte) error
+// registrar is the registry family's Service, with the unexported names
+// the send and retry families' files still call (topic, group, putTopic).
+type registrar struct{ *registry.Service }
+
+func (r registrar) topic(name string) (TopicConfig, bool) { return r.Topic(name) }
+func (r registrar) group(name string) (GroupConfig, bool) { return r.Group(name) }
+func (r registrar) putTopic(t TopicConfig, ifAbsent bool) (TopicConfig, bool, error) {
+	return r.SetTopic(t, ifAbsent)
 }
 
-// openRegistry recovers the registry from its snapshot files and the meta
-// records of the CommitLog (metalog.go).
-func openRegistry(files metaFiles, log metaLog, scan metaScan, clock clockwork.Clock, logger zerolog.Logger) (*registrar, error) {
-	r := &registrar{files: files, log: log, logger: logger, clock: clock, state: registry.NewState()}
-	if err := r.load(scan); err != nil {
-		return nil, err
+// openRegistry opens the registry family over b's store: its snapshot
+// files and the records of rmq_sys_META after them.
+func (b *Broker) openRegistry(ctx context.Context) (registrar, error) {
+	q := b.opts.Quotas
+	svc, err := registry.Open(ctx, registry.Config{
+		Store:      b.store,
+		Scan:       b.scanMeta,
+		Clock:      b.clock,
+		Log:        b.log.With().Str("part", "registry").Logger(),
+		StoreError: mapStoreErr,
+		Quotas: registry.Quotas{MaxTopics: q.MaxTopics, MaxQueuesPerTopic: q.MaxQueuesPerTopic, MaxQueues: q.MaxQueues,
+			MaxGroups: q.MaxGroups, MaxPushEndpoints: q.MaxPushEndpoints},
+		InvalidArgument: ErrInvalidArgument,
+		TopicNotFound:   ErrTopicNotFound,
+		GroupNotFound:   ErrGroupNotFound,
+		DefaultQueues:   b.opts.DefaultQueues,
+		MaxInvisible:    b.opts.MaxInvisible,
+		ValidateTopic:   ValidateTopicName,
+		ValidateGroup:   ValidateGroupName,
+		CheckGroup:      checkGroup,
+		AwaitDispatch:   b.awaitDispatch,
+		Meet:            b.meetTopics,
+		DropGroup:       b.dropGroup,
+	})
+	return registrar{svc}, err
+}
+
+// checkGroup runs the checks of a group that are other families' (the
+// registry's Config.CheckGroup): its instance idle time (package
+// instance), ConsumeFrom (package progress), retry policy (package retry)
+// and its subscriptions' topic names and filters.
+func checkGroup(g GroupConfig) (GroupConfig, error) {
+	if err := checkInstanceIdle(g.InstanceIdle); err != nil {
+		return g, err
 	}
-	return r, nil
-}
-
-// save writes snapshot file name (encoded by the registry package).
-func (r *registrar) save(name string, data []byte, err error) error {
-	if err != nil {
-		return err
+	var err error
+	if g.ConsumeFrom, err = normalizeConsumeFrom(g.ConsumeFrom); err != nil {
+		return g, err
 	}
-	return r.files.WriteMeta(name, data)
-}
-
-func (r *registrar) topic(name string) (TopicConfig, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.state.Topic(name)
-}
-
-func (r *registrar) group(name string) (GroupConfig, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.state.Group(name)
-}
-
-// putTopic stores t; create reports whether it was new. ifAbsent leaves an
-// existing topic untouched (auto-create racing an explicit PUT).
-func (r *registrar) putTopic(t TopicConfig, ifAbsent bool) (TopicConfig, bool, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	old, exists := r.state.Topic(t.Name)
-	if exists && ifAbsent {
-		return old, false, nil
+	if g.RetryPolicy, err = normalizeRetryPolicy(g.RetryPolicy); err != nil {
+		return g, err
 	}
-	if !exists {
-		if err := r.checkTopicLocked(TopicConfig{}, false, t); err != nil {
-			return t, false, err
+	for i, s := range g.Subscriptions {
+		if err := ValidateTopicName(s.Topic); err != nil {
+			return g, fmt.Errorf("subscription %d: %w", i, err)
 		}
-		t.CreatedAt = r.state.TopicCreatedAt(t.Name, r.clock.Now())
-		return t, true, r.storeTopicLocked(t)
-	}
-	t, err := r.replaceTopicLocked(old, t)
-	return t, false, err
-}
-
-// updateTopic replaces an existing topic with fn's answer, under the lock.
-func (r *registrar) updateTopic(name string, fn func(TopicConfig) (TopicConfig, error)) (TopicConfig, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	old, exists := r.state.Topic(name)
-	if !exists {
-		return TopicConfig{}, fmt.Errorf("%w: %s", ErrTopicNotFound, name)
-	}
-	t, err := fn(old)
-	if err != nil {
-		return old, err
-	}
-	return r.replaceTopicLocked(old, t)
-}
-
-// replaceTopicLocked stores t in place of old; the caller holds r.mu.
-func (r *registrar) replaceTopicLocked(old, t TopicConfig) (TopicConfig, error) {
-	t.Name, t.CreatedAt = old.Name, old.CreatedAt
-	if t.Queues < old.Queues {
-		return old, &shrinkError{from: old.Queues, to: t.Queues}
-	}
-	if t == old {
-		return old, nil
-	}
-	if err := r.checkTopicLocked(old, true, t); err != nil {
-		return old, err
-	}
-	if err := r.storeTopicLocked(t); err != nil {
-		return old, err
-	}
-	return t, nil
-}
-
-// storeTopicLocked records t, then publishes it; the caller holds r.mu.
-func (r *registrar) storeTopicLocked(t TopicConfig) error {
-	return r.commitLocked(registry.Record{Kind: registry.KindTopic, Topic: &t})
-}
-
-// shrinkError refuses to lower a topic's queue count (queue ids are
-// spread over by sharding keys and offsets; RocketMQ refuses it too).
-type shrinkError struct {
-	from, to int
-	// defaulted: the count was left out of a full replace and took the
-	// default.
-	defaulted bool
-}
-
-func (e *shrinkError) Error() string {
-	if e.defaulted {
-		return fmt.Sprintf("%v: PUT replaces the whole topic: queues defaults to %d when omitted and a topic's queue count cannot shrink (%d -> %d)",
-			ErrInvalidArgument, e.to, e.from, e.to)
-	}
-	return fmt.Sprintf("%v: a topic's queue count cannot shrink (%d -> %d)", ErrInvalidArgument, e.from, e.to)
-}
-
-// Is classifies the error as ErrInvalidArgument and ErrQueueShrink.
-func (e *shrinkError) Is(target error) bool {
-	return target == ErrInvalidArgument || target == ErrQueueShrink
-}
-
-// deleteTopic removes a topic and records its tombstone, in one record.
-func (r *registrar) deleteTopic(name string, tomb topicTombstone) (bool, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.state.Topic(name); !ok {
-		return false, nil
-	}
-	if err := r.commitLocked(registry.Record{Kind: registry.KindTopicDeleted, Name: name, Tomb: &tomb}); err != nil {
-		return false, err
-	}
-	return true, nil
-}
-
-// setTombstone replaces (nil: drops) the tombstone of name.
-func (r *registrar) setTombstone(name string, tomb *topicTombstone) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.commitLocked(registry.Record{Kind: registry.KindTombstone, Name: name, Tomb: tomb})
-}
-
-// tombstone returns the deletion record of name, if it was ever deleted.
-func (r *registrar) tombstone(name string) (topicTombstone, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.state.Tombstone(name)
-}
-
-// tombstones returns every deletion record.
-func (r *registrar) tombstones() map[string]topicTombstone {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.state.Tombstones()
-}
-
-func (r *registrar) putGroup(g GroupConfig, ifAbsent bool) (GroupConfig, bool, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	old, exists := r.state.Group(g.Name)
-	if exists && ifAbsent {
-		return old, false, nil
-	}
-	if exists {
-		g.CreatedAt = old.CreatedAt
-	} else {
-		g.CreatedAt = r.state.GroupCreatedAt(g.Name, r.clock.Now())
-	}
-	if err := r.checkGroupLocked(old, exists, g); err != nil {
-		return old, false, err
-	}
-	if err := r.meetAndStoreLocked(old, exists, g); err != nil {
-		return old, false, err
-	}
-	return g, !exists, nil
-}
-
-// updateGroup replaces an existing group with fn's answer, under the lock.
-func (r *registrar) updateGroup(name string, fn func(GroupConfig) (GroupConfig, error)) (GroupConfig, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	old, exists := r.state.Group(name)
-	if !exists {
-		return GroupConfig{}, fmt.Errorf("%w: %s", ErrGroupNotFound, name)
-	}
-	g, err := fn(old)
-	if err != nil {
-		return old, err
-	}
-	g.Name, g.CreatedAt = old.Name, old.CreatedAt
-	if err := r.checkGroupLocked(old, true, g); err != nil {
-		return old, err
-	}
-	if err := r.meetAndStoreLocked(old, true, g); err != nil {
-		return old, err
+		if _, err := tagMatcher(s.TagExpression); err != nil {
+			return g, fmt.Errorf("subscription %d: %w", i, err)
+		}
+		if _, err := compileSQL(fmt.Sprintf("subscriptions[%d].sql", i), s.SQL); err != nil {
+			return g, err
+		}
 	}
 	return g, nil
 }
 
-// meetAndStoreLocked writes the start offsets of the topics g newly
-// subscribes to (meet), then stores g; the caller holds r.mu.
-func (r *registrar) meetAndStoreLocked(old GroupConfig, exists bool, g GroupConfig) error {
-	var undo func()
-	if r.meet != nil {
-		var err error
-		if undo, err = r.meet(old, exists, g, r.state.Topics()); err != nil {
-			return err
+// scanMeta is the registry's Scan over the broker's store.
+func (b *Broker) scanMeta(ctx context.Context, from int64, fn func(int64, []byte)) (int64, error) {
+	end := b.store.MaxOffset(metaTopic, 0)
+	if from > end {
+		from = end // a snapshot ahead of the log (it lost a tail): replay what there is
+	}
+	err := b.scanSystemQueue(ctx, metaTopic, from, func(m *message.Message) { fn(m.QueueOffset, m.Body) })
+	return end, err
+}
+
+// carryMeta runs before retention deletes the CommitLog below cut: when a
+// meta record lies there, the whole registry is appended again.
+func (b *Broker) carryMeta(cut int64) error { return b.registry.Carry(cut) }
+
+// PutTopic creates or replaces a topic (idempotent): every field left zero
+// takes its default, so a replace that omits queues asks for the default
+// count, which fails when the topic has more (a queue count cannot shrink).
+func (b *Broker) PutTopic(ctx context.Context, t TopicConfig) (TopicConfig, bool, error) {
+	return b.registry.PutTopic(t)
+}
+
+// PatchTopic changes an existing topic: patch gets the current
+// configuration and returns the new one, which is validated like a
+// PutTopic. It runs under the registry's lock, so concurrent patches never
+// lose each other's changes.
+func (b *Broker) PatchTopic(ctx context.Context, name string, patch func(TopicConfig) (TopicConfig, error)) (TopicConfig, error) {
+	return b.registry.PatchTopic(name, patch)
+}
+
+// GetTopic returns a topic's configuration.
+func (b *Broker) GetTopic(ctx context.Context, name string) (TopicConfig, error) {
+	return b.registry.GetTopic(name)
+}
+
+// ListTopics lists the user topics.
+func (b *Broker) ListTopics(ctx context.Context) ([]TopicConfig, error) {
+	return b.registry.ListTopics(), nil
+}
+
+// PutGroup creates or replaces a consumer group (idempotent). The topics
+// it subscribes to for the first time get their start offsets by its
+// ConsumeFrom (package progress: consumefrom.go).
+func (b *Broker) PutGroup(ctx context.Context, g GroupConfig) (GroupConfig, bool, error) {
+	return b.registry.PutGroup(ctx, g)
+}
+
+// PatchGroup changes an existing group: patch gets the current
+// configuration and returns the new one, which is validated like a
+// PutGroup, under the registry's lock (see PatchTopic).
+func (b *Broker) PatchGroup(ctx context.Context, name string, patch func(GroupConfig) (GroupConfig, error)) (GroupConfig, error) {
+	return b.registry.PatchGroup(ctx, name, patch)
+}
+
+// GetGroup returns a group's configuration.
+func (b *Broker) GetGroup(ctx context.Context, name string) (GroupConfig, error) {
+	return b.registry.GetGroup(name)
+}
+
+// ListGroups lists the consumer groups.
+func (b *Broker) ListGroups(ctx context.Context) ([]GroupConfig, error) {
+	return b.registry.ListGroups(), nil
+}
+
+// DeleteGroup removes a group with its progress and leases (dropGroup,
+// after its record).
+func (b *Broker) DeleteGroup(ctx context.Context, name string) error {
+	return b.registry.DeleteGroup(name)
+}
+
+// dropGroup drops what the broker holds of a group whose deletion record
+// was written (the registry's Config.DropGroup): its pop states, its
+// consumer instances, its progress, its counters.
+func (b *Broker) dropGroup(name string) {
+	b.popsMu.Lock()
+	for k := range b.pops {
+		if baseGroup(k.group) == name { // its own and its instances'
+			delete(b.pops, k)
 		}
 	}
-	if err := r.storeGroupLocked(g); err != nil {
-		if undo != nil {
-			undo()
-		}
-		return err
+	b.popsMu.Unlock()
+	b.dropGroupInstances(name)
+	// The group's progress goes durably too (a forget record): replayed
+	// after a restart, the old group's acks and commits would otherwise
+	// apply to a group re-created under the name. A crash before it is
+	// harmless: Open drops the progress of groups the registry lacks.
+	if err := b.persist(offset.Record{Entries: []offset.Entry{{Kind: offset.KindForget, Key: offset.Key{Group: name}}}}, nil); err != nil {
+		b.log.Error().Err(err).Str("group", name).Msg("the deleted group's progress is forgotten in memory only; a group re-created under its name before a restart may inherit it")
 	}
-	return nil
-}
-
-// storeGroupLocked records g, then publishes it; the caller holds r.mu.
-func (r *registrar) storeGroupLocked(g GroupConfig) error {
-	return r.commitLocked(registry.Record{Kind: registry.KindGroup, Group: &g})
-}
-
-func (r *registrar) deleteGroup(name string) (bool, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.state.Group(name); !ok {
-		return false, nil
-	}
-	if err := r.commitLocked(registry.Record{Kind: registry.KindGroupDeleted, Name: name}); err != nil {
-		return false, err
-	}
-	r.state.NoteGroupGone(name, r.clock.Now())
-	return true, nil
-}
-
-func (r *registrar) listTopics() []TopicConfig {
-	r.mu.RLock()
-	topics := r.state.Topics()
-	r.mu.RUnlock()
-	out := make([]TopicConfig, 0, len(topics))
-	for _, t := range topics {
-		out = append(out, t)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-func (r *registrar) listGroups() []GroupConfig {
-	r.mu.RLock()
-	groups := r.state.Groups()
-	r.mu.RUnlock()
-	out := make([]GroupConfig, 0, len(groups))
-	for _, g := range groups {
-		out = append(out, g)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	b.progress.Forget(name)
+	b.metrics.forgetGroup(name)
+	b.dropped.forget(name)
 }

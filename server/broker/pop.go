@@ -205,7 +205,7 @@ func (b *Broker) planPull(req PullRequest) (pullPlan, error) {
 	if err != nil {
 		return pullPlan{}, err
 	}
-	topic, ok := b.registry.topic(req.Topic)
+	topic, ok := b.registry.Topic(req.Topic)
 	if !ok {
 		return pullPlan{}, fmt.Errorf("%w: %s", ErrTopicNotFound, req.Topic)
 	}
@@ -325,14 +325,14 @@ func (b *Broker) awaitPop(ctx context.Context, p pullPlan, deadline time.Time) (
 // groupForPull is the group a pull or an offset commit names, created
 // first when the broker auto-creates groups and create allows it.
 func (b *Broker) groupForPull(name string, create bool) (GroupConfig, error) {
-	g, ok := b.registry.group(name)
+	g, ok := b.registry.Group(name)
 	if ok {
 		return g, nil
 	}
 	if !create || !b.opts.AutoCreate || b.opts.NoAutoCreateGroups {
 		return g, fmt.Errorf("%w: %s", ErrGroupNotFound, name)
 	}
-	g, _, err := b.registry.putGroup(GroupConfig{Name: name, ConsumeMode: "clustering", RetryMaxTimes: 16}, true)
+	g, _, err := b.registry.SetGroup(GroupConfig{Name: name, ConsumeMode: "clustering", RetryMaxTimes: 16}, true)
 	return g, err
 }
 
@@ -358,7 +358,7 @@ type queueView struct {
 
 func (b *Broker) view(group, topic string, qid int32, match func(int64) bool) queueView {
 	group, client := splitInstance(group) // a broadcasting group's instance: its own view (broadcast.go)
-	g, _ := b.registry.group(group)
+	g, _ := b.registry.Group(group)
 	g.Name = group // an unknown (deleted) group still has its name
 	return viewOf(g, topic, qid, match, b.retryFloor(topic)).forInstance(client)
 }

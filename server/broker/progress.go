@@ -121,7 +121,7 @@ func (p progressBroker) Group(ctx context.Context, name string) (GroupConfig, er
 	return p.b.GetGroup(ctx, name)
 }
 
-func (p progressBroker) Topic(name string) (TopicConfig, bool)   { return p.b.registry.topic(name) }
+func (p progressBroker) Topic(name string) (TopicConfig, bool)   { return p.b.registry.Topic(name) }
 func (p progressBroker) AwaitDispatch(ctx context.Context) error { return p.b.awaitDispatch(ctx) }
 func (p progressBroker) Client(ctx context.Context) string       { return clientOf(ctx) }
 func (p progressBroker) Broadcasting(g GroupConfig) bool         { return g.ConsumeMode == ConsumeBroadcasting }

@@ -1,7 +1,7 @@
 package broker
 
 import (
-	"fmt"
+	"github.com/mqgate/mqgate/server/broker/registry"
 )
 
 // Quotas bound what the API can make the broker create, so that no client
@@ -39,78 +39,13 @@ type Quotas struct {
 	MaxInstancesPerGroup int
 }
 
-// QuotaError is ErrQuotaExceeded with the quota and its limit.
-type QuotaError struct {
-	// Quota names the quota: topics, queuesPerTopic, queues, groups,
-	// pushEndpoints, pendingTimers, transactionsPerProducerGroup,
-	// pendingTransactions or instancesPerGroup.
-	Quota string
-	// Limit is the quota; Unit what it counts; Flag the server flag that
-	// sets it.
-	Limit      int
-	Unit, Flag string
-	// Have is how many exist; Want how many the request would make.
-	Have, Want int
-}
-
-// Error says which quota and by how much.
-func (e *QuotaError) Error() string {
-	return fmt.Sprintf("%v: %s: the request would make %d %s where the limit is %d (%s; %d exist)",
-		ErrQuotaExceeded, e.Quota, e.Want, e.Unit, e.Limit, e.Flag, e.Have)
-}
-
-// Unwrap makes errors.Is(err, ErrQuotaExceeded) hold.
-func (e *QuotaError) Unwrap() error { return ErrQuotaExceeded }
+// QuotaError is ErrQuotaExceeded with the quota and its limit (package
+// registry's, where the registry's quotas are checked).
+type QuotaError = registry.QuotaError
 
 // over returns a *QuotaError when want passes limit (0: unlimited).
 func over(quota, unit, flag string, limit, have, want int) error {
-	if limit <= 0 || want <= limit || want <= have {
-		return nil
-	}
-	return &QuotaError{Quota: quota, Limit: limit, Unit: unit, Flag: flag, Have: have, Want: want}
-}
-
-// checkTopicLocked checks putting t in place of old (exists: false for a
-// new topic) against the quotas; the caller holds r.mu.
-func (r *registrar) checkTopicLocked(old TopicConfig, exists bool, t TopicConfig) error {
-	q, topics := r.quotas, r.state.Topics()
-	if !exists {
-		if err := over("topics", "topics", "--max-topics", q.MaxTopics, len(topics), len(topics)+1); err != nil {
-			return err
-		}
-	}
-	if t.Queues <= old.Queues {
-		return nil
-	}
-	if err := over("queuesPerTopic", "queues", "--max-queues-per-topic", q.MaxQueuesPerTopic, old.Queues, t.Queues); err != nil {
-		return err
-	}
-	total := 0
-	for _, each := range topics {
-		total += each.Queues
-	}
-	return over("queues", "queues", "--max-queues", q.MaxQueues, total, total-old.Queues+t.Queues)
-}
-
-// checkGroupLocked checks putting g in place of old (exists: false for a
-// new group) against the quotas; the caller holds r.mu.
-func (r *registrar) checkGroupLocked(old GroupConfig, exists bool, g GroupConfig) error {
-	q, groups := r.quotas, r.state.Groups()
-	if !exists {
-		if err := over("groups", "groups", "--max-groups", q.MaxGroups, len(groups), len(groups)+1); err != nil {
-			return err
-		}
-	}
-	if g.Push == nil || (exists && old.Push != nil) || q.MaxPushEndpoints <= 0 {
-		return nil
-	}
-	endpoints := 0
-	for _, each := range groups {
-		if each.Push != nil {
-			endpoints++
-		}
-	}
-	return over("pushEndpoints", "push endpoints", "--max-push-endpoints", q.MaxPushEndpoints, endpoints, endpoints+1)
+	return registry.Over(quota, unit, flag, limit, have, want)
 }
 
 // checkTimers checks n more pending timers against the quota.

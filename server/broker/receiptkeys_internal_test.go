@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mqgate/mqgate/server/broker/receipt"
+	"github.com/mqgate/mqgate/server/broker/registry"
 )
 
 // TestReceiptKeyAdoptedFromAnOlderDataDir: a data dir from before the
@@ -21,7 +22,7 @@ func TestReceiptKeyAdoptedFromAnOlderDataDir(t *testing.T) {
 	dir := t.TempDir()
 	secret := []byte("0123456789abcdef0123456789abcdef")
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "config"), 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "config", receiptKeyFile), secret, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config", registry.LegacyKeyFile), secret, 0o600))
 	b := openLeaseBroker(t, dir)
 	defer b.Close(ctx)
 	require.Equal(t, []int{1}, b.ReceiptKeys())

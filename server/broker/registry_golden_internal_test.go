@@ -19,6 +19,7 @@ import (
 	"github.com/mqgate/mqgate/server/broker/receipt"
 	"github.com/mqgate/mqgate/server/broker/registry"
 	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/message"
 )
 
 // The registry family's formats, pinned byte for byte with the code from
@@ -76,11 +77,11 @@ func goldenRegistryBroker(t *testing.T) (b *Broker, secrets []string, floor int6
 	require.NoError(t, b.DeleteTopic(ctx, "orders"))
 	_, _, err = b.PutTopic(ctx, TopicConfig{Name: "orders", Queues: 1, Perm: "r"})
 	require.NoError(t, err)
-	tomb, ok := b.registry.tombstone("orders")
+	tomb, ok := b.registry.Tombstone("orders")
 	require.True(t, ok)
 	tomb.CommitLogOffset = 100
-	require.NoError(t, b.registry.setTombstone("orders", &tomb))
-	require.NoError(t, b.registry.setTombstone("never", nil))
+	require.NoError(t, b.registry.SetTombstone("orders", &tomb))
+	require.NoError(t, b.registry.SetTombstone("never", nil))
 	_, err = b.RotateReceiptKey(ctx)
 	require.NoError(t, err)
 	for _, k := range b.receipts().Keys() {
@@ -92,14 +93,11 @@ func goldenRegistryBroker(t *testing.T) (b *Broker, secrets []string, floor int6
 
 // goldenRegistryView is what applying records made: the topics, the
 // tombstones, the groups and the receipt keys.
-func goldenRegistryView(r *registrar) (map[string]TopicConfig, map[string]topicTombstone, map[string]GroupConfig, []receipt.Key) {
-	return r.state.Topics(), r.state.Tombstones(), r.state.Groups(), r.state.Ring().Keys()
-}
-
-// newGoldenRegistry is an empty registry that applies records and writes
-// its snapshots to files.
-func newGoldenRegistry(files metaFiles) *registrar {
-	return &registrar{files: files, logger: zerolog.Nop(), state: registry.NewState()}
+func goldenRegistryView(r *registry.Service) (topics map[string]TopicConfig, tombs map[string]topicTombstone, groups map[string]GroupConfig, keys []receipt.Key) {
+	r.View(func(st *registry.State) {
+		topics, tombs, groups, keys = st.Topics(), st.Tombstones(), st.Groups(), st.Ring().Keys()
+	})
+	return topics, tombs, groups, keys
 }
 
 func TestGoldenRegistryRecords(t *testing.T) {
@@ -223,14 +221,12 @@ func TestGoldenRegistryRecords(t *testing.T) {
 	// Applying the records (as at open, and on a follower) makes the
 	// registry the broker has; an undecodable body is skipped whole, an
 	// unusable record of a body alone.
-	r := newGoldenRegistry(nil)
-	for _, body := range got {
-		r.applyBody([]byte(body))
-	}
-	r.applyBody([]byte(`{"kind":"group","group":{"Name":"x"}}`))
-	r.applyBody([]byte(`[{"kind":"topic","topic":{"Name":"y","Queues":"many"}}]`))
+	log := &goldenMetaStore{files: goldenMetaFiles{}, bodies: append(slices.Clone(got),
+		`{"kind":"group","group":{"Name":"x"}}`,
+		`[{"kind":"topic","topic":{"Name":"y","Queues":"many"}}]`)}
+	r := log.open(t)
 	topics, tombs, groups, keys := goldenRegistryView(r)
-	wantTopics, wantTombs, wantGroups, wantKeys := goldenRegistryView(b.registry)
+	wantTopics, wantTombs, wantGroups, wantKeys := goldenRegistryView(b.registry.Service)
 	require.Equal(t, wantTopics, topics)
 	require.Equal(t, wantTombs, tombs)
 	require.Equal(t, wantGroups, groups)
@@ -244,9 +240,10 @@ func TestGoldenRegistryRecords(t *testing.T) {
 	require.Equal(t, GroupConfig{Name: "g", ConsumeMode: "clustering", RetryMaxTimes: 16, CreatedAt: created}, groups["g"])
 	require.Len(t, keys, 2)
 
-	r.applyBody([]byte(`[{"kind":"topic"},{"kind":"group"},{"kind":"receipt-key"},{"kind":"receipt-key","key":{"id":3,"secret":"c2hvcnQ=","createdMs":1}},` +
-		`{"kind":"nonsense","name":"orders"},{"kind":"group","group":{"Name":"late","CreatedAt":"2023-11-14T22:13:21Z"}},` +
-		`{"kind":"topic-deleted","name":"orders"},{"kind":"group-deleted","name":"hook"},{"kind":"tombstone","name":"gone","tomb":{"DeletedAt":"2023-11-14T22:13:22Z","CommitLogOffset":7}}]`))
+	log.bodies = append(log.bodies, `[{"kind":"topic"},{"kind":"group"},{"kind":"receipt-key"},{"kind":"receipt-key","key":{"id":3,"secret":"c2hvcnQ=","createdMs":1}},`+
+		`{"kind":"nonsense","name":"orders"},{"kind":"group","group":{"Name":"late","CreatedAt":"2023-11-14T22:13:21Z"}},`+
+		`{"kind":"topic-deleted","name":"orders"},{"kind":"group-deleted","name":"hook"},{"kind":"tombstone","name":"gone","tomb":{"DeletedAt":"2023-11-14T22:13:22Z","CommitLogOffset":7}}]`)
+	require.NoError(t, r.Follow(context.Background()))
 	topics, tombs, groups, keys = goldenRegistryView(r)
 	require.Empty(t, topics)
 	require.Equal(t, map[string]topicTombstone{"gone": {DeletedAt: time.UnixMilli(1_700_000_002_000).UTC(), CommitLogOffset: 7}}, tombs,
@@ -271,33 +268,65 @@ func (f goldenMetaFiles) WriteMeta(name string, data []byte) error {
 	return nil
 }
 
+// goldenMetaStore is the registry's store in memory: the snapshot files,
+// and rmq_sys_META as bodies at queue offsets 0, 1, ..., which a scan
+// replays; what the registry appends is kept apart.
+type goldenMetaStore struct {
+	files    goldenMetaFiles
+	bodies   []string
+	appended []string
+	from     int64 // where the last scan started
+}
+
+func (m *goldenMetaStore) ReadMeta(name string) ([]byte, error) { return m.files.ReadMeta(name) }
+func (m *goldenMetaStore) WriteMeta(name string, data []byte) error {
+	return m.files.WriteMeta(name, data)
+}
+func (m *goldenMetaStore) MinOffset(string, int32) int64 { return 0 }
+func (m *goldenMetaStore) MaxOffset(string, int32) int64 { return int64(len(m.bodies)) }
+func (m *goldenMetaStore) ReadQueue(string, int32, int64, int, func(int64) bool) (storage.ReadResult, error) {
+	return storage.ReadResult{}, nil
+}
+
+func (m *goldenMetaStore) PutClass(_ storage.Class, ms []*message.Message, res []storage.PutResult) error {
+	for i, msg := range ms {
+		m.appended = append(m.appended, string(msg.Body))
+		res[i].QueueOffset = int64(len(m.bodies) + len(m.appended) - 1)
+	}
+	return nil
+}
+
+func (m *goldenMetaStore) scan(_ context.Context, start int64, fn func(int64, []byte)) (int64, error) {
+	m.from = start
+	for i := start; i < int64(len(m.bodies)); i++ {
+		fn(i, []byte(m.bodies[i]))
+	}
+	return int64(len(m.bodies)), nil
+}
+
+// open opens a registry over m.
+func (m *goldenMetaStore) open(t *testing.T) *registry.Service {
+	t.Helper()
+	m.from = -1
+	r, err := registry.Open(context.Background(), registry.Config{Store: m, Scan: m.scan,
+		Clock: clockwork.NewFakeClockAt(goldenRegAt), Log: zerolog.Nop(), StoreError: mapStoreErr})
+	require.NoError(t, err)
+	return r
+}
+
 // goldenOpen opens a registry from files and the records bodies (at
 // queue offsets 0, 1, ...), returning the offset it replayed from and
 // the bodies it appended.
-func goldenOpen(t *testing.T, files goldenMetaFiles, bodies ...string) (r *registrar, from int64, appended []string) {
+func goldenOpen(t *testing.T, files goldenMetaFiles, bodies ...string) (r *registry.Service, from int64, appended []string) {
 	t.Helper()
-	from = -1
-	log := func(_ storage.Class, bs [][]byte) (int64, error) {
-		for _, b := range bs {
-			appended = append(appended, string(b))
-		}
-		return int64(len(bodies) + len(appended) - 1), nil
-	}
-	scan := func(start int64, fn func(int64, []byte)) (int64, error) {
-		from = start
-		for i := start; i < int64(len(bodies)); i++ {
-			fn(i, []byte(bodies[i]))
-		}
-		return int64(len(bodies)), nil
-	}
-	r, err := openRegistry(files, log, scan, clockwork.NewFakeClockAt(goldenRegAt), zerolog.Nop())
-	require.NoError(t, err)
-	return r, from, appended
+	m := &goldenMetaStore{files: files, bodies: bodies}
+	r = m.open(t)
+	return r, m.from, m.appended
 }
 
 func TestGoldenRegistrySnapshotsRead(t *testing.T) {
 	b, _, _ := goldenRegistryBroker(t)
-	wantTopics, wantTombs, wantGroups, wantKeys := goldenRegistryView(b.registry)
+	wantTopics, wantTombs, wantGroups, wantKeys := goldenRegistryView(b.registry.Service)
 	files := goldenMetaFiles{}
 	for _, n := range []string{registry.TopicsFile, registry.GroupsFile, registry.ReceiptKeysFile} {
 		data, err := b.store.ReadMeta(n)

@@ -84,7 +84,7 @@ func (p retentionPolicy) Floors(now time.Time) (storage.RetentionFloors, error) 
 		return f, err
 	}
 	reserved := b.store.FileReservedTime()
-	for _, t := range b.registry.listTopics() {
+	for _, t := range b.registry.ListTopics() {
 		keep := time.Duration(t.RetentionHours) * time.Hour
 		if keep <= reserved {
 			continue
@@ -159,7 +159,7 @@ type consumerPosition struct {
 func (b *Broker) consumerPositions() map[storedQueue][]consumerPosition {
 	out := map[storedQueue][]consumerPosition{}
 	topics := map[string]TopicConfig{}
-	for _, t := range b.registry.listTopics() {
+	for _, t := range b.registry.ListTopics() {
 		topics[t.Name] = t
 		for _, q := range b.storedQueues(t) {
 			out[storedQueue{t.Name, q}] = nil
@@ -171,7 +171,7 @@ func (b *Broker) consumerPositions() map[storedQueue][]consumerPosition {
 		committed = max(committed, b.store.MinOffset(sq.topic, sq.queue))
 		out[sq] = append(out[sq], consumerPosition{view: v, committed: committed})
 	}
-	groups := b.registry.listGroups()
+	groups := b.registry.ListGroups()
 	consumed := b.topicsByGroup(groups)
 	own := map[string]bool{} // groups with progress of their own (not only their instances')
 	for _, k := range b.progress.Keys() {
@@ -259,7 +259,7 @@ func (b *Broker) storedQueues(t TopicConfig) []int32 {
 func (b *Broker) expireShortTopics(now time.Time) error {
 	reserved := b.store.FileReservedTime()
 	var positions map[storedQueue][]consumerPosition
-	for _, t := range b.registry.listTopics() {
+	for _, t := range b.registry.ListTopics() {
 		keep := time.Duration(t.RetentionHours) * time.Hour
 		if keep <= 0 || keep >= reserved {
 			continue

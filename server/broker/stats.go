@@ -324,7 +324,7 @@ func (b *Broker) ConsumerLags() []ConsumerLag {
 	type key struct{ group, topic string }
 	rows := map[key]*ConsumerLag{}
 	now := b.clock.Now()
-	for _, g := range b.registry.listGroups() {
+	for _, g := range b.registry.ListGroups() {
 		// The progress groups: the group's own, and a broadcasting
 		// group's instances (the slowest one counts).
 		progress := []string{g.Name}
@@ -339,7 +339,7 @@ func (b *Broker) ConsumerLags() []ConsumerLag {
 			}
 		}
 		for _, topic := range b.groupTopics(g) {
-			t, ok := b.registry.topic(topic)
+			t, ok := b.registry.Topic(topic)
 			if !ok {
 				continue
 			}

@@ -55,7 +55,7 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 	if b.closed.Load() {
 		return ErrShuttingDown
 	}
-	if _, ok := b.registry.topic(name); !ok {
+	if _, ok := b.registry.Topic(name); !ok {
 		return fmt.Errorf("%w: %s", ErrTopicNotFound, name)
 	}
 	b.topicGate.Lock()
@@ -70,7 +70,7 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 	for level := 1; level <= len(b.opts.DelayLevels); level++ {
 		tomb.ScheduleOffsets = append(tomb.ScheduleOffsets, b.store.MaxOffset(message.ScheduleTopic, int32(level-1)))
 	}
-	ok, err := b.registry.deleteTopic(name, tomb)
+	ok, err := b.registry.DeleteTopic(name, tomb)
 	if err != nil {
 		return err
 	}
@@ -155,14 +155,14 @@ func (b *Broker) deletedMessage(m *message.Message) bool {
 	if strings.HasPrefix(m.Topic, dlqPrefix) {
 		return false
 	}
-	tomb, ok := b.registry.tombstone(originTopic(m))
+	tomb, ok := b.registry.Tombstone(originTopic(m))
 	return ok && m.PhysicalOffset < tomb.CommitLogOffset
 }
 
 // retryFloor is the CommitLog offset below which retries of topic in a
 // retry topic belong to a deleted incarnation of it (0: none).
 func (b *Broker) retryFloor(topic string) int64 {
-	tomb, _ := b.registry.tombstone(topic)
+	tomb, _ := b.registry.Tombstone(topic)
 	return tomb.CommitLogOffset
 }
 
@@ -173,7 +173,7 @@ func (b *Broker) scheduledForDeleted(d ladderDest, level int, offset int64) bool
 	if d.origin != "" {
 		topic = d.origin
 	}
-	tomb, ok := b.registry.tombstone(topic)
+	tomb, ok := b.registry.Tombstone(topic)
 	return ok && level >= 1 && level <= len(tomb.ScheduleOffsets) && offset < tomb.ScheduleOffsets[level-1]
 }
 
@@ -251,18 +251,18 @@ func (b *Broker) clampTombstone(tomb *topicTombstone, end int64) bool {
 // CommitLog) and drops the tombstones retention has made moot.
 func (b *Broker) finishDeletions() error {
 	end, low := b.store.WriteOffset(), b.store.Stats().CommitLogMin
-	for name, tomb := range b.registry.tombstones() {
+	for name, tomb := range b.registry.Tombstones() {
 		switch {
 		case low >= tomb.CommitLogOffset:
 			// Retention deleted everything the tombstone covers.
-			if err := b.registry.setTombstone(name, nil); err != nil {
+			if err := b.registry.SetTombstone(name, nil); err != nil {
 				return err
 			}
 			continue
 		case b.clampTombstone(&tomb, end):
 			// An async-mode crash lost the log's tail: what is stored from
 			// now on is not old.
-			if err := b.registry.setTombstone(name, &tomb); err != nil {
+			if err := b.registry.SetTombstone(name, &tomb); err != nil {
 				return err
 			}
 		}

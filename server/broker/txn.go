@@ -103,7 +103,7 @@ func (b *Broker) newTxns() *txn.Service {
 // txnTopicGone reports whether topic was deleted since the CommitLog
 // offset since; the caller holds topicGate.
 func (b *Broker) txnTopicGone(topic string, since int64) bool {
-	if _, ok := b.registry.topic(topic); !ok {
+	if _, ok := b.registry.Topic(topic); !ok {
 		return true
 	}
 	return since < b.retryFloor(topic)

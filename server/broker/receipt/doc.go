@@ -5,9 +5,9 @@
 // It is a package of the broker's split by record family (ARCHITECTURE.md,
 // "The broker as a state machine"; the first was package trace): it
 // imports nothing of the module, and server/broker imports it. What needs
-// the broker's state stays there (server/broker/receiptkeys.go): the
-// keyring as applied (the registry's), the requests that propose a key,
-// the snapshot file.
+// the registry's state is package registry's (server/broker/registry's
+// receiptkeys.go): the keyring as applied, the requests that propose a
+// key, the snapshot file; server/broker/receiptkeys.go is their facade.
 //
 // # Receipts
 //

@@ -2,24 +2,50 @@
 // topics.json and subscriptionGroup.json): the configurations of topics
 // and consumer groups, the tombstones of deleted topic names, the records
 // of rmq_sys_META with their codec, the State those records make, with its
-// apply, and the codec of the snapshot files.
+// apply, the snapshot files, and the Service that runs it all on the
+// broker's store: the registry lock, the topic and group requests with
+// their quotas, the replay at open and the follower's, retention's carry
+// and the receipt key requests.
 //
 // It is a package of the broker's split by record family (ARCHITECTURE.md,
 // "The broker as a state machine"; receipt, retry, txn and dlq moved
-// before it). It imports server/broker/receipt (the keyring, whose key
-// records are META records) and server/broker/retry (a group's retry
-// policy) of the module and nothing else, and server/broker imports it.
-// TopicConfig, Subscription, GroupConfig and PushConfig live here because
-// the records and the snapshot files are made of them; broker.TopicConfig
-// and the others are aliases, and their validation and defaults are the
-// broker's. What needs the broker stays there: appending the records
-// through the store and rewriting the snapshot files after each change, the
-// open that reads the files and replays the records after them, the
-// follower's scan (metalog.go), the requests with their quota checks and
-// the start offsets a group's subscriptions write (meta.go, quota.go,
-// package progress), a topic's deletion (topicdelete.go), the receipt key
-// requests (receiptkeys.go) and retention's carry of the registry
-// (carryMeta).
+// before it). Of the module it imports server/broker/receipt (the
+// keyring, whose key records are META records), server/broker/retry (a
+// group's retry policy), the store's facade and storage/message (it
+// appends rmq_sys_META and writes the files itself), and server/broker
+// imports it. TopicConfig, Subscription, GroupConfig and PushConfig live
+// here because the records and the snapshot files are made of them;
+// broker.TopicConfig and the others are aliases, and so are
+// broker.QuotaError, ErrQuotaExceeded and ErrQueueShrink.
+//
+// What the family needs of the broker comes in its Config (filled in by
+// server/broker's meta.go): the replay of a system queue (Scan: the
+// broker's loop, shared by the families still in it), the store errors'
+// mapping and the broker's sentinels, the name rules (ValidateTopic,
+// ValidateGroup: server/broker's names.go), the checks of a group that
+// are other families' (CheckGroup: its instance idle time, ConsumeFrom,
+// retry policy, its subscriptions' filters, run after the registry's own
+// checks, in that order), the wait for dispatch, a group's start offsets
+// (Meet: package progress's Ledger.MeetTopics) and what a group's
+// deletion drops beside its record (DropGroup: its pop states, consumer
+// instances and progress). What stays in the broker: the exported
+// requests, which delegate; the quotas of the other families (timers,
+// transactions, consumer instances), which use QuotaError and Over; a
+// topic's deletion but its record (server/broker's topicdelete.go: the
+// topic gate, the purge, the other families' state, re-applying the
+// tombstones at open with DeleteTopic's record and SetTombstone here).
+//
+// # Requests
+//
+// PutTopic, PatchTopic, GetTopic, PutGroup, PatchGroup, GetGroup and
+// DeleteGroup validate and fill in defaults (requests.go), then change
+// the registry (change.go: SetTopic, SetGroup, DeleteTopic, SetTombstone;
+// SetTopic and SetGroup with ifAbsent are the broker's auto-create of a
+// topic on send and of a group on pull). A change checks the quotas
+// (quota.go), writes its record (log.go: commitLocked, through the group
+// commit), applies it and rewrites the snapshot files, all under the
+// registry lock. A topic put or patched unchanged writes nothing; a group
+// put writes its record every time. A refusal writes nothing.
 //
 // # Records
 //
@@ -82,18 +108,30 @@
 // Not in any record: when this process last deleted each group
 // (State.NoteGroupGone, for GroupCreatedAt: a group's deletion record has
 // no time). After a restart the restart itself separates a deletion from
-// a re-creation. The broker keeps beside the State the offset its
-// snapshots cover, the quotas and the callback that writes a group's
-// start offsets.
+// a re-creation. The Service keeps beside the State the offset its
+// snapshots cover.
 //
 // # Locks
 //
-// State has no lock. The broker's registry lock guards it: a change holds
-// it from its checks across its record's write to its apply, so records
-// reach the log in the order they are applied; readers hold it shared.
-// The maps a State hands out (Topics, Tombstones, Groups) are replaced on
-// every change, never changed in place, so a reader may keep one after
-// the lock is released. The receipt keyring is an atomic pointer: Ring
-// needs no lock. The registry lock's place among the broker's locks is in
-// ARCHITECTURE.md.
+// State has no lock. The Service's registry lock guards it: a change
+// holds it from its checks across its record's write to its apply, so
+// records reach the log in the order they are applied; readers hold it
+// shared. The maps a State hands out (Topics, Tombstones, Groups) are
+// replaced on every change, never changed in place, so a reader may keep
+// one after the lock is released. The receipt keyring is an atomic
+// pointer: Ring needs no lock.
+//
+// Its place among the broker's locks (ARCHITECTURE.md, "The broker as a
+// state machine"): a change takes it after the topic gate (a topic's
+// deletion writes its tombstone under the gate) and before the progress
+// lock (a group change's start offsets, Config.Meet, are written through
+// package progress's Ledger under the registry lock, before the group's
+// record) and the store. Under it only the Ledger's lock (through Meet)
+// and the store's locks are taken: the snapshot files are written under
+// it, DropGroup runs after it is released. Readers (Topic, Group,
+// Tombstone, the lists, View) take its read side for a lookup under
+// whatever lock they hold — the topic gate (a transaction's commit, a
+// dead letter's resend), the instances lock (package instance's sweep
+// reads a group's idle time under it: the one family lock taken before
+// it), a pop state's lock — and take nothing under it.
 package registry
