@@ -92,11 +92,11 @@ var forbidden = map[string][]string{
 	// (storage and its leaf packages; the server/broker row above keeps
 	// it off the engines), never the replication layers under the store;
 	// of the server it imports the receipt keyring, whose key records are
-	// META records, and a group's retry policy (both excepted below); what
-	// it needs of the broker (the replay of a system queue, the name
-	// rules, the other families' checks of a group, a group's start
-	// offsets, what a group's deletion drops) comes in its Config, so
-	// never server/broker itself, api or cmd.
+	// META records, a group's retry policy and the rule for quoting a name
+	// in an error (all excepted below); what it needs of the broker (the
+	// replay of a system queue, the other families' checks of a group, a
+	// group's start offsets, what a group's deletion drops) comes in its
+	// Config, so never server/broker itself, api or cmd.
 	"server/broker/registry": {"api", "server", "cmd", "web", "docs", "migrations", "internal", "storage/raftlog", "storage/shard"},
 	// The timer family holds its request logic and its services too (the
 	// record codecs, the state beside the timer index and its apply,
@@ -172,7 +172,7 @@ var excepted = map[string][]string{
 	"server/broker/dlq":      {"server/broker/retry", "server/broker/quote"},
 	"server/broker/timer":    {"server/broker/timerindex", "internal/worker"},
 	"server/broker/retry":    {"server/broker/quote"},
-	"server/broker/registry": {"server/broker/receipt", "server/broker/retry"},
+	"server/broker/registry": {"server/broker/receipt", "server/broker/retry", "server/broker/quote"},
 	"server/broker/instance": {"server/broker/progress", "server/broker/registry"},
 	"server/broker/send":     {"storage/message", "server/broker/quote"},
 	"server/broker/lease":    {"internal/wire"},

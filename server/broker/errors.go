@@ -13,8 +13,9 @@ import (
 // the caller as the problem's detail, so the text speaks of the request,
 // never of this package (no "broker: " prefix).
 var (
-	// ErrInvalidName: a topic or group name breaks the naming rules.
-	ErrInvalidName = errors.New("invalid name")
+	// ErrInvalidName: a topic or group name breaks the naming rules
+	// (package registry's).
+	ErrInvalidName = registry.ErrInvalidName
 	// ErrInvalidArgument: a request field is out of range or inconsistent.
 	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrTopicNotFound: the topic does not exist (and auto-create is off).
@@ -24,7 +25,7 @@ var (
 	// ErrMessageNotFound: no message has that id (or key).
 	ErrMessageNotFound = errors.New("message not found")
 	// ErrReservedName: the name is reserved for system topics/groups.
-	ErrReservedName = errors.New("reserved name")
+	ErrReservedName = registry.ErrReservedName
 	// ErrTooLarge: a message body exceeds the maximum message size.
 	ErrTooLarge = errors.New("message too large")
 	// ErrEmptyBody: a message body is empty.

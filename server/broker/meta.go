@@ -17,7 +17,7 @@ import (
 // requests (server/broker/registry/doc.go). What stays here: the exported
 // requests, which delegate; the family's Config, filled in from the broker
 // (its store and clock, the replay of a system queue, the store errors'
-// mapping, the name rules, the other families' checks of a group — its
+// mapping, the other families' checks of a group — its
 // instance idle time, ConsumeFrom, retry policy, subscriptions' filters —,
 // the wait for dispatch, a group's start offsets, and what a group's
 // deletion drops beside its record: its pop states, instances and
@@ -56,8 +56,6 @@ func (b *Broker) openRegistry(ctx context.Context) (registrar, error) {
 		GroupNotFound:   ErrGroupNotFound,
 		DefaultQueues:   b.opts.DefaultQueues,
 		MaxInvisible:    b.opts.MaxInvisible,
-		ValidateTopic:   ValidateTopicName,
-		ValidateGroup:   ValidateGroupName,
 		CheckGroup:      checkGroup,
 		AwaitDispatch:   b.awaitDispatch,
 		Meet:            b.meetTopics,

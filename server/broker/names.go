@@ -1,58 +1,28 @@
 package broker
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/mqgate/mqgate/server/broker/dlq"
+	"github.com/mqgate/mqgate/server/broker/registry"
 )
 
-// Naming rules (RocketMQ TopicValidator): topics up to 127 and
-// groups up to 120 characters of [a-zA-Z0-9_-]; the "%" and "rmq_sys_"
-// prefixes and SCHEDULE_TOPIC_XXXX are reserved for system topics.
+// The naming rules are the registry family's (package registry's
+// names.go); the prefixes of the broker's own topics are here.
 const (
-	maxTopicLen = 127
-	maxGroupLen = 120
-
 	retryPrefix  = "%RETRY%"
 	dlqPrefix    = dlq.TopicPrefix
-	systemPrefix = "rmq_sys_"
+	systemPrefix = registry.SystemPrefix
 
 	// offsetTopic carries ack and offset-commit records (package offset).
 	offsetTopic = systemPrefix + "OFFSET"
 )
 
-// isNameChars reports whether name is only letters, digits, '_' and '-'
-// (a loop, not a regexp: every send checks its topic).
-func isNameChars(name string) bool {
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// ValidateTopicName checks a client-supplied topic name (package
+// registry's rules).
+func ValidateTopicName(name string) error { return registry.ValidateTopicName(name) }
 
-func validateName(kind, name string, max int) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: %s name is empty", ErrInvalidName, kind)
-	case len(name) > max:
-		return fmt.Errorf("%w: %s name is %d characters long; the limit is %d", ErrInvalidName, kind, len(name), max)
-	case strings.HasPrefix(name, "%") || strings.HasPrefix(name, systemPrefix) || name == "SCHEDULE_TOPIC_XXXX":
-		return fmt.Errorf("%w: %s name %s uses a reserved prefix (%%, %s) or name", ErrReservedName, kind, QuoteValue(name), systemPrefix)
-	case !isNameChars(name):
-		return fmt.Errorf("%w: %s name %s may only contain letters, digits, '_' and '-'", ErrInvalidName, kind, QuoteValue(name))
-	}
-	return nil
-}
-
-// ValidateTopicName checks a client-supplied topic name.
-func ValidateTopicName(name string) error { return validateName("topic", name, maxTopicLen) }
-
-// ValidateGroupName checks a client-supplied group name.
-func ValidateGroupName(name string) error { return validateName("group", name, maxGroupLen) }
+// ValidateGroupName checks a client-supplied group name (package
+// registry's rules).
+func ValidateGroupName(name string) error { return registry.ValidateGroupName(name) }
 
 // RetryTopic is the retry topic of a group.
 func RetryTopic(group string) string { return retryPrefix + group }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/registry"
 	"github.com/mqgate/mqgate/server/broker/txn"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
@@ -76,7 +77,7 @@ const txnSnapshotFile = txn.SnapshotFile
 // ids a snapshot holds, and for a producer group's name.
 var txnNames = txn.Names{
 	Topic:      ValidateTopicName,
-	Group:      func(g string) error { return validateName("producer group", g, maxGroupLen) },
+	Group:      func(g string) error { return registry.ValidateName("producer group", g, registry.MaxGroupLen) },
 	MaxQueueID: storage.MaxQueueID,
 }
 

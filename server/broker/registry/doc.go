@@ -11,18 +11,21 @@
 // "The broker as a state machine"; receipt, retry, txn and dlq moved
 // before it). Of the module it imports server/broker/receipt (the
 // keyring, whose key records are META records), server/broker/retry (a
-// group's retry policy), the store's facade and storage/message (it
-// appends rmq_sys_META and writes the files itself), and server/broker
-// imports it. TopicConfig, Subscription, GroupConfig and PushConfig live
+// group's retry policy), server/broker/quote (a name quoted in an error),
+// the store's facade and storage/message (it appends rmq_sys_META and
+// writes the files itself), and server/broker imports it. TopicConfig, Subscription, GroupConfig and PushConfig live
 // here because the records and the snapshot files are made of them;
 // broker.TopicConfig and the others are aliases, and so are
-// broker.QuotaError, ErrQuotaExceeded and ErrQueueShrink.
+// broker.QuotaError, ErrQuotaExceeded, ErrQueueShrink, ErrInvalidName and
+// ErrReservedName. The naming rules of topics and groups are here too
+// (names.go: ValidateTopicName, ValidateGroupName, ValidateName, which
+// the broker's ValidateTopicName and ValidateGroupName and the
+// transaction family's producer groups use).
 //
 // What the family needs of the broker comes in its Config (filled in by
 // server/broker's meta.go): the replay of a system queue (Scan: the
 // broker's loop, shared by the families still in it), the store errors'
-// mapping and the broker's sentinels, the name rules (ValidateTopic,
-// ValidateGroup: server/broker's names.go), the checks of a group that
+// mapping and the broker's sentinels, the checks of a group that
 // are other families' (CheckGroup: its instance idle time, ConsumeFrom,
 // retry policy, its subscriptions' filters, run after the registry's own
 // checks, in that order), the wait for dispatch, a group's start offsets

@@ -15,8 +15,8 @@ const MaxQueues = 1024
 const Clustering = "clustering"
 
 // The topic and group requests: each validates and fills in defaults
-// (with the broker's name rules and the other families' checks of a
-// group, Config), then changes the registry (change.go).
+// (with the name rules, names.go, and the other families' checks of a
+// group, Config.CheckGroup), then changes the registry (change.go).
 
 // PutTopic creates or replaces a topic (idempotent): every field left zero
 // takes its default, so a replace that omits queues asks for the default
@@ -41,7 +41,7 @@ func (s *Service) PutTopic(t TopicConfig) (TopicConfig, bool, error) {
 // PutTopic. It runs under the registry lock, so concurrent patches never
 // lose each other's changes.
 func (s *Service) PatchTopic(name string, patch func(TopicConfig) (TopicConfig, error)) (TopicConfig, error) {
-	if err := s.cfg.ValidateTopic(name); err != nil {
+	if err := ValidateTopicName(name); err != nil {
 		return TopicConfig{}, err
 	}
 	return s.updateTopic(name, func(old TopicConfig) (TopicConfig, error) {
@@ -56,7 +56,7 @@ func (s *Service) PatchTopic(name string, patch func(TopicConfig) (TopicConfig, 
 
 // normalizeTopic validates t and fills in its defaults.
 func (s *Service) normalizeTopic(t TopicConfig) (TopicConfig, error) {
-	if err := s.cfg.ValidateTopic(t.Name); err != nil {
+	if err := ValidateTopicName(t.Name); err != nil {
 		return t, err
 	}
 	if t.Queues == 0 {
@@ -81,7 +81,7 @@ func (s *Service) normalizeTopic(t TopicConfig) (TopicConfig, error) {
 
 // GetTopic returns a topic's configuration.
 func (s *Service) GetTopic(name string) (TopicConfig, error) {
-	if err := s.cfg.ValidateTopic(name); err != nil {
+	if err := ValidateTopicName(name); err != nil {
 		return TopicConfig{}, err
 	}
 	t, ok := s.Topic(name)
@@ -112,7 +112,7 @@ func (s *Service) PutGroup(ctx context.Context, g GroupConfig) (GroupConfig, boo
 // configuration and returns the new one, which is validated like a
 // PutGroup, under the registry lock (see PatchTopic).
 func (s *Service) PatchGroup(ctx context.Context, name string, patch func(GroupConfig) (GroupConfig, error)) (GroupConfig, error) {
-	if err := s.cfg.ValidateGroup(name); err != nil {
+	if err := ValidateGroupName(name); err != nil {
 		return GroupConfig{}, err
 	}
 	if err := s.cfg.AwaitDispatch(ctx); err != nil { // as PutGroup
@@ -131,7 +131,7 @@ func (s *Service) PatchGroup(ctx context.Context, name string, patch func(GroupC
 // normalizeGroup validates g and fills in its defaults: the registry's
 // own fields first, then the other families' (Config.CheckGroup).
 func (s *Service) normalizeGroup(g GroupConfig) (GroupConfig, error) {
-	if err := s.cfg.ValidateGroup(g.Name); err != nil {
+	if err := ValidateGroupName(g.Name); err != nil {
 		return g, err
 	}
 	switch g.ConsumeMode {
@@ -160,7 +160,7 @@ func (s *Service) normalizeGroup(g GroupConfig) (GroupConfig, error) {
 
 // GetGroup returns a group's configuration.
 func (s *Service) GetGroup(name string) (GroupConfig, error) {
-	if err := s.cfg.ValidateGroup(name); err != nil {
+	if err := ValidateGroupName(name); err != nil {
 		return GroupConfig{}, err
 	}
 	g, ok := s.Group(name)
@@ -173,7 +173,7 @@ func (s *Service) GetGroup(name string) (GroupConfig, error) {
 // DeleteGroup removes a group: its record, then what the broker holds of
 // it (Config.DropGroup: its pop states, instances and progress).
 func (s *Service) DeleteGroup(name string) error {
-	if err := s.cfg.ValidateGroup(name); err != nil {
+	if err := ValidateGroupName(name); err != nil {
 		return err
 	}
 	ok, err := s.deleteGroup(name)

@@ -41,7 +41,7 @@ type Scan func(ctx context.Context, from int64, fn func(queueOffset int64, body 
 // Config is what the family gets from the broker: its store, clock and
 // log, the broker's sentinels and defaults, and, as funcs, what it asks
 // of the broker — the replay of a system queue, the store errors'
-// mapping, the name rules, the other families' checks of a group, the
+// mapping, the other families' checks of a group, the
 // wait for dispatch, a group's start offsets (written under the registry
 // lock) and what a group's deletion drops beside its record.
 // server/broker fills it in (meta.go there).
@@ -68,9 +68,6 @@ type Config struct {
 	// MaxInvisible bounds a group's default lease.
 	DefaultQueues int
 	MaxInvisible  time.Duration
-	// ValidateTopic and ValidateGroup are the broker's name rules.
-	ValidateTopic func(name string) error
-	ValidateGroup func(name string) error
 	// CheckGroup runs the checks of a group that are other families':
 	// its instance idle time, ConsumeFrom, retry policy and its
 	// subscriptions' topic names and filters, in that order; it returns

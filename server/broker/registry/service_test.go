@@ -89,24 +89,16 @@ var (
 	errInvalid  = errors.New("invalid argument")
 	errNoTopic  = errors.New("topic not found")
 	errNoGroup  = errors.New("group not found")
-	errBadName  = errors.New("invalid name")
 	errStore    = errors.New("store error")
 	testStartAt = time.UnixMilli(1_700_000_000_123)
 )
 
 func testConfig(m *memStore) Config {
-	name := func(n string) error {
-		if n == "" {
-			return fmt.Errorf("%w: empty", errBadName)
-		}
-		return nil
-	}
 	return Config{
 		Store: m, Scan: m.scan, Clock: clockwork.NewFakeClockAt(testStartAt), Log: zerolog.Nop(),
 		StoreError:      func(err error) error { return fmt.Errorf("%w: %w", errStore, err) },
 		InvalidArgument: errInvalid, TopicNotFound: errNoTopic, GroupNotFound: errNoGroup,
 		DefaultQueues: 4, MaxInvisible: time.Hour,
-		ValidateTopic: name, ValidateGroup: name,
 		CheckGroup:    func(g GroupConfig) (GroupConfig, error) { return g, nil },
 		AwaitDispatch: func(context.Context) error { return nil },
 	}
@@ -135,7 +127,7 @@ func TestServiceRequests(t *testing.T) {
 	_, err = s.GetTopic("nope")
 	require.EqualError(t, err, "topic not found: nope")
 	_, err = s.GetTopic("")
-	require.ErrorIs(t, err, errBadName)
+	require.EqualError(t, err, "invalid name: topic name is empty")
 
 	g, created, err := s.PutGroup(ctx, GroupConfig{Name: "g"})
 	require.NoError(t, err)
