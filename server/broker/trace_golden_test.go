@@ -113,7 +113,9 @@ func TestTraceGoldenLife(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	bd.b.TracePushed("g", got[0].Receipt, 503, "5xx")
-	_, err = bd.b.Nack(w1, "g", []broker.NackItem{{Receipt: got[0].Receipt, Delay: time.Millisecond, Reason: "flaky"}})
+	// The retry is due 200 ms after the nack: its record, written at once,
+	// is stored before it is due even on a loaded machine (1 ms was not).
+	_, err = bd.b.Nack(w1, "g", []broker.NackItem{{Receipt: got[0].Receipt, Delay: 200 * time.Millisecond, Reason: "flaky"}})
 	require.NoError(t, err)
 
 	retry, err := bd.b.Pull(w2, broker.PullRequest{Group: "g", Topic: "gold", MaxMessages: 1, Wait: 5 * time.Second, Invisible: time.Minute})
@@ -143,8 +145,8 @@ func TestTraceGoldenLife(t *testing.T) {
 		`stored id=m1 at=gold/0`,
 		`delivered id=m1 group=g client=w1 epoch attempt=1 leaseUntilAfter=true`,
 		`pushed id=m1 group=g client= epoch http=503 result=5xx`,
-		`nacked id=m1 group=g client=w1 reason="flaky"(5) level=0/true delayMs=1`,
-		`retried id=m1 group=g client= delayMs=1 dueNotBefore=true reconsume=1 retry=m2`,
+		`nacked id=m1 group=g client=w1 reason="flaky"(5) level=0/true delayMs=200`,
+		`retried id=m1 group=g client= delayMs=200 dueNotBefore=true reconsume=1 retry=m2`,
 		`delivered id=m2 group=g client=w2 epoch attempt=2 leaseUntilAfter=true`,
 		`released id=m2 group=g client= epoch`,
 		`delivered id=m2 group=g client=w2 epoch attempt=3 leaseUntilAfter=true`,
