@@ -160,9 +160,6 @@ func (n *node) step(m *pb.Message) error {
 // store's only writer, so they are the log's tail) and fails p with a
 // definite error.
 func (n *node) propose(p *proposal) {
-	if p == proposeWrittenSignal {
-		return // proposed with the batch (processReadies)
-	}
 	defer close(p.taken)
 	if n.failed != nil {
 		p.finish(fmt.Errorf("%w: %w", ErrStopped, n.failed))
@@ -194,11 +191,6 @@ func (n *node) propose(p *proposal) {
 // maxEntryBytes bounds the frames of one batch's entry: past it the
 // batch is proposed at once, and the next Puts start another.
 const maxEntryBytes = 1 << 20
-
-// proposeWrittenSignal is the proposal the loop hands to propose when the
-// store's writers appended (the store's AppendSignal): their frames are
-// proposed with the batch, at the end of the loop's turn.
-var proposeWrittenSignal = &proposal{}
 
 // proposeBatch proposes, as one entry, the frames the store's writers
 // (the batch's Puts among them) appended past the last proposal:

@@ -400,7 +400,9 @@ func (s *Shard) proposeWhilePersisting(persisting func() error) error {
 		case p := <-s.propc:
 			return p, nil, false
 		case <-s.node.store.AppendSignal():
-			return proposeWrittenSignal, nil, false
+			// The writers' frames: proposed with the batch, at the end
+			// of the turn (processReadies).
+			return nil, nil, false
 		case m := <-s.recvc:
 			// The followers' answers to earlier appends: the Puts they
 			// commit are answered now (commitBeside).
