@@ -145,7 +145,7 @@ func TestTimersMemory(t *testing.T) {
 	if os.Getenv(timerMemChildEnv) != "" {
 		t.Skip("the child runs TestTimerMemoryChild only")
 	}
-	total, first := 200_000, 20_000
+	total, first := 100_000, 10_000
 	if os.Getenv("LONG") != "" {
 		total = 10_000_000
 		if s := os.Getenv("TIMERS"); s != "" {
@@ -155,7 +155,7 @@ func TestTimersMemory(t *testing.T) {
 		}
 		first = total / 10
 	} else if testing.Short() {
-		t.Skip("registers 200 000 timers")
+		t.Skip("registers 100 000 timers")
 	}
 	dir := t.TempDir()
 	step := func(n int, seed uint64) timerMemReport {
