@@ -127,12 +127,18 @@ var forbidden = map[string][]string{
 	// helpers); the broker holds the leases, writes the records and
 	// decides which folded leases are still owed.
 	"server/broker/lease": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
-	// So does what has moved of the send family (a message's limits and
-	// property rules, the queue of a sharding key, the dedup table): it
-	// knows storage/message, whose property names the budget counts, and
-	// server/broker/quote (both excepted below), and nothing else; the
-	// broker writes the messages and looks dedup ids up in the store.
-	"server/broker/send": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
+	// The send family holds its request too (the checks of a send, the
+	// messages it builds, the dedup table with the store lookup of a key
+	// it no longer holds, the write, the results, the dedup window's
+	// expiry): it works on the store's facade (storage and its leaf
+	// packages; the server/broker row above keeps it off the engines),
+	// never on the replication layers under the store; of the server it
+	// reads only the families it builds on — registry (a topic's
+	// configuration), timer and txn (what a timer's and a half message's
+	// records hold) — and quote (excepted below); what it needs of the
+	// broker comes in its Config, so never server/broker itself, api or
+	// cmd.
+	"server/broker/send": {"api", "server", "cmd", "web", "docs", "migrations", "internal", "storage/raftlog", "storage/shard"},
 	// The progress family holds its request logic, not only its records:
 	// the ledger that writes rmq_sys_OFFSET through the store, the
 	// consume-from rules, the progress and backlog queries. It may import
@@ -174,7 +180,7 @@ var excepted = map[string][]string{
 	"server/broker/retry":    {"server/broker/quote"},
 	"server/broker/registry": {"server/broker/receipt", "server/broker/retry", "server/broker/quote"},
 	"server/broker/instance": {"server/broker/progress", "server/broker/registry"},
-	"server/broker/send":     {"storage/message", "server/broker/quote"},
+	"server/broker/send":     {"server/broker/registry", "server/broker/timer", "server/broker/txn", "server/broker/quote"},
 	"server/broker/lease":    {"internal/wire"},
 	"server/broker/trace": {"internal/worker", "server/broker/dlq", "server/broker/lease", "server/broker/quote",
 		"server/broker/receipt", "server/broker/retry", "server/broker/timer", "server/broker/txn"},

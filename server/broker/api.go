@@ -12,58 +12,16 @@ import (
 	"github.com/mqgate/mqgate/server/broker/instance"
 	"github.com/mqgate/mqgate/server/broker/progress"
 	"github.com/mqgate/mqgate/server/broker/registry"
+	"github.com/mqgate/mqgate/server/broker/send"
 	"github.com/mqgate/mqgate/server/broker/txn"
 )
 
-// SendMessage is one message handed to Broker.Send.
-type SendMessage struct {
-	// Body is the opaque payload; it must not be empty.
-	Body []byte
-	// Tag is the single filterable label of the message ("" = none).
-	Tag string
-	// Keys are business keys indexed for QueryByKey.
-	Keys []string
-	// Properties are user properties carried with the message.
-	Properties map[string]string
-	// ShardingKey, when set, selects the queue (hash mod queues) so that
-	// messages with the same key stay in order.
-	ShardingKey string
-	// DelayLevel is a delay level 1..len(levels); 0 = not delayed.
-	DelayLevel int
-	// DelayMs delays delivery by this many milliseconds; 0 = not delayed.
-	DelayMs int64
-	// DeliverAt delays delivery until this instant; zero = not delayed.
-	DeliverAt time.Time
-	// DedupID makes the send idempotent within the dedup window: a second
-	// send with the same id returns the first result with Duplicate set.
-	DedupID string
-	// Transactional stores the message as a half message of a transaction
-	// of ProducerGroup (txn.go): invisible to every group until it is
-	// committed. A send carries one such message; it cannot be delayed.
-	Transactional bool
-	// ProducerGroup names the producer group asked about an unresolved
-	// transaction (group naming rules); required when Transactional.
-	ProducerGroup string
-	// CheckAfterMs is how long after the send the first check of an
-	// unresolved transaction falls due (0 = DefaultCheckAfter).
-	CheckAfterMs int64
-}
+// SendMessage is one message handed to Broker.Send (package send's
+// Request).
+type SendMessage = send.Request
 
-// SendResult is where one sent message was stored.
-type SendResult struct {
-	// MessageID is the 32-hex-character message id.
-	MessageID string
-	// QueueID is the queue of the topic the message went to.
-	QueueID int32
-	// QueueOffset is the message's logical offset in that queue.
-	QueueOffset int64
-	// Duplicate reports that DedupID matched an earlier send and this
-	// result is that earlier send's result (nothing new was stored).
-	Duplicate bool
-	// TransactionID names the transaction of a transactional send (its
-	// MessageID); "" otherwise.
-	TransactionID string
-}
+// SendResult is where one sent message was stored (package send).
+type SendResult = send.Result
 
 // PullRequest asks for leased (pop) messages of one topic for one group.
 type PullRequest struct {

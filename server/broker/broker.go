@@ -222,14 +222,15 @@ type Broker struct {
 	popsMu sync.Mutex
 	pops   map[popKey]*popState
 	epoch  atomic.Uint64 // lease epochs: unique across restarts (seeded from the clock and the lease records)
-	rr     atomic.Uint32 // round-robin queue choice for sends
 
 	// topicGate orders topic deletions against the writers of message
 	// copies (topicdelete.go).
 	topicGate sync.RWMutex
 
-	dedup   send.Table[SendResult]
 	metrics counters
+	// sends is the send family: the request, the dedup table (send.go,
+	// package send).
+	sends *send.Service
 	// deadLetters is the dead-letter family: statuses, requests, carry
 	// (dlq.go, package dlq).
 	deadLetters *dlq.Service
@@ -295,11 +296,11 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 		closing: make(chan struct{}),
 	}
 	b.closingCtx, b.cancelClosing = context.WithCancel(context.Background())
-	b.dedup.Init()
 	b.metrics.init(opts.MetricsMaxLabelValues)
 	b.timers = b.newTimers()
 	b.txns = b.newTxns()
 	b.deadLetters = b.newDeadLetters()
+	b.sends = b.newSends()
 	b.ladder.init(len(opts.DelayLevels))
 	b.epoch.Store(uint64(b.clock.Now().UnixNano()))
 	b.follow.on.Store(true)

@@ -66,7 +66,7 @@ func (b *Broker) leaderRuns() []namedRun {
 		{"timer delivery", service(b.timers.Loop)},
 		{"transaction roll-back", service(b.txnLoop)},
 		{"lease reaper", every(200*time.Millisecond, func(context.Context, time.Time) { b.reapExpired() })},
-		{"dedup window", every(time.Minute, func(_ context.Context, now time.Time) { b.dedup.Expire(now.Add(-b.opts.DedupWindow)) })},
+		{"dedup window", every(time.Minute, func(_ context.Context, now time.Time) { b.sends.Expire(now) })},
 		{"instance sweep", every(instanceSweepInterval, func(_ context.Context, now time.Time) { b.forgetIdleInstances(now) })},
 	}
 	if !b.trace.Off() {

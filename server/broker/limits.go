@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"errors"
 	"fmt"
 	"time"
 	"unicode/utf8"
@@ -16,7 +15,7 @@ import (
 // checks the record format's own limits again on every append
 // (message.Validate), so no request can produce a record that a reader of
 // the CommitLog would refuse. A message's own limits are the send family's
-// (server/broker/send, which checks them: validateSend); what the producer
+// (server/broker/send, which checks them: Service.Send); what the producer
 // controls takes at most MaxUserPropertiesBytes of a record's properties,
 // the rest being reserved for what the broker adds over a message's life
 // (retry and DLQ bookkeeping, the bounded attempt history), which
@@ -88,26 +87,6 @@ func QuoteValue(s string) string { return quote.Value(s) }
 // truncateText cuts s to at most n bytes, ending in a marker that says how
 // long it was (retry.TruncateText).
 func truncateText(s string, n int) string { return retry.TruncateText(s, n) }
-
-// validateSend checks one message of a send against the limits (the body
-// here, the rest in package send, whose invalid arguments it wraps in
-// ErrInvalidArgument); field names are relative to the message ("tag",
-// "keys[1]").
-func (b *Broker) validateSend(in *SendMessage) error {
-	switch {
-	case len(in.Body) == 0:
-		return ErrEmptyBody
-	case len(in.Body) > b.opts.MaxMessageSize:
-		return &LimitError{Field: "body", Size: len(in.Body), Limit: b.opts.MaxMessageSize, Kind: ErrTooLarge}
-	}
-	err := send.Check(send.Message{Tag: in.Tag, Keys: in.Keys, ShardingKey: in.ShardingKey, DedupID: in.DedupID,
-		Properties: in.Properties}, isSystemProperty)
-	var le *LimitError
-	if err == nil || errors.As(err, &le) {
-		return err
-	}
-	return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
-}
 
 // checkReason checks a nack reason.
 func checkReason(field, reason string) error {

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -189,20 +188,6 @@ func (b *Broker) retryCopy(cfg GroupConfig, m *message.Message, it sendBack, now
 // message is never delivered before its delay has fully passed (the
 // timers' rule: timer.FormatDue).
 func dueMs(t time.Time) string { return timer.FormatDue(t) }
-
-// delayed wraps a producer's message for the scheduler (send with a delay level).
-func (b *Broker) delayed(m *message.Message, level int, now time.Time) (*message.Message, error) {
-	if level < 1 || level > len(b.opts.DelayLevels) {
-		return nil, fmt.Errorf("%w: delayLevel must be 1..%d", ErrInvalidArgument, len(b.opts.DelayLevels))
-	}
-	m.SetProperty(message.PropertyRealTopic, m.Topic)
-	m.SetProperty(message.PropertyRealQueueID, strconv.Itoa(int(m.QueueID)))
-	m.SetProperty(message.PropertyDelayLevel, strconv.Itoa(level))
-	m.SetProperty(message.PropertyDeliverTimeMs, dueMs(now.Add(b.opts.DelayLevels[level-1])))
-	m.Topic = message.ScheduleTopic
-	m.QueueID = int32(level - 1)
-	return m, nil
-}
 
 // reapExpired sends back every lease that expired, in every pop state, so
 // a consume timeout starts its retry delay without waiting for a pull.

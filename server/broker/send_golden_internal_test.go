@@ -265,7 +265,7 @@ func TestGoldenSendDedupWindow(t *testing.T) {
 	require.Equal(t, later.MessageID, again.MessageID)
 
 	// A claim in flight (a send being written) answers a concurrent send.
-	claims, err := b.claimDedup("dd", []SendMessage{{Body: []byte("f"), DedupID: "k3"}}, make([]SendResult, 1), fc.Now())
+	claims, err := b.sends.Claim("dd", []SendMessage{{Body: []byte("f"), DedupID: "k3"}}, make([]SendResult, 1), fc.Now())
 	require.NoError(t, err)
 	require.Len(t, claims, 1)
 	_, err = send("f", "k3")

@@ -8,7 +8,6 @@ import (
 
 	"github.com/mqgate/mqgate/server/broker/timer"
 	"github.com/mqgate/mqgate/server/broker/timerindex"
-	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 )
 
@@ -67,19 +66,6 @@ func (b *Broker) newTimers() *timer.Service {
 		Carried:         b.noteCarried,
 		Background:      b.closingCtx,
 	})
-}
-
-// timerDue parses a send's delayMs / deliverAt into a due time; zero
-// means no timer (deliver now).
-func (b *Broker) timerDue(in *SendMessage, now time.Time) (time.Time, error) {
-	return b.timers.SendDue(in.DelayMs, in.DeliverAt, in.DelayLevel, now)
-}
-
-// registerTimer is called for a stored timer record; it returns the
-// timer's destination queue (the queue offset is not known before
-// delivery: -1).
-func (b *Broker) registerTimer(m *message.Message, _ storage.PutResult) (int32, int64) {
-	return b.timers.Sent(m), -1
 }
 
 // ListTimers lists pending timers (of topic, or all when ""), soonest

@@ -106,7 +106,7 @@ func (b *Broker) dropTopicState(name string) {
 		}
 	}
 	b.popsMu.Unlock()
-	b.dedup.DropTopic(name)
+	b.sends.DropTopic(name)
 }
 
 // dropTopicProgress durably moves every group's committed offsets of the

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/mqgate/mqgate/server/broker/registry"
@@ -169,9 +168,6 @@ func (b *Broker) checkTxnSend(in *SendMessage) error {
 		Delayed: in.DelayLevel != 0 || in.DelayMs != 0 || !in.DeliverAt.IsZero()})
 }
 
-// asHalf wraps a message for the half topic.
-func asHalf(m *message.Message, in *SendMessage) { txn.AsHalf(m, in.ProducerGroup, in.CheckAfterMs) }
-
 // reserveTxn counts a transactional send of group being written against
 // the quotas (package txn's Service.Reserve says when the returned func
 // ends the reservation).
@@ -184,28 +180,6 @@ func (b *Broker) reserveTxn(group string) (release func(stored bool, phys int64)
 		}
 		return over("pendingTransactions", "unresolved transactions", "--max-pending-transactions", q.MaxPendingTransactions, all, all+1)
 	})
-}
-
-// dedupResult is the send result a stored message answers a duplicate
-// send with: a half message (or a committed one) by its transaction id.
-func dedupResult(m *message.Message) SendResult {
-	r := SendResult{MessageID: message.NewID(m.StoreHost, m.PhysicalOffset).String(), QueueID: m.QueueID, QueueOffset: m.QueueOffset}
-	switch {
-	case m.Topic == txnHalfTopic:
-		qid, _ := strconv.ParseInt(m.Property(message.PropertyRealQueueID), 10, 32)
-		r = SendResult{MessageID: txn.IDOf(m), QueueID: int32(qid), QueueOffset: -1}
-		r.TransactionID = r.MessageID
-	case m.Property(propTxnID) != "":
-		r.MessageID = m.Property(propTxnID)
-		r.TransactionID = r.MessageID
-	}
-	return r
-}
-
-// findDedup finds the message a dedup id of topic names: stored in the
-// topic, or a half message of a transaction for it.
-func (b *Broker) findDedup(topic, id string, since int64) (*message.Message, error) {
-	return b.txns.FindDedup(topic, id, since)
 }
 
 // The family's entry points as the broker's other files call them: open

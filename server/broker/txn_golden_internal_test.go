@@ -44,7 +44,7 @@ func goldenHalf() *message.Message {
 	m := &message.Message{Topic: "orders", QueueID: 2, Body: []byte("b"), BornTimestamp: 1_699_999_990_000}
 	m.SetProperty(message.PropertyTags, "tag")
 	m.SetProperty("user", "v")
-	asHalf(m, &SendMessage{Transactional: true, ProducerGroup: "pg", CheckAfterMs: 1500})
+	txn.AsHalf(m, "pg", 1500)
 	return m
 }
 
@@ -55,7 +55,7 @@ func TestGoldenTxnHalfMessages(t *testing.T) {
 		t.Fatalf("half: %s/%d %v", m.Topic, m.QueueID, m.Properties)
 	}
 	d := &message.Message{Topic: "orders", QueueID: 1}
-	asHalf(d, &SendMessage{Transactional: true, ProducerGroup: "pg"})
+	txn.AsHalf(d, "pg", 0)
 	if d.Property("TRAN_CHECK_AFTER_MS") != "6000" {
 		t.Fatalf("default checkAfterMs: %v", d.Properties)
 	}

@@ -1,19 +1,45 @@
-// Package send is the send family of the broker: the rules a message of a
-// send must meet before anything is written, the queue it goes to, and
-// the table of idempotency keys that makes a send with a dedup id
-// answer its repeats.
+// Package send is the send family of the broker: the send request — the
+// rules a message of a send must meet before anything is written, the
+// queue it goes to, the messages it builds, the table of idempotency keys
+// that makes a send with a dedup id answer its repeats, the write and the
+// results — and the dedup window's expiry.
 //
 // It is a package of the broker's split by record family (ARCHITECTURE.md,
-// "The broker as a state machine"). It imports storage/message (the names
-// of the properties a message's tag, keys, sharding key and dedup id
-// travel as) and server/broker/quote of the module and nothing else, and
-// server/broker imports it. What needs the broker stays there (send.go,
-// limits.go): the request itself — the topic gate and the topic's
-// configuration, a body over the message size limit, the transactional,
-// delayed and timer sends, the store's write, the metrics — the set of
-// properties the broker reserves (systemProperties, which names other
-// families' properties), and the store lookup of a dedup id the table no
-// longer holds.
+// "The broker as a state machine"). It holds its request logic, so it may
+// import the store's facade and its leaf packages (storage,
+// storage/message), never the engines under them nor the replication
+// layers, and, of the server, the families it builds on: registry (a
+// topic's configuration), timer and txn (what a timer's and a half
+// message's record hold: timer.Wrap, txn.AsHalf, their topics and the
+// transaction's id) and quote; never server/broker, whose registry,
+// transactions, timers, quotas and counters it reaches through its Config
+// (funcs the facade fills in: server/broker/send.go). What stays in the
+// broker and why: Send's check that the broker is open (the facade's
+// closed flag); the set of properties the broker reserves
+// (systemProperties, which names every family's properties: Config's
+// Reserved); the auto-creation of a topic and the registry lookups (the
+// registry lock is the facade's); the transaction quotas and the pending
+// timers' quota (Config.ReserveTxn, CheckTimers: the quota rules are the
+// broker's, quota.go and txn.go); the store lookup of a dedup id (package
+// txn's FindDedup, which also finds a transaction's half message); the
+// counters.
+//
+// # The request
+//
+// Service.Send checks the topic's name, the batch's size (1 to MaxBatch)
+// and that a transactional message is alone, then takes the read side of
+// the broker's topic gate (Config.Gate) for the rest: the topic (auto-
+// created through Config.CreateTopic), each message's limits (the body
+// here, the rest Check's), its transaction fields and its timer, the
+// message it becomes (a delay level's: the scheduler's topic and the
+// level's queue; a timer's: timer.Wrap; a half message's: txn.AsHalf),
+// the pending timers' quota, the dedup keys (Claim), the transaction
+// quota, one write of every message not a duplicate (Store.Put or
+// PutBatch) and the keys' settlement (Settle). A result names a timer by
+// its id and its destination queue, a half message by its transaction,
+// a delayed message by its destination queue (offset -1 until it is
+// delivered or committed). Every time is the Service's clock's, read once
+// per send.
 //
 // # Limits
 //
@@ -44,18 +70,30 @@
 // only and answers concurrent sends InFlight until the send settles
 // (Settle: it then answers repeats with its result) or fails (released).
 // A key becomes durable as the message's record itself — its DEDUP_ID
-// property, indexed by the store — and the broker asks the store (Found)
-// for a key the table does not hold, after a restart or once Expire let
-// it go. The dedup window (the broker's DedupWindow) bounds a key's life:
-// a settled key stored before the window's start is Unknown, so a send
-// after the window is a new send. The package reads neither the clock
-// nor a random source: every time is the caller's.
+// property, indexed by the store — and Service.Claim asks the store
+// (Config.FindDedup, then Found) for a key the table does not hold,
+// after a restart or once Expire let it go. The dedup window
+// (Config.DedupWindow, the broker's) bounds a key's life: a settled key
+// stored before the window's start is Unknown, so a send after the
+// window is a new send. The Table reads neither the clock nor
+// a random source: every time is its caller's (the Service's clock, read
+// once per send; Expire's pass).
+//
+// The dedup window's expiry is a leader's periodic pass the broker runs
+// (Service.Expire, every minute); a topic's deletion drops its keys
+// (Service.DropTopic, under the topic gate).
 //
 // # Locks
 //
-// Table has one lock (Table.Lock), which guards its entries: Lookup,
-// Found, Claim and Release need it held (the broker holds it across a
-// send's claims, including the store lookups of unknown keys); Settle,
-// Expire and DropTopic take it. Its place among the broker's locks is in
-// ARCHITECTURE.md.
+// The Service adds no lock of its own (its round-robin counter is
+// atomic): a send holds the read side of the broker's topic gate
+// (Config.Gate) from the topic's lookup across its write. Table has one
+// lock (Table.Lock), which guards its entries: Lookup, Found, Claim and
+// Release need it held (Service.Claim holds it across a send's claims,
+// including the store lookups of unknown keys, Config.FindDedup); Settle,
+// Expire and DropTopic take it. It comes after the topic gate and before
+// the store; no other family's lock is taken under it. A send calls the
+// registry (its lock), the transaction family's Reserve and the timer
+// family's Sent under the gate but never under the table's lock. Its
+// place among the broker's locks is in ARCHITECTURE.md.
 package send
