@@ -72,8 +72,19 @@ var forbidden = map[string][]string{
 	// The receipt family (the receipt codec, the keyring and its key
 	// record) is a leaf too: the broker holds the ring and proposes keys.
 	"server/broker/receipt": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
-	// So is what has moved of the retry family (the retry policy).
-	"server/broker/retry": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
+	// The retry family holds its failure path's write too (the retry and
+	// dead-letter copies with the progress record that ends the failed
+	// deliveries, the ladder's counts, the scheduler's sink dropping a
+	// deleted topic's entries), beside the retry policy and the attempt
+	// history: it works on the store's facade and its leaf packages
+	// (storage, storage/message, storage/offset, storage/schedule; the
+	// server/broker row above keeps it off the engines), never on the
+	// replication layers under the store; of the server only quote
+	// (excepted below): registry and dlq import it (a group's policy, a
+	// letter's history), so what it needs of them, of the timer and
+	// instance families and of the broker comes in its Config, never as
+	// an import of server/broker, api or cmd.
+	"server/broker/retry": {"api", "server", "cmd", "web", "docs", "migrations", "internal", "storage/raftlog", "storage/shard"},
 	// The transaction family (its records, the state and its apply, and
 	// since the requests moved too: following the queues, the snapshot
 	// file, the requests, the roll-back loop, retention's carry) works on

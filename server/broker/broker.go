@@ -19,6 +19,7 @@ import (
 	"github.com/mqgate/mqgate/server/broker/instance"
 	leaselog "github.com/mqgate/mqgate/server/broker/lease"
 	"github.com/mqgate/mqgate/server/broker/progress"
+	"github.com/mqgate/mqgate/server/broker/retry"
 	"github.com/mqgate/mqgate/server/broker/send"
 	"github.com/mqgate/mqgate/server/broker/timer"
 	"github.com/mqgate/mqgate/server/broker/trace"
@@ -236,7 +237,9 @@ type Broker struct {
 	deadLetters *dlq.Service
 	timers      *timer.Service // the timer family (timer.go, package timer)
 	txns        *txn.Service   // the transaction family (txn.go, package txn)
-	ladder      ladder         // undelivered schedule entries, for progress (ladder.go)
+	// retries is the retry family: the send-back's write, the ladder's
+	// counts, the schedule's sink (retry.go, package retry).
+	retries *retry.Service
 	// snapshotFrom is the progress-record queue offset the last offsets
 	// snapshot covers: retention keeps the records from there on.
 	snapshotFrom atomic.Int64
@@ -301,7 +304,7 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 	b.txns = b.newTxns()
 	b.deadLetters = b.newDeadLetters()
 	b.sends = b.newSends()
-	b.ladder.init(len(opts.DelayLevels))
+	b.retries = b.newRetries()
 	b.epoch.Store(uint64(b.clock.Now().UnixNano()))
 	b.follow.on.Store(true)
 	b.follow.fold = leaselog.NewFold()
@@ -381,7 +384,7 @@ func (b *Broker) recover(ctx context.Context) error {
 		OnDeliver:    func(_ int, late time.Duration) { b.metrics.late(late) },
 		Logger:       b.opts.Logger,
 		Clock:        b.clock,
-	}, b.store.ScheduleSource(), deliverSink{b: b, next: b.store.ScheduleSink()})
+	}, b.store.ScheduleSource(), b.retries.Sink(b.store.ScheduleSink()))
 	return err
 }
 

@@ -158,7 +158,9 @@
 //	SCHEDULE_TOPIC_XXXX   delay-level messages and retries waiting on the
 //	                      ladder (queue = level - 1), RocketMQ's layout, moved
 //	                      to their real topic when due (package schedule).
-//	%RETRY%<group>        a group's redeliveries, queue 0.
+//	%RETRY%<group>        a group's redeliveries, queue 0 (written, with
+//	                      the dead letters, by package retry's Service:
+//	                      server/broker/retry/doc.go; the facade: retry.go).
 //	%DLQ%<group>          a group's dead letters, queue 0; never pulled
 //	                      (package dlq).
 //

@@ -84,10 +84,6 @@ func limitErr(kind error, field string, size, limit int) *LimitError {
 // bytes so that a huge value is never echoed back whole.
 func QuoteValue(s string) string { return quote.Value(s) }
 
-// truncateText cuts s to at most n bytes, ending in a marker that says how
-// long it was (retry.TruncateText).
-func truncateText(s string, n int) string { return retry.TruncateText(s, n) }
-
 // checkReason checks a nack reason.
 func checkReason(field, reason string) error {
 	if len(reason) > MaxReasonBytes {

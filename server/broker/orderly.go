@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/mqgate/mqgate/storage/message"
@@ -174,11 +173,4 @@ func (b *Broker) offerOrdered(ps *popState, c *cursor, v queueView, max int, now
 		out = append(out, b.grant(v.key, l, res.Messages[0], now, invisible))
 	}
 	return out, next, nil
-}
-
-// orderSeq stamps a dead-lettered ordered message with its queue offset.
-func orderSeq(out *message.Message, m *message.Message) {
-	if m.Property(message.PropertyShardingKey) != "" {
-		out.SetProperty(propOrderSeq, strconv.FormatInt(m.QueueOffset, 10))
-	}
 }

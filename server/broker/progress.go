@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mqgate/mqgate/server/broker/progress"
+	"github.com/mqgate/mqgate/server/broker/retry"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
 )
@@ -173,10 +174,10 @@ func (p progressBroker) InFlight(group, topic string) func(int32) int {
 }
 
 func (p progressBroker) LadderCounts(want func(topic, origin string) bool) []progress.LevelCount {
-	counts := p.b.ladderCounts(func(d ladderDest) bool { return want(d.topic, d.origin) })
+	counts := p.b.retries.Counts(p.b.scheduler.Status, func(d retry.Dest) bool { return want(d.Topic, d.Origin) })
 	out := make([]progress.LevelCount, len(counts))
 	for i, c := range counts {
-		out[i] = progress.LevelCount{Level: c.level, Count: c.count, Known: c.known}
+		out[i] = progress.LevelCount{Level: c.Level, Count: c.Count, Known: c.Known}
 	}
 	return out
 }

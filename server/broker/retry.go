@@ -1,16 +1,12 @@
 package broker
 
 import (
-	"errors"
-	"strconv"
 	"time"
 
 	"github.com/mqgate/mqgate/server/broker/dlq"
 	"github.com/mqgate/mqgate/server/broker/retry"
 	"github.com/mqgate/mqgate/server/broker/timer"
-	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
-	"github.com/mqgate/mqgate/storage/offset"
 )
 
 // The consume-failure path (ARCHITECTURE.md, the life of a message; RocketMQ's sendMessageBack and
@@ -20,11 +16,63 @@ import (
 // %DLQ%<group> once the message has used up the group's retryMaxTimes (or
 // the nack said -1). The copy and the ack of the failed delivery are
 // appended in one batch (one flush).
+//
+// This file is the facade of the retry family, server/broker/retry, which
+// holds the copies and their write (Service.Write), the ladder's counts
+// and the schedule's deliveries for deleted topics dropped
+// (server/broker/retry/doc.go). What stays here: the family's Config,
+// filled in from the broker; sendBack, which hands the lease family's
+// failed deliveries to the write and then settles their leases
+// (sentBack, pop.go), offerAgain and the lease reaper (reapExpired), which
+// work on the pop states under their locks (the lease family's).
+
+// newRetries is the retry family over b's store (Open makes it).
+func (b *Broker) newRetries() *retry.Service {
+	return retry.New(retry.Config{
+		Store:       b.store,
+		Clock:       b.clock,
+		Log:         b.log,
+		DelayLevels: b.opts.DelayLevels,
+		Names: retry.Names{RetryPrefix: retryPrefix, DLQPrefix: dlqPrefix, TimerTopic: timerTopic,
+			DLQReason: propDLQReason, TxnID: propTxnID, OrderSeq: propOrderSeq, Instance: propInstance},
+		MaxReasonBytes: maxDLQReasonBytes,
+		MaxClientBytes: MaxClientIDBytes,
+		StoreError:     mapStoreErr,
+		Gate:           b.topicGate.RLocker(), // see topicdelete.go
+		Group: func(name string) (string, int, *RetryPolicy) {
+			cfg, _ := b.registry.group(name)
+			return cfg.Name, cfg.RetryMaxTimes, cfg.RetryPolicy
+		},
+		ScheduleFloor: func(topic string) ([]int64, bool) {
+			tomb, ok := b.registry.Tombstone(topic)
+			return tomb.ScheduleOffsets, ok
+		},
+		Wait:  b.retryWait,
+		Known: b.instanceKnown,
+		Instance: func(group string) string {
+			_, client := splitInstance(group)
+			return client
+		},
+		AckEntry:  b.ackEntry,
+		Persist:   b.persist,
+		Deleted:   b.deletedMessage,
+		MessageID: messageID,
+		Timer: func(m *message.Message, due time.Time) {
+			m.DeleteProperty(timer.PropID)
+			m.DeleteProperty(timer.PropPrev)
+			timer.Wrap(m, due)
+		},
+		FormatDue:    timer.FormatDue,
+		Retried:      b.metrics.retry,
+		DeadLettered: b.metrics.dlq,
+		Nudge:        func() { b.timers.Nudge() },
+	})
+}
 
 // Broker-owned properties carried by retries and dead letters.
 const (
-	propAttempts  = "ATTEMPTS"     // JSON attempt history
-	propDLQReason = dlq.PropReason // last failure reason of a dead letter
+	propAttempts  = retry.PropAttempts // JSON attempt history
+	propDLQReason = dlq.PropReason     // last failure reason of a dead letter
 )
 
 // Attempt is one failed delivery in a message's attempt history (package
@@ -34,14 +82,14 @@ type Attempt = retry.Attempt
 func parseAttempts(s string) []Attempt { return retry.ParseAttempts(s) }
 
 // sendBack writes the retry (or dead-letter) copy of every failed delivery
-// plus one progress record acknowledging the originals, in one batch, and
-// then marks the originals done and takes their leases (marked
-// sendingBack by the caller) out of flight.
+// plus one progress record acknowledging the originals, in one batch
+// (package retry's Service.Write), and then marks the originals done and
+// takes their leases (marked sendingBack by the caller) out of flight.
 func (b *Broker) sendBack(group string, items []sendBack) error {
 	if len(items) == 0 {
 		return nil
 	}
-	err := b.writeSendBack(baseGroup(group), items)
+	err := b.retries.Write(baseGroup(group), failures(items))
 	b.sentBack(items)
 	if err != nil {
 		b.offerAgain(items)
@@ -49,54 +97,15 @@ func (b *Broker) sendBack(group string, items []sendBack) error {
 	return err
 }
 
-// writeSendBack writes the copies of group's failed deliveries (of the
-// group's own queues or of its instances'; broadcast.go). A forgotten
-// instance's are dropped: its progress ended with its forget record.
-func (b *Broker) writeSendBack(group string, items []sendBack) error {
-	b.topicGate.RLock() // see topicdelete.go
-	defer b.topicGate.RUnlock()
-	cfg, _ := b.registry.group(group)
-	if cfg.RetryMaxTimes == 0 {
-		cfg.RetryMaxTimes = 16
+// failures are items as the retry family takes them.
+func failures(items []sendBack) []retry.Failure {
+	out := make([]retry.Failure, len(items))
+	for i, it := range items {
+		out[i] = retry.Failure{Key: it.view.key, StoreTopic: it.view.storeTopic, StoreQueue: it.view.storeQueue,
+			Offset: it.offset, Level: it.level, Delay: it.delay, Reason: it.reason, Outcome: it.outcome,
+			Client: it.client, History: it.history, Failures: it.failures}
 	}
-	now := b.clock.Now()
-	msgs := make([]*message.Message, 0, len(items)+1)
-	var rec offset.Record
-	for _, it := range items {
-		if !b.instanceKnown(it.view.key.Group) {
-			continue
-		}
-		e := b.ackEntry(it.view.key, it.offset)
-		e.Kind = offset.KindFailed // done for the group; a late ack of its receipt is refused
-		rec.Entries = append(rec.Entries, e)
-		res, err := b.store.ReadQueue(it.view.storeTopic, it.view.storeQueue, it.offset, 1, nil)
-		if errors.Is(err, storage.ErrOffsetTooSmall) || (err == nil && len(res.Messages) == 0) {
-			continue // deleted by retention meanwhile: nothing to retry
-		}
-		if err != nil {
-			return mapStoreErr(err)
-		}
-		if b.deletedMessage(res.Messages[0]) {
-			continue // its topic was deleted meanwhile
-		}
-		msgs = append(msgs, b.retryCopy(cfg, res.Messages[0], it, now))
-	}
-	if err := b.persist(rec, msgs); err != nil {
-		return err
-	}
-	for _, m := range msgs {
-		switch m.Topic {
-		case DLQTopic(group):
-			b.metrics.dlq(group)
-		case timerTopic:
-			b.timers.Nudge()
-			b.metrics.retry(group, 0) // level 0: on a timer
-		default:
-			lvl, _ := strconv.Atoi(m.Property(message.PropertyDelayLevel))
-			b.metrics.retry(group, lvl)
-		}
-	}
-	return nil
+	return out
 }
 
 // offerAgain makes failed deliveries whose send-back could not be written
@@ -119,69 +128,6 @@ func (b *Broker) offerAgain(items []sendBack) {
 		}
 		ps.mu.Unlock()
 	}
-}
-
-// retryCopy builds the next incarnation of a failed message.
-func (b *Broker) retryCopy(cfg GroupConfig, m *message.Message, it sendBack, now time.Time) *message.Message {
-	reconsume := m.ReconsumeTimes + it.failures
-	origin := m.Property(message.PropertyOriginMessageID)
-	if origin == "" {
-		origin = messageID(m)
-	}
-	originalTopic := m.Property(message.PropertyRetryTopic)
-	if originalTopic == "" {
-		originalTopic = m.Topic
-	}
-	dead := it.level < 0 || int(reconsume) >= cfg.RetryMaxTimes
-	var level int
-	var delay time.Duration
-	if !dead {
-		level, delay = b.retryWait(cfg.RetryPolicy, reconsume, it.level, it.delay)
-	}
-	attempts := parseAttempts(m.Property(propAttempts))
-	if len(it.history) > 0 {
-		attempts = append(attempts, it.history...) // an ordered message's in-place attempts
-	} else {
-		a := newAttempt(now, it.outcome, it.client, it.reason, it.level)
-		a.DelayMs = delay.Milliseconds()
-		attempts = append(attempts, a)
-	}
-	history := boundAttempts(attempts)
-
-	out := copyOf(m, "", message.PropertyDedupID, message.PropertyRealTopic, message.PropertyRealQueueID,
-		message.PropertyDelayLevel, message.PropertyDeliverTimeMs, propDLQReason, propTxnID)
-	out.ReconsumeTimes = reconsume + 1
-	out.SetProperty(message.PropertyRetryTopic, originalTopic)
-	out.SetProperty(message.PropertyOriginMessageID, origin)
-	out.SetProperty(message.PropertyMaxReconsumeTimes, strconv.Itoa(cfg.RetryMaxTimes))
-	out.SetProperty(propAttempts, history)
-	if dead {
-		out.Topic = DLQTopic(cfg.Name)
-		out.SetProperty(propDLQReason, truncateText(it.reason, maxDLQReasonBytes))
-		orderSeq(out, m)
-		if _, client := splitInstance(it.view.key.Group); client != "" {
-			out.SetProperty(propInstance, client) // a resend goes to that instance (broadcast.go)
-		}
-		return out
-	}
-	if delay > 0 {
-		// On a timer (package retry): a new timer, so none of the
-		// properties a timer delivery left on m (UNIQ_KEY "timer:<id>").
-		out.DeleteProperty(message.PropertyUniqKey)
-		out.DeleteProperty(timer.PropID)
-		out.DeleteProperty(timer.PropPrev)
-		out.Topic = RetryTopic(cfg.Name)
-		out.QueueID = 0
-		timer.Wrap(out, now.Add(delay))
-		return out
-	}
-	out.Topic = message.ScheduleTopic
-	out.QueueID = int32(level - 1)
-	out.SetProperty(message.PropertyRealTopic, RetryTopic(cfg.Name))
-	out.SetProperty(message.PropertyRealQueueID, "0")
-	out.SetProperty(message.PropertyDelayLevel, strconv.Itoa(level))
-	out.SetProperty(message.PropertyDeliverTimeMs, dueMs(now.Add(b.opts.DelayLevels[level-1])))
-	return out
 }
 
 // dueMs formats a due time in unix milliseconds, rounded up so that a

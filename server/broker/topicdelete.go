@@ -3,13 +3,11 @@ package broker
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
-	"github.com/mqgate/mqgate/storage/schedule"
 )
 
 // Deleting a topic removes its messages for every purpose, as SQS's
@@ -31,7 +29,7 @@ import (
 //   - retries already in %RETRY%<group> stored before the deletion are
 //     skipped by the pulls of the topic (retryFloor);
 //   - retries and delayed messages still in the delay ladder are dropped
-//     when they fall due (deliverSink), as are pending timers (cancelled
+//     when they fall due (package retry's Sink), as are pending timers (cancelled
 //     at once; retries waiting on a timer are cancelled when they fall
 //     due, package timer's delivery) and idempotency keys;
 //   - dead letters stay in their group's DLQ (an admin's record); resending
@@ -82,7 +80,7 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 	}
 	b.dropTopicState(name)
 	b.metrics.forgetTopic(name)
-	b.ladder.reset() // counted again, without the dropped entries
+	b.retries.ResetLadder() // counted again, without the dropped entries
 	if err := b.dropTopicProgress(name); err != nil {
 		return err
 	}
@@ -164,69 +162,6 @@ func (b *Broker) deletedMessage(m *message.Message) bool {
 func (b *Broker) retryFloor(topic string) int64 {
 	tomb, _ := b.registry.Tombstone(topic)
 	return tomb.CommitLogOffset
-}
-
-// scheduledForDeleted reports whether the schedule entry at offset of
-// level, going to d, was scheduled for a topic deleted since.
-func (b *Broker) scheduledForDeleted(d ladderDest, level int, offset int64) bool {
-	topic := d.topic
-	if d.origin != "" {
-		topic = d.origin
-	}
-	tomb, ok := b.registry.Tombstone(topic)
-	return ok && level >= 1 && level <= len(tomb.ScheduleOffsets) && offset < tomb.ScheduleOffsets[level-1]
-}
-
-// deliverSink is the scheduler's sink: it drops the due messages scheduled
-// for a topic deleted since, and stores the others.
-type deliverSink struct {
-	b    *Broker
-	next schedule.Sink
-}
-
-// Deliver implements schedule.Sink.
-func (s deliverSink) Deliver(msgs []*message.Message) error {
-	b := s.b
-	b.topicGate.RLock()
-	defer b.topicGate.RUnlock()
-	kept := make([]*message.Message, 0, len(msgs))
-	for _, m := range msgs {
-		level, off, ok := scheduleEntry(m.Property(message.PropertyUniqKey))
-		d := ladderDest{topic: m.Topic}
-		if strings.HasPrefix(d.topic, retryPrefix) {
-			d.origin = m.Property(message.PropertyRetryTopic)
-		}
-		if ok && b.scheduledForDeleted(d, level, off) {
-			continue
-		}
-		kept = append(kept, m)
-	}
-	if dropped := len(msgs) - len(kept); dropped > 0 {
-		b.log.Info().Int("messages", dropped).Msg("due messages of deleted topics dropped")
-	}
-	if len(kept) == 0 {
-		return nil
-	}
-	return s.next.Deliver(kept)
-}
-
-// scheduleEntry parses the level and offset out of a delivered schedule
-// entry's UNIQ_KEY (schedule.UniqKey: "sched:<queue>:<offset>").
-func scheduleEntry(key string) (level int, off int64, ok bool) {
-	rest, ok := strings.CutPrefix(key, "sched:")
-	if !ok {
-		return 0, 0, false
-	}
-	q, o, ok := strings.Cut(rest, ":")
-	if !ok {
-		return 0, 0, false
-	}
-	queue, err1 := strconv.Atoi(q)
-	off, err2 := strconv.ParseInt(o, 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, 0, false
-	}
-	return queue + 1, off, true
 }
 
 // clampTombstone lowers the tombstone's positions to what the recovered

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mqgate/mqgate/server/broker/dlq"
 	"github.com/mqgate/mqgate/server/broker/receipt"
+	"github.com/mqgate/mqgate/server/broker/retry"
 	"github.com/mqgate/mqgate/server/broker/trace"
 	"github.com/mqgate/mqgate/storage/message"
 )
@@ -120,7 +121,7 @@ func (t traceBroker) Hidden(m *message.Message) bool {
 }
 func (traceBroker) MessageID(m *message.Message) string { return messageID(m) }
 func (traceBroker) ScheduleEntry(uniqKey string) (int, int64, bool) {
-	return scheduleEntry(uniqKey)
+	return retry.ScheduleEntry(uniqKey)
 }
 func (t traceBroker) DeadLetterStatus(group, id string) (dlq.StatusRecord, bool) {
 	return t.b.deadLetters.Table().Get(group, id)

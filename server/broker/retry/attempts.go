@@ -20,6 +20,10 @@ const (
 	MaxStoredReasonBytes = 512
 )
 
+// PropAttempts is the property holding a retry copy's or a dead
+// letter's attempt history.
+const PropAttempts = "ATTEMPTS"
+
 // An Attempt's Outcome.
 const (
 	OutcomeNack    = "nack"

@@ -1,19 +1,67 @@
-// Package retry is the retry family of the broker. Moved so far: the
-// retry policy — how long a failed delivery waits before its next attempt
-// — and the validation of a group's policy and of a nack's delay; and the
-// attempt history a retry copy or dead letter carries (property ATTEMPTS,
-// attempts.go: its codec and bounds; nothing there reads the clock, an
-// attempt's time is the request's). The
-// failure path itself (nack, lease expiry, the retry and dead-letter
-// copies, their records) still lives in server/broker (retry.go,
-// orderly.go; the dead letters' statuses and properties are package dlq's)
-// until the family moves whole (ARCHITECTURE.md, "The broker
-// as a state machine": the row of server/broker/retry).
+// Package retry is the retry family of the broker: the consume-failure
+// path's copies and their write, the retry policy — how long a failed
+// delivery waits before its next attempt — with the validation of a
+// group's policy and of a nack's delay, the attempt history a retry copy
+// or dead letter carries (property ATTEMPTS, attempts.go: its codec and
+// bounds; an attempt's time is the request's), the ladder's counts of
+// what waits in the delay levels (ladder.go) and the scheduler's sink
+// that drops what was scheduled for a topic deleted since.
 //
-// It imports nothing of the module but server/broker/quote, and server/broker imports it
-// (retrypolicy.go there: broker.RetryPolicy is an alias of Policy, the
-// errors become broker.ErrInvalidArgument, the number of delay levels is
-// the broker's, and the jitter is drawn there).
+// It is a package of the broker's split by record family (ARCHITECTURE.md,
+// "The broker as a state machine"). It imports the store's facade and its
+// leaf packages (storage, storage/message, storage/offset,
+// storage/schedule) and server/broker/quote of the module, never the
+// engines or the replication layers under the store, nor server/broker.
+// registry (a group's Policy) and dlq (a letter's history) import it, so
+// it imports neither: what the failure path needs of them — a group's
+// name, retryMaxTimes and policy, a deleted topic's schedule offsets, the
+// dead-letter properties' names (the reason; the consumer instance and the
+// ordered message's sequence it marks a dead letter with) — and of the
+// progress family (the entry ending a delivery, the record's append), the
+// instance family (is a progress group still known, whose instance is
+// it), the timer family (a retry on a timer is a timer record: Wrap, the
+// due time's rounding) and the broker (the topic gate, whether a message's
+// topic was deleted, a message's id, the store errors, the jitter's draw,
+// the counters) comes in its Config, filled in by server/broker/retry.go.
+// That is also why the attempt history stays here rather than in a leaf
+// of its own: retry does not import dlq.
+//
+// What stays in server/broker and why: sendBack, which takes the failed
+// deliveries the lease family collects (a nack, an expired lease, an
+// ordered message dead after its retries in place) under the pop states'
+// locks, hands them to Service.Write and then settles their leases;
+// offerAgain, which makes the failures of a refused write visible again
+// in their pop states; the lease reaper (reapExpired), which walks the pop
+// states (retry.go); the jitter's draw (retrypolicy.go); a topic's
+// deletion (topicdelete.go), which resets the ladder.
+//
+// # The write
+//
+// Service.Write holds the read side of the broker's topic gate
+// (Config.Gate) while it reads each failed message (one gone meanwhile,
+// by retention or its topic's deletion, is not copied; its delivery ends
+// all the same), builds its copy — a retry on the ladder
+// (SCHEDULE_TOPIC_XXXX, queue level-1, REAL_TOPIC %RETRY%<group>), a
+// retry on a timer (Config.Timer: an rmq_sys_TIMER record whose
+// destination is %RETRY%<group>) or a dead letter on %DLQ%<group> once the
+// message used up the group's retryMaxTimes or the nack said -1 — and
+// appends the copies with one rmq_sys_OFFSET record of failed entries
+// (Config.Persist), in one batch. Every copy carries reconsumeTimes + 1,
+// RETRY_TOPIC (the original topic), ORIGIN_MESSAGE_ID (the first copy's
+// id), MAX_RECONSUME_TIMES and the bounded attempt history; it drops the
+// dedup id, the delay and destination properties, a dead letter's reason
+// and a committed transaction's id. Times are the Service's clock's, read
+// once per write; the jitter is drawn by Config.Wait.
+//
+// # Locks
+//
+// The Ladder has one lock, held by a count across its reads of the store,
+// the scheduler's positions and Config.ScheduleFloor (the registry's lock,
+// taken under it), and by Reset. The Service adds none: Write and the
+// sink hold the topic gate's read side and take, under it, the registry's
+// lock, the instances lock (Known), the progress Ledger's (Persist) and
+// the store's. Their place among the broker's locks is in
+// ARCHITECTURE.md.
 //
 // # Which wait, and how long
 //

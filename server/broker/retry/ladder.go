@@ -1,12 +1,15 @@
-package broker
+package retry
 
 import (
 	"errors"
 	"strings"
 	"sync"
 
+	"github.com/rs/zerolog"
+
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/schedule"
 )
 
 // What waits in the delay ladder, for consumer progress. The entries of
@@ -34,10 +37,10 @@ const (
 	droppedDest int32 = 0
 )
 
-// ladderDest is where a schedule entry goes.
-type ladderDest struct {
-	topic  string // REAL_TOPIC
-	origin string // RETRY_TOPIC of a retry ("" for a producer's delayed message)
+// Dest is where a schedule entry goes.
+type Dest struct {
+	Topic  string // REAL_TOPIC
+	Origin string // RETRY_TOPIC of a retry ("" for a producer's delayed message)
 }
 
 type ladderRun struct {
@@ -52,29 +55,57 @@ type ladderLevel struct {
 	counts     map[int32]int64
 }
 
-type ladder struct {
+// Ladder counts what waits in the delay ladder (see above). Its lock is
+// held by a count across its reads of the store and by Reset; nothing
+// else is taken under it but the store's locks and Dropped's (the
+// broker's registry lock).
+type Ladder struct {
 	mu     sync.Mutex
 	levels []ladderLevel
-	ids    map[ladderDest]int32
-	dests  []ladderDest // by id; dests[0] is droppedDest
+	ids    map[Dest]int32
+	dests  []Dest // by id; dests[0] is droppedDest
 }
 
-// levelCount is one level's count; known is false when it cannot be told.
-type levelCount struct {
-	level int
-	count int64
-	known bool
+// LevelCount is one level's count; Known is false when it cannot be told.
+type LevelCount struct {
+	Level int
+	Count int64
+	Known bool
 }
 
-func (l *ladder) init(levels int) {
+// LadderSource is what the Ladder reads: the scheduler's positions, the
+// store's schedule queues, the log, and which entries go to a topic
+// deleted since they were scheduled (Service.ScheduledForDeleted).
+type LadderSource struct {
+	Status  func() []schedule.LevelStatus
+	Store   Store
+	Log     zerolog.Logger
+	Dropped func(d Dest, level int, offset int64) bool
+	// RetryPrefix is the retry topics' prefix (a retry's Dest names its
+	// origin).
+	RetryPrefix string
+}
+
+// DestOf is the Dest of schedule entry m going to topic: a retry's (topic
+// a retry topic) names its original topic (RETRY_TOPIC) as its origin.
+func DestOf(m *message.Message, topic, retryPrefix string) Dest {
+	d := Dest{Topic: topic}
+	if strings.HasPrefix(topic, retryPrefix) {
+		d.Origin = m.Property(message.PropertyRetryTopic)
+	}
+	return d
+}
+
+// Init sizes the ladder for levels delay levels.
+func (l *Ladder) Init(levels int) {
 	l.levels = make([]ladderLevel, levels)
-	l.ids = make(map[ladderDest]int32)
-	l.dests = []ladderDest{{}}
+	l.ids = make(map[Dest]int32)
+	l.dests = []Dest{{}}
 }
 
-// reset forgets every level: the next refresh reads the undelivered
+// Reset forgets every level: the next refresh reads the undelivered
 // entries again (after a topic deletion changed what will be delivered).
-func (l *ladder) reset() {
+func (l *Ladder) Reset() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i := range l.levels {
@@ -82,7 +113,7 @@ func (l *ladder) reset() {
 	}
 }
 
-func (l *ladder) id(d ladderDest) int32 {
+func (l *Ladder) id(d Dest) int32 {
 	if id, ok := l.ids[d]; ok {
 		return id
 	}
@@ -128,16 +159,15 @@ func (lv *ladderLevel) popTo(delivered int64) {
 	}
 }
 
-// ladderCounts refreshes the ladder from the scheduler's positions and
+// Counts refreshes the ladder from the scheduler's positions and
 // returns, per level, the undelivered entries whose destination want
 // accepts.
-func (b *Broker) ladderCounts(want func(ladderDest) bool) []levelCount {
-	l := &b.ladder
+func (l *Ladder) Counts(src LadderSource, want func(Dest) bool) []LevelCount {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	budget := ladderBudget
-	out := make([]levelCount, len(l.levels))
-	for i, st := range b.scheduler.Status() {
+	out := make([]LevelCount, len(l.levels))
+	for i, st := range src.Status() {
 		if i >= len(l.levels) {
 			break
 		}
@@ -146,33 +176,32 @@ func (b *Broker) ladderCounts(want func(ladderDest) bool) []levelCount {
 			*lv = ladderLevel{head: st.Offset, next: st.Offset, counts: make(map[int32]int64)}
 		}
 		lv.popTo(st.Offset)
-		budget = b.readLadder(i+1, lv, st.MaxOffset, budget)
-		out[i] = levelCount{level: i + 1, known: lv.next >= st.MaxOffset}
+		budget = l.read(src, i+1, lv, st.MaxOffset, budget)
+		out[i] = LevelCount{Level: i + 1, Known: lv.next >= st.MaxOffset}
 		for id, n := range lv.counts {
 			if n > 0 && want(l.dests[id]) {
-				out[i].count += n
+				out[i].Count += n
 			}
 		}
 	}
 	return out
 }
 
-// readLadder reads level's entries from lv.next towards top within
-// budget and returns what is left of it. The caller holds the ladder lock.
-func (b *Broker) readLadder(level int, lv *ladderLevel, top int64, budget int) int {
-	l := &b.ladder
+// read reads level's entries from lv.next towards top within budget and
+// returns what is left of it. The caller holds the ladder lock.
+func (l *Ladder) read(src LadderSource, level int, lv *ladderLevel, top int64, budget int) int {
 	queue := int32(level - 1)
 	for lv.next < top && budget > 0 && len(lv.runs)-lv.first < maxLadderRuns {
 		from := lv.next
-		res, err := b.store.ReadQueue(message.ScheduleTopic, queue, from, min(256, budget), nil)
+		res, err := src.Store.ReadQueue(message.ScheduleTopic, queue, from, min(256, budget), nil)
 		if errors.Is(err, storage.ErrOffsetTooSmall) {
 			// Retention removed entries never read: count from the minimum.
-			low := b.store.MinOffset(message.ScheduleTopic, queue)
+			low := src.Store.MinOffset(message.ScheduleTopic, queue)
 			*lv = ladderLevel{head: low, next: low, counts: make(map[int32]int64)}
 			continue
 		}
 		if err != nil || res.Next <= from {
-			b.log.Warn().Err(err).Int("level", level).Int64("offset", from).Msg("counting the delay ladder stopped")
+			src.Log.Warn().Err(err).Int("level", level).Int64("offset", from).Msg("counting the delay ladder stopped")
 			return budget
 		}
 		for _, m := range res.Messages {
@@ -180,11 +209,8 @@ func (b *Broker) readLadder(level int, lv *ladderLevel, top int64, budget int) i
 				lv.push(droppedDest, int32(gap)) // records retention removed
 			}
 			dest := droppedDest
-			d := ladderDest{topic: m.Property(message.PropertyRealTopic)}
-			if strings.HasPrefix(d.topic, retryPrefix) {
-				d.origin = m.Property(message.PropertyRetryTopic)
-			}
-			if !b.scheduledForDeleted(d, level, m.QueueOffset) {
+			d := DestOf(m, m.Property(message.PropertyRealTopic), src.RetryPrefix)
+			if !src.Dropped(d, level, m.QueueOffset) {
 				dest = l.id(d)
 			}
 			lv.push(dest, 1)
