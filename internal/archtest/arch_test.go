@@ -130,14 +130,18 @@ var forbidden = map[string][]string{
 	// configurations: excepted below); never server/broker, whose pop
 	// states and registry it reaches through instance.Broker.
 	"server/broker/instance": {"api", "server", "cmd", "web", "docs", "migrations", "internal", "storage/raftlog", "storage/shard"},
-	// A leaf: what has moved of the lease family (the record and snapshot
-	// codecs, the fold and its apply) knows nothing of the module but
-	// internal/wire (the big-endian reader of its records, excepted
-	// below), not even storage/offset (its Key is offset.Key field for
-	// field, since storage/offset imports the storage engine's file
-	// helpers); the broker holds the leases, writes the records and
-	// decides which folded leases are still owed.
-	"server/broker/lease": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
+	// The lease family holds its lease log, not only its codecs and fold:
+	// noting lease changes and writing their records, the snapshot
+	// workers and file, the follower's and the replicated leader's fold
+	// under its lock, which folded leases are still owed. It works on the
+	// store's facade (storage and its leaf packages, storage/offset's Key
+	// among them; the server/broker row above keeps it off the engines;
+	// nor the replication layers under the store), reads its records with
+	// internal/wire (excepted below), and asks the broker for the rest
+	// (progress generations, whether a lease is owed, the epoch counter,
+	// the cursors' leases) through its Config: never server/broker itself
+	// nor anything else of server, api or cmd.
+	"server/broker/lease": {"api", "server", "cmd", "web", "docs", "migrations", "internal", "storage/raftlog", "storage/shard"},
 	// The send family holds its request too (the checks of a send, the
 	// messages it builds, the dedup table with the store lookup of a key
 	// it no longer holds, the write, the results, the dedup window's

@@ -246,7 +246,7 @@ func (b *Broker) ChangeLease(ctx context.Context, group string, items []LeaseIte
 			// with its failure count): re-offered at once.
 			ref.lease.waiting, ref.lease.retryAt = true, now
 			ref.lease.epoch = b.epoch.Add(1)
-			notes.lease(b, ref.key, ref.r.Offset, ref.lease)
+			b.noteLease(&notes, ref.key, ref.r.Offset, ref.lease)
 			return ReceiptOK
 		}
 		if inv == 0 {
@@ -256,11 +256,11 @@ func (b *Broker) ChangeLease(ctx context.Context, group string, items []LeaseIte
 			if ref.r.Offset < ref.cursor.next {
 				ref.cursor.next = ref.r.Offset
 			}
-			notes.released(b, ref.key, ref.r.Offset, ref.lease.epoch)
+			b.noteReleased(&notes, ref.key, ref.r.Offset, ref.lease.epoch)
 			return ReceiptOK
 		}
 		ref.lease.deadline = now.Add(inv)
-		notes.lease(b, ref.key, ref.r.Offset, ref.lease)
+		b.noteLease(&notes, ref.key, ref.r.Offset, ref.lease)
 		return ReceiptOK
 	}, func() { staged.stage(b, &notes) })
 	if err := staged.wait(); err != nil {
@@ -319,7 +319,7 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 				}
 				failed = append(failed, deadInPlace(v, ref.r.Offset, l, it.Reason, outcomeNack, client))
 			} else {
-				waiting.lease(b, ref.key, ref.r.Offset, l)
+				b.noteLease(&waiting, ref.key, ref.r.Offset, l)
 			}
 			return ReceiptOK
 		}

@@ -243,7 +243,7 @@ type Broker struct {
 	// snapshotFrom is the progress-record queue offset the last offsets
 	// snapshot covers: retention keeps the records from there on.
 	snapshotFrom atomic.Int64
-	leases       leaseLogState // the leases snapshot and recovery (lease_log.go)
+	leases       *leaselog.Log // the lease log: records, folds, snapshot (package lease; lease_log.go)
 	trace        *trace.Tracer // the message trace: query, follower, carry (trace.go, package trace)
 	dropped      droppedCounts // unconsumed messages retention took, per key (retention.go)
 	scheduler    *schedule.Scheduler
@@ -307,7 +307,7 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 	b.retries = b.newRetries()
 	b.epoch.Store(uint64(b.clock.Now().UnixNano()))
 	b.follow.on.Store(true)
-	b.follow.fold = leaselog.NewFold()
+	b.leases = b.newLeaseLog()
 	if err := b.recover(ctx); err != nil {
 		b.timers.Abandon()
 		b.cancelClosing()
@@ -359,7 +359,7 @@ func (b *Broker) recover(ctx context.Context) error {
 	}
 	b.log.Info().Int("records", replayed).Dur("took", b.clock.Since(start)).Msg("consumer progress recovered")
 	b.openInstances()
-	if err := b.restoreLeases(ctx); err != nil {
+	if err := b.leases.Open(ctx); err != nil {
 		return err
 	}
 
@@ -461,7 +461,7 @@ func (b *Broker) start() error {
 // applied (persist applies after the commit), and only while its store
 // is not fenced (a fence is how a write ends with an unknown outcome,
 // whose change is not applied); its leases snapshot is written from the fold of the committed
-// lease records (lease_log.go), not from its pop states.
+// lease records (package lease's Log.Snapshot), not from its pop states.
 func (b *Broker) snapshot() error {
 	return errors.Join(b.snapshotOffsets(), b.snapshotLeases(), b.snapshotInstances())
 }

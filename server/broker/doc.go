@@ -49,8 +49,9 @@
 //	                      instance's keys name the group "<group>@<client id>"
 //	                      (package instance's Key; broadcast.go); so do its
 //	                      lease records and receipts.
-//	rmq_sys_LEASE         leases (lease_log.go; the record's codec and the
-//	                      fold: package lease). Queue 0. One record per pull
+//	rmq_sys_LEASE         leases (package lease: the codec, the fold and the
+//	                      Log that writes and folds the records; the leases
+//	                      themselves: pop.go, lease_log.go). Queue 0. One record per pull
 //	                      naming the leases it granted, one per lease change,
 //	                      one per batch of ordered messages failed in place.
 //	                      Body, big-endian:

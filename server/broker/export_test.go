@@ -1,6 +1,7 @@
 package broker
 
 import (
+	leaselog "github.com/mqgate/mqgate/server/broker/lease"
 	"github.com/mqgate/mqgate/server/broker/timer"
 	"github.com/mqgate/mqgate/server/broker/timerindex"
 	"github.com/mqgate/mqgate/server/broker/txn"
@@ -25,10 +26,10 @@ func (b *Broker) TxnRecovered() TxnRecovery { return b.txns.Recovered() }
 const TxnSnapshotFile = txnSnapshotFile
 
 // LeaseRecovery is what an open restored of the leases.
-type LeaseRecovery = leaseRecovery
+type LeaseRecovery = leaselog.Recovery
 
 // LeasesRecovered reports what the last open restored.
-func (b *Broker) LeasesRecovered() LeaseRecovery { return b.leases.recovered }
+func (b *Broker) LeasesRecovered() LeaseRecovery { return b.leases.Recovered() }
 
 // PauseRetention stops retention passes until ResumeRetention.
 func (b *Broker) PauseRetention() { b.store.PauseRetention() }

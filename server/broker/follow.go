@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	leaselog "github.com/mqgate/mqgate/server/broker/lease"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
 )
@@ -19,7 +18,8 @@ import (
 // progress table's Apply, the lease fold, the dead-letter status table,
 // the timer and transaction followers. Follow applies what was dispatched
 // since the last call; the leases it folds wait, in the fold, until
-// Promote puts them into their cursors (installLeases, as at open).
+// Promote puts them into their cursors (installLeases, as at open; the
+// fold is package lease's Log's).
 //
 // What a broker decides as leader and writes as records (a receipt key
 // for a new store, the end of a topic deletion, offsets lowered after a
@@ -36,16 +36,13 @@ type following struct {
 	mu sync.Mutex
 	// on: the broker has not led since it opened; Follow applies the log.
 	on atomic.Bool
-	// offsets, leases: the next queue offsets of rmq_sys_OFFSET and
-	// rmq_sys_LEASE to apply (rmq_sys_DLQ's is package dlq's Service's).
-	// offsets is changed under the progress ledger's lock too (the
-	// offsets snapshot reads it).
-	offsets, leases int64
+	// offsets: the next queue offset of rmq_sys_OFFSET to apply
+	// (rmq_sys_DLQ's is package dlq's Service's, rmq_sys_LEASE's package
+	// lease's Log's). It is changed under the progress ledger's lock too
+	// (the offsets snapshot reads it).
+	offsets int64
 	// cuts: the next rmq_sys_CUT record to apply (cut.go).
 	cuts int64
-	// fold is the lease fold (package lease): every lease on record, the
-	// newest epoch of each offset, and the highest epoch seen.
-	fold *leaselog.Fold
 }
 
 // Following reports whether the broker applies another broker's log
@@ -84,11 +81,7 @@ func (b *Broker) applyLogLocked(ctx context.Context) error {
 		return err
 	}
 
-	next, err = b.replayQueue(ctx, leaseTopic, f.leases, func(m *message.Message) {
-		b.foldLeaseRecord(m)
-	})
-	f.leases = next
-	if err != nil {
+	if err := b.leases.Follow(ctx); err != nil {
 		return err
 	}
 
@@ -127,18 +120,6 @@ func (b *Broker) applyOffsetRecord(m *message.Message) bool {
 	return true
 }
 
-// foldLeaseRecord folds one rmq_sys_LEASE record into follow.fold (at
-// open and while following); the caller holds follow.mu or owns it alone.
-func (b *Broker) foldLeaseRecord(m *message.Message) bool {
-	rec, err := leaselog.DecodeRecord(m.Body)
-	if err != nil {
-		b.log.Error().Err(err).Int64("queueOffset", m.QueueOffset).Msg("skipping undecodable lease record")
-		return false
-	}
-	b.follow.fold.Apply(rec)
-	return true
-}
-
 // takeOver is Promote's first step: it applies what the log holds beyond
 // the follower's position, makes the leader's decisions of an open (the
 // receipt key, topic deletions, offsets above a lost tail, the trace's
@@ -167,24 +148,18 @@ func (b *Broker) takeOver(ctx context.Context) error {
 		return err
 	}
 	b.openInstances()
-	if top := f.fold.Top(); top >= b.epoch.Load() {
+	if top := b.leases.Top(); top >= b.epoch.Load() {
 		b.epoch.Store(top) // the next lease takes top+1
 	}
-	restored, expired := b.installLeases(f.fold, b.clock.Now())
-	b.leases.recovered.Leases, b.leases.recovered.Expired = restored, expired
+	restored, expired := b.installLeases(b.leases.Owed(), b.clock.Now())
 	b.log.Info().Int("leases", restored).Int("expired", expired).Msg("leases put back into their cursors")
 	if err := b.resumeTrace(); err != nil {
 		return err
 	}
-	if b.store.Replicated() {
-		// The fold goes on, of the committed records only: a replicated
-		// leader's lease snapshots are written from it (lease_log.go).
-		c := &b.leases.committed
-		c.mu.Lock()
-		c.fold, c.next = f.fold, f.leases
-		c.mu.Unlock()
-	}
-	f.fold = nil
+	// On a replicated store the fold goes on, of the committed records
+	// only: a replicated leader's lease snapshots are written from it
+	// (package lease's Log.Snapshot).
+	b.leases.Lead(b.store.Replicated(), restored, expired)
 	f.on.Store(false)
 	b.store.SetRetentionPolicy(retentionPolicy{b: b})
 	return nil

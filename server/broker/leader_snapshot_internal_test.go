@@ -58,9 +58,9 @@ func TestAReplicatedLeaderSnapshotsWhatIsCommitted(t *testing.T) {
 	f, err := retentionPolicy{b}.Floors(time.Now())
 	require.NoError(t, err)
 	require.Greater(t, f.Keep, max(firstProgress, firstLease), "the snapshots let retention go past the first progress and lease records")
-	b.leases.committed.mu.Lock()
-	require.Zero(t, b.leases.committed.fold.Len(), "every lease was acknowledged: the fold keeps none")
-	b.leases.committed.mu.Unlock()
+	b.leases.WithFold(func(fold *leaselog.Fold) {
+		require.Zero(t, fold.Len(), "every lease was acknowledged: the fold keeps none")
+	})
 
 	// A lease whose record is not committed stays out of the snapshot.
 	_, err = b.Send(ctx, "orders", []SendMessage{{Body: []byte("held")}})

@@ -14,6 +14,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
+	leaselog "github.com/mqgate/mqgate/server/broker/lease"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
 )
@@ -236,7 +237,9 @@ const goldenLeaseFollowerSnapshot = "4d514c53 0001 048673ed 000000000000000a 179
 // order.
 func goldenLeaseFold(b *Broker) []string {
 	var out []string
-	for _, e := range b.follow.fold.Record().Entries {
+	var rec leaselog.Record
+	b.leases.WithFold(func(f *leaselog.Fold) { rec = f.Record() })
+	for _, e := range rec.Entries {
 		f := e.Items[0]
 		out = append(out, fmt.Sprintf("%s/%s/%d@%d epoch=%x deadline=%d failures=%d state=%d gen=%d at=%d client=%q",
 			e.Key.Group, e.Key.Topic, e.Key.QueueID, f.Offset, f.Epoch, f.Deadline, f.Failures, f.State, e.Generation, e.At, e.Client))
@@ -246,4 +249,4 @@ func goldenLeaseFold(b *Broker) []string {
 }
 
 // goldenLeaseTop is the highest epoch b's follower fold has seen.
-func goldenLeaseTop(b *Broker) uint64 { return b.follow.fold.Top() }
+func goldenLeaseTop(b *Broker) uint64 { return b.leases.Top() }

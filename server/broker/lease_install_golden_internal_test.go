@@ -64,8 +64,8 @@ func goldenInstallBroker(t *testing.T, fc clockwork.Clock, follower bool) *Broke
 	return b
 }
 
-// goldenPull pulls n messages of topic for group as client, leased for inv.
-func goldenPull(t *testing.T, b *Broker, client, group, topic string, n int, inv time.Duration) []ReceivedMessage {
+// leaseGoldenPull pulls n messages of topic for group as client, leased for inv.
+func leaseGoldenPull(t *testing.T, b *Broker, client, group, topic string, n int, inv time.Duration) []ReceivedMessage {
 	t.Helper()
 	got, err := b.Pull(WithClient(context.Background(), client), PullRequest{Group: group, Topic: topic, MaxMessages: n, Invisible: inv})
 	require.NoError(t, err)
@@ -182,7 +182,7 @@ func TestGoldenLeaseInstall(t *testing.T) {
 	b := goldenInstallBroker(t, fc, false)
 	f := goldenInstallBroker(t, fc, true) // opened at the leader's time: the same epoch seed
 
-	gl := goldenPull(t, b, "c1", "g", "orders", 4, 30*time.Second)
+	gl := leaseGoldenPull(t, b, "c1", "g", "orders", 4, 30*time.Second)
 	res, err := b.Ack(ctx, "g", []string{gl[0].Receipt})
 	require.Equal(t, "ok", goldenStatus(t, res, err))
 	res, err = b.ChangeLease(ctx, "g", []LeaseItem{{Receipt: gl[1].Receipt, Invisible: 0}})
@@ -190,14 +190,14 @@ func TestGoldenLeaseInstall(t *testing.T) {
 	res, err = b.ChangeLease(ctx, "g", []LeaseItem{{Receipt: gl[2].Receipt, Invisible: 5 * time.Second}})
 	require.Equal(t, "ok", goldenStatus(t, res, err))
 	fc.Advance(time.Second)
-	ol := goldenPull(t, b, "c2", "o", "orders", 2, 30*time.Second) // one per sharding key: offsets 0 and 2
+	ol := leaseGoldenPull(t, b, "c2", "o", "orders", 2, 30*time.Second) // one per sharding key: offsets 0 and 2
 	require.Equal(t, []int64{0, 2}, []int64{ol[0].QueueOffset, ol[1].QueueOffset})
 	fc.Advance(time.Second)
-	bl := goldenPull(t, b, "c9", "bc", "orders", 1, 30*time.Second)
-	xl := goldenPull(t, b, "c3", "x", "orders", 1, 30*time.Second)
-	yl := goldenPull(t, b, "c3", "y", "orders", 1, 30*time.Second)
-	rl := goldenPull(t, b, "c3", "r", "orders", 1, 30*time.Second)
-	dl := goldenPull(t, b, "c1", "g", "doomed", 1, 30*time.Second)
+	bl := leaseGoldenPull(t, b, "c9", "bc", "orders", 1, 30*time.Second)
+	xl := leaseGoldenPull(t, b, "c3", "x", "orders", 1, 30*time.Second)
+	yl := leaseGoldenPull(t, b, "c3", "y", "orders", 1, 30*time.Second)
+	rl := leaseGoldenPull(t, b, "c3", "r", "orders", 1, 30*time.Second)
+	dl := leaseGoldenPull(t, b, "c1", "g", "doomed", 1, 30*time.Second)
 	fc.Advance(time.Second)
 	require.NoError(t, b.DeleteGroup(ctx, "x"))
 	require.NoError(t, b.DeleteGroup(ctx, "y"))
@@ -253,7 +253,7 @@ func TestGoldenLeaseInstall(t *testing.T) {
 	raw, err := f.store.ReadMeta("leases.snapshot")
 	require.NoError(t, err)
 	require.Equal(t, goldenSnapshotAfter, goldenSnapshotLines(t, raw, base))
-	require.Equal(t, int64(11), f.leases.keepFrom.Load(), "retention keeps the lease records from the snapshot's offset on")
+	require.Equal(t, int64(11), f.leases.KeepFrom(), "retention keeps the lease records from the snapshot's offset on")
 }
 
 // TestGoldenLeaseDamagedSnapshot: a leases snapshot that does not decode

@@ -112,10 +112,10 @@ func TestLeaseSnapshotBoundsReplay(t *testing.T) {
 	copyLive(t, dir, img)
 	require.NoError(t, b.Close(ctx))
 	b = openLeaseBroker(t, img)
-	require.Equal(t, leaseRecovery{Records: 1, Leases: 23, FromSnap: 20}, b.leases.recovered)
+	require.Equal(t, LeaseRecovery{Records: 1, Leases: 23, FromSnap: 20}, b.LeasesRecovered())
 	require.NoError(t, b.Close(ctx))
 	b = openLeaseBroker(t, img)
-	require.Equal(t, leaseRecovery{Records: 0, Leases: 23, FromSnap: 23}, b.leases.recovered, "a clean close snapshots")
+	require.Equal(t, LeaseRecovery{Records: 0, Leases: 23, FromSnap: 23}, b.LeasesRecovered(), "a clean close snapshots")
 	require.NoError(t, b.Close(ctx))
 }
 

@@ -445,8 +445,8 @@ func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max
 	// them in their order.
 	notes, skips := ps.takeNotes(), ps.skips
 	ps.skips = offset.Record{}
-	if lerr := b.writeGrants(notes, skips); lerr != nil {
-		if notes.empty() {
+	if lerr := b.leases.WriteGrants(notes, skips); lerr != nil {
+		if notes.Empty() {
 			b.log.Warn().Err(lerr).Msg("recording the offsets a pull's filters passed over failed; the next pull past them derives them again")
 		} else {
 			b.grantsFailedLocked(ps, notes)
@@ -501,7 +501,7 @@ func (b *Broker) takeExpired(ps *popState, c *cursor, v queueView, now time.Time
 				ps.release(c, l.key, off)
 				expired = append(expired, deadInPlace(v, off, l, a.Reason, outcomeExpired, l.client))
 			} else {
-				ps.notes.lease(b, v.key, off, l)
+				b.noteLease(&ps.notes, v.key, off, l)
 			}
 		case !now.Before(l.deadline):
 			l.sendingBack = true
@@ -515,7 +515,7 @@ func (b *Broker) takeExpired(ps *popState, c *cursor, v queueView, now time.Time
 
 // markSkipped applies offsets the filters passed over as consumed and
 // notes them in ps.skips, which popOnce appends with the pull's grants
-// (writeGrants); the caller holds ps.mu.
+// (leaselog.Log.WriteGrants); the caller holds ps.mu.
 func (b *Broker) markSkipped(ps *popState, key offset.Key, offs []int64) {
 	_, gen, _ := b.progress.Get(key)
 	e := offset.Entry{Kind: offset.KindAck, Key: key, Generation: gen, Offsets: offs}

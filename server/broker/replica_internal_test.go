@@ -332,9 +332,9 @@ func leaseDigest(b *Broker) []string {
 	var out []string
 	if b.Following() {
 		b.follow.mu.Lock()
-		for _, o := range b.owedLeases(b.follow.fold) {
-			out = append(out, fmt.Sprintf("%s/%s/%d@%d e%d d%d w%v", o.at.Key.Group, o.at.Key.Topic, o.at.Key.QueueID, o.at.Off,
-				o.lease.Item.Epoch, o.lease.Item.Deadline, o.lease.Item.State == leaselog.Waiting))
+		for _, o := range b.leases.Owed() {
+			out = append(out, fmt.Sprintf("%s/%s/%d@%d e%d d%d w%v", o.At.Key.Group, o.At.Key.Topic, o.At.Key.QueueID, o.At.Off,
+				o.Lease.Item.Epoch, o.Lease.Item.Deadline, o.Lease.Item.State == leaselog.Waiting))
 		}
 		b.follow.mu.Unlock()
 	} else {

@@ -77,7 +77,7 @@ func (p retentionPolicy) Floors(now time.Time) (storage.RetentionFloors, error) 
 	if err := low(&f.Keep, txnOpTopic, 0, b.txns.KeepFrom(txn.OpQueue)); err != nil {
 		return f, err
 	}
-	if err := low(&f.Keep, leaseTopic, 0, b.leases.keepFrom.Load()); err != nil {
+	if err := low(&f.Keep, leaseTopic, 0, b.leases.KeepFrom()); err != nil {
 		return f, err
 	}
 	if err := b.expireShortTopics(now); err != nil {

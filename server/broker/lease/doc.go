@@ -1,19 +1,61 @@
 // Package lease is the lease family of the broker (RocketMQ 5's POP
 // checkpoints): the rmq_sys_LEASE record, the snapshot of the live leases,
-// and the Fold those records make.
+// the Fold those records make, and the lease log that writes and folds
+// them.
 //
 // It is a package of the broker's split by record family (ARCHITECTURE.md,
 // "The broker as a state machine"; receipt, retry, txn, dlq, registry and
-// timer moved before it). It imports nothing of the module, and
-// server/broker imports it (as leaselog: its pop states' lease type has
-// the package's name). What needs the broker stays there (lease_log.go,
-// follow.go, pop.go): the leases themselves, in the pop states' cursors;
-// the notes of the changes made under a pop state's lock and their writes
-// (a pull's grants, a lease change, an ordered message failed in place,
-// and the undoing of a pull's grants whose record failed); the snapshot
-// workers; which folded leases are still owed (the registry, the
-// progress table and the store decide: Prune takes that as a predicate)
-// and their install into the cursors at open and at Promote.
+// timer moved before it). It holds:
+//
+//   - the record and snapshot codecs (records.go, snapshot.go) and the
+//     Fold and its apply (fold.go), below;
+//   - the lease log (log.go, notes.go): Log notes lease changes (Note,
+//     NoteReleased, into Notes) and writes their records (Stages: a
+//     request's records appended under the pop states' locks, their flush
+//     awaited after; WriteGrants: a pull's grants and the offsets its
+//     filters passed over in one batch, not waited for); folds the
+//     snapshot and the records after it at open (Open, with what it
+//     restored: Recovered) and, while the broker follows another broker's
+//     log, the records since (Follow); says which folded leases are still
+//     owed when the broker takes over (Owed: neither released, nor owed no
+//     more by the broker's word, Config.Owed, nor lost with the log's
+//     tail, in offset order per key; Top, the highest epoch folded) and
+//     ends the following (Lead: a replicated leader's fold goes on, of the
+//     committed records only); writes config/leases.snapshot (Snapshot: a
+//     follower's fold at the position it folded, a replicated leader's
+//     fold of the committed records, or any other leader's cursors,
+//     Config.Live) and says from where retention keeps the lease records
+//     (KeepFrom).
+//
+// # Imports
+//
+// storage (the Store interface's types) and its leaf packages
+// storage/message and storage/offset (a progress key, a pull's skips),
+// and internal/wire (the big-endian reader of the records); never
+// server/broker, server/*, api or cmd (internal/archtest). What it needs
+// of the broker it is given in its Config, which server/broker fills in
+// (lease_log.go): the store through the Store interface, the clock, the
+// logger, the mapping of the store's errors, a key's progress
+// generation, the rmq_sys_OFFSET message of a pull's skips (package
+// progress's Message), where a folded lease is read and whether it is
+// still owed (the registry, the progress table, the views and the store
+// decide), the epoch counter and the leases of the cursors.
+//
+// # What stays in server/broker and why
+//
+// The leases themselves live in the pop states' cursors (pop.go), under
+// the pop states' locks, with the code that needs them: a lease as an
+// item of a record (itemOf), the notes of a pull's grants (noteGrants) and
+// their undoing when the record failed (grantsFailedLocked), the cursors'
+// leases for a leader's snapshot (liveLeases), where a folded lease is
+// read and whether it is still owed (owedView, over the registry, the
+// progress table and the group's views), the install of the owed leases
+// into the cursors at Promote (installLeases: an orderly lease holds its
+// message's sharding key), the end of a sent-back lease (sentBack); and
+// the epoch counter, which a grant takes. They move here with the pop
+// states. The receipt loop (ack.go: Ack, ChangeLease and Nack, deciding
+// under a pop state's lock) notes its changes through Log and stays in
+// server/broker with the retry family's send-back it calls.
 //
 // # The record
 //
@@ -26,7 +68,8 @@
 // offered again at the deadline) or Released (a lease changed to 0).
 // Acks, nacks and expiries need no lease record: they end a lease in the
 // progress records (storage/offset). Key is storage/offset's Key field
-// for field, so that this package needs nothing of storage; QueueID
+// for field (the codec's own type, which the trace family reads; the log
+// converts one into the other); QueueID
 // RetryQueueID names a (group, topic)'s view of the group's retry topic.
 // EncodeRecord writes one, DecodeRecord reads and checks one: it never
 // panics, allocates no more than its input justifies, and refuses what
@@ -41,12 +84,13 @@
 // epoch seen, from which the broker's epoch counter restarts (Raise takes
 // a snapshot's counter). Apply reads neither the clock nor a random
 // source: deadlines, epochs and times travel in the records, so every
-// copy of the log folds to the same leases. The broker folds the snapshot
-// and the records after it at open, and every record while it follows
-// another broker's log; Promote installs the Unreleased leases still owed
-// in offset order. A leader of a replicated store keeps folding the
-// committed records, and writes its snapshots from that fold rather than
-// from its pop states, whose grants may never be committed.
+// copy of the log folds to the same leases. The Log folds the snapshot
+// and the records after it at open, and every record while the broker
+// follows another broker's log; at Promote the broker installs the
+// Unreleased leases still owed (Log.Owed) in offset order. A leader of a
+// replicated store keeps folding the committed records, and writes its
+// snapshots from that fold rather than from its pop states, whose grants
+// may never be committed.
 //
 // # The snapshot
 //
@@ -59,8 +103,17 @@
 //
 // # Locks
 //
-// None: a Fold is not safe for concurrent use. The broker's locks guard
-// it, as before it moved: a follower's fold the follower's lock
-// (follow.go), a replicated leader's the committed fold's lock
-// (lease_log.go).
+// A Fold has none: it is not safe for concurrent use. Log has one, the
+// fold lock, which guards its fold, the position it folded to, whether
+// it follows and what it recovered; Notes and Stages are their caller's
+// (a pop state's notes under the pop state's lock), and Note, Stage and
+// WriteGrants take no lock of the package, so the fold lock and the pop
+// states' locks are never nested. The fold lock is taken under the
+// broker's follower lock (Follow, the follower's Snapshot, the takeover's
+// Top, Owed and Lead) and before the registry lock, the progress table's
+// and the store's: Owed and the prune of a Snapshot ask Config.Owed under
+// it, which reads the registry and the progress table — where the
+// committed fold's lock was before the lease log moved. Config.Live and
+// Config.Epoch (the pop states' locks) are called with no lock of the
+// package held.
 package lease

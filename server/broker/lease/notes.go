@@ -1,0 +1,133 @@
+package lease
+
+import (
+	"errors"
+
+	"github.com/mqgate/mqgate/storage"
+	"github.com/mqgate/mqgate/storage/message"
+	"github.com/mqgate/mqgate/storage/offset"
+)
+
+// Notes gathers the lease changes made under one pop state's lock (or by
+// one ack-side request) into one record. The zero value is empty.
+type Notes struct{ rec Record }
+
+// Empty reports whether n notes no change.
+func (n *Notes) Empty() bool { return n == nil || len(n.rec.Entries) == 0 }
+
+// Record is what n notes, as one record.
+func (n *Notes) Record() Record { return n.rec }
+
+// Note adds it, a change of key's lease on it.Offset held by client, to
+// n: to the last entry when that is of the same key and client, else as
+// a new entry with the key's progress generation and the time now.
+func (l *Log) Note(n *Notes, key offset.Key, client string, it Item) {
+	if k := len(n.rec.Entries); k > 0 {
+		if e := &n.rec.Entries[k-1]; e.Key == Key(key) && e.Client == client {
+			e.Items = append(e.Items, it)
+			return
+		}
+	}
+	n.rec.Entries = append(n.rec.Entries, Entry{Key: Key(key), Generation: l.cfg.Generation(key), At: l.cfg.Clock.Now().UnixMilli(), Client: client, Items: []Item{it}})
+}
+
+// NoteReleased notes that the lease of epoch on off is given up (visible
+// again): no client, no deadline.
+func (l *Log) NoteReleased(n *Notes, key offset.Key, off int64, epoch uint64) {
+	l.Note(n, key, "", Item{Offset: off, Epoch: epoch, State: Released})
+}
+
+// Stages collects the lease records a request appended under pop state
+// locks (Stage), to wait for their flush once the locks are released
+// (Wait): the log then holds lease changes in the order they were made,
+// the order a follower folds them in, while no lock is held across a
+// flush. The zero value is ready.
+type Stages struct {
+	waits []func() error
+	err   error
+}
+
+// Stage appends n's changes (and resets n); the caller holds the lock of
+// the pop state they were made under.
+func (s *Stages) Stage(l *Log, n *Notes) {
+	if n.Empty() {
+		return
+	}
+	w, err := l.appendStaged(n)
+	*n = Notes{}
+	if err != nil {
+		s.err = errors.Join(s.err, err)
+		return
+	}
+	s.waits = append(s.waits, w)
+}
+
+// Wait returns once every staged record is flushed (sync mode), or the
+// first error.
+func (s *Stages) Wait() error {
+	if s.err != nil {
+		return s.err
+	}
+	for _, w := range s.waits {
+		if err := w(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Log) appendStaged(n *Notes) (func() error, error) {
+	m, err := l.message(n)
+	if err != nil {
+		return nil, err
+	}
+	w, err := l.cfg.Store.PutClassStaged(storage.ClassSystem, []*message.Message{m}, make([]storage.PutResult, 1))
+	if err != nil {
+		return nil, l.cfg.StoreError(err)
+	}
+	return func() error { return l.cfg.StoreError(w()) }, nil
+}
+
+// message is n's changes as one rmq_sys_LEASE message.
+func (l *Log) message(n *Notes) (*message.Message, error) {
+	body, err := EncodeRecord(n.rec)
+	if err != nil {
+		return nil, err
+	}
+	return &message.Message{Topic: Topic, Body: body, BornTimestamp: l.cfg.Clock.Now().UnixMilli()}, nil
+}
+
+// WriteGrants appends a pull's grants (n) as one rmq_sys_LEASE record,
+// and in the same batch the offsets its filters passed over (skips) as
+// one rmq_sys_OFFSET record, without waiting for the flush
+// (Store.PutClassNoWait): once it returns the records outlive a crash of
+// the process, and a crash of the machine once the next flush lands (the
+// next ack's or send's, at the latest commitlog.LazyFlushDelay later;
+// always before any later reply that waited for a flush). A grant lost
+// that way only delivers its message again at once, as before leases
+// were records, and a skip is derived again by the next pull past it;
+// waiting would cost every pull a flush (ARCHITECTURE.md, pull). The
+// skips are applied before they are appended, so an offsets snapshot
+// taken between the two only covers less than it holds (replay is
+// idempotent).
+func (l *Log) WriteGrants(n *Notes, skips offset.Record) error {
+	var msgs []*message.Message
+	if !n.Empty() {
+		m, err := l.message(n)
+		if err != nil {
+			return err
+		}
+		msgs = append(msgs, m)
+	}
+	if len(skips.Entries) > 0 {
+		m, err := l.cfg.OffsetMessage(skips, l.cfg.Clock.Now().UnixMilli())
+		if err != nil {
+			return err
+		}
+		msgs = append(msgs, m)
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return l.cfg.StoreError(l.cfg.Store.PutClassNoWait(storage.ClassSystem, msgs, make([]storage.PutResult, len(msgs))))
+}
