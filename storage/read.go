@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -560,4 +561,37 @@ func RecordAt(r QueueReader, topic string, seq int64) (*message.Message, error) 
 // ErrOffsetOutOfRange.
 func IsGone(err error) bool {
 	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrOffsetTooSmall) || errors.Is(err, ErrOffsetOutOfRange)
+}
+
+// QueueBounds is what Replay reads through: a QueueReader that knows a
+// queue's first kept and next offset (a Store, or a family's view of one).
+type QueueBounds interface {
+	QueueReader
+	MinOffset(topic string, queueID int32) int64
+	MaxOffset(topic string, queueID int32) int64
+}
+
+// Replay calls fn, in order, for every record of queue 0 of topic (a
+// system topic) from queue offset from, or the queue's retained minimum
+// if later, to the queue's end as it was read, and returns the offset it
+// stopped at: the next record to apply. It stops early when ctx ends.
+func Replay(ctx context.Context, r QueueBounds, topic string, from int64, fn func(*message.Message)) (int64, error) {
+	from = max(from, r.MinOffset(topic, 0))
+	for from < r.MaxOffset(topic, 0) {
+		if err := ctx.Err(); err != nil {
+			return from, err
+		}
+		res, err := r.ReadQueue(topic, 0, from, 256, nil)
+		if err != nil {
+			return from, fmt.Errorf("replay %s at %d: %w", topic, from, err)
+		}
+		for _, m := range res.Messages {
+			fn(m)
+		}
+		if res.Next == from {
+			break
+		}
+		from = res.Next
+	}
+	return from, nil
 }

@@ -643,24 +643,7 @@ func (b *Broker) scanSystemQueue(ctx context.Context, topic string, from int64, 
 // replayQueue is scanSystemQueue returning the queue offset it stopped
 // at: the next record to apply.
 func (b *Broker) replayQueue(ctx context.Context, topic string, from int64, fn func(*message.Message)) (int64, error) {
-	from = max(from, b.store.MinOffset(topic, 0))
-	for from < b.store.MaxOffset(topic, 0) {
-		if err := ctx.Err(); err != nil {
-			return from, err
-		}
-		res, err := b.store.ReadQueue(topic, 0, from, 256, nil)
-		if err != nil {
-			return from, fmt.Errorf("replay %s at %d: %w", topic, from, err)
-		}
-		for _, m := range res.Messages {
-			fn(m)
-		}
-		if res.Next == from {
-			break
-		}
-		from = res.Next
-	}
-	return from, nil
+	return storage.Replay(ctx, b.store, topic, from, fn)
 }
 
 // mapStoreErr turns storage errors into broker sentinels.

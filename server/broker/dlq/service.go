@@ -2,7 +2,6 @@ package dlq
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -116,25 +115,9 @@ func (s *Service) Table() *Table { return &s.table }
 // follower. Its callers never overlap: the broker's open, then its
 // follower under the follower's lock.
 func (s *Service) Follow(ctx context.Context) error {
-	from := max(s.followed, s.cfg.Store.MinOffset(StatusTopic, 0))
-	defer func() { s.followed = from }()
-	for from < s.cfg.Store.MaxOffset(StatusTopic, 0) {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		res, err := s.cfg.Store.ReadQueue(StatusTopic, 0, from, 256, nil)
-		if err != nil {
-			return fmt.Errorf("replay %s at %d: %w", StatusTopic, from, err)
-		}
-		for _, m := range res.Messages {
-			s.Apply(m)
-		}
-		if res.Next == from {
-			break
-		}
-		from = res.Next
-	}
-	return nil
+	from, err := storage.Replay(ctx, s.cfg.Store, StatusTopic, s.followed, s.Apply)
+	s.followed = from
+	return err
 }
 
 // Apply applies one rmq_sys_DLQ record to the Table (Follow's step); one

@@ -3,7 +3,6 @@ package lease
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -222,25 +221,7 @@ func (l *Log) foldRecord(m *message.Message) bool {
 // from (or the queue's retained minimum) to the queue's end, and returns
 // the offset it stopped at: the next record to fold.
 func (l *Log) replay(ctx context.Context, from int64, fn func(*message.Message)) (int64, error) {
-	st := l.cfg.Store
-	from = max(from, st.MinOffset(Topic, 0))
-	for from < st.MaxOffset(Topic, 0) {
-		if err := ctx.Err(); err != nil {
-			return from, err
-		}
-		res, err := st.ReadQueue(Topic, 0, from, 256, nil)
-		if err != nil {
-			return from, fmt.Errorf("replay %s at %d: %w", Topic, from, err)
-		}
-		for _, m := range res.Messages {
-			fn(m)
-		}
-		if res.Next == from {
-			break
-		}
-		from = res.Next
-	}
-	return from, nil
+	return storage.Replay(ctx, l.cfg.Store, Topic, from, fn)
 }
 
 // Top is the highest epoch the fold has seen (0 once the fold is gone).
