@@ -148,8 +148,18 @@ const tabs = ["overview", "topics", "groups", "dlq", "timers", "send", "consume"
     // The row of "live" itself: %RETRY% and %DLQ% topics sort before it
     // once a nack has made them.
     const liveRow = '#topic-list tbody tr.clickable:has(td:first-child:text-is("live")) td:first-child';
-    await page.waitForSelector(liveRow);
-    await page.click(liveRow);
+    // The list is drawn again as it refreshes, and a row a nack's topics
+    // pushed down may be under the pointer when the click lands: click
+    // until the detail is live's.
+    const liveShown = () => page.waitForFunction(() => {
+      const h = document.querySelector("#topic-detail h3");
+      return h && h.textContent.startsWith("Queues of live (");
+    }, null, { timeout: 3000 }).then(() => true, () => false);
+    for (let i = 0; i < 5; i++) {
+      await page.waitForSelector(liveRow);
+      await page.click(liveRow);
+      if (await liveShown()) break;
+    }
     await page.waitForSelector("#topic-queues tbody tr", { timeout: 10000 });
     step("topicQueues", await page.evaluate(() => [...document.querySelectorAll("#topic-queues tbody tr")].map((r) => [...r.cells].slice(0, 4).map((c) => c.textContent).join(" "))));
     await page.click("button[data-tab=groups]");
