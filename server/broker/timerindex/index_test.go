@@ -61,7 +61,10 @@ func (m *model) count(topic string) int64 {
 // reopening (after a clean checkpoint, or after a crash that loses what
 // the last checkpoint did not write: the queues are replayed from the
 // checkpoint's position, as the broker does).
+//
+// Quick: 30 checks; LONG=1: 300.
 func TestIndexModel(t *testing.T) {
+	modelChecks(t, 30, 300)
 	rapid.Check(t, func(t *rapid.T) {
 		dir, err := os.MkdirTemp("", "timerindex")
 		require.NoError(t, err)
