@@ -8,8 +8,10 @@
 // package-lock.json).
 //
 // matrix_test.go, part of `go test ./...` and so of `make test`
-// (the oapi-codegen row without the overlay only with LONG=1: clients/go
-// runs the same generator in every run), generates each client from the spec as it is into a temporary copy
+// (the ogen row and the oapi-codegen row without the overlay only with
+// LONG=1: building either from a cold module cache takes minutes of the
+// quick tier; clients/go runs oapi-codegen and the @hey-api row runs in
+// every run), generates each client from the spec as it is into a temporary copy
 // (generated code is never committed), builds it with a small program,
 // and runs the program against a real server on loopback: it sends a
 // message, pulls it (receipt and leaseUntil must be there), extends the
