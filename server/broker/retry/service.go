@@ -148,11 +148,19 @@ func (s *Service) DLQTopic(group string) string { return s.cfg.Names.DLQPrefix +
 // timer, or a dead letter — plus one progress record ending the failed
 // deliveries, in one batch, under the topic gate. A forgotten instance's
 // failures are dropped (its progress ended with its forget record), and
-// so are messages retention or a topic's deletion removed meanwhile.
+// so are messages retention or a topic's deletion removed meanwhile, and
+// the whole of a group deleted meanwhile.
 func (s *Service) Write(group string, items []Failure) error {
 	s.cfg.Gate.Lock()
 	defer s.cfg.Gate.Unlock()
 	name, maxTimes, policy := s.cfg.Group(group)
+	if name == "" {
+		// The group was deleted since the deliveries: its progress and
+		// its retry and dead-letter topics went with it, so nothing is
+		// retried or written (a copy would land in a topic named by the
+		// bare prefix).
+		return nil
+	}
 	if maxTimes == 0 {
 		maxTimes = 16
 	}

@@ -110,6 +110,14 @@ func TestWriteCopies(t *testing.T) {
 			t.Fatalf("record %+v", rec)
 		}
 	}
+	// A group deleted meanwhile: nothing is written, no copy to a topic
+	// named by the bare prefix.
+	gone := newTestService(oneRecord{"t": m}, &written, &rec)
+	gone.cfg.Group = func(string) (string, int, *Policy) { return "", 0, nil }
+	written, rec = nil, offset.Record{Entries: []offset.Entry{{}}}
+	if err := gone.Write("g", []Failure{{Key: key, StoreTopic: "t", Outcome: OutcomeNack}}); err != nil || written != nil || len(rec.Entries) != 1 {
+		t.Fatalf("a deleted group's failure: %v %+v %+v", err, written, rec)
+	}
 	// A message gone meanwhile: the failure ends, nothing is copied.
 	if err := s.Write("g", []Failure{{Key: key, StoreTopic: "other"}}); err != nil || len(written) != 0 || len(rec.Entries) != 1 {
 		t.Fatalf("%v %+v %+v", err, written, rec)
