@@ -133,7 +133,12 @@ var forbidden = map[string][]string{
 	// The lease family holds its lease log, not only its codecs and fold:
 	// noting lease changes and writing their records, the snapshot
 	// workers and file, the follower's and the replicated leader's fold
-	// under its lock, which folded leases are still owed. It works on the
+	// under its lock, which folded leases are still owed; and the pop
+	// states with their locks, cursors and leases (the pull, the receipt
+	// loop and the send-back that decide with them stay in server/broker,
+	// which hands the pop states what they ask: a cursor's committed
+	// offset; a lease's in-place attempt
+	// history, retry's, is opaque to it: retry is above it). It works on the
 	// store's facade (storage and its leaf packages, storage/offset's Key
 	// among them; the server/broker row above keeps it off the engines;
 	// nor the replication layers under the store), reads its records with

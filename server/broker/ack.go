@@ -75,7 +75,7 @@ func (b *Broker) forEachReceiptThen(group string, receipts []string, isAck bool,
 			if beforeUnlock != nil {
 				beforeUnlock()
 			}
-			held.mu.Unlock()
+			held.Unlock()
 			held = nil
 		}
 	}
@@ -93,26 +93,26 @@ func (b *Broker) forEachReceiptThen(group string, receipts []string, isAck bool,
 				results[i].Status, results[i].Error = b.goneStatus(key, r.Offset, isAck)
 				continue
 			}
-			ps.mu.Lock()
+			ps.Lock()
 			held, heldGroup, heldTopic = ps, r.Group, r.Topic
 		}
-		c := held.queues[r.QueueID]
+		c := held.Cursor(r.QueueID)
 		var l *lease
 		if c != nil {
-			l = c.inflight[r.Offset]
+			l = c.Lease(r.Offset)
 		}
 		switch {
 		case l == nil:
 			results[i].Status, results[i].Error = b.goneStatus(key, r.Offset, isAck)
-		case l.epoch != r.Epoch:
+		case l.Epoch != r.Epoch:
 			results[i].Status, results[i].Error = ReceiptExpired, "the message was redelivered under a newer receipt"
-		case l.sendingBack:
+		case l.SendingBack:
 			results[i].Status, results[i].Error = ReceiptExpired, "the delivery failed (nack or lease expiry); its retry copy takes over"
-		case l.settling && isAck:
+		case l.Settling && isAck:
 			// The same ack is on its way to disk: ok once it got there
 			// (Ack waits for it, after this lock is released).
-			results[i].Status, results[i].settling = ReceiptOK, l.settle
-		case l.settling:
+			results[i].Status, results[i].settling = ReceiptOK, l.Settle
+		case l.Settling:
 			results[i].Status, results[i].Error = ReceiptExpired, "the message is being acknowledged"
 		default:
 			results[i].Status = op(leaseRef{index: i, cursor: c, lease: l, r: r, key: key}, now)
@@ -160,9 +160,9 @@ func (b *Broker) Ack(ctx context.Context, group string, receipts []string) ([]Re
 		// The lease stays, marked, until the ack is durable and applied: a
 		// repeated ack meanwhile waits for this one's outcome.
 		if settle == nil {
-			settle = &settleState{done: make(chan struct{})}
+			settle = &settleState{Done: make(chan struct{})}
 		}
-		ref.lease.settling, ref.lease.settle = true, settle
+		ref.lease.Settling, ref.lease.Settle = true, settle
 		settling = append(settling, ref)
 		rec.Entries = append(rec.Entries, b.ackEntry(ref.key, ref.r.Offset))
 		return ReceiptOK
@@ -173,28 +173,27 @@ func (b *Broker) Ack(ctx context.Context, group string, receipts []string) ([]Re
 	for _, ref := range settling {
 		if held == nil || heldTopic != ref.r.Topic || heldGroup != ref.r.Group {
 			if held != nil {
-				held.mu.Unlock()
+				held.Unlock()
 				held = nil
 			}
 			ps := b.existingPopState(ref.r.Group, ref.r.Topic)
 			if ps == nil {
 				continue
 			}
-			ps.mu.Lock()
+			ps.Lock()
 			held, heldGroup, heldTopic = ps, ref.r.Group, ref.r.Topic
 		}
-		if err == nil && ref.cursor.inflight[ref.r.Offset] == ref.lease {
-			delete(ref.cursor.inflight, ref.r.Offset)
-			held.release(ref.cursor, ref.lease.key, ref.r.Offset)
+		if err == nil && ref.cursor.RemoveIf(ref.r.Offset, ref.lease) {
+			held.Release(ref.cursor, ref.lease.Key, ref.r.Offset)
 		}
-		ref.lease.settling = false // on failure the lease is as it was
+		ref.lease.Settling = false // on failure the lease is as it was
 	}
 	if held != nil {
-		held.mu.Unlock()
+		held.Unlock()
 	}
 	if settle != nil {
-		settle.err = err
-		close(settle.done)
+		settle.Err = err
+		close(settle.Done)
 	}
 	if err != nil {
 		return nil, err
@@ -209,12 +208,12 @@ func (b *Broker) Ack(ctx context.Context, group string, receipts []string) ([]Re
 		}
 		results[i].settling = nil
 		select {
-		case <-st.done:
+		case <-st.Done:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		if st.err != nil {
-			return nil, st.err
+		if st.Err != nil {
+			return nil, st.Err
 		}
 	}
 	b.metrics.addGroup(b.metrics.acked, group, len(rec.Entries))
@@ -241,25 +240,23 @@ func (b *Broker) ChangeLease(ctx context.Context, group string, items []LeaseIte
 	results := b.forEachReceiptThen(group, receipts, false, func(ref leaseRef, now time.Time) ReceiptStatus {
 		inv := items[ref.index].Invisible
 		until[ref.index] = now.Add(inv)
-		if inv == 0 && (ref.lease.key != "" || ref.lease.failures > 0) {
+		if inv == 0 && (ref.lease.Key != "" || ref.lease.Failures > 0) {
 			// An ordered message stays with its key (an instance's retry
 			// with its failure count): re-offered at once.
-			ref.lease.waiting, ref.lease.retryAt = true, now
-			ref.lease.epoch = b.epoch.Add(1)
+			ref.lease.Waiting, ref.lease.RetryAt = true, now
+			ref.lease.Epoch = b.epoch.Add(1)
 			b.noteLease(&notes, ref.key, ref.r.Offset, ref.lease)
 			return ReceiptOK
 		}
 		if inv == 0 {
 			// Visible again at once, as a postponement: not a failure, so
 			// it is re-offered from the cursor rather than sent back.
-			delete(ref.cursor.inflight, ref.r.Offset)
-			if ref.r.Offset < ref.cursor.next {
-				ref.cursor.next = ref.r.Offset
-			}
-			b.noteReleased(&notes, ref.key, ref.r.Offset, ref.lease.epoch)
+			ref.cursor.Remove(ref.r.Offset)
+			ref.cursor.Rewind(ref.r.Offset)
+			b.noteReleased(&notes, ref.key, ref.r.Offset, ref.lease.Epoch)
 			return ReceiptOK
 		}
-		ref.lease.deadline = now.Add(inv)
+		ref.lease.Deadline = now.Add(inv)
 		b.noteLease(&notes, ref.key, ref.r.Offset, ref.lease)
 		return ReceiptOK
 	}, func() { staged.stage(b, &notes) })
@@ -305,17 +302,17 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 		it := items[ref.index]
 		client := clientOf(ctx)
 		if client == "" {
-			client = ref.lease.client
+			client = ref.lease.Client
 		}
 		v := b.view(ref.r.Group, ref.r.Topic, ref.r.QueueID, nil)
-		if l := ref.lease; l.key != "" || v.inPlace {
+		if l := ref.lease; l.Key != "" || v.inPlace {
 			// An ordered message is retried in place (orderly.go), and so
 			// is a broadcasting group's instance's (broadcast.go).
 			a := newAttempt(now, outcomeNack, client, it.Reason, it.DelayLevel)
 			if b.failInPlace(l, v, it.DelayLevel, it.Delay, now, a) {
-				l.sendingBack = true
+				l.SendingBack = true
 				if ps := b.existingPopState(ref.r.Group, ref.r.Topic); ps != nil {
-					ps.release(ref.cursor, l.key, ref.r.Offset)
+					ps.Release(ref.cursor, l.Key, ref.r.Offset)
 				}
 				failed = append(failed, deadInPlace(v, ref.r.Offset, l, it.Reason, outcomeNack, client))
 			} else {
@@ -323,7 +320,7 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 			}
 			return ReceiptOK
 		}
-		ref.lease.sendingBack = true
+		ref.lease.SendingBack = true
 		failed = append(failed, sendBack{
 			view:    v,
 			offset:  ref.r.Offset,

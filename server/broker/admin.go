@@ -58,13 +58,13 @@ func (b *Broker) CommitOffsets(ctx context.Context, group string, commits []Offs
 	for _, c := range commits {
 		key := offset.Key{Group: keyGroup, Topic: c.Topic, QueueID: c.QueueID}
 		ps := b.popState(keyGroup, c.Topic)
-		ps.mu.Lock()
+		ps.Lock()
 		err := b.commit(key, c.Offset)
-		if cur := ps.queues[c.QueueID]; cur != nil {
-			cur.next = c.Offset
-			cur.inflight = make(map[int64]*lease)
+		if cur := ps.Cursor(c.QueueID); cur != nil {
+			cur.SetNext(c.Offset)
+			cur.Clear()
 		}
-		ps.mu.Unlock()
+		ps.Unlock()
 		if err != nil {
 			return err
 		}

@@ -248,9 +248,8 @@ func (i instanceBroker) DropPopStates(progressGroup string) {
 	}
 	b.popsMu.Unlock()
 	for _, ps := range states {
-		ps.mu.Lock()
-		ps.queues = make(map[int32]*cursor)
-		ps.notes = leaseNotes{}
-		ps.mu.Unlock()
+		ps.Lock()
+		ps.Drop()
+		ps.Unlock()
 	}
 }

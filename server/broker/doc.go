@@ -49,9 +49,10 @@
 //	                      instance's keys name the group "<group>@<client id>"
 //	                      (package instance's Key; broadcast.go); so do its
 //	                      lease records and receipts.
-//	rmq_sys_LEASE         leases (package lease: the codec, the fold and the
-//	                      Log that writes and folds the records; the leases
-//	                      themselves: pop.go, lease_log.go). Queue 0. One record per pull
+//	rmq_sys_LEASE         leases (package lease: the codec, the fold, the
+//	                      Log that writes and folds the records and the pop
+//	                      states holding the leases; the pulls and the
+//	                      receipt loop: pop.go, ack.go, lease_log.go). Queue 0. One record per pull
 //	                      naming the leases it granted, one per lease change,
 //	                      one per batch of ordered messages failed in place.
 //	                      Body, big-endian:

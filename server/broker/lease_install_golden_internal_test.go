@@ -96,21 +96,21 @@ func goldenCursors(b *Broker, base uint64) []string {
 	}
 	b.popsMu.Unlock()
 	for k, ps := range states {
-		ps.mu.Lock()
-		for qid, c := range ps.queues {
-			for off, l := range c.inflight {
-				d := l.deadline
-				if l.waiting {
-					d = l.retryAt
+		ps.Lock()
+		for qid, c := range ps.Cursors() {
+			for off, l := range c.Leases() {
+				d := l.Deadline
+				if l.Waiting {
+					d = l.RetryAt
 				}
 				out = append(out, fmt.Sprintf("%s/%s/%d@%d e+%d d%d client=%q key=%q waiting=%v failures=%d deliveries=%d",
-					k.group, k.topic, qid, off, l.epoch-base, d.UnixMilli(), l.client, l.key, l.waiting, l.failures, l.deliveries))
+					k.group, k.topic, qid, off, l.Epoch-base, d.UnixMilli(), l.Client, l.Key, l.Waiting, l.Failures, l.Deliveries))
 			}
-			for key, off := range c.busy {
+			for key, off := range c.Busy() {
 				out = append(out, fmt.Sprintf("%s/%s/%d busy %q@%d", k.group, k.topic, qid, key, off))
 			}
 		}
-		ps.mu.Unlock()
+		ps.Unlock()
 	}
 	sort.Strings(out)
 	return out

@@ -34,18 +34,20 @@ import (
 // starts above every epoch seen, so a new lease never reuses an old
 // receipt's epoch.
 //
-// The lease log is package lease (imported as leaselog: the pop state's
-// lease type has the package's name; server/broker/lease/doc.go): the
-// records' and the snapshot's codecs, the fold, the notes and their
-// writes, the snapshot workers and file, the follower's and the
-// replicated leader's fold under its lock, and which folded leases are
-// still owed. What needs the pop states stays here: the leases in their
-// cursors as an item of a record (itemOf), the notes of a pull's grants
-// and their undoing when the record failed, the leases of the cursors
-// for a leader's snapshot (liveLeases), where a folded lease is read and
-// whether it is still owed (owedView: the registry, the progress table
-// and the views), and the install of the owed leases into the cursors at
-// Promote (installLeases); they move with the pop states.
+// The lease log and the pop states are package lease (imported as
+// leaselog: the broker's alias of its lease type is named lease;
+// server/broker/lease/doc.go): the records' and the snapshot's codecs,
+// the fold, the notes and their writes, the snapshot workers and file,
+// the follower's and the replicated leader's fold under its lock, which
+// folded leases are still owed, and the pop states with their cursors and
+// leases (a lease as a record's item, a pull's grants undone, the
+// cursors' leases for a leader's snapshot). What needs the broker's map
+// of pop states, its registry, progress table, views or store stays here:
+// the notes of a pull's grants (noteGrants), the walk over every pop
+// state for a leader's snapshot (liveLeases), where a folded lease is read
+// and whether it is still owed (owedView), the install of the owed leases
+// into the cursors at Promote (installLeases: an orderly lease reads its
+// message's sharding key) and the end of a sent-back lease (sentBack).
 
 // newLeaseLog is the lease log over b's store (Open makes it before the
 // recovery, which folds the records: leaselog.Log.Open).
@@ -80,19 +82,9 @@ var _ = [1]struct{}{}[retryQueueID-leaselog.RetryQueueID]
 // by one ack-side request) into one record (package lease's Notes).
 type leaseNotes = leaselog.Notes
 
-// itemOf is the record of l, the lease on off: held until its deadline,
-// or waiting until its retry time.
-func itemOf(off int64, l *lease) leaselog.Item {
-	it := leaselog.Item{Offset: off, Epoch: l.epoch, Deadline: leaselog.MilliCeil(l.deadline), Failures: uint16(min(l.failures, 1<<16-1)), State: leaselog.Held}
-	if l.waiting {
-		it.Deadline, it.State = leaselog.MilliCeil(l.retryAt), leaselog.Waiting
-	}
-	return it
-}
-
 // noteLease notes l's current state in n.
 func (b *Broker) noteLease(n *leaseNotes, key offset.Key, off int64, l *lease) {
-	b.leases.Note(n, key, l.client, itemOf(off, l))
+	b.leases.Note(n, key, l.Client, l.Item(off))
 }
 
 // noteReleased notes in n that the lease of epoch on off is given up
@@ -102,31 +94,20 @@ func (b *Broker) noteReleased(n *leaseNotes, key offset.Key, off int64, epoch ui
 }
 
 // noteGrants notes the leases of msgs, just granted on key's queue; the
-// caller holds ps.mu.
+// caller holds ps's lock.
 func (b *Broker) noteGrants(ps *popState, key offset.Key, msgs []ReceivedMessage) {
 	if len(msgs) == 0 {
 		return
 	}
-	c := ps.queues[key.QueueID]
+	c := ps.Cursor(key.QueueID)
 	if c == nil {
 		return
 	}
 	for _, m := range msgs {
-		if l := c.inflight[m.QueueOffset]; l != nil {
-			b.noteLease(&ps.notes, key, m.QueueOffset, l)
+		if l := c.Lease(m.QueueOffset); l != nil {
+			b.noteLease(ps.Notes(), key, m.QueueOffset, l)
 		}
 	}
-}
-
-// takeNotes hands over the lease changes noted under ps.mu (held by the
-// caller), to be appended before the lock is released.
-func (ps *popState) takeNotes() *leaseNotes {
-	if ps.notes.Empty() {
-		return nil
-	}
-	n := ps.notes
-	ps.notes = leaseNotes{}
-	return &n
 }
 
 // leaseStages collects the lease records a request appended under pop
@@ -143,30 +124,11 @@ func (s *leaseStages) stage(b *Broker, n *leaseNotes) { s.Stage(b.leases, n) }
 func (s *leaseStages) wait() error { return s.Wait() }
 
 // grantsFailedLocked undoes the leases a pull granted when their record could
-// not be written (the pull then fails; the caller holds ps.mu): no client holds their receipts, so
-// they are made visible again as a lease changed to 0 would be.
+// not be written (the pull then fails; the caller holds ps's lock): no client holds their receipts, so
+// they are made visible again as a lease changed to 0 would be (package
+// lease's PopState.GrantsFailed).
 func (b *Broker) grantsFailedLocked(ps *popState, n *leaseNotes) {
-	now := b.clock.Now()
-	for _, e := range n.Record().Entries {
-		c := ps.queues[e.Key.QueueID]
-		if c == nil {
-			continue
-		}
-		for _, it := range e.Items {
-			l := c.inflight[it.Offset]
-			if it.State != leaselog.Held || l == nil || l.epoch != it.Epoch || l.settling || l.sendingBack {
-				continue
-			}
-			if l.key != "" || l.failures > 0 {
-				l.waiting, l.retryAt = true, now // retried in place: keeps its key and failures
-				continue
-			}
-			delete(c.inflight, it.Offset)
-			if it.Offset < c.next {
-				c.next = it.Offset
-			}
-		}
-	}
+	ps.GrantsFailed(n, b.clock.Now())
 }
 
 // snapshotLeases writes config/leases.snapshot (package lease's
@@ -192,26 +154,14 @@ func (b *Broker) liveLeases() leaselog.Record {
 	b.popsMu.Unlock()
 	var rec leaselog.Record
 	at := b.clock.Now().UnixMilli()
+	gen := func(key offset.Key) uint32 {
+		_, gen, _ := b.progress.Get(key)
+		return gen
+	}
 	for k, ps := range states {
-		ps.mu.Lock()
-		for qid, c := range ps.queues {
-			if len(c.inflight) == 0 {
-				continue
-			}
-			key := offset.Key{Group: k.group, Topic: k.topic, QueueID: qid}
-			_, gen, _ := b.progress.Get(key)
-			byClient := map[string]int{}
-			for off, l := range c.inflight {
-				i, ok := byClient[l.client]
-				if !ok {
-					i = len(rec.Entries)
-					byClient[l.client] = i
-					rec.Entries = append(rec.Entries, leaselog.Entry{Key: leaselog.Key(key), Generation: gen, At: at, Client: l.client})
-				}
-				rec.Entries[i].Items = append(rec.Entries[i].Items, itemOf(off, l))
-			}
-		}
-		ps.mu.Unlock()
+		ps.Lock()
+		ps.AppendLive(&rec, k.group, k.topic, gen, at)
+		ps.Unlock()
 	}
 	return rec
 }
@@ -221,13 +171,9 @@ func (b *Broker) liveLeases() leaselog.Record {
 // its first restored lease).
 func (b *Broker) installLeases(owed []leaselog.Owed, now time.Time) (restored, expired int) {
 	for _, o := range owed {
-		k, f, p := o.At, o.Lease, o.Place
+		k, p := o.At, o.Place
 		key := offset.Key(k.Key)
-		deadline := time.UnixMilli(f.Item.Deadline)
-		l := &lease{epoch: f.Item.Epoch, deadline: deadline, client: f.Client, deliveries: 1, failures: int32(f.Item.Failures)}
-		if f.Item.State == leaselog.Waiting {
-			l.waiting, l.retryAt = true, deadline
-		}
+		l := leaselog.Restored(o.Lease)
 		ps := b.popState(key.Group, key.Topic)
 		c := b.cursor(ps, key)
 		if p.Orderly {
@@ -235,16 +181,16 @@ func (b *Broker) installLeases(owed []leaselog.Owed, now time.Time) (restored, e
 			if err != nil || len(res.Messages) == 0 || res.Messages[0].QueueOffset != k.Off {
 				continue
 			}
-			if l.key = res.Messages[0].Property(message.PropertyShardingKey); l.key != "" { // orderKey of an orderly view
-				if c.keyBusy(l.key) {
+			if l.Key = res.Messages[0].Property(message.PropertyShardingKey); l.Key != "" { // orderKey of an orderly view
+				if c.KeyBusy(l.Key) {
 					continue // read again and deferred behind the key's earlier lease
 				}
-				c.hold(l.key, k.Off)
+				c.Hold(l.Key, k.Off)
 			}
 		}
-		c.inflight[k.Off] = l
+		c.Put(k.Off, l)
 		restored++
-		if !l.waiting && !now.Before(deadline) {
+		if !l.Waiting && !now.Before(l.Deadline) {
 			expired++
 		}
 	}
@@ -297,19 +243,19 @@ func (b *Broker) sentBack(items []sendBack) {
 		// The item's own progress group: group's, or an instance's.
 		if held == nil || heldTopic != it.view.key.Topic || heldGroup != it.view.key.Group {
 			if held != nil {
-				held.mu.Unlock()
+				held.Unlock()
 			}
 			held, heldGroup, heldTopic = b.existingPopState(it.view.key.Group, it.view.key.Topic), it.view.key.Group, it.view.key.Topic
 			if held == nil {
 				continue
 			}
-			held.mu.Lock()
+			held.Lock()
 		}
-		if c := held.queues[it.view.key.QueueID]; c != nil && c.inflight[it.offset] == it.lease {
-			delete(c.inflight, it.offset)
+		if c := held.Cursor(it.view.key.QueueID); c != nil {
+			c.RemoveIf(it.offset, it.lease)
 		}
 	}
 	if held != nil {
-		held.mu.Unlock()
+		held.Unlock()
 	}
 }

@@ -36,57 +36,9 @@ func orderKey(v queueView, m *message.Message) string {
 	return m.Property(message.PropertyShardingKey)
 }
 
-func (c *cursor) keyBusy(key string) bool {
-	_, ok := c.busy[key]
-	return ok
-}
-
-func (c *cursor) hold(key string, off int64) {
-	if c.busy == nil {
-		c.busy = make(map[string]int64)
-	}
-	c.busy[key] = off
-}
-
-func (c *cursor) defer_(key string, off int64) {
-	if c.deferred == nil {
-		c.deferred = make(map[string][]int64)
-	}
-	for _, o := range c.deferred[key] {
-		if o == off {
-			return
-		}
-	}
-	c.deferred[key] = append(c.deferred[key], off)
-}
-
-// release frees key after its message at off is done (acked or dead).
-func (ps *popState) release(c *cursor, key string, off int64) {
-	if key == "" || c.busy[key] != off {
-		return
-	}
-	delete(c.busy, key)
-	if len(c.deferred[key]) > 0 {
-		ps.notify()
-	}
-}
-
-// notify wakes long polls of this popState (a deferred message became
-// available); the caller holds ps.mu.
-func (ps *popState) notify() {
-	if ps.wake != nil {
-		close(ps.wake)
-		ps.wake = nil
-	}
-}
-
-// wakeChan returns the channel notify closes; the caller holds ps.mu.
-func (ps *popState) wakeChan() <-chan struct{} {
-	if ps.wake == nil {
-		ps.wake = make(chan struct{})
-	}
-	return ps.wake
-}
+// The cursors' busy keys and deferred offsets, and their release, are
+// package lease's (Cursor.KeyBusy, Hold, Defer, TakeDeferred;
+// PopState.Release, WakeChan).
 
 // failInPlace records a failed delivery of an ordered lease: it waits for
 // its delay level or delay (neither: the group's retry policy, by
@@ -94,22 +46,22 @@ func (ps *popState) wakeChan() <-chan struct{} {
 // retryMaxTimes used up — it is dead (the caller sends it to the DLQ).
 // The epoch changes, so the failed delivery's receipt is stale.
 func (b *Broker) failInPlace(l *lease, v queueView, level int, delay time.Duration, now time.Time, a Attempt) (dead bool) {
-	if level < 0 || int(l.failures) >= v.maxRetry {
-		l.history = append(l.history, a)
+	if level < 0 || int(l.Failures) >= v.maxRetry {
+		l.History = append(historyOf(l), a)
 		return true
 	}
-	level, delay = b.retryWait(v.policy, l.failures, level, delay)
+	level, delay = b.retryWait(v.policy, l.Failures, level, delay)
 	wait := delay
 	if level > 0 {
 		wait = b.opts.DelayLevels[level-1]
 	} else {
 		a.DelayMs = delay.Milliseconds()
 	}
-	l.history = append(l.history, a)
-	l.failures++
-	l.waiting = true
-	l.retryAt = now.Add(wait)
-	l.epoch = b.epoch.Add(1)
+	l.History = append(historyOf(l), a)
+	l.Failures++
+	l.Waiting = true
+	l.RetryAt = now.Add(wait)
+	l.Epoch = b.epoch.Add(1)
 	return false
 }
 
@@ -117,7 +69,14 @@ func (b *Broker) failInPlace(l *lease, v queueView, level int, delay time.Durati
 // retries: its history and failure count travel with it to the DLQ.
 func deadInPlace(v queueView, off int64, l *lease, reason, outcome, client string) sendBack {
 	return sendBack{view: v, offset: off, level: -1, reason: reason, outcome: outcome, client: client,
-		history: l.history, failures: l.failures, lease: l}
+		history: historyOf(l), failures: l.Failures, lease: l}
+}
+
+// historyOf is l's in-place attempt history (package lease holds it
+// opaque: leaselog.Lease.History).
+func historyOf(l *lease) []Attempt {
+	h, _ := l.History.([]Attempt)
+	return h
 }
 
 // offerOrdered re-offers waiting in-place retries that are due and the
@@ -125,13 +84,13 @@ func deadInPlace(v queueView, off int64, l *lease, reason, outcome, client strin
 func (b *Broker) offerOrdered(ps *popState, c *cursor, v queueView, max int, now time.Time, invisible time.Duration, client string) ([]ReceivedMessage, time.Time, error) {
 	var out []ReceivedMessage
 	var next time.Time
-	for off, l := range c.inflight {
-		if !l.waiting {
+	for off, l := range c.Leases() {
+		if !l.Waiting {
 			continue
 		}
-		if now.Before(l.retryAt) {
-			if next.IsZero() || l.retryAt.Before(next) {
-				next = l.retryAt
+		if now.Before(l.RetryAt) {
+			if next.IsZero() || l.RetryAt.Before(next) {
+				next = l.RetryAt
 			}
 			continue
 		}
@@ -140,26 +99,21 @@ func (b *Broker) offerOrdered(ps *popState, c *cursor, v queueView, max int, now
 		}
 		res, err := b.store.ReadQueue(v.storeTopic, v.storeQueue, off, 1, nil)
 		if err != nil || len(res.Messages) == 0 {
-			delete(c.inflight, off) // gone with retention
-			ps.release(c, l.key, off)
+			c.Remove(off) // gone with retention
+			ps.Release(c, l.Key, off)
 			continue
 		}
-		l.waiting, l.client = false, client
+		l.Waiting, l.Client = false, client
 		out = append(out, b.grant(v.key, l, res.Messages[0], now, invisible))
 	}
-	for key, offs := range c.deferred {
+	for key, offs := range c.Deferred() {
 		if len(out) == max {
 			break
 		}
-		if c.keyBusy(key) || len(offs) == 0 {
+		if c.KeyBusy(key) || len(offs) == 0 {
 			continue
 		}
-		off := offs[0]
-		if len(offs) == 1 {
-			delete(c.deferred, key)
-		} else {
-			c.deferred[key] = offs[1:]
-		}
+		off := c.TakeDeferred(key, offs)
 		if b.progress.IsAcked(v.key, off) {
 			continue
 		}
@@ -167,9 +121,9 @@ func (b *Broker) offerOrdered(ps *popState, c *cursor, v queueView, max int, now
 		if err != nil || len(res.Messages) == 0 {
 			continue
 		}
-		l := &lease{client: client, key: key}
-		c.inflight[off] = l
-		c.hold(key, off)
+		l := &lease{Client: client, Key: key}
+		c.Put(off, l)
+		c.Hold(key, off)
 		out = append(out, b.grant(v.key, l, res.Messages[0], now, invisible))
 	}
 	return out, next, nil

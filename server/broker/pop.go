@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mqgate/mqgate/server/broker/filter"
+	leaselog "github.com/mqgate/mqgate/server/broker/lease"
 	"github.com/mqgate/mqgate/server/broker/receipt"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
@@ -16,71 +16,29 @@ import (
 )
 
 // Pop consumption (RocketMQ 5 POP, SQS, Pub/Sub pull). Per (group, topic)
-// a popState holds, for each queue, a cursor (the next offset never handed
-// out) and the in-flight leases. What was acknowledged lives in the
-// durable progress table (package offset); every lease change is also a
-// lease record (lease_log.go), so leases survive a restart: a leased
-// message is not delivered to anyone else before its lease ends, and its
-// receipt still settles it.
+// a popState (package lease's PopState) holds, for each queue, a cursor
+// (the next offset never handed out) and the in-flight leases. What was
+// acknowledged lives in the durable progress table (package offset);
+// every lease change is also a lease record (lease_log.go), so leases
+// survive a restart: a leased message is not delivered to anyone else
+// before its lease ends, and its receipt still settles it. The broker
+// keeps the map of pop states (b.pops under b.popsMu, which is never
+// held while a pop state's lock is taken) and the pull.
 
 // maxPullWait is the longest long poll (RocketMQ's broker suspend limit).
 const maxPullWait = 30 * time.Second
 
 type popKey struct{ group, topic string }
 
-type popState struct {
-	mu       sync.Mutex
-	instance string // the client id of a broadcasting group's instance ("": the group's own; broadcast.go)
-	queues   map[int32]*cursor
-	rr       int
-	wake     chan struct{} // closed when a deferred ordered message is freed (orderly.go)
-	notes    leaseNotes    // lease changes to append before the lock is released (lease_log.go)
-	// skips: offsets the filters passed over, applied as consumed and
-	// appended with the grants before the lock is released (markSkipped).
-	skips offset.Record
-}
-
-type cursor struct {
-	next     int64
-	inflight map[int64]*lease
-	// Orderly groups (orderly.go): the offset each busy sharding key holds,
-	// and the later offsets of a key waiting for it, ascending.
-	busy     map[string]int64
-	deferred map[string][]int64
-}
-
-// settleState is the outcome of one ack settling leases (one record for
-// all of them): err (nil: the ack is durable) is set before done is
-// closed.
-type settleState struct {
-	done chan struct{}
-	err  error
-}
-
-type lease struct {
-	epoch    uint64
-	deadline time.Time
-	client   string // who holds the lease (X-Mqgate-Client-Id), for the attempt history
-	// settling: an ack of this lease is being made durable. A repeated ack
-	// waits for it (settle: done closed, err its error) and answers ok
-	// only once it is durable — committed, on a replica — and fails with
-	// its error otherwise; nothing else may touch the lease meanwhile.
-	settling bool
-	settle   *settleState
-	// sendingBack: the delivery failed and its retry (or dead-letter) copy
-	// is being written; the lease stays in flight meanwhile, so the same
-	// copy is not offered again, and its receipts are expired.
-	sendingBack bool
-	deliveries  int32 // how often this stored message was handed out
-
-	// Orderly groups (orderly.go): the sharding key the lease holds, and
-	// the in-place retry state of a failed delivery.
-	key      string
-	waiting  bool      // failed; re-offered at retryAt
-	retryAt  time.Time // when a waiting lease is due
-	failures int32     // in-place failures so far
-	history  []Attempt // in-place attempt history, for the DLQ
-}
+// The pop states, their cursors and leases are package lease's
+// (server/broker/lease/doc.go); what the broker does with them stays here:
+// the pulls, and through them the reads, filters and grants.
+type (
+	popState    = leaselog.PopState
+	cursor      = leaselog.Cursor
+	lease       = leaselog.Lease
+	settleState = leaselog.Settle
+)
 
 func (b *Broker) popState(group, topic string) *popState {
 	b.popsMu.Lock()
@@ -89,7 +47,7 @@ func (b *Broker) popState(group, topic string) *popState {
 	ps := b.pops[key]
 	if ps == nil {
 		_, instance := splitInstance(group)
-		ps = &popState{instance: instance, queues: make(map[int32]*cursor)}
+		ps = leaselog.NewPopState(instance)
 		b.pops[key] = ps
 	}
 	return ps
@@ -286,9 +244,9 @@ func (b *Broker) awaitPop(ctx context.Context, p pullPlan, deadline time.Time) (
 	for {
 		signal := b.store.NewDataSignal(p.topic.Name)
 		retrySignal := b.store.NewDataSignal(RetryTopic(p.group.Name))
-		p.state.mu.Lock()
-		freed := p.state.wakeChan()
-		p.state.mu.Unlock()
+		p.state.Lock()
+		freed := p.state.WakeChan()
+		p.state.Unlock()
 		msgs, nextExpiry, more, err := b.popOnce(p.state, p.group, p.topic, p.max, p.invisible, p.match, p.sql, client)
 		if err != nil || len(msgs) > 0 {
 			return msgs, err
@@ -409,7 +367,7 @@ type sendBack struct {
 // pending, so a long poll can wake for it, and whether a queue has more
 // to read than the bounded reads got to (more).
 func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max int, invisible time.Duration, match func(int64) bool, sql *filter.Expr, client string) ([]ReceivedMessage, time.Time, bool, error) {
-	ps.mu.Lock()
+	ps.Lock()
 	now := b.clock.Now()
 	out := make([]ReceivedMessage, 0, max) // one allocation: every queue's grants go here
 	var nextExpiry time.Time
@@ -417,15 +375,14 @@ func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max
 	var err error
 	more := false
 	n := topic.Queues
-	start := ps.rr
-	ps.rr++
+	start := ps.Round()
 	floor := b.retryFloor(topic.Name)
 	for i := -1; i < n && len(out) < max; i++ {
 		qid := int32(retryQueueID)
 		if i >= 0 {
 			qid = int32((start + i) % n)
 		}
-		v := viewOf(group, topic.Name, qid, match, floor).forInstance(ps.instance).withSQL(sql)
+		v := viewOf(group, topic.Name, qid, match, floor).forInstance(ps.Instance()).withSQL(sql)
 		before := len(out)
 		grown, expiry, expired, qmore, qerr := b.popQueue(ps, v, max, now, invisible, client, out)
 		out = grown
@@ -443,8 +400,7 @@ func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max
 	// The grants and skips are recorded under the lock they were made
 	// under (one append, without waiting for a flush), so the log holds
 	// them in their order.
-	notes, skips := ps.takeNotes(), ps.skips
-	ps.skips = offset.Record{}
+	notes, skips := ps.TakeNotes(), ps.TakeSkips()
 	if lerr := b.leases.WriteGrants(notes, skips); lerr != nil {
 		if notes.Empty() {
 			b.log.Warn().Err(lerr).Msg("recording the offsets a pull's filters passed over failed; the next pull past them derives them again")
@@ -453,7 +409,7 @@ func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max
 			out, err = nil, lerr
 		}
 	}
-	ps.mu.Unlock()
+	ps.Unlock()
 	if len(out) > 0 && b.store.Replicated() {
 		// A replica's grants are answered once their lease record is
 		// committed: that proves this replica still led when it granted
@@ -472,13 +428,10 @@ func (b *Broker) popOnce(ps *popState, group GroupConfig, topic TopicConfig, max
 }
 
 func (b *Broker) cursor(ps *popState, key offset.Key) *cursor {
-	c := ps.queues[key.QueueID]
-	if c == nil {
+	return ps.OpenCursor(key.QueueID, func() int64 {
 		committed, _, _ := b.progress.Get(key)
-		c = &cursor{next: committed, inflight: make(map[int64]*lease)}
-		ps.queues[key.QueueID] = c
-	}
-	return c
+		return committed
+	})
 }
 
 // takeExpired marks c's expired leases as being sent back and returns
@@ -486,41 +439,41 @@ func (b *Broker) cursor(ps *popState, key offset.Key) *cursor {
 // done and takes them out of flight). The caller holds the popState's
 // lock.
 func (b *Broker) takeExpired(ps *popState, c *cursor, v queueView, now time.Time) (expired []sendBack, nextExpiry time.Time) {
-	for off, l := range c.inflight {
+	for off, l := range c.Leases() {
 		switch {
-		case l.settling, l.waiting, l.sendingBack:
+		case l.Settling, l.Waiting, l.SendingBack:
 			// being acknowledged or sent back, or an ordered retry waiting in place
 		case b.progress.IsAcked(v.key, off):
-			delete(c.inflight, off)
-			ps.release(c, l.key, off)
-		case !now.Before(l.deadline) && (l.key != "" || v.inPlace):
+			c.Remove(off)
+			ps.Release(c, l.Key, off)
+		case !now.Before(l.Deadline) && (l.Key != "" || v.inPlace):
 			// An ordered message (or an instance's): retried in place, keeping its key.
-			a := newAttempt(now, outcomeExpired, l.client, "lease expired without ack", 0)
+			a := newAttempt(now, outcomeExpired, l.Client, "lease expired without ack", 0)
 			if b.failInPlace(l, v, 0, 0, now, a) {
-				l.sendingBack = true
-				ps.release(c, l.key, off)
-				expired = append(expired, deadInPlace(v, off, l, a.Reason, outcomeExpired, l.client))
+				l.SendingBack = true
+				ps.Release(c, l.Key, off)
+				expired = append(expired, deadInPlace(v, off, l, a.Reason, outcomeExpired, l.Client))
 			} else {
-				b.noteLease(&ps.notes, v.key, off, l)
+				b.noteLease(ps.Notes(), v.key, off, l)
 			}
-		case !now.Before(l.deadline):
-			l.sendingBack = true
-			expired = append(expired, sendBack{view: v, offset: off, reason: "lease expired without ack", outcome: outcomeExpired, client: l.client, lease: l})
-		case nextExpiry.IsZero() || l.deadline.Before(nextExpiry):
-			nextExpiry = l.deadline
+		case !now.Before(l.Deadline):
+			l.SendingBack = true
+			expired = append(expired, sendBack{view: v, offset: off, reason: "lease expired without ack", outcome: outcomeExpired, client: l.Client, lease: l})
+		case nextExpiry.IsZero() || l.Deadline.Before(nextExpiry):
+			nextExpiry = l.Deadline
 		}
 	}
 	return expired, nextExpiry
 }
 
 // markSkipped applies offsets the filters passed over as consumed and
-// notes them in ps.skips, which popOnce appends with the pull's grants
-// (leaselog.Log.WriteGrants); the caller holds ps.mu.
+// notes them in ps's skips, which popOnce appends with the pull's grants
+// (leaselog.Log.WriteGrants); the caller holds ps's lock.
 func (b *Broker) markSkipped(ps *popState, key offset.Key, offs []int64) {
 	_, gen, _ := b.progress.Get(key)
 	e := offset.Entry{Kind: offset.KindAck, Key: key, Generation: gen, Offsets: offs}
 	b.progress.Apply(offset.Record{Entries: []offset.Entry{e}})
-	ps.skips.Entries = append(ps.skips.Entries, e)
+	ps.Skip(e)
 }
 
 // popQueue leases up to max messages of one queue under ps.mu: it aligns
@@ -589,13 +542,13 @@ func (b *Broker) alignCursor(c *cursor, key offset.Key, v queueView) error {
 		b.log.Warn().Str("group", key.Group).Str("topic", v.storeTopic).Int32("queue", v.storeQueue).
 			Int64("from", committed).Int64("to", top).Msg("consumer offset above the queue's maximum; lowered to it")
 		committed = top
-		c.next = top
-		c.inflight = make(map[int64]*lease)
-	} else if c.next > top {
-		c.next = top
+		c.SetNext(top)
+		c.Clear()
+	} else if c.Next() > top {
+		c.SetNext(top)
 	}
-	if c.next < committed {
-		c.next = committed
+	if c.Next() < committed {
+		c.SetNext(committed)
 	}
 	return nil
 }
@@ -619,14 +572,14 @@ func (b *Broker) readFresh(ps *popState, c *cursor, key offset.Key, v queueView,
 		if reads == freshReads {
 			return out, true, nil
 		}
-		from := c.next
+		from := c.Next()
 		want := max - len(out)
 		if v.accept != nil && reads > 0 {
 			want = acceptReadBatch // the filter passed over some: read ahead
 		}
 		res, err := b.store.ReadQueue(v.storeTopic, v.storeQueue, from, want, v.match)
 		if errors.Is(err, storage.ErrOffsetTooSmall) {
-			c.next = b.store.MinOffset(v.storeTopic, v.storeQueue)
+			c.SetNext(b.store.MinOffset(v.storeTopic, v.storeQueue))
 			continue
 		}
 		if err != nil {
@@ -648,18 +601,18 @@ func (b *Broker) readFresh(ps *popState, c *cursor, key offset.Key, v queueView,
 				continue
 			}
 			leased[m.QueueOffset] = true
-			if _, busy := c.inflight[m.QueueOffset]; busy || b.progress.IsAcked(key, m.QueueOffset) {
+			if c.Lease(m.QueueOffset) != nil || b.progress.IsAcked(key, m.QueueOffset) {
 				continue
 			}
 			ok := orderKey(v, m)
-			if ok != "" && c.keyBusy(ok) {
-				c.defer_(ok, m.QueueOffset) // after the key's current message
+			if ok != "" && c.KeyBusy(ok) {
+				c.Defer(ok, m.QueueOffset) // after the key's current message
 				continue
 			}
-			l := &lease{client: client, key: ok}
-			c.inflight[m.QueueOffset] = l
+			l := &lease{Client: client, Key: ok}
+			c.Put(m.QueueOffset, l)
 			if ok != "" {
-				c.hold(ok, m.QueueOffset)
+				c.Hold(ok, m.QueueOffset)
 			}
 			out = append(out, b.grant(key, l, m, now, invisible))
 		}
@@ -674,22 +627,22 @@ func (b *Broker) readFresh(ps *popState, c *cursor, key offset.Key, v queueView,
 		if len(skipped) > 0 {
 			b.markSkipped(ps, key, skipped)
 		}
-		c.next = end
+		c.SetNext(end)
 	}
 	return out, false, nil
 }
 
 // grant starts a new lease on m and returns it as delivered.
 func (b *Broker) grant(key offset.Key, l *lease, m *message.Message, now time.Time, invisible time.Duration) ReceivedMessage {
-	l.epoch = b.epoch.Add(1)
-	l.deadline = now.Add(invisible)
-	l.deliveries++
+	l.Epoch = b.epoch.Add(1)
+	l.Deadline = now.Add(invisible)
+	l.Deliveries++
 	rm := toReceived(m)
-	rm.ReconsumeTimes = m.ReconsumeTimes + l.deliveries - 1
-	if l.key != "" || l.failures > 0 {
-		rm.ReconsumeTimes = m.ReconsumeTimes + l.failures // retried in place: postponements do not count
+	rm.ReconsumeTimes = m.ReconsumeTimes + l.Deliveries - 1
+	if l.Key != "" || l.Failures > 0 {
+		rm.ReconsumeTimes = m.ReconsumeTimes + l.Failures // retried in place: postponements do not count
 	}
-	rm.Receipt = b.receipts().Encode(receipt.Receipt{Group: key.Group, Topic: key.Topic, QueueID: key.QueueID, Offset: m.QueueOffset, Epoch: l.epoch})
-	rm.LeaseUntil = l.deadline
+	rm.Receipt = b.receipts().Encode(receipt.Receipt{Group: key.Group, Topic: key.Topic, QueueID: key.QueueID, Offset: m.QueueOffset, Epoch: l.Epoch})
+	rm.LeaseUntil = l.Deadline
 	return rm
 }

@@ -38,25 +38,25 @@ func goldenPops(b *Broker, base uint64) []string {
 	}
 	b.popsMu.Unlock()
 	for k, ps := range states {
-		ps.mu.Lock()
-		for qid, c := range ps.queues {
-			out = append(out, fmt.Sprintf("%s/%s/%d next=%d", k.group, k.topic, qid, c.next))
-			for off, l := range c.inflight {
-				d := l.deadline
-				if l.waiting {
-					d = l.retryAt
+		ps.Lock()
+		for qid, c := range ps.Cursors() {
+			out = append(out, fmt.Sprintf("%s/%s/%d next=%d", k.group, k.topic, qid, c.Next()))
+			for off, l := range c.Leases() {
+				d := l.Deadline
+				if l.Waiting {
+					d = l.RetryAt
 				}
 				out = append(out, fmt.Sprintf("%s/%s/%d@%d e+%d d%d client=%q key=%q waiting=%v failures=%d deliveries=%d history=%d settling=%v sendingBack=%v",
-					k.group, k.topic, qid, off, l.epoch-base, d.UnixMilli(), l.client, l.key, l.waiting, l.failures, l.deliveries, len(l.history), l.settling, l.sendingBack))
+					k.group, k.topic, qid, off, l.Epoch-base, d.UnixMilli(), l.Client, l.Key, l.Waiting, l.Failures, l.Deliveries, len(historyOf(l)), l.Settling, l.SendingBack))
 			}
-			for key, off := range c.busy {
+			for key, off := range c.Busy() {
 				out = append(out, fmt.Sprintf("%s/%s/%d busy %q@%d", k.group, k.topic, qid, key, off))
 			}
-			for key, offs := range c.deferred {
+			for key, offs := range c.Deferred() {
 				out = append(out, fmt.Sprintf("%s/%s/%d deferred %q%v", k.group, k.topic, qid, key, offs))
 			}
 		}
-		ps.mu.Unlock()
+		ps.Unlock()
 	}
 	sort.Strings(out)
 	return out

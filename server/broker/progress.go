@@ -164,10 +164,10 @@ func (p progressBroker) InFlight(group, topic string) func(int32) int {
 		return nil
 	}
 	return func(q int32) int {
-		ps.mu.Lock()
-		defer ps.mu.Unlock()
-		if c := ps.queues[q]; c != nil {
-			return len(c.inflight)
+		ps.Lock()
+		defer ps.Unlock()
+		if c := ps.Cursor(q); c != nil {
+			return c.InFlight()
 		}
 		return 0
 	}

@@ -345,15 +345,15 @@ func leaseDigest(b *Broker) []string {
 		}
 		b.popsMu.Unlock()
 		for k, ps := range states {
-			ps.mu.Lock()
-			for qid, c := range ps.queues {
-				for off, l := range c.inflight {
-					it := itemOf(off, l) // a waiting lease's deadline is its retry time
+			ps.Lock()
+			for qid, c := range ps.Cursors() {
+				for off, l := range c.Leases() {
+					it := l.Item(off) // a waiting lease's deadline is its retry time
 					out = append(out, fmt.Sprintf("%s/%s/%d@%d e%d d%d w%v", k.group, k.topic, qid, off,
-						it.Epoch, it.Deadline, l.waiting))
+						it.Epoch, it.Deadline, l.Waiting))
 				}
 			}
-			ps.mu.Unlock()
+			ps.Unlock()
 		}
 	}
 	sort.Strings(out)

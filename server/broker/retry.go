@@ -23,8 +23,9 @@ import (
 // (server/broker/retry/doc.go). What stays here: the family's Config,
 // filled in from the broker; sendBack, which hands the lease family's
 // failed deliveries to the write and then settles their leases
-// (sentBack, pop.go), offerAgain and the lease reaper (reapExpired), which
-// work on the pop states under their locks (the lease family's).
+// (sentBack, lease_log.go), offerAgain and the lease reaper (reapExpired,
+// with takeExpired, pop.go), which work on the pop states under their
+// locks (the lease family's).
 
 // newRetries is the retry family over b's store (Open makes it).
 func (b *Broker) newRetries() *retry.Service {
@@ -122,11 +123,11 @@ func (b *Broker) offerAgain(items []sendBack) {
 		if ps == nil {
 			continue
 		}
-		ps.mu.Lock()
-		if c := ps.queues[it.view.key.QueueID]; c != nil && it.offset < c.next {
-			c.next = it.offset
+		ps.Lock()
+		if c := ps.Cursor(it.view.key.QueueID); c != nil {
+			c.Rewind(it.offset)
 		}
-		ps.mu.Unlock()
+		ps.Unlock()
 	}
 }
 
@@ -147,17 +148,17 @@ func (b *Broker) reapExpired() {
 	now := b.clock.Now()
 	for k, ps := range states {
 		var failed []sendBack
-		ps.mu.Lock()
-		for qid, c := range ps.queues {
-			if len(c.inflight) == 0 {
+		ps.Lock()
+		for qid, c := range ps.Cursors() {
+			if c.InFlight() == 0 {
 				continue
 			}
 			expired, _ := b.takeExpired(ps, c, b.view(k.group, k.topic, qid, nil), now)
 			failed = append(failed, expired...)
 		}
 		var staged leaseStages
-		staged.stage(b, ps.takeNotes())
-		ps.mu.Unlock()
+		staged.stage(b, ps.TakeNotes())
+		ps.Unlock()
 		if err := staged.wait(); err != nil {
 			b.log.Error().Err(err).Str("group", k.group).Msg("recording ordered retries failed")
 		}

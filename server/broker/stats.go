@@ -282,12 +282,12 @@ func (b *Broker) Stats() Stats {
 	}
 	b.popsMu.Unlock()
 	for k, ps := range states {
-		ps.mu.Lock()
+		ps.Lock()
 		n := 0
-		for _, cur := range ps.queues {
-			n += len(cur.inflight)
+		for _, cur := range ps.Cursors() {
+			n += cur.InFlight()
 		}
-		ps.mu.Unlock()
+		ps.Unlock()
 		c.mu.Lock()
 		group := c.label(c.groups, k.group)
 		c.mu.Unlock()

@@ -1,7 +1,7 @@
 // Package lease is the lease family of the broker (RocketMQ 5's POP
 // checkpoints): the rmq_sys_LEASE record, the snapshot of the live leases,
-// the Fold those records make, and the lease log that writes and folds
-// them.
+// the Fold those records make, the lease log that writes and folds them,
+// and the pop states that hold the leases.
 //
 // It is a package of the broker's split by record family (ARCHITECTURE.md,
 // "The broker as a state machine"; receipt, retry, txn, dlq, registry and
@@ -25,7 +25,19 @@
 //     follower's fold at the position it folded, a replicated leader's
 //     fold of the committed records, or any other leader's cursors,
 //     Config.Live) and says from where retention keeps the lease records
-//     (KeepFrom).
+//     (KeepFrom);
+//   - the pop states (popstate.go): a PopState per (group, topic) with its
+//     lock, its Cursors per queue (the next offset never handed out, the
+//     Leases in flight by offset, an orderly group's busy sharding keys
+//     and the offsets deferred behind them), the round-robin position of
+//     its pulls, the lease changes noted under its lock (Notes,
+//     TakeNotes) and the offsets a pull's filters passed over (Skip,
+//     TakeSkips), the wake-up of its long polls (WakeChan, Release); and
+//     the bookkeeping the broker's requests do on them: a lease as a
+//     record's item (Lease.Item), a folded lease as installed at the
+//     takeover (Restored), a pull's grants undone when their record failed
+//     (GrantsFailed) and the cursors' leases for a leader's snapshot
+//     (AppendLive).
 //
 // # Imports
 //
@@ -43,19 +55,27 @@
 //
 // # What stays in server/broker and why
 //
-// The leases themselves live in the pop states' cursors (pop.go), under
-// the pop states' locks, with the code that needs them: a lease as an
-// item of a record (itemOf), the notes of a pull's grants (noteGrants) and
-// their undoing when the record failed (grantsFailedLocked), the cursors'
-// leases for a leader's snapshot (liveLeases), where a folded lease is
-// read and whether it is still owed (owedView, over the registry, the
-// progress table and the group's views), the install of the owed leases
-// into the cursors at Promote (installLeases: an orderly lease holds its
-// message's sharding key), the end of a sent-back lease (sentBack); and
-// the epoch counter, which a grant takes. They move here with the pop
-// states. The receipt loop (ack.go: Ack, ChangeLease and Nack, deciding
-// under a pop state's lock) notes its changes through Log and stays in
-// server/broker with the retry family's send-back it calls.
+// The broker keeps the map of pop states ((group, topic) to *PopState,
+// under its own lock, which no pop state's lock is held across) and what
+// its requests decide with them, since it needs the registry, the
+// progress table, the store, the retry family and the epoch counter: the
+// pull (pop.go: its plan, the queue reads, the filters and their skips,
+// the grants, which draw epochs and sign receipts, the long poll), the
+// receipt loop (ack.go: Ack, ChangeLease and Nack, deciding under a pop
+// state's lock), an ordered message's failure in place (orderly.go:
+// failInPlace draws a retry wait, maybe jittered, and an epoch; the
+// re-offers of due and deferred messages read the store), the lease
+// reaper's scan of a cursor (takeExpired: the progress table says what is
+// acked, an ordered message fails in place), the send-back
+// of failed deliveries and its settlement (retry.go's sendBack and
+// offerAgain, lease_log.go's sentBack), where a folded lease is read and
+// whether it is still owed (lease_log.go's owedView, over the registry,
+// the progress table and the views) and the install of the owed leases
+// into the cursors at Promote (installLeases: an orderly lease reads its
+// message's sharding key). Lease's fields are the broker's to set under
+// the pop state's lock; its History (an ordered message's in-place
+// attempt history, package retry's attempts) is opaque here: retry is
+// above this package in ARCHITECTURE.md's list, so it is not imported.
 //
 // # The record
 //
@@ -103,7 +123,24 @@
 //
 // # Locks
 //
-// A Fold has none: it is not safe for concurrent use. Log has one, the
+// A Fold has none: it is not safe for concurrent use. A PopState has
+// one, its lock (Lock, Unlock), which guards the pop state, its cursors
+// and their leases: every other method of PopState, Cursor and Lease is
+// called with it held (but by the install of the owed leases at the
+// takeover, which, as before the pop states moved, runs under the
+// follower's lock before the broker serves as a leader: server/broker's
+// installLeases), and the package takes it nowhere itself. The
+// broker holds it, as before the pop states moved, across a pull's reads,
+// grants and the append of its record (WriteGrants), across a receipt
+// request's run of receipts of one (group, topic) and the append of its
+// notes (Stage), across the reaper's scan of a pop state and the append
+// of its notes, and across an offset commit's write; it takes under it the
+// registry's read side, the progress table's lock and the progress
+// Ledger's (the reaper asks whether an offset is acked; a skip and a
+// cursor's alignment write progress), the epoch counter, the lock of its
+// map of pop states (a nack in place looks its pop state up; that lock is
+// never held while a pop state's is taken) and the store, never another
+// pop state's lock or the fold lock. Log has one, the
 // fold lock, which guards its fold, the position it folded to, whether
 // it follows and what it recovered; Notes and Stages are their caller's
 // (a pop state's notes under the pop state's lock), and Note, Stage and

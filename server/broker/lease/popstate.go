@@ -1,0 +1,381 @@
+package lease
+
+import (
+	"iter"
+	"sync"
+	"time"
+
+	"github.com/mqgate/mqgate/storage/offset"
+)
+
+// Pop consumption (RocketMQ 5 POP, SQS, Pub/Sub pull). Per (group, topic)
+// a PopState holds, for each queue, a Cursor (the next offset never
+// handed out) and the in-flight leases. What was acknowledged lives in the
+// durable progress table (storage/offset); every lease change is also a
+// lease record (the Log), so leases survive a restart.
+//
+// A PopState's lock guards everything in it, its cursors and their leases
+// included: every method below but Lock and Unlock is called with it held
+// (doc.go, "Locks").
+
+// PopState is one (group, topic)'s pop state: its cursors per queue, the
+// round-robin position of its pulls, the lease changes noted under its
+// lock and the offsets a pull's filters passed over, both appended before
+// the lock is released, and the wake-up of its long polls.
+type PopState struct {
+	mu       sync.Mutex
+	instance string // the client id of a broadcasting group's instance ("": the group's own)
+	queues   map[int32]*Cursor
+	rr       int
+	wake     chan struct{} // closed when a deferred ordered message is freed
+	notes    Notes         // lease changes to append before the lock is released
+	// skips: offsets the filters passed over, applied as consumed and
+	// appended with the grants before the lock is released.
+	skips offset.Record
+}
+
+// NewPopState is an empty pop state, of a broadcasting group's instance
+// when instance is not "".
+func NewPopState(instance string) *PopState {
+	return &PopState{instance: instance, queues: make(map[int32]*Cursor)}
+}
+
+// Lock takes ps's lock.
+func (ps *PopState) Lock() { ps.mu.Lock() }
+
+// Unlock releases ps's lock.
+func (ps *PopState) Unlock() { ps.mu.Unlock() }
+
+// Instance is the client id of the broadcasting group's instance ps is
+// of ("": a group's own).
+func (ps *PopState) Instance() string { return ps.instance }
+
+// Round is the queue a pull starts its round-robin at; each call moves on
+// by one.
+func (ps *PopState) Round() int {
+	start := ps.rr
+	ps.rr++
+	return start
+}
+
+// Cursor is queue qid's cursor, nil when ps has none.
+func (ps *PopState) Cursor(qid int32) *Cursor { return ps.queues[qid] }
+
+// OpenCursor is queue qid's cursor, made at committed (the queue's
+// committed offset, asked only then) when ps has none.
+func (ps *PopState) OpenCursor(qid int32, committed func() int64) *Cursor {
+	c := ps.queues[qid]
+	if c == nil {
+		c = &Cursor{next: committed(), inflight: make(map[int64]*Lease)}
+		ps.queues[qid] = c
+	}
+	return c
+}
+
+// Cursors ranges over ps's cursors by queue id, in no order.
+func (ps *PopState) Cursors() iter.Seq2[int32, *Cursor] {
+	return func(yield func(int32, *Cursor) bool) {
+		for qid, c := range ps.queues {
+			if !yield(qid, c) {
+				return
+			}
+		}
+	}
+}
+
+// Drop forgets every cursor of ps (its leases with them) and the lease
+// changes noted (a forgotten instance's pop state).
+func (ps *PopState) Drop() {
+	ps.queues = make(map[int32]*Cursor)
+	ps.notes = Notes{}
+}
+
+// Notes is where the lease changes made under ps's lock are noted, to be
+// appended before it is released (TakeNotes).
+func (ps *PopState) Notes() *Notes { return &ps.notes }
+
+// TakeNotes hands over the lease changes noted under ps's lock, nil when
+// there are none.
+func (ps *PopState) TakeNotes() *Notes {
+	if ps.notes.Empty() {
+		return nil
+	}
+	n := ps.notes
+	ps.notes = Notes{}
+	return &n
+}
+
+// Skip notes e, the offsets a pull's filters passed over (already applied
+// as consumed), to be appended with the pull's grants (TakeSkips).
+func (ps *PopState) Skip(e offset.Entry) { ps.skips.Entries = append(ps.skips.Entries, e) }
+
+// TakeSkips hands over the skips noted under ps's lock.
+func (ps *PopState) TakeSkips() offset.Record {
+	s := ps.skips
+	ps.skips = offset.Record{}
+	return s
+}
+
+// Release frees key after its message at off, in c, is done (acked or
+// dead), and wakes ps's long polls when a later message of the key waits.
+func (ps *PopState) Release(c *Cursor, key string, off int64) {
+	if key == "" || c.busy[key] != off {
+		return
+	}
+	delete(c.busy, key)
+	if len(c.deferred[key]) > 0 {
+		ps.notify()
+	}
+}
+
+// notify wakes the long polls of ps (a deferred message became
+// available).
+func (ps *PopState) notify() {
+	if ps.wake != nil {
+		close(ps.wake)
+		ps.wake = nil
+	}
+}
+
+// WakeChan returns the channel closed when a deferred message of ps is
+// freed.
+func (ps *PopState) WakeChan() <-chan struct{} {
+	if ps.wake == nil {
+		ps.wake = make(chan struct{})
+	}
+	return ps.wake
+}
+
+// GrantsFailed undoes the leases a pull granted (n, its notes) when their
+// record could not be written: no client holds their receipts, so they
+// are made visible again as a lease changed to 0 would be — a lease
+// retried in place (with a key or failures) waits until now, any other
+// is taken out of flight and its cursor rewound to it.
+func (ps *PopState) GrantsFailed(n *Notes, now time.Time) {
+	for _, e := range n.Record().Entries {
+		c := ps.queues[e.Key.QueueID]
+		if c == nil {
+			continue
+		}
+		for _, it := range e.Items {
+			l := c.inflight[it.Offset]
+			if it.State != Held || l == nil || l.Epoch != it.Epoch || l.Settling || l.SendingBack {
+				continue
+			}
+			if l.Key != "" || l.Failures > 0 {
+				l.Waiting, l.RetryAt = true, now // retried in place: keeps its key and failures
+				continue
+			}
+			delete(c.inflight, it.Offset)
+			c.Rewind(it.Offset)
+		}
+	}
+}
+
+// AppendLive appends every lease in ps's cursors to rec, one entry per
+// queue and client, with the key's progress generation (gen) and the time
+// at: a leader's leases snapshot (Config.Live).
+func (ps *PopState) AppendLive(rec *Record, group, topic string, gen func(offset.Key) uint32, at int64) {
+	for qid, c := range ps.queues {
+		if len(c.inflight) == 0 {
+			continue
+		}
+		key := offset.Key{Group: group, Topic: topic, QueueID: qid}
+		g := gen(key)
+		byClient := map[string]int{}
+		for off, l := range c.inflight {
+			i, ok := byClient[l.Client]
+			if !ok {
+				i = len(rec.Entries)
+				byClient[l.Client] = i
+				rec.Entries = append(rec.Entries, Entry{Key: Key(key), Generation: g, At: at, Client: l.Client})
+			}
+			rec.Entries[i].Items = append(rec.Entries[i].Items, l.Item(off))
+		}
+	}
+}
+
+// Cursor is one queue's cursor of a pop state: the next offset never
+// handed out, the leases in flight by offset and, for an orderly group,
+// the offset each busy sharding key holds and the later offsets of a key
+// waiting for it, ascending. Its pop state's lock guards it.
+type Cursor struct {
+	next     int64
+	inflight map[int64]*Lease
+	busy     map[string]int64
+	deferred map[string][]int64
+}
+
+// Next is the next offset c never handed out.
+func (c *Cursor) Next() int64 { return c.next }
+
+// SetNext moves c to next.
+func (c *Cursor) SetNext(next int64) { c.next = next }
+
+// Rewind moves c back to off when off is below its next offset (a
+// message visible again).
+func (c *Cursor) Rewind(off int64) {
+	if off < c.next {
+		c.next = off
+	}
+}
+
+// Lease is the lease in flight on off, nil when there is none.
+func (c *Cursor) Lease(off int64) *Lease { return c.inflight[off] }
+
+// Leases ranges over the leases in flight by offset, in no order; the
+// loop may take the one it is at out of flight (Remove).
+func (c *Cursor) Leases() iter.Seq2[int64, *Lease] {
+	return func(yield func(int64, *Lease) bool) {
+		for off, l := range c.inflight {
+			if !yield(off, l) {
+				return
+			}
+		}
+	}
+}
+
+// InFlight is how many leases c holds.
+func (c *Cursor) InFlight() int { return len(c.inflight) }
+
+// Put puts l in flight on off.
+func (c *Cursor) Put(off int64, l *Lease) { c.inflight[off] = l }
+
+// Remove takes the lease on off out of flight.
+func (c *Cursor) Remove(off int64) { delete(c.inflight, off) }
+
+// RemoveIf takes l out of flight on off when it is still the lease there,
+// and reports whether it was.
+func (c *Cursor) RemoveIf(off int64, l *Lease) bool {
+	if c.inflight[off] != l {
+		return false
+	}
+	delete(c.inflight, off)
+	return true
+}
+
+// Clear takes every lease out of flight (the group's offset was lowered
+// under them).
+func (c *Cursor) Clear() { c.inflight = make(map[int64]*Lease) }
+
+// KeyBusy reports whether a message of the sharding key is leased or
+// waiting.
+func (c *Cursor) KeyBusy(key string) bool {
+	_, ok := c.busy[key]
+	return ok
+}
+
+// Hold marks key busy with its message at off.
+func (c *Cursor) Hold(key string, off int64) {
+	if c.busy == nil {
+		c.busy = make(map[string]int64)
+	}
+	c.busy[key] = off
+}
+
+// Defer queues off behind key's busy message (once).
+func (c *Cursor) Defer(key string, off int64) {
+	if c.deferred == nil {
+		c.deferred = make(map[string][]int64)
+	}
+	for _, o := range c.deferred[key] {
+		if o == off {
+			return
+		}
+	}
+	c.deferred[key] = append(c.deferred[key], off)
+}
+
+// Busy ranges over the busy keys and the offsets holding them, in no
+// order.
+func (c *Cursor) Busy() iter.Seq2[string, int64] {
+	return func(yield func(string, int64) bool) {
+		for k, off := range c.busy {
+			if !yield(k, off) {
+				return
+			}
+		}
+	}
+}
+
+// Deferred ranges over the keys with deferred offsets and those offsets,
+// in no order; the loop may take a key's first one (TakeDeferred).
+func (c *Cursor) Deferred() iter.Seq2[string, []int64] {
+	return func(yield func(string, []int64) bool) {
+		for k, offs := range c.deferred {
+			if !yield(k, offs) {
+				return
+			}
+		}
+	}
+}
+
+// TakeDeferred takes key's first deferred offset off its queue (offs,
+// what Deferred gave for it, not empty) and returns it.
+func (c *Cursor) TakeDeferred(key string, offs []int64) int64 {
+	if len(offs) == 1 {
+		delete(c.deferred, key)
+	} else {
+		c.deferred[key] = offs[1:]
+	}
+	return offs[0]
+}
+
+// Settle is the outcome of one ack settling leases (one record for all
+// of them): Err (nil: the ack is durable) is set before Done is closed.
+type Settle struct {
+	Done chan struct{}
+	Err  error
+}
+
+// Lease is one lease in flight. Its pop state's lock guards it.
+type Lease struct {
+	Epoch    uint64
+	Deadline time.Time
+	Client   string // who holds the lease (X-Mqgate-Client-Id), for the attempt history
+	// Settling: an ack of this lease is being made durable. A repeated ack
+	// waits for it (Settle: Done closed, Err its error) and answers ok
+	// only once it is durable — committed, on a replica — and fails with
+	// its error otherwise; nothing else may touch the lease meanwhile.
+	Settling bool
+	Settle   *Settle
+	// SendingBack: the delivery failed and its retry (or dead-letter) copy
+	// is being written; the lease stays in flight meanwhile, so the same
+	// copy is not offered again, and its receipts are expired.
+	SendingBack bool
+	Deliveries  int32 // how often this stored message was handed out
+
+	// Orderly groups (and a broadcasting group's instance): the sharding
+	// key the lease holds, and the in-place retry state of a failed
+	// delivery.
+	Key      string
+	Waiting  bool      // failed; re-offered at RetryAt
+	RetryAt  time.Time // when a waiting lease is due
+	Failures int32     // in-place failures so far
+	// History is the in-place attempt history, for the DLQ: the broker's
+	// (package retry's attempts, which this package does not import:
+	// retry is above it in ARCHITECTURE.md's list), opaque here and kept
+	// in memory only.
+	History any
+}
+
+// Item is the record of l, the lease on off: held until its deadline, or
+// waiting until its retry time.
+func (l *Lease) Item(off int64) Item {
+	it := Item{Offset: off, Epoch: l.Epoch, Deadline: MilliCeil(l.Deadline), Failures: uint16(min(l.Failures, 1<<16-1)), State: Held}
+	if l.Waiting {
+		it.Deadline, it.State = MilliCeil(l.RetryAt), Waiting
+	}
+	return it
+}
+
+// Restored is the lease f folded, as installed into a cursor when the
+// broker takes over (one delivery; a waiting lease due at its deadline).
+func Restored(f Folded) *Lease {
+	deadline := time.UnixMilli(f.Item.Deadline)
+	l := &Lease{Epoch: f.Item.Epoch, Deadline: deadline, Client: f.Client, Deliveries: 1, Failures: int32(f.Item.Failures)}
+	if f.Item.State == Waiting {
+		l.Waiting, l.RetryAt = true, deadline
+	}
+	return l
+}

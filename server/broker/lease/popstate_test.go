@@ -1,0 +1,112 @@
+package lease
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/storage/offset"
+)
+
+func TestPopStateCursor(t *testing.T) {
+	ps := NewPopState("c1")
+	require.Equal(t, "c1", ps.Instance())
+	require.Equal(t, 0, ps.Round())
+	require.Equal(t, 1, ps.Round())
+	require.Nil(t, ps.Cursor(0))
+	asked := 0
+	c := ps.OpenCursor(0, func() int64 { asked++; return 7 })
+	require.Same(t, c, ps.OpenCursor(0, func() int64 { asked++; return 9 }))
+	require.Equal(t, 1, asked, "the committed offset is asked once, when the cursor is made")
+	require.Equal(t, int64(7), c.Next())
+	c.Rewind(9)
+	require.Equal(t, int64(7), c.Next(), "never forward")
+	c.Rewind(3)
+	require.Equal(t, int64(3), c.Next())
+
+	l := &Lease{Epoch: 1}
+	c.Put(3, l)
+	require.Equal(t, 1, c.InFlight())
+	require.False(t, c.RemoveIf(3, &Lease{Epoch: 1}), "another lease on the offset stays")
+	require.True(t, c.RemoveIf(3, l))
+	require.Nil(t, c.Lease(3))
+}
+
+func TestPopStateKeys(t *testing.T) {
+	ps := NewPopState("")
+	c := ps.OpenCursor(0, func() int64 { return 0 })
+	c.Hold("k", 0)
+	c.Defer("k", 2)
+	c.Defer("k", 1)
+	c.Defer("k", 2)
+	require.True(t, c.KeyBusy("k"))
+	wake := ps.WakeChan()
+	ps.Release(c, "k", 5) // not the offset holding it
+	require.True(t, c.KeyBusy("k"))
+	ps.Release(c, "k", 0)
+	require.False(t, c.KeyBusy("k"))
+	select {
+	case <-wake:
+	default:
+		t.Fatal("a release with a deferred message wakes the long polls")
+	}
+	for key, offs := range c.Deferred() {
+		require.Equal(t, "k", key)
+		require.Equal(t, []int64{2, 1}, offs, "in the order deferred, once each")
+		require.Equal(t, int64(2), c.TakeDeferred(key, offs))
+	}
+	for _, offs := range c.Deferred() {
+		require.Equal(t, int64(1), c.TakeDeferred("k", offs))
+	}
+	n := 0
+	for range c.Deferred() {
+		n++
+	}
+	require.Zero(t, n)
+}
+
+func TestPopStateGrantsFailed(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	ps := NewPopState("")
+	c := ps.OpenCursor(0, func() int64 { return 0 })
+	c.SetNext(5)
+	c.Put(2, &Lease{Epoch: 7, Client: "a"})
+	c.Put(3, &Lease{Epoch: 8, Client: "a", Key: "k"})
+	c.Put(4, &Lease{Epoch: 9, Client: "a"}) // a newer lease than the one noted
+	var n Notes
+	key := Key{Group: "g", Topic: "t", QueueID: 0}
+	n.rec.Entries = []Entry{{Key: key, Client: "a", Items: []Item{
+		{Offset: 2, Epoch: 7, State: Held}, {Offset: 3, Epoch: 8, State: Held}, {Offset: 4, Epoch: 6, State: Held}}}}
+	ps.GrantsFailed(&n, now)
+	require.Nil(t, c.Lease(2), "visible again")
+	require.Equal(t, int64(2), c.Next())
+	require.True(t, c.Lease(3).Waiting, "an ordered one waits in place, keeping its key")
+	require.Equal(t, now, c.Lease(3).RetryAt)
+	require.NotNil(t, c.Lease(4))
+
+	var rec Record
+	ps.AppendLive(&rec, "g", "t", func(offset.Key) uint32 { return 3 }, 42)
+	require.Len(t, rec.Entries, 1)
+	require.Equal(t, Entry{Key: key, Generation: 3, At: 42, Client: "a", Items: rec.Entries[0].Items}, rec.Entries[0])
+	require.Len(t, rec.Entries[0].Items, 2)
+
+	ps.Notes().rec.Entries = rec.Entries
+	require.NotNil(t, ps.TakeNotes())
+	require.Nil(t, ps.TakeNotes())
+	ps.Skip(offset.Entry{Kind: offset.KindAck})
+	require.Len(t, ps.TakeSkips().Entries, 1)
+	require.Empty(t, ps.TakeSkips().Entries)
+	ps.Drop()
+	require.Nil(t, ps.Cursor(0))
+}
+
+func TestLeaseItem(t *testing.T) {
+	d := time.UnixMilli(1000).Add(time.Microsecond)
+	l := &Lease{Epoch: 3, Deadline: d, Failures: 70000}
+	require.Equal(t, Item{Offset: 9, Epoch: 3, Deadline: 1001, Failures: 1<<16 - 1, State: Held}, l.Item(9))
+	l.Waiting, l.RetryAt = true, time.UnixMilli(2000)
+	require.Equal(t, Item{Offset: 9, Epoch: 3, Deadline: 2000, Failures: 1<<16 - 1, State: Waiting}, l.Item(9))
+	r := Restored(Folded{Item: l.Item(9), Client: "c"})
+	require.Equal(t, &Lease{Epoch: 3, Deadline: time.UnixMilli(2000), Client: "c", Deliveries: 1, Failures: 1<<16 - 1, Waiting: true, RetryAt: time.UnixMilli(2000)}, r)
+}
