@@ -136,8 +136,8 @@ var forbidden = map[string][]string{
 	// under its lock, which folded leases are still owed; and the pop
 	// states with their locks, cursors and leases (the pull, the receipt
 	// loop and the send-back that decide with them stay in server/broker,
-	// which hands the pop states what they ask: a cursor's committed
-	// offset; a lease's in-place attempt
+	// which hands the pop states what they ask: whether an offset is
+	// acked, a cursor's committed offset; a lease's in-place attempt
 	// history, retry's, is opaque to it: retry is above it). It works on the
 	// store's facade (storage and its leaf packages, storage/offset's Key
 	// among them; the server/broker row above keeps it off the engines;

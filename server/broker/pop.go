@@ -436,32 +436,25 @@ func (b *Broker) cursor(ps *popState, key offset.Key) *cursor {
 
 // takeExpired marks c's expired leases as being sent back and returns
 // them for send-back (their retry copy takes over; sendBack marks them
-// done and takes them out of flight). The caller holds the popState's
+// done and takes them out of flight); those of an ordered message (or an
+// instance's) are retried in place, keeping their key, or dead. The scan
+// is package lease's (PopState.Expire). The caller holds the popState's
 // lock.
 func (b *Broker) takeExpired(ps *popState, c *cursor, v queueView, now time.Time) (expired []sendBack, nextExpiry time.Time) {
-	for off, l := range c.Leases() {
-		switch {
-		case l.Settling, l.Waiting, l.SendingBack:
-			// being acknowledged or sent back, or an ordered retry waiting in place
-		case b.progress.IsAcked(v.key, off):
-			c.Remove(off)
-			ps.Release(c, l.Key, off)
-		case !now.Before(l.Deadline) && (l.Key != "" || v.inPlace):
-			// An ordered message (or an instance's): retried in place, keeping its key.
-			a := newAttempt(now, outcomeExpired, l.Client, "lease expired without ack", 0)
-			if b.failInPlace(l, v, 0, 0, now, a) {
-				l.SendingBack = true
-				ps.Release(c, l.Key, off)
-				expired = append(expired, deadInPlace(v, off, l, a.Reason, outcomeExpired, l.Client))
-			} else {
-				b.noteLease(ps.Notes(), v.key, off, l)
-			}
-		case !now.Before(l.Deadline):
+	back, inPlace, nextExpiry := ps.Expire(c, now, func(off int64) bool { return b.progress.IsAcked(v.key, off) }, v.inPlace)
+	for _, e := range inPlace {
+		off, l := e.Off, e.Lease
+		a := newAttempt(now, outcomeExpired, l.Client, "lease expired without ack", 0)
+		if b.failInPlace(l, v, 0, 0, now, a) {
 			l.SendingBack = true
-			expired = append(expired, sendBack{view: v, offset: off, reason: "lease expired without ack", outcome: outcomeExpired, client: l.Client, lease: l})
-		case nextExpiry.IsZero() || l.Deadline.Before(nextExpiry):
-			nextExpiry = l.Deadline
+			ps.Release(c, l.Key, off)
+			expired = append(expired, deadInPlace(v, off, l, a.Reason, outcomeExpired, l.Client))
+		} else {
+			b.noteLease(ps.Notes(), v.key, off, l)
 		}
+	}
+	for _, e := range back {
+		expired = append(expired, sendBack{view: v, offset: e.Off, reason: "lease expired without ack", outcome: outcomeExpired, client: e.Lease.Client, lease: e.Lease})
 	}
 	return expired, nextExpiry
 }

@@ -23,9 +23,10 @@ import (
 // (server/broker/retry/doc.go). What stays here: the family's Config,
 // filled in from the broker; sendBack, which hands the lease family's
 // failed deliveries to the write and then settles their leases
-// (sentBack, lease_log.go), offerAgain and the lease reaper (reapExpired,
-// with takeExpired, pop.go), which work on the pop states under their
-// locks (the lease family's).
+// (sentBack, lease_log.go), offerAgain and the lease reaper (reapExpired:
+// its walk over the pop states and the send-back; the scan of a cursor is
+// package lease's PopState.Expire, through takeExpired, pop.go), which
+// work on the pop states under their locks (the lease family's).
 
 // newRetries is the retry family over b's store (Open makes it).
 func (b *Broker) newRetries() *retry.Service {

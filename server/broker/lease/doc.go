@@ -36,8 +36,11 @@
 //     the bookkeeping the broker's requests do on them: a lease as a
 //     record's item (Lease.Item), a folded lease as installed at the
 //     takeover (Restored), a pull's grants undone when their record failed
-//     (GrantsFailed) and the cursors' leases for a leader's snapshot
-//     (AppendLive).
+//     (GrantsFailed), the cursors' leases for a leader's snapshot
+//     (AppendLive), and the lease reaper's scan of a cursor (Expire: the
+//     leases done meanwhile taken out of flight, the ones run out marked
+//     for send-back or handed back to be retried in place, the soonest
+//     deadline left).
 //
 // # Imports
 //
@@ -65,8 +68,9 @@
 // state's lock), an ordered message's failure in place (orderly.go:
 // failInPlace draws a retry wait, maybe jittered, and an epoch; the
 // re-offers of due and deferred messages read the store), the lease
-// reaper's scan of a cursor (takeExpired: the progress table says what is
-// acked, an ordered message fails in place), the send-back
+// reaper's walk over the pop states and what it does with the leases
+// Expire hands back (takeExpired: an ordered message fails in place or is
+// dead; retry.go's reapExpired sends back), the send-back
 // of failed deliveries and its settlement (retry.go's sendBack and
 // offerAgain, lease_log.go's sentBack), where a folded lease is read and
 // whether it is still owed (lease_log.go's owedView, over the registry,
@@ -136,7 +140,7 @@
 // notes (Stage), across the reaper's scan of a pop state and the append
 // of its notes, and across an offset commit's write; it takes under it the
 // registry's read side, the progress table's lock and the progress
-// Ledger's (the reaper asks whether an offset is acked; a skip and a
+// Ledger's (Expire asks whether an offset is acked; a skip and a
 // cursor's alignment write progress), the epoch counter, the lock of its
 // map of pop states (a nack in place looks its pop state up; that lock is
 // never held while a pop state's is taken) and the store, never another

@@ -195,6 +195,41 @@ func (ps *PopState) AppendLive(rec *Record, group, topic string, gen func(offset
 	}
 }
 
+// Expired is a lease Expire found run out: Off its offset.
+type Expired struct {
+	Off   int64
+	Lease *Lease
+}
+
+// Expire is the lease reaper's scan of c, one of ps's cursors, at now (a
+// pull's too): a lease being acknowledged or sent back, or waiting in
+// place, is left alone; one whose offset is done for the group (acked)
+// is taken out of flight and its key released; one run out is sent back
+// (marked SendingBack: its retry copy takes over) or, when it holds a
+// sharding key or the view retries in place (inPlace), handed back to be
+// retried in place (the caller decides, under the lock, whether it waits
+// or is dead). It also returns the soonest deadline of the leases left
+// held. The order of the leases returned is the scan's, which is none.
+func (ps *PopState) Expire(c *Cursor, now time.Time, acked func(off int64) bool, inPlace bool) (back, retry []Expired, next time.Time) {
+	for off, l := range c.inflight {
+		switch {
+		case l.Settling, l.Waiting, l.SendingBack:
+			// being acknowledged or sent back, or an ordered retry waiting in place
+		case acked(off):
+			delete(c.inflight, off)
+			ps.Release(c, l.Key, off)
+		case !now.Before(l.Deadline) && (l.Key != "" || inPlace):
+			retry = append(retry, Expired{Off: off, Lease: l})
+		case !now.Before(l.Deadline):
+			l.SendingBack = true
+			back = append(back, Expired{Off: off, Lease: l})
+		case next.IsZero() || l.Deadline.Before(next):
+			next = l.Deadline
+		}
+	}
+	return back, retry, next
+}
+
 // Cursor is one queue's cursor of a pop state: the next offset never
 // handed out, the leases in flight by offset and, for an orderly group,
 // the offset each busy sharding key holds and the later offsets of a key

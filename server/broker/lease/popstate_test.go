@@ -66,6 +66,34 @@ func TestPopStateKeys(t *testing.T) {
 	require.Zero(t, n)
 }
 
+func TestPopStateExpire(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	ps := NewPopState("")
+	c := ps.OpenCursor(0, func() int64 { return 0 })
+	c.Put(0, &Lease{Deadline: now.Add(-time.Second)})                 // run out: sent back
+	c.Put(1, &Lease{Deadline: now.Add(-time.Second), Key: "k"})       // run out, ordered: retried in place
+	c.Put(2, &Lease{Deadline: now.Add(-time.Second), Settling: true}) // being acked
+	c.Put(3, &Lease{Deadline: now.Add(time.Minute), Key: "j"})        // acked meanwhile: taken out, key freed
+	c.Hold("j", 3)
+	c.Put(4, &Lease{Deadline: now.Add(2 * time.Second)})
+	c.Put(5, &Lease{Deadline: now.Add(time.Second)})
+	back, retry, next := ps.Expire(c, now, func(off int64) bool { return off == 3 }, false)
+	require.Len(t, back, 1)
+	require.Equal(t, int64(0), back[0].Off)
+	require.True(t, back[0].Lease.SendingBack)
+	require.Len(t, retry, 1)
+	require.Equal(t, int64(1), retry[0].Off)
+	require.False(t, retry[0].Lease.SendingBack, "the caller decides")
+	require.Equal(t, now.Add(time.Second), next)
+	require.Nil(t, c.Lease(3))
+	require.False(t, c.KeyBusy("j"))
+	require.Equal(t, 5, c.InFlight())
+
+	back, retry, _ = ps.Expire(c, now, func(int64) bool { return false }, true)
+	require.Empty(t, back, "sending back already")
+	require.Len(t, retry, 1, "still up to the caller")
+}
+
 func TestPopStateGrantsFailed(t *testing.T) {
 	now := time.UnixMilli(1_000_000)
 	ps := NewPopState("")
