@@ -89,12 +89,7 @@ func goldenStatus(t *testing.T, res []ReceiptResult, err error) string {
 // deliveries; and the keys each cursor holds busy.
 func goldenCursors(b *Broker, base uint64) []string {
 	var out []string
-	b.popsMu.Lock()
-	states := make(map[popKey]*popState, len(b.pops))
-	for k, ps := range b.pops {
-		states[k] = ps
-	}
-	b.popsMu.Unlock()
+	states := b.popStates()
 	for k, ps := range states {
 		ps.Lock()
 		for qid, c := range ps.Cursors() {

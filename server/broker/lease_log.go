@@ -146,12 +146,7 @@ func (b *Broker) snapshotLeases() error {
 // liveLeases is every lease in the cursors as one record: a leader's
 // leases snapshot when its store is not replicated (leaselog.Config.Live).
 func (b *Broker) liveLeases() leaselog.Record {
-	b.popsMu.Lock()
-	states := make(map[popKey]*popState, len(b.pops))
-	for k, ps := range b.pops {
-		states[k] = ps
-	}
-	b.popsMu.Unlock()
+	states := b.popStates()
 	var rec leaselog.Record
 	at := b.clock.Now().UnixMilli()
 	gen := func(key offset.Key) uint32 {

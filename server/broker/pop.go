@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -51,6 +52,15 @@ func (b *Broker) popState(group, topic string) *popState {
 		b.pops[key] = ps
 	}
 	return ps
+}
+
+// popStates is a copy of the map of pop states, taken under popsMu, for
+// a walk that locks each pop state in turn (popsMu is never held while a
+// pop state's lock is taken).
+func (b *Broker) popStates() map[popKey]*popState {
+	b.popsMu.Lock()
+	defer b.popsMu.Unlock()
+	return maps.Clone(b.pops)
 }
 
 func (b *Broker) existingPopState(group, topic string) *popState {

@@ -31,12 +31,7 @@ import (
 // lease, busy key and deferred key; epochs above base.
 func goldenPops(b *Broker, base uint64) []string {
 	var out []string
-	b.popsMu.Lock()
-	states := make(map[popKey]*popState, len(b.pops))
-	for k, ps := range b.pops {
-		states[k] = ps
-	}
-	b.popsMu.Unlock()
+	states := b.popStates()
 	for k, ps := range states {
 		ps.Lock()
 		for qid, c := range ps.Cursors() {

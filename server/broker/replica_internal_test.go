@@ -338,12 +338,7 @@ func leaseDigest(b *Broker) []string {
 		}
 		b.follow.mu.Unlock()
 	} else {
-		b.popsMu.Lock()
-		states := make(map[popKey]*popState, len(b.pops))
-		for k, ps := range b.pops {
-			states[k] = ps
-		}
-		b.popsMu.Unlock()
+		states := b.popStates()
 		for k, ps := range states {
 			ps.Lock()
 			for qid, c := range ps.Cursors() {

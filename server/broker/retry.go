@@ -140,12 +140,7 @@ func dueMs(t time.Time) string { return timer.FormatDue(t) }
 // reapExpired sends back every lease that expired, in every pop state, so
 // a consume timeout starts its retry delay without waiting for a pull.
 func (b *Broker) reapExpired() {
-	b.popsMu.Lock()
-	states := make(map[popKey]*popState, len(b.pops))
-	for k, ps := range b.pops {
-		states[k] = ps
-	}
-	b.popsMu.Unlock()
+	states := b.popStates()
 	now := b.clock.Now()
 	for k, ps := range states {
 		var failed []sendBack

@@ -275,12 +275,7 @@ func (b *Broker) Stats() Stats {
 		st.LatenessMax = late[len(late)-1]
 	}
 	st.InFlight = map[string]int{}
-	b.popsMu.Lock()
-	states := make(map[popKey]*popState, len(b.pops))
-	for k, ps := range b.pops {
-		states[k] = ps
-	}
-	b.popsMu.Unlock()
+	states := b.popStates()
 	for k, ps := range states {
 		ps.Lock()
 		n := 0
