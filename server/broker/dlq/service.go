@@ -17,11 +17,8 @@ import (
 // letter by id or by its carried copy's key, writing status records,
 // resent copies and carried copies.
 type Store interface {
-	// ReadQueue reads up to max records of a queue from offset.
-	ReadQueue(topic string, queueID int32, offset int64, max int, match func(tagsCode int64) bool) (storage.ReadResult, error)
-	// MinOffset and MaxOffset are a queue's first kept and next offset.
-	MinOffset(topic string, queueID int32) int64
-	MaxOffset(topic string, queueID int32) int64
+	// ReadQueue, MinOffset and MaxOffset read a queue and bound it.
+	storage.QueueBounds
 	// Topics lists the topics with queues (retention's carry looks for
 	// the dead-letter topics among them).
 	Topics() []string

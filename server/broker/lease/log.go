@@ -19,11 +19,8 @@ import (
 // has it all): reading rmq_sys_LEASE back, appending lease records (and a
 // pull's skips beside its grants), and the snapshot file under config/.
 type Store interface {
-	// ReadQueue reads up to max records of a queue from offset.
-	ReadQueue(topic string, queueID int32, offset int64, max int, match func(tagsCode int64) bool) (storage.ReadResult, error)
-	// MinOffset and MaxOffset are a queue's first kept and next offset.
-	MinOffset(topic string, queueID int32) int64
-	MaxOffset(topic string, queueID int32) int64
+	// ReadQueue, MinOffset and MaxOffset read a queue and bound it.
+	storage.QueueBounds
 	// PutClassStaged appends without waiting for the flush; wait does.
 	PutClassStaged(class storage.Class, ms []*message.Message, res []storage.PutResult) (wait func() error, err error)
 	// PutClassNoWait appends without waiting for the flush.

@@ -26,11 +26,8 @@ type Store interface {
 	// FindByDedupID finds the record of topic with a dedup id stored
 	// since a time (unix ms).
 	FindByDedupID(topic, id string, since int64) (*message.Message, error)
-	// ReadQueue reads up to max records of a queue from offset.
-	ReadQueue(topic string, queueID int32, offset int64, max int, match func(tagsCode int64) bool) (storage.ReadResult, error)
-	// MinOffset and MaxOffset are a queue's first kept and next offset.
-	MinOffset(topic string, queueID int32) int64
-	MaxOffset(topic string, queueID int32) int64
+	// ReadQueue, MinOffset and MaxOffset read a queue and bound it.
+	storage.QueueBounds
 	// WriteOffset is the CommitLog's end.
 	WriteOffset() int64
 	// AwaitDispatch waits until what was stored is dispatched.
