@@ -89,7 +89,14 @@ func TestBenchReadmeCommandsRun(t *testing.T) {
 		if !strings.Contains(line, "--duration") {
 			args = append(args, "--duration", "1s")
 		}
-		out, errOut, err := runBench(t, nil, args...)
+		// As the CLI's other commands, the load tool runs as the non-race
+		// build (cli_binary_test.go): what is checked here is that the
+		// README's commands run; the bench tests below run it race-built.
+		cmd := cliCommand(t, args...)
+		var outb, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &outb, &errb
+		err := cmd.Run()
+		out, errOut := outb.String(), errb.String()
 		require.NoError(t, err, "%s\nstdout: %s\nstderr: %s", line, out, errOut)
 		require.Contains(t, out, "msg", line)
 	}

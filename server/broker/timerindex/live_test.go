@@ -11,7 +11,10 @@ import (
 // The live set against a map: adds (single and in dense runs, so chunks
 // turn into bitmaps and back), removes, floor raises, next, clone and the
 // checkpoint encoding.
+//
+// Quick: 30 checks; LONG=1: 300.
 func TestLiveSetModel(t *testing.T) {
+	modelChecks(t, 30, 300)
 	rapid.Check(t, func(t *rapid.T) {
 		s := newLiveSet(rapid.Int64Range(0, 3*chunkSize).Draw(t, "floor"))
 		model := map[int64]bool{}
