@@ -19,6 +19,7 @@ import (
 	"github.com/mqgate/mqgate/server/broker/instance"
 	leaselog "github.com/mqgate/mqgate/server/broker/lease"
 	"github.com/mqgate/mqgate/server/broker/progress"
+	"github.com/mqgate/mqgate/server/broker/registry"
 	"github.com/mqgate/mqgate/server/broker/retry"
 	"github.com/mqgate/mqgate/server/broker/send"
 	"github.com/mqgate/mqgate/server/broker/timer"
@@ -210,7 +211,7 @@ type Broker struct {
 	opts     Options
 	log      zerolog.Logger
 	store    *storage.Store
-	registry registrar
+	registry *registry.Service
 	progress *offset.Table
 	// ledger writes the progress records and answers the progress
 	// queries (package progress); its lock orders appends of progress

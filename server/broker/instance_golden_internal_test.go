@@ -35,7 +35,7 @@ func goldenInstanceBroker(t *testing.T, dir string, fc *clockwork.FakeClock, lim
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	ctx := context.Background()
-	if _, ok := b.registry.topic("news"); !ok {
+	if _, ok := b.registry.Topic("news"); !ok {
 		_, _, err = b.PutTopic(ctx, TopicConfig{Name: "news", Queues: 1})
 		require.NoError(t, err)
 		_, _, err = b.PutGroup(ctx, GroupConfig{Name: "fan", ConsumeMode: ConsumeBroadcasting, InstanceIdle: time.Hour,
@@ -125,7 +125,7 @@ func TestGoldenInstanceNames(t *testing.T) {
 	require.False(t, b.instanceKnown("fan@zz"))
 	err := b.CommitOffsets(context.Background(), "fan", []OffsetCommit{{Topic: "news", QueueID: 0, Offset: 0}})
 	require.NoError(t, err, "without a client id: the group's own offsets")
-	g, _ := b.registry.group("fan")
+	g, _ := b.registry.Group("fan")
 	_, err = b.enterInstance(g, "")
 	require.ErrorIs(t, err, ErrClientIDRequired)
 	require.EqualError(t, err, "client id required: group fan is broadcasting: every consumer instance names itself with X-Mqgate-Client-Id")
@@ -250,8 +250,8 @@ func TestGoldenInstanceSweep(t *testing.T) {
 	b := goldenInstanceBroker(t, memDir(t), fc, 0)
 	require.NoError(t, registerInstance(b, "fan", "a"))
 	require.NoError(t, registerInstance(b, "all", "x"))
-	g, _ := b.registry.group("fan")
-	news, _ := b.registry.topic("news")
+	g, _ := b.registry.Group("fan")
+	news, _ := b.registry.Topic("news")
 	leave, err := b.enterInstance(g, "c", news) // under way until leave
 	require.NoError(t, err)
 	fc.Advance(10 * time.Minute)

@@ -29,19 +29,9 @@ const metaTopic = registry.Topic
 // topicTombstone records a topic's deletion (registry.Tombstone).
 type topicTombstone = registry.Tombstone
 
-// registrar is the registry family's Service, with the unexported names
-// the send and retry families' files still call (topic, group, putTopic).
-type registrar struct{ *registry.Service }
-
-func (r registrar) topic(name string) (TopicConfig, bool) { return r.Topic(name) }
-func (r registrar) group(name string) (GroupConfig, bool) { return r.Group(name) }
-func (r registrar) putTopic(t TopicConfig, ifAbsent bool) (TopicConfig, bool, error) {
-	return r.SetTopic(t, ifAbsent)
-}
-
 // openRegistry opens the registry family over b's store: its snapshot
 // files and the records of rmq_sys_META after them.
-func (b *Broker) openRegistry(ctx context.Context) (registrar, error) {
+func (b *Broker) openRegistry(ctx context.Context) (*registry.Service, error) {
 	q := b.opts.Quotas
 	svc, err := registry.Open(ctx, registry.Config{
 		Store:      b.store,
@@ -61,7 +51,7 @@ func (b *Broker) openRegistry(ctx context.Context) (registrar, error) {
 		Meet:            b.meetTopics,
 		DropGroup:       b.dropGroup,
 	})
-	return registrar{svc}, err
+	return svc, err
 }
 
 // checkGroup runs the checks of a group that are other families' (the

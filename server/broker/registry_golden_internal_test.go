@@ -226,7 +226,7 @@ func TestGoldenRegistryRecords(t *testing.T) {
 		`[{"kind":"topic","topic":{"Name":"y","Queues":"many"}}]`)}
 	r := log.open(t)
 	topics, tombs, groups, keys := goldenRegistryView(r)
-	wantTopics, wantTombs, wantGroups, wantKeys := goldenRegistryView(b.registry.Service)
+	wantTopics, wantTombs, wantGroups, wantKeys := goldenRegistryView(b.registry)
 	require.Equal(t, wantTopics, topics)
 	require.Equal(t, wantTombs, tombs)
 	require.Equal(t, wantGroups, groups)
@@ -326,7 +326,7 @@ func goldenOpen(t *testing.T, files goldenMetaFiles, bodies ...string) (r *regis
 
 func TestGoldenRegistrySnapshotsRead(t *testing.T) {
 	b, _, _ := goldenRegistryBroker(t)
-	wantTopics, wantTombs, wantGroups, wantKeys := goldenRegistryView(b.registry.Service)
+	wantTopics, wantTombs, wantGroups, wantKeys := goldenRegistryView(b.registry)
 	files := goldenMetaFiles{}
 	for _, n := range []string{registry.TopicsFile, registry.GroupsFile, registry.ReceiptKeysFile} {
 		data, err := b.store.ReadMeta(n)

@@ -42,7 +42,7 @@ func (b *Broker) newRetries() *retry.Service {
 		StoreError:     mapStoreErr,
 		Gate:           b.topicGate.RLocker(), // see topicdelete.go
 		Group: func(name string) (string, int, *RetryPolicy) {
-			cfg, _ := b.registry.group(name)
+			cfg, _ := b.registry.Group(name)
 			return cfg.Name, cfg.RetryMaxTimes, cfg.RetryPolicy
 		},
 		ScheduleFloor: func(topic string) ([]int64, bool) {

@@ -39,7 +39,7 @@ func (b *Broker) newSends() *send.Service {
 		Reserved:   isSystemProperty,
 		TopicName:  ValidateTopicName,
 		// The registry is opened by the recovery, after the family is made.
-		Topic:      func(name string) (TopicConfig, bool) { return b.registry.topic(name) },
+		Topic:      func(name string) (TopicConfig, bool) { return b.registry.Topic(name) },
 		Gate:       b.topicGate.RLocker(), // see topicdelete.go
 		CheckTxn:   b.checkTxnSend,
 		ReserveTxn: b.reserveTxn,
@@ -56,7 +56,7 @@ func (b *Broker) newSends() *send.Service {
 	}
 	if b.opts.AutoCreate {
 		cfg.CreateTopic = func(name string) (TopicConfig, error) {
-			t, _, err := b.registry.putTopic(TopicConfig{Name: name, Queues: b.opts.DefaultQueues, Perm: "rw"}, true)
+			t, _, err := b.registry.SetTopic(TopicConfig{Name: name, Queues: b.opts.DefaultQueues, Perm: "rw"}, true)
 			return t, err
 		}
 	}

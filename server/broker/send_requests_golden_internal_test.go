@@ -152,7 +152,7 @@ func TestGoldenSendRequestRefusals(t *testing.T) {
 	// Nothing was written.
 	require.Equal(t, sentBefore, b.Stats().Sent["rw"])
 	require.Equal(t, maxBefore, []int64{b.store.MaxOffset("rw", 0), b.store.MaxOffset("rw", 1)})
-	_, ok := b.registry.topic("a")
+	_, ok := b.registry.Topic("a")
 	require.False(t, ok)
 
 	// Without auto-create, a topic must exist; a closed broker refuses first.
