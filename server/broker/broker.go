@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -240,14 +239,11 @@ type Broker struct {
 	txns        *txn.Service   // the transaction family (txn.go, package txn)
 	// retries is the retry family: the send-back's write, the ladder's
 	// counts, the schedule's sink (retry.go, package retry).
-	retries *retry.Service
-	// snapshotFrom is the progress-record queue offset the last offsets
-	// snapshot covers: retention keeps the records from there on.
-	snapshotFrom atomic.Int64
-	leases       *leaselog.Log // the lease log: records, folds, snapshot (package lease; lease_log.go)
-	trace        *trace.Tracer // the message trace: query, follower, carry (trace.go, package trace)
-	dropped      droppedCounts // unconsumed messages retention took, per key (retention.go)
-	scheduler    *schedule.Scheduler
+	retries   *retry.Service
+	leases    *leaselog.Log // the lease log: records, folds, snapshot (package lease; lease_log.go)
+	trace     *trace.Tracer // the message trace: query, follower, carry (trace.go, package trace)
+	dropped   droppedCounts // unconsumed messages retention took, per key (retention.go)
+	scheduler *schedule.Scheduler
 
 	started time.Time
 	clock   clockwork.Clock // opts.Clock: every time the broker reads
@@ -264,8 +260,6 @@ type Broker struct {
 	closeMu       sync.Mutex
 	closeErr      error
 }
-
-const offsetsSnapshot = "offsets.snapshot"
 
 // Open opens the store in opts.DataDir, recovers consumer progress and
 // starts the background workers.
@@ -326,39 +320,11 @@ func (b *Broker) recover(ctx context.Context) error {
 	if b.registry, err = b.openRegistry(ctx); err != nil {
 		return err
 	}
-	table, from, err := offset.NewTable(), int64(0), error(nil)
-	if snap, rerr := b.store.ReadMeta(offsetsSnapshot); rerr == nil {
-		table, from, err = offset.DecodeSnapshot(snap)
-	} else if !errors.Is(rerr, os.ErrNotExist) {
-		err = rerr
-	}
-	if errors.Is(err, offset.ErrBadSnap) {
-		b.log.Warn().Err(err).Msg("offset snapshot unreadable; replaying every retained offset record")
-		table, from, err = offset.NewTable(), 0, nil
-	}
-	if err != nil {
+	if b.ledger, err = b.openLedger(ctx); err != nil {
 		return err
 	}
-	b.progress = table
-	b.ledger = b.newLedger(table)
+	b.progress = b.ledger.Table()
 	b.instances = b.newInstances()
-	b.snapshotFrom.Store(from)
-	start := b.clock.Now()
-	replayed := 0
-	b.follow.offsets, err = b.replayQueue(ctx, offsetTopic, from, func(m *message.Message) {
-		if b.applyOffsetRecord(m) {
-			replayed++
-		}
-	})
-	if err != nil {
-		return err
-	}
-	for _, k := range table.Keys() {
-		if _, ok := b.registry.Group(baseGroup(k.Group)); !ok {
-			table.Forget(k.Group) // a deleted group's (and its instances')
-		}
-	}
-	b.log.Info().Int("records", replayed).Dur("took", b.clock.Since(start)).Msg("consumer progress recovered")
 	b.openInstances()
 	if err := b.leases.Open(ctx); err != nil {
 		return err
@@ -464,30 +430,7 @@ func (b *Broker) start() error {
 // whose change is not applied); its leases snapshot is written from the fold of the committed
 // lease records (package lease's Log.Snapshot), not from its pop states.
 func (b *Broker) snapshot() error {
-	return errors.Join(b.snapshotOffsets(), b.snapshotLeases(), b.snapshotInstances())
-}
-
-func (b *Broker) snapshotOffsets() error {
-	b.ledger.Lock()
-	defer b.ledger.Unlock()
-	if b.store.Replicated() && !b.follow.on.Load() && b.store.Fenced() {
-		return nil // deposed (or not yet serving): its memory may lack a committed change
-	}
-	var from int64
-	snap, err := b.progress.EncodeSnapshot(func() int64 {
-		from = b.store.MaxOffset(offsetTopic, 0)
-		if b.follow.on.Load() {
-			from = b.follow.offsets // what the follower applied (under the ledger's lock)
-		}
-		return from
-	})
-	if err == nil {
-		err = b.store.WriteMeta(offsetsSnapshot, snap)
-	}
-	if err == nil {
-		b.snapshotFrom.Store(from)
-	}
-	return err
+	return errors.Join(b.ledger.WriteSnapshot(), b.snapshotLeases(), b.snapshotInstances())
 }
 
 // Close stops the workers, snapshots consumer progress and leases and closes the

@@ -206,7 +206,8 @@
 //	                          ones are rebuilt from the log. groups.json holds
 //	                          push secrets.
 //	offsets.snapshot          package offset's snapshot of consumer progress
-//	                          and the rmq_sys_OFFSET offset it covers; lost,
+//	                          and the rmq_sys_OFFSET offset it covers (written
+//	                          and read by package progress); lost,
 //	                          every retained offset record is replayed.
 //	leases.snapshot           the live leases and the rmq_sys_LEASE offset it
 //	                          covers (package lease): magic u32 0x4D514C53 ("MQLS") | version

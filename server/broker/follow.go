@@ -5,9 +5,6 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
-
-	"github.com/mqgate/mqgate/storage/message"
-	"github.com/mqgate/mqgate/storage/offset"
 )
 
 // A follower (ARCHITECTURE.md, "The broker as a state machine") is a
@@ -15,7 +12,7 @@ import (
 // broker's frames (Store.AppendFrames). It writes nothing of its own: every
 // change of its state comes from applying the records its store holds,
 // with the code that applies them at open — the registry's apply, the
-// progress table's Apply, the lease fold, the dead-letter status table,
+// progress ledger's Follow (package progress), the lease fold, the dead-letter status table,
 // the timer and transaction followers. Follow applies what was dispatched
 // since the last call; the leases it folds wait, in the fold, until
 // Promote puts them into their cursors (installLeases, as at open; the
@@ -36,11 +33,6 @@ type following struct {
 	mu sync.Mutex
 	// on: the broker has not led since it opened; Follow applies the log.
 	on atomic.Bool
-	// offsets: the next queue offset of rmq_sys_OFFSET to apply
-	// (rmq_sys_DLQ's is package dlq's Service's, rmq_sys_LEASE's package
-	// lease's Log's). It is changed under the progress ledger's lock too
-	// (the offsets snapshot reads it).
-	offsets int64
 	// cuts: the next rmq_sys_CUT record to apply (cut.go).
 	cuts int64
 }
@@ -71,13 +63,7 @@ func (b *Broker) applyLogLocked(ctx context.Context) error {
 		return err
 	}
 
-	b.ledger.Lock()
-	next, err := b.replayQueue(ctx, offsetTopic, f.offsets, func(m *message.Message) {
-		b.applyOffsetRecord(m)
-	})
-	f.offsets = next
-	b.ledger.Unlock()
-	if err != nil {
+	if err := b.ledger.Follow(ctx); err != nil {
 		return err
 	}
 
@@ -91,7 +77,7 @@ func (b *Broker) applyLogLocked(ctx context.Context) error {
 
 	// Cuts last: the records above delete nothing the ones before them
 	// needed, and what a cut deletes was carried forward before it.
-	next, err = b.applyCuts(ctx, f.cuts)
+	next, err := b.applyCuts(ctx, f.cuts)
 	f.cuts = next
 	if err != nil {
 		return err
@@ -105,19 +91,6 @@ func (b *Broker) applyLogLocked(ctx context.Context) error {
 	err = b.followTxns()
 	b.txns.Unlock()
 	return err
-}
-
-// applyOffsetRecord applies one rmq_sys_OFFSET record to the progress
-// table (at open and while following); the caller holds the progress
-// ledger's lock or owns the table alone.
-func (b *Broker) applyOffsetRecord(m *message.Message) bool {
-	rec, err := offset.DecodeRecord(m.Body)
-	if err != nil {
-		b.log.Error().Err(err).Int64("queueOffset", m.QueueOffset).Msg("skipping undecodable offset record")
-		return false
-	}
-	b.progress.Apply(rec)
-	return true
 }
 
 // takeOver is Promote's first step: it applies what the log holds beyond

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	leaselog "github.com/mqgate/mqgate/server/broker/lease"
+	"github.com/mqgate/mqgate/server/broker/progress"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/storagetest"
 )
@@ -86,14 +87,14 @@ func TestAReplicatedLeaderSnapshotsWhatIsCommitted(t *testing.T) {
 
 	// Deposed: the pull's outcome is unknown, and no offsets snapshot is
 	// written from a memory that may lack a committed change.
-	offsetsBefore, err := st.ReadMeta(offsetsSnapshot)
+	offsetsBefore, err := st.ReadMeta(progress.SnapshotFile)
 	require.NoError(t, err)
 	st.Fence()
 	require.Error(t, <-pulled)
 	_, err = b.Send(ctx, "orders", []SendMessage{{Body: []byte("refused")}})
 	require.Error(t, err)
-	require.NoError(t, b.snapshotOffsets())
-	offsetsAfter, err := st.ReadMeta(offsetsSnapshot)
+	require.NoError(t, b.ledger.WriteSnapshot())
+	offsetsAfter, err := st.ReadMeta(progress.SnapshotFile)
 	require.NoError(t, err)
 	require.Equal(t, offsetsBefore, offsetsAfter)
 	require.NoError(t, b.Close(ctx), "closing snapshots again, after its context is cancelled")

@@ -26,9 +26,11 @@ const maxLagScan = progress.MaxLagScan
 // not compile otherwise.
 var _ [0]struct{} = [retryQueueID - progress.RetryQueueID]struct{}{}
 
-// newLedger is the progress ledger of table, wired to the broker.
-func (b *Broker) newLedger(table *offset.Table) *progress.Ledger {
-	return progress.NewLedger(table, progress.Config{
+// openLedger recovers the progress table (package progress: Open, with
+// the code Follow applies records with) and returns its ledger, wired to
+// the broker.
+func (b *Broker) openLedger(ctx context.Context) (*progress.Ledger, error) {
+	return progress.Open(ctx, progress.Config{
 		Store:           b.store,
 		Topic:           offsetTopic,
 		Now:             b.clock.Now,
@@ -36,6 +38,14 @@ func (b *Broker) newLedger(table *offset.Table) *progress.Ledger {
 		InvalidArgument: ErrInvalidArgument,
 		MaxBatch:        MaxBatchItems,
 		Broker:          progressBroker{b},
+		Log:             b.log,
+		Gone: func(progressGroup string) bool {
+			_, ok := b.registry.Group(baseGroup(progressGroup))
+			return !ok // a deleted group's (and its instances')
+		},
+		Following: b.follow.on.Load,
+		// Deposed, or not yet serving: its memory may lack a committed change.
+		Deposed: func() bool { return b.store.Replicated() && !b.follow.on.Load() && b.store.Fenced() },
 	})
 }
 

@@ -67,7 +67,7 @@ func (p retentionPolicy) Floors(now time.Time) (storage.RetentionFloors, error) 
 			return f, err
 		}
 	}
-	if err := low(&f.Keep, offsetTopic, 0, b.snapshotFrom.Load()); err != nil {
+	if err := low(&f.Keep, offsetTopic, 0, b.ledger.SnapshotAt()); err != nil {
 		return f, err
 	}
 	// The transaction records the transaction snapshot does not cover.

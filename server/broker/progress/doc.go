@@ -21,16 +21,25 @@
 //   - the queries (query.go): Progress (and GetOffsets, the same),
 //     QueueRows, GroupTopics and Backlog, with their result types
 //     (broker.QueueProgress, GroupBacklog and LevelBacklog are aliases).
+//   - the table's recovery and the follower's apply (open.go), one code
+//     for both: Open reads the offsets snapshot (SnapshotFile) and applies
+//     every record after the position it covers, Follow applies what the
+//     store dispatched since; WriteSnapshot writes the snapshot under the
+//     lock held exclusively (a follower's covers what it applied, a
+//     deposed replicated leader writes none), and SnapshotAt is where
+//     retention keeps the records from.
 //
 // # Imports
 //
-// storage (the system class of an append, its result and ReadResult),
+// storage (the system class of an append, its result and ReadResult,
+// the replay of a system queue),
 // storage/message, storage/offset, and of the family packages registry
 // (the group and topic configurations) and quote; never server/broker,
 // server/*, api or cmd (internal/archtest). What the ledger needs of the
 // broker it is given: its Config (the store through the Store interface,
 // the clock, the mapping of the store's errors, the broker's
-// ErrInvalidArgument, MaxBatchItems) and, for the queries, the Broker
+// ErrInvalidArgument, MaxBatchItems, the logger, whether a group is gone,
+// whether the broker follows or is deposed) and, for the queries, the Broker
 // interface (the registry, the broadcasting groups' instances, the pop
 // states' views and leases in flight, retention's counts, the delay
 // ladder, the timers), which server/broker fills in (progress.go).
@@ -48,9 +57,6 @@
 //     forget (admin.go; an instance's and its start offsets: package
 //     instance), of a deleted topic's (topicdelete.go)
 //     and of failed deliveries (retry.go): they call the Ledger.
-//   - The table's recovery at open, the follower's apply and the offsets
-//     snapshot file (broker.go, follow.go): they take the Ledger's lock
-//     exclusively (Lock) with the follower's and the store's state.
 //   - awaitDispatch, which other families' requests use too.
 //
 // # Locks

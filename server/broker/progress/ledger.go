@@ -2,7 +2,10 @@ package progress
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
@@ -10,8 +13,9 @@ import (
 )
 
 // Store is what the progress family needs of the store (*storage.Store
-// has it): the system-class append of its records, and the queues'
-// bounds, times and counts its queries and start offsets read.
+// has it): the system-class append of its records, the queues'
+// bounds, times and counts its queries and start offsets read, and the
+// snapshot file (SnapshotFile) under <data>/config.
 type Store interface {
 	PutClass(class storage.Class, msgs []*message.Message, res []storage.PutResult) error
 	MaxOffset(topic string, queueID int32) int64
@@ -19,6 +23,8 @@ type Store interface {
 	SearchOffsetByTime(topic string, queueID int32, ts int64) (int64, error)
 	CountQueue(topic string, queueID int32, from, to int64, match func(tagsCode int64) bool, limit int64) (int64, bool, error)
 	ReadQueue(topic string, queueID int32, offset int64, max int, match func(tagsCode int64) bool) (storage.ReadResult, error)
+	ReadMeta(name string) ([]byte, error)
+	WriteMeta(name string, data []byte) error
 }
 
 // Config is what a Ledger is given by the broker at open.
@@ -39,6 +45,19 @@ type Config struct {
 	MaxBatch int
 	// Broker is what the queries need of the broker.
 	Broker Broker
+	// Log is the broker's logger (a record that does not decode, the
+	// recovery at Open).
+	Log zerolog.Logger
+	// Gone reports, at Open, whether a progress group's group is gone
+	// (deleted before its forget record was written): its progress is
+	// forgotten.
+	Gone func(progressGroup string) bool
+	// Following reports whether the broker applies another broker's log:
+	// its snapshot then covers what Follow applied.
+	Following func() bool
+	// Deposed reports whether a replicated leader may lack in memory a
+	// change its log holds (its store is fenced): no snapshot is written.
+	Deposed func() bool
 }
 
 // Ledger writes consumer progress (acks, commits, advances, forgets: the
@@ -53,10 +72,15 @@ type Ledger struct {
 	// Persist): held shared by an append across its write and its apply,
 	// exclusively by the offsets snapshot and the follower.
 	mu sync.RWMutex
+	// next is the next rmq_sys_OFFSET queue offset Follow applies; it is
+	// changed under mu held exclusively (or by Open, alone).
+	next int64
+	// snapshotAt is the queue offset the last snapshot covers.
+	snapshotAt atomic.Int64
 }
 
-// NewLedger returns the ledger of table (recovered by the broker from the
-// snapshot and the records after it).
+// NewLedger returns the ledger of table, which it owns from then on
+// (Open recovers the table and returns its ledger).
 func NewLedger(table *offset.Table, cfg Config) *Ledger {
 	return &Ledger{cfg: cfg, table: table}
 }

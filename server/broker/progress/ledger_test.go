@@ -3,6 +3,7 @@ package progress
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -271,3 +272,6 @@ func FuzzNormalizeConsumeFrom(f *testing.F) {
 		}
 	})
 }
+
+func (s *fakeStore) ReadMeta(string) ([]byte, error) { return nil, os.ErrNotExist }
+func (s *fakeStore) WriteMeta(string, []byte) error  { return nil }
