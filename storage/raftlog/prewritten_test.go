@@ -2,6 +2,8 @@ package raftlog
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -126,7 +128,8 @@ func mustLast(t *testing.T, s *Storage) uint64 {
 // TestCommitPointNeverMovesBack: a hard state written after a later one
 // (a leader answers Puts committed while it persists a Ready, and the
 // Ready's own hard state lands after) keeps the later commit point, on
-// disk and in the dispatcher's limit; its term and vote are written.
+// disk and in the dispatcher's limit (the file is not written again: it
+// holds that hard state already); its term and vote are written.
 func TestCommitPointNeverMovesBack(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -143,7 +146,12 @@ func TestCommitPointNeverMovesBack(t *testing.T) {
 	limit := s.Store().DispatchLimit()
 	require.Equal(t, s.Store().WriteOffset(), limit)
 
+	before, err := os.ReadFile(filepath.Join(s.dir, hardName))
+	require.NoError(t, err)
 	require.NoError(t, s.SetHardState(hs(1, 1, 2)))
+	after, err := os.ReadFile(filepath.Join(s.dir, hardName))
+	require.NoError(t, err)
+	require.Equal(t, before, after, "a hard state equal to the last one (once clamped) is not written again")
 	got, _, err := s.InitialState()
 	require.NoError(t, err)
 	require.Equal(t, uint64(3), got.GetCommit())

@@ -601,7 +601,8 @@ func SnapshotAt(i, t uint64, offset int64, cs *pb.ConfState) *pb.Snapshot {
 // sync (etcd's MustSync: the commit point is the cluster's, learned again
 // after a crash; the entries are synced by Append) and can only be lost,
 // or win over the synced slot with the same term and vote. The commit
-// point never moves back: a lower one than the last keeps the last.
+// point never moves back: a lower one than the last keeps the last; a
+// hard state equal to the last is not written again.
 func (s *Storage) SetHardState(st *pb.HardState) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -617,11 +618,15 @@ func (s *Storage) SetHardState(st *pb.HardState) error {
 		// moves back.
 		h.commit = s.hard.commit
 	}
-	sync := !s.hasHS || h.term != s.hard.term || h.vote != s.hard.vote
-	if err := s.writeHardSlot(h, sync); err != nil {
-		return err
+	// A hard state the file holds already (a leader's Ready after
+	// commitBeside wrote a later commit point) is not written again.
+	if !s.hasHS || h.term != s.hard.term || h.vote != s.hard.vote || h.commit != s.hard.commit {
+		sync := !s.hasHS || h.term != s.hard.term || h.vote != s.hard.vote
+		if err := s.writeHardSlot(h, sync); err != nil {
+			return err
+		}
+		s.hard, s.hasHS = h, true
 	}
-	s.hard, s.hasHS = h, true
 	s.store.SetDispatchLimit(s.commitOffsetLocked())
 	return nil
 }
