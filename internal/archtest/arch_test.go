@@ -180,6 +180,21 @@ var forbidden = map[string][]string{
 	// (excepted below); what it needs of the broker comes in its Config,
 	// so never server/broker itself, api or cmd.
 	"server/broker/dlq": {"api", "server", "cmd", "web", "docs", "migrations", "internal", "storage/raftlog", "storage/shard"},
+	// The retention family holds the leader's retention decisions (the
+	// floors, the logical expiry of a topic with a shorter retention, the
+	// carries' order before a deletion, the counts of the unconsumed
+	// messages a deletion takes) and the rmq_sys_CUT record with its
+	// apply: it works on the store's facade (storage and its leaf
+	// packages; the server/broker row above keeps it off the engines),
+	// never on the replication layers under the store; of the server it
+	// reads only the families it builds on — registry (the topics' and
+	// groups' configurations), progress (a group's view of a queue, the
+	// retry view's id, the bound of a count) and instance (an instance's
+	// progress group, the broadcasting mode) — excepted below; what it
+	// needs of the other families (their carries, the records no snapshot
+	// covers, the pop states) and of the broker comes in its Config, so
+	// never server/broker itself, api or cmd.
+	"server/broker/retention": {"api", "server", "cmd", "web", "docs", "migrations", "internal", "storage/raftlog", "storage/shard"},
 	// The big-endian reader of mqgate's binary records (a leaf: nothing of
 	// the module).
 	"internal/wire": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal/worker", "internal/loadgen", "internal/clustercheck", "internal/testnet", "tools"},
@@ -204,7 +219,8 @@ var excepted = map[string][]string{
 	"server/broker/lease":    {"internal/wire"},
 	"server/broker/trace": {"internal/worker", "server/broker/dlq", "server/broker/lease", "server/broker/quote",
 		"server/broker/receipt", "server/broker/retry", "server/broker/timer", "server/broker/txn"},
-	"server/broker/progress": {"server/broker/registry", "server/broker/quote"},
+	"server/broker/progress":  {"server/broker/registry", "server/broker/quote"},
+	"server/broker/retention": {"server/broker/instance", "server/broker/progress", "server/broker/registry"},
 }
 
 // testOnly are helper packages no production package may import (one

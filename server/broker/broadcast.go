@@ -232,7 +232,7 @@ func (i instanceBroker) Lookup(ctx context.Context, name string) (GroupConfig, e
 func (i instanceBroker) Topic(name string) (TopicConfig, bool)   { return i.b.registry.Topic(name) }
 func (i instanceBroker) AwaitDispatch(ctx context.Context) error { return i.b.awaitDispatch(ctx) }
 func (i instanceBroker) CatchUp(ctx context.Context) error       { return i.b.catchUp(ctx) }
-func (i instanceBroker) ForgetDropped(progressGroup string)      { i.b.dropped.forget(progressGroup) }
+func (i instanceBroker) ForgetDropped(progressGroup string)      { i.b.retention.Forget(progressGroup) }
 
 // DropPopStates drops a progress group's pop states: out of the map under
 // popsMu, then each one's cursors and lease notes under its own lock.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mqgate/mqgate/server/broker/retention"
 	"github.com/mqgate/mqgate/storage"
 )
 
@@ -47,17 +48,17 @@ func TestRetentionPositionsOfInstances(t *testing.T) {
 		_, err = b.Ack(ctx, "fan", rs)
 		require.NoError(t, err)
 	}
-	positions := b.consumerPositions()[storedQueue{"t", 0}]
+	positions := b.retention.Positions()[retention.Queue{Topic: "t", Queue: 0}]
 	var keys []string
 	for _, p := range positions {
-		keys = append(keys, p.view.key.Group)
+		keys = append(keys, p.View.Key.Group)
 	}
 	require.Equal(t, []string{"fan@slow", "fan@fast"}, keys, "each instance, lowest first; not the group, which has no offsets of its own")
-	require.Equal(t, int64(2), positions[0].committed)
-	require.Equal(t, int64(5), positions[1].committed)
+	require.Equal(t, int64(2), positions[0].Committed)
+	require.Equal(t, int64(5), positions[1].Committed)
 
 	require.NoError(t, b.CommitOffsets(ctx, "fan", []OffsetCommit{{Topic: "t", QueueID: 0, Offset: 1}}))
-	positions = b.consumerPositions()[storedQueue{"t", 0}]
+	positions = b.retention.Positions()[retention.Queue{Topic: "t", Queue: 0}]
 	require.Len(t, positions, 3, "with offsets of its own the group counts too")
-	require.Equal(t, "fan", positions[0].view.key.Group)
+	require.Equal(t, "fan", positions[0].View.Key.Group)
 }

@@ -19,6 +19,7 @@ import (
 	leaselog "github.com/mqgate/mqgate/server/broker/lease"
 	"github.com/mqgate/mqgate/server/broker/progress"
 	"github.com/mqgate/mqgate/server/broker/registry"
+	"github.com/mqgate/mqgate/server/broker/retention"
 	"github.com/mqgate/mqgate/server/broker/retry"
 	"github.com/mqgate/mqgate/server/broker/send"
 	"github.com/mqgate/mqgate/server/broker/timer"
@@ -239,10 +240,13 @@ type Broker struct {
 	txns        *txn.Service   // the transaction family (txn.go, package txn)
 	// retries is the retry family: the send-back's write, the ladder's
 	// counts, the schedule's sink (retry.go, package retry).
-	retries   *retry.Service
-	leases    *leaselog.Log // the lease log: records, folds, snapshot (package lease; lease_log.go)
-	trace     *trace.Tracer // the message trace: query, follower, carry (trace.go, package trace)
-	dropped   droppedCounts // unconsumed messages retention took, per key (retention.go)
+	retries *retry.Service
+	leases  *leaselog.Log // the lease log: records, folds, snapshot (package lease; lease_log.go)
+	trace   *trace.Tracer // the message trace: query, follower, carry (trace.go, package trace)
+	// retention is the retention family: the floors, the carries before
+	// a deletion, the cut records, the dropped counts (retention.go,
+	// package retention).
+	retention *retention.Service
 	scheduler *schedule.Scheduler
 
 	started time.Time
@@ -295,6 +299,7 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 	}
 	b.closingCtx, b.cancelClosing = context.WithCancel(context.Background())
 	b.metrics.init(opts.MetricsMaxLabelValues)
+	b.retention = b.newRetention()
 	b.timers = b.newTimers()
 	b.txns = b.newTxns()
 	b.deadLetters = b.newDeadLetters()
@@ -334,7 +339,7 @@ func (b *Broker) recover(ctx context.Context) error {
 		return err
 	}
 	// A cut a follower received but had not applied when it stopped.
-	if b.follow.cuts, err = b.applyCuts(ctx, 0); err != nil {
+	if b.follow.cuts, err = b.retention.Apply(ctx, 0); err != nil {
 		return err
 	}
 	if err := b.timers.Open(ctx); err != nil {

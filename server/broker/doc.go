@@ -151,7 +151,10 @@
 //	                      (a new store, tracing turned on for the first
 //	                      time) it starts at the queues' ends and appends a
 //	                      record without events that says so.
-//	rmq_sys_CUT           retention cuts (cut.go). Queue 0. Body: JSON
+//	rmq_sys_CUT           retention cuts (package retention:
+//	                      server/broker/retention/doc.go, with the leader's
+//	                      retention decisions; the facade: retention.go).
+//	                      Queue 0. Body: JSON
 //	                      {"cut","reason","at"}: the leader's retention
 //	                      deleted the CommitLog segments below cut (reason
 //	                      as storage's DeleteReason, at unix ms); appended
@@ -354,8 +357,11 @@
 //
 // Deliberately memory-only, on every replica: long-poll waiters,
 // in-flight idempotency claims (package send's Table; a claim becomes
-// durable as the message's record), metrics and rate limiters, the attempt history of an ordered
-// message retried in place, the push dispatcher's connections. Per-replica
+// durable as the message's record), metrics and rate limiters,
+// retention's counts of the unconsumed messages it took (the progress
+// field droppedUnconsumed, package retention: the counting leader's),
+// the attempt history of an ordered message retried in place, the push
+// dispatcher's connections. Per-replica
 // facts stay local: quarantine, the scrub position, checkpoints and the
 // snapshots of derived state (offsets.snapshot, leases, instances,
 // transactions, the timer index). Everything else is a record in the

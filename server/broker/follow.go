@@ -33,7 +33,7 @@ type following struct {
 	mu sync.Mutex
 	// on: the broker has not led since it opened; Follow applies the log.
 	on atomic.Bool
-	// cuts: the next rmq_sys_CUT record to apply (cut.go).
+	// cuts: the next rmq_sys_CUT record to apply (package retention).
 	cuts int64
 }
 
@@ -77,7 +77,7 @@ func (b *Broker) applyLogLocked(ctx context.Context) error {
 
 	// Cuts last: the records above delete nothing the ones before them
 	// needed, and what a cut deletes was carried forward before it.
-	next, err := b.applyCuts(ctx, f.cuts)
+	next, err := b.retention.Apply(ctx, f.cuts)
 	f.cuts = next
 	if err != nil {
 		return err

@@ -173,5 +173,5 @@ func (b *Broker) dropGroup(name string) {
 	}
 	b.progress.Forget(name)
 	b.metrics.forgetGroup(name)
-	b.dropped.forget(name)
+	b.retention.Forget(name)
 }

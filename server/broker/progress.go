@@ -138,7 +138,7 @@ func (p progressBroker) Client(ctx context.Context) string       { return client
 func (p progressBroker) Broadcasting(g GroupConfig) bool         { return g.ConsumeMode == ConsumeBroadcasting }
 func (p progressBroker) HasInstances(group string) bool          { return len(p.b.instanceClients(group)) > 0 }
 func (p progressBroker) HasOwnOffsets(group string) bool         { return p.b.hasOwnOffsets(group) }
-func (p progressBroker) Dropped(key offset.Key) int64            { return p.b.dropped.get(key) }
+func (p progressBroker) Dropped(key offset.Key) int64            { return p.b.retention.Dropped(key) }
 func (p progressBroker) DelayLevels() []time.Duration            { return p.b.opts.DelayLevels }
 func (p progressBroker) PendingTimers(topic string) int          { return p.b.pendingFor(topic) }
 func (p progressBroker) RetryTopic(group string) string          { return RetryTopic(group) }

@@ -62,7 +62,7 @@ func TestRetentionFloors(t *testing.T) {
 	f, err = p.Floors(time.Now().Add(2 * time.Hour))
 	require.NoError(t, err)
 	require.Equal(t, int64(10), b.store.MinOffset("short", 0))
-	require.Equal(t, int64(10), b.dropped.get(offset.Key{Group: "g", Topic: "short", QueueID: 0}))
+	require.Equal(t, int64(10), b.retention.Dropped(offset.Key{Group: "g", Topic: "short", QueueID: 0}))
 	require.Equal(t, uint64(10), b.Stats().RetentionDropped["g"])
 	require.Equal(t, storage.RetentionFloors{Keep: delayed[0], Unconsumed: long[0], Retained: long[0]}, f,
 		"the long topic nobody consumes is unconsumed; the plain topic comes after it")
@@ -80,6 +80,6 @@ func TestRetentionFloors(t *testing.T) {
 
 	// A deletion below the third plain message takes two from group h.
 	require.NoError(t, p.BeforeDelete(plain[2], storage.DeleteExpired))
-	require.Equal(t, int64(2), b.dropped.get(offset.Key{Group: "h", Topic: "plain", QueueID: 0}))
+	require.Equal(t, int64(2), b.retention.Dropped(offset.Key{Group: "h", Topic: "plain", QueueID: 0}))
 	require.Equal(t, uint64(2), b.Stats().RetentionDropped["h"])
 }
