@@ -30,10 +30,10 @@ var forbidden = map[string][]string{
 	// the derived files or anything above storage.
 	"storage/shard":   {"server", "api", "cmd", "web", "docs", "migrations", "storage/consumequeue", "storage/index", "storage/offset", "storage/schedule"},
 	"server/broker":   {"api", "server/pgmirror", "server/push", "storage/commitlog", "storage/consumequeue", "storage/index", "storage/internal"},
-	"server/pgmirror": {"api", "storage/commitlog", "storage/consumequeue", "storage/index", "storage/internal", "storage/schedule"},
-	"server/push":     {"server/pgmirror", "storage"},
+	"server/pgmirror": {"api", "server/broker/consume", "storage/commitlog", "storage/consumequeue", "storage/index", "storage/internal", "storage/schedule"},
+	"server/push":     {"server/pgmirror", "server/broker/consume", "storage"},
 	"server/auth":     {"api", "server/broker", "server/pgmirror", "server/push", "storage", "web", "docs"},
-	"api":             {"server/pgmirror", "server/push", "storage/commitlog", "storage/consumequeue", "storage/index", "storage/internal", "storage/offset", "storage/schedule"},
+	"api":             {"server/pgmirror", "server/push", "server/broker/consume", "storage/commitlog", "storage/consumequeue", "storage/index", "storage/internal", "storage/offset", "storage/schedule"},
 	"web":             {"api", "server", "storage"},
 	"migrations":      {"api", "server", "storage"},
 	"cmd/mqgate":      {"storage", "api", "server/broker", "server/pgmirror", "server/push"},
@@ -58,7 +58,7 @@ var forbidden = map[string][]string{
 	"clients/go": {"storage", "server", "api", "cmd", "web", "docs", "migrations", "internal", "tools"},
 	// The SQS endpoint is an adapter on the broker's facade and the ACL
 	// accounts (ARCHITECTURE.md "The broker as a state machine").
-	"server/sqs": {"api", "storage", "server/pgmirror", "server/push", "cmd", "web", "docs", "migrations"},
+	"server/sqs": {"api", "storage", "server/pgmirror", "server/push", "server/broker/consume", "cmd", "web", "docs", "migrations"},
 	// A leaf: the SQL92 filter language imports nothing of the module.
 	"server/broker/filter": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal"},
 	// The trace family holds its query, its follower and retention's
@@ -195,6 +195,18 @@ var forbidden = map[string][]string{
 	// covers, the pop states) and of the broker comes in its Config, so
 	// never server/broker itself, api or cmd.
 	"server/broker/retention": {"api", "server", "cmd", "web", "docs", "migrations", "internal", "storage/raftlog", "storage/shard"},
+	// The consumer's requests (the map of pop states, the pull with its
+	// filters and long poll, an ordered message's failure in place, the
+	// send-back and the lease reaper, what the lease log asks of the pop
+	// states) decide across the state families, so they sit above them:
+	// registry, progress, lease, retry, instance, the filter language,
+	// the receipt codec and quote (excepted below), and the store's facade
+	// with its leaf packages (the server/broker row above keeps it off the
+	// engines; nor the replication layers under the store); what else it
+	// needs of the broker comes in its Config, never as an import of
+	// server/broker, api or cmd. Only the facade imports it (the rows of
+	// api, server/push, server/sqs and server/pgmirror ban it).
+	"server/broker/consume": {"api", "server", "cmd", "web", "docs", "migrations", "internal", "storage/raftlog", "storage/shard"},
 	// The big-endian reader of mqgate's binary records (a leaf: nothing of
 	// the module).
 	"internal/wire": {"storage", "api", "server", "cmd", "web", "docs", "migrations", "internal/worker", "internal/loadgen", "internal/clustercheck", "internal/testnet", "tools"},
@@ -221,6 +233,8 @@ var excepted = map[string][]string{
 		"server/broker/receipt", "server/broker/retry", "server/broker/timer", "server/broker/txn"},
 	"server/broker/progress":  {"server/broker/registry", "server/broker/quote"},
 	"server/broker/retention": {"server/broker/instance", "server/broker/progress", "server/broker/registry"},
+	"server/broker/consume": {"server/broker/registry", "server/broker/progress", "server/broker/lease", "server/broker/retry",
+		"server/broker/instance", "server/broker/filter", "server/broker/receipt", "server/broker/quote", "internal/wire", "internal/worker"},
 }
 
 // testOnly are helper packages no production package may import (one

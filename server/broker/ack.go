@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/consume"
 	"github.com/mqgate/mqgate/server/broker/receipt"
 	"github.com/mqgate/mqgate/storage/offset"
 )
@@ -88,7 +89,7 @@ func (b *Broker) forEachReceiptThen(group string, receipts []string, isAck bool,
 		key := offset.Key{Group: r.Group, Topic: r.Topic, QueueID: r.QueueID}
 		if held == nil || heldTopic != r.Topic || heldGroup != r.Group {
 			release()
-			ps := b.existingPopState(r.Group, r.Topic)
+			ps := b.consume.Existing(r.Group, r.Topic)
 			if ps == nil {
 				results[i].Status, results[i].Error = b.goneStatus(key, r.Offset, isAck)
 				continue
@@ -176,7 +177,7 @@ func (b *Broker) Ack(ctx context.Context, group string, receipts []string) ([]Re
 				held.Unlock()
 				held = nil
 			}
-			ps := b.existingPopState(ref.r.Group, ref.r.Topic)
+			ps := b.consume.Existing(ref.r.Group, ref.r.Topic)
 			if ps == nil {
 				continue
 			}
@@ -295,7 +296,7 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 		}
 		receipts[i] = it.Receipt
 	}
-	var failed []sendBack
+	var failed []consume.SendBack
 	var waiting leaseNotes // ordered messages retried in place (lease_log.go)
 	var staged leaseStages
 	results := b.forEachReceiptThen(group, receipts, false, func(ref leaseRef, now time.Time) ReceiptStatus {
@@ -304,36 +305,27 @@ func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]Re
 		if client == "" {
 			client = ref.lease.Client
 		}
-		v := b.view(ref.r.Group, ref.r.Topic, ref.r.QueueID, nil)
-		if l := ref.lease; l.Key != "" || v.inPlace {
-			// An ordered message is retried in place (orderly.go), and so
+		v := b.consume.View(ref.r.Group, ref.r.Topic, ref.r.QueueID, nil)
+		if l := ref.lease; l.Key != "" || v.InPlace {
+			// An ordered message is retried in place (package consume), and so
 			// is a broadcasting group's instance's (broadcast.go).
 			a := newAttempt(now, outcomeNack, client, it.Reason, it.DelayLevel)
-			if b.failInPlace(l, v, it.DelayLevel, it.Delay, now, a) {
+			if b.consume.FailInPlace(l, v, it.DelayLevel, it.Delay, now, a) {
 				l.SendingBack = true
-				if ps := b.existingPopState(ref.r.Group, ref.r.Topic); ps != nil {
+				if ps := b.consume.Existing(ref.r.Group, ref.r.Topic); ps != nil {
 					ps.Release(ref.cursor, l.Key, ref.r.Offset)
 				}
-				failed = append(failed, deadInPlace(v, ref.r.Offset, l, it.Reason, outcomeNack, client))
+				failed = append(failed, consume.DeadInPlace(v, ref.r.Offset, l, it.Reason, outcomeNack, client))
 			} else {
 				b.noteLease(&waiting, ref.key, ref.r.Offset, l)
 			}
 			return ReceiptOK
 		}
 		ref.lease.SendingBack = true
-		failed = append(failed, sendBack{
-			view:    v,
-			offset:  ref.r.Offset,
-			level:   it.DelayLevel,
-			delay:   it.Delay,
-			reason:  it.Reason,
-			outcome: outcomeNack,
-			client:  client,
-			lease:   ref.lease,
-		})
+		failed = append(failed, consume.NackBack(v, ref.r.Offset, it.DelayLevel, it.Delay, it.Reason, client, ref.lease))
 		return ReceiptOK
 	}, func() { staged.stage(b, &waiting) })
-	if err := errors.Join(staged.wait(), b.sendBack(group, failed)); err != nil {
+	if err := errors.Join(staged.wait(), b.consume.SendBack(group, failed)); err != nil {
 		return nil, err
 	}
 	return results, nil

@@ -23,7 +23,7 @@ func (b *Broker) CommitOffsets(ctx context.Context, group string, commits []Offs
 	if b.closed.Load() {
 		return ErrShuttingDown
 	}
-	g, err := b.groupForPull(group, true)
+	g, err := b.consume.GroupForPull(group, true)
 	if err != nil {
 		return err
 	}
@@ -57,7 +57,7 @@ func (b *Broker) CommitOffsets(ctx context.Context, group string, commits []Offs
 	}
 	for _, c := range commits {
 		key := offset.Key{Group: keyGroup, Topic: c.Topic, QueueID: c.QueueID}
-		ps := b.popState(keyGroup, c.Topic)
+		ps := b.consume.PopState(keyGroup, c.Topic)
 		ps.Lock()
 		err := b.commit(key, c.Offset)
 		if cur := ps.Cursor(c.QueueID); cur != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/consume"
 	"github.com/mqgate/mqgate/server/broker/instance"
 	"github.com/mqgate/mqgate/storage/message"
 )
@@ -14,11 +15,11 @@ import (
 // rules, the set of known instances behind the instances lock, an
 // instance's registration with its start offsets, the sweep of idle
 // instances (a leader service, leader.go runs it), the snapshot file, the
-// queries and a reset's fan-out. What stays here is the facade below, and
-// what works under the pop states' locks or on the broker's own request
-// types: an instance's view of the queues (forInstance) and ReadQueueFor's
-// filters and read; the pulls, commits and settlements that name an
-// instance (pop.go, admin.go, ack.go) call the facade.
+// queries and a reset's fan-out. What stays here is the facade below and
+// ReadQueueFor's filters and read; an instance's view of the queues is
+// package consume's (View.ForInstance), and so are the pulls; the commits
+// and settlements that name an instance (admin.go, ack.go) call the
+// facade.
 
 // ConsumeBroadcasting is the consume mode in which every consumer
 // instance gets every message.
@@ -135,8 +136,8 @@ func (b *Broker) Instances(ctx context.Context, group string) ([]InstanceProgres
 
 // countInstanceRetries counts the messages of an instance's retry view v
 // in [from, to) (package instance: Service.CountRetries).
-func (b *Broker) countInstanceRetries(v queueView, from, to int64) (n int64, complete bool, err error) {
-	return b.instances.CountRetries(instance.RetryView{StoreTopic: v.storeTopic, StoreQueue: v.storeQueue, Match: v.match, Accept: v.accept}, from, to)
+func (b *Broker) countInstanceRetries(v consume.View, from, to int64) (n int64, complete bool, err error) {
+	return b.instances.CountRetries(instance.RetryView{StoreTopic: v.StoreTopic, StoreQueue: v.StoreQueue, Match: v.Match, Accept: v.Accept}, from, to)
 }
 
 // instanceOffsets is the progress of one instance (package instance:
@@ -156,26 +157,6 @@ func (b *Broker) resetCommits(ctx context.Context, g GroupConfig, commits []Offs
 		}
 		return b.CommitOffsets(WithClient(ctx, client), g.Name, commits)
 	})
-}
-
-// forInstance makes v a view of client's instance (none: v itself): its
-// progress key is the instance's, a failed delivery is retried in place,
-// and of the group's retry topic it takes only the copies naming the
-// instance (resent dead letters). It stays here: a queueView is the pop
-// states'.
-func (v queueView) forInstance(client string) queueView {
-	if client == "" {
-		return v
-	}
-	v.key.Group = instanceKey(v.key.Group, client)
-	v.inPlace = true
-	if v.key.QueueID == retryQueueID {
-		prev := v.accept
-		v.accept = func(m *message.Message) bool {
-			return m.Property(propInstance) == client && (prev == nil || prev(m))
-		}
-	}
-	return v
 }
 
 // ReadQueueFor reads messages of one queue by offset for a group
@@ -231,22 +212,14 @@ func (i instanceBroker) Lookup(ctx context.Context, name string) (GroupConfig, e
 }
 func (i instanceBroker) Topic(name string) (TopicConfig, bool)   { return i.b.registry.Topic(name) }
 func (i instanceBroker) AwaitDispatch(ctx context.Context) error { return i.b.awaitDispatch(ctx) }
-func (i instanceBroker) CatchUp(ctx context.Context) error       { return i.b.catchUp(ctx) }
+func (i instanceBroker) CatchUp(ctx context.Context) error       { return i.b.consume.CatchUp(ctx) }
 func (i instanceBroker) ForgetDropped(progressGroup string)      { i.b.retention.Forget(progressGroup) }
 
-// DropPopStates drops a progress group's pop states: out of the map under
-// popsMu, then each one's cursors and lease notes under its own lock.
+// DropPopStates drops a progress group's pop states: out of the map
+// (package consume's), then each one's cursors and lease notes under its
+// own lock.
 func (i instanceBroker) DropPopStates(progressGroup string) {
-	b := i.b
-	b.popsMu.Lock()
-	var states []*popState
-	for k, ps := range b.pops {
-		if k.group == progressGroup {
-			states = append(states, ps)
-			delete(b.pops, k)
-		}
-	}
-	b.popsMu.Unlock()
+	states := i.b.consume.DropWhere(func(k consume.Key) bool { return k.Group == progressGroup })
 	for _, ps := range states {
 		ps.Lock()
 		ps.Drop()

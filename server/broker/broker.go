@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mqgate/mqgate/internal/worker"
+	"github.com/mqgate/mqgate/server/broker/consume"
 	"github.com/mqgate/mqgate/server/broker/dlq"
 	"github.com/mqgate/mqgate/server/broker/instance"
 	leaselog "github.com/mqgate/mqgate/server/broker/lease"
@@ -221,9 +222,11 @@ type Broker struct {
 	// instance; broadcast.go); they write through the ledger.
 	instances *instance.Service
 
-	popsMu sync.Mutex
-	pops   map[popKey]*popState
-	epoch  atomic.Uint64 // lease epochs: unique across restarts (seeded from the clock and the lease records)
+	// consume is the consumer's requests: the pull, the receipt loop,
+	// the send-back and the lease reaper, over the map of pop states
+	// (consume.go, package consume).
+	consume *consume.Service
+	epoch   atomic.Uint64 // lease epochs: unique across restarts (seeded from the clock and the lease records)
 
 	// topicGate orders topic deletions against the writers of message
 	// copies (topicdelete.go).
@@ -293,7 +296,6 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 		clock:   opts.Clock,
 		log:     opts.Logger.With().Str("component", "broker").Logger(),
 		store:   store,
-		pops:    make(map[popKey]*popState),
 		started: opts.Clock.Now(),
 		closing: make(chan struct{}),
 	}
@@ -308,6 +310,7 @@ func Open(ctx context.Context, opts Options) (*Broker, error) {
 	b.epoch.Store(uint64(b.clock.Now().UnixNano()))
 	b.follow.on.Store(true)
 	b.leases = b.newLeaseLog()
+	b.consume = b.newConsume()
 	if err := b.recover(ctx); err != nil {
 		b.timers.Abandon()
 		b.cancelClosing()
@@ -398,7 +401,7 @@ func (b *Broker) start() error {
 		w.Start(b.closingCtx)
 	}
 	// The periodic passes run on internal/worker; each is a method tests
-	// call directly (snapshot here; reapExpired, dedup.expire and the
+	// call directly (snapshot here; consume.Service.ReapExpired, dedup.expire and the
 	// instance sweep in leader.go, on the broker's clock).
 	b.periodic = []*worker.Periodic{
 		worker.Every(b.opts.SnapshotInterval, func(context.Context, time.Time) {

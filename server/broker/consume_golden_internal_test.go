@@ -339,7 +339,7 @@ func TestGoldenConsumeReceipts(t *testing.T) {
 	say("ack a dead-lettered: %s", goldenConsumeResults(res, err))
 
 	fc.Advance(11 * time.Second)
-	b.reapExpired()
+	b.consume.ReapExpired()
 	res, err = b.Ack(ctx, "plain", []string{r(5)})
 	say("ack an expired (reaped): %s", goldenConsumeResults(res, err))
 	dead, _, err := b.ListDeadLetters(ctx, "plain", DLQFilter{}, "", 10)
@@ -444,7 +444,7 @@ func TestGoldenConsumeBroadcast(t *testing.T) {
 	say("ack c2's receipt as c1: %s", goldenConsumeResults(res, err))
 	state("c1 nacked in place")
 	fc.Advance(11 * time.Second)
-	b.reapExpired()
+	b.consume.ReapExpired()
 	state("reaped (c2's leases in place)")
 	again := pull("c1")
 	pull("c2")

@@ -17,7 +17,7 @@ import (
 // on a group and a topic, the topic gate, copyOf, the broker's own
 // properties, the trace's note of a carried letter, the sentinels); and
 // the entry points the broker's other files call. The failure path that
-// writes a dead letter is the retry family's (retry.go).
+// writes a dead letter is the retry family's (retry.go), fed by package consume's send-back.
 
 // dlqStatusTopic carries dead-letter status changes.
 const dlqStatusTopic = dlq.StatusTopic

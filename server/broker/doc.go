@@ -51,8 +51,9 @@
 //	                      lease records and receipts.
 //	rmq_sys_LEASE         leases (package lease: the codec, the fold, the
 //	                      Log that writes and folds the records and the pop
-//	                      states holding the leases; the pulls and the
-//	                      receipt loop: pop.go, ack.go, lease_log.go). Queue 0. One record per pull
+//	                      states holding the leases; the pulls, the reaper
+//	                      and the send-back: package consume; the receipt
+//	                      loop: ack.go). Queue 0. One record per pull
 //	                      naming the leases it granted, one per lease change,
 //	                      one per batch of ordered messages failed in place.
 //	                      Body, big-endian:
@@ -253,7 +254,7 @@
 // A pull reads a queue from the group's cursor; the tag expression is
 // matched on the ConsumeQueue's tag hash before a record is read, the SQL
 // filter (sqlfilter.go) on the decoded properties after. What either
-// refuses is marked consumed for the group (markSkipped), so the group's
+// refuses is marked consumed for the group (package consume's pull), so the group's
 // offset moves past it: an ack entry in an rmq_sys_OFFSET record appended
 // in one batch with the pull's lease record, before the pop state's lock
 // is released and without waiting for its flush (a skip lost with the

@@ -124,7 +124,7 @@ func (b *Broker) takeOver(ctx context.Context) error {
 	if top := b.leases.Top(); top >= b.epoch.Load() {
 		b.epoch.Store(top) // the next lease takes top+1
 	}
-	restored, expired := b.installLeases(b.leases.Owed(), b.clock.Now())
+	restored, expired := b.consume.Install(b.leases.Owed(), b.clock.Now())
 	b.log.Info().Int("leases", restored).Int("expired", expired).Msg("leases put back into their cursors")
 	if err := b.resumeTrace(); err != nil {
 		return err

@@ -65,7 +65,7 @@ func (b *Broker) leaderRuns() []namedRun {
 		}},
 		{"timer delivery", service(b.timers.Loop)},
 		{"transaction roll-back", service(b.txnLoop)},
-		{"lease reaper", every(200*time.Millisecond, func(context.Context, time.Time) { b.reapExpired() })},
+		{"lease reaper", every(200*time.Millisecond, func(context.Context, time.Time) { b.consume.ReapExpired() })},
 		{"dedup window", every(time.Minute, func(_ context.Context, now time.Time) { b.sends.Expire(now) })},
 		{"instance sweep", every(instanceSweepInterval, func(_ context.Context, now time.Time) { b.forgetIdleInstances(now) })},
 	}

@@ -89,7 +89,7 @@ func goldenStatus(t *testing.T, res []ReceiptResult, err error) string {
 // deliveries; and the keys each cursor holds busy.
 func goldenCursors(b *Broker, base uint64) []string {
 	var out []string
-	states := b.popStates()
+	states := b.consume.States()
 	for k, ps := range states {
 		ps.Lock()
 		for qid, c := range ps.Cursors() {
@@ -99,10 +99,10 @@ func goldenCursors(b *Broker, base uint64) []string {
 					d = l.RetryAt
 				}
 				out = append(out, fmt.Sprintf("%s/%s/%d@%d e+%d d%d client=%q key=%q waiting=%v failures=%d deliveries=%d",
-					k.group, k.topic, qid, off, l.Epoch-base, d.UnixMilli(), l.Client, l.Key, l.Waiting, l.Failures, l.Deliveries))
+					k.Group, k.Topic, qid, off, l.Epoch-base, d.UnixMilli(), l.Client, l.Key, l.Waiting, l.Failures, l.Deliveries))
 			}
 			for key, off := range c.Busy() {
-				out = append(out, fmt.Sprintf("%s/%s/%d busy %q@%d", k.group, k.topic, qid, key, off))
+				out = append(out, fmt.Sprintf("%s/%s/%d busy %q@%d", k.Group, k.Topic, qid, key, off))
 			}
 		}
 		ps.Unlock()

@@ -5,6 +5,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mqgate/mqgate/server/broker/consume"
 	"github.com/mqgate/mqgate/server/broker/quote"
 	"github.com/mqgate/mqgate/server/broker/retry"
 	"github.com/mqgate/mqgate/server/broker/send"
@@ -51,9 +52,9 @@ const (
 // (api.MaxPullMessages, …), so the transport and the broker never disagree.
 const (
 	// MaxPullMessages is the most messages one pull returns.
-	MaxPullMessages = 32
+	MaxPullMessages = consume.MaxMessages
 	// DefaultPullMessages is a pull's maxMessages when it gives none.
-	DefaultPullMessages = 16
+	DefaultPullMessages = consume.DefaultMessages
 	// MaxSendBatch is the most messages one send may carry.
 	MaxSendBatch = send.MaxBatch
 	// MaxBatchItems is the most receipts or items of one ack, nack, lease

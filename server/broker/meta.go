@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/mqgate/mqgate/server/broker/consume"
 	"github.com/mqgate/mqgate/server/broker/registry"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
@@ -156,13 +157,7 @@ func (b *Broker) DeleteGroup(ctx context.Context, name string) error {
 // was written (the registry's Config.DropGroup): its pop states, its
 // consumer instances, its progress, its counters.
 func (b *Broker) dropGroup(name string) {
-	b.popsMu.Lock()
-	for k := range b.pops {
-		if baseGroup(k.group) == name { // its own and its instances'
-			delete(b.pops, k)
-		}
-	}
-	b.popsMu.Unlock()
+	b.consume.DropWhere(func(k consume.Key) bool { return baseGroup(k.Group) == name }) // its own and its instances'
 	b.dropGroupInstances(name)
 	// The group's progress goes durably too (a forget record): replayed
 	// after a restart, the old group's acks and commits would otherwise

@@ -31,30 +31,37 @@ import (
 // lease, busy key and deferred key; epochs above base.
 func goldenPops(b *Broker, base uint64) []string {
 	var out []string
-	states := b.popStates()
+	states := b.consume.States()
 	for k, ps := range states {
 		ps.Lock()
 		for qid, c := range ps.Cursors() {
-			out = append(out, fmt.Sprintf("%s/%s/%d next=%d", k.group, k.topic, qid, c.Next()))
+			out = append(out, fmt.Sprintf("%s/%s/%d next=%d", k.Group, k.Topic, qid, c.Next()))
 			for off, l := range c.Leases() {
 				d := l.Deadline
 				if l.Waiting {
 					d = l.RetryAt
 				}
 				out = append(out, fmt.Sprintf("%s/%s/%d@%d e+%d d%d client=%q key=%q waiting=%v failures=%d deliveries=%d history=%d settling=%v sendingBack=%v",
-					k.group, k.topic, qid, off, l.Epoch-base, d.UnixMilli(), l.Client, l.Key, l.Waiting, l.Failures, l.Deliveries, len(historyOf(l)), l.Settling, l.SendingBack))
+					k.Group, k.Topic, qid, off, l.Epoch-base, d.UnixMilli(), l.Client, l.Key, l.Waiting, l.Failures, l.Deliveries, len(historyOf(l)), l.Settling, l.SendingBack))
 			}
 			for key, off := range c.Busy() {
-				out = append(out, fmt.Sprintf("%s/%s/%d busy %q@%d", k.group, k.topic, qid, key, off))
+				out = append(out, fmt.Sprintf("%s/%s/%d busy %q@%d", k.Group, k.Topic, qid, key, off))
 			}
 			for key, offs := range c.Deferred() {
-				out = append(out, fmt.Sprintf("%s/%s/%d deferred %q%v", k.group, k.topic, qid, key, offs))
+				out = append(out, fmt.Sprintf("%s/%s/%d deferred %q%v", k.Group, k.Topic, qid, key, offs))
 			}
 		}
 		ps.Unlock()
 	}
 	sort.Strings(out)
 	return out
+}
+
+// historyOf is l's in-place attempt history (package lease holds it
+// opaque).
+func historyOf(l *lease) []Attempt {
+	h, _ := l.History.([]Attempt)
+	return h
 }
 
 // goldenPopProgress is what the progress table says of offsets 0..3 of
@@ -293,7 +300,7 @@ func TestGoldenPopStates(t *testing.T) {
 	// reap runs the lease reaper and waits for the leader's own reaper,
 	// which the clock's advance may have started, to finish its send-backs.
 	reap := func() {
-		b.reapExpired()
+		b.consume.ReapExpired()
 		require.Eventually(t, func() bool {
 			for _, l := range goldenPops(b, base) {
 				if strings.Contains(l, "sendingBack=true") {

@@ -22,7 +22,7 @@ import (
 // examines (package progress).
 const maxLagScan = progress.MaxLagScan
 
-// retryQueueID (pop.go) is package progress's RetryQueueID: this does
+// retryQueueID (package consume's) is package progress's RetryQueueID: this does
 // not compile otherwise.
 var _ [0]struct{} = [retryQueueID - progress.RetryQueueID]struct{}{}
 
@@ -149,27 +149,25 @@ func (p progressBroker) InstanceOffsets(ctx context.Context, group, client strin
 
 func (p progressBroker) PopTopics(group string) []string {
 	var out []string
-	p.b.popsMu.Lock()
-	for k := range p.b.pops {
-		if k.group == group {
-			out = append(out, k.topic)
+	for k := range p.b.consume.States() {
+		if k.Group == group {
+			out = append(out, k.Topic)
 		}
 	}
-	p.b.popsMu.Unlock()
 	return out
 }
 
 func (p progressBroker) View(group, topic string, queueID int32) progress.View {
-	v := p.b.view(group, topic, queueID, nil)
-	pv := progress.View{Key: v.key, StoreTopic: v.storeTopic, StoreQueue: v.storeQueue, Match: v.match, InPlace: v.inPlace}
-	if v.inPlace {
+	v := p.b.consume.View(group, topic, queueID, nil)
+	pv := progress.View{Key: v.Key, StoreTopic: v.StoreTopic, StoreQueue: v.StoreQueue, Match: v.Match, InPlace: v.InPlace}
+	if v.InPlace {
 		pv.CountRetries = func(from, to int64) (int64, bool, error) { return p.b.countInstanceRetries(v, from, to) }
 	}
 	return pv
 }
 
 func (p progressBroker) InFlight(group, topic string) func(int32) int {
-	ps := p.b.existingPopState(group, topic)
+	ps := p.b.consume.Existing(group, topic)
 	if ps == nil {
 		return nil
 	}

@@ -338,13 +338,13 @@ func leaseDigest(b *Broker) []string {
 		}
 		b.follow.mu.Unlock()
 	} else {
-		states := b.popStates()
+		states := b.consume.States()
 		for k, ps := range states {
 			ps.Lock()
 			for qid, c := range ps.Cursors() {
 				for off, l := range c.Leases() {
 					it := l.Item(off) // a waiting lease's deadline is its retry time
-					out = append(out, fmt.Sprintf("%s/%s/%d@%d e%d d%d w%v", k.group, k.topic, qid, off,
+					out = append(out, fmt.Sprintf("%s/%s/%d@%d e%d d%d w%v", k.Group, k.Topic, qid, off,
 						it.Epoch, it.Deadline, l.Waiting))
 				}
 			}

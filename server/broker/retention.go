@@ -56,16 +56,14 @@ func (b *Broker) newRetention() *retention.Service {
 		},
 		AckedAbove: func(k offset.Key) []int64 { return b.progress.AckedAbove(k) },
 		PopStates: func(fn func(group, topic string)) {
-			b.popsMu.Lock()
-			defer b.popsMu.Unlock()
-			for k := range b.pops {
-				fn(k.group, k.topic)
+			for k := range b.consume.States() {
+				fn(k.Group, k.Topic)
 			}
 		},
 		Instances: b.instanceClients,
 		View: func(g GroupConfig, topic string, queue int32, client string) progress.View {
-			v := viewOf(g, topic, queue, nil, 0).forInstance(client) // retention reads no in-memory filter
-			return progress.View{Key: v.key, StoreTopic: v.storeTopic, StoreQueue: v.storeQueue, Match: v.match}
+			v := b.consume.ViewOf(g, topic, queue, nil, 0).ForInstance(client) // retention reads no in-memory filter
+			return progress.View{Key: v.Key, StoreTopic: v.StoreTopic, StoreQueue: v.StoreQueue, Match: v.Match}
 		},
 		CountDropped: func(group string, n int) { b.metrics.addGroup(b.metrics.retentionDropped, group, n) },
 		Carry:        []func(int64) error{b.carryDeadLetters, b.carryTimers, b.carryTxns, b.carryMeta, b.noteLivesBelow},

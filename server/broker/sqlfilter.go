@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/mqgate/mqgate/server/broker/filter"
@@ -12,7 +13,7 @@ import (
 // SQL92 property filters (RocketMQ's MessageSelector.bySql): a group's
 // subscription of a topic, or a pull, may carry one besides the tag
 // expression. Pulls apply it in memory to every message the tag filter
-// let through (queueView.accept), so a message that fails it is passed
+// let through (consume.View.Accept), so a message that fails it is passed
 // over and counts as consumed for the group, exactly like a message of
 // another tag; the group's retries of the topic are filtered the same way.
 // The language is package filter's; an expression is compiled once and
@@ -88,17 +89,26 @@ func compileSQL(field, src string) (*filter.Expr, error) {
 	return e, nil
 }
 
-// withSQL adds the property filter sql (nil: none) to v's in-memory
-// filter.
-func (v queueView) withSQL(sql *filter.Expr) queueView {
-	if sql == nil {
-		return v
+// tagMatcher compiles a tag expression ("", "*", "a", "a || b") into a
+// tagsCode filter; nil accepts everything.
+func tagMatcher(expr string) (func(int64) bool, error) {
+	if len(expr) > MaxTagExpressionBytes {
+		return nil, limitErr(ErrValueTooLong, "tagExpression", len(expr), MaxTagExpressionBytes)
 	}
-	prev := v.accept
-	if prev == nil {
-		v.accept = func(m *message.Message) bool { return sql.Match(m.Properties) }
-	} else {
-		v.accept = func(m *message.Message) bool { return prev(m) && sql.Match(m.Properties) }
+	expr = strings.TrimSpace(expr)
+	if expr == "" || expr == "*" {
+		return nil, nil
 	}
-	return v
+	codes := map[int64]struct{}{}
+	for _, part := range strings.Split(expr, "||") {
+		tag := strings.TrimSpace(part)
+		if tag == "" || strings.ContainsAny(tag, " \t") {
+			return nil, fmt.Errorf("%w: tag expression %s: tags are separated by '||' and contain no white space", ErrInvalidArgument, QuoteValue(expr))
+		}
+		if tag == "*" {
+			return nil, nil
+		}
+		codes[message.TagsCode(tag)] = struct{}{}
+	}
+	return func(code int64) bool { _, ok := codes[code]; return ok }, nil
 }

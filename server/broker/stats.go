@@ -275,7 +275,7 @@ func (b *Broker) Stats() Stats {
 		st.LatenessMax = late[len(late)-1]
 	}
 	st.InFlight = map[string]int{}
-	states := b.popStates()
+	states := b.consume.States()
 	for k, ps := range states {
 		ps.Lock()
 		n := 0
@@ -284,7 +284,7 @@ func (b *Broker) Stats() Stats {
 		}
 		ps.Unlock()
 		c.mu.Lock()
-		group := c.label(c.groups, k.group)
+		group := c.label(c.groups, k.Group)
 		c.mu.Unlock()
 		st.InFlight[group] += n
 	}
@@ -343,10 +343,10 @@ func (b *Broker) ConsumerLags() []ConsumerLag {
 			for _, pg := range progress {
 				var n int64
 				for q := int32(retryQueueID); q < int32(t.Queues); q++ {
-					v := b.view(pg, topic, q, nil)
-					committed, _, _ := b.progress.Get(v.key)
-					maxOff := b.store.MaxOffset(v.storeTopic, v.storeQueue)
-					from := max(committed, b.store.MinOffset(v.storeTopic, v.storeQueue))
+					v := b.consume.View(pg, topic, q, nil)
+					committed, _, _ := b.progress.Get(v.Key)
+					maxOff := b.store.MaxOffset(v.StoreTopic, v.StoreQueue)
+					from := max(committed, b.store.MinOffset(v.StoreTopic, v.StoreQueue))
 					if maxOff <= from {
 						continue
 					}
@@ -355,10 +355,10 @@ func (b *Broker) ConsumerLags() []ConsumerLag {
 						// count this topic's due retries (as Progress does).
 						var k int64
 						var err error
-						if v.inPlace {
+						if v.InPlace {
 							k, _, err = b.countInstanceRetries(v, from, maxOff)
 						} else {
-							k, _, err = b.store.CountQueue(v.storeTopic, v.storeQueue, from, maxOff, v.match, maxLagScan)
+							k, _, err = b.store.CountQueue(v.StoreTopic, v.StoreQueue, from, maxOff, v.Match, maxLagScan)
 						}
 						if err == nil {
 							n += k
@@ -366,7 +366,7 @@ func (b *Broker) ConsumerLags() []ConsumerLag {
 						continue
 					}
 					n += maxOff - from
-					if res, err := b.store.ReadQueue(v.storeTopic, v.storeQueue, from, 1, nil); err == nil && len(res.Messages) == 1 {
+					if res, err := b.store.ReadQueue(v.StoreTopic, v.StoreQueue, from, 1, nil); err == nil && len(res.Messages) == 1 {
 						oldest = max(oldest, now.Sub(time.UnixMilli(res.Messages[0].StoreTimestamp)))
 					}
 				}

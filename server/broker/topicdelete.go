@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/consume"
 	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
 )
@@ -97,13 +98,7 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 // dropTopicState forgets the leases and pop cursors of every group on the
 // topic and its idempotency keys.
 func (b *Broker) dropTopicState(name string) {
-	b.popsMu.Lock()
-	for k := range b.pops {
-		if k.topic == name {
-			delete(b.pops, k)
-		}
-	}
-	b.popsMu.Unlock()
+	b.consume.DropWhere(func(k consume.Key) bool { return k.Topic == name })
 	b.sends.DropTopic(name)
 }
 

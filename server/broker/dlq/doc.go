@@ -42,8 +42,9 @@
 //     streams, progress's and this family's.
 //   - The follower's order (follow.go): the broker's follower calls
 //     Follow after the registry, progress and the leases, before the cuts.
-//   - The failure path that writes a dead letter: the retry family's,
-//     still in server/broker (retry.go).
+//   - The failure path that writes a dead letter: the retry family's
+//     (package retry's Service.Write, fed by package consume's
+//     send-back).
 //
 // # Records
 //

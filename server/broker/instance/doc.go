@@ -46,14 +46,15 @@
 //   - The facade (broadcast.go): the exported Instances, ReadQueueFor and
 //     constants, the unexported names the broker's files call
 //     (enterInstance, instanceKnown, …), each a line or two.
-//   - An instance's view of the queues (queueView.forInstance) and its pop
-//     states (cursors, leases, lease notes): they are the lease family's
-//     and change under the pop states' locks; Broker.DropPopStates takes
-//     those locks for the sweep.
-//   - The requests that act as an instance and call Enter: pulls (pop.go),
-//     offset commits (admin.go), settlements by receipt, which Touch
-//     (ack.go), and ReadQueueFor's filters and read (broadcast.go, with
-//     ReadStart); a retry's send-back asks Known (retry.go).
+//   - An instance's view of the queues and its pop states (cursors,
+//     leases, lease notes): package consume's (View.ForInstance) and the
+//     lease family's, changed under the pop states' locks;
+//     Broker.DropPopStates takes those locks for the sweep.
+//   - The requests that act as an instance and call Enter: pulls
+//     (package consume), offset commits (admin.go), settlements by
+//     receipt, which Touch (ack.go), and ReadQueueFor's filters and read
+//     (broadcast.go, with ReadStart); a retry's write asks Known (package
+//     retry's Config, filled in by retry.go).
 //
 // # Broadcasting
 //

@@ -56,30 +56,30 @@
 // still owed (the registry, the progress table, the views and the store
 // decide), the epoch counter and the leases of the cursors.
 //
-// # What stays in server/broker and why
+// # What is decided elsewhere and why
 //
-// The broker keeps the map of pop states ((group, topic) to *PopState,
-// under its own lock, which no pop state's lock is held across) and what
-// its requests decide with them, since it needs the registry, the
-// progress table, the store, the retry family and the epoch counter: the
-// pull (pop.go: its plan, the queue reads, the filters and their skips,
-// the grants, which draw epochs and sign receipts, the long poll), the
-// receipt loop (ack.go: Ack, ChangeLease and Nack, deciding under a pop
-// state's lock), an ordered message's failure in place (orderly.go:
-// failInPlace draws a retry wait, maybe jittered, and an epoch; the
-// re-offers of due and deferred messages read the store), the lease
-// reaper's walk over the pop states and what it does with the leases
-// Expire hands back (takeExpired: an ordered message fails in place or is
-// dead; retry.go's reapExpired sends back), the send-back
-// of failed deliveries and its settlement (retry.go's sendBack and
-// offerAgain, lease_log.go's sentBack), where a folded lease is read and
-// whether it is still owed (lease_log.go's owedView, over the registry,
-// the progress table and the views) and the install of the owed leases
-// into the cursors at Promote (installLeases: an orderly lease reads its
-// message's sharding key). Lease's fields are the broker's to set under
-// the pop state's lock; its History (an ordered message's in-place
-// attempt history, package retry's attempts) is opaque here: retry is
-// above this package in ARCHITECTURE.md's list, so it is not imported.
+// What decides with the pop states needs the registry, the progress
+// table, the store, the retry family and the epoch counter, so it sits
+// above this package, in package consume (server/broker/consume/doc.go):
+// the map of pop states ((group, topic) to *PopState, under its own lock,
+// which no pop state's lock is held across), the pull (its plan, the
+// queue reads, the filters and their skips, the grants, which draw epochs
+// and sign receipts, the long poll), an ordered message's failure in
+// place (a retry wait, maybe jittered, and an epoch; the re-offers of due
+// and deferred messages read the store), the lease reaper's walk over the
+// pop states and what it does with the leases Expire hands back (an
+// ordered message fails in place or is dead; the others are sent back),
+// the send-back of failed deliveries and its settlement, where a folded
+// lease is read and whether it is still owed (Config.Owed: consume's
+// OwedPlace, over the registry, the progress table and the views), the
+// leases of a leader's snapshot (Config.Live) and the install of the owed
+// leases into the cursors at Promote (an orderly lease reads its
+// message's sharding key). server/broker's receipt loop (ack.go: Ack,
+// ChangeLease and Nack) still decides under a pop state's lock itself.
+// Lease's fields are set under the pop state's lock by those callers; its
+// History (an ordered message's in-place attempt history, package retry's
+// attempts) is opaque here: retry is above this package in
+// ARCHITECTURE.md's list, so it is not imported.
 //
 // # The record
 //

@@ -51,12 +51,13 @@
 //     state's lock, mark leases settling and release them after the
 //     record is written; the pop states, their cursors and leases are the
 //     lease family's. They write through the Ledger.
-//   - The writers of skips (markSkipped, pop.go and lease_log.go: an ack
-//     entry appended in one batch with the pull's lease record, under the
-//     pop state's lock), of a cursor's alignment (pop.go), of a group's
+//   - The writers of skips (package consume's pull: an ack entry appended
+//     in one batch with the pull's lease record, under the pop state's
+//     lock), of a cursor's alignment (package consume), of a group's
 //     forget (admin.go; an instance's and its start offsets: package
 //     instance), of a deleted topic's (topicdelete.go)
-//     and of failed deliveries (retry.go): they call the Ledger.
+//     and of failed deliveries (package retry, through the Config
+//     retry.go fills in): they call the Ledger.
 //   - awaitDispatch, which other families' requests use too.
 //
 // # Locks

@@ -26,14 +26,15 @@
 // That is also why the attempt history stays here rather than in a leaf
 // of its own: retry does not import dlq.
 //
-// What stays in server/broker and why: sendBack, which takes the failed
-// deliveries the lease family collects (a nack, an expired lease, an
-// ordered message dead after its retries in place) under the pop states'
-// locks, hands them to Service.Write and then settles their leases;
-// offerAgain, which makes the failures of a refused write visible again
-// in their pop states; the lease reaper (reapExpired), which walks the pop
-// states (retry.go); the jitter's draw (retrypolicy.go); a topic's
-// deletion (topicdelete.go), which resets the ladder.
+// What is elsewhere and why: the send-back, which takes the failed
+// deliveries collected under the pop states' locks (a nack, an expired
+// lease, an ordered message dead after its retries in place), hands them
+// to Service.Write and then settles their leases, or makes the failures
+// of a refused write visible again in their pop states, and the lease
+// reaper, which walks the pop states, are package consume's (it sits
+// above retry: server/broker/consume/doc.go); the jitter's draw stays in
+// server/broker (retrypolicy.go), and so does a topic's deletion
+// (topicdelete.go), which resets the ladder.
 //
 // # The write
 //

@@ -1,8 +1,10 @@
-package broker
+package consume
 
 import (
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/lease"
+	"github.com/mqgate/mqgate/server/broker/retry"
 	"github.com/mqgate/mqgate/storage/message"
 )
 
@@ -19,18 +21,15 @@ import (
 // (ORDER_SEQ) recorded. Messages without a key flow as in any group.
 //
 // Leases and the in-place retry state (when a failed message is due, its
-// failure count) are recorded like every lease (lease_log.go), so a
+// failure count) are recorded like every lease (the lease log, package lease), so a
 // restart keeps the order: a leased or waiting message still holds its key
 // and is offered again when its lease ends or its retry falls due. Only
 // its attempt history before the restart is lost (its dead letter lists
 // the later ones).
 
-// propOrderSeq records a dead-lettered ordered message's queue offset.
-const propOrderSeq = "ORDER_SEQ"
-
 // orderKey is the sharding key an orderly view orders m by ("" = none).
-func orderKey(v queueView, m *message.Message) string {
-	if !v.orderly {
+func orderKey(v View, m *message.Message) string {
+	if !v.Orderly {
 		return ""
 	}
 	return m.Property(message.PropertyShardingKey)
@@ -45,15 +44,15 @@ func orderKey(v queueView, m *message.Message) string {
 // failures so far; package retry) and keeps its key, or — level -1, or
 // retryMaxTimes used up — it is dead (the caller sends it to the DLQ).
 // The epoch changes, so the failed delivery's receipt is stale.
-func (b *Broker) failInPlace(l *lease, v queueView, level int, delay time.Duration, now time.Time, a Attempt) (dead bool) {
-	if level < 0 || int(l.Failures) >= v.maxRetry {
+func (s *Service) failInPlace(l *lease.Lease, v View, level int, delay time.Duration, now time.Time, a retry.Attempt) (dead bool) {
+	if level < 0 || int(l.Failures) >= v.MaxRetry {
 		l.History = append(historyOf(l), a)
 		return true
 	}
-	level, delay = b.retryWait(v.policy, l.Failures, level, delay)
+	level, delay = s.cfg.RetryWait(v.Policy, l.Failures, level, delay)
 	wait := delay
 	if level > 0 {
-		wait = b.opts.DelayLevels[level-1]
+		wait = s.cfg.DelayLevels[level-1]
 	} else {
 		a.DelayMs = delay.Milliseconds()
 	}
@@ -61,28 +60,28 @@ func (b *Broker) failInPlace(l *lease, v queueView, level int, delay time.Durati
 	l.Failures++
 	l.Waiting = true
 	l.RetryAt = now.Add(wait)
-	l.Epoch = b.epoch.Add(1)
+	l.Epoch = s.cfg.Epoch.Add(1)
 	return false
 }
 
 // deadInPlace is the send-back of an ordered message that used up its
 // retries: its history and failure count travel with it to the DLQ.
-func deadInPlace(v queueView, off int64, l *lease, reason, outcome, client string) sendBack {
+func deadInPlace(v View, off int64, l *lease.Lease, reason, outcome, client string) sendBack {
 	return sendBack{view: v, offset: off, level: -1, reason: reason, outcome: outcome, client: client,
 		history: historyOf(l), failures: l.Failures, lease: l}
 }
 
 // historyOf is l's in-place attempt history (package lease holds it
-// opaque: leaselog.Lease.History).
-func historyOf(l *lease) []Attempt {
-	h, _ := l.History.([]Attempt)
+// opaque: lease.Lease.History).
+func historyOf(l *lease.Lease) []retry.Attempt {
+	h, _ := l.History.([]retry.Attempt)
 	return h
 }
 
 // offerOrdered re-offers waiting in-place retries that are due and the
 // first deferred message of every free key; the caller holds ps.mu.
-func (b *Broker) offerOrdered(ps *popState, c *cursor, v queueView, max int, now time.Time, invisible time.Duration, client string) ([]ReceivedMessage, time.Time, error) {
-	var out []ReceivedMessage
+func (s *Service) offerOrdered(ps *lease.PopState, c *lease.Cursor, v View, max int, now time.Time, invisible time.Duration, client string) ([]Message, time.Time, error) {
+	var out []Message
 	var next time.Time
 	for off, l := range c.Leases() {
 		if !l.Waiting {
@@ -97,14 +96,14 @@ func (b *Broker) offerOrdered(ps *popState, c *cursor, v queueView, max int, now
 		if len(out) == max {
 			break
 		}
-		res, err := b.store.ReadQueue(v.storeTopic, v.storeQueue, off, 1, nil)
+		res, err := s.cfg.Store.ReadQueue(v.StoreTopic, v.StoreQueue, off, 1, nil)
 		if err != nil || len(res.Messages) == 0 {
 			c.Remove(off) // gone with retention
 			ps.Release(c, l.Key, off)
 			continue
 		}
 		l.Waiting, l.Client = false, client
-		out = append(out, b.grant(v.key, l, res.Messages[0], now, invisible))
+		out = append(out, s.grant(v.Key, l, res.Messages[0], now, invisible))
 	}
 	for key, offs := range c.Deferred() {
 		if len(out) == max {
@@ -114,17 +113,17 @@ func (b *Broker) offerOrdered(ps *popState, c *cursor, v queueView, max int, now
 			continue
 		}
 		off := c.TakeDeferred(key, offs)
-		if b.progress.IsAcked(v.key, off) {
+		if s.progress().IsAcked(v.Key, off) {
 			continue
 		}
-		res, err := b.store.ReadQueue(v.storeTopic, v.storeQueue, off, 1, nil)
+		res, err := s.cfg.Store.ReadQueue(v.StoreTopic, v.StoreQueue, off, 1, nil)
 		if err != nil || len(res.Messages) == 0 {
 			continue
 		}
-		l := &lease{Client: client, Key: key}
+		l := &lease.Lease{Client: client, Key: key}
 		c.Put(off, l)
 		c.Hold(key, off)
-		out = append(out, b.grant(v.key, l, res.Messages[0], now, invisible))
+		out = append(out, s.grant(v.Key, l, res.Messages[0], now, invisible))
 	}
 	return out, next, nil
 }
