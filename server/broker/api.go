@@ -32,64 +32,31 @@ type PullRequest = consume.PullRequest
 // admin (package consume's Message).
 type ReceivedMessage = consume.Message
 
-// ReceiptStatus is the outcome of one ack, nack or lease change.
-type ReceiptStatus string
+// ReceiptStatus is the outcome of one ack, nack or lease change (package
+// consume's).
+type ReceiptStatus = consume.ReceiptStatus
 
 // Receipt statuses.
 const (
 	// ReceiptOK means the operation took effect (or had already, for a
 	// repeated ack).
-	ReceiptOK ReceiptStatus = "ok"
+	ReceiptOK = consume.ReceiptOK
 	// ReceiptExpired means the lease behind the receipt is over: the
 	// message was or will be redelivered under a newer receipt.
-	ReceiptExpired ReceiptStatus = "expired"
+	ReceiptExpired = consume.ReceiptExpired
 	// ReceiptInvalid means the receipt is malformed, forged or belongs to
 	// another group.
-	ReceiptInvalid ReceiptStatus = "invalid"
+	ReceiptInvalid = consume.ReceiptInvalid
 )
 
-// ReceiptResult is the per-receipt outcome of Ack, Nack and ChangeLease.
-type ReceiptResult struct {
-	// Receipt is the receipt the caller sent.
-	Receipt string
-	// Status is the outcome.
-	Status ReceiptStatus
-	// NewReceipt is the receipt to use from now on, when a lease change
-	// issued one.
-	NewReceipt string
-	// Error explains a non-ok status for humans.
-	Error string
-	// LeaseUntil is, for an ok lease change, when the changed lease runs
-	// out (the time of the change when it made the message visible again);
-	// zero otherwise.
-	LeaseUntil time.Time
-	// settling, on an ack of a lease another ack is settling, is that
-	// ack's outcome: the answer waits for it (Ack).
-	settling *settleState
-}
-
-// NackItem asks for one leased message to be retried later.
-type NackItem struct {
-	// Receipt is the lease handle from Pull.
-	Receipt string
-	// DelayLevel: -1 = straight to the DLQ, 0 = broker-controlled
-	// (the group's RetryPolicy), > 0 = that level.
-	DelayLevel int
-	// Delay, when > 0, retries after this long (up to MaxRetryDelay)
-	// instead of a delay level: the retry copy waits on a timer.
-	// Exclusive with DelayLevel.
-	Delay time.Duration
-	// Reason is a free-text failure reason kept with retries and in the DLQ.
-	Reason string
-}
-
-// LeaseItem changes the invisibility of one leased message.
-type LeaseItem struct {
-	// Receipt is the lease handle from Pull.
-	Receipt string
-	// Invisible is the new lease length counted from now.
-	Invisible time.Duration
-}
+// ReceiptResult is the per-receipt outcome of Ack, Nack and ChangeLease;
+// NackItem asks for one leased message to be retried later; LeaseItem
+// changes the invisibility of one leased message (package consume's).
+type (
+	ReceiptResult = consume.ReceiptResult
+	NackItem      = consume.NackItem
+	LeaseItem     = consume.LeaseItem
+)
 
 // TopicConfig describes a topic; Subscription is one topic a group
 // consumes; GroupConfig describes a consumer group; PushConfig is a

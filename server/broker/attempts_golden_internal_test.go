@@ -7,7 +7,16 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mqgate/mqgate/server/broker/retry"
 )
+
+// newAttempt is a failed delivery as the history keeps it, with the
+// broker's bound on a client id (what package consume records of a nack
+// and an expiry: retry.NewAttempt with Config.MaxClientBytes).
+func newAttempt(at time.Time, outcome, client, reason string, level int) Attempt {
+	return retry.NewAttempt(at, outcome, client, reason, level, MaxClientIDBytes)
+}
 
 // The attempt history (property ATTEMPTS), pinned with the code from
 // before it moved to the retry family: an attempt as a nack or an expiry

@@ -17,8 +17,8 @@ import (
 // instances (a leader service, leader.go runs it), the snapshot file, the
 // queries and a reset's fan-out. What stays here is the facade below and
 // ReadQueueFor's filters and read; an instance's view of the queues is
-// package consume's (View.ForInstance), and so are the pulls; the commits
-// and settlements that name an instance (admin.go, ack.go) call the
+// package consume's (View.ForInstance), and so are the pulls and the
+// settlements that name an instance; the commits (admin.go) call the
 // facade.
 
 // ConsumeBroadcasting is the consume mode in which every consumer
@@ -94,11 +94,6 @@ func (b *Broker) newInstances() *instance.Service {
 // under way until leave (package instance: Service.Enter).
 func (b *Broker) enterInstance(g GroupConfig, client string, topics ...TopicConfig) (leave func(), err error) {
 	return b.instances.Enter(g, client, topics...)
-}
-
-// touchInstances notes a request of the named instances of group.
-func (b *Broker) touchInstances(group string, clients map[string]struct{}) {
-	b.instances.Touch(group, clients)
 }
 
 // instanceKnown reports whether a progress group is a group's own or a

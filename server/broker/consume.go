@@ -5,7 +5,6 @@ import (
 
 	"github.com/mqgate/mqgate/server/broker/consume"
 	"github.com/mqgate/mqgate/server/broker/instance"
-	leaselog "github.com/mqgate/mqgate/server/broker/lease"
 	"github.com/mqgate/mqgate/server/broker/progress"
 	"github.com/mqgate/mqgate/server/broker/registry"
 )
@@ -17,21 +16,13 @@ import (
 // and the re-offers, the send-back of failed deliveries and its
 // settlement, the lease reaper, and what the lease log asks of the pop
 // states (the leases of a leader's snapshot, whether a folded lease is
-// still owed, the install of the owed leases at Promote). This file is
-// its facade: the family's Config, filled in from the broker, and Pull.
+// still owed, the install of the owed leases at Promote), and the receipt
+// loop (Ack, ChangeLease, Nack). This file is its facade: the family's
+// Config, filled in from the broker, and the exported requests.
 
 // retryQueueID is the queue id of a (group, topic)'s view of the group's
 // retry topic (package consume's RetryQueueID).
 const retryQueueID = consume.RetryQueueID
-
-// The pop states, their cursors and leases are package lease's; the
-// receipt loop (ack.go) works on them under their locks.
-type (
-	popState    = leaselog.PopState
-	cursor      = leaselog.Cursor
-	lease       = leaselog.Lease
-	settleState = leaselog.Settle
-)
 
 // newConsume is the consumer's requests over b's store (Open makes it
 // before the recovery; the registry, the ledger and the instances it asks
@@ -61,10 +52,14 @@ func (b *Broker) newConsume() *consume.Service {
 		RetryFloor:     b.retryFloor,
 		RetryWait:      b.retryWait,
 		MaxClientBytes: MaxClientIDBytes,
+		MaxBatch:       MaxBatchItems,
+		CheckReason:    checkReason,
+		CheckNackDelay: checkNackDelay,
 		Delivered: func(group string, messages, bytes int) {
 			b.metrics.addGroup(b.metrics.delivered, group, messages)
 			b.metrics.addGroup(b.metrics.outBytes, group, bytes)
 		},
+		Acked:         func(group string, n int) { b.metrics.addGroup(b.metrics.acked, group, n) },
 		ClampedOffset: b.metrics.clampedOffset,
 	})
 }
@@ -82,4 +77,29 @@ func (c consumeBroker) Instances() *instance.Service { return c.b.instances }
 // Service.Pull).
 func (b *Broker) Pull(ctx context.Context, req PullRequest) ([]ReceivedMessage, error) {
 	return b.consume.Pull(ctx, req)
+}
+
+// Ack acknowledges leased messages. The acknowledgements are durable (in
+// sync flush mode) before Ack returns: after any restart an acknowledged
+// message is not delivered to the group again (package consume's
+// Service.Ack).
+func (b *Broker) Ack(ctx context.Context, group string, receipts []string) ([]ReceiptResult, error) {
+	return b.consume.Ack(ctx, group, receipts)
+}
+
+// ChangeLease extends or shortens leases (changeInvisibleTime). It never
+// counts as a failed attempt: a lease shortened to 0 makes the message
+// visible again with the same reconsume count (package consume's
+// Service.ChangeLease).
+func (b *Broker) ChangeLease(ctx context.Context, group string, items []LeaseItem) ([]ReceiptResult, error) {
+	return b.consume.ChangeLease(ctx, group, items)
+}
+
+// Nack gives leased messages back as failed: each goes to the group's
+// retry topic through the delay-level scheduler or a timer (the item's
+// level or delay, else the group's retry policy: package retry), or to
+// the dead-letter queue when the item says -1 or the message has used up
+// the group's retryMaxTimes (package consume's Service.Nack).
+func (b *Broker) Nack(ctx context.Context, group string, items []NackItem) ([]ReceiptResult, error) {
+	return b.consume.Nack(ctx, group, items)
 }

@@ -51,9 +51,9 @@
 //	                      lease records and receipts.
 //	rmq_sys_LEASE         leases (package lease: the codec, the fold, the
 //	                      Log that writes and folds the records and the pop
-//	                      states holding the leases; the pulls, the reaper
-//	                      and the send-back: package consume; the receipt
-//	                      loop: ack.go). Queue 0. One record per pull
+//	                      states holding the leases; the pulls, the receipt
+//	                      loop, the reaper and the send-back: package
+//	                      consume). Queue 0. One record per pull
 //	                      naming the leases it granted, one per lease change,
 //	                      one per batch of ordered messages failed in place.
 //	                      Body, big-endian:

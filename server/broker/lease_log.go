@@ -44,9 +44,9 @@ import (
 // grants, the walk over every pop state for a leader's snapshot
 // (Config.Live), where a folded lease is read and whether it is still
 // owed (Config.Owed), the install of the owed leases into the cursors at
-// Promote and the end of a sent-back lease. What stays here: the log's
-// Config, the notes and stages of the receipt loop (ack.go), the
-// snapshot's file under the follower's lock.
+// Promote, the end of a sent-back lease, and the notes and stages of the
+// receipt loop. What stays here: the log's Config, the snapshot's file
+// under the follower's lock.
 
 // newLeaseLog is the lease log over b's store (Open makes it before the
 // recovery, which folds the records: leaselog.Log.Open).
@@ -75,34 +75,6 @@ const (
 	leaseTopic     = leaselog.Topic
 	leasesSnapshot = leaselog.SnapshotFile
 )
-
-// leaseNotes gathers the lease changes made under one pop state's lock (or
-// by one ack-side request) into one record (package lease's Notes).
-type leaseNotes = leaselog.Notes
-
-// noteLease notes l's current state in n.
-func (b *Broker) noteLease(n *leaseNotes, key offset.Key, off int64, l *lease) {
-	b.leases.Note(n, key, l.Client, l.Item(off))
-}
-
-// noteReleased notes in n that the lease of epoch on off is given up
-// (visible again).
-func (b *Broker) noteReleased(n *leaseNotes, key offset.Key, off int64, epoch uint64) {
-	b.leases.NoteReleased(n, key, off, epoch)
-}
-
-// leaseStages collects the lease records a request appended under pop
-// state locks, to wait for their flush once the locks are released
-// (package lease's Stages).
-type leaseStages struct{ leaselog.Stages }
-
-// stage appends n's changes (and resets n); the caller holds the lock of
-// the pop state they were made under.
-func (s *leaseStages) stage(b *Broker, n *leaseNotes) { s.Stage(b.leases, n) }
-
-// wait returns once every staged record is flushed (sync mode), or the
-// first error.
-func (s *leaseStages) wait() error { return s.Wait() }
 
 // snapshotLeases writes config/leases.snapshot (package lease's
 // Log.Snapshot). A follower's is written from its fold at the position

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"fmt"
-	"time"
 	"unicode/utf8"
 
 	"github.com/mqgate/mqgate/server/broker/consume"
@@ -117,12 +116,6 @@ const (
 	outcomeExpired = retry.OutcomeExpired
 	outcomeOmitted = retry.OutcomeOmitted
 )
-
-// newAttempt is a failed delivery as the history keeps it: reason and
-// client cut to their stored sizes.
-func newAttempt(at time.Time, outcome, client, reason string, level int) Attempt {
-	return retry.NewAttempt(at, outcome, client, reason, level, MaxClientIDBytes)
-}
 
 // boundAttempts keeps the newest attempts of history within the history's
 // bounds and returns the encoding (retry.Bound).

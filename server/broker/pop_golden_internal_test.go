@@ -59,7 +59,7 @@ func goldenPops(b *Broker, base uint64) []string {
 
 // historyOf is l's in-place attempt history (package lease holds it
 // opaque).
-func historyOf(l *lease) []Attempt {
+func historyOf(l *leaselog.Lease) []Attempt {
 	h, _ := l.History.([]Attempt)
 	return h
 }

@@ -15,8 +15,8 @@ import (
 // The progress family (consumer groups' offsets and acks, rmq_sys_OFFSET)
 // lives in package progress (server/broker/progress/doc.go): writing its
 // records, the consume-from rules and the queries. What stays here is the
-// facade below and what needs the pop states' locks (ack.go: the receipt
-// loop, Ack, ChangeLease, Nack).
+// facade below; what needs the pop states' locks (the receipt loop, Ack,
+// ChangeLease, Nack) is package consume's.
 
 // maxLagScan bounds the ConsumeQueue entries one retry view's lag count
 // examines (package progress).

@@ -24,6 +24,12 @@
 //     offsets they pass over marked consumed, the grants, which draw
 //     epochs and sign receipts; GroupForPull, which an offset commit uses
 //     too);
+//   - the receipt loop (ack.go: Ack, ChangeLease, Nack): each receipt
+//     decoded and checked before any lock is taken, then acted on under
+//     its pop state's lock, a run of receipts of one (group, topic) under
+//     one locking, and the lease records of the changes appended before
+//     the lock is released; an ack's lease stays, marked settling, until
+//     its progress record is durable;
 //   - orderly groups (orderly.go): an ordered message's failure in place
 //     and the re-offers of due and deferred messages;
 //   - the send-back (sendback.go): failed deliveries handed to package
@@ -33,10 +39,6 @@
 //     of a leader's snapshot (Live), where a folded lease is read and
 //     whether it is still owed (OwedPlace), the install of the owed leases
 //     when the broker takes over (Install).
-//
-// server/broker's receipt loop (ack.go: Ack, ChangeLease, Nack) still
-// works on the pop states under their locks and reaches the in-place
-// failure and the send-back through bridge.go.
 //
 // # Imports
 //
@@ -50,17 +52,21 @@
 // family and epoch counter, the options and sentinels, the filters'
 // compilers (the broker checks a group's subscriptions with them too), a
 // message as delivered, a request's client, a topic's retry floor, the
-// retry policy's draw and the counters; and Config.Broker, the registry,
+// retry policy's draw, the checks of a nack's reason and delay and the
+// counters; and Config.Broker, the registry,
 // the ledger and the instances, which the broker opens after making the
 // Service.
 //
 // # Locks
 //
 // A pop state's lock (package lease's PopState) is taken by a pull across
-// its reads, grants and the append of its record, and by the reaper
-// across its scan of a pop state; one at a time, after the instances lock
+// its reads, grants and the append of its record, by a receipt request
+// across a run of receipts of one (group, topic) and the append of its
+// notes, and by the reaper across its scan of a pop state (server/broker
+// takes it too, for an offset commit's write); one at a time, after the instances lock
 // (a pull registers its instance before it pops), before the registry's
 // read side, the progress locks and the store, and never with the lease
-// log's fold lock. The map's lock is taken under a pop state's lock
-// (Existing) and never held while one is taken.
+// log's fold lock. The map's lock is taken under a pop state's lock (a
+// nack in place looks its pop state up: Existing) and never held while
+// one is taken.
 package consume

@@ -110,9 +110,19 @@ type Config struct {
 	RetryWait func(p *retry.Policy, failures int32, level int, delay time.Duration) (int, time.Duration)
 	// MaxClientBytes bounds a client id as an attempt history keeps it.
 	MaxClientBytes int
+	// MaxBatch bounds the receipts or items of one ack, nack or lease
+	// change.
+	MaxBatch int
+	// CheckReason checks a nack's reason held in field (its length, its
+	// encoding); CheckNackDelay a nack item's delay against its level
+	// (package retry's CheckNackDelay, as the broker's error).
+	CheckReason    func(field, reason string) error
+	CheckNackDelay func(i, level int, delay time.Duration) error
 	// Delivered counts a pull's messages and their body bytes for group;
-	// ClampedOffset counts a committed offset lowered to its queue's end.
+	// Acked an ack's acknowledged messages; ClampedOffset a committed
+	// offset lowered to its queue's end.
 	Delivered     func(group string, messages, bytes int)
+	Acked         func(group string, messages int)
 	ClampedOffset func()
 }
 
@@ -120,8 +130,9 @@ type Config struct {
 // and a topic.
 type Key struct{ Group, Topic string }
 
-// Service is the consumer's requests over the pop states: the pull. It
-// holds the map of pop states. Safe for concurrent use.
+// Service is the consumer's requests over the pop states: the pull, the
+// receipt loop (Ack, ChangeLease, Nack) and the lease reaper. It holds the
+// map of pop states. Safe for concurrent use.
 type Service struct {
 	cfg Config
 	// mu guards pops; it is never held while a pop state's lock is

@@ -1,6 +1,10 @@
 package consume
 
-import "time"
+import (
+	"time"
+
+	"github.com/mqgate/mqgate/server/broker/lease"
+)
 
 // PullRequest asks for leased (pop) messages of one topic for one group.
 type PullRequest struct {
@@ -63,4 +67,63 @@ type Message struct {
 	// invisibility counted from the grant); zero for reads that lease
 	// nothing.
 	LeaseUntil time.Time
+}
+
+// ReceiptStatus is the outcome of one ack, nack or lease change.
+type ReceiptStatus string
+
+// Receipt statuses.
+const (
+	// ReceiptOK means the operation took effect (or had already, for a
+	// repeated ack).
+	ReceiptOK ReceiptStatus = "ok"
+	// ReceiptExpired means the lease behind the receipt is over: the
+	// message was or will be redelivered under a newer receipt.
+	ReceiptExpired ReceiptStatus = "expired"
+	// ReceiptInvalid means the receipt is malformed, forged or belongs to
+	// another group.
+	ReceiptInvalid ReceiptStatus = "invalid"
+)
+
+// ReceiptResult is the per-receipt outcome of Ack, Nack and ChangeLease.
+type ReceiptResult struct {
+	// Receipt is the receipt the caller sent.
+	Receipt string
+	// Status is the outcome.
+	Status ReceiptStatus
+	// NewReceipt is the receipt to use from now on, when a lease change
+	// issued one.
+	NewReceipt string
+	// Error explains a non-ok status for humans.
+	Error string
+	// LeaseUntil is, for an ok lease change, when the changed lease runs
+	// out (the time of the change when it made the message visible again);
+	// zero otherwise.
+	LeaseUntil time.Time
+	// settling, on an ack of a lease another ack is settling, is that
+	// ack's outcome: the answer waits for it (Ack).
+	settling *lease.Settle
+}
+
+// NackItem asks for one leased message to be retried later.
+type NackItem struct {
+	// Receipt is the lease handle from Pull.
+	Receipt string
+	// DelayLevel: -1 = straight to the DLQ, 0 = broker-controlled
+	// (the group's RetryPolicy), > 0 = that level.
+	DelayLevel int
+	// Delay, when > 0, retries after this long (up to MaxRetryDelay)
+	// instead of a delay level: the retry copy waits on a timer.
+	// Exclusive with DelayLevel.
+	Delay time.Duration
+	// Reason is a free-text failure reason kept with retries and in the DLQ.
+	Reason string
+}
+
+// LeaseItem changes the invisibility of one leased message.
+type LeaseItem struct {
+	// Receipt is the lease handle from Pull.
+	Receipt string
+	// Invisible is the new lease length counted from now.
+	Invisible time.Duration
 }

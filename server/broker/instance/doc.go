@@ -52,7 +52,7 @@
 //     Broker.DropPopStates takes those locks for the sweep.
 //   - The requests that act as an instance and call Enter: pulls
 //     (package consume), offset commits (admin.go), settlements by
-//     receipt, which Touch (ack.go), and ReadQueueFor's filters and read
+//     receipt, which Touch (package consume), and ReadQueueFor's filters and read
 //     (broadcast.go, with ReadStart); a retry's write asks Known (package
 //     retry's Config, filled in by retry.go).
 //

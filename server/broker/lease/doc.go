@@ -74,9 +74,8 @@
 // OwedPlace, over the registry, the progress table and the views), the
 // leases of a leader's snapshot (Config.Live) and the install of the owed
 // leases into the cursors at Promote (an orderly lease reads its
-// message's sharding key). server/broker's receipt loop (ack.go: Ack,
-// ChangeLease and Nack) still decides under a pop state's lock itself.
-// Lease's fields are set under the pop state's lock by those callers; its
+// message's sharding key), and the receipt loop (Ack, ChangeLease and
+// Nack, deciding under a pop state's lock). Lease's fields are set under the pop state's lock by those callers; its
 // History (an ordered message's in-place attempt history, package retry's
 // attempts) is opaque here: retry is above this package in
 // ARCHITECTURE.md's list, so it is not imported.

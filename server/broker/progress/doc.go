@@ -46,11 +46,11 @@
 //
 // # What stays in server/broker and why
 //
-//   - The receipt loop and the requests that settle leases (ack.go:
-//     forEachReceipt, Ack, ChangeLease, Nack): they decide under a pop
-//     state's lock, mark leases settling and release them after the
-//     record is written; the pop states, their cursors and leases are the
-//     lease family's. They write through the Ledger.
+//   - The receipt loop and the requests that settle leases (package
+//     consume: Ack, ChangeLease, Nack): they decide under a pop state's
+//     lock, mark leases settling and release them after the record is
+//     written; the pop states, their cursors and leases are the lease
+//     family's. They write through the Ledger.
 //   - The writers of skips (package consume's pull: an ack entry appended
 //     in one batch with the pull's lease record, under the pop state's
 //     lock), of a cursor's alignment (package consume), of a group's
