@@ -18,7 +18,7 @@ import (
 // on its live lease under its pop state's lock.
 
 // leaseRef is a valid receipt whose lease is live, handed to a receiptOp
-// under the lease's popState lock.
+// under the lease's pop state lock.
 type leaseRef struct {
 	index  int // position in the request
 	cursor *lease.Cursor

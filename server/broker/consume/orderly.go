@@ -79,7 +79,7 @@ func historyOf(l *lease.Lease) []retry.Attempt {
 }
 
 // offerOrdered re-offers waiting in-place retries that are due and the
-// first deferred message of every free key; the caller holds ps.mu.
+// first deferred message of every free key; the caller holds ps's lock.
 func (s *Service) offerOrdered(ps *lease.PopState, c *lease.Cursor, v View, max int, now time.Time, invisible time.Duration, client string) ([]Message, time.Time, error) {
 	var out []Message
 	var next time.Time

@@ -43,7 +43,7 @@ func (s *Service) Pull(ctx context.Context, req PullRequest) ([]Message, error) 
 		return nil, err
 	}
 	if plan.group.ConsumeMode == instance.Broadcasting {
-		// Each consumer instance its own (broadcast.go).
+		// Each consumer instance its own (package instance).
 		client := s.cfg.Client(ctx)
 		leave, err := s.cfg.Broker.Instances().Enter(plan.group, client, plan.topic)
 		if err != nil {
@@ -308,7 +308,7 @@ func (s *Service) popOnce(ps *lease.PopState, group registry.GroupConfig, topic 
 // them for send-back (their retry copy takes over; sendBack marks them
 // done and takes them out of flight); those of an ordered message (or an
 // instance's) are retried in place, keeping their key, or dead. The scan
-// is package lease's (PopState.Expire). The caller holds the popState's
+// is package lease's (PopState.Expire). The caller holds the pop state's
 // lock.
 func (s *Service) takeExpired(ps *lease.PopState, c *lease.Cursor, v View, now time.Time) (expired []sendBack, nextExpiry time.Time) {
 	back, inPlace, nextExpiry := ps.Expire(c, now, func(off int64) bool { return s.progress().IsAcked(v.Key, off) }, v.InPlace)
@@ -339,7 +339,7 @@ func (s *Service) markSkipped(ps *lease.PopState, key offset.Key, offs []int64) 
 	ps.Skip(e)
 }
 
-// popQueue leases up to max messages of one queue under ps.mu: it aligns
+// popQueue leases up to max messages of one queue under ps's lock: it aligns
 // the cursor with the durable progress, takes back expired leases (their
 // retry copies are sent after the lock), re-offers due ordered messages,
 // then reads fresh ones, appending them to out until it holds max. It
