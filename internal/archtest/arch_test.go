@@ -135,10 +135,11 @@ var forbidden = map[string][]string{
 	// workers and file, the follower's and the replicated leader's fold
 	// under its lock, which folded leases are still owed; and the pop
 	// states with their locks, cursors and leases (the pull, the receipt
-	// loop and the send-back that decide with them stay in server/broker,
-	// which hands the pop states what they ask: whether an offset is
-	// acked, a cursor's committed offset; a lease's in-place attempt
-	// history, retry's, is opaque to it: retry is above it). It works on the
+	// loop and the send-back that decide with them are server/broker/
+	// consume's, above it, which hands the pop states what they ask:
+	// whether an offset is acked, a cursor's committed offset; a lease's
+	// in-place attempt history, retry's, is opaque to it: retry is above
+	// it). It works on the
 	// store's facade (storage and its leaf packages, storage/offset's Key
 	// among them; the server/broker row above keeps it off the engines;
 	// nor the replication layers under the store), reads its records with

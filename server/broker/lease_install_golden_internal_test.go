@@ -94,12 +94,12 @@ func goldenCursors(b *Broker, base uint64) []string {
 		ps.Lock()
 		for qid, c := range ps.Cursors() {
 			for off, l := range c.Leases() {
-				d := l.Deadline
-				if l.Waiting {
-					d = l.RetryAt
+				d := l.Deadline()
+				if l.Waiting() {
+					d = l.RetryAt()
 				}
 				out = append(out, fmt.Sprintf("%s/%s/%d@%d e+%d d%d client=%q key=%q waiting=%v failures=%d deliveries=%d",
-					k.Group, k.Topic, qid, off, l.Epoch-base, d.UnixMilli(), l.Client, l.Key, l.Waiting, l.Failures, l.Deliveries))
+					k.Group, k.Topic, qid, off, l.Epoch()-base, d.UnixMilli(), l.Client(), l.Key(), l.Waiting(), l.Failures(), l.Deliveries()))
 			}
 			for key, off := range c.Busy() {
 				out = append(out, fmt.Sprintf("%s/%s/%d busy %q@%d", k.Group, k.Topic, qid, key, off))

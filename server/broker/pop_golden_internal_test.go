@@ -37,12 +37,12 @@ func goldenPops(b *Broker, base uint64) []string {
 		for qid, c := range ps.Cursors() {
 			out = append(out, fmt.Sprintf("%s/%s/%d next=%d", k.Group, k.Topic, qid, c.Next()))
 			for off, l := range c.Leases() {
-				d := l.Deadline
-				if l.Waiting {
-					d = l.RetryAt
+				d := l.Deadline()
+				if l.Waiting() {
+					d = l.RetryAt()
 				}
 				out = append(out, fmt.Sprintf("%s/%s/%d@%d e+%d d%d client=%q key=%q waiting=%v failures=%d deliveries=%d history=%d settling=%v sendingBack=%v",
-					k.Group, k.Topic, qid, off, l.Epoch-base, d.UnixMilli(), l.Client, l.Key, l.Waiting, l.Failures, l.Deliveries, len(historyOf(l)), l.Settling, l.SendingBack))
+					k.Group, k.Topic, qid, off, l.Epoch()-base, d.UnixMilli(), l.Client(), l.Key(), l.Waiting(), l.Failures(), l.Deliveries(), len(historyOf(l)), l.Settling(), l.SendingBack()))
 			}
 			for key, off := range c.Busy() {
 				out = append(out, fmt.Sprintf("%s/%s/%d busy %q@%d", k.Group, k.Topic, qid, key, off))
@@ -60,7 +60,7 @@ func goldenPops(b *Broker, base uint64) []string {
 // historyOf is l's in-place attempt history (package lease holds it
 // opaque).
 func historyOf(l *leaselog.Lease) []Attempt {
-	h, _ := l.History.([]Attempt)
+	h, _ := l.History().([]Attempt)
 	return h
 }
 

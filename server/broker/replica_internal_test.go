@@ -345,7 +345,7 @@ func leaseDigest(b *Broker) []string {
 				for off, l := range c.Leases() {
 					it := l.Item(off) // a waiting lease's deadline is its retry time
 					out = append(out, fmt.Sprintf("%s/%s/%d@%d e%d d%d w%v", k.Group, k.Topic, qid, off,
-						it.Epoch, it.Deadline, l.Waiting))
+						it.Epoch, it.Deadline, l.Waiting()))
 				}
 			}
 			ps.Unlock()

@@ -111,15 +111,15 @@ func (s *Service) forEachReceiptThen(group string, receipts []string, isAck bool
 		switch {
 		case l == nil:
 			results[i].Status, results[i].Error = s.goneStatus(key, r.Offset, isAck)
-		case l.Epoch != r.Epoch:
+		case l.Epoch() != r.Epoch:
 			results[i].Status, results[i].Error = ReceiptExpired, "the message was redelivered under a newer receipt"
-		case l.SendingBack:
+		case l.SendingBack():
 			results[i].Status, results[i].Error = ReceiptExpired, "the delivery failed (nack or lease expiry); its retry copy takes over"
-		case l.Settling && isAck:
+		case l.Settling() && isAck:
 			// The same ack is on its way to disk: ok once it got there
 			// (Ack waits for it, after this lock is released).
-			results[i].Status, results[i].settling = ReceiptOK, l.Settle
-		case l.Settling:
+			results[i].Status, results[i].settling = ReceiptOK, l.Settle()
+		case l.Settling():
 			results[i].Status, results[i].Error = ReceiptExpired, "the message is being acknowledged"
 		default:
 			results[i].Status = op(leaseRef{index: i, cursor: c, lease: l, r: r, key: key}, now)
@@ -169,7 +169,7 @@ func (s *Service) Ack(ctx context.Context, group string, receipts []string) ([]R
 		if settle == nil {
 			settle = &lease.Settle{Done: make(chan struct{})}
 		}
-		ref.lease.Settling, ref.lease.Settle = true, settle
+		ref.lease.StartSettling(settle)
 		settling = append(settling, ref)
 		rec.Entries = append(rec.Entries, s.ledger().AckEntry(ref.key, ref.r.Offset))
 		return ReceiptOK
@@ -191,9 +191,9 @@ func (s *Service) Ack(ctx context.Context, group string, receipts []string) ([]R
 			held, heldGroup, heldTopic = ps, ref.r.Group, ref.r.Topic
 		}
 		if err == nil && ref.cursor.RemoveIf(ref.r.Offset, ref.lease) {
-			held.Release(ref.cursor, ref.lease.Key, ref.r.Offset)
+			held.Release(ref.cursor, ref.lease.Key(), ref.r.Offset)
 		}
-		ref.lease.Settling = false // on failure the lease is as it was
+		ref.lease.EndSettling() // on failure the lease is as it was
 	}
 	if held != nil {
 		held.Unlock()
@@ -247,11 +247,10 @@ func (s *Service) ChangeLease(ctx context.Context, group string, items []LeaseIt
 	results := s.forEachReceiptThen(group, receipts, false, func(ref leaseRef, now time.Time) ReceiptStatus {
 		inv := items[ref.index].Invisible
 		until[ref.index] = now.Add(inv)
-		if inv == 0 && (ref.lease.Key != "" || ref.lease.Failures > 0) {
+		if inv == 0 && (ref.lease.Key() != "" || ref.lease.Failures() > 0) {
 			// An ordered message stays with its key (an instance's retry
 			// with its failure count): re-offered at once.
-			ref.lease.Waiting, ref.lease.RetryAt = true, now
-			ref.lease.Epoch = s.cfg.Epoch.Add(1)
+			ref.lease.WaitInPlace(now, s.cfg.Epoch.Add(1))
 			s.noteLease(&notes, ref.key, ref.r.Offset, ref.lease)
 			return ReceiptOK
 		}
@@ -260,10 +259,10 @@ func (s *Service) ChangeLease(ctx context.Context, group string, items []LeaseIt
 			// it is re-offered from the cursor rather than sent back.
 			ref.cursor.Remove(ref.r.Offset)
 			ref.cursor.Rewind(ref.r.Offset)
-			s.cfg.Leases.NoteReleased(&notes, ref.key, ref.r.Offset, ref.lease.Epoch)
+			s.cfg.Leases.NoteReleased(&notes, ref.key, ref.r.Offset, ref.lease.Epoch())
 			return ReceiptOK
 		}
-		ref.lease.Deadline = now.Add(inv)
+		ref.lease.Extend(now.Add(inv))
 		s.noteLease(&notes, ref.key, ref.r.Offset, ref.lease)
 		return ReceiptOK
 	}, func() { staged.Stage(s.cfg.Leases, &notes) })
@@ -309,17 +308,17 @@ func (s *Service) Nack(ctx context.Context, group string, items []NackItem) ([]R
 		it := items[ref.index]
 		client := s.cfg.Client(ctx)
 		if client == "" {
-			client = ref.lease.Client
+			client = ref.lease.Client()
 		}
 		v := s.View(ref.r.Group, ref.r.Topic, ref.r.QueueID, nil)
-		if l := ref.lease; l.Key != "" || v.InPlace {
+		if l := ref.lease; l.Key() != "" || v.InPlace {
 			// An ordered message is retried in place (package consume), and so
 			// is a broadcasting group's instance's (package instance).
 			a := retry.NewAttempt(now, retry.OutcomeNack, client, it.Reason, it.DelayLevel, s.cfg.MaxClientBytes)
 			if s.failInPlace(l, v, it.DelayLevel, it.Delay, now, a) {
-				l.SendingBack = true
+				l.SendBack()
 				if ps := s.Existing(ref.r.Group, ref.r.Topic); ps != nil {
-					ps.Release(ref.cursor, l.Key, ref.r.Offset)
+					ps.Release(ref.cursor, l.Key(), ref.r.Offset)
 				}
 				failed = append(failed, deadInPlace(v, ref.r.Offset, l, it.Reason, retry.OutcomeNack, client))
 			} else {
@@ -327,7 +326,7 @@ func (s *Service) Nack(ctx context.Context, group string, items []NackItem) ([]R
 			}
 			return ReceiptOK
 		}
-		ref.lease.SendingBack = true
+		ref.lease.SendBack()
 		failed = append(failed, sendBack{
 			view:    v,
 			offset:  ref.r.Offset,

@@ -39,24 +39,25 @@ func (s *Service) Install(owed []lease.Owed, now time.Time) (restored, expired i
 	for _, o := range owed {
 		k, p := o.At, o.Place
 		key := offset.Key(k.Key)
-		l := lease.Restored(o.Lease)
 		ps := s.PopState(key.Group, key.Topic)
 		c := s.cursor(ps, key)
+		shardingKey := ""
 		if p.Orderly {
 			res, err := s.cfg.Store.ReadQueue(p.Topic, p.Queue, k.Off, 1, nil)
 			if err != nil || len(res.Messages) == 0 || res.Messages[0].QueueOffset != k.Off {
 				continue
 			}
-			if l.Key = res.Messages[0].Property(message.PropertyShardingKey); l.Key != "" { // orderKey of an orderly view
-				if c.KeyBusy(l.Key) {
+			if shardingKey = res.Messages[0].Property(message.PropertyShardingKey); shardingKey != "" { // orderKey of an orderly view
+				if c.KeyBusy(shardingKey) {
 					continue // read again and deferred behind the key's earlier lease
 				}
-				c.Hold(l.Key, k.Off)
+				c.Hold(shardingKey, k.Off)
 			}
 		}
+		l := lease.Restored(o.Lease, shardingKey)
 		c.Put(k.Off, l)
 		restored++
-		if !l.Waiting && !now.Before(l.Deadline) {
+		if !l.Waiting() && !now.Before(l.Deadline()) {
 			expired++
 		}
 	}

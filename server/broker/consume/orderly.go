@@ -45,22 +45,18 @@ func orderKey(v View, m *message.Message) string {
 // retryMaxTimes used up — it is dead (the caller sends it to the DLQ).
 // The epoch changes, so the failed delivery's receipt is stale.
 func (s *Service) failInPlace(l *lease.Lease, v View, level int, delay time.Duration, now time.Time, a retry.Attempt) (dead bool) {
-	if level < 0 || int(l.Failures) >= v.MaxRetry {
-		l.History = append(historyOf(l), a)
+	if level < 0 || int(l.Failures()) >= v.MaxRetry {
+		l.KeepHistory(append(historyOf(l), a))
 		return true
 	}
-	level, delay = s.cfg.RetryWait(v.Policy, l.Failures, level, delay)
+	level, delay = s.cfg.RetryWait(v.Policy, l.Failures(), level, delay)
 	wait := delay
 	if level > 0 {
 		wait = s.cfg.DelayLevels[level-1]
 	} else {
 		a.DelayMs = delay.Milliseconds()
 	}
-	l.History = append(historyOf(l), a)
-	l.Failures++
-	l.Waiting = true
-	l.RetryAt = now.Add(wait)
-	l.Epoch = s.cfg.Epoch.Add(1)
+	l.FailInPlace(append(historyOf(l), a), now.Add(wait), s.cfg.Epoch.Add(1))
 	return false
 }
 
@@ -68,13 +64,14 @@ func (s *Service) failInPlace(l *lease.Lease, v View, level int, delay time.Dura
 // retries: its history and failure count travel with it to the DLQ.
 func deadInPlace(v View, off int64, l *lease.Lease, reason, outcome, client string) sendBack {
 	return sendBack{view: v, offset: off, level: -1, reason: reason, outcome: outcome, client: client,
-		history: historyOf(l), failures: l.Failures, lease: l}
+		history: historyOf(l), failures: l.Failures(), lease: l}
 }
 
 // historyOf is l's in-place attempt history (package lease holds it
-// opaque: lease.Lease.History).
+// opaque: Lease.History; only this package sets it, always to a
+// []retry.Attempt).
 func historyOf(l *lease.Lease) []retry.Attempt {
-	h, _ := l.History.([]retry.Attempt)
+	h, _ := l.History().([]retry.Attempt)
 	return h
 }
 
@@ -84,12 +81,12 @@ func (s *Service) offerOrdered(ps *lease.PopState, c *lease.Cursor, v View, max 
 	var out []Message
 	var next time.Time
 	for off, l := range c.Leases() {
-		if !l.Waiting {
+		if !l.Waiting() {
 			continue
 		}
-		if now.Before(l.RetryAt) {
-			if next.IsZero() || l.RetryAt.Before(next) {
-				next = l.RetryAt
+		if now.Before(l.RetryAt()) {
+			if next.IsZero() || l.RetryAt().Before(next) {
+				next = l.RetryAt()
 			}
 			continue
 		}
@@ -99,10 +96,10 @@ func (s *Service) offerOrdered(ps *lease.PopState, c *lease.Cursor, v View, max 
 		res, err := s.cfg.Store.ReadQueue(v.StoreTopic, v.StoreQueue, off, 1, nil)
 		if err != nil || len(res.Messages) == 0 {
 			c.Remove(off) // gone with retention
-			ps.Release(c, l.Key, off)
+			ps.Release(c, l.Key(), off)
 			continue
 		}
-		l.Waiting, l.Client = false, client
+		l.Reoffer(client)
 		out = append(out, s.grant(v.Key, l, res.Messages[0], now, invisible))
 	}
 	for key, offs := range c.Deferred() {
@@ -120,7 +117,7 @@ func (s *Service) offerOrdered(ps *lease.PopState, c *lease.Cursor, v View, max 
 		if err != nil || len(res.Messages) == 0 {
 			continue
 		}
-		l := &lease.Lease{Client: client, Key: key}
+		l := lease.NewLease(client, key)
 		c.Put(off, l)
 		c.Hold(key, off)
 		out = append(out, s.grant(v.Key, l, res.Messages[0], now, invisible))

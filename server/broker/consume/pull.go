@@ -314,17 +314,17 @@ func (s *Service) takeExpired(ps *lease.PopState, c *lease.Cursor, v View, now t
 	back, inPlace, nextExpiry := ps.Expire(c, now, func(off int64) bool { return s.progress().IsAcked(v.Key, off) }, v.InPlace)
 	for _, e := range inPlace {
 		off, l := e.Off, e.Lease
-		a := retry.NewAttempt(now, retry.OutcomeExpired, l.Client, "lease expired without ack", 0, s.cfg.MaxClientBytes)
+		a := retry.NewAttempt(now, retry.OutcomeExpired, l.Client(), "lease expired without ack", 0, s.cfg.MaxClientBytes)
 		if s.failInPlace(l, v, 0, 0, now, a) {
-			l.SendingBack = true
-			ps.Release(c, l.Key, off)
-			expired = append(expired, deadInPlace(v, off, l, a.Reason, retry.OutcomeExpired, l.Client))
+			l.SendBack()
+			ps.Release(c, l.Key(), off)
+			expired = append(expired, deadInPlace(v, off, l, a.Reason, retry.OutcomeExpired, l.Client()))
 		} else {
 			s.noteLease(ps.Notes(), v.Key, off, l)
 		}
 	}
 	for _, e := range back {
-		expired = append(expired, sendBack{view: v, offset: e.Off, reason: "lease expired without ack", outcome: retry.OutcomeExpired, client: e.Lease.Client, lease: e.Lease})
+		expired = append(expired, sendBack{view: v, offset: e.Off, reason: "lease expired without ack", outcome: retry.OutcomeExpired, client: e.Lease.Client(), lease: e.Lease})
 	}
 	return expired, nextExpiry
 }
@@ -472,7 +472,7 @@ func (s *Service) readFresh(ps *lease.PopState, c *lease.Cursor, key offset.Key,
 				c.Defer(ok, m.QueueOffset) // after the key's current message
 				continue
 			}
-			l := &lease.Lease{Client: client, Key: ok}
+			l := lease.NewLease(client, ok)
 			c.Put(m.QueueOffset, l)
 			if ok != "" {
 				c.Hold(ok, m.QueueOffset)
@@ -497,15 +497,13 @@ func (s *Service) readFresh(ps *lease.PopState, c *lease.Cursor, key offset.Key,
 
 // grant starts a new lease on m and returns it as delivered.
 func (s *Service) grant(key offset.Key, l *lease.Lease, m *message.Message, now time.Time, invisible time.Duration) Message {
-	l.Epoch = s.cfg.Epoch.Add(1)
-	l.Deadline = now.Add(invisible)
-	l.Deliveries++
+	l.Grant(s.cfg.Epoch.Add(1), now.Add(invisible))
 	rm := s.cfg.Received(m)
-	rm.ReconsumeTimes = m.ReconsumeTimes + l.Deliveries - 1
-	if l.Key != "" || l.Failures > 0 {
-		rm.ReconsumeTimes = m.ReconsumeTimes + l.Failures // retried in place: postponements do not count
+	rm.ReconsumeTimes = m.ReconsumeTimes + l.Deliveries() - 1
+	if l.Key() != "" || l.Failures() > 0 {
+		rm.ReconsumeTimes = m.ReconsumeTimes + l.Failures() // retried in place: postponements do not count
 	}
-	rm.Receipt = s.cfg.Broker.Registry().Ring().Encode(receipt.Receipt{Group: key.Group, Topic: key.Topic, QueueID: key.QueueID, Offset: m.QueueOffset, Epoch: l.Epoch})
-	rm.LeaseUntil = l.Deadline
+	rm.Receipt = s.cfg.Broker.Registry().Ring().Encode(receipt.Receipt{Group: key.Group, Topic: key.Topic, QueueID: key.QueueID, Offset: m.QueueOffset, Epoch: l.Epoch()})
+	rm.LeaseUntil = l.Deadline()
 	return rm
 }

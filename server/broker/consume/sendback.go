@@ -147,7 +147,7 @@ func (s *Service) ReapExpired() {
 
 // noteLease notes l's current state in n.
 func (s *Service) noteLease(n *lease.Notes, key offset.Key, off int64, l *lease.Lease) {
-	s.cfg.Leases.Note(n, key, l.Client, l.Item(off))
+	s.cfg.Leases.Note(n, key, l.Client(), l.Item(off))
 }
 
 // noteGrants notes the leases of msgs, just granted on key's queue; the

@@ -75,10 +75,14 @@
 // leases of a leader's snapshot (Config.Live) and the install of the owed
 // leases into the cursors at Promote (an orderly lease reads its
 // message's sharding key), and the receipt loop (Ack, ChangeLease and
-// Nack, deciding under a pop state's lock). Lease's fields are set under the pop state's lock by those callers; its
-// History (an ordered message's in-place attempt history, package retry's
-// attempts) is opaque here: retry is above this package in
-// ARCHITECTURE.md's list, so it is not imported.
+// Nack, deciding under a pop state's lock). Those callers change a Lease
+// only through its moves (Grant, Extend, Reoffer, WaitInPlace,
+// FailInPlace, SendBack, StartSettling and EndSettling; NewLease and
+// Restored make one), under the pop state's lock, and read it through its
+// methods. Its History (an ordered message's in-place attempt history,
+// package retry's attempts) is opaque here (any): retry is above this
+// package in ARCHITECTURE.md's list, so it is not imported, and package
+// consume, which sets it, reads it back as retry's type.
 //
 // # The record
 //

@@ -159,11 +159,11 @@ func (ps *PopState) GrantsFailed(n *Notes, now time.Time) {
 		}
 		for _, it := range e.Items {
 			l := c.inflight[it.Offset]
-			if it.State != Held || l == nil || l.Epoch != it.Epoch || l.Settling || l.SendingBack {
+			if it.State != Held || l == nil || l.epoch != it.Epoch || l.settling || l.sendingBack {
 				continue
 			}
-			if l.Key != "" || l.Failures > 0 {
-				l.Waiting, l.RetryAt = true, now // retried in place: keeps its key and failures
+			if l.key != "" || l.failures > 0 {
+				l.waiting, l.retryAt = true, now // retried in place: keeps its key and failures
 				continue
 			}
 			delete(c.inflight, it.Offset)
@@ -184,11 +184,11 @@ func (ps *PopState) AppendLive(rec *Record, group, topic string, gen func(offset
 		g := gen(key)
 		byClient := map[string]int{}
 		for off, l := range c.inflight {
-			i, ok := byClient[l.Client]
+			i, ok := byClient[l.client]
 			if !ok {
 				i = len(rec.Entries)
-				byClient[l.Client] = i
-				rec.Entries = append(rec.Entries, Entry{Key: Key(key), Generation: g, At: at, Client: l.Client})
+				byClient[l.client] = i
+				rec.Entries = append(rec.Entries, Entry{Key: Key(key), Generation: g, At: at, Client: l.client})
 			}
 			rec.Entries[i].Items = append(rec.Entries[i].Items, l.Item(off))
 		}
@@ -213,18 +213,18 @@ type Expired struct {
 func (ps *PopState) Expire(c *Cursor, now time.Time, acked func(off int64) bool, inPlace bool) (back, retry []Expired, next time.Time) {
 	for off, l := range c.inflight {
 		switch {
-		case l.Settling, l.Waiting, l.SendingBack:
+		case l.settling, l.waiting, l.sendingBack:
 			// being acknowledged or sent back, or an ordered retry waiting in place
 		case acked(off):
 			delete(c.inflight, off)
-			ps.Release(c, l.Key, off)
-		case !now.Before(l.Deadline) && (l.Key != "" || inPlace):
+			ps.Release(c, l.key, off)
+		case !now.Before(l.deadline) && (l.key != "" || inPlace):
 			retry = append(retry, Expired{Off: off, Lease: l})
-		case !now.Before(l.Deadline):
-			l.SendingBack = true
+		case !now.Before(l.deadline):
+			l.sendingBack = true
 			back = append(back, Expired{Off: off, Lease: l})
-		case next.IsZero() || l.Deadline.Before(next):
-			next = l.Deadline
+		case next.IsZero() || l.deadline.Before(next):
+			next = l.deadline
 		}
 	}
 	return back, retry, next
@@ -363,54 +363,143 @@ type Settle struct {
 	Err  error
 }
 
-// Lease is one lease in flight. Its pop state's lock guards it.
+// Lease is one lease in flight. Its pop state's lock guards it: its
+// methods are called under that lock, by the pop state's own bookkeeping
+// and by the requests that decide with it (package consume). Its fields
+// are read through methods and changed only by the moves below, each a
+// step of a lease's life: granted (Grant), extended (Extend), offered
+// again (Reoffer), waiting in place (WaitInPlace, FailInPlace), being
+// acknowledged (StartSettling, EndSettling) or sent back (SendBack).
 type Lease struct {
-	Epoch    uint64
-	Deadline time.Time
-	Client   string // who holds the lease (X-Mqgate-Client-Id), for the attempt history
-	// Settling: an ack of this lease is being made durable. A repeated ack
-	// waits for it (Settle: Done closed, Err its error) and answers ok
+	epoch    uint64
+	deadline time.Time
+	client   string // who holds the lease (X-Mqgate-Client-Id), for the attempt history
+	// settling: an ack of this lease is being made durable. A repeated ack
+	// waits for it (settle: Done closed, Err its error) and answers ok
 	// only once it is durable — committed, on a replica — and fails with
 	// its error otherwise; nothing else may touch the lease meanwhile.
-	Settling bool
-	Settle   *Settle
-	// SendingBack: the delivery failed and its retry (or dead-letter) copy
+	settling bool
+	settle   *Settle
+	// sendingBack: the delivery failed and its retry (or dead-letter) copy
 	// is being written; the lease stays in flight meanwhile, so the same
 	// copy is not offered again, and its receipts are expired.
-	SendingBack bool
-	Deliveries  int32 // how often this stored message was handed out
+	sendingBack bool
+	deliveries  int32 // how often this stored message was handed out
 
 	// Orderly groups (and a broadcasting group's instance): the sharding
 	// key the lease holds, and the in-place retry state of a failed
 	// delivery.
-	Key      string
-	Waiting  bool      // failed; re-offered at RetryAt
-	RetryAt  time.Time // when a waiting lease is due
-	Failures int32     // in-place failures so far
-	// History is the in-place attempt history, for the DLQ: the broker's
-	// (package retry's attempts, which this package does not import:
-	// retry is above it in ARCHITECTURE.md's list), opaque here and kept
-	// in memory only.
-	History any
+	key      string
+	waiting  bool      // failed; re-offered at retryAt
+	retryAt  time.Time // when a waiting lease is due
+	failures int32     // in-place failures so far
+	// history is the in-place attempt history, for the DLQ: package
+	// retry's attempts, which this package does not import (retry is
+	// above it in ARCHITECTURE.md's list); kept in memory only, and set
+	// and read as a whole by package consume (History, FailInPlace,
+	// KeepHistory).
+	history any
 }
+
+// NewLease is a lease of a message handed to client, holding the sharding key
+// key ("" none), before its grant.
+func NewLease(client, key string) *Lease { return &Lease{client: client, key: key} }
+
+// Epoch is the lease's epoch: its receipts name it.
+func (l *Lease) Epoch() uint64 { return l.epoch }
+
+// Deadline is when the lease runs out (a held lease's).
+func (l *Lease) Deadline() time.Time { return l.deadline }
+
+// Client is who holds (or last held) the lease.
+func (l *Lease) Client() string { return l.client }
+
+// Key is the sharding key the lease holds ("" none).
+func (l *Lease) Key() string { return l.key }
+
+// Deliveries counts how often the stored message was handed out under
+// the lease.
+func (l *Lease) Deliveries() int32 { return l.deliveries }
+
+// Failures counts the lease's failed deliveries retried in place.
+func (l *Lease) Failures() int32 { return l.failures }
+
+// Waiting reports a lease waiting in place until RetryAt.
+func (l *Lease) Waiting() bool { return l.waiting }
+
+// RetryAt is when a waiting lease is offered again.
+func (l *Lease) RetryAt() time.Time { return l.retryAt }
+
+// Settling reports an ack of the lease on its way to disk; Settle is that
+// ack's outcome.
+func (l *Lease) Settling() bool  { return l.settling }
+func (l *Lease) Settle() *Settle { return l.settle }
+
+// SendingBack reports a failed delivery whose copy is being written.
+func (l *Lease) SendingBack() bool { return l.sendingBack }
+
+// History is the in-place attempt history (package consume's, opaque
+// here).
+func (l *Lease) History() any { return l.history }
+
+// Grant hands the message out (again) under a new epoch until deadline.
+func (l *Lease) Grant(epoch uint64, deadline time.Time) {
+	l.epoch, l.deadline = epoch, deadline
+	l.deliveries++
+}
+
+// Extend moves a held lease's deadline.
+func (l *Lease) Extend(deadline time.Time) { l.deadline = deadline }
+
+// Reoffer makes a waiting lease client's, before its grant.
+func (l *Lease) Reoffer(client string) { l.waiting, l.client = false, client }
+
+// WaitInPlace makes the lease wait in place until at under a new epoch,
+// keeping its key and failures (a lease changed to 0).
+func (l *Lease) WaitInPlace(at time.Time, epoch uint64) {
+	l.waiting, l.retryAt = true, at
+	l.epoch = epoch
+}
+
+// FailInPlace records a failed delivery retried in place: its history
+// (with the failure), one failure more, waiting until at under a new
+// epoch.
+func (l *Lease) FailInPlace(history any, at time.Time, epoch uint64) {
+	l.history = history
+	l.failures++
+	l.WaitInPlace(at, epoch)
+}
+
+// KeepHistory sets the in-place attempt history (a dead lease's, with its
+// last failure).
+func (l *Lease) KeepHistory(history any) { l.history = history }
+
+// SendBack marks the lease's delivery failed, its copy being written.
+func (l *Lease) SendBack() { l.sendingBack = true }
+
+// StartSettling marks the lease being acknowledged, by the ack whose
+// outcome is s; EndSettling unmarks it (the ack is applied, or failed).
+func (l *Lease) StartSettling(s *Settle) { l.settling, l.settle = true, s }
+func (l *Lease) EndSettling()            { l.settling = false }
 
 // Item is the record of l, the lease on off: held until its deadline, or
 // waiting until its retry time.
 func (l *Lease) Item(off int64) Item {
-	it := Item{Offset: off, Epoch: l.Epoch, Deadline: MilliCeil(l.Deadline), Failures: uint16(min(l.Failures, 1<<16-1)), State: Held}
-	if l.Waiting {
-		it.Deadline, it.State = MilliCeil(l.RetryAt), Waiting
+	it := Item{Offset: off, Epoch: l.epoch, Deadline: MilliCeil(l.deadline), Failures: uint16(min(l.failures, 1<<16-1)), State: Held}
+	if l.waiting {
+		it.Deadline, it.State = MilliCeil(l.retryAt), Waiting
 	}
 	return it
 }
 
-// Restored is the lease f folded, as installed into a cursor when the
-// broker takes over (one delivery; a waiting lease due at its deadline).
-func Restored(f Folded) *Lease {
+// Restored is the lease f folded, holding the sharding key key ("" none),
+// as installed into a cursor when the broker takes over (one delivery; a
+// waiting lease due at its deadline).
+func Restored(f Folded, key string) *Lease {
 	deadline := time.UnixMilli(f.Item.Deadline)
-	l := &Lease{Epoch: f.Item.Epoch, Deadline: deadline, Client: f.Client, Deliveries: 1, Failures: int32(f.Item.Failures)}
+	l := &Lease{epoch: f.Item.Epoch, deadline: deadline, client: f.Client, deliveries: 1, failures: int32(f.Item.Failures), key: key}
 	if f.Item.State == Waiting {
-		l.Waiting, l.RetryAt = true, deadline
+		l.waiting, l.retryAt = true, deadline
 	}
 	return l
 }

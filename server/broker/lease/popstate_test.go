@@ -25,10 +25,10 @@ func TestPopStateCursor(t *testing.T) {
 	c.Rewind(3)
 	require.Equal(t, int64(3), c.Next())
 
-	l := &Lease{Epoch: 1}
+	l := &Lease{epoch: 1}
 	c.Put(3, l)
 	require.Equal(t, 1, c.InFlight())
-	require.False(t, c.RemoveIf(3, &Lease{Epoch: 1}), "another lease on the offset stays")
+	require.False(t, c.RemoveIf(3, &Lease{epoch: 1}), "another lease on the offset stays")
 	require.True(t, c.RemoveIf(3, l))
 	require.Nil(t, c.Lease(3))
 }
@@ -70,20 +70,20 @@ func TestPopStateExpire(t *testing.T) {
 	now := time.UnixMilli(1_000_000)
 	ps := NewPopState("")
 	c := ps.OpenCursor(0, func() int64 { return 0 })
-	c.Put(0, &Lease{Deadline: now.Add(-time.Second)})                 // run out: sent back
-	c.Put(1, &Lease{Deadline: now.Add(-time.Second), Key: "k"})       // run out, ordered: retried in place
-	c.Put(2, &Lease{Deadline: now.Add(-time.Second), Settling: true}) // being acked
-	c.Put(3, &Lease{Deadline: now.Add(time.Minute), Key: "j"})        // acked meanwhile: taken out, key freed
+	c.Put(0, &Lease{deadline: now.Add(-time.Second)})                 // run out: sent back
+	c.Put(1, &Lease{deadline: now.Add(-time.Second), key: "k"})       // run out, ordered: retried in place
+	c.Put(2, &Lease{deadline: now.Add(-time.Second), settling: true}) // being acked
+	c.Put(3, &Lease{deadline: now.Add(time.Minute), key: "j"})        // acked meanwhile: taken out, key freed
 	c.Hold("j", 3)
-	c.Put(4, &Lease{Deadline: now.Add(2 * time.Second)})
-	c.Put(5, &Lease{Deadline: now.Add(time.Second)})
+	c.Put(4, &Lease{deadline: now.Add(2 * time.Second)})
+	c.Put(5, &Lease{deadline: now.Add(time.Second)})
 	back, retry, next := ps.Expire(c, now, func(off int64) bool { return off == 3 }, false)
 	require.Len(t, back, 1)
 	require.Equal(t, int64(0), back[0].Off)
-	require.True(t, back[0].Lease.SendingBack)
+	require.True(t, back[0].Lease.SendingBack())
 	require.Len(t, retry, 1)
 	require.Equal(t, int64(1), retry[0].Off)
-	require.False(t, retry[0].Lease.SendingBack, "the caller decides")
+	require.False(t, retry[0].Lease.SendingBack(), "the caller decides")
 	require.Equal(t, now.Add(time.Second), next)
 	require.Nil(t, c.Lease(3))
 	require.False(t, c.KeyBusy("j"))
@@ -99,9 +99,9 @@ func TestPopStateGrantsFailed(t *testing.T) {
 	ps := NewPopState("")
 	c := ps.OpenCursor(0, func() int64 { return 0 })
 	c.SetNext(5)
-	c.Put(2, &Lease{Epoch: 7, Client: "a"})
-	c.Put(3, &Lease{Epoch: 8, Client: "a", Key: "k"})
-	c.Put(4, &Lease{Epoch: 9, Client: "a"}) // a newer lease than the one noted
+	c.Put(2, &Lease{epoch: 7, client: "a"})
+	c.Put(3, &Lease{epoch: 8, client: "a", key: "k"})
+	c.Put(4, &Lease{epoch: 9, client: "a"}) // a newer lease than the one noted
 	var n Notes
 	key := Key{Group: "g", Topic: "t", QueueID: 0}
 	n.rec.Entries = []Entry{{Key: key, Client: "a", Items: []Item{
@@ -109,8 +109,8 @@ func TestPopStateGrantsFailed(t *testing.T) {
 	ps.GrantsFailed(&n, now)
 	require.Nil(t, c.Lease(2), "visible again")
 	require.Equal(t, int64(2), c.Next())
-	require.True(t, c.Lease(3).Waiting, "an ordered one waits in place, keeping its key")
-	require.Equal(t, now, c.Lease(3).RetryAt)
+	require.True(t, c.Lease(3).Waiting(), "an ordered one waits in place, keeping its key")
+	require.Equal(t, now, c.Lease(3).RetryAt())
 	require.NotNil(t, c.Lease(4))
 
 	var rec Record
@@ -131,10 +131,10 @@ func TestPopStateGrantsFailed(t *testing.T) {
 
 func TestLeaseItem(t *testing.T) {
 	d := time.UnixMilli(1000).Add(time.Microsecond)
-	l := &Lease{Epoch: 3, Deadline: d, Failures: 70000}
+	l := &Lease{epoch: 3, deadline: d, failures: 70000}
 	require.Equal(t, Item{Offset: 9, Epoch: 3, Deadline: 1001, Failures: 1<<16 - 1, State: Held}, l.Item(9))
-	l.Waiting, l.RetryAt = true, time.UnixMilli(2000)
+	l.waiting, l.retryAt = true, time.UnixMilli(2000)
 	require.Equal(t, Item{Offset: 9, Epoch: 3, Deadline: 2000, Failures: 1<<16 - 1, State: Waiting}, l.Item(9))
-	r := Restored(Folded{Item: l.Item(9), Client: "c"})
-	require.Equal(t, &Lease{Epoch: 3, Deadline: time.UnixMilli(2000), Client: "c", Deliveries: 1, Failures: 1<<16 - 1, Waiting: true, RetryAt: time.UnixMilli(2000)}, r)
+	r := Restored(Folded{Item: l.Item(9), Client: "c"}, "")
+	require.Equal(t, &Lease{epoch: 3, deadline: time.UnixMilli(2000), client: "c", deliveries: 1, failures: 1<<16 - 1, waiting: true, retryAt: time.UnixMilli(2000)}, r)
 }
