@@ -38,7 +38,17 @@
 //   - what the lease log asks of the pop states (leases.go): the leases
 //     of a leader's snapshot (Live), where a folded lease is read and
 //     whether it is still owed (OwedPlace), the install of the owed leases
-//     when the broker takes over (Install).
+//     when the broker takes over (Install);
+//   - the requests' and results' types (types.go: PullRequest, Message,
+//     ReceiptStatus, ReceiptResult, NackItem, LeaseItem), which
+//     server/broker aliases.
+//
+// It changes a lease only through package lease's moves (Lease.Grant,
+// Extend, Reoffer, WaitInPlace, FailInPlace, SendBack, StartSettling,
+// EndSettling), under its pop state's lock. An ordered message's (or an
+// instance's) in-place attempt history is this package's to keep: lease
+// holds it opaque (Lease.History), and historyOf reads it back as package
+// retry's attempts, the only type it is ever set to.
 //
 // # Imports
 //
