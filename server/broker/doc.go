@@ -257,8 +257,10 @@
 // refuses is marked consumed for the group (package consume's pull), so the group's
 // offset moves past it: an ack entry in an rmq_sys_OFFSET record appended
 // in one batch with the pull's lease record, before the pop state's lock
-// is released and without waiting for its flush (a skip lost with the
-// log's tail is derived again by the next pull past it). The
+// is released and without waiting for its flush, and applied to the
+// progress table once appended, as every progress record is (a skip lost
+// with the log's tail, or refused, is derived again by the next pull past
+// it). The
 // retry view applies the subscription's filters to the retry copies, which
 // carry the original's tag and properties.
 //

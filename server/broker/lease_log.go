@@ -60,7 +60,6 @@ func (b *Broker) newLeaseLog() *leaselog.Log {
 			_, gen, _ := b.progress.Get(key)
 			return gen
 		},
-		OffsetMessage: progressMessage,
 		Owed: func(k leaselog.At, f leaselog.Folded) (leaselog.Place, bool) {
 			return b.consume.OwedPlace(k, f)
 		},

@@ -49,11 +49,6 @@ func (b *Broker) openLedger(ctx context.Context) (*progress.Ledger, error) {
 	})
 }
 
-// progressMessage wraps a progress record as a system-topic message.
-func progressMessage(rec offset.Record, bornMs int64) (*message.Message, error) {
-	return progress.Message(offsetTopic, rec, bornMs)
-}
-
 // ackEntry is the progress entry acknowledging off of key.
 func (b *Broker) ackEntry(key offset.Key, off int64) offset.Entry { return b.ledger.AckEntry(key, off) }
 

@@ -276,9 +276,10 @@ func (s *Service) popOnce(ps *lease.PopState, group registry.GroupConfig, topic 
 	}
 	// The grants and skips are recorded under the lock they were made
 	// under (one append, without waiting for a flush), so the log holds
-	// them in their order.
+	// them in their order; the skips are applied to the progress table
+	// once appended, as every progress record is.
 	notes, skips := ps.TakeNotes(), ps.TakeSkips()
-	if lerr := s.cfg.Leases.WriteGrants(notes, skips); lerr != nil {
+	if lerr := s.writeGrants(notes, skips); lerr != nil {
 		if notes.Empty() {
 			s.cfg.Log.Warn().Err(lerr).Msg("recording the offsets a pull's filters passed over failed; the next pull past them derives them again")
 		} else {
@@ -329,14 +330,30 @@ func (s *Service) takeExpired(ps *lease.PopState, c *lease.Cursor, v View, now t
 	return expired, nextExpiry
 }
 
-// markSkipped applies offsets the filters passed over as consumed and
-// notes them in ps's skips, which popOnce appends with the pull's grants
-// (leaselog.Log.WriteGrants); the caller holds ps's lock.
+// markSkipped notes the offsets the filters passed over, as consumed, in
+// ps's skips, which popOnce writes and applies with the pull's grants
+// (writeGrants); the caller holds ps's lock. A pull reads each queue
+// once, so none of its reads needs them applied before.
 func (s *Service) markSkipped(ps *lease.PopState, key offset.Key, offs []int64) {
 	_, gen, _ := s.progress().Get(key)
-	e := offset.Entry{Kind: offset.KindAck, Key: key, Generation: gen, Offsets: offs}
-	s.progress().Apply(offset.Record{Entries: []offset.Entry{e}})
-	ps.Skip(e)
+	ps.Skip(offset.Entry{Kind: offset.KindAck, Key: key, Generation: gen, Offsets: offs})
+}
+
+// writeGrants appends a pull's grants (notes: one rmq_sys_LEASE record)
+// and the offsets its filters passed over (skips: one rmq_sys_OFFSET
+// record) in one batch, the grants first, without waiting for the flush,
+// and then applies the skips to the progress table (package progress's
+// Ledger.PersistNoWait, which says what a crash can cost).
+func (s *Service) writeGrants(notes *lease.Notes, skips offset.Record) error {
+	m, err := s.cfg.Leases.GrantsMessage(notes)
+	if err != nil {
+		return err
+	}
+	var extra []*message.Message
+	if m != nil {
+		extra = append(extra, m)
+	}
+	return s.cfg.Broker.Ledger().PersistNoWait(skips, extra)
 }
 
 // popQueue leases up to max messages of one queue under ps's lock: it aligns

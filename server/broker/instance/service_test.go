@@ -465,3 +465,7 @@ func TestConcurrent(t *testing.T) {
 		require.Zero(t, ip.Active, ip.ClientID)
 	}
 }
+
+func (s *fakeStore) PutClassNoWait(c storage.Class, msgs []*message.Message, res []storage.PutResult) error {
+	return s.PutClass(c, msgs, res)
+}

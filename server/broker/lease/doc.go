@@ -12,8 +12,10 @@
 //   - the lease log (log.go, notes.go): Log notes lease changes (Note,
 //     NoteReleased, into Notes) and writes their records (Stages: a
 //     request's records appended under the pop states' locks, their flush
-//     awaited after; WriteGrants: a pull's grants and the offsets its
-//     filters passed over in one batch, not waited for); folds the
+//     awaited after; GrantsMessage: a pull's grants as one record, which
+//     the pull appends with the offsets its filters passed over in one
+//     batch, not waited for, through package progress's
+//     Ledger.PersistNoWait); folds the
 //     snapshot and the records after it at open (Open, with what it
 //     restored: Recovered) and, while the broker follows another broker's
 //     log, the records since (Follow); says which folded leases are still
@@ -138,7 +140,8 @@
 // follower's lock before the broker serves as a leader: server/broker's
 // installLeases), and the package takes it nowhere itself. The
 // broker holds it, as before the pop states moved, across a pull's reads,
-// grants and the append of its record (WriteGrants), across a receipt
+// grants and the append of its records (GrantsMessage, through the
+// progress Ledger), across a receipt
 // request's run of receipts of one (group, topic) and the append of its
 // notes (Stage), across the reaper's scan of a pop state and the append
 // of its notes, and across an offset commit's write; it takes under it the
@@ -151,7 +154,7 @@
 // fold lock, which guards its fold, the position it folded to, whether
 // it follows and what it recovered; Notes and Stages are their caller's
 // (a pop state's notes under the pop state's lock), and Note, Stage and
-// WriteGrants take no lock of the package, so the fold lock and the pop
+// GrantsMessage take no lock of the package, so the fold lock and the pop
 // states' locks are never nested. The fold lock is taken under the
 // broker's follower lock (Follow, the follower's Snapshot, the takeover's
 // Top, Owed and Lead) and before the registry lock, the progress table's

@@ -23,8 +23,6 @@ type Store interface {
 	storage.QueueBounds
 	// PutClassStaged appends without waiting for the flush; wait does.
 	PutClassStaged(class storage.Class, ms []*message.Message, res []storage.PutResult) (wait func() error, err error)
-	// PutClassNoWait appends without waiting for the flush.
-	PutClassNoWait(class storage.Class, ms []*message.Message, res []storage.PutResult) error
 	// ReadMeta and WriteMeta read and write a file under config/.
 	ReadMeta(name string) ([]byte, error)
 	WriteMeta(name string, data []byte) error
@@ -76,10 +74,6 @@ type Config struct {
 	// Generation is the key's progress generation (the progress table's),
 	// which an entry of a record carries.
 	Generation func(offset.Key) uint32
-	// OffsetMessage is rec as one rmq_sys_OFFSET message born at bornMs
-	// (package progress's Message): a pull's skips, written with its
-	// grants.
-	OffsetMessage func(rec offset.Record, bornMs int64) (*message.Message, error)
 	// Owed is where a folded lease's offset is read, and false when the
 	// lease is owed no more: its group or topic is gone (or it is a
 	// deleted namesake's), it is done for its group (acked, failed,
@@ -95,7 +89,7 @@ type Config struct {
 }
 
 // Log is the broker's lease log: it notes lease changes and writes their
-// records (Note, Stages, WriteGrants), folds the records at open and
+// records (Note, Stages, GrantsMessage), folds the records at open and
 // while the broker follows another broker's log (Open, Follow), says
 // which folded leases are still owed when the broker takes over (Owed,
 // Lead), and writes config/leases.snapshot (Snapshot) with the offset

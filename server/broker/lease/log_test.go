@@ -67,10 +67,6 @@ func (bd *bundle) open(st lease.Store) *lease.Log {
 			defer bd.mu.Unlock()
 			return bd.gens[k]
 		},
-		OffsetMessage: func(rec offset.Record, bornMs int64) (*message.Message, error) {
-			body, err := offset.EncodeRecord(rec)
-			return &message.Message{Topic: "rmq_sys_OFFSET", Body: body, BornTimestamp: bornMs}, err
-		},
 		Owed: func(k lease.At, _ lease.Folded) (lease.Place, bool) {
 			bd.mu.Lock()
 			defer bd.mu.Unlock()
@@ -157,34 +153,33 @@ func TestNotesAndStages(t *testing.T) {
 	require.Equal(t, int64(1_700_000_001_123), res.Messages[0].BornTimestamp)
 }
 
-// TestWriteGrants: a pull's grants and its skips are one batch, the
-// lease record first; skips alone are written alone; nothing, nothing.
-func TestWriteGrants(t *testing.T) {
+// TestGrantsMessage: a pull's grants are one rmq_sys_LEASE record born
+// on the clock; no grants, no record. (The pull appends it with its
+// skips: package progress's Ledger.PersistNoWait and consume's tests.)
+func TestGrantsMessage(t *testing.T) {
 	bd := setup(t)
 	k := offset.Key{Group: "g", Topic: "t"}
 	var n lease.Notes
+	m, err := bd.log.GrantsMessage(&n)
+	require.NoError(t, err)
+	require.Nil(t, m, "no grants, no record")
+	m, err = bd.log.GrantsMessage(nil)
+	require.NoError(t, err)
+	require.Nil(t, m)
+
 	bd.log.Note(&n, k, "c1", held(0, 1))
-	skips := offset.Record{Entries: []offset.Entry{{Kind: offset.KindAck, Key: k, Offsets: []int64{1, 2}}}}
-	require.NoError(t, bd.log.WriteGrants(&n, skips))
-	require.NoError(t, bd.log.WriteGrants(nil, skips))
-	require.NoError(t, bd.log.WriteGrants(nil, offset.Record{}))
-	// Not waited for: in sync mode the dispatcher goes no further than
-	// the flush, which the next one makes.
-	require.Eventually(t, func() bool { return bd.store.MaxOffset("rmq_sys_OFFSET", 0) == 2 }, 10*time.Second, time.Millisecond)
-	require.Equal(t, []lease.Record{n.Record()}, bd.records(t))
-	require.Equal(t, int64(2), bd.store.MaxOffset("rmq_sys_OFFSET", 0), "the skips twice")
-	lp, err := bd.store.PhysicalOffset(lease.Topic, 0, 0)
+	m, err = bd.log.GrantsMessage(&n)
 	require.NoError(t, err)
-	op, err := bd.store.PhysicalOffset("rmq_sys_OFFSET", 0, 0)
+	require.Equal(t, lease.Topic, m.Topic)
+	require.Equal(t, bd.clock.Now().UnixMilli(), m.BornTimestamp)
+	rec, err := lease.DecodeRecord(m.Body)
 	require.NoError(t, err)
-	require.Less(t, lp, op, "the grants before the skips, in one batch")
+	require.Equal(t, n.Record(), rec)
 
 	require.NoError(t, bd.store.Close())
-	err = bd.log.WriteGrants(&n, offset.Record{})
-	require.ErrorIs(t, err, errMapped, "the store's error, mapped")
 	var s lease.Stages
 	s.Stage(bd.log, &n)
-	require.ErrorIs(t, s.Wait(), errMapped)
+	require.ErrorIs(t, s.Wait(), errMapped, "the store's error, mapped")
 }
 
 // TestOpenFollowOwedLead: an open folds the snapshot and the records

@@ -97,37 +97,15 @@ func (l *Log) message(n *Notes) (*message.Message, error) {
 	return &message.Message{Topic: Topic, Body: body, BornTimestamp: l.cfg.Clock.Now().UnixMilli()}, nil
 }
 
-// WriteGrants appends a pull's grants (n) as one rmq_sys_LEASE record,
-// and in the same batch the offsets its filters passed over (skips) as
-// one rmq_sys_OFFSET record, without waiting for the flush
-// (Store.PutClassNoWait): once it returns the records outlive a crash of
-// the process, and a crash of the machine once the next flush lands (the
-// next ack's or send's, at the latest commitlog.LazyFlushDelay later;
-// always before any later reply that waited for a flush). A grant lost
-// that way only delivers its message again at once, as before leases
-// were records, and a skip is derived again by the next pull past it;
-// waiting would cost every pull a flush (ARCHITECTURE.md, pull). The
-// skips are applied before they are appended, so an offsets snapshot
-// taken between the two only covers less than it holds (replay is
-// idempotent).
-func (l *Log) WriteGrants(n *Notes, skips offset.Record) error {
-	var msgs []*message.Message
-	if !n.Empty() {
-		m, err := l.message(n)
-		if err != nil {
-			return err
-		}
-		msgs = append(msgs, m)
+// GrantsMessage is a pull's grants (n) as one rmq_sys_LEASE record, nil
+// when n holds none. The pull appends it in one batch with the progress
+// record of the offsets its filters passed over, without waiting for the
+// flush (package progress's Ledger.PersistNoWait): a grant lost with the
+// log's tail only delivers its message again at once, as before leases
+// were records.
+func (l *Log) GrantsMessage(n *Notes) (*message.Message, error) {
+	if n.Empty() {
+		return nil, nil
 	}
-	if len(skips.Entries) > 0 {
-		m, err := l.cfg.OffsetMessage(skips, l.cfg.Clock.Now().UnixMilli())
-		if err != nil {
-			return err
-		}
-		msgs = append(msgs, m)
-	}
-	if len(msgs) == 0 {
-		return nil
-	}
-	return l.cfg.StoreError(l.cfg.Store.PutClassNoWait(storage.ClassSystem, msgs, make([]storage.PutResult, len(msgs))))
+	return l.message(n)
 }

@@ -12,7 +12,9 @@
 //     (with the messages written in the same batch, such as a nack's retry
 //     copies) through the store's system class and only then applies it to
 //     the table, so the table, and every snapshot of it, never holds a
-//     change the log might not; AckEntry, Commit (a reset: a new
+//     change the log might not; PersistNoWait does the same without
+//     waiting for the flush (a pull's skips, with its grants); AckEntry,
+//     Commit (a reset: a new
 //     generation) and Advance (retention's floor) build on it; AwaitApplied
 //     waits for the appends in flight; Message wraps a record for the log;
 //   - where a group starts (consumefrom.go): NormalizeConsumeFrom and

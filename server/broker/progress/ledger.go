@@ -18,6 +18,7 @@ import (
 // snapshot file (SnapshotFile) under <data>/config.
 type Store interface {
 	PutClass(class storage.Class, msgs []*message.Message, res []storage.PutResult) error
+	PutClassNoWait(class storage.Class, msgs []*message.Message, res []storage.PutResult) error
 	MaxOffset(topic string, queueID int32) int64
 	MinOffset(topic string, queueID int32) int64
 	SearchOffsetByTime(topic string, queueID int32, ts int64) (int64, error)
@@ -109,6 +110,22 @@ func (l *Ledger) AckEntry(key offset.Key, off int64) offset.Entry {
 // snapshot takes the ledger's lock exclusively (Lock), so it never sees a
 // record that is appended but not yet applied either.
 func (l *Ledger) Persist(rec offset.Record, extra []*message.Message) error {
+	return l.persist(rec, extra, l.cfg.Store.PutClass)
+}
+
+// PersistNoWait is Persist without waiting for the flush
+// (Store.PutClassNoWait): a pull's records, its grants (extra) and the
+// offsets its filters passed over (rec), which outlive a crash of the
+// process once it returns and a crash of the machine once the next flush
+// lands (the next ack's or send's, at the latest commitlog.LazyFlushDelay
+// later; always before any later reply that waited for a flush). A skip
+// lost that way is derived again by the next pull past it; waiting would
+// cost every pull a flush.
+func (l *Ledger) PersistNoWait(rec offset.Record, extra []*message.Message) error {
+	return l.persist(rec, extra, l.cfg.Store.PutClassNoWait)
+}
+
+func (l *Ledger) persist(rec offset.Record, extra []*message.Message, put func(storage.Class, []*message.Message, []storage.PutResult) error) error {
 	if len(rec.Entries) == 0 && len(extra) == 0 {
 		return nil
 	}
@@ -122,10 +139,11 @@ func (l *Ledger) Persist(rec offset.Record, extra []*message.Message) error {
 	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	// Progress, and the retry copies of failed deliveries, are system
-	// records: they go on above the send ceiling, from the headroom below
-	// the system ceiling (storage Class).
-	if err := l.cfg.Store.PutClass(storage.ClassSystem, msgs, make([]storage.PutResult, len(msgs))); err != nil {
+	// Progress, and the records written with it (retry copies of failed
+	// deliveries, a pull's grants), are system records: they go on above
+	// the send ceiling, from the headroom below the system ceiling
+	// (storage Class).
+	if err := put(storage.ClassSystem, msgs, make([]storage.PutResult, len(msgs))); err != nil {
 		return l.cfg.StoreErr(err)
 	}
 	l.table.Apply(rec)

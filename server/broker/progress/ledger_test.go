@@ -275,3 +275,7 @@ func FuzzNormalizeConsumeFrom(f *testing.F) {
 
 func (s *fakeStore) ReadMeta(string) ([]byte, error) { return nil, os.ErrNotExist }
 func (s *fakeStore) WriteMeta(string, []byte) error  { return nil }
+
+func (s *fakeStore) PutClassNoWait(c storage.Class, msgs []*message.Message, res []storage.PutResult) error {
+	return s.PutClass(c, msgs, res)
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mqgate/mqgate/storage/message"
 	"github.com/mqgate/mqgate/storage/offset"
 	"github.com/mqgate/mqgate/storage/storagetest"
 )
@@ -99,4 +100,38 @@ func TestOpenAndFollowApplyTheLog(t *testing.T) {
 	rebuilt := open(opts{gone: map[string]bool{"old": true}})
 	require.Equal(t, int64(0), rebuilt.SnapshotAt())
 	require.Equal(t, state(reopened), state(rebuilt))
+}
+
+// TestPersistNoWaitAppliesAfterTheAppend: a pull's records — its grants
+// (extra) and its skips — are one batch, the grants first; the skips are
+// applied once appended (not before: a write refused leaves the table as
+// it was), without waiting for the flush.
+func TestPersistNoWaitAppliesAfterTheAppend(t *testing.T) {
+	ctx := context.Background()
+	st := storagetest.MustOpen(t, storagetest.SmallOptions(t.TempDir()))
+	const topic = "rmq_sys_OFFSET"
+	l, err := Open(ctx, Config{
+		Store: st, Topic: topic, MaxBatch: 100, InvalidArgument: errInvalid, Log: zerolog.Nop(),
+		Now:      func() time.Time { return time.UnixMilli(1_700_000_000_123) },
+		StoreErr: func(err error) error { return fmt.Errorf("mapped: %w", err) },
+	})
+	require.NoError(t, err)
+	k := offset.Key{Group: "g", Topic: "orders", QueueID: 2}
+	skips := offset.Record{Entries: []offset.Entry{{Kind: offset.KindAck, Key: k, Offsets: []int64{0, 1, 2}}}}
+	grants := &message.Message{Topic: "rmq_sys_LEASE", Body: []byte("grants")}
+	require.NoError(t, l.PersistNoWait(skips, []*message.Message{grants}))
+	c, _, _ := l.Table().Get(k)
+	require.Equal(t, int64(3), c, "applied once appended")
+	require.Eventually(t, func() bool { return st.MaxOffset(topic, 0) == 1 }, 10*time.Second, time.Millisecond, "not waited for: the next flush lands it")
+	gp, err := st.PhysicalOffset("rmq_sys_LEASE", 0, 0)
+	require.NoError(t, err)
+	sp, err := st.PhysicalOffset(topic, 0, 0)
+	require.NoError(t, err)
+	require.Less(t, gp, sp, "the grants before the skips, in one batch")
+
+	require.NoError(t, st.Close())
+	more := offset.Record{Entries: []offset.Entry{{Kind: offset.KindAck, Key: k, Offsets: []int64{3}}}}
+	require.ErrorContains(t, l.PersistNoWait(more, nil), "mapped:", "the store's error, mapped")
+	c, _, _ = l.Table().Get(k)
+	require.Equal(t, int64(3), c, "a refused write applies nothing")
 }
