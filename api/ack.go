@@ -61,7 +61,7 @@ type ReceiptResult struct {
 	// NewReceipt is the receipt to use from now on when a lease change issued one.
 	NewReceipt string `json:"newReceipt,omitempty" example:"ARjtLxX9uENgAAAAAQAAAAAAAAAABmxhZGRlcghsYWRkZXItZCsbpUybO_juz9j6uV4s4D4"`
 	// Error explains a status other than ok.
-	Error string `json:"error,omitempty" example:"the lease expired (or the broker restarted); the message will be delivered again"`
+	Error string `json:"error,omitempty" example:"the lease ended (it ran out or was released, or the broker restarted); the message will be delivered again"`
 	// LeaseUntil is, for an ok lease change, when the changed lease runs out (RFC 3339 with milliseconds, UTC): the time of the change plus its invisibleMs (with invisibleMs 0, the moment the message became visible again). Absent from ack and nack results and from results that are not ok.
 	LeaseUntil string `json:"leaseUntil,omitempty" format:"date-time" example:"2026-11-29T10:01:00.000Z"`
 } //	@name	ReceiptResult

@@ -5164,7 +5164,7 @@ const docTemplate = `{
                 "error": {
                     "description": "Error explains a status other than ok.",
                     "type": "string",
-                    "example": "the lease expired (or the broker restarted); the message will be delivered again"
+                    "example": "the lease ended (it ran out or was released, or the broker restarted); the message will be delivered again"
                 },
                 "leaseUntil": {
                     "description": "LeaseUntil is, for an ok lease change, when the changed lease runs out (RFC 3339 with milliseconds, UTC): the time of the change plus its invisibleMs (with invisibleMs 0, the moment the message became visible again). Absent from ack and nack results and from results that are not ok.",

@@ -2032,7 +2032,7 @@ type ReceiptResponse struct {
 type ReceiptResult struct {
 	// Error Error explains a status other than ok.
 	//
-	// Example: the lease expired (or the broker restarted); the message will be delivered again
+	// Example: the lease ended (it ran out or was released, or the broker restarted); the message will be delivered again
 	Error *string `json:"error,omitempty"`
 
 	// LeaseUntil LeaseUntil is, for an ok lease change, when the changed lease runs out (RFC 3339 with milliseconds, UTC): the time of the change plus its invisibleMs (with invisibleMs 0, the moment the message became visible again). Absent from ack and nack results and from results that are not ok.

@@ -256,7 +256,7 @@ nack an acked: expired (the message is already acknowledged)
 change -1s: error: invalid argument: item 0: invisibility must be 0..12h0m0s
 change 13h: error: invalid argument: item 0: invisibility must be 0..12h0m0s
 change 20s, 0: ok u1700000020123; ok u1700000000123
-change a released: expired (the lease expired (or the broker restarted); the message will be delivered again)
+change a released: expired (the lease ended (it ran out or was released, or the broker restarted); the message will be delivered again)
 pull again: [lp/0@2 "m5" tag="" r0 u1700000010123]
 ack the released one's old receipt: expired (the message was redelivered under a newer receipt)
 nack level 19: error: invalid argument: items[0].delayLevel 19 must be -1 (DLQ), 0 (the group's retry policy) or a delay level 1..18

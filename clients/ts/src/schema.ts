@@ -2262,7 +2262,7 @@ export interface components {
         ReceiptResult: {
             /**
              * @description Error explains a status other than ok.
-             * @example the lease expired (or the broker restarted); the message will be delivered again
+             * @example the lease ended (it ran out or was released, or the broker restarted); the message will be delivered again
              */
             error?: string;
             /**

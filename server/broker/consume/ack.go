@@ -137,7 +137,7 @@ func (s *Service) goneStatus(key offset.Key, off int64, isAck bool) (ReceiptStat
 	case s.progress().IsAcked(key, off):
 		return ReceiptExpired, "the message is already acknowledged"
 	}
-	return ReceiptExpired, "the lease expired (or the broker restarted); the message will be delivered again"
+	return ReceiptExpired, "the lease ended (it ran out or was released, or the broker restarted); the message will be delivered again"
 }
 
 func (s *Service) checkBatch(group string, n int) error {
