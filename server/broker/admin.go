@@ -4,72 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/mqgate/mqgate/server/broker/txn"
 	"github.com/mqgate/mqgate/storage"
 	"github.com/mqgate/mqgate/storage/message"
-	"github.com/mqgate/mqgate/storage/offset"
 )
 
-// CommitOffsets sets committed offsets (offset-mode consumers, resets).
-// A commit also resets the group's pop cursor and drops its leases on that
-// queue, so pop consumers continue from the committed offset. For a
-// broadcasting group, a client id in ctx commits that consumer instance's
-// offsets (registering it first: broadcast.go); without one the group's
-// own.
+// CommitOffsets sets committed offsets (offset-mode consumers, resets),
+// resetting the pop cursors of the queues it commits (package consume's
+// CommitOffsets; a broadcasting group's instance commits its own).
 func (b *Broker) CommitOffsets(ctx context.Context, group string, commits []OffsetCommit) error {
-	if b.closed.Load() {
-		return ErrShuttingDown
-	}
-	g, err := b.consume.GroupForPull(group, true)
-	if err != nil {
-		return err
-	}
-	if len(commits) == 0 || len(commits) > MaxBatchItems {
-		return fmt.Errorf("%w: 1 to %d commits", ErrInvalidArgument, MaxBatchItems)
-	}
-	var topics []TopicConfig
-	for i, c := range commits {
-		t, err := b.GetTopic(ctx, c.Topic)
-		if err != nil {
-			return fmt.Errorf("commit %d: %w", i, err)
-		}
-		if c.QueueID < 0 || int(c.QueueID) >= t.Queues {
-			return fmt.Errorf("%w: commit %d: queue %d does not exist", ErrInvalidArgument, i, c.QueueID)
-		}
-		if min, top := b.store.MinOffset(c.Topic, c.QueueID), b.store.MaxOffset(c.Topic, c.QueueID); c.Offset < min || c.Offset > top {
-			return fmt.Errorf("%w: commit %d: offset %d outside [%d, %d]", ErrOffsetOutOfRange, i, c.Offset, min, top)
-		}
-		if !slices.ContainsFunc(topics, func(have TopicConfig) bool { return have.Name == t.Name }) {
-			topics = append(topics, t)
-		}
-	}
-	keyGroup := group
-	if client := clientOf(ctx); client != "" && g.ConsumeMode == ConsumeBroadcasting {
-		leave, err := b.enterInstance(g, client, topics...)
-		if err != nil {
-			return err
-		}
-		defer leave()
-		keyGroup = instanceKey(group, client)
-	}
-	for _, c := range commits {
-		key := offset.Key{Group: keyGroup, Topic: c.Topic, QueueID: c.QueueID}
-		ps := b.consume.PopState(keyGroup, c.Topic)
-		ps.Lock()
-		err := b.commit(key, c.Offset)
-		if cur := ps.Cursor(c.QueueID); cur != nil {
-			cur.SetNext(c.Offset)
-			cur.Clear()
-		}
-		ps.Unlock()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return b.consume.CommitOffsets(ctx, group, commits)
 }
 
 // ResetOffset moves the group's offsets of topic (every topic of the group

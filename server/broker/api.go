@@ -73,15 +73,9 @@ type (
 // QueueMessage is a message read by offset (Receipt is empty).
 type QueueMessage = ReceivedMessage
 
-// OffsetCommit sets a group's consumer offset of one queue.
-type OffsetCommit struct {
-	// Topic is the topic of the queue.
-	Topic string
-	// QueueID is the queue.
-	QueueID int32
-	// Offset is the next offset to consume.
-	Offset int64
-}
+// OffsetCommit sets a group's consumer offset of one queue (package
+// consume's).
+type OffsetCommit = consume.OffsetCommit
 
 // QueueProgress is a group's position in one queue (package progress).
 type QueueProgress = progress.QueueProgress

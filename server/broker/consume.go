@@ -43,7 +43,7 @@ func (b *Broker) newConsume() *consume.Service {
 		AutoCreateGroups: b.opts.AutoCreate && !b.opts.NoAutoCreateGroups,
 		DelayLevels:      b.opts.DelayLevels,
 		Errors: consume.Errors{ShuttingDown: ErrShuttingDown, InvalidArgument: ErrInvalidArgument,
-			TopicNotFound: ErrTopicNotFound, GroupNotFound: ErrGroupNotFound},
+			TopicNotFound: ErrTopicNotFound, GroupNotFound: ErrGroupNotFound, OffsetOutOfRange: ErrOffsetOutOfRange},
 		StoreError:     mapStoreErr,
 		TagMatcher:     tagMatcher,
 		CompileSQL:     compileSQL,

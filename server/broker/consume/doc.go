@@ -24,6 +24,9 @@
 //     offsets they pass over marked consumed, the grants, which draw
 //     epochs and sign receipts; GroupForPull, which an offset commit uses
 //     too);
+//   - offset commits (commit.go: CommitOffsets): the committed offset
+//     written through progress's Ledger, and the queue's pop cursor reset
+//     and its leases dropped, under the pop state's lock;
 //   - the receipt loop (ack.go: Ack, ChangeLease, Nack): each receipt
 //     decoded and checked before any lock is taken, then acted on under
 //     its pop state's lock, a run of receipts of one (group, topic) under
@@ -72,8 +75,8 @@
 // A pop state's lock (package lease's PopState) is taken by a pull across
 // its reads, grants and the append of its record, by a receipt request
 // across a run of receipts of one (group, topic) and the append of its
-// notes, and by the reaper across its scan of a pop state (server/broker
-// takes it too, for an offset commit's write); one at a time, after the instances lock
+// notes, by the reaper across its scan of a pop state and by an offset
+// commit across its write; one at a time, after the instances lock
 // (a pull registers its instance before it pops), before the registry's
 // read side, the progress locks and the store, and never with the lease
 // log's fold lock. The map's lock is taken under a pop state's lock (a

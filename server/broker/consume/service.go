@@ -51,10 +51,11 @@ type Broker interface {
 // Errors are the broker's sentinels the consumer's requests wrap (their
 // texts follow theirs).
 type Errors struct {
-	ShuttingDown    error
-	InvalidArgument error
-	TopicNotFound   error
-	GroupNotFound   error
+	ShuttingDown     error
+	InvalidArgument  error
+	TopicNotFound    error
+	GroupNotFound    error
+	OffsetOutOfRange error
 }
 
 // Config is what the consumer's requests get from the broker: its store,

@@ -51,7 +51,7 @@
 //     lease family's, changed under the pop states' locks;
 //     Broker.DropPopStates takes those locks for the sweep.
 //   - The requests that act as an instance and call Enter: pulls
-//     (package consume), offset commits (admin.go), settlements by
+//     and offset commits (package consume), settlements by
 //     receipt, which Touch (package consume), and ReadQueueFor's filters and read
 //     (broadcast.go, with ReadStart); a retry's write asks Known (package
 //     retry's Config, filled in by retry.go).

@@ -144,7 +144,8 @@
 // progress Ledger), across a receipt
 // request's run of receipts of one (group, topic) and the append of its
 // notes (Stage), across the reaper's scan of a pop state and the append
-// of its notes, and across an offset commit's write; it takes under it the
+// of its notes, and across an offset commit's write (all of them package
+// consume's); it takes under it the
 // registry's read side, the progress table's lock and the progress
 // Ledger's (Expire asks whether an offset is acked; a skip and a
 // cursor's alignment write progress), the epoch counter, the lock of its
