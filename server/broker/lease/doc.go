@@ -53,8 +53,7 @@
 // of the broker it is given in its Config, which server/broker fills in
 // (lease_log.go): the store through the Store interface, the clock, the
 // logger, the mapping of the store's errors, a key's progress
-// generation, the rmq_sys_OFFSET message of a pull's skips (package
-// progress's Message), where a folded lease is read and whether it is
+// generation, where a folded lease is read and whether it is
 // still owed (the registry, the progress table, the views and the store
 // decide), the epoch counter and the leases of the cursors.
 //

@@ -16,8 +16,8 @@ import (
 )
 
 // Store is what the lease log uses of the broker's store (*storage.Store
-// has it all): reading rmq_sys_LEASE back, appending lease records (and a
-// pull's skips beside its grants), and the snapshot file under config/.
+// has it all): reading rmq_sys_LEASE back, appending lease records, and the
+// snapshot file under config/.
 type Store interface {
 	// ReadQueue, MinOffset and MaxOffset read a queue and bound it.
 	storage.QueueBounds
@@ -57,8 +57,7 @@ type Recovery struct {
 
 // Config is what the lease log gets from the broker: its store, clock and
 // log, and as funcs what it asks of the broker — a key's progress
-// generation, the mapping of the store's errors, the rmq_sys_OFFSET
-// message of a pull's skips, where a folded lease is read and whether it
+// generation, the mapping of the store's errors, where a folded lease is read and whether it
 // is still owed, the broker's epoch counter and the leases in its
 // cursors. server/broker fills it in (lease_log.go there).
 type Config struct {

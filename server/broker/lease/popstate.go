@@ -29,8 +29,8 @@ type PopState struct {
 	rr       int
 	wake     chan struct{} // closed when a deferred ordered message is freed
 	notes    Notes         // lease changes to append before the lock is released
-	// skips: offsets the filters passed over, applied as consumed and
-	// appended with the grants before the lock is released.
+	// skips: offsets the filters passed over, appended with the grants
+	// before the lock is released and applied as consumed once appended.
 	skips offset.Record
 }
 
