@@ -284,3 +284,50 @@ func TestRefusedPullLeasesNothing(t *testing.T) {
 		require.Zero(t, m.ReconsumeTimes)
 	}
 }
+
+// TestRefusedPullSkipsNothing: a pull refused for want of room records
+// neither its leases nor the offsets its filter passed over, and applies
+// neither: once there is room again the next pulls pass over those
+// offsets again and record them, so the group's committed offset reaches
+// the queue's end when the matching messages are acked (not stuck below
+// the first message the refused pull passed over).
+func TestRefusedPullSkipsNothing(t *testing.T) {
+	t.Parallel()
+	bd, disk, _ := pressureBundle(t, 0.10, 0, nil)
+	var batch []broker.SendMessage
+	for i, tag := range []string{"B", "A", "B", "A"} {
+		batch = append(batch, broker.SendMessage{Body: []byte(fmt.Sprintf("m%d", i)), Tag: tag})
+	}
+	_, err := bd.b.Send(bd.ctx, "t", batch)
+	require.NoError(t, err)
+	disk.set(0.97)
+	brokertest.Eventually(t, 10*time.Second, func() (bool, string) {
+		_, err := bd.b.Send(bd.ctx, "t", []broker.SendMessage{{Body: []byte("probe"), Tag: "C"}})
+		return err != nil, "the disk sampler has not seen the full disk"
+	})
+	_, err = bd.b.Pull(bd.ctx, broker.PullRequest{Group: "g", Topic: "t", MaxMessages: 8, Invisible: time.Hour, TagExpression: "A"})
+	require.ErrorIs(t, err, broker.ErrDiskFull)
+
+	disk.set(0.10)
+	var got []broker.ReceivedMessage
+	brokertest.Eventually(t, 10*time.Second, func() (bool, string) {
+		got, err = bd.b.Pull(bd.ctx, broker.PullRequest{Group: "g", Topic: "t", MaxMessages: 8, Invisible: time.Hour, TagExpression: "A"})
+		return err == nil, fmt.Sprintf("pull: %v", err)
+	})
+	require.Len(t, got, 2)
+	res, err := bd.b.Ack(bd.ctx, "g", receipts(got))
+	require.NoError(t, err)
+	for _, r := range res {
+		require.Equal(t, broker.ReceiptOK, r.Status)
+	}
+	brokertest.Eventually(t, 10*time.Second, func() (bool, string) {
+		ps, err := bd.b.GetOffsets(bd.ctx, "g")
+		require.NoError(t, err)
+		for _, p := range ps {
+			if p.QueueID == 0 && p.ConsumerOffset == p.BrokerOffset {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("the committed offset stays below the queue's end: %+v", ps)
+	})
+}

@@ -335,9 +335,14 @@
 // records of the last flush (in async mode, of the last flush interval):
 // those messages are delivered again at once (at-least-once), which is
 // all a lost lease can cost; waiting for the flush would cost every pull
-// one. When a pull's lease record cannot be written (disk
-// above the system ceiling, read-only store) the pull fails and its
-// leases are undone. What stays in memory: the attempt history of an
+// one. A pull decides its leases, writes their record and
+// only then puts them into its cursors, with the code that installs the
+// folded leases when the broker takes over (package lease's
+// Cursor.Apply; server/broker/consume/doc.go). When a pull's record
+// cannot be written (disk above the system ceiling, read-only store) the
+// pull fails and nothing of it is applied: no lease, and none of the
+// offsets its filters passed over, which the next pull passes over and
+// records again. What stays in memory: the attempt history of an
 // ordered message retried in place (its failure count is recorded).
 //
 // # Time

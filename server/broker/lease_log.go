@@ -37,8 +37,8 @@ import (
 // the fold, the notes and their writes, the snapshot workers and file,
 // the follower's and the replicated leader's fold under its lock, which
 // folded leases are still owed, and the pop states with their cursors and
-// leases (a lease as a record's item, a pull's grants undone, the
-// cursors' leases for a leader's snapshot). What needs the map of pop
+// leases (a lease as a record's item, a record's item applied to a
+// cursor, the cursors' leases for a leader's snapshot). What needs the map of pop
 // states, the registry, the progress table, the views or the store is
 // package consume's (server/broker/consume/doc.go): the notes of a pull's
 // grants, the walk over every pop state for a leader's snapshot

@@ -46,12 +46,21 @@
 //     ReceiptStatus, ReceiptResult, NackItem, LeaseItem), which
 //     server/broker aliases.
 //
-// It changes a lease only through package lease's moves (Lease.Grant,
-// Extend, Reoffer, WaitInPlace, FailInPlace, SendBack, StartSettling,
-// EndSettling), under its pop state's lock. An ordered message's (or an
-// instance's) in-place attempt history is this package's to keep: lease
-// holds it opaque (Lease.History), and historyOf reads it back as package
-// retry's attempts, the only type it is ever set to.
+// A pull decides its grants first (each a lease record's item, with the
+// epoch drawn and the deadline cut to the millisecond, as the answer and
+// the record give it; a later message of a sharding key it is granting
+// waits behind it, as behind a lease granted before), writes them as one
+// lease record with the offsets its filters passed over, and only then
+// applies them to the cursors with package lease's Cursor.Apply — the code
+// that installs the folded leases when the broker takes over (Install). A
+// write refused applies nothing: the cursors go back to where the pull
+// found them, and the next pull decides again (pull.go, grants). Other
+// lease changes go through package lease's moves (Lease.Extend,
+// WaitInPlace, FailInPlace, SendBack, StartSettling, EndSettling), under
+// the pop state's lock, before their record is appended. An ordered
+// message's (or an instance's) in-place attempt history is this package's
+// to keep: lease holds it opaque (Lease.History), and historyOf reads it
+// back as package retry's attempts, the only type it is ever set to.
 //
 // # Imports
 //

@@ -51,11 +51,9 @@ func (s *Service) Install(owed []lease.Owed, now time.Time) (restored, expired i
 				if c.KeyBusy(shardingKey) {
 					continue // read again and deferred behind the key's earlier lease
 				}
-				c.Hold(shardingKey, k.Off)
 			}
 		}
-		l := lease.Restored(o.Lease, shardingKey)
-		c.Put(k.Off, l)
+		l := c.Apply(o.Lease.Item, o.Lease.Client, shardingKey)
 		restored++
 		if !l.Waiting() && !now.Before(l.Deadline()) {
 			expired++

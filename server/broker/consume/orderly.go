@@ -77,7 +77,7 @@ func historyOf(l *lease.Lease) []retry.Attempt {
 
 // offerOrdered re-offers waiting in-place retries that are due and the
 // first deferred message of every free key; the caller holds ps's lock.
-func (s *Service) offerOrdered(ps *lease.PopState, c *lease.Cursor, v View, max int, now time.Time, invisible time.Duration, client string) ([]Message, time.Time, error) {
+func (s *Service) offerOrdered(ps *lease.PopState, g *grants, c *lease.Cursor, v View, max int, now time.Time, invisible time.Duration, client string) ([]Message, time.Time, error) {
 	var out []Message
 	var next time.Time
 	for off, l := range c.Leases() {
@@ -99,14 +99,13 @@ func (s *Service) offerOrdered(ps *lease.PopState, c *lease.Cursor, v View, max 
 			ps.Release(c, l.Key(), off)
 			continue
 		}
-		l.Reoffer(client)
-		out = append(out, s.grant(v.Key, l, res.Messages[0], now, invisible))
+		out = append(out, s.grant(g, c, v.Key, l, "", res.Messages[0], now, invisible, client))
 	}
 	for key, offs := range c.Deferred() {
 		if len(out) == max {
 			break
 		}
-		if c.KeyBusy(key) || len(offs) == 0 {
+		if c.KeyBusy(key) || g.holds(c, key) || len(offs) == 0 {
 			continue
 		}
 		off := c.TakeDeferred(key, offs)
@@ -117,10 +116,7 @@ func (s *Service) offerOrdered(ps *lease.PopState, c *lease.Cursor, v View, max 
 		if err != nil || len(res.Messages) == 0 {
 			continue
 		}
-		l := lease.NewLease(client, key)
-		c.Put(off, l)
-		c.Hold(key, off)
-		out = append(out, s.grant(v.Key, l, res.Messages[0], now, invisible))
+		out = append(out, s.grant(g, c, v.Key, nil, key, res.Messages[0], now, invisible, client))
 	}
 	return out, next, nil
 }

@@ -150,23 +150,6 @@ func (s *Service) noteLease(n *lease.Notes, key offset.Key, off int64, l *lease.
 	s.cfg.Leases.Note(n, key, l.Client(), l.Item(off))
 }
 
-// noteGrants notes the leases of msgs, just granted on key's queue; the
-// caller holds ps's lock.
-func (s *Service) noteGrants(ps *lease.PopState, key offset.Key, msgs []Message) {
-	if len(msgs) == 0 {
-		return
-	}
-	c := ps.Cursor(key.QueueID)
-	if c == nil {
-		return
-	}
-	for _, m := range msgs {
-		if l := c.Lease(m.QueueOffset); l != nil {
-			s.noteLease(ps.Notes(), key, m.QueueOffset, l)
-		}
-	}
-}
-
 // progress is the progress table; ledger, the progress family's ledger,
 // writes it.
 func (s *Service) progress() *offset.Table  { return s.cfg.Broker.Ledger().Table() }

@@ -105,8 +105,9 @@ func (ps *PopState) TakeNotes() *Notes {
 	return &n
 }
 
-// Skip notes e, the offsets a pull's filters passed over (already applied
-// as consumed), to be appended with the pull's grants (TakeSkips).
+// Skip notes e, the offsets a pull's filters passed over, to be appended
+// with the pull's grants and applied as consumed once appended
+// (TakeSkips).
 func (ps *PopState) Skip(e offset.Entry) { ps.skips.Entries = append(ps.skips.Entries, e) }
 
 // TakeSkips hands over the skips noted under ps's lock.
@@ -144,32 +145,6 @@ func (ps *PopState) WakeChan() <-chan struct{} {
 		ps.wake = make(chan struct{})
 	}
 	return ps.wake
-}
-
-// GrantsFailed undoes the leases a pull granted (n, its notes) when their
-// record could not be written: no client holds their receipts, so they
-// are made visible again as a lease changed to 0 would be — a lease
-// retried in place (with a key or failures) waits until now, any other
-// is taken out of flight and its cursor rewound to it.
-func (ps *PopState) GrantsFailed(n *Notes, now time.Time) {
-	for _, e := range n.Record().Entries {
-		c := ps.queues[e.Key.QueueID]
-		if c == nil {
-			continue
-		}
-		for _, it := range e.Items {
-			l := c.inflight[it.Offset]
-			if it.State != Held || l == nil || l.epoch != it.Epoch || l.settling || l.sendingBack {
-				continue
-			}
-			if l.key != "" || l.failures > 0 {
-				l.waiting, l.retryAt = true, now // retried in place: keeps its key and failures
-				continue
-			}
-			delete(c.inflight, it.Offset)
-			c.Rewind(it.Offset)
-		}
-	}
 }
 
 // AppendLive appends every lease in ps's cursors to rec, one entry per
@@ -367,9 +342,10 @@ type Settle struct {
 // methods are called under that lock, by the pop state's own bookkeeping
 // and by the requests that decide with it (package consume). Its fields
 // are read through methods and changed only by the moves below, each a
-// step of a lease's life: granted (Grant), extended (Extend), offered
-// again (Reoffer), waiting in place (WaitInPlace, FailInPlace), being
-// acknowledged (StartSettling, EndSettling) or sent back (SendBack).
+// step of a lease's life: granted or offered again (Cursor.Apply, from
+// its record's item), extended (Extend), waiting in place (WaitInPlace,
+// FailInPlace), being acknowledged (StartSettling, EndSettling) or sent
+// back (SendBack).
 type Lease struct {
 	epoch    uint64
 	deadline time.Time
@@ -400,10 +376,6 @@ type Lease struct {
 	// KeepHistory).
 	history any
 }
-
-// NewLease is a lease of a message handed to client, holding the sharding key
-// key ("" none), before its grant.
-func NewLease(client, key string) *Lease { return &Lease{client: client, key: key} }
 
 // Epoch is the lease's epoch: its receipts name it.
 func (l *Lease) Epoch() uint64 { return l.epoch }
@@ -442,17 +414,8 @@ func (l *Lease) SendingBack() bool { return l.sendingBack }
 // here).
 func (l *Lease) History() any { return l.history }
 
-// Grant hands the message out (again) under a new epoch until deadline.
-func (l *Lease) Grant(epoch uint64, deadline time.Time) {
-	l.epoch, l.deadline = epoch, deadline
-	l.deliveries++
-}
-
 // Extend moves a held lease's deadline.
 func (l *Lease) Extend(deadline time.Time) { l.deadline = deadline }
-
-// Reoffer makes a waiting lease client's, before its grant.
-func (l *Lease) Reoffer(client string) { l.waiting, l.client = false, client }
 
 // WaitInPlace makes the lease wait in place until at under a new epoch,
 // keeping its key and failures (a lease changed to 0).
@@ -485,21 +448,53 @@ func (l *Lease) EndSettling()            { l.settling = false }
 // Item is the record of l, the lease on off: held until its deadline, or
 // waiting until its retry time.
 func (l *Lease) Item(off int64) Item {
-	it := Item{Offset: off, Epoch: l.epoch, Deadline: MilliCeil(l.deadline), Failures: uint16(min(l.failures, 1<<16-1)), State: Held}
+	it := HeldItem(off, l.epoch, l.deadline, l.failures)
 	if l.waiting {
 		it.Deadline, it.State = MilliCeil(l.retryAt), Waiting
 	}
 	return it
 }
 
-// Restored is the lease f folded, holding the sharding key key ("" none),
-// as installed into a cursor when the broker takes over (one delivery; a
-// waiting lease due at its deadline).
-func Restored(f Folded, key string) *Lease {
-	deadline := time.UnixMilli(f.Item.Deadline)
-	l := &Lease{epoch: f.Item.Epoch, deadline: deadline, client: f.Client, deliveries: 1, failures: int32(f.Item.Failures), key: key}
-	if f.Item.State == Waiting {
-		l.waiting, l.retryAt = true, deadline
+// HeldItem is the record of a lease on off held until deadline under
+// epoch, after failures in-place failures: a grant's item.
+func HeldItem(off int64, epoch uint64, deadline time.Time, failures int32) Item {
+	return Item{Offset: off, Epoch: epoch, Deadline: MilliCeil(deadline), Failures: uint16(min(max(failures, 0), 1<<16-1)), State: Held}
+}
+
+// Apply puts a lease record's item into c: it, the lease on it.Offset,
+// held by client and holding the sharding key key ("" none). It is the
+// one way a lease enters a cursor or is granted again — a pull's grants
+// once their record is appended, the folded leases still owed when the
+// broker takes over (package consume) — so the cursors hold what the
+// lease records say. A lease not in flight is made (one delivery, its
+// key held); one in flight (an ordered message waiting in place,
+// offered again) takes the item's epoch, deadline, failures and client,
+// and one delivery more when the item is held. A held item runs until its
+// deadline; a waiting one is offered again at it. A released item
+// changes nothing (a release takes the lease out of flight elsewhere).
+// It returns the lease on it.Offset.
+func (c *Cursor) Apply(it Item, client, key string) *Lease {
+	if it.State == Released {
+		return c.inflight[it.Offset]
+	}
+	l := c.inflight[it.Offset]
+	if l == nil {
+		l = &Lease{key: key}
+		c.inflight[it.Offset] = l
+		if key != "" {
+			c.Hold(key, it.Offset)
+		}
+	} else if it.State == Held {
+		l.deliveries++
+	}
+	if l.deliveries == 0 {
+		l.deliveries = 1
+	}
+	deadline := time.UnixMilli(it.Deadline)
+	l.epoch, l.client, l.failures, l.deadline = it.Epoch, client, int32(it.Failures), deadline
+	l.waiting, l.retryAt = it.State == Waiting, time.Time{}
+	if l.waiting {
+		l.retryAt = deadline
 	}
 	return l
 }

@@ -94,30 +94,37 @@ func TestPopStateExpire(t *testing.T) {
 	require.Len(t, retry, 1, "still up to the caller")
 }
 
-func TestPopStateGrantsFailed(t *testing.T) {
-	now := time.UnixMilli(1_000_000)
+// TestCursorApply: a record's item enters a cursor as a new lease (one
+// delivery, its key held) or changes the lease in flight on its offset
+// (offered again: one delivery more); a released item changes nothing.
+func TestCursorApply(t *testing.T) {
 	ps := NewPopState("")
 	c := ps.OpenCursor(0, func() int64 { return 0 })
 	c.SetNext(5)
-	c.Put(2, &Lease{epoch: 7, client: "a"})
-	c.Put(3, &Lease{epoch: 8, client: "a", key: "k"})
-	c.Put(4, &Lease{epoch: 9, client: "a"}) // a newer lease than the one noted
-	var n Notes
+	at := time.UnixMilli(1_000_000)
+	l := c.Apply(HeldItem(2, 7, at.Add(time.Microsecond), 0), "a", "")
+	require.Same(t, l, c.Lease(2))
+	require.Equal(t, &Lease{epoch: 7, deadline: at.Add(time.Millisecond), client: "a", deliveries: 1}, l, "the record's deadline, rounded up")
+	w := c.Apply(Item{Offset: 3, Epoch: 8, Deadline: 1_000_500, Failures: 2, State: Waiting}, "a", "k")
+	require.True(t, c.KeyBusy("k"), "a new lease holds its key")
+	require.Equal(t, &Lease{epoch: 8, deadline: time.UnixMilli(1_000_500), client: "a", deliveries: 1, key: "k", failures: 2, waiting: true, retryAt: time.UnixMilli(1_000_500)}, w)
+	again := c.Apply(HeldItem(3, 9, at.Add(time.Second), 2), "b", "ignored")
+	require.Same(t, w, again, "offered again: the lease in flight")
+	require.Equal(t, &Lease{epoch: 9, deadline: at.Add(time.Second), client: "b", deliveries: 2, key: "k", failures: 2}, again)
+	require.Same(t, again, c.Apply(Item{Offset: 3, Epoch: 10, State: Released}, "", ""))
+	require.Equal(t, uint64(9), again.Epoch(), "a release changes nothing here")
+	require.Equal(t, int64(5), c.Next(), "the cursor's position is its own")
 	key := Key{Group: "g", Topic: "t", QueueID: 0}
-	n.rec.Entries = []Entry{{Key: key, Client: "a", Items: []Item{
-		{Offset: 2, Epoch: 7, State: Held}, {Offset: 3, Epoch: 8, State: Held}, {Offset: 4, Epoch: 6, State: Held}}}}
-	ps.GrantsFailed(&n, now)
-	require.Nil(t, c.Lease(2), "visible again")
-	require.Equal(t, int64(2), c.Next())
-	require.True(t, c.Lease(3).Waiting(), "an ordered one waits in place, keeping its key")
-	require.Equal(t, now, c.Lease(3).RetryAt())
-	require.NotNil(t, c.Lease(4))
 
 	var rec Record
 	ps.AppendLive(&rec, "g", "t", func(offset.Key) uint32 { return 3 }, 42)
-	require.Len(t, rec.Entries, 1)
-	require.Equal(t, Entry{Key: key, Generation: 3, At: 42, Client: "a", Items: rec.Entries[0].Items}, rec.Entries[0])
-	require.Len(t, rec.Entries[0].Items, 2)
+	require.Len(t, rec.Entries, 2, "one entry per queue and client")
+	byClient := map[string]Entry{}
+	for _, e := range rec.Entries {
+		byClient[e.Client] = e
+	}
+	require.Equal(t, Entry{Key: key, Generation: 3, At: 42, Client: "a", Items: []Item{{Offset: 2, Epoch: 7, Deadline: 1_000_001, State: Held}}}, byClient["a"])
+	require.Equal(t, Entry{Key: key, Generation: 3, At: 42, Client: "b", Items: []Item{{Offset: 3, Epoch: 9, Deadline: 1_001_000, Failures: 2, State: Held}}}, byClient["b"])
 
 	ps.Notes().rec.Entries = rec.Entries
 	require.NotNil(t, ps.TakeNotes())
@@ -135,6 +142,8 @@ func TestLeaseItem(t *testing.T) {
 	require.Equal(t, Item{Offset: 9, Epoch: 3, Deadline: 1001, Failures: 1<<16 - 1, State: Held}, l.Item(9))
 	l.waiting, l.retryAt = true, time.UnixMilli(2000)
 	require.Equal(t, Item{Offset: 9, Epoch: 3, Deadline: 2000, Failures: 1<<16 - 1, State: Waiting}, l.Item(9))
-	r := Restored(Folded{Item: l.Item(9), Client: "c"}, "")
-	require.Equal(t, &Lease{epoch: 3, deadline: time.UnixMilli(2000), client: "c", deliveries: 1, failures: 1<<16 - 1, waiting: true, retryAt: time.UnixMilli(2000)}, r)
+	c := NewPopState("").OpenCursor(0, func() int64 { return 0 })
+	r := c.Apply(l.Item(9), "c", "")
+	require.Equal(t, &Lease{epoch: 3, deadline: time.UnixMilli(2000), client: "c", deliveries: 1, failures: 1<<16 - 1, waiting: true, retryAt: time.UnixMilli(2000)}, r, "a folded lease installed")
+	require.Equal(t, Item{Offset: 9, Epoch: 3, Deadline: 1000, State: Held}, HeldItem(9, 3, time.UnixMilli(1000), -1))
 }
