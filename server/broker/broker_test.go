@@ -185,6 +185,41 @@ func TestChangeLease(t *testing.T) {
 	require.Zero(t, again[0].ReconsumeTimes, "a postponement is not a failed attempt")
 }
 
+// TestSameReceiptTwiceInOneRequest: a request naming one receipt twice
+// acts on it twice, in order, the second time on the lease as the first
+// left it: two extensions both hold (the later's deadline stands); an
+// extension after a release finds the lease ended; a nack in place after
+// a lease change of an ordered message to 0 finds a newer epoch.
+func TestSameReceiptTwiceInOneRequest(t *testing.T) {
+	bd := setup(t)
+	bd.send(t, "dup", "x")
+	got := bd.pull(t, "g", "dup", 1, 0, time.Minute)
+	r := got[0].Receipt
+	res, err := bd.b.ChangeLease(bd.ctx, "g", []broker.LeaseItem{{Receipt: r, Invisible: time.Hour}, {Receipt: r, Invisible: 2 * time.Hour}})
+	require.NoError(t, err)
+	require.Equal(t, broker.ReceiptOK, res[0].Status)
+	require.Equal(t, broker.ReceiptOK, res[1].Status)
+	require.True(t, res[1].LeaseUntil.After(res[0].LeaseUntil))
+
+	res, err = bd.b.ChangeLease(bd.ctx, "g", []broker.LeaseItem{{Receipt: r, Invisible: 0}, {Receipt: r, Invisible: time.Hour}})
+	require.NoError(t, err)
+	require.Equal(t, broker.ReceiptOK, res[0].Status)
+	require.Equal(t, broker.ReceiptExpired, res[1].Status, "released by the first: %s", res[1].Error)
+	again := bd.pull(t, "g", "dup", 1, time.Second, time.Minute)
+	require.Len(t, again, 1, "visible again: the second item did not bring the lease back")
+	require.Zero(t, again[0].ReconsumeTimes)
+
+	_, _, err = bd.b.PutGroup(bd.ctx, broker.GroupConfig{Name: "o", Orderly: true, RetryMaxTimes: 16})
+	require.NoError(t, err)
+	bd.send(t, "dupo", "y")
+	got = bd.pull(t, "o", "dupo", 1, 0, time.Minute)
+	r = got[0].Receipt
+	nres, err := bd.b.Nack(bd.ctx, "o", []broker.NackItem{{Receipt: r, DelayLevel: 1}, {Receipt: r, DelayLevel: 1}})
+	require.NoError(t, err)
+	require.Equal(t, broker.ReceiptOK, nres[0].Status)
+	require.Equal(t, broker.ReceiptExpired, nres[1].Status, "one failure, not two: %s", nres[1].Error)
+}
+
 // A restart keeps the acknowledgements and the leases: nothing acked comes
 // back, nothing still leased is offered before its lease ends, and the
 // leases' receipts still settle them.

@@ -331,3 +331,32 @@ func TestRefusedPullSkipsNothing(t *testing.T) {
 		return false, fmt.Sprintf("the committed offset stays below the queue's end: %+v", ps)
 	})
 }
+
+// TestRefusedLeaseChangeChangesNothing: a lease change that cannot be
+// recorded (the disk above the system ceiling) is refused and changes
+// nothing: the lease ends when it would have, and the message is
+// delivered again then, not an hour later.
+func TestRefusedLeaseChangeChangesNothing(t *testing.T) {
+	t.Parallel()
+	bd, disk, _ := pressureBundle(t, 0.10, 1, nil)
+	got := bd.pull(t, "g", "t", 1, time.Second, 2*time.Second)
+	require.Len(t, got, 1)
+	disk.set(0.97)
+	brokertest.Eventually(t, 10*time.Second, func() (bool, string) {
+		_, err := bd.b.Send(bd.ctx, "t", []broker.SendMessage{{Body: []byte("probe")}})
+		return err != nil, "the disk sampler has not seen the full disk"
+	})
+	_, err := bd.b.ChangeLease(bd.ctx, "g", []broker.LeaseItem{{Receipt: got[0].Receipt, Invisible: time.Hour}})
+	require.ErrorIs(t, err, broker.ErrDiskFull)
+	disk.set(0.10)
+	var again []broker.ReceivedMessage
+	brokertest.Eventually(t, 15*time.Second, func() (bool, string) {
+		again, err = bd.b.Pull(bd.ctx, broker.PullRequest{Group: "g", Topic: "t", MaxMessages: 8, Wait: time.Second, Invisible: time.Hour})
+		for _, m := range again {
+			if string(m.Body) == string(got[0].Body) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("pull: %v, %d messages, not the one whose lease change was refused", err, len(again))
+	})
+}

@@ -338,7 +338,8 @@
 // one. A pull decides its leases, writes their record and
 // only then puts them into its cursors, with the code that installs the
 // folded leases when the broker takes over (package lease's
-// Cursor.Apply; server/broker/consume/doc.go). When a pull's record
+// PopState.Apply; server/broker/consume/doc.go), and so does every other
+// lease change. When a pull's record
 // cannot be written (disk above the system ceiling, read-only store) the
 // pull fails and nothing of it is applied: no lease, and none of the
 // offsets its filters passed over, which the next pull passes over and

@@ -21,6 +21,7 @@ import (
 // under the lease's pop state lock.
 type leaseRef struct {
 	index  int // position in the request
+	state  *lease.PopState
 	cursor *lease.Cursor
 	lease  *lease.Lease
 	r      receipt.Receipt
@@ -38,14 +39,18 @@ type receiptOp func(ref leaseRef, now time.Time) ReceiptStatus
 // (package instance): it settles that instance's lease, and counts as a
 // request of the instance.
 func (s *Service) forEachReceipt(group string, receipts []string, isAck bool, op receiptOp) []ReceiptResult {
-	return s.forEachReceiptThen(group, receipts, isAck, op, nil)
+	return s.forEachReceiptThen(group, receipts, isAck, op, nil, nil)
 }
 
-// forEachReceiptThen is forEachReceipt calling beforeUnlock (when not nil)
-// each time it is about to release a pop state's lock: a caller appends
-// there the lease records of the changes op made under that lock, so the
-// log holds them in the order they were made (lease.Stages).
-func (s *Service) forEachReceiptThen(group string, receipts []string, isAck bool, op receiptOp, beforeUnlock func()) []ReceiptResult {
+// forEachReceiptThen is forEachReceipt for requests whose op decides
+// lease changes into ch (decide): each time it is about to release a pop
+// state's lock it appends the changes decided under that lock as one
+// lease record, staged in staged (the log holds them in the order they
+// were decided), and applies them once appended (flush); a receipt whose
+// lease has a change decided and not yet applied (the same receipt twice
+// in one request) has them appended and applied first, so it is checked,
+// and decided on, as the lease stands after them.
+func (s *Service) forEachReceiptThen(group string, receipts []string, isAck bool, op receiptOp, ch *changes, staged *lease.Stages) []ReceiptResult {
 	results := make([]ReceiptResult, len(receipts))
 	now := s.cfg.Clock.Now()
 	// Decode (and check the HMAC of) every receipt before taking any lock.
@@ -79,8 +84,8 @@ func (s *Service) forEachReceiptThen(group string, receipts []string, isAck bool
 	heldGroup, heldTopic := "", ""
 	release := func() {
 		if held != nil {
-			if beforeUnlock != nil {
-				beforeUnlock()
+			if ch != nil {
+				s.flush(held, ch, staged)
 			}
 			held.Unlock()
 			held = nil
@@ -106,6 +111,9 @@ func (s *Service) forEachReceiptThen(group string, receipts []string, isAck bool
 		c := held.Cursor(r.QueueID)
 		var l *lease.Lease
 		if c != nil {
+			if ch != nil && ch.has(c, r.Offset) {
+				s.flush(held, ch, staged)
+			}
 			l = c.Lease(r.Offset)
 		}
 		switch {
@@ -122,7 +130,7 @@ func (s *Service) forEachReceiptThen(group string, receipts []string, isAck bool
 		case l.Settling():
 			results[i].Status, results[i].Error = ReceiptExpired, "the message is being acknowledged"
 		default:
-			results[i].Status = op(leaseRef{index: i, cursor: c, lease: l, r: r, key: key}, now)
+			results[i].Status = op(leaseRef{index: i, state: held, cursor: c, lease: l, r: r, key: key}, now)
 		}
 	}
 	return results
@@ -241,31 +249,31 @@ func (s *Service) ChangeLease(ctx context.Context, group string, items []LeaseIt
 		}
 		receipts[i] = it.Receipt
 	}
-	var notes lease.Notes // the new deadlines, recorded before the answer
+	// The new deadlines are decided, recorded and then applied (decide,
+	// flush), before the answer.
+	ch := changesPool.Get().(*changes)
+	defer ch.release()
 	var staged lease.Stages
 	until := make([]time.Time, len(items))
 	results := s.forEachReceiptThen(group, receipts, false, func(ref leaseRef, now time.Time) ReceiptStatus {
 		inv := items[ref.index].Invisible
-		until[ref.index] = now.Add(inv)
-		if inv == 0 && (ref.lease.Key() != "" || ref.lease.Failures() > 0) {
+		l, off := ref.lease, ref.r.Offset
+		at := now.Add(inv).Truncate(time.Millisecond) // as the answer and the record give it
+		until[ref.index] = at
+		switch {
+		case inv == 0 && (l.Key() != "" || l.Failures() > 0):
 			// An ordered message stays with its key (an instance's retry
 			// with its failure count): re-offered at once.
-			ref.lease.WaitInPlace(now, s.cfg.Epoch.Add(1))
-			s.noteLease(&notes, ref.key, ref.r.Offset, ref.lease)
-			return ReceiptOK
-		}
-		if inv == 0 {
+			s.decide(ref.state, ch, ref.key, ref.cursor, lease.WaitingItem(off, s.cfg.Epoch.Add(1), at, l.Failures()), l.Client(), l.Key(), nil, true)
+		case inv == 0:
 			// Visible again at once, as a postponement: not a failure, so
 			// it is re-offered from the cursor rather than sent back.
-			ref.cursor.Remove(ref.r.Offset)
-			ref.cursor.Rewind(ref.r.Offset)
-			s.cfg.Leases.NoteReleased(&notes, ref.key, ref.r.Offset, ref.lease.Epoch())
-			return ReceiptOK
+			s.decide(ref.state, ch, ref.key, ref.cursor, lease.Item{Offset: off, Epoch: l.Epoch(), State: lease.Released}, "", "", nil, true)
+		default:
+			s.decide(ref.state, ch, ref.key, ref.cursor, lease.HeldItem(off, l.Epoch(), at, l.Failures()), l.Client(), l.Key(), nil, true)
 		}
-		ref.lease.Extend(now.Add(inv))
-		s.noteLease(&notes, ref.key, ref.r.Offset, ref.lease)
 		return ReceiptOK
-	}, func() { staged.Stage(s.cfg.Leases, &notes) })
+	}, ch, &staged)
 	if err := staged.Wait(); err != nil {
 		return nil, err
 	}
@@ -302,7 +310,8 @@ func (s *Service) Nack(ctx context.Context, group string, items []NackItem) ([]R
 		receipts[i] = it.Receipt
 	}
 	var failed []sendBack
-	var waiting lease.Notes // ordered messages retried in place
+	ch := changesPool.Get().(*changes) // ordered messages retried in place
+	defer ch.release()
 	var staged lease.Stages
 	results := s.forEachReceiptThen(group, receipts, false, func(ref leaseRef, now time.Time) ReceiptStatus {
 		it := items[ref.index]
@@ -315,14 +324,14 @@ func (s *Service) Nack(ctx context.Context, group string, items []NackItem) ([]R
 			// An ordered message is retried in place (package consume), and so
 			// is a broadcasting group's instance's (package instance).
 			a := retry.NewAttempt(now, retry.OutcomeNack, client, it.Reason, it.DelayLevel, s.cfg.MaxClientBytes)
-			if s.failInPlace(l, v, it.DelayLevel, it.Delay, now, a) {
+			item, history, dead := s.failInPlace(l, ref.r.Offset, v, it.DelayLevel, it.Delay, now, a)
+			if dead {
+				l.KeepHistory(history)
 				l.SendBack()
-				if ps := s.Existing(ref.r.Group, ref.r.Topic); ps != nil {
-					ps.Release(ref.cursor, l.Key(), ref.r.Offset)
-				}
+				ref.state.Release(ref.cursor, l.Key(), ref.r.Offset)
 				failed = append(failed, deadInPlace(v, ref.r.Offset, l, it.Reason, retry.OutcomeNack, client))
 			} else {
-				s.noteLease(&waiting, ref.key, ref.r.Offset, l)
+				s.decide(ref.state, ch, ref.key, ref.cursor, item, l.Client(), l.Key(), history, true)
 			}
 			return ReceiptOK
 		}
@@ -338,7 +347,7 @@ func (s *Service) Nack(ctx context.Context, group string, items []NackItem) ([]R
 			lease:   ref.lease,
 		})
 		return ReceiptOK
-	}, func() { staged.Stage(s.cfg.Leases, &waiting) })
+	}, ch, &staged)
 	if err := errors.Join(staged.Wait(), s.sendBack(group, failed)); err != nil {
 		return nil, err
 	}

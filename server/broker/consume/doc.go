@@ -46,18 +46,24 @@
 //     ReceiptStatus, ReceiptResult, NackItem, LeaseItem), which
 //     server/broker aliases.
 //
-// A pull decides its grants first (each a lease record's item, with the
-// epoch drawn and the deadline cut to the millisecond, as the answer and
-// the record give it; a later message of a sharding key it is granting
-// waits behind it, as behind a lease granted before), writes them as one
-// lease record with the offsets its filters passed over, and only then
-// applies them to the cursors with package lease's Cursor.Apply — the code
-// that installs the folded leases when the broker takes over (Install). A
-// write refused applies nothing: the cursors go back to where the pull
-// found them, and the next pull decides again (pull.go, grants). Other
-// lease changes go through package lease's moves (Lease.Extend,
-// WaitInPlace, FailInPlace, SendBack, StartSettling, EndSettling), under
-// the pop state's lock, before their record is appended. An ordered
+// Every lease change is decided, written, then applied (changes.go). A
+// request decides its changes under the pop state's lock, each a lease
+// record's item with its epoch drawn and its deadline cut to the
+// millisecond, as the answer and the record give it (a pull's grants,
+// an ordered message failed in place by a nack or found expired, a lease
+// changed: extended, waiting in place, released); a later message of a
+// sharding key a pull is granting waits behind it, as behind a lease
+// granted before. The changes are appended as one lease record before
+// the lock is released — a pull's with the offsets its filters passed
+// over — and only once appended applied to the cursors with package
+// lease's PopState.Apply, the code that installs the folded leases when
+// the broker takes over (Install). A write refused applies nothing (a
+// pull's cursors go back to where it found them, and the next pull
+// decides again); a receipt named twice in one request has the first's
+// change appended and applied before the second is checked. What no
+// record holds stays a move of package lease's, made under the lock
+// (SendBack, StartSettling and EndSettling: claims the request settles
+// itself; KeepHistory). An ordered
 // message's (or an instance's) in-place attempt history is this package's
 // to keep: lease holds it opaque (Lease.History), and historyOf reads it
 // back as package retry's attempts, the only type it is ever set to.

@@ -53,7 +53,7 @@ func (s *Service) Install(owed []lease.Owed, now time.Time) (restored, expired i
 				}
 			}
 		}
-		l := c.Apply(o.Lease.Item, o.Lease.Client, shardingKey)
+		l := ps.Apply(c, o.Lease.Item, o.Lease.Client, shardingKey)
 		restored++
 		if !l.Waiting() && !now.Before(l.Deadline()) {
 			expired++

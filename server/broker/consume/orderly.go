@@ -39,25 +39,26 @@ func orderKey(v View, m *message.Message) string {
 // package lease's (Cursor.KeyBusy, Hold, Defer, TakeDeferred;
 // PopState.Release, WakeChan).
 
-// failInPlace records a failed delivery of an ordered lease: it waits for
-// its delay level or delay (neither: the group's retry policy, by
-// failures so far; package retry) and keeps its key, or — level -1, or
-// retryMaxTimes used up — it is dead (the caller sends it to the DLQ).
-// The epoch changes, so the failed delivery's receipt is stale.
-func (s *Service) failInPlace(l *lease.Lease, v View, level int, delay time.Duration, now time.Time, a retry.Attempt) (dead bool) {
+// failInPlace decides a failed delivery of an ordered lease l, on off:
+// it waits for its delay level or delay (neither: the group's retry
+// policy, by failures so far; package retry) and keeps its key — the
+// waiting item returned, under a new epoch, so the failed delivery's
+// receipt is stale, with one failure more — or, level -1 or
+// retryMaxTimes used up, it is dead (the caller sends it to the DLQ).
+// history is its attempt history with a.
+func (s *Service) failInPlace(l *lease.Lease, off int64, v View, level int, delay time.Duration, now time.Time, a retry.Attempt) (it lease.Item, history []retry.Attempt, dead bool) {
+	history = append(historyOf(l), a)
 	if level < 0 || int(l.Failures()) >= v.MaxRetry {
-		l.KeepHistory(append(historyOf(l), a))
-		return true
+		return lease.Item{}, history, true
 	}
 	level, delay = s.cfg.RetryWait(v.Policy, l.Failures(), level, delay)
 	wait := delay
 	if level > 0 {
 		wait = s.cfg.DelayLevels[level-1]
 	} else {
-		a.DelayMs = delay.Milliseconds()
+		history[len(history)-1].DelayMs = delay.Milliseconds()
 	}
-	l.FailInPlace(append(historyOf(l), a), now.Add(wait), s.cfg.Epoch.Add(1))
-	return false
+	return lease.WaitingItem(off, s.cfg.Epoch.Add(1), now.Add(wait), l.Failures()+1), history, false
 }
 
 // deadInPlace is the send-back of an ordered message that used up its
@@ -77,7 +78,7 @@ func historyOf(l *lease.Lease) []retry.Attempt {
 
 // offerOrdered re-offers waiting in-place retries that are due and the
 // first deferred message of every free key; the caller holds ps's lock.
-func (s *Service) offerOrdered(ps *lease.PopState, g *grants, c *lease.Cursor, v View, max int, now time.Time, invisible time.Duration, client string) ([]Message, time.Time, error) {
+func (s *Service) offerOrdered(ps *lease.PopState, g *changes, c *lease.Cursor, v View, max int, now time.Time, invisible time.Duration, client string) ([]Message, time.Time, error) {
 	var out []Message
 	var next time.Time
 	for off, l := range c.Leases() {
@@ -99,7 +100,7 @@ func (s *Service) offerOrdered(ps *lease.PopState, g *grants, c *lease.Cursor, v
 			ps.Release(c, l.Key(), off)
 			continue
 		}
-		out = append(out, s.grant(g, c, v.Key, l, "", res.Messages[0], now, invisible, client))
+		out = append(out, s.grant(ps, g, c, v.Key, l, "", res.Messages[0], now, invisible, client))
 	}
 	for key, offs := range c.Deferred() {
 		if len(out) == max {
@@ -116,7 +117,7 @@ func (s *Service) offerOrdered(ps *lease.PopState, g *grants, c *lease.Cursor, v
 		if err != nil || len(res.Messages) == 0 {
 			continue
 		}
-		out = append(out, s.grant(g, c, v.Key, nil, key, res.Messages[0], now, invisible, client))
+		out = append(out, s.grant(ps, g, c, v.Key, nil, key, res.Messages[0], now, invisible, client))
 	}
 	return out, next, nil
 }

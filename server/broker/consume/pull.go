@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/mqgate/mqgate/server/broker/filter"
@@ -255,7 +254,7 @@ func (s *Service) popOnce(ps *lease.PopState, group registry.GroupConfig, topic 
 	n := topic.Queues
 	start := ps.Round()
 	floor := s.cfg.RetryFloor(topic.Name)
-	g := grantsPool.Get().(*grants)
+	g := changesPool.Get().(*changes)
 	defer g.release()
 	for i := -1; i < n && len(out) < max; i++ {
 		qid := int32(RetryQueueID)
@@ -263,12 +262,8 @@ func (s *Service) popOnce(ps *lease.PopState, group registry.GroupConfig, topic 
 			qid = int32((start + i) % n)
 		}
 		v := s.ViewOf(group, topic.Name, qid, match, floor).ForInstance(ps.Instance()).WithSQL(sql)
-		before := len(g.list)
 		grown, expiry, expired, qmore, qerr := s.popQueue(ps, g, v, max, now, invisible, client, out)
 		out = grown
-		for _, p := range g.list[before:] {
-			s.cfg.Leases.Note(ps.Notes(), v.Key, p.client, p.item)
-		}
 		more = more || qmore
 		failed = append(failed, expired...)
 		if !expiry.IsZero() && (nextExpiry.IsZero() || expiry.Before(nextExpiry)) {
@@ -279,11 +274,12 @@ func (s *Service) popOnce(ps *lease.PopState, group registry.GroupConfig, topic 
 			break
 		}
 	}
-	// The grants and skips are recorded under the lock they were decided
-	// under (one append, without waiting for a flush), so the log holds
-	// them in their order, and then applied: the skips to the progress
-	// table (by the append, as every progress record is), the grants to
-	// the cursors (Cursor.Apply, the code that installs the folded leases
+	// The lease changes (grants, ordered messages failed in place) and
+	// the skips are recorded under the lock they were decided under (one
+	// append, without waiting for a flush), so the log holds them in
+	// their order, and then applied: the skips to the progress table (by
+	// the append, as every progress record is), the lease changes to the
+	// cursors (PopState.Apply, the code that installs the folded leases
 	// at a takeover). A write refused applies neither, and moves the
 	// cursors back to where this pull started, so the next pull decides
 	// again over the same offsets.
@@ -296,7 +292,7 @@ func (s *Service) popOnce(ps *lease.PopState, group registry.GroupConfig, topic 
 			out, err = nil, lerr
 		}
 	} else {
-		g.apply()
+		g.apply(ps)
 	}
 	ps.Unlock()
 	if len(out) > 0 && s.cfg.Store.Replicated() {
@@ -319,20 +315,23 @@ func (s *Service) popOnce(ps *lease.PopState, group registry.GroupConfig, topic 
 // takeExpired marks c's expired leases as being sent back and returns
 // them for send-back (their retry copy takes over; sendBack marks them
 // done and takes them out of flight); those of an ordered message (or an
-// instance's) are retried in place, keeping their key, or dead. The scan
-// is package lease's (PopState.Expire). The caller holds the pop state's
+// instance's) are retried in place, keeping their key — a change decided
+// into ch, applied once its record is appended — or dead. The scan is
+// package lease's (PopState.Expire). The caller holds the pop state's
 // lock.
-func (s *Service) takeExpired(ps *lease.PopState, c *lease.Cursor, v View, now time.Time) (expired []sendBack, nextExpiry time.Time) {
+func (s *Service) takeExpired(ps *lease.PopState, ch *changes, c *lease.Cursor, v View, now time.Time) (expired []sendBack, nextExpiry time.Time) {
 	back, inPlace, nextExpiry := ps.Expire(c, now, func(off int64) bool { return s.progress().IsAcked(v.Key, off) }, v.InPlace)
 	for _, e := range inPlace {
 		off, l := e.Off, e.Lease
 		a := retry.NewAttempt(now, retry.OutcomeExpired, l.Client(), "lease expired without ack", 0, s.cfg.MaxClientBytes)
-		if s.failInPlace(l, v, 0, 0, now, a) {
+		it, history, dead := s.failInPlace(l, off, v, 0, 0, now, a)
+		if dead {
+			l.KeepHistory(history)
 			l.SendBack()
 			ps.Release(c, l.Key(), off)
 			expired = append(expired, deadInPlace(v, off, l, a.Reason, retry.OutcomeExpired, l.Client()))
 		} else {
-			s.noteLease(ps.Notes(), v.Key, off, l)
+			s.decide(ps, ch, v.Key, c, it, l.Client(), l.Key(), history, true)
 		}
 	}
 	for _, e := range back {
@@ -373,14 +372,14 @@ func (s *Service) writeGrants(notes *lease.Notes, skips offset.Record) error {
 // then reads fresh ones, appending them to out until it holds max. It
 // also returns the next time a lease expires or an ordered message falls
 // due, and whether the reads stopped before the queue's end (more).
-func (s *Service) popQueue(ps *lease.PopState, g *grants, v View, max int, now time.Time, invisible time.Duration, client string, out []Message) ([]Message, time.Time, []sendBack, bool, error) {
+func (s *Service) popQueue(ps *lease.PopState, g *changes, v View, max int, now time.Time, invisible time.Duration, client string, out []Message) ([]Message, time.Time, []sendBack, bool, error) {
 	key := v.Key
 	c := s.cursor(ps, key)
 	if err := s.alignCursor(c, key, v); err != nil {
 		return out, time.Time{}, nil, false, err
 	}
 	g.touch(c)
-	expired, nextExpiry := s.takeExpired(ps, c, v, now)
+	expired, nextExpiry := s.takeExpired(ps, g, c, v, now)
 	before := len(out)
 	if v.Orderly || v.InPlace {
 		got, due, err := s.offerOrdered(ps, g, c, v, max-len(out), now, invisible, client)
@@ -457,7 +456,7 @@ const (
 // readFresh leases up to max messages from the cursor on, after the ones
 // already in out. more reports that it stopped at its bound of reads
 // before the queue's end.
-func (s *Service) readFresh(ps *lease.PopState, g *grants, c *lease.Cursor, key offset.Key, v View, max int, now time.Time, invisible time.Duration, client string, out []Message) ([]Message, bool, error) {
+func (s *Service) readFresh(ps *lease.PopState, g *changes, c *lease.Cursor, key offset.Key, v View, max int, now time.Time, invisible time.Duration, client string, out []Message) ([]Message, bool, error) {
 	// Fresh messages from the cursor (a bounded number of reads, so a
 	// selective filter over a long backlog cannot hold the lock long).
 	for reads := 0; len(out) < max; reads++ {
@@ -501,7 +500,7 @@ func (s *Service) readFresh(ps *lease.PopState, g *grants, c *lease.Cursor, key 
 				c.Defer(ok, m.QueueOffset) // after the key's current message
 				continue
 			}
-			out = append(out, s.grant(g, c, key, nil, ok, m, now, invisible, client))
+			out = append(out, s.grant(ps, g, c, key, nil, ok, m, now, invisible, client))
 		}
 		// Entries the filters skipped (or retention removed) are done for
 		// this group: mark them so the committed offset moves on.
@@ -523,16 +522,16 @@ func (s *Service) readFresh(ps *lease.PopState, g *grants, c *lease.Cursor, key 
 // the lease l already in flight there (an ordered message waiting in
 // place, offered again) or a new one holding the sharding key key, to
 // client until now+invisible (cut to the millisecond, as the answer
-// gives it, so that its record holds it exactly) under a new epoch. It adds the decision to g, which
-// the pull applies once its record is appended, and returns m as
-// delivered under it.
-func (s *Service) grant(g *grants, c *lease.Cursor, key offset.Key, l *lease.Lease, shardingKey string, m *message.Message, now time.Time, invisible time.Duration, client string) Message {
+// gives it, so that its record holds it exactly) under a new epoch. It
+// notes the decision and adds it to g, which the pull applies once its
+// record is appended, and returns m as delivered under it.
+func (s *Service) grant(ps *lease.PopState, g *changes, c *lease.Cursor, key offset.Key, l *lease.Lease, shardingKey string, m *message.Message, now time.Time, invisible time.Duration, client string) Message {
 	deliveries, failures := int32(1), int32(0)
 	if l != nil {
 		deliveries, failures, shardingKey = l.Deliveries()+1, l.Failures(), l.Key()
 	}
 	it := lease.HeldItem(m.QueueOffset, s.cfg.Epoch.Add(1), now.Add(invisible).Truncate(time.Millisecond), failures)
-	g.list = append(g.list, pending{c: c, item: it, client: client, key: shardingKey, inFlight: l != nil})
+	s.decide(ps, g, key, c, it, client, shardingKey, nil, l != nil)
 	rm := s.cfg.Received(m)
 	rm.ReconsumeTimes = m.ReconsumeTimes + deliveries - 1
 	if shardingKey != "" || failures > 0 {
@@ -541,79 +540,4 @@ func (s *Service) grant(g *grants, c *lease.Cursor, key offset.Key, l *lease.Lea
 	rm.Receipt = s.cfg.Broker.Registry().Ring().Encode(receipt.Receipt{Group: key.Group, Topic: key.Topic, QueueID: key.QueueID, Offset: m.QueueOffset, Epoch: it.Epoch})
 	rm.LeaseUntil = time.UnixMilli(it.Deadline)
 	return rm
-}
-
-// grants are a pull's decisions, applied to the cursors once the pull's
-// lease record is appended (apply), or, when it is refused, undone (undo):
-// nothing of them was applied, so only the cursors' positions, which
-// the pull moved on as it read, go back.
-type grants struct {
-	list []pending
-	from []cursorAt // the cursors the pull read, where each was before it
-}
-
-// pending is one decided lease: item, the lease on item.Offset of c,
-// held by client, holding the sharding key key; inFlight: a lease
-// already in c (offered again).
-type pending struct {
-	c        *lease.Cursor
-	item     lease.Item
-	client   string
-	key      string
-	inFlight bool
-}
-
-type cursorAt struct {
-	c    *lease.Cursor
-	next int64
-}
-
-// grantsPool keeps the pulls' grants for the next pulls: a pull would
-// otherwise allocate them each time.
-var grantsPool = sync.Pool{New: func() any { return &grants{list: make([]pending, 0, MaxMessages)} }}
-
-// release empties g (dropping what it points to) and gives it back to
-// grantsPool.
-func (g *grants) release() {
-	clear(g.list)
-	clear(g.from)
-	g.list, g.from = g.list[:0], g.from[:0]
-	grantsPool.Put(g)
-}
-
-// touch notes where c was before the pull read it.
-func (g *grants) touch(c *lease.Cursor) { g.from = append(g.from, cursorAt{c, c.Next()}) }
-
-// holds reports whether a lease decided in this pull holds the sharding
-// key key of c: a later message of the key waits behind it, as behind a
-// lease applied before.
-func (g *grants) holds(c *lease.Cursor, key string) bool {
-	for _, p := range g.list {
-		if p.c == c && p.key == key {
-			return true
-		}
-	}
-	return false
-}
-
-// apply puts the decided leases into their cursors (Cursor.Apply).
-func (g *grants) apply() {
-	for _, p := range g.list {
-		p.c.Apply(p.item, p.client, p.key)
-	}
-}
-
-// undo moves each cursor the pull read back to where it was and to the
-// offsets it was to lease anew (deferred ordered messages lie below it):
-// the next pull reads them again, passes over the same offsets and
-// records them. A lease offered again stays as it was, due at once.
-func (g *grants) undo() {
-	for _, at := range g.from {
-		at.c.Rewind(at.next)
-	}
-	for _, p := range g.list {
-		if !p.inFlight {
-			p.c.Rewind(p.item.Offset)
-		}
-	}
 }

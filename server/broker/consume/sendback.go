@@ -123,6 +123,8 @@ func (s *Service) sentBack(items []sendBack) {
 func (s *Service) ReapExpired() {
 	states := s.States()
 	now := s.cfg.Clock.Now()
+	ch := changesPool.Get().(*changes)
+	defer ch.release()
 	for k, ps := range states {
 		var failed []sendBack
 		ps.Lock()
@@ -130,11 +132,11 @@ func (s *Service) ReapExpired() {
 			if c.InFlight() == 0 {
 				continue
 			}
-			expired, _ := s.takeExpired(ps, c, s.View(k.Group, k.Topic, qid, nil), now)
+			expired, _ := s.takeExpired(ps, ch, c, s.View(k.Group, k.Topic, qid, nil), now)
 			failed = append(failed, expired...)
 		}
 		var staged lease.Stages
-		staged.Stage(s.cfg.Leases, ps.TakeNotes())
+		s.flush(ps, ch, &staged) // the ordered messages failed in place
 		ps.Unlock()
 		if err := staged.Wait(); err != nil {
 			s.cfg.Log.Error().Err(err).Str("group", k.Group).Msg("recording ordered retries failed")
@@ -143,11 +145,6 @@ func (s *Service) ReapExpired() {
 			s.cfg.Log.Error().Err(err).Str("group", k.Group).Msg("sending back expired leases failed")
 		}
 	}
-}
-
-// noteLease notes l's current state in n.
-func (s *Service) noteLease(n *lease.Notes, key offset.Key, off int64, l *lease.Lease) {
-	s.cfg.Leases.Note(n, key, l.Client(), l.Item(off))
 }
 
 // progress is the progress table; ledger, the progress family's ledger,

@@ -37,8 +37,9 @@
 //     TakeSkips), the wake-up of its long polls (WakeChan, Release); and
 //     the bookkeeping the broker's requests do on them: a lease as a
 //     record's item (Lease.Item), a folded lease as installed at the
-//     takeover and a pull's grants once their record is appended, both by
-//     one code (Cursor.Apply: a record's item into a cursor), the
+//     takeover and every lease change the broker's requests decide, once
+//     its record is appended, by one code (PopState.Apply: a record's
+//     item into a cursor), the
 //     cursors' leases for a leader's snapshot (AppendLive), and the lease reaper's scan of a cursor (Expire: the
 //     leases done meanwhile taken out of flight, the ones run out marked
 //     for send-back or handed back to be retried in place, the soonest
@@ -77,10 +78,11 @@
 // leases into the cursors at Promote (an orderly lease reads its
 // message's sharding key), and the receipt loop (Ack, ChangeLease and
 // Nack, deciding under a pop state's lock). Those callers change a Lease
-// only through its moves (Extend, WaitInPlace, FailInPlace, SendBack,
-// StartSettling and EndSettling; Cursor.Apply makes one from a record's
-// item and grants one again), under the pop state's lock, and read it
-// through its methods. Its History (an ordered message's in-place attempt history,
+// by applying a lease record's item once the record is appended
+// (PopState.Apply: granted, offered again, extended, waiting or failed in
+// place, released) and otherwise only through the moves no record holds
+// (KeepHistory, SendBack, StartSettling and EndSettling), under the pop
+// state's lock, and read it through its methods. Its History (an ordered message's in-place attempt history,
 // package retry's attempts) is opaque here (any): retry is above this
 // package in ARCHITECTURE.md's list, so it is not imported, and package
 // consume, which sets it, reads it back as retry's type.

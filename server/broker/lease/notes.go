@@ -48,18 +48,21 @@ type Stages struct {
 }
 
 // Stage appends n's changes (and resets n); the caller holds the lock of
-// the pop state they were made under.
-func (s *Stages) Stage(l *Log, n *Notes) {
+// the pop state they were decided under, and applies them once Stage
+// returns nil (the record is appended). An append refused is Stage's
+// error, and Wait's.
+func (s *Stages) Stage(l *Log, n *Notes) error {
 	if n.Empty() {
-		return
+		return nil
 	}
 	w, err := l.appendStaged(n)
 	*n = Notes{}
 	if err != nil {
 		s.err = errors.Join(s.err, err)
-		return
+		return err
 	}
 	s.waits = append(s.waits, w)
+	return nil
 }
 
 // Wait returns once every staged record is flushed (sync mode), or the

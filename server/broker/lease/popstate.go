@@ -341,11 +341,12 @@ type Settle struct {
 // Lease is one lease in flight. Its pop state's lock guards it: its
 // methods are called under that lock, by the pop state's own bookkeeping
 // and by the requests that decide with it (package consume). Its fields
-// are read through methods and changed only by the moves below, each a
-// step of a lease's life: granted or offered again (Cursor.Apply, from
-// its record's item), extended (Extend), waiting in place (WaitInPlace,
-// FailInPlace), being acknowledged (StartSettling, EndSettling) or sent
-// back (SendBack).
+// are read through methods and changed by applying a lease record's item
+// (PopState.Apply: granted, offered again, extended, waiting or failed
+// in place, released) and otherwise only by the moves below, none of
+// which is recorded: its in-place attempt history kept (KeepHistory),
+// being acknowledged (StartSettling, EndSettling) or sent back
+// (SendBack), claims the request that makes them settles itself.
 type Lease struct {
 	epoch    uint64
 	deadline time.Time
@@ -372,8 +373,7 @@ type Lease struct {
 	// history is the in-place attempt history, for the DLQ: package
 	// retry's attempts, which this package does not import (retry is
 	// above it in ARCHITECTURE.md's list); kept in memory only, and set
-	// and read as a whole by package consume (History, FailInPlace,
-	// KeepHistory).
+	// and read as a whole by package consume (History, KeepHistory).
 	history any
 }
 
@@ -414,27 +414,8 @@ func (l *Lease) SendingBack() bool { return l.sendingBack }
 // here).
 func (l *Lease) History() any { return l.history }
 
-// Extend moves a held lease's deadline.
-func (l *Lease) Extend(deadline time.Time) { l.deadline = deadline }
-
-// WaitInPlace makes the lease wait in place until at under a new epoch,
-// keeping its key and failures (a lease changed to 0).
-func (l *Lease) WaitInPlace(at time.Time, epoch uint64) {
-	l.waiting, l.retryAt = true, at
-	l.epoch = epoch
-}
-
-// FailInPlace records a failed delivery retried in place: its history
-// (with the failure), one failure more, waiting until at under a new
-// epoch.
-func (l *Lease) FailInPlace(history any, at time.Time, epoch uint64) {
-	l.history = history
-	l.failures++
-	l.WaitInPlace(at, epoch)
-}
-
-// KeepHistory sets the in-place attempt history (a dead lease's, with its
-// last failure).
+// KeepHistory sets the in-place attempt history, with its latest failure
+// (kept in memory only: the record holds the failure count).
 func (l *Lease) KeepHistory(history any) { l.history = history }
 
 // SendBack marks the lease's delivery failed, its copy being written.
@@ -461,30 +442,46 @@ func HeldItem(off int64, epoch uint64, deadline time.Time, failures int32) Item 
 	return Item{Offset: off, Epoch: epoch, Deadline: MilliCeil(deadline), Failures: uint16(min(max(failures, 0), 1<<16-1)), State: Held}
 }
 
-// Apply puts a lease record's item into c: it, the lease on it.Offset,
-// held by client and holding the sharding key key ("" none). It is the
-// one way a lease enters a cursor or is granted again — a pull's grants
-// once their record is appended, the folded leases still owed when the
-// broker takes over (package consume) — so the cursors hold what the
-// lease records say. A lease not in flight is made (one delivery, its
-// key held); one in flight (an ordered message waiting in place,
-// offered again) takes the item's epoch, deadline, failures and client,
-// and one delivery more when the item is held. A held item runs until its
-// deadline; a waiting one is offered again at it. A released item
-// changes nothing (a release takes the lease out of flight elsewhere).
-// It returns the lease on it.Offset.
-func (c *Cursor) Apply(it Item, client, key string) *Lease {
-	if it.State == Released {
-		return c.inflight[it.Offset]
-	}
+// WaitingItem is the record of a lease on off waiting in place until at
+// under epoch, after failures in-place failures: an ordered message's
+// failed delivery, or a lease of one changed to 0.
+func WaitingItem(off int64, epoch uint64, at time.Time, failures int32) Item {
+	it := HeldItem(off, epoch, at, failures)
+	it.State = Waiting
+	return it
+}
+
+// Apply puts a lease record's item into c, one of ps's cursors: it, the
+// lease on it.Offset, held by client and holding the sharding key key
+// ("" none). It is the one way a lease enters a cursor or changes state —
+// a pull's grants, a lease changed, an ordered message failed in place,
+// each once its record is appended, and the folded leases still owed
+// when the broker takes over (package consume) — so the cursors hold
+// what the lease records say. A lease not in flight is made (one
+// delivery, its key held); one in flight takes the item's epoch,
+// deadline, failures and client, and one delivery more when the item
+// holds it under a new epoch (offered again). A held item runs until its
+// deadline; a waiting one is offered again at it; a released one (of
+// the epoch in flight) is taken out of flight, its key freed and the
+// cursor moved back to it: visible again. It returns the lease on
+// it.Offset, nil after a release.
+func (ps *PopState) Apply(c *Cursor, it Item, client, key string) *Lease {
 	l := c.inflight[it.Offset]
+	if it.State == Released {
+		if l != nil && l.epoch == it.Epoch {
+			delete(c.inflight, it.Offset)
+			ps.Release(c, l.key, it.Offset)
+			c.Rewind(it.Offset)
+		}
+		return nil
+	}
 	if l == nil {
 		l = &Lease{key: key}
 		c.inflight[it.Offset] = l
 		if key != "" {
 			c.Hold(key, it.Offset)
 		}
-	} else if it.State == Held {
+	} else if it.State == Held && it.Epoch != l.epoch {
 		l.deliveries++
 	}
 	if l.deliveries == 0 {

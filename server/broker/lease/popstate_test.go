@@ -94,37 +94,54 @@ func TestPopStateExpire(t *testing.T) {
 	require.Len(t, retry, 1, "still up to the caller")
 }
 
-// TestCursorApply: a record's item enters a cursor as a new lease (one
-// delivery, its key held) or changes the lease in flight on its offset
-// (offered again: one delivery more); a released item changes nothing.
-func TestCursorApply(t *testing.T) {
+// TestPopStateApply: a record's item enters a cursor as a new lease (one
+// delivery, its key held) or changes the lease in flight on its offset:
+// held under a new epoch is a delivery more (offered again), under the
+// same epoch an extension; a release of the epoch in flight takes it out
+// of flight, frees its key and moves the cursor back to it.
+func TestPopStateApply(t *testing.T) {
 	ps := NewPopState("")
 	c := ps.OpenCursor(0, func() int64 { return 0 })
 	c.SetNext(5)
 	at := time.UnixMilli(1_000_000)
-	l := c.Apply(HeldItem(2, 7, at.Add(time.Microsecond), 0), "a", "")
+	l := ps.Apply(c, HeldItem(2, 7, at.Add(time.Microsecond), 0), "a", "")
 	require.Same(t, l, c.Lease(2))
 	require.Equal(t, &Lease{epoch: 7, deadline: at.Add(time.Millisecond), client: "a", deliveries: 1}, l, "the record's deadline, rounded up")
-	w := c.Apply(Item{Offset: 3, Epoch: 8, Deadline: 1_000_500, Failures: 2, State: Waiting}, "a", "k")
+	w := ps.Apply(c, WaitingItem(3, 8, time.UnixMilli(1_000_500), 2), "a", "k")
 	require.True(t, c.KeyBusy("k"), "a new lease holds its key")
 	require.Equal(t, &Lease{epoch: 8, deadline: time.UnixMilli(1_000_500), client: "a", deliveries: 1, key: "k", failures: 2, waiting: true, retryAt: time.UnixMilli(1_000_500)}, w)
-	again := c.Apply(HeldItem(3, 9, at.Add(time.Second), 2), "b", "ignored")
+	again := ps.Apply(c, HeldItem(3, 9, at.Add(time.Second), 2), "b", "ignored")
 	require.Same(t, w, again, "offered again: the lease in flight")
 	require.Equal(t, &Lease{epoch: 9, deadline: at.Add(time.Second), client: "b", deliveries: 2, key: "k", failures: 2}, again)
-	require.Same(t, again, c.Apply(Item{Offset: 3, Epoch: 10, State: Released}, "", ""))
-	require.Equal(t, uint64(9), again.Epoch(), "a release changes nothing here")
+	ps.Apply(c, HeldItem(3, 9, at.Add(time.Minute), 2), "b", "")
+	require.Equal(t, &Lease{epoch: 9, deadline: at.Add(time.Minute), client: "b", deliveries: 2, key: "k", failures: 2}, again, "extended: no delivery more")
+	require.Nil(t, ps.Apply(c, Item{Offset: 3, Epoch: 8, State: Released}, "", ""))
+	require.Same(t, again, c.Lease(3), "a release of an older epoch changes nothing")
 	require.Equal(t, int64(5), c.Next(), "the cursor's position is its own")
-	key := Key{Group: "g", Topic: "t", QueueID: 0}
 
 	var rec Record
 	ps.AppendLive(&rec, "g", "t", func(offset.Key) uint32 { return 3 }, 42)
+	key := Key{Group: "g", Topic: "t", QueueID: 0}
+
 	require.Len(t, rec.Entries, 2, "one entry per queue and client")
 	byClient := map[string]Entry{}
 	for _, e := range rec.Entries {
 		byClient[e.Client] = e
 	}
 	require.Equal(t, Entry{Key: key, Generation: 3, At: 42, Client: "a", Items: []Item{{Offset: 2, Epoch: 7, Deadline: 1_000_001, State: Held}}}, byClient["a"])
-	require.Equal(t, Entry{Key: key, Generation: 3, At: 42, Client: "b", Items: []Item{{Offset: 3, Epoch: 9, Deadline: 1_001_000, Failures: 2, State: Held}}}, byClient["b"])
+	require.Equal(t, Entry{Key: key, Generation: 3, At: 42, Client: "b", Items: []Item{{Offset: 3, Epoch: 9, Deadline: 1_060_000, Failures: 2, State: Held}}}, byClient["b"])
+
+	wake := ps.WakeChan()
+	c.Defer("k", 4)
+	require.Nil(t, ps.Apply(c, Item{Offset: 3, Epoch: 9, State: Released}, "", ""))
+	require.Nil(t, c.Lease(3), "released: out of flight")
+	require.False(t, c.KeyBusy("k"), "its key freed")
+	require.Equal(t, int64(3), c.Next(), "visible again")
+	select {
+	case <-wake:
+	default:
+		t.Fatal("the long polls are woken for the key's deferred message")
+	}
 
 	ps.Notes().rec.Entries = rec.Entries
 	require.NotNil(t, ps.TakeNotes())
@@ -143,7 +160,7 @@ func TestLeaseItem(t *testing.T) {
 	l.waiting, l.retryAt = true, time.UnixMilli(2000)
 	require.Equal(t, Item{Offset: 9, Epoch: 3, Deadline: 2000, Failures: 1<<16 - 1, State: Waiting}, l.Item(9))
 	c := NewPopState("").OpenCursor(0, func() int64 { return 0 })
-	r := c.Apply(l.Item(9), "c", "")
+	r := NewPopState("").Apply(c, l.Item(9), "c", "")
 	require.Equal(t, &Lease{epoch: 3, deadline: time.UnixMilli(2000), client: "c", deliveries: 1, failures: 1<<16 - 1, waiting: true, retryAt: time.UnixMilli(2000)}, r, "a folded lease installed")
 	require.Equal(t, Item{Offset: 9, Epoch: 3, Deadline: 1000, State: Held}, HeldItem(9, 3, time.UnixMilli(1000), -1))
 }
