@@ -41,11 +41,22 @@ func (s *Store) ReadFramesTo(offset, to int64, maxBytes int, dst []byte) ([]byte
 // is refused whole (ErrCorrupt). A store that follows takes no Put of its
 // own: its queue offsets come from the frames.
 func (s *Store) AppendFrames(frames []byte) (int64, error) {
+	end, err := s.AppendFramesNoWait(frames)
+	if err != nil {
+		return 0, err
+	}
+	return end, s.WaitFlushed(end)
+}
+
+// AppendFramesNoWait is AppendFrames without the wait for the flush: the
+// caller waits with WaitFlushed(end) (a Raft log that must not hold its
+// lock for the flush).
+func (s *Store) AppendFramesNoWait(frames []byte) (int64, error) {
 	if s.closed.Load() {
 		return 0, ErrClosed
 	}
 	var d message.DispatchInfo
-	end, err := s.commitLog.AppendFrames(frames, func(_ int64, payload []byte) {
+	end, err := s.commitLog.AppendFramesNoWait(frames, func(_ int64, payload []byte) {
 		// Under the append lock, where putEncoder assigns them too.
 		if message.DecodeDispatch(payload, &d) != nil {
 			return // the dispatcher sets it aside, as the leader's did

@@ -97,6 +97,20 @@ func (l *Log) AppendFrames(b []byte, onRecord FrameFunc) (int64, error) {
 	return end, l.commit(end)
 }
 
+// AppendFramesNoWait is AppendFrames without the wait for the flush: the
+// caller waits later (WaitDurable of the end it returns), so that what
+// it holds meanwhile is not held for the flush.
+func (l *Log) AppendFramesNoWait(b []byte, onRecord FrameFunc) (int64, error) {
+	end, err := l.placeFrames(b, onRecord)
+	if err != nil {
+		return 0, err
+	}
+	if l.opts.FlushMode == FlushAsync {
+		l.nudge()
+	}
+	return end, nil
+}
+
 // placeFrames checks, plans and stages the frame stream b (AppendFrames).
 func (l *Log) placeFrames(b []byte, onRecord FrameFunc) (int64, error) {
 	l.mu.Lock()
