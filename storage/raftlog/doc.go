@@ -82,8 +82,12 @@
 //
 // Append first replaces the confs file if a configuration entry is among
 // the entries; then it writes the index entries (pwrite) and appends the
-// frames (AppendFrames), and the index's fdatasync runs beside the
-// CommitLog's flush: Append returns once both are durable. Their order
+// frames (AppendFramesNoWait), and the index's fdatasync runs beside the
+// CommitLog's flush: Append returns once both are durable. It waits for
+// them without the lock the readers take (raft's Term, Entries, …, and
+// SetHardState, SetCommit), holding only the writers' lock: a node loop
+// whose append worker persists reads and commits meanwhile, and sees the
+// entries being persisted only once Append returned. Their order
 // does not matter, since Open drops index entries whose bytes did not
 // make it (and cuts bytes no index entry names), above the commit point,
 // which no entry of an unfinished Append can be below. With the store in
@@ -98,9 +102,10 @@
 // can only be lost, or win with the same term and vote. A file whose
 // slots are invalid but one of which was never written (zeros, or
 // missing) holds no hard state: the first write, always synced, was
-// torn, and nothing relied on it. The node loop persists the entries of a
-// Ready before its hard state, so the commit point never names an entry
-// the index lacks. Open fdatasyncs the hard state and the index files it
+// torn, and nothing relied on it. The node loop's append worker persists
+// the entries of an append before its hard state, and SetCommit raises the
+// commit point (keeping the term and vote) only to entries Append
+// persisted, so the commit point never names an entry the index lacks. Open fdatasyncs the hard state and the index files it
 // read, since a process crash can leave them in the page cache only and
 // Raft treats what it reads as durable.
 //

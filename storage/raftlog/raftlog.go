@@ -75,8 +75,11 @@ type Report struct {
 }
 
 // Storage is raft.Storage over a store's CommitLog. Append, SetHardState,
-// Compact, CreateSnapshot and ApplySnapshot write; every method is safe
-// for concurrent use.
+// SetCommit, Compact, CreateSnapshot and ApplySnapshot write; every
+// method is safe for concurrent use. Append does not hold the state's
+// lock while it waits for its flush: raft's reads (Term, Entries, …) and
+// SetHardState and SetCommit go on meanwhile (a node loop with
+// asynchronous storage writes appends in a goroutine of its own).
 type Storage struct {
 	store *storage.Store
 	fs    vfs.FS
@@ -86,6 +89,11 @@ type Storage struct {
 	// bring past a retention cut (once a minute at most).
 	behindLogged time.Time
 
+	// wmu orders the writers of the index files and the CommitLog's
+	// tail (Append, DropUnindexed, Compact, CreateSnapshot,
+	// ApplySnapshot, Close); it is taken before mu and held by Append
+	// through its flush, which mu is not.
+	wmu   sync.Mutex
 	mu    sync.Mutex
 	meta  meta
 	ents  []entry // ents[k] has index meta.compact.index+1+k
@@ -441,6 +449,8 @@ func (s *Storage) commitOffsetLocked() int64 {
 
 // Close closes the store and the index files.
 func (s *Storage) Close() error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -612,14 +622,14 @@ func (s *Storage) SetHardState(st *pb.HardState) error {
 	h := hardState{seq: s.hard.seq + 1, term: st.GetTerm(), vote: st.GetVote(), commit: st.GetCommit()}
 	if s.hasHS && h.commit < s.hard.commit {
 		// Raft never lowers its commit point; a hard state written
-		// after a later one (a leader answers Puts whose entries
-		// committed while it persisted a Ready: shard's commitBeside)
-		// keeps the later commit point, and the dispatcher's limit never
-		// moves back.
+		// after a later commit point (SetCommit: shard's node loop
+		// applies committed entries while its append worker persists
+		// earlier hard states) keeps the later one, and the
+		// dispatcher's limit never moves back.
 		h.commit = s.hard.commit
 	}
-	// A hard state the file holds already (a leader's Ready after
-	// commitBeside wrote a later commit point) is not written again.
+	// A hard state the file holds already (the append worker's, after
+	// SetCommit wrote a later commit point) is not written again.
 	if !s.hasHS || h.term != s.hard.term || h.vote != s.hard.vote || h.commit != s.hard.commit {
 		sync := !s.hasHS || h.term != s.hard.term || h.vote != s.hard.vote
 		if err := s.writeHardSlot(h, sync); err != nil {
@@ -627,6 +637,34 @@ func (s *Storage) SetHardState(st *pb.HardState) error {
 		}
 		s.hard, s.hasHS = h, true
 	}
+	s.store.SetDispatchLimit(s.commitOffsetLocked())
+	return nil
+}
+
+// SetCommit raises the commit point to c (no further than the last
+// entry Append persisted), keeping the term and vote the file holds: a
+// change of the commit point alone, written without a sync, which moves
+// the dispatcher's limit. A node loop with asynchronous storage writes
+// calls it before it applies committed entries whose hard state its
+// append worker has not written yet. A c at or below the commit point
+// changes nothing.
+func (s *Storage) SetCommit(c uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.writableLocked(); err != nil {
+		return err
+	}
+	c = min(c, s.lastIndexLocked())
+	if !s.hasHS || c <= s.hard.commit {
+		return nil
+	}
+	h := s.hard
+	h.seq++
+	h.commit = c
+	if err := s.writeHardSlot(h, false); err != nil {
+		return err
+	}
+	s.hard = h
 	s.store.SetDispatchLimit(s.commitOffsetLocked())
 	return nil
 }
@@ -685,6 +723,8 @@ func (s *Storage) writableLocked() error {
 // are compared with the entry's data and, equal, made durable in place
 // instead of appended again; a tail that differs is cut first.
 func (s *Storage) Append(entries []*pb.Entry) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.writableLocked(); err != nil {
@@ -797,46 +837,62 @@ func (s *Storage) Append(entries []*pb.Entry) error {
 		s.stats.TailCuts++
 		s.stats.TailBytes += written - cutAt
 	}
+	flushTo := int64(-1) // the CommitLog offset to wait for
 	if len(stream) > 0 {
-		synced := make(chan error, 1)
-		go func() { synced <- s.index.syncTail() }()
-		end, err := s.store.AppendFrames(stream)
-		serr := <-synced
+		end, err := s.store.AppendFramesNoWait(stream)
 		if err != nil {
-			for _, e := range planned { // never appended (the file is mended by the next write or Open)
-				if e.typ != pb.EntryNormal {
-					delete(s.confs, e.index)
-				}
-			}
-			if terr := s.index.truncateFrom(planned[0].index); terr != nil {
-				return terr
-			}
-			return fmt.Errorf("%w: %w", ErrNotFrames, err)
-		}
-		if serr != nil {
-			return serr
+			return s.unplanLocked(planned, fmt.Errorf("%w: %w", ErrNotFrames, err))
 		}
 		if end != pos {
 			return fmt.Errorf("raftlog: the CommitLog ends at %d after the append, the entries at %d", end, pos)
 		}
+		flushTo = end
 	} else if verifiedEnd >= 0 {
-		// Only verified frames: make them durable beside the index.
+		flushTo = verifiedEnd // only verified frames: made durable in place
+	}
+	// The CommitLog's flush and the index's fdatasync, side by side,
+	// without mu: raft's reads (the entries being persisted are still in
+	// its unstable log) and SetHardState go on meanwhile; wmu keeps every
+	// other writer of the index and the CommitLog's tail out.
+	s.mu.Unlock()
+	var ferr, serr error
+	if flushTo >= 0 {
 		synced := make(chan error, 1)
 		go func() { synced <- s.index.syncTail() }()
-		err := s.store.WaitFlushed(verifiedEnd)
-		if serr := <-synced; serr != nil {
-			return serr
+		ferr = s.store.WaitFlushed(flushTo)
+		serr = <-synced
+	} else {
+		serr = s.index.syncTail()
+	}
+	s.mu.Lock()
+	if ferr != nil {
+		if len(stream) > 0 {
+			return s.unplanLocked(planned, fmt.Errorf("%w: %w", ErrNotFrames, ferr))
 		}
-		if err != nil {
-			return fmt.Errorf("raftlog: flush the verified entries up to %d: %w", verifiedEnd, err)
-		}
-	} else if err := s.index.syncTail(); err != nil {
-		return err
+		return fmt.Errorf("raftlog: flush the verified entries up to %d: %w", verifiedEnd, ferr)
+	}
+	if serr != nil {
+		return serr
 	}
 	s.ents = append(s.ents, planned...)
 	s.stats.Verified += verified
 	s.stats.Appended += appended
 	return nil
+}
+
+// unplanLocked forgets the entries an Append could not persist (their
+// confs; their index entries, which the next write or Open mends) and
+// returns err.
+func (s *Storage) unplanLocked(planned []entry, err error) error {
+	for _, e := range planned {
+		if e.typ != pb.EntryNormal {
+			delete(s.confs, e.index)
+		}
+	}
+	if terr := s.index.truncateFrom(planned[0].index); terr != nil {
+		return terr
+	}
+	return err
 }
 
 // holdsLocked reports whether the CommitLog holds data at [start, end):
@@ -855,6 +911,8 @@ func (s *Storage) holdsLocked(start, end int64, data []byte) bool {
 // is outstanding (after Advance, before it proposes again): then every
 // such byte is stale.
 func (s *Storage) DropUnindexed() (int64, error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.writableLocked(); err != nil {
@@ -938,6 +996,8 @@ func (s *Storage) writeMeta(m meta) error {
 // deletes its segments (CompactBelow finds the index for a retention
 // cut).
 func (s *Storage) Compact(i uint64) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.writableLocked(); err != nil {
@@ -1039,6 +1099,8 @@ func (s *Storage) CreateSnapshot(i uint64, cs *pb.ConfState, _ []byte) (*pb.Snap
 // and nothing changes. A snapshot without data (index 0, a bootstrap
 // configuration) continues at the CommitLog's end.
 func (s *Storage) ApplySnapshot(snap *pb.Snapshot) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.writableLocked(); err != nil {
