@@ -237,6 +237,9 @@ func BenchmarkPutThree(b *testing.B) {
 			b.ReportMetric(rates[0], "single-msgs/s")
 			b.ReportMetric(rates[1], "three-msgs/s")
 			b.ReportMetric(rates[1]/rates[0], "ratio")
+			if st := lead.Status(); st.Proposals > 0 {
+				b.ReportMetric(float64(b.N)/float64(st.Proposals), "msgs/entry")
+			}
 		})
 	}
 }
