@@ -5,64 +5,74 @@
 //
 // # The node loop
 //
-// One goroutine (Shard.run) owns the raft.RawNode, the Raft log and the
-// store's append path, in the shape of etcd's raftexample. Each turn it
-// waits for a tick (Options.Ticks, or a ticker of TickInterval), a
-// message from a peer (Step) or a Put; takes every other message and Put
-// already waiting; then handles every Ready in order:
+// One goroutine (Shard.run) owns the raft.RawNode, with raft's
+// AsyncStorageWrites on (raft's doc.go, "Usage with Asynchronous Storage
+// Writes"), the Raft log's reads and the store's append path; a second
+// one, the append worker, persists. Each turn the loop waits for a tick
+// (Options.Ticks, or a ticker of TickInterval), a message from a peer
+// (Step), a Put or the worker's persisted appends; takes every other
+// message and Put already waiting; then handles every Ready
+// (node.handle; no Advance):
 //
-//  1. persist the entries (raftlog.Storage.Append: one CommitLog flush and
-//     one index fdatasync for all of them), then the hard state (which
-//     moves the dispatcher's limit to the end of the committed entries);
-//  2. send the messages (Options.Transport);
-//  3. apply the committed entries (configuration changes; answer the Puts
-//     whose entries they are);
-//  4. Advance.
+//  1. a deposed leader's fence goes up (before anything of the Ready is
+//     persisted, see below);
+//  2. the messages to peers go out at once: a leader's appends before
+//     its own entries are durable, so the followers' flushes run beside
+//     its own (raft counts the leader toward the commit only once its
+//     worker persisted them);
+//  3. raft's MsgStorageAppend (entries, hard state, snapshot) goes to the
+//     append worker, in order;
+//  4. raft's MsgStorageApply (committed entries, all persisted here
+//     already) is applied at once: the hard-state file's commit point is
+//     raised to them (raftlog's SetCommit, which moves the dispatcher's
+//     limit), configuration changes are applied and the Puts whose
+//     entries they are answered, and its response stepped.
 //
-// With every Ready handled nothing proposed is outstanding, so the loop
-// then cuts any CommitLog bytes no entry took (raftlog's DropUnindexed).
-// A Ready that cannot be persisted for want of disk space is tried
-// again, whole, every quarter second (node.persist; Status.NoSpace says
-// why meanwhile) instead of stopping the replica: nothing of it is
+// The worker persists each MsgStorageAppend — raftlog.Storage.Append of
+// its entries (one CommitLog flush and one index fdatasync), then its
+// hard state — as many at once as wait and follow each other (one flush
+// for all: the Raft log's group commit; node.persistAppends), sends the
+// responses addressed to peers (a follower's MsgAppResp and a vote go
+// out only once what they promise is durable) and hands the messages
+// back to the loop (node.appended), which steps the responses addressed
+// to itself (its own MsgAppResp, MsgStorageAppendResp). Raft's Append
+// does not hold the Raft log's lock for the flush, so the loop steps
+// messages, answers commits and reads entries meanwhile: a follower steps
+// the next append while it persists the previous one, and a leader
+// answers the Puts its followers' answers commit while it flushes the
+// next entry. The simulation test drives the node without goroutines: the
+// worker is a queue it drains itself.
+//
+// With no append outstanding and the store not serving, the loop cuts
+// any CommitLog bytes no entry took (raftlog's DropUnindexed): only then
+// is every byte past the persisted entries stale. An append that cannot
+// be persisted for want of disk space is tried again, whole, every
+// quarter second (node.persistAppends; Status.NoSpace says why
+// meanwhile) instead of stopping the replica: nothing of it is
 // acknowledged until it is persisted, so the replica only falls behind.
-// Puts that arrive while a Ready is persisted go into the next Ready
-// together: one fsync for all of them (group commit). On a leader whose
-// Ready holds only entries of its own term (its own proposals, which the
-// Raft log verifies in place and never cuts), the persist runs in a
-// goroutine of its own while the loop takes those Puts — writes their
-// frames and proposes them, as raft's Node takes proposals between Ready
-// and Advance — so the next flush can start as soon as this one ends; a
-// proposal refused meanwhile stops the intake and its frames are cut
-// once the persist is done. Such a Ready's commit point names only
-// entries persisted before (a leader counts itself once its own entries
-// are durable), so its hard state is written and its committed entries
-// applied before its new entries are flushed: a Put's answer does not
-// wait for the flush of the Puts proposed after it. The followers'
-// answers are stepped during that flush too, and when one moves the
-// commit point over entries persisted before it, the hard state is
-// written and their Puts answered at once (node.commitBeside): raft
-// hands a commit over only in the Ready after this flush, and a Put
-// whose entry a follower acknowledged just after the leader began the
-// next flush would otherwise wait for it.
+// A leader takes Puts while its worker flushes and proposes them together
+// once that flush is done (node.mayPropose): one entry per flush, whose
+// append message goes to the followers as the worker starts on it.
 // CheckQuorum and PreVote are on; proposals are never forwarded (a
-// follower refuses a Put). The loop body is the unexported node type; the
-// simulation test drives it step by step without goroutines.
+// follower refuses a Put). The loop body is the unexported node type.
 //
 // # The write path
 //
 // Put on the leader: the loop appends the batch to its own CommitLog
 // through the store's append path without waiting for the flush
 // (PutClassNoWait), so offsets, queue offsets and store time are decided
-// once, by the leader, in log order (DLedger's way). At the end of its
-// turn it reads back the frames written since the last proposal — every
-// Put it took in the turn, and its writers' appends — (ReadFrameRange)
-// and proposes them as one entry's data (node.proposeBatch; at most
-// 1 MiB of frames, then the next entry starts): one entry, one append
-// message to each follower and one answer from each, for all of them,
-// where an entry per Put cost a message and an answer per Put per
-// follower, and raft sends an append message for each proposal. When the entry comes out of the next Ready, raftlog recognises
-// its bytes already in the CommitLog at its place and only writes the
-// index entry and waits for the flush: no frame is written twice.
+// once, by the leader, in log order (DLedger's way). At the end of a
+// turn in which its append worker persists no entries it reads back the
+// frames written since the last proposal — every Put it took since, and
+// its writers' appends — (ReadFrameRange) and proposes them as one
+// entry's data (node.proposeBatch; at most 1 MiB of frames, then the
+// next entry starts at once): one entry, one append message to each
+// follower and one answer from each, for all of them, where an entry per
+// Put cost a message and an answer per Put per follower, and raft sends
+// an append message for each proposal. When the worker persists the
+// entry, raftlog recognises its bytes already in the CommitLog at its
+// place and only writes the index entry and waits for the flush: no
+// frame is written twice.
 // Followers append the same bytes through AppendFrames, so every
 // replica's segments are the leader's, byte for byte, and ids (the
 // store id must be the shard's, the same on every replica) and queue
@@ -74,10 +84,13 @@
 // any replica). Everything else is refused or unknown, never a success:
 //
 //   - ErrNotLeader (NotLeaderError names the leader when known): this
-//     replica does not lead; nothing was written.
+//     replica does not lead, or stepped down before it proposed the
+//     Put's frames (cut again); nothing was written. A leader without an
+//     owner that does not serve yet holds a Put until it does.
 //   - ErrDropped: it leads, but raft dropped the proposal (a leadership
 //     transfer, or too much uncommitted while the followers are away);
-//     its frames were cut again, nothing was written.
+//     its frames are cut again (at once, or once no append is
+//     outstanding), nothing was written.
 //   - ErrUnknownOutcome: proposed, but the leader stepped down, the
 //     proposal lost its place before it was persisted, or ctx ended,
 //     before the commit: the next leader may or may not commit it. The
@@ -90,7 +103,8 @@
 // A deposed leader's uncommitted suffix is cut when the new leader's
 // entries conflict with it (raftlog: Store.TruncateFrom, which gives
 // back the queue offsets the cut records took); frames it wrote for
-// proposals raft never persisted are cut by the loop. After a crash a
+// proposals raft never persisted are cut by the loop once no append is
+// outstanding. After a crash a
 // replica may have dispatched past the commit point its hard state
 // holds (a commit-only change is not synced): those entries were
 // committed, and raft learns the commit point again.
@@ -100,7 +114,7 @@
 // The store is opened Replicated (storage's replicate.go): besides Put,
 // its own writers — the broker, writing as it does on a single node —
 // append to it while this replica serves, and the loop proposes what
-// they appended, in log order, as one entry per turn (the store's
+// they appended, in log order, with the Puts (the store's
 // AppendSignal wakes it; the frames are read back with ReadFrameRange
 // and verified in place when the entry is persisted, as for Put). A
 // writer's wait (sync mode) ends once the commit point passes its
@@ -109,11 +123,13 @@
 // leader is deposed (before the Ready that deposes it is persisted) or
 // raft refuses a proposal; the fence waits for the appends in flight and
 // answers the waiting writes with ErrUnknownOutcome, and the frames no
-// entry took are cut (DropUnindexed) before serving again. With
-// Options.Owned the fence is lifted by the owner (Serve) once this
+// entry took are cut (DropUnindexed, once no append is outstanding)
+// before serving again. With Options.Owned the fence is lifted by the
+// owner (Serve, answered once no append is outstanding) once this
 // replica leads in a generation (Status.Gen), CommitIndex reached the
 // leader's first entry (LeadIndex) and the owner applied the log;
-// without it, as soon as the replica leads.
+// without it, as soon as the replica leads and its first entries are
+// persisted.
 //
 // # Membership
 //
@@ -162,7 +178,6 @@
 //
 // # Not here yet
 //
-// AsyncStorageWrites (the leader already sends its appends before its
-// own flush); raft snapshots sent by the leader itself (a replica left
-// behind is rebuilt from a copy, by its operator).
+// Raft snapshots sent by the leader itself (a replica left behind is
+// rebuilt from a copy, by its operator).
 package shard

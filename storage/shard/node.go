@@ -65,23 +65,25 @@ type node struct {
 	confWaits   map[string][]chan struct{}
 	confApplied []chan struct{}
 	failed      error // a persist error: the node stops taking work
-	// waitRoom, if set, is called when persisting a Ready failed for want
-	// of disk space (noSpace), with that error: it returns nil once it is
-	// time to try the same Ready again, an error to give up (the node then
-	// fails as for any persist error); with a nil error, once a retry
-	// succeeded. It is called from whichever goroutine persists.
+	// waitRoom, if set, is called when persisting an append failed for
+	// want of disk space (noSpace), with that error: it returns nil once
+	// it is time to try the same append again, an error to give up (the
+	// node then fails as for any persist error); with a nil error, once a
+	// retry succeeded. It is called from the goroutine that persists.
 	waitRoom func(err error) error
-	// persisting: a Ready is being persisted beside propose (pipelined);
-	// cutAt (≥ 0) is where the frames of a proposal refused meanwhile
-	// start, cut once the persist is done.
-	persisting bool
-	cutAt      int64
-	// durable is the last index persisted before the Ready being
-	// persisted beside (commitBeside answers no Put above it);
-	// besideErr a failure of commitBeside, returned once the persist is
-	// done.
-	durable   uint64
-	besideErr error
+	// appending are raft's MsgStorageAppend messages handed to the append
+	// worker and not yet persisted, in order: their entries, hard state
+	// and snapshot (persistAppends), after which their responses are
+	// stepped or sent (appended). toAppend hands each new one to the
+	// worker; without it (Open before the worker starts, the simulation)
+	// the caller persists them itself.
+	appending []*pb.Message
+	toAppend  func(*pb.Message)
+	// held are Puts taken by a leader without an owner before it serves
+	// (startServing waits for the appends outstanding): proposed once it
+	// does, refused if it stops leading first.
+	held     []*proposal
+	retrying bool // proposing the held Puts: none is held again
 
 	// The store's writers (doc.go, "Writers of the store"): while serving
 	// (leading, fence lifted) the loop proposes what they appended past
@@ -97,8 +99,8 @@ type node struct {
 
 	// counters, for tests and Status
 	readies, proposals, entries uint64
-	overlapped                  uint64 // Readies persisted beside proposals (pipelined)
-	beside                      uint64 // Puts answered by commitBeside
+	overlapped                  uint64 // appends handed to the worker while an earlier one was outstanding
+	beside                      uint64 // Puts answered while an append was outstanding
 }
 
 func newNode(id uint64, peers []uint64, join bool, log *raftlog.Storage, cfg raft.Config, send func([]*pb.Message)) (*node, error) {
@@ -109,6 +111,7 @@ func newNode(id uint64, peers []uint64, join bool, log *raftlog.Storage, cfg raf
 		return nil, err
 	}
 	cfg.Applied = 0 // committed entries are applied again: apply is idempotent (no state but the waiters)
+	cfg.AsyncStorageWrites = true
 	rn, err := raft.NewRawNode(&cfg)
 	if err != nil {
 		return nil, err
@@ -129,7 +132,7 @@ func newNode(id uint64, peers []uint64, join bool, log *raftlog.Storage, cfg raf
 			return nil, fmt.Errorf("shard: bootstrap: %w", err)
 		}
 	}
-	n := &node{id: id, rn: rn, log: log, send: send, placed: map[uint64][]*proposal{}, term: hs.GetTerm(), commit: hs.GetCommit(), cutAt: -1,
+	n := &node{id: id, rn: rn, log: log, send: send, placed: map[uint64][]*proposal{}, term: hs.GetTerm(), commit: hs.GetCommit(),
 		store: log.Store(), autoUnfence: true, conf: cs, confWaits: map[string][]chan struct{}{}}
 	n.store.Fence() // a replica writes nothing of its own until it leads
 	return n, nil
@@ -158,9 +161,15 @@ func (n *node) step(m *pb.Message) error {
 // answer from it, rather than one of each per Put). Anything that stops
 // it before raft took the entry cuts the frames again (this loop is the
 // store's only writer, so they are the log's tail) and fails p with a
-// definite error.
+// definite error. A leader without an owner that does not serve yet (its
+// first entries are being persisted) holds p until it does.
 func (n *node) propose(p *proposal) {
-	defer close(p.taken)
+	held := false
+	defer func() {
+		if !held {
+			close(p.taken)
+		}
+	}()
 	if n.failed != nil {
 		p.finish(fmt.Errorf("%w: %w", ErrStopped, n.failed))
 		return
@@ -172,6 +181,10 @@ func (n *node) propose(p *proposal) {
 	}
 	if st.LeadTransferee != 0 {
 		p.finish(fmt.Errorf("%w: leadership is being transferred to %d", ErrDropped, st.LeadTransferee))
+		return
+	}
+	if !n.serving && n.autoUnfence && !n.retrying {
+		n.held, held = append(n.held, p), true
 		return
 	}
 	if !n.serving {
@@ -186,6 +199,25 @@ func (n *node) propose(p *proposal) {
 	if n.store.WriteOffset()-n.proposedEnd >= maxEntryBytes {
 		n.proposeBatch()
 	}
+}
+
+// mayPropose reports whether the leader proposes its batch now: only
+// when its append worker persists no entries. The Puts it takes during a
+// flush go into one entry, proposed — and sent to the followers — as
+// soon as that flush is done, when the worker can start on it at once:
+// one entry, one append message to each follower and one answer from
+// each per flush. Proposing them as they come (raft's async examples)
+// sends them to the followers earlier but in entries of a few Puts each,
+// and on a machine short of CPU the messages and steps that costs
+// outweighed the head start (BENCHMARKS.md, "Asynchronous storage
+// writes in the node loop").
+func (n *node) mayPropose() bool {
+	for _, m := range n.appending {
+		if len(m.GetEntries()) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // maxEntryBytes bounds the frames of one batch's entry: past it the
@@ -226,13 +258,12 @@ func (n *node) proposeBatch() {
 		// Stop serving (the writers get an unknown outcome) and give the
 		// frames back; an owner applies the log again before serving.
 		n.stopServing()
-		if n.persisting {
-			// The Raft log is persisting a Ready: cut once it is done
-			// (and take nothing more until then).
-			n.cutAt = start
-		} else if terr := n.store.TruncateFrom(start); terr != nil {
-			n.fail(fmt.Errorf("shard: cut the frames of a refused proposal at %d: %w", start, terr))
-		}
+		if len(n.appending) == 0 {
+			if terr := n.store.TruncateFrom(start); terr != nil {
+				n.fail(fmt.Errorf("shard: cut the frames of a refused proposal at %d: %w", start, terr))
+			}
+		} // else the append worker is persisting entries before them: DropUnindexed cuts them once it is done
+
 		fail(err)
 		return
 	}
@@ -265,6 +296,10 @@ func (n *node) startServing() error {
 	if n.serving || n.failed != nil || n.rn.BasicStatus().RaftState != raft.StateLeader {
 		return fmt.Errorf("%w: not leading now", ErrNotLeader)
 	}
+	if len(n.appending) > 0 {
+		// DropUnindexed would cut the frames of entries being persisted.
+		return fmt.Errorf("%w: entries are being persisted", ErrNotLeader)
+	}
 	if _, err := n.log.DropUnindexed(); err != nil {
 		n.fail(err)
 		return err
@@ -290,6 +325,16 @@ func (n *node) fail(err error) {
 	}
 	n.stopServing() // the store's writers learn it too
 	n.abandon(fmt.Errorf("%w: %w", ErrUnknownOutcome, err))
+	n.refuseHeld(fmt.Errorf("%w: %w", ErrStopped, err))
+}
+
+// refuseHeld answers the held Puts (nothing of them was written) with err.
+func (n *node) refuseHeld(err error) {
+	for _, p := range n.held {
+		p.finish(err)
+		close(p.taken)
+	}
+	n.held = nil
 }
 
 // abandon answers every pending proposal with err.
@@ -310,60 +355,27 @@ func (n *node) abandon(err error) {
 	}
 }
 
-// processReadies handles Readies until there are none — persist the
-// entries, then the hard state (which raises the dispatch limit to the
-// commit point), send the messages, apply the committed entries,
-// Advance — and then cuts the CommitLog bytes no entry took: with every
-// Ready handled, nothing proposed is outstanding. While a leader's Ready
-// is persisted, during (if set) may propose more (the Shard's loop takes
-// the Puts that arrived: see pipelined); they go into the next Ready. It
+// processReadies handles Readies until there are none (handle): the
+// messages to peers go out at once, raft's appends to the append
+// worker, committed entries are applied. With no append outstanding and
+// the store not serving, it then cuts the CommitLog bytes no entry took
+// (DropUnindexed) and, without an owner, lifts the fence of a leader. It
 // returns how many Readies it handled.
-func (n *node) processReadies(during func(persisting func() error) error) (int, error) {
+func (n *node) processReadies() (int, error) {
 	if n.failed != nil {
 		return 0, n.failed
 	}
 	k := 0
 	for {
-		if len(n.batch) > 0 || (n.serving && n.store.WriteOffset() > n.proposedEnd) {
+		if (len(n.batch) > 0 || (n.serving && n.store.WriteOffset() > n.proposedEnd)) && n.mayPropose() {
 			n.proposeBatch()
 		}
 		if !n.rn.HasReady() {
 			break
 		}
-		leader := n.rn.BasicStatus().RaftState == raft.StateLeader
 		rd, err := n.ready()
-		if err != nil {
-			n.fail(err)
-			return k, err
-		}
-		if rd.SoftState != nil && rd.SoftState.RaftState != raft.StateLeader {
-			// Deposed: the fence goes up before anything of this Ready is
-			// persisted (it may cut the tail the writers are waiting on).
-			n.stopServing()
-		}
-		switch {
-		case during != nil && n.pipelined(rd, leader):
-			n.overlapped++
-			// A leader's messages (appends, heartbeats) go before its own
-			// entries are persisted, so the followers' flushes run beside
-			// its own (raft's section 10.2.1; etcd's server does the
-			// same): it counts itself toward the commit only once its
-			// own entries are durable (at Advance).
-			n.send(rd.Messages)
-			rd.Messages = nil
-			var early bool
-			early, err = n.commitEarly(rd)
-			if err == nil {
-				err = during(func() error { return n.persist(rd, !early) })
-			}
-			if err == nil {
-				err = n.finish(rd, !early)
-			}
-		default:
-			err = n.persist(rd, true)
-			if err == nil {
-				err = n.finish(rd, true)
-			}
+		if err == nil {
+			err = n.handle(rd)
 		}
 		if err != nil {
 			n.fail(err)
@@ -380,9 +392,11 @@ func (n *node) processReadies(during func(persisting func() error) error) (int, 
 		}
 		n.unplaced = nil
 	}
-	if n.serving {
-		// Nothing past the last entry is stale: the writers' frames past
-		// the last proposal are proposed at the next AppendSignal.
+	if n.serving || len(n.appending) > 0 {
+		// Serving: nothing past the last entry is stale (the writers'
+		// frames past the last proposal are proposed at the next
+		// AppendSignal). Appending: the bytes past the persisted entries
+		// are those being persisted.
 		return k, nil
 	}
 	if _, err := n.log.DropUnindexed(); err != nil {
@@ -392,77 +406,156 @@ func (n *node) processReadies(during func(persisting func() error) error) (int, 
 	if n.autoUnfence && n.state == raft.StateLeader {
 		_ = n.startServing()
 	}
+	if held := n.held; len(held) > 0 {
+		n.held, n.retrying = nil, true
+		for _, p := range held {
+			n.propose(p) // proposed, or refused
+		}
+		n.retrying = false
+		if len(n.batch) > 0 {
+			kk, err := n.processReadies()
+			return k + kk, err
+		}
+	}
 	return k, nil
 }
 
-// pipelined reports whether more may be proposed while rd is persisted:
-// only on a leader, for a Ready whose entries are all of its term — its
-// own proposals, whose frames Append verifies in place and never cuts
-// or appends, so the frames of new proposals written meanwhile past them
-// are not touched. Raft takes proposals between Ready and Advance (its
-// Node does the same while the application persists).
-func (n *node) pipelined(rd raft.Ready, leader bool) bool {
-	if !leader || !raft.IsEmptySnap(rd.Snapshot) || len(rd.Entries) == 0 {
-		return false
+// handle takes one Ready (raft's AsyncStorageWrites: no Advance). A
+// deposed leader's fence goes up first, before anything of the Ready is
+// persisted. The proposals get their indexes; the messages to peers go
+// out now — a leader's appends before its own entries are durable, so
+// the followers' flushes run beside its own (raft's section 10.2.1): it
+// counts itself toward the commit only once its append worker persisted
+// them. Raft's MsgStorageAppend goes to the append worker; its
+// MsgStorageApply (committed entries, all persisted here already) is
+// applied at once: the commit point is raised in the hard-state file
+// (SetCommit, which moves the dispatcher's limit) and the entries
+// applied, and its response stepped. So a Put's answer waits for no
+// flush but its own entry's, wherever the worker is.
+func (n *node) handle(rd raft.Ready) error {
+	n.readies++
+	n.place(rd.Entries)
+	if rd.SoftState != nil {
+		wasLeader := n.state == raft.StateLeader
+		n.lead, n.state = rd.SoftState.Lead, rd.SoftState.RaftState
+		if wasLeader && n.state != raft.StateLeader {
+			// Deposed: the fence goes up before anything of this Ready is
+			// persisted (its append may cut the tail the writers wait
+			// on), and what it proposed may or may not commit under the
+			// next leader.
+			n.stopServing()
+			for _, p := range n.batch {
+				// Written, never proposed (its frames are cut once no
+				// append is outstanding): it cannot commit.
+				p.finish(n.notLeader(rd.SoftState.Lead))
+			}
+			n.batch = nil
+			n.abandon(fmt.Errorf("%w: the leader stepped down before the entry was committed", ErrUnknownOutcome))
+		}
+		if !wasLeader && n.state == raft.StateLeader {
+			// The leader's empty entry of its term is in this Ready:
+			// once it is committed, so is everything before it.
+			n.gen++
+			n.leadIndex = n.firstOfTerm(rd.Entries)
+		}
 	}
-	if rd.SoftState != nil && rd.SoftState.RaftState != raft.StateLeader {
-		return false
+	var out []*pb.Message
+	var apply []*pb.Message
+	for _, m := range rd.Messages {
+		switch m.GetTo() {
+		case raft.LocalAppendThread:
+			if len(n.appending) > 0 {
+				n.overlapped++
+			}
+			n.appending = append(n.appending, m)
+			if n.toAppend != nil {
+				n.toAppend(m)
+			}
+		case raft.LocalApplyThread:
+			apply = append(apply, m)
+		default:
+			out = append(out, m)
+		}
 	}
+	if len(out) > 0 {
+		n.send(out)
+	}
+	for _, m := range apply {
+		if err := n.applyCommitted(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// firstOfTerm is the index of the first of ents in the current term (a
+// new leader's empty entry); the last index if there is none.
+func (n *node) firstOfTerm(ents []*pb.Entry) uint64 {
 	term := n.rn.BasicStatus().GetTerm()
-	for _, e := range rd.Entries {
-		if e.GetTerm() != term {
-			return false
+	for _, e := range ents {
+		if e.GetTerm() == term {
+			return e.GetIndex()
 		}
 	}
-	return true
+	last, _ := n.log.LastIndex()
+	return last
 }
 
-// commitEarly handles the commit of a pipelined Ready before its entries
-// are persisted, when the commit point names only entries persisted by
-// earlier Readies (on a leader it always does: it counts itself only
-// once its own entries are durable): the hard state is written (which
-// raises the dispatch limit) and the committed entries applied, so the
-// Puts they answer do not wait for the flush of the entries proposed
-// since. It reports whether it did.
-func (n *node) commitEarly(rd raft.Ready) (bool, error) {
-	if raft.IsEmptyHardState(rd.HardState) {
-		return false, nil
-	}
-	last, err := n.log.LastIndex()
-	if err != nil || rd.HardState.GetCommit() > last {
-		return false, err
-	}
-	if err := n.log.SetHardState(rd.HardState); err != nil {
-		return false, fmt.Errorf("shard: persist hard state: %w", err)
-	}
-	n.term, n.commit = rd.HardState.GetTerm(), rd.HardState.GetCommit()
-	for _, e := range rd.CommittedEntries {
-		if err := n.apply(e); err != nil {
-			return false, err
+// applyCommitted applies raft's MsgStorageApply: committed entries that
+// are persisted here. The hard-state file's commit point is raised to
+// them first (their hard state may still wait in the append worker's
+// queue), so the dispatcher's limit passes them before their Puts are
+// answered.
+func (n *node) applyCommitted(m *pb.Message) error {
+	ents := m.GetEntries()
+	if len(ents) > 0 {
+		last := ents[len(ents)-1].GetIndex()
+		if err := n.log.SetCommit(last); err != nil {
+			return fmt.Errorf("shard: persist the commit point %d: %w", last, err)
+		}
+		n.commit = max(n.commit, last)
+		for _, e := range ents {
+			if err := n.apply(e); err != nil {
+				return err
+			}
 		}
 	}
-	return true, nil
+	for _, r := range m.GetResponses() {
+		n.stepLocal(r)
+	}
+	return nil
 }
 
-// persist writes what rd asks to be durable: a snapshot, the entries,
-// then (withHardState) the hard state. It touches the Raft log only
-// (never the node's fields), so it may run beside propose (pipelined).
+// stepLocal steps a response of the append worker or of apply addressed
+// to this replica.
+func (n *node) stepLocal(m *pb.Message) {
+	// ErrStepPeerNotFound: a replica removed from the configuration
+	// answering itself; nothing to do.
+	_ = n.rn.Step(m)
+}
+
+// persistAppends persists raft's MsgStorageAppend messages ms, in
+// order, as one: a snapshot (only a message of its own), the entries
+// (raftlog.Storage.Append: one CommitLog flush and one index fdatasync
+// for all of them), then the last hard state (its commit point is the
+// highest, its term and vote the latest). It touches the Raft log only
+// (never the node's fields): the append worker runs it beside the loop.
 //
-// A Ready that cannot be persisted for want of disk space (noSpace) is
+// An append that cannot be persisted for want of disk space (noSpace) is
 // tried again, whole, once waitRoom says so, rather than stopping the
-// replica: until it is persisted nothing of it is acknowledged (no
-// message of it is sent, no Advance), so the replica only falls behind,
-// and catches up once space returns. Each step is safe to repeat after
-// such a failure: the CommitLog refuses an append it has no room for
-// before its first byte (commitlog.ErrNoSpace), the Raft index's slots
-// are written in place, an entry whose frames are already in the
-// CommitLog is verified there, and the hard state is a fixed-size file.
-// A failed flush is not such a failure (the CommitLog's write path is
-// dead after one: storage.ErrReadOnly), and stops the replica.
-func (n *node) persist(rd raft.Ready, withHardState bool) error {
+// replica: until it is persisted nothing of it is acknowledged (its
+// responses are not sent), so the replica only falls behind, and catches
+// up once space returns. Each step is safe to repeat after such a
+// failure: the CommitLog refuses an append it has no room for before its
+// first byte (commitlog.ErrNoSpace), the Raft index's slots are written
+// in place, an entry whose frames are already in the CommitLog is
+// verified there, and the hard state is a fixed-size file. A failed
+// flush is not such a failure (the CommitLog's write path is dead after
+// one: storage.ErrReadOnly), and stops the replica.
+func (n *node) persistAppends(ms []*pb.Message) error {
 	waited := false
 	for {
-		err := n.persistOnce(rd, withHardState)
+		err := n.persistOnce(ms)
 		if err == nil || n.waitRoom == nil || !noSpace(err) {
 			if err == nil && waited {
 				_ = n.waitRoom(nil)
@@ -486,61 +579,132 @@ func noSpace(err error) bool {
 		errors.Is(err, commitlog.ErrNoSpace) || errors.Is(err, storage.ErrDiskFull)
 }
 
-func (n *node) persistOnce(rd raft.Ready, withHardState bool) error {
-	if !raft.IsEmptySnap(rd.Snapshot) {
-		// Nothing compacts a shard's log yet, so no leader sends one;
-		// a snapshot is applied only where the CommitLog already is.
-		if err := n.log.ApplySnapshot(rd.Snapshot); err != nil {
-			return fmt.Errorf("shard: apply snapshot %d: %w", rd.Snapshot.GetMetadata().GetIndex(), err)
+func (n *node) persistOnce(ms []*pb.Message) error {
+	var ents []*pb.Entry
+	var hs *pb.HardState
+	for _, m := range ms {
+		if snap := m.GetSnapshot(); !raft.IsEmptySnap(snap) {
+			// Nothing compacts a shard's log yet, so no leader sends one;
+			// a snapshot is applied only where the CommitLog already is.
+			if err := n.log.ApplySnapshot(snap); err != nil {
+				return fmt.Errorf("shard: apply snapshot %d: %w", snap.GetMetadata().GetIndex(), err)
+			}
+		}
+		if len(ms) == 1 {
+			ents = m.GetEntries()
+		} else {
+			ents = append(ents, m.GetEntries()...)
+		}
+		if h := (&pb.HardState{Term: m.Term, Vote: m.Vote, Commit: m.Commit}); !raft.IsEmptyHardState(h) {
+			hs = h
 		}
 	}
-	if err := n.log.Append(rd.Entries); err != nil {
+	if err := n.log.Append(ents); err != nil {
 		return fmt.Errorf("shard: persist entries: %w", err)
 	}
-	if withHardState && !raft.IsEmptyHardState(rd.HardState) {
-		if err := n.log.SetHardState(rd.HardState); err != nil {
+	if hs != nil {
+		if err := n.log.SetHardState(hs); err != nil {
 			return fmt.Errorf("shard: persist hard state: %w", err)
 		}
 	}
 	return nil
 }
 
-// finish does the rest of rd once it is persisted: place the proposals,
-// note the state, send, apply (unless commitEarly did), Advance.
-func (n *node) finish(rd raft.Ready, applyCommitted bool) error {
-	n.readies++
-	n.entries += uint64(len(rd.Entries))
-	n.place(rd.Entries)
-	if applyCommitted && !raft.IsEmptyHardState(rd.HardState) {
-		n.term, n.commit = rd.HardState.GetTerm(), rd.HardState.GetCommit()
-	}
-	if rd.SoftState != nil {
-		wasLeader := n.state == raft.StateLeader
-		n.lead, n.state = rd.SoftState.Lead, rd.SoftState.RaftState
-		if !wasLeader && n.state == raft.StateLeader {
-			// The leader's empty entry of its term is in this Ready:
-			// once it is committed, so is everything before it.
-			n.gen++
-			n.leadIndex, _ = n.log.LastIndex()
+// joinable reports how many of ms, from the first, persistAppends may
+// persist as one: entries that follow each other (none cut another's),
+// and a snapshot only alone.
+func joinable(ms []*pb.Message) int {
+	k, next := 0, uint64(0)
+	for _, m := range ms {
+		if !raft.IsEmptySnap(m.GetSnapshot()) {
+			if k == 0 {
+				return 1
+			}
+			break
 		}
-		if wasLeader && n.state != raft.StateLeader {
-			// Deposed: what it proposed may or may not commit under the
-			// next leader.
-			n.abandon(fmt.Errorf("%w: the leader stepped down before the entry was committed", ErrUnknownOutcome))
+		if es := m.GetEntries(); len(es) > 0 {
+			if next != 0 && es[0].GetIndex() != next {
+				break
+			}
+			next = es[len(es)-1].GetIndex() + 1
 		}
+		k++
 	}
-	if len(rd.Messages) > 0 {
-		n.send(rd.Messages)
-	}
-	if applyCommitted {
-		for _, e := range rd.CommittedEntries {
-			if err := n.apply(e); err != nil {
-				return err
+	return k
+}
+
+// peerResponses sends the responses of the persisted appends ms that are
+// addressed to other replicas (a follower's MsgAppResp, a vote: they go
+// out only once what they promise is durable). The append worker calls
+// it as soon as it persisted them (n.send is safe beside the loop), or
+// appended does.
+func (n *node) peerResponses(ms []*pb.Message) {
+	var out []*pb.Message
+	for _, m := range ms {
+		for _, r := range m.GetResponses() {
+			if r.GetTo() != n.id {
+				out = append(out, r)
 			}
 		}
 	}
-	n.rn.Advance(rd)
+	if len(out) > 0 {
+		n.send(out)
+	}
+}
+
+// appended takes back from the append worker the messages it persisted
+// (err nil) or failed to (the node then fails): the first of appending,
+// in order. Their responses addressed to this replica are stepped (its
+// own MsgAppResp, MsgStorageAppendResp: raft learns the entries are
+// durable); unless sent (by the worker), the others are sent.
+func (n *node) appended(ms []*pb.Message, err error, sent bool) error {
+	if n.failed != nil {
+		return n.failed
+	}
+	if err != nil {
+		n.fail(err)
+		return err
+	}
+	for _, m := range ms {
+		if len(n.appending) == 0 || n.appending[0] != m {
+			err := errors.New("shard: the append worker answered out of order")
+			n.fail(err)
+			return err
+		}
+		n.appending[0] = nil
+		n.appending = n.appending[1:]
+		n.entries += uint64(len(m.GetEntries()))
+		if m.Term != nil {
+			n.term, n.commit = m.GetTerm(), max(n.commit, m.GetCommit())
+		}
+		for _, r := range m.GetResponses() {
+			if r.GetTo() == n.id {
+				n.stepLocal(r)
+			}
+		}
+	}
+	if !sent {
+		n.peerResponses(ms)
+	}
 	return nil
+}
+
+// settle persists, in this goroutine, every append outstanding and
+// handles the Readies that follow, until none is left (Open, before the
+// append worker starts).
+func (n *node) settle() error {
+	for {
+		if _, err := n.processReadies(); err != nil {
+			return err
+		}
+		if len(n.appending) == 0 {
+			return nil
+		}
+		ms := slices.Clone(n.appending)
+		if err := n.appended(ms, n.persistAppends(ms), false); err != nil {
+			return err
+		}
+	}
 }
 
 // place gives the pending proposals their indexes: on the leader, the
@@ -599,6 +763,9 @@ func (n *node) apply(e *pb.Entry) error {
 		for _, p := range ps {
 			if e.GetTerm() == p.term {
 				p.finish(nil)
+				if len(n.appending) > 0 {
+					n.beside++
+				}
 			} else {
 				p.finish(fmt.Errorf("%w: another leader's entry was committed at index %d", ErrNotLeader, e.GetIndex()))
 			}
@@ -627,89 +794,6 @@ func roleName(s raft.StateType) string {
 		return "candidate"
 	default:
 		return "follower"
-	}
-}
-
-// persistBeside runs persisting (a leader's Ready being persisted) in a
-// goroutine of its own while propose takes what next offers, until the
-// persist is done or a proposal was refused (its frames are then cut
-// after it). next returns the persist's outcome with finished set once
-// it is done; otherwise a proposal to take, or nil when it handled
-// something else (a message stepped: commitBeside).
-func (n *node) persistBeside(persisting func() error, next func(done <-chan error) (*proposal, error, bool)) error {
-	n.persisting, n.cutAt = true, -1
-	n.durable, n.besideErr = 0, nil
-	if last, err := n.log.LastIndex(); err == nil {
-		n.durable = last
-	}
-	done := make(chan error, 1)
-	go func() { done <- persisting() }()
-	var err error
-	for {
-		if n.cutAt >= 0 {
-			err = <-done
-			break
-		}
-		p, perr, finished := next(done)
-		if finished {
-			err = perr
-			break
-		}
-		if p != nil {
-			n.propose(p)
-		}
-	}
-	n.persisting = false
-	if err == nil && n.besideErr != nil {
-		err = n.besideErr
-	}
-	if n.cutAt >= 0 {
-		if terr := n.log.Store().TruncateFrom(n.cutAt); terr != nil && err == nil {
-			err = fmt.Errorf("shard: cut the frames of a refused proposal at %d: %w", n.cutAt, terr)
-		}
-		n.cutAt = -1
-	}
-	return err
-}
-
-// commitBeside runs after a message was stepped while a leader's Ready
-// is persisted (persistBeside): when the message moved the commit point
-// over entries persisted before that Ready (a follower's answer to an
-// earlier append), it writes the hard state — which raises the
-// dispatch limit — and answers their Puts, without waiting for the
-// flush of the entries being persisted. Raft hands the commit over in a
-// Ready only after that flush (no second Ready before Advance), and a
-// Put would otherwise wait for two flushes: the one its entry is in and
-// the next. Those entries are applied again in the next Ready (apply
-// finds no proposal left to answer); configuration changes are applied
-// only there. It changes nothing unless this replica still leads in the
-// term its proposals were made in.
-func (n *node) commitBeside() {
-	if n.besideErr != nil || n.failed != nil {
-		return
-	}
-	st := n.rn.BasicStatus()
-	if st.RaftState != raft.StateLeader {
-		return
-	}
-	c := min(st.GetCommit(), n.durable)
-	if c <= n.commit {
-		return
-	}
-	hs := &pb.HardState{Term: proto.Uint64(st.GetTerm()), Vote: proto.Uint64(st.GetVote()), Commit: proto.Uint64(c)}
-	if err := n.log.SetHardState(hs); err != nil {
-		n.besideErr = fmt.Errorf("shard: persist hard state: %w", err)
-		return
-	}
-	n.term, n.commit = st.GetTerm(), c
-	for i, ps := range n.placed {
-		if i <= c && ps[0].term == st.GetTerm() {
-			delete(n.placed, i)
-			for _, p := range ps {
-				p.finish(nil)
-				n.beside++
-			}
-		}
 	}
 }
 

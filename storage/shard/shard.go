@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -184,7 +185,7 @@ type Status struct {
 	Readies      uint64
 	Proposals    uint64
 	Entries      uint64 // entries persisted
-	Overlapped   uint64 // Readies persisted while the loop took more Puts
+	Overlapped   uint64 // appends handed to the append worker while an earlier one was outstanding
 	// Gen counts the leaderships this replica gained and lost (and the
 	// times it stopped serving while leading); LeadIndex is the first
 	// index of its term while it leads: once CommitIndex reaches it, the
@@ -222,6 +223,10 @@ type Shard struct {
 	donec     chan struct{}
 	ticks     <-chan time.Time
 	timer     *time.Ticker
+	worker    *appendWorker
+	// serveWaits are Serve's requests waiting for the append worker to
+	// be idle (startServing cuts the bytes no entry took).
+	serveWaits []serveRequest
 
 	statusMu sync.Mutex
 	status   Status
@@ -266,11 +271,12 @@ func Open(opts Options) (*Shard, error) {
 	n.autoUnfence = !opts.Owned
 	n.onConf = opts.OnConfChange
 	n.waitRoom = s.waitRoom
+	s.worker = newAppendWorker(n)
 	if s.ticks == nil {
 		s.timer = time.NewTicker(opts.TickInterval)
 		s.ticks = s.timer.C
 	}
-	if _, err := n.processReadies(nil); err != nil { // the bootstrap entries
+	if err := n.settle(); err != nil { // the bootstrap entries
 		_ = log.Close()
 		return nil, err
 	}
@@ -279,12 +285,14 @@ func Open(opts Options) (*Shard, error) {
 			_ = log.Close()
 			return nil, err
 		}
-		if _, err := n.processReadies(nil); err != nil {
+		if err := n.settle(); err != nil {
 			_ = log.Close()
 			return nil, err
 		}
 	}
 	s.publish()
+	n.toAppend = s.worker.push
+	go s.worker.run()
 	go s.run()
 	return s, nil
 }
@@ -296,12 +304,12 @@ func (n *node) soleVoter() bool {
 	return len(v) == 1 && in
 }
 
-// run is the node loop: wait for a tick, a message or a Put; take every
-// other message and Put already waiting (so the Puts that arrived while
-// the last Ready was persisted go into the next one: one fsync for all);
-// handle every Ready; publish the status.
+// run is the node loop: wait for a tick, a message, a Put or the append
+// worker's persisted appends; take every other message and Put already
+// waiting; handle every Ready; publish the status.
 func (s *Shard) run() {
 	defer close(s.donec)
+	defer s.worker.stop()
 	n := s.node
 	for {
 		select {
@@ -317,8 +325,16 @@ func (s *Shard) run() {
 		case <-n.store.AppendSignal():
 			// The writers' frames are proposed at the end of the turn
 			// (processReadies).
+		case <-s.worker.ready:
+			for _, d := range s.worker.take() {
+				if err := n.appended(d.ms, d.err, true); err != nil {
+					s.opts.Logger.Error().Err(err).Uint64("node", n.id).Msg("shard stopped: persisting Raft state failed")
+					s.stopLoop(err)
+					return
+				}
+			}
 		case r := <-s.servc:
-			r.done <- s.serve(r.gen)
+			s.serveWaits = append(s.serveWaits, r)
 		case r := <-s.progc:
 			r <- n.progress()
 		case r := <-s.confc:
@@ -342,10 +358,16 @@ func (s *Shard) run() {
 				break drain
 			}
 		}
-		if _, err := n.processReadies(s.proposeWhilePersisting); err != nil {
+		if _, err := n.processReadies(); err != nil {
 			s.opts.Logger.Error().Err(err).Uint64("node", n.id).Msg("shard stopped: persisting Raft state failed")
 			s.stopLoop(err)
 			return
+		}
+		if len(s.serveWaits) > 0 && len(n.appending) == 0 {
+			for _, r := range s.serveWaits {
+				r.done <- s.serve(r.gen)
+			}
+			s.serveWaits = nil
 		}
 		s.publish()
 	}
@@ -375,10 +397,16 @@ func (s *Shard) stopDamaged() {
 		}
 		if to != 0 {
 			n.rn.TransferLeader(to)
-			// Only the messages: nothing of this Ready is persisted or
-			// applied any more (Advance is never called).
+			// Only the messages to peers: nothing of this Ready is
+			// persisted or applied any more.
 			if n.rn.HasReady() {
-				n.send(n.rn.Ready().Messages)
+				var out []*pb.Message
+				for _, m := range n.rn.Ready().Messages {
+					if to := m.GetTo(); to != raft.LocalAppendThread && to != raft.LocalApplyThread && to != n.id {
+						out = append(out, m)
+					}
+				}
+				n.send(out)
 			}
 		}
 		s.opts.Logger.Error().Uint64("node", n.id).Uint64("to", to).Msg("damaged leader hands over its leadership and stops")
@@ -387,30 +415,99 @@ func (s *Shard) stopDamaged() {
 	s.stopLoop(cause)
 }
 
-// proposeWhilePersisting persists a leader's Ready in a goroutine of its
-// own while the loop takes the Puts that arrive meanwhile: their frames
-// are written and proposed, and go into the next Ready, so the next
-// flush starts as soon as this one ends (the store's own group commit
-// overlaps appends with its flush the same way).
-func (s *Shard) proposeWhilePersisting(persisting func() error) error {
-	return s.node.persistBeside(persisting, func(done <-chan error) (*proposal, error, bool) {
-		select {
-		case err := <-done:
-			return nil, err, true
-		case p := <-s.propc:
-			return p, nil, false
-		case <-s.node.store.AppendSignal():
-			// The writers' frames: proposed with the batch, at the end
-			// of the turn (processReadies).
-			return nil, nil, false
-		case m := <-s.recvc:
-			// The followers' answers to earlier appends: the Puts they
-			// commit are answered now (commitBeside).
-			s.stepLogged(m)
-			s.node.commitBeside()
-			return nil, nil, false
+// appendWorker persists the node's appends (raft's MsgStorageAppend) in
+// a goroutine of its own, in order, as many at once as follow each other
+// (node.persistAppends: one flush for all of them, the Raft log's group
+// commit), and hands them back to the loop (node.appended), which steps
+// or sends their responses. Neither side ever blocks on the other.
+type appendWorker struct {
+	n      *node
+	mu     sync.Mutex
+	queue  []*pb.Message // handed over, not yet taken
+	done   []appendDone  // persisted, not yet taken back
+	kick   chan struct{} // capacity 1: queue grew
+	ready  chan struct{} // capacity 1: done grew
+	quit   chan struct{}
+	exited chan struct{}
+}
+
+type appendDone struct {
+	ms  []*pb.Message
+	err error
+}
+
+func newAppendWorker(n *node) *appendWorker {
+	return &appendWorker{n: n, kick: make(chan struct{}, 1), ready: make(chan struct{}, 1),
+		quit: make(chan struct{}), exited: make(chan struct{})}
+}
+
+// push hands m to the worker (the loop's node.toAppend).
+func (w *appendWorker) push(m *pb.Message) {
+	w.mu.Lock()
+	w.queue = append(w.queue, m)
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// take returns what the worker persisted since the last take.
+func (w *appendWorker) take() []appendDone {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d := w.done
+	w.done = nil
+	return d
+}
+
+func (w *appendWorker) run() {
+	defer close(w.exited)
+	var pending []*pb.Message
+	for {
+		w.mu.Lock()
+		pending = append(pending, w.queue...)
+		clear(w.queue)
+		w.queue = w.queue[:0]
+		w.mu.Unlock()
+		if len(pending) == 0 {
+			select {
+			case <-w.quit:
+				return
+			case <-w.kick:
+				continue
+			}
 		}
-	})
+		select {
+		case <-w.quit:
+			return
+		default:
+		}
+		k := joinable(pending)
+		ms := slices.Clone(pending[:k])
+		clear(pending[:k])
+		pending = pending[k:]
+		err := w.n.persistAppends(ms)
+		if err == nil {
+			w.n.peerResponses(ms)
+		}
+		w.mu.Lock()
+		w.done = append(w.done, appendDone{ms: ms, err: err})
+		w.mu.Unlock()
+		select {
+		case w.ready <- struct{}{}:
+		default:
+		}
+		if err != nil {
+			return // the loop stops on it
+		}
+	}
+}
+
+// stop ends the worker (between two appends) and waits for it.
+func (w *appendWorker) stop() {
+	close(w.quit)
+	<-w.exited
 }
 
 // serveRequest asks the loop to lift the fence for generation gen.
@@ -558,6 +655,7 @@ func (s *Shard) stepLogged(m *pb.Message) {
 func (s *Shard) stopLoop(cause error) {
 	s.node.stopServing()
 	s.node.abandon(fmt.Errorf("%w: %w", ErrUnknownOutcome, cause))
+	s.node.refuseHeld(fmt.Errorf("%w: %w", ErrStopped, cause))
 	s.statusMu.Lock()
 	s.err = cause
 	s.statusMu.Unlock()
@@ -630,6 +728,8 @@ func (s *Shard) waitRoom(err error) error {
 	defer t.Stop()
 	select {
 	case <-s.stopc:
+		return ErrStopped
+	case <-s.worker.quit:
 		return ErrStopped
 	case <-t.C:
 		return nil
