@@ -907,9 +907,9 @@ func (s *Storage) holdsLocked(start, end int64, data []byte) bool {
 // DropUnindexed cuts the CommitLog bytes past the last entry and returns
 // how many it cut: a leader's frames written for proposals raft did not
 // take into its log, or took and then lost to another leader's entries
-// before persisting them. The node loop calls it only when no proposal
-// is outstanding (after Advance, before it proposes again): then every
-// such byte is stale.
+// before persisting them. The node loop calls it only when no append is
+// outstanding and the store does not serve (no proposal is outstanding):
+// then every such byte is stale.
 func (s *Storage) DropUnindexed() (int64, error) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
