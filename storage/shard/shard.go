@@ -49,8 +49,10 @@ func (e *NotLeaderError) Error() string {
 func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
 
 // Transport carries Raft messages between the replicas. Send must not
-// block for long (queue and return) and may drop: Raft retransmits. The
-// receiving side hands each message to its Shard.Step.
+// block for long (queue and return) and may drop: Raft retransmits. It is
+// called from the node loop and from its append worker (the answers due
+// once an append is persisted), at the same time. The receiving side
+// hands each message to its Shard.Step.
 type Transport interface {
 	Send(msgs []*pb.Message)
 }
