@@ -346,6 +346,7 @@ func (s *Shard) run() {
 		case id := <-s.unreachc:
 			n.rn.ReportUnreachable(id)
 		case <-n.store.Damage():
+			s.worker.halt() // it sends no answer from here on
 			s.stopDamaged()
 			return
 		}
@@ -430,6 +431,7 @@ type appendWorker struct {
 	kick   chan struct{} // capacity 1: queue grew
 	ready  chan struct{} // capacity 1: done grew
 	quit   chan struct{}
+	halted sync.Once
 	exited chan struct{}
 }
 
@@ -490,6 +492,11 @@ func (w *appendWorker) run() {
 		clear(pending[:k])
 		pending = pending[k:]
 		err := w.n.persistAppends(ms)
+		select {
+		case <-w.quit:
+			return // a damaged or stopped replica answers nothing more
+		default:
+		}
 		if err == nil {
 			w.n.peerResponses(ms)
 		}
@@ -506,9 +513,13 @@ func (w *appendWorker) run() {
 	}
 }
 
-// stop ends the worker (between two appends) and waits for it.
+// halt tells the worker to stop: it persists nothing more and sends no
+// answer after the append it is persisting.
+func (w *appendWorker) halt() { w.halted.Do(func() { close(w.quit) }) }
+
+// stop halts the worker and waits for it.
 func (w *appendWorker) stop() {
-	close(w.quit)
+	w.halt()
 	<-w.exited
 }
 
