@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mqgate/mqgate/storage"
@@ -668,6 +669,12 @@ func TestAppendsPersistedBeforeTheyAreAcknowledged(t *testing.T) {
 			break
 		}
 	}
+	// f's progress streams appends (no probing: one append per entry).
+	for i := 0; i < 500 && lead.n.rn.Status().Progress[f.id].State != tracker.StateReplicate; i++ {
+		s.step(false)
+	}
+	require.Equal(t, tracker.StateReplicate, lead.n.rn.Status().Progress[f.id].State)
+	require.Equal(t, raft.StateLeader, lead.n.state)
 	// Only the leader and f from here on, driven by hand.
 	deliver := func(to *simReplica, typ pb.MessageType) int {
 		k := 0
@@ -684,10 +691,10 @@ func TestAppendsPersistedBeforeTheyAreAcknowledged(t *testing.T) {
 		}
 		return k
 	}
-	sentBy := func(from uint64, typ pb.MessageType) int {
+	sentBy := func(from, to uint64, typ pb.MessageType) int {
 		k := 0
 		for _, q := range s.net.queue {
-			if q.m.GetFrom() == from && q.m.GetType() == typ {
+			if q.m.GetFrom() == from && q.m.GetTo() == to && q.m.GetType() == typ {
 				k++
 			}
 		}
@@ -706,18 +713,18 @@ func TestAppendsPersistedBeforeTheyAreAcknowledged(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Len(t, lead.n.appending, 2, "the leader's entries wait for its worker")
-	require.Equal(t, 4, sentBy(lead.id, pb.MsgApp), "their appends went out already")
+	require.Equal(t, 2, sentBy(lead.id, f.id, pb.MsgApp), "their appends went out already")
 
 	require.Equal(t, 2, deliver(f, pb.MsgApp))
 	require.Len(t, f.n.appending, 2, "the follower stepped both appends")
-	require.Zero(t, sentBy(f.id, pb.MsgAppResp), "nothing is acknowledged before it is persisted")
+	require.Zero(t, sentBy(f.id, lead.id, pb.MsgAppResp), "nothing is acknowledged before it is persisted")
 
 	appendsBefore := f.log.Stats().Appended
 	ms := slices.Clone(f.n.appending)
 	require.Equal(t, 2, joinable(ms))
 	require.NoError(t, f.n.appended(ms, f.n.persistAppends(ms), false))
 	require.Equal(t, appendsBefore+2, f.log.Stats().Appended)
-	require.Equal(t, 2, sentBy(f.id, pb.MsgAppResp), "acknowledged once persisted")
+	require.Equal(t, 2, sentBy(f.id, lead.id, pb.MsgAppResp), "acknowledged once persisted")
 
 	deliver(lead, pb.MsgAppResp)
 	require.Empty(t, puts[0].done, "the leader's own copy is not persisted yet")
