@@ -2,6 +2,7 @@ package storage_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -90,7 +91,9 @@ func TestFollowerHoldsTheLeadersLog(t *testing.T) {
 	require.ErrorIs(t, err, storage.ErrCorrupt, "a cut frame")
 	ship(t, 1<<20)
 
-	// The same messages, from the follower's own queues and by id.
+	// The same messages, from the follower's own queues and by id (the
+	// leader's queues compared once its own dispatcher indexed it all).
+	require.NoError(t, leader.AwaitDispatch(context.Background()))
 	for _, res := range sent {
 		got, err := follower.LookupID(res.ID)
 		require.NoError(t, err)
