@@ -370,7 +370,11 @@
 // retention's counts of the unconsumed messages it took (the progress
 // field droppedUnconsumed, package retention: the counting leader's),
 // the attempt history of an ordered message retried in place, the push
-// dispatcher's connections. Per-replica
+// dispatcher's connections, and on the leader the pop states' cursors
+// (where each queue's next pull reads, rebuilt from the progress table
+// and the folded lease records when a broker takes over) with the claims
+// a request holds on a lease while it settles it (being acknowledged,
+// being sent back: the ack's or the retry copy's record ends it). Per-replica
 // facts stay local: quarantine, the scrub position, checkpoints and the
 // snapshots of derived state (offsets.snapshot, leases, instances,
 // transactions, the timer index). Everything else is a record in the

@@ -41,10 +41,10 @@ import (
 // ack.
 func TestALiveFollowerIsTheBroker(t *testing.T) {
 	// Quick: many short runs (a restart and a promotion in each), a few
-	// long ones; LONG=1: a thousand long ones.
+	// long ones; LONG=1: two thousand long ones.
 	runs := []struct{ seeds, steps int }{{224, 24}, {8, 150}}
 	if os.Getenv("LONG") != "" {
-		runs = []struct{ seeds, steps int }{{1000, 300}}
+		runs = []struct{ seeds, steps int }{{2000, 300}}
 	}
 	seed := uint64(0)
 	for _, r := range runs {
