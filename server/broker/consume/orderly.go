@@ -36,7 +36,7 @@ func orderKey(v View, m *message.Message) string {
 }
 
 // The cursors' busy keys and deferred offsets, and their release, are
-// package lease's (Cursor.KeyBusy, Hold, Defer, TakeDeferred;
+// package lease's (PopState.Apply holds a key; Cursor.KeyBusy, Defer, TakeDeferred;
 // PopState.Release, WakeChan).
 
 // failInPlace decides a failed delivery of an ordered lease l, on off:

@@ -248,9 +248,6 @@ func (c *Cursor) Leases() iter.Seq2[int64, *Lease] {
 // InFlight is how many leases c holds.
 func (c *Cursor) InFlight() int { return len(c.inflight) }
 
-// Put puts l in flight on off.
-func (c *Cursor) Put(off int64, l *Lease) { c.inflight[off] = l }
-
 // Remove takes the lease on off out of flight.
 func (c *Cursor) Remove(off int64) { delete(c.inflight, off) }
 
@@ -275,8 +272,9 @@ func (c *Cursor) KeyBusy(key string) bool {
 	return ok
 }
 
-// Hold marks key busy with its message at off.
-func (c *Cursor) Hold(key string, off int64) {
+// hold marks key busy with its message at off (Apply: a lease holds its
+// key from the record that makes it on).
+func (c *Cursor) hold(key string, off int64) {
 	if c.busy == nil {
 		c.busy = make(map[string]int64)
 	}
@@ -479,7 +477,7 @@ func (ps *PopState) Apply(c *Cursor, it Item, client, key string) *Lease {
 		l = &Lease{key: key}
 		c.inflight[it.Offset] = l
 		if key != "" {
-			c.Hold(key, it.Offset)
+			c.hold(key, it.Offset)
 		}
 	} else if it.State == Held && it.Epoch != l.epoch {
 		l.deliveries++

@@ -26,7 +26,7 @@ func TestPopStateCursor(t *testing.T) {
 	require.Equal(t, int64(3), c.Next())
 
 	l := &Lease{epoch: 1}
-	c.Put(3, l)
+	put(c, 3, l)
 	require.Equal(t, 1, c.InFlight())
 	require.False(t, c.RemoveIf(3, &Lease{epoch: 1}), "another lease on the offset stays")
 	require.True(t, c.RemoveIf(3, l))
@@ -36,7 +36,7 @@ func TestPopStateCursor(t *testing.T) {
 func TestPopStateKeys(t *testing.T) {
 	ps := NewPopState("")
 	c := ps.OpenCursor(0, func() int64 { return 0 })
-	c.Hold("k", 0)
+	c.hold("k", 0)
 	c.Defer("k", 2)
 	c.Defer("k", 1)
 	c.Defer("k", 2)
@@ -70,13 +70,13 @@ func TestPopStateExpire(t *testing.T) {
 	now := time.UnixMilli(1_000_000)
 	ps := NewPopState("")
 	c := ps.OpenCursor(0, func() int64 { return 0 })
-	c.Put(0, &Lease{deadline: now.Add(-time.Second)})                 // run out: sent back
-	c.Put(1, &Lease{deadline: now.Add(-time.Second), key: "k"})       // run out, ordered: retried in place
-	c.Put(2, &Lease{deadline: now.Add(-time.Second), settling: true}) // being acked
-	c.Put(3, &Lease{deadline: now.Add(time.Minute), key: "j"})        // acked meanwhile: taken out, key freed
-	c.Hold("j", 3)
-	c.Put(4, &Lease{deadline: now.Add(2 * time.Second)})
-	c.Put(5, &Lease{deadline: now.Add(time.Second)})
+	put(c, 0, &Lease{deadline: now.Add(-time.Second)})                 // run out: sent back
+	put(c, 1, &Lease{deadline: now.Add(-time.Second), key: "k"})       // run out, ordered: retried in place
+	put(c, 2, &Lease{deadline: now.Add(-time.Second), settling: true}) // being acked
+	put(c, 3, &Lease{deadline: now.Add(time.Minute), key: "j"})        // acked meanwhile: taken out, key freed
+	c.hold("j", 3)
+	put(c, 4, &Lease{deadline: now.Add(2 * time.Second)})
+	put(c, 5, &Lease{deadline: now.Add(time.Second)})
 	back, retry, next := ps.Expire(c, now, func(off int64) bool { return off == 3 }, false)
 	require.Len(t, back, 1)
 	require.Equal(t, int64(0), back[0].Off)
@@ -164,3 +164,7 @@ func TestLeaseItem(t *testing.T) {
 	require.Equal(t, &Lease{epoch: 3, deadline: time.UnixMilli(2000), client: "c", deliveries: 1, failures: 1<<16 - 1, waiting: true, retryAt: time.UnixMilli(2000)}, r, "a folded lease installed")
 	require.Equal(t, Item{Offset: 9, Epoch: 3, Deadline: 1000, State: Held}, HeldItem(9, 3, time.UnixMilli(1000), -1))
 }
+
+// put puts l in flight on off, as a record's apply would (a test's
+// shortcut past PopState.Apply).
+func put(c *Cursor, off int64, l *Lease) { c.inflight[off] = l }
