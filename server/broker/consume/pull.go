@@ -349,8 +349,9 @@ func (s *Service) markSkipped(ps *lease.PopState, key offset.Key, offs []int64) 
 	ps.Skip(offset.Entry{Kind: offset.KindAck, Key: key, Generation: gen, Offsets: offs})
 }
 
-// writeGrants appends a pull's grants (notes: one rmq_sys_LEASE record)
-// and the offsets its filters passed over (skips: one rmq_sys_OFFSET
+// writeGrants appends a pull's lease changes (notes: its grants and the
+// ordered messages it found run out and failed in place; one
+// rmq_sys_LEASE record) and the offsets its filters passed over (skips: one rmq_sys_OFFSET
 // record) in one batch, the grants first, without waiting for the flush,
 // and then applies the skips to the progress table (package progress's
 // Ledger.PersistNoWait, which says what a crash can cost).
