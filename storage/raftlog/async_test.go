@@ -104,12 +104,7 @@ func TestReadsAndCommitGoOnDuringAnAppendsFlush(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { _ = s.Close() }()
 	require.NoError(t, s.SetHardState(hs(1, 1, 0)))
-	var first []*pb.Entry
-	for i := uint64(1); i <= 2; i++ {
-		data, _ := leaderWrite(t, s, fmt.Sprint("a", i), 2)
-		first = append(first, pbEntry(i, 1, pb.EntryNormal, data))
-	}
-	require.NoError(t, s.Append(first))
+	require.NoError(t, s.Append(leaderEntries(t, s, "a", 2, 2, 1)))
 
 	data, _ := leaderWrite(t, s, "b", 2)
 	g.close()
@@ -168,12 +163,7 @@ func TestSetCommit(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.SetCommit(1), "no hard state yet: nothing to raise")
 	require.NoError(t, s.SetHardState(hs(3, 2, 0)))
-	var ents []*pb.Entry
-	for i := uint64(1); i <= 3; i++ {
-		data, _ := leaderWrite(t, s, fmt.Sprint("c", i), 1)
-		ents = append(ents, pbEntry(i, 3, pb.EntryNormal, data))
-	}
-	require.NoError(t, s.Append(ents))
+	require.NoError(t, s.Append(leaderEntries(t, s, "c", 3, 1, 3)))
 
 	require.NoError(t, s.SetCommit(2))
 	end2, _ := s.EndOffset(2)

@@ -16,6 +16,19 @@ import (
 
 // leaderWrite appends n messages to the Raft log's own store as a leader
 // does when it proposes (no flush wait) and returns the frames it wrote.
+// leaderEntries writes n batches as a leader does when it proposes
+// (leaderWrite, each of msgs messages, tagged prefix1…prefixN) and
+// returns them as the entries 1..n of term.
+func leaderEntries(t *testing.T, s *Storage, prefix string, n, msgs int, term uint64) []*pb.Entry {
+	t.Helper()
+	var ents []*pb.Entry
+	for i := uint64(1); i <= uint64(n); i++ {
+		data, _ := leaderWrite(t, s, fmt.Sprint(prefix, i), msgs)
+		ents = append(ents, pbEntry(i, term, pb.EntryNormal, data))
+	}
+	return ents
+}
+
 func leaderWrite(t *testing.T, s *Storage, tag string, n int) ([]byte, []storage.PutResult) {
 	t.Helper()
 	st := s.Store()
@@ -136,12 +149,7 @@ func TestCommitPointNeverMovesBack(t *testing.T) {
 	s, err := Open(testOptions(dir))
 	require.NoError(t, err)
 	require.NoError(t, s.SetHardState(hs(1, 1, 0)))
-	var ents []*pb.Entry
-	for i := uint64(1); i <= 3; i++ {
-		data, _ := leaderWrite(t, s, fmt.Sprint("c", i), 1)
-		ents = append(ents, pbEntry(i, 1, pb.EntryNormal, data))
-	}
-	require.NoError(t, s.Append(ents))
+	require.NoError(t, s.Append(leaderEntries(t, s, "c", 3, 1, 1)))
 	require.NoError(t, s.SetHardState(hs(1, 1, 3)))
 	limit := s.Store().DispatchLimit()
 	require.Equal(t, s.Store().WriteOffset(), limit)

@@ -554,6 +554,23 @@ func (s *sim) converged() bool {
 	return true
 }
 
+// convergedSim is a simulation of seed stepped (no losses) until its
+// replicas agree on a leader; its logs are closed when the test ends.
+func convergedSim(t *testing.T, seed uint64) *sim {
+	t.Helper()
+	s := newSim(t, seed)
+	t.Cleanup(func() {
+		for _, r := range s.nodes {
+			_ = r.log.Close()
+		}
+	})
+	for i := 0; i < 500 && !s.converged(); i++ {
+		s.step(false)
+	}
+	require.True(t, s.converged())
+	return s
+}
+
 // TestDeposedLeaderGivesBackItsTail: a leader cut off from the others
 // (its clock stopped, so CheckQuorum does not depose it) takes a Put —
 // its frames written, the entry proposed — and then hears the new
@@ -564,16 +581,7 @@ func (s *sim) converged() bool {
 // success, and the replicas converge on the new leader's log.
 func TestDeposedLeaderGivesBackItsTail(t *testing.T) {
 	t.Parallel()
-	s := newSim(t, 7)
-	defer func() {
-		for _, r := range s.nodes {
-			_ = r.log.Close()
-		}
-	}()
-	for i := 0; i < 500 && !s.converged(); i++ {
-		s.step(false)
-	}
-	require.True(t, s.converged())
+	s := convergedSim(t, 7)
 	old := s.leader()
 	oldTerm := old.n.term
 	for o := uint64(1); o <= 3; o++ {
@@ -651,16 +659,7 @@ func TestDeposedLeaderGivesBackItsTail(t *testing.T) {
 // its own persist are in, with the dispatch limit past the entry.
 func TestAppendsPersistedBeforeTheyAreAcknowledged(t *testing.T) {
 	t.Parallel()
-	s := newSim(t, 11)
-	defer func() {
-		for _, r := range s.nodes {
-			_ = r.log.Close()
-		}
-	}()
-	for i := 0; i < 500 && !s.converged(); i++ {
-		s.step(false)
-	}
-	require.True(t, s.converged())
+	s := convergedSim(t, 11)
 	lead := s.leader()
 	var f *simReplica
 	for _, r := range s.nodes {
