@@ -178,7 +178,20 @@ func (c *cluster) leader() *Shard {
 func TestThreeShards(t *testing.T) {
 	t.Parallel()
 	c, shards := startThree(t)
-	c.tickUntil(func() bool { return c.leader() != nil })
+	// Every replica knows the leader: a follower that has not yet heard
+	// from it would refuse the Put below naming no one.
+	c.tickUntil(func() bool {
+		l := c.leader()
+		if l == nil {
+			return false
+		}
+		for _, s := range shards {
+			if s.Status().Leader != l.Status().ID {
+				return false
+			}
+		}
+		return true
+	})
 	lead := c.leader()
 	var follower *Shard
 	for _, s := range shards {
