@@ -180,6 +180,10 @@ func TestClusterServesFromAnyNode(t *testing.T) {
 	lead := c.leader(t, admin)
 	f1, f2 := (lead+1)%3, (lead+2)%3
 	for i := range c.nodes {
+		// A follower learns the leader from its first message; the leader
+		// serves once one follower has answered, maybe before the other
+		// has heard from it.
+		require.Eventually(t, func() bool { return c.view(t, i, admin).Leader == uint64(lead+1) }, 10*time.Second, 10*time.Millisecond)
 		v := c.view(t, i, admin)
 		require.Equal(t, uint64(i+1), v.NodeID)
 		require.Equal(t, uint64(lead+1), v.Leader)
