@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mqgate/mqgate/server/broker/consume"
 	"github.com/mqgate/mqgate/server/broker/progress"
 	"github.com/mqgate/mqgate/server/broker/retry"
 	"github.com/mqgate/mqgate/storage/message"
@@ -154,7 +155,7 @@ func (p progressBroker) PopTopics(group string) []string {
 
 func (p progressBroker) View(group, topic string, queueID int32) progress.View {
 	v := p.b.consume.View(group, topic, queueID, nil)
-	pv := progress.View{Key: v.Key, StoreTopic: v.StoreTopic, StoreQueue: v.StoreQueue, Match: v.Match, InPlace: v.InPlace}
+	pv := p.b.progressView(v)
 	if v.InPlace {
 		pv.CountRetries = func(from, to int64) (int64, bool, error) { return p.b.countInstanceRetries(v, from, to) }
 	}
@@ -183,4 +184,25 @@ func (p progressBroker) LadderCounts(want func(topic, origin string) bool) []pro
 		out[i] = progress.LevelCount{Level: c.Level, Count: c.Count, Known: c.Known}
 	}
 	return out
+}
+
+// progressView is consume view v as the progress queries and retention
+// read it, with where it starts: a retry view's first retry at or above
+// its topic's retry floor.
+func (b *Broker) progressView(v consume.View) progress.View {
+	pv := progress.View{Key: v.Key, StoreTopic: v.StoreTopic, StoreQueue: v.StoreQueue, Match: v.Match, InPlace: v.InPlace}
+	if v.Key.QueueID != retryQueueID {
+		return pv
+	}
+	if floor := b.retryFloor(v.Key.Topic); floor > 0 {
+		start, err := b.store.QueueOffsetAt(v.StoreTopic, v.StoreQueue, floor)
+		if err != nil {
+			// The floor only raises the start; without it the view counts
+			// from its committed offset, as a pull would read.
+			b.log.Error().Err(err).Str("group", v.Key.Group).Str("topic", v.Key.Topic).Msg("finding where a retry view starts failed")
+			return pv
+		}
+		pv.Start = start
+	}
+	return pv
 }

@@ -63,7 +63,7 @@ func (b *Broker) newRetention() *retention.Service {
 		Instances: b.instanceClients,
 		View: func(g GroupConfig, topic string, queue int32, client string) progress.View {
 			v := b.consume.ViewOf(g, topic, queue, nil, 0).ForInstance(client) // retention reads no in-memory filter
-			return progress.View{Key: v.Key, StoreTopic: v.StoreTopic, StoreQueue: v.StoreQueue, Match: v.Match}
+			return b.progressView(v)
 		},
 		CountDropped: func(group string, n int) { b.metrics.addGroup(b.metrics.retentionDropped, group, n) },
 		Carry:        []func(int64) error{b.carryDeadLetters, b.carryTimers, b.carryTxns, b.carryMeta, b.noteLivesBelow},

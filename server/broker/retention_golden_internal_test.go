@@ -427,3 +427,47 @@ func TestGoldenFollowerAppliesCuts(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, dead, 1, "the carried dead letter")
 }
+
+// TestRetentionCountsNoRetriesOfADeletedNamesake: a topic deleted and
+// created again under its name starts its retry view above the old
+// topic's retries (the pull passes over them): a deletion under disk
+// pressure counts only the new topic's retries as unconsumed, and the
+// group's progress shows the view's position and lag without the old
+// ones.
+func TestRetentionCountsNoRetriesOfADeletedNamesake(t *testing.T) {
+	fc := clockwork.NewFakeClockAt(goldenRetentionAt)
+	b := openReplica(t, goldenRetentionOptions(fc, false))
+	ctx := context.Background()
+	_, _, err := b.PutTopic(ctx, TopicConfig{Name: "a", Queues: 1})
+	require.NoError(t, err)
+	_, _, err = b.PutGroup(ctx, GroupConfig{Name: "g", Subscriptions: []Subscription{{Topic: "a"}}})
+	require.NoError(t, err)
+	retries := func(n int) {
+		t.Helper()
+		ms := make([]*message.Message, n)
+		for i := range ms {
+			ms[i] = &message.Message{Topic: "%RETRY%g", Body: []byte("r"), BornTimestamp: fc.Now().UnixMilli()}
+			ms[i].SetProperty(message.PropertyRetryTopic, "a")
+		}
+		require.NoError(t, b.store.PutClass(storage.ClassSend, ms, make([]storage.PutResult, n)))
+	}
+	retries(3) // the first topic a's
+	require.NoError(t, b.DeleteTopic(ctx, "a"))
+	_, _, err = b.PutTopic(ctx, TopicConfig{Name: "a", Queues: 1})
+	require.NoError(t, err)
+	retries(2) // the second's
+	require.NoError(t, b.awaitDispatch(ctx))
+	// The retry view starts at the second topic's retries: its position
+	// and lag leave the first's out, as its pull passes over them.
+	prog, err := b.Progress(ctx, "g")
+	require.NoError(t, err)
+	require.Equal(t, int32(retryQueueID), prog[0].QueueID)
+	require.Equal(t, int64(3), prog[0].ConsumerOffset)
+	require.Equal(t, int64(2), prog[0].Lag)
+
+	cut := b.store.WriteOffset()
+	fc.Advance(time.Second)
+	require.NoError(t, retentionPolicy{b: b}.BeforeDelete(cut, storage.DeletePressure))
+	require.Equal(t, []string{"a/-1 consumer=3 dropped=2", "a/0 consumer=0 dropped=0"}, droppedLines(t, b, "g"))
+	require.Equal(t, uint64(2), b.Stats().RetentionDropped["g"])
+}

@@ -95,6 +95,11 @@ type View struct {
 	StoreQueue int32
 	// Match is the store-level filter on the tags code (nil: all).
 	Match func(tagsCode int64) bool
+	// Start is the first offset of the store queue the view reads: a
+	// retry view's first retry at or above its topic's retry floor (those
+	// below belong to a deleted topic of the name, which its pulls pass
+	// over); 0 for any other. The view's position is at least Start.
+	Start int64
 	// InPlace: a failed delivery is retried in place, not through
 	// %RETRY% (a broadcasting group's instance).
 	InPlace bool
@@ -225,7 +230,7 @@ func (l *Ledger) QueueRows(group string, t registry.TopicConfig) ([]QueueProgres
 		v := b.View(group, topic, q)
 		committed, _, _ := l.table.Get(v.Key)
 		qp := QueueProgress{Topic: topic, QueueID: q, BrokerOffset: store.MaxOffset(v.StoreTopic, v.StoreQueue)}
-		qp.ConsumerOffset = max(committed, store.MinOffset(v.StoreTopic, v.StoreQueue))
+		qp.ConsumerOffset = max(committed, store.MinOffset(v.StoreTopic, v.StoreQueue), v.Start)
 		qp.Lag = max(qp.BrokerOffset-qp.ConsumerOffset, 0)
 		qp.DroppedUnconsumed = b.Dropped(v.Key)
 		if inFlight != nil {

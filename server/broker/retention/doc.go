@@ -60,8 +60,10 @@
 // appends the cut record, and counts, per progress key, the unconsumed
 // messages the deletion takes away. So does a topic's logical expiry,
 // and a deletion under --disk-pressure-delete alike: the messages below
-// the cut above the key's committed offset, less those acked above it; a
-// retry view counts its own topic's retries only. The counts go to the
+// the cut above the key's committed offset (at least the view's Start:
+// a retry view's first retry above its topic's retry floor), less those
+// acked above it; a retry view counts its own topic's retries only. The
+// counts go to the
 // metric mqgate_retention_dropped_unconsumed_total{group}
 // (Config.CountDropped), the progress field droppedUnconsumed
 // (Service.Dropped; memory only, on the leader that counted, since it

@@ -21,7 +21,7 @@ type Position struct {
 	// View is the group's view of the queue (Config.View).
 	View progress.View
 	// Committed is the group's committed offset, at least the queue's
-	// minimum.
+	// minimum and the view's Start.
 	Committed int64
 }
 
@@ -40,7 +40,7 @@ func (s *Service) Positions() map[Queue][]Position {
 	}
 	add := func(v progress.View) {
 		sq := Queue{v.StoreTopic, v.StoreQueue}
-		committed := max(s.cfg.Committed(v.Key), s.cfg.Store.MinOffset(sq.Topic, sq.Queue))
+		committed := max(s.cfg.Committed(v.Key), s.cfg.Store.MinOffset(sq.Topic, sq.Queue), v.Start)
 		out[sq] = append(out[sq], Position{View: v, Committed: committed})
 	}
 	groups := s.cfg.Groups()

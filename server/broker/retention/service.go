@@ -91,7 +91,7 @@ type Config struct {
 	Instances func(group string) []string
 	// View is group g's view of a queue of topic (progress.RetryQueueID:
 	// its retry view) as consumer instance client ("": the group's own);
-	// retention reads its Key, StoreTopic, StoreQueue and Match.
+	// retention reads its Key, StoreTopic, StoreQueue, Match and Start.
 	View func(g registry.GroupConfig, topic string, queue int32, client string) progress.View
 	// CountDropped adds to the metric of the unconsumed messages retention
 	// took from a group.
