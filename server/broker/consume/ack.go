@@ -326,10 +326,7 @@ func (s *Service) Nack(ctx context.Context, group string, items []NackItem) ([]R
 			a := retry.NewAttempt(now, retry.OutcomeNack, client, it.Reason, it.DelayLevel, s.cfg.MaxClientBytes)
 			item, history, dead := s.failInPlace(l, ref.r.Offset, v, it.DelayLevel, it.Delay, now, a)
 			if dead {
-				l.KeepHistory(history)
-				l.SendBack()
-				ref.state.Release(ref.cursor, l.Key(), ref.r.Offset)
-				failed = append(failed, deadInPlace(v, ref.r.Offset, l, it.Reason, retry.OutcomeNack, client))
+				failed = append(failed, deadInPlace(ref.state, ref.cursor, v, ref.r.Offset, l, history, it.Reason, retry.OutcomeNack, client))
 			} else {
 				s.decide(ref.state, ch, ref.key, ref.cursor, item, l.Client(), l.Key(), history, true)
 			}

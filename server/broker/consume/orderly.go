@@ -61,11 +61,17 @@ func (s *Service) failInPlace(l *lease.Lease, off int64, v View, level int, dela
 	return lease.WaitingItem(off, s.cfg.Epoch.Add(1), now.Add(wait), l.Failures()+1), history, false
 }
 
-// deadInPlace is the send-back of an ordered message that used up its
-// retries: its history and failure count travel with it to the DLQ.
-func deadInPlace(v View, off int64, l *lease.Lease, reason, outcome, client string) sendBack {
+// deadInPlace is the send-back of ordered lease l on off of c, which used
+// up its retries (failInPlace: dead, with history): l keeps the history
+// and is marked as being sent back, its key is released, and its history
+// and failure count travel with it to the DLQ. The caller holds ps's
+// lock.
+func deadInPlace(ps *lease.PopState, c *lease.Cursor, v View, off int64, l *lease.Lease, history []retry.Attempt, reason, outcome, client string) sendBack {
+	l.KeepHistory(history)
+	l.SendBack()
+	ps.Release(c, l.Key(), off)
 	return sendBack{view: v, offset: off, level: -1, reason: reason, outcome: outcome, client: client,
-		history: historyOf(l), failures: l.Failures(), lease: l}
+		history: history, failures: l.Failures(), lease: l}
 }
 
 // historyOf is l's in-place attempt history (package lease holds it

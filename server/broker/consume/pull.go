@@ -326,10 +326,7 @@ func (s *Service) takeExpired(ps *lease.PopState, ch *changes, c *lease.Cursor, 
 		a := retry.NewAttempt(now, retry.OutcomeExpired, l.Client(), "lease expired without ack", 0, s.cfg.MaxClientBytes)
 		it, history, dead := s.failInPlace(l, off, v, 0, 0, now, a)
 		if dead {
-			l.KeepHistory(history)
-			l.SendBack()
-			ps.Release(c, l.Key(), off)
-			expired = append(expired, deadInPlace(v, off, l, a.Reason, retry.OutcomeExpired, l.Client()))
+			expired = append(expired, deadInPlace(ps, c, v, off, l, history, a.Reason, retry.OutcomeExpired, l.Client()))
 		} else {
 			s.decide(ps, ch, v.Key, c, it, l.Client(), l.Key(), history, true)
 		}
