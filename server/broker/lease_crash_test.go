@@ -224,11 +224,14 @@ func TestLeasesKill9(t *testing.T) {
 			pulled = append(pulled, got...)
 		}
 		// Half the running leases: their receipts of before the crash ack ok.
+		// A lease about to end is kept instead: its ack would race its end
+		// (a loaded machine spends the second of slack above on the pulls
+		// and the acks before it).
 		var keep []string
 		n := 0
 		for body, l := range live {
 			n++
-			if n%2 == 0 {
+			if n%2 == 0 || !l.notBefore.After(time.Now().Add(250*time.Millisecond)) {
 				keep = append(keep, body)
 				continue
 			}
