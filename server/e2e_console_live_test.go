@@ -143,7 +143,12 @@ const tabs = ["overview", "topics", "groups", "dlq", "timers", "send", "consume"
     step("staleSearchGone", await page.evaluate(() => !document.querySelector("#search-result table")));
     await page.click("button[data-tab=overview]");
 
-    // The topic's queues, and the group's detail.
+    // The topic's queues, and the group's detail. The list on the tab was
+    // drawn before the sends; its reload is held back, so the click lands
+    // on that old row, and the detail must still show the three sends.
+    // (unroute lets a held request go on, so a late continue may find it gone.)
+    const holdList = async (r) => { await new Promise((res) => setTimeout(res, 1500)); await r.continue().catch(() => {}); };
+    await page.route(/\/v1\/topics$/, holdList);
     await page.click("button[data-tab=topics]");
     // The row of "live" itself: %RETRY% and %DLQ% topics sort before it
     // once a nack has made them.
@@ -162,6 +167,11 @@ const tabs = ["overview", "topics", "groups", "dlq", "timers", "send", "consume"
     }
     await page.waitForSelector("#topic-queues tbody tr", { timeout: 10000 });
     step("topicQueues", await page.evaluate(() => [...document.querySelectorAll("#topic-queues tbody tr")].map((r) => [...r.cells].slice(0, 4).map((c) => c.textContent).join(" "))));
+    await page.unroute(/\/v1\/topics$/, holdList);
+    // Once the held reload lands (the list's row of live counts the three),
+    // the detail shown was drawn again from it.
+    await page.waitForFunction(() => [...document.querySelectorAll("#topic-list tbody tr")].some((r) => r.cells[0].textContent === "live" && r.cells[3].textContent === "3"), null, { timeout: 10000 });
+    step("topicQueuesAfterReload", await page.evaluate(() => [...document.querySelectorAll("#topic-queues tbody tr")].map((r) => [...r.cells].slice(0, 4).map((c) => c.textContent).join(" "))));
     await page.click("button[data-tab=groups]");
     await page.waitForSelector("#group-list tbody tr.clickable");
     await page.click("#group-list tbody tr.clickable td:first-child");
@@ -357,7 +367,8 @@ func TestE2EConsoleLive(t *testing.T) {
 	require.Contains(t, types, "delivered")
 	require.Contains(t, types, "dead-lettered")
 	require.Equal(t, true, s["staleTraceGone"], "an error replaces the detail shown before")
-	require.Equal(t, []any{"0 0 3 3"}, s["topicQueues"], "queue 0: min 0, max 3, 3 messages")
+	require.Equal(t, []any{"0 0 3 3"}, s["topicQueues"], "queue 0: min 0, max 3, 3 messages, though the row clicked was drawn before the sends")
+	require.Equal(t, []any{"0 0 3 3"}, s["topicQueuesAfterReload"], "the list's reload draws the detail again")
 	facts := strings.Join(func() []string {
 		var o []string
 		for _, v := range s["groupFacts"].([]any) {

@@ -171,7 +171,11 @@ func runBrowserScript(t *testing.T, ctx context.Context, dir, node string, out a
 	run.Dir = dir
 	run.Env = append(os.Environ(), "HOME="+dir)
 	raw, err := run.Output()
-	require.NoError(t, err, "%s", raw)
+	var stderr []byte
+	if ee, ok := err.(*exec.ExitError); ok {
+		stderr = ee.Stderr
+	}
+	require.NoError(t, err, "stdout: %s\nstderr: %s", raw, stderr)
 	require.NoError(t, json.Unmarshal(raw, out), "%s", raw)
 }
 

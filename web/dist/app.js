@@ -106,7 +106,10 @@ loaders.topics = async () => {
   // The topics that hold an SQS queue carry its name (sqs.js).
   const [{ topics }, sqs] = await Promise.all([mq.listTopics(), sqsBackers()]);
   const statuses = await topicStatuses(topics);
-  fillTable(document.getElementById("topic-list"), topics.map((t) => el("tr", { class: "clickable", "data-topic": t.name, onclick: () => showTopic(t.name, statuses[t.name]) },
+  // A detail already shown is drawn again from the statuses just loaded.
+  const shown = document.getElementById("topic-detail").dataset.topic;
+  if (shown) showTopic(shown, topics.some((t) => t.name === shown) ? statuses[shown] : null);
+  fillTable(document.getElementById("topic-list"), topics.map((t) => el("tr", { class: "clickable", "data-topic": t.name, onclick: guarded(() => openTopic(t.name)) },
     el("td", {}, t.name, sqsBadge(sqs.topics.get(t.name))), el("td", { class: "num" }, t.queues), el("td", { class: "num" }, t.retentionHours),
     el("td", { class: "num" }, statuses[t.name] ? statuses[t.name].messages : "unknown"),
     el("td", {}, t.perm), el("td", {}, fmtTime(t.createdAt)),
@@ -118,9 +121,19 @@ loaders.topics = async () => {
     }) }, "Delete")))));
 };
 
+// openTopic loads a topic's status when its row is clicked: the row may
+// have been drawn before the latest sends, so its own status is not used.
+let topicOpened = 0;
+async function openTopic(name) {
+  const seq = ++topicOpened;
+  const [st] = Object.values(await topicStatuses([{ name }]));
+  if (seq === topicOpened) showTopic(name, st); // not a slower answer to an earlier click
+}
+
 // showTopic shows a topic's queues: min and max offsets, newest store time.
 function showTopic(name, st) {
   const box = document.getElementById("topic-detail");
+  box.dataset.topic = name;
   if (!st) { box.replaceChildren(el("p", { class: "muted" }, "The status of " + name + " is unknown.")); return; }
   box.replaceChildren(el("h3", {}, "Queues of " + name + " (" + st.messages + " messages retained)"),
     el("div", { class: "scroll-x" }, el("table", { id: "topic-queues", class: "compact" },
