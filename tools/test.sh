@@ -5,12 +5,13 @@
 #      clients/ts/src/schema.ts) and fail when they were stale — first,
 #      because the tests compile and read those files (a failure is
 #      reported at the end; the rest still runs);
-#   2. at once: the remaining lint (gofmt, go vet, staticcheck, the
+#   2. the race tests in the foreground and, once the first test binary
+#      runs, the remaining lint (gofmt, go vet, staticcheck, the
 #      TypeScript typecheck, the spec's lint and breaking-change check) in
-#      the background, and the race tests in the foreground, whose output
-#      shows as go test prints it (tools/testsum reads go test -json). The
-#      tests run with -vet=off: the lint's go vet ./... runs every check of
-#      the subset go test would run again;
+#      the background; the tests' output shows as go test prints it
+#      (tools/testsum reads go test -json). The tests run with -vet=off:
+#      the lint's go vet ./... runs every check of the subset go test
+#      would run again;
 #   3. the lint's output, then the summary: the PostgreSQL tests skipped
 #      (TEST_DATABASE_URL unset) and, last, "N passed, N failed".
 # Exit status 0 only when everything passed.
