@@ -309,6 +309,22 @@ const tabs = ["overview", "topics", "groups", "dlq", "timers", "send", "consume"
     await phone.waitForFunction(() => document.querySelectorAll(".chart canvas").length === 2 || document.querySelectorAll("#live > *").length > 0, null, { timeout: 10000 });
     await overflow("overview");
     await phone.close();
+
+    // A topic deleted while its queues are shown: the detail goes with it.
+    await page.click("button[data-tab=topics]");
+    await page.fill("#topic-form input[name=name]", "doomed");
+    await page.fill("#topic-form input[name=queues]", "2");
+    await page.click("#topic-form button[type=submit]");
+    await page.waitForFunction(() => document.getElementById("notice").textContent.includes("doomed saved"), null, { timeout: 10000 });
+    const doomedRow = '#topic-list tbody tr.clickable:has(td:first-child:text-is("doomed"))';
+    await page.click(doomedRow + " td:first-child");
+    await page.waitForFunction(() => (document.querySelector("#topic-detail h3") || {}).textContent?.startsWith("Queues of doomed ("), null, { timeout: 10000 });
+    step("doomedQueues", await page.evaluate(() => document.querySelectorAll("#topic-queues tbody tr").length));
+    await page.click(doomedRow + " button.danger");
+    await page.waitForFunction(() => document.getElementById("notice").textContent.includes("Topic doomed deleted"), null, { timeout: 10000 });
+    await page.waitForFunction(() => !document.querySelector('#topic-list tbody tr[data-topic="doomed"]'), null, { timeout: 10000 });
+    await page.waitForTimeout(500); // a status request the click might have sent would be back by now
+    step("detailAfterDelete", await page.evaluate(() => document.getElementById("topic-detail").textContent));
   } catch (e) {
     out.error = String(e && e.stack || e);
   } finally {
@@ -399,5 +415,7 @@ func TestE2EConsoleLive(t *testing.T) {
 	require.Equal(t, "Backlog of live-g skipped; lag now 1", s["noticeAfterSkip"])
 	require.ElementsMatch(t, []any{"0:0", "retry:1"}, s["queuesAfterSkip"], "skip backlog from the group view: the queue's lag gone, the resent retry kept")
 	require.Equal(t, "1", s["lagAfterSkip"])
+	require.EqualValues(t, 2, s["doomedQueues"], "the detail of a new topic of two queues")
+	require.Equal(t, "", s["detailAfterDelete"], "the detail of a deleted topic goes with it")
 	require.Equal(t, "4", s["lagAfterReset"], "reset by time to an hour ago: the three sends again, and the resent retry")
 }

@@ -106,14 +106,18 @@ loaders.topics = async () => {
   // The topics that hold an SQS queue carry its name (sqs.js).
   const [{ topics }, sqs] = await Promise.all([mq.listTopics(), sqsBackers()]);
   const statuses = await topicStatuses(topics);
-  // A detail already shown is drawn again from the statuses just loaded.
-  const shown = document.getElementById("topic-detail").dataset.topic;
-  if (shown) showTopic(shown, topics.some((t) => t.name === shown) ? statuses[shown] : null);
+  // A detail already shown is drawn again from the statuses just loaded
+  // (and goes with its topic).
+  const detail = document.getElementById("topic-detail");
+  const shown = detail.dataset.topic;
+  if (shown && topics.some((t) => t.name === shown)) showTopic(shown, statuses[shown]);
+  else if (shown) { delete detail.dataset.topic; detail.replaceChildren(); }
   fillTable(document.getElementById("topic-list"), topics.map((t) => el("tr", { class: "clickable", "data-topic": t.name, onclick: guarded(() => openTopic(t.name)) },
     el("td", {}, t.name, sqsBadge(sqs.topics.get(t.name))), el("td", { class: "num" }, t.queues), el("td", { class: "num" }, t.retentionHours),
     el("td", { class: "num" }, statuses[t.name] ? statuses[t.name].messages : "unknown"),
     el("td", {}, t.perm), el("td", {}, fmtTime(t.createdAt)),
-    el("td", {}, el("button", { class: "danger", onclick: guarded(async () => {
+    el("td", {}, el("button", { class: "danger", onclick: guarded(async (ev) => {
+      ev.stopPropagation(); // not a click on the row: the topic is not opened
       if (!confirm("Delete topic " + t.name + "?")) return;
       await mq.deleteTopic(t.name);
       notice("Topic " + t.name + " deleted", "info");
