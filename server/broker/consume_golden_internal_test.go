@@ -162,6 +162,7 @@ sub, sql n = 4 (the retry copy, n=2, refused): []
 -- lease records
 0 sub/f/0 gen=0 at=1700000000123 client="c" [2 e+1 d1700000010123 f0 s1] [3 e+2 d1700000010123 f0 s1] [4 e+3 d1700000010123 f0 s1]
 1 plain/f/0 gen=0 at=1700000000123 client="c" [1 e+4 d1700000010123 f0 s1] [5 e+5 d1700000010123 f0 s1]
+2 sub/f/-1 gen=0 at=1700000002123 client="c" [0 e+6 d1700000012123 f0 s1]
 -- offset records
 1 sub/f/0 gen=0 [0 1 5]
 1 plain/f/0 gen=0 [0 2 3 4]
@@ -227,7 +228,7 @@ func TestGoldenConsumeFilters(t *testing.T) {
 	say("-- lease records")
 	log = append(log, goldenPopRecords(t, b, base)...)
 	say("-- offset records")
-	require.NoError(t, b.store.AwaitDispatch(ctx))
+	awaitLogged(t, b)
 	res, err := b.store.ReadQueue(offsetTopic, 0, 0, 100, nil)
 	require.NoError(t, err)
 	for _, m := range res.Messages {

@@ -58,7 +58,7 @@ func goldenDLQBroker(t *testing.T) (*Broker, *clockwork.FakeClock) {
 // dlqRecords reads rmq_sys_DLQ's records as stored.
 func dlqRecords(t *testing.T, b *Broker) []*message.Message {
 	t.Helper()
-	require.NoError(t, b.store.AwaitDispatch(context.Background()))
+	awaitLogged(t, b)
 	res, err := b.store.ReadQueue("rmq_sys_DLQ", 0, 0, 100, nil)
 	require.NoError(t, err)
 	return res.Messages

@@ -39,9 +39,21 @@ func goldenLeaseHex(t *testing.T, want string) []byte {
 }
 
 // leaseQueue reads rmq_sys_LEASE as stored, from queue offset from.
+// awaitLogged waits until every record appended so far is flushed and in
+// its ConsumeQueue, for a golden test that reads a record family's queue.
+// A pull answers before its records (grants, offsets its filters passed
+// over) are durable, and in sync mode the dispatcher stops at the flushed
+// point: without the flush, a pull's last record would show only when the
+// flusher happened to have run.
+func awaitLogged(t *testing.T, b *Broker) {
+	t.Helper()
+	require.NoError(t, b.store.WaitFlushed(b.store.WriteOffset()))
+	require.NoError(t, b.store.AwaitDispatch(context.Background()))
+}
+
 func leaseQueue(t *testing.T, b *Broker, from int64) []*message.Message {
 	t.Helper()
-	require.NoError(t, b.store.AwaitDispatch(context.Background()))
+	awaitLogged(t, b)
 	res, err := b.store.ReadQueue("rmq_sys_LEASE", 0, from, 100, nil)
 	require.NoError(t, err)
 	return res.Messages

@@ -263,7 +263,8 @@ dead letter of o: reconsume=2
 5 o/orders/0 gen=0 at=1700000001123 client="c3" [2 e+10 d1700000001123 f0 s2]
 6 o/orders/0 gen=0 at=1700000001123 client="c4" [2 e+11 d1700000011123 f0 s1]
 7 o/orders/0 gen=0 at=1700000012123 client="c4" [2 e+12 d1700000022123 f1 s2]
-8 o/orders/0 gen=0 at=1700000012123 client="c5" [0 e+13 d1700000022123 f1 s1]`
+8 o/orders/0 gen=0 at=1700000012123 client="c5" [0 e+13 d1700000022123 f1 s1]
+9 o/orders/0 gen=0 at=1700000012123 client="c6" [1 e+14 d1700000022123 f0 s1]`
 
 func TestGoldenPopStates(t *testing.T) {
 	fc := clockwork.NewFakeClockAt(goldenLeaseAt)

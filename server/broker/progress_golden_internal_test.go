@@ -23,7 +23,7 @@ import (
 // one line per entry: born time, kind, key, generation, offset(s).
 func offsetRecords(t *testing.T, b *Broker, from int64) []string {
 	t.Helper()
-	require.NoError(t, b.store.AwaitDispatch(context.Background()))
+	awaitLogged(t, b)
 	res, err := b.store.ReadQueue(offsetTopic, 0, from, 100, nil)
 	require.NoError(t, err)
 	var out []string

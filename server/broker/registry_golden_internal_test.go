@@ -33,7 +33,7 @@ var goldenRegAt = time.UnixMilli(1_700_000_000_123)
 // metaBodies reads rmq_sys_META's record bodies as stored.
 func metaBodies(t *testing.T, b *Broker) []string {
 	t.Helper()
-	require.NoError(t, b.store.AwaitDispatch(context.Background()))
+	awaitLogged(t, b)
 	res, err := b.store.ReadQueue(metaTopic, 0, 0, 100, nil)
 	require.NoError(t, err)
 	out := make([]string, len(res.Messages))

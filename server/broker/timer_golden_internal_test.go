@@ -40,7 +40,7 @@ func goldenTimerBroker(t *testing.T) (*Broker, *clockwork.FakeClock) {
 // timerQueue reads queue 0 of a timer topic as stored.
 func timerQueue(t *testing.T, b *Broker, topic string, from int64) []*message.Message {
 	t.Helper()
-	require.NoError(t, b.store.AwaitDispatch(context.Background()))
+	awaitLogged(t, b)
 	res, err := b.store.ReadQueue(topic, 0, from, 100, nil)
 	require.NoError(t, err)
 	return res.Messages
