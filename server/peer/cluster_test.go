@@ -113,6 +113,8 @@ func TestThreeReplicasOverHTTP(t *testing.T) {
 	put(5)
 	converged(t, rs)
 	for _, r := range rs {
+		// Applied is not yet in the ConsumeQueues: the dispatcher follows.
+		require.NoError(t, r.shard.Store().AwaitDispatch(context.Background()))
 		n := countMessages(r.shard.Store())
 		require.True(t, n >= int64(puts) && n <= int64(puts+unknown), "replica %d holds %d messages, %d put (%d retried after an unknown outcome)", r.id, n, puts, unknown)
 		require.Positive(t, r.tr.Stats().Sent)
