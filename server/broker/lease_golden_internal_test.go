@@ -38,7 +38,6 @@ func goldenLeaseHex(t *testing.T, want string) []byte {
 	return b
 }
 
-// leaseQueue reads rmq_sys_LEASE as stored, from queue offset from.
 // awaitLogged waits until every record appended so far is flushed and in
 // its ConsumeQueue, for a golden test that reads a record family's queue.
 // A pull answers before its records (grants, offsets its filters passed
@@ -51,6 +50,7 @@ func awaitLogged(t *testing.T, b *Broker) {
 	require.NoError(t, b.store.AwaitDispatch(context.Background()))
 }
 
+// leaseQueue reads rmq_sys_LEASE as stored, from queue offset from.
 func leaseQueue(t *testing.T, b *Broker, from int64) []*message.Message {
 	t.Helper()
 	awaitLogged(t, b)
