@@ -469,7 +469,8 @@ func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, prefix s
 	lead := n.shard.Status().Leader
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	defer context.AfterFunc(n.noteLeader(lead), cancel)()
+	stopCut := context.AfterFunc(n.noteLeader(lead), cancel)
+	defer stopCut()
 	r = r.WithContext(ctx)
 	addr, ok := n.peerAddr(lead)
 	if lead == 0 || lead == n.cfg.NodeID || !ok {
@@ -498,6 +499,16 @@ func (n *clusterNode) forwardTo(w http.ResponseWriter, r *http.Request, prefix s
 		},
 		Transport:     n.fwd.Transport,
 		FlushInterval: -1, // long polls and event streams pass as they come
+		// An answer whose length the leader gave is passed on whole even
+		// if this replica learns of another leader meanwhile: cut then,
+		// the client would read a truncated body (unexpected EOF) instead
+		// of the leader's answer. A stream (length unknown) is still cut.
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.ContentLength < 0 || stopCut() {
+				return nil
+			}
+			return context.Canceled // cut already: answered as a forward abandoned
+		},
 		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
 			n.log.Debug().Err(err).Uint64("leader", lead).Str("path", req.URL.Path).Msg("forwarding failed")
 			if sent && req.Method != http.MethodGet && req.Method != http.MethodHead {
